@@ -1,0 +1,155 @@
+"""The kafkalog error hierarchy.
+
+Every error kafkalog raises on bad input is a subclass of :class:`KafkalogError`. Errors that concern
+bytes carry the ``file`` they came from (when known) and the byte ``position`` of the problem, and
+both appear in the message, so an operator can go straight to the damage::
+
+    CorruptRecordError: /data/orders-0/00000000000000000000.log at byte 4711: Record is corrupt
+    (stored crc = 1, computed crc = 2)
+
+Codec functions work on buffers and know only positions relative to the buffer they were given; the
+file layer re-raises them with :meth:`KafkalogError.at` to add the file name and the absolute position.
+Names follow Kafka's exception names (CorruptRecordException -> CorruptRecordError, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+
+class KafkalogError(Exception):
+    """Base class of every error kafkalog raises on purpose."""
+
+    def __init__(self, message: str, *, file: Optional[os.PathLike | str] = None,
+                 position: Optional[int] = None) -> None:
+        self.message = message
+        self.file = os.fspath(file) if file is not None else None
+        self.position = position
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(str(self.file))
+        if self.position is not None:
+            where.append(f"at byte {self.position}")
+        if where:
+            return f"{' '.join(where)}: {self.message}"
+        return self.message
+
+    def at(self, file: Optional[os.PathLike | str] = None, base_position: int = 0) -> "KafkalogError":
+        """Return a copy of this error located in ``file``, its position shifted by ``base_position``.
+
+        Used by layers that hand a slice of a file to the codec: ``raise err.at(path, slice_start)``.
+        """
+        pos = None if self.position is None else self.position + base_position
+        if pos is None and base_position:
+            pos = base_position
+        new = self.__class__.__new__(self.__class__)
+        new.__dict__.update(self.__dict__)
+        new.message = self.message
+        new.file = os.fspath(file) if file is not None else self.file
+        new.position = pos
+        Exception.__init__(new, new._render())
+        return new
+
+    def to_json(self) -> dict:
+        """A JSON-able description, for command-line tools that print JSON lines."""
+        return {"error": type(self).__name__, "message": self.message, "file": self.file,
+                "position": self.position}
+
+
+# --- record format ---------------------------------------------------------------------------------
+
+class CorruptRecordError(KafkalogError):
+    """A batch fails its integrity check: CRC mismatch, or a size below the format's minimum
+    (Kafka: CorruptRecordException)."""
+
+
+class InvalidRecordError(KafkalogError):
+    """A batch or record is structurally invalid: bad lengths, premature end, a record count that
+    disagrees with the data, overlong varints, bad headers (Kafka: InvalidRecordException)."""
+
+
+class CompressionError(InvalidRecordError):
+    """A compressed payload cannot be decompressed, is malformed for its codec's framing, or
+    expands beyond the allowed limit (decompression bomb)."""
+
+
+class UnsupportedCompressionTypeError(InvalidRecordError):
+    """An unknown codec id (5-7), or zstd inside a v0/v1 message."""
+
+
+class UnsupportedMagicError(InvalidRecordError):
+    """A magic byte outside 0..2 where the reader is strict about it."""
+
+
+class RecordTooLargeError(KafkalogError):
+    """A batch larger than ``max.message.bytes`` (Kafka: RecordTooLargeException)."""
+
+
+class RecordBatchTooLargeError(KafkalogError):
+    """An append larger than ``segment.bytes`` (Kafka: RecordBatchTooLargeException)."""
+
+
+# --- indexes, segments, logs ---------------------------------------------------------------------
+
+class CorruptIndexError(KafkalogError):
+    """An index file fails a sanity check (Kafka: CorruptIndexException)."""
+
+
+class InvalidOffsetError(KafkalogError):
+    """An index append out of order (Kafka: InvalidOffsetException)."""
+
+
+class IndexFullError(KafkalogError):
+    """An append to a full index."""
+
+
+class LogSegmentOffsetOverflowError(KafkalogError):
+    """An offset that cannot be stored relative to its segment's base offset (int32 overflow)."""
+
+
+class OffsetOutOfRangeError(KafkalogError):
+    """A read below the log start offset or beyond the log end offset."""
+
+
+class InvalidTimestampError(KafkalogError):
+    """A record timestamp outside ``message.timestamp.before.max.ms`` / ``after.max.ms``."""
+
+
+class CorruptSnapshotError(KafkalogError):
+    """A producer-state snapshot that cannot be read."""
+
+
+class CorruptCheckpointError(KafkalogError):
+    """A checkpoint file (offset, leader-epoch, partition.metadata, meta.properties) that cannot be
+    parsed."""
+
+
+class InvalidTopicError(KafkalogError):
+    """A topic name Kafka would refuse (illegal characters, too long, '.' or '..')."""
+
+
+class InvalidConfigError(KafkalogError):
+    """A configuration key or value Kafka would refuse."""
+
+
+class LogDirError(KafkalogError):
+    """A data directory problem: cannot lock it, cannot create it, a malformed partition directory."""
+
+
+class KafkalogIOError(KafkalogError):
+    """An operating-system I/O failure (disk full, permission denied) wrapped with its file."""
+
+
+class ProducerStateError(KafkalogError):
+    """Producer id / epoch / sequence rules violated (out-of-order sequence, fenced epoch)."""
+
+
+class CleanerError(KafkalogError):
+    """A compaction failure of one partition (the partition is marked uncleanable)."""
+
+
+__all__ = [name for name in dir() if name.endswith("Error")]

@@ -1,0 +1,3 @@
+# cython: language_level=3
+"""Compiled record kernel (placeholder until the kernel lands)."""
+IMPLEMENTATION = "cython"
