@@ -1,3 +1,1043 @@
-# cython: language_level=3
-"""Compiled record kernel (placeholder until the kernel lands)."""
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled record kernel: the per-record hot loops of v2 records (spec §1.1, §1.6).
+
+Same API and behaviour as the pure-Python reference ``kafkalog.record._kernel_py`` (see
+docs/design.md "Record kernel API"); ``kafkalog.record.kernel`` picks one of the two.
+
+* ``decode_records_v2`` walks the record bodies of one batch with C pointers, creating only the
+  ``Record`` objects and their key/value/header ``bytes``.
+* ``encode_records_v2`` sizes every record first, allocates the output ``bytes`` once and writes
+  into it.
+
+Varints follow Kafka's ``ByteUtils``: zig-zag, at most 5 (varint) / 10 (varlong) bytes, bits beyond
+32 / 64 dropped as Java does, non-minimal forms accepted.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_Append
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_CheckExact, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
+from cpython.ref cimport PyObject, Py_INCREF
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, free, realloc
+from libc.string cimport memcpy
+
+cimport cython
+
+from kafkalog.errors import InvalidRecordError
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+    PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
+
 IMPLEMENTATION = "cython"
+
+cdef enum:
+    NO_SEQUENCE = -1
+    INT32_MAX = 2147483647
+
+
+# --------------------------------------------------------------------------------------------------
+# Record
+
+@cython.freelist(1024)
+@cython.no_gc
+@cython.final
+cdef class Record:
+    """One record of a batch (v2; the legacy layer fills the same attributes for v0/v1).
+
+    Attributes: ``offset``, ``timestamp``, ``key`` (bytes or None), ``value`` (bytes or None),
+    ``headers`` (list of ``(str, bytes | None)``), ``sequence`` (-1 without producer sequence),
+    ``size_in_bytes`` (encoded size incl. the length varint for v2; message size for v0/v1).
+
+    Integers are held as C int64 and the headers list is created on first access, so decoding
+    allocates only the record, its key and its value. Records are not tracked by the cyclic
+    garbage collector: do not store a reference to a record inside its own headers.
+    """
+    cdef public int64_t offset
+    cdef public int64_t timestamp
+    cdef public object key
+    cdef public object value
+    cdef object _headers
+    cdef public int64_t sequence
+    cdef public int64_t size_in_bytes
+
+    def __init__(self, offset, timestamp, key, value, headers=None, sequence=-1, size_in_bytes=0):
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self._headers = headers
+        self.sequence = sequence
+        self.size_in_bytes = size_in_bytes
+
+    @property
+    def headers(self):
+        if self._headers is None:
+            self._headers = []
+        return self._headers
+
+    @headers.setter
+    def headers(self, value):
+        self._headers = value
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r}, sequence={self.sequence!r}, "
+                f"size_in_bytes={self.size_in_bytes!r})")
+
+    def __eq__(self, other):
+        try:
+            return (self.offset == other.offset and self.timestamp == other.timestamp
+                    and self.key == other.key and self.value == other.value
+                    and list(self.headers) == list(other.headers)
+                    and self.sequence == other.sequence
+                    and self.size_in_bytes == other.size_in_bytes)
+        except AttributeError:
+            return NotImplemented
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return (Record, (self.offset, self.timestamp, self.key, self.value, self.headers,
+                         self.sequence, self.size_in_bytes))
+
+    @property
+    def has_key(self):
+        return self.key is not None
+
+    @property
+    def has_value(self):
+        return self.value is not None
+
+
+# Cython exposes ``cdef public object`` fields as getset descriptors; CPython 3.11+ specialises
+# attribute loads only for member descriptors (T_OBJECT_EX slots), so ``key`` and ``value`` -- read
+# for every record by every consumer -- are re-exposed as member descriptors on the same fields.
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        const char* name
+        int type
+        Py_ssize_t offset
+        int flags
+        const char* doc
+    int T_OBJECT_EX
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        PyObject* tp_dict
+    object PyDescr_NewMember(PyTypeObject* type, PyMemberDef* meth)
+    void PyType_Modified(PyTypeObject* type)
+
+cdef PyMemberDef _record_members[2]
+
+
+cdef Py_ssize_t _field_offset(Record probe, object sentinel) except -1:
+    """Byte offset of the object field of ``probe`` that currently holds ``sentinel``."""
+    cdef char* base = <char*><PyObject*>probe
+    cdef Py_ssize_t off
+    cdef Py_ssize_t size = (<object>Record).__basicsize__
+    for off in range(sizeof(PyObject), size - <Py_ssize_t>sizeof(PyObject*) + 1, sizeof(PyObject*)):
+        if (<PyObject**>(base + off))[0] == <PyObject*>sentinel:
+            return off
+    raise RuntimeError("Record field not found")
+
+
+cdef void _install_member_descriptors() except *:
+    cdef Record probe = Record.__new__(Record)
+    cdef object s1 = object(), s2 = object()
+    probe.key = s1
+    probe.value = s2
+    _record_members[0].name = "key"
+    _record_members[0].type = T_OBJECT_EX
+    _record_members[0].offset = _field_offset(probe, s1)
+    _record_members[0].flags = 0
+    _record_members[0].doc = "the record key (bytes, or None for a null key)"
+    _record_members[1].name = "value"
+    _record_members[1].type = T_OBJECT_EX
+    _record_members[1].offset = _field_offset(probe, s2)
+    _record_members[1].flags = 0
+    _record_members[1].doc = "the record value (bytes, or None for a tombstone)"
+    cdef dict tp_dict = <dict>(<PyTypeObject*>Record).tp_dict
+    tp_dict["key"] = PyDescr_NewMember(<PyTypeObject*>Record, &_record_members[0])
+    tp_dict["value"] = PyDescr_NewMember(<PyTypeObject*>Record, &_record_members[1])
+    PyType_Modified(<PyTypeObject*>Record)
+
+
+_install_member_descriptors()
+
+
+# --------------------------------------------------------------------------------------------------
+# varints (C level)
+
+cdef inline int _rd_varint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                           int32_t* out) noexcept nogil:
+    """0 ok, -1 truncated, -2 too long."""
+    cdef Py_ssize_t i = pos[0]
+    cdef uint32_t value = 0
+    cdef int shift = 0
+    cdef unsigned char b
+    while True:
+        if i >= end:
+            return -1
+        b = p[i]
+        i += 1
+        if b & 0x80:
+            value |= <uint32_t>(b & 0x7F) << shift
+            shift += 7
+            if shift > 28:
+                return -2
+        else:
+            value |= <uint32_t>b << shift
+            break
+    pos[0] = i
+    out[0] = <int32_t>((value >> 1) ^ (<uint32_t>0 - (value & 1)))
+    return 0
+
+
+cdef inline int _rd_varlong(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                            int64_t* out) noexcept nogil:
+    cdef Py_ssize_t i = pos[0]
+    cdef uint64_t value = 0
+    cdef int shift = 0
+    cdef unsigned char b
+    while True:
+        if i >= end:
+            return -1
+        b = p[i]
+        i += 1
+        if b & 0x80:
+            value |= <uint64_t>(b & 0x7F) << shift
+            shift += 7
+            if shift > 63:
+                return -2
+        else:
+            value |= <uint64_t>b << shift
+            break
+    pos[0] = i
+    out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
+    return 0
+
+
+cdef inline int _size_uvarint(uint64_t v) noexcept nogil:
+    cdef int n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline int _size_varint(int32_t v) noexcept nogil:
+    return _size_uvarint(<uint32_t>((<uint32_t>v << 1) ^ <uint32_t>(v >> 31)))
+
+
+cdef inline int _size_varlong(int64_t v) noexcept nogil:
+    return _size_uvarint((<uint64_t>v << 1) ^ <uint64_t>(v >> 63))
+
+
+cdef inline unsigned char* _wr_uvarint(unsigned char* p, uint64_t v) noexcept nogil:
+    while v >= 0x80:
+        p[0] = <unsigned char>((v & 0x7F) | 0x80)
+        p += 1
+        v >>= 7
+    p[0] = <unsigned char>v
+    return p + 1
+
+
+cdef inline unsigned char* _wr_varint(unsigned char* p, int32_t v) noexcept nogil:
+    return _wr_uvarint(p, <uint32_t>((<uint32_t>v << 1) ^ <uint32_t>(v >> 31)))
+
+
+cdef inline unsigned char* _wr_varlong(unsigned char* p, int64_t v) noexcept nogil:
+    return _wr_uvarint(p, (<uint64_t>v << 1) ^ <uint64_t>(v >> 63))
+
+
+cdef object _varint_error(int rc, Py_ssize_t pos, str what):
+    if rc == -1:
+        return InvalidRecordError(f"Found invalid record structure: buffer underflow reading {what}",
+                                  position=pos)
+    return InvalidRecordError(f"Found invalid record structure: {what} is too long", position=pos)
+
+
+# --------------------------------------------------------------------------------------------------
+# varints (Python API)
+
+def read_varint(buf, Py_ssize_t pos, end=None, str what="varint"):
+    """Read a zig-zag varint at ``pos`` (not past ``end``); returns ``(value, new_pos)``."""
+    cdef Py_buffer view
+    cdef int32_t v
+    cdef int rc
+    cdef Py_ssize_t p = pos, e
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        e = view.len if end is None else min(<Py_ssize_t>end, view.len)
+        if pos < 0 or pos > e:
+            raise InvalidRecordError(f"Found invalid record structure: position {pos} outside the buffer",
+                                     position=pos)
+        rc = _rd_varint(<const unsigned char*>view.buf, e, &p, &v)
+    finally:
+        PyBuffer_Release(&view)
+    if rc:
+        raise _varint_error(rc, pos, what)
+    return v, p
+
+
+def read_varlong(buf, Py_ssize_t pos, end=None, str what="varlong"):
+    """Read a zig-zag varlong at ``pos`` (not past ``end``); returns ``(value, new_pos)``."""
+    cdef Py_buffer view
+    cdef int64_t v
+    cdef int rc
+    cdef Py_ssize_t p = pos, e
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        e = view.len if end is None else min(<Py_ssize_t>end, view.len)
+        if pos < 0 or pos > e:
+            raise InvalidRecordError(f"Found invalid record structure: position {pos} outside the buffer",
+                                     position=pos)
+        rc = _rd_varlong(<const unsigned char*>view.buf, e, &p, &v)
+    finally:
+        PyBuffer_Release(&view)
+    if rc:
+        raise _varint_error(rc, pos, what)
+    return v, p
+
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object obj, int* overflow) except? -1
+
+
+cdef int64_t _as_int64(object value, str what) except? -1:
+    cdef int overflow = 0
+    cdef long long r = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow:
+        raise InvalidRecordError(f"{what} {value} does not fit in a 64-bit varlong")
+    return <int64_t>r
+
+
+cdef int32_t _as_int32(object value, str what) except? -1:
+    cdef int overflow = 0
+    cdef long long r = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow or r < -2147483648 or r > 2147483647:
+        raise InvalidRecordError(f"{what} {value} does not fit in a 32-bit varint")
+    return <int32_t>r
+
+
+def write_varint(value):
+    """Zig-zag varint encoding of a 32-bit signed value."""
+    cdef unsigned char tmp[10]
+    cdef unsigned char* e = _wr_varint(tmp, _as_int32(value, "value"))
+    return PyBytes_FromStringAndSize(<char*>tmp, e - tmp)
+
+
+def write_varlong(value):
+    """Zig-zag varlong encoding of a 64-bit signed value."""
+    cdef unsigned char tmp[10]
+    cdef unsigned char* e = _wr_varlong(tmp, _as_int64(value, "value"))
+    return PyBytes_FromStringAndSize(<char*>tmp, e - tmp)
+
+
+# --------------------------------------------------------------------------------------------------
+# decode
+
+cdef inline int32_t _next_sequence(int32_t base, int32_t delta) noexcept nogil:
+    # DefaultRecordBatch.incrementSequence: wraps past Integer.MAX_VALUE to 0.
+    if base == NO_SEQUENCE:
+        return NO_SEQUENCE
+    if base > INT32_MAX - delta:
+        return delta - (INT32_MAX - base) - 1
+    return base + delta
+
+
+def decode_records_v2(body, Py_ssize_t count, base_offset, base_timestamp, base_sequence,
+                      log_append_time):
+    """Decode ``count`` v2 records from ``body`` (the uncompressed records of one batch).
+
+    Returns a list of :class:`Record`. ``log_append_time >= 0`` replaces every record's timestamp.
+    Raises :class:`InvalidRecordError` (``position`` relative to the start of ``body``) on any
+    structural problem and when ``count`` disagrees with the data.
+    """
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, pos = 0, rstart, rend, i
+    cdef int32_t length, offset_delta, klen, vlen, nheaders, hklen, hvlen, h
+    cdef int64_t ts_delta
+    cdef int64_t c_base_offset = _as_int64(base_offset, "base_offset")
+    cdef int64_t c_base_ts = _as_int64(base_timestamp, "base_timestamp")
+    cdef int64_t c_lat = _as_int64(log_append_time, "log_append_time")
+    cdef int32_t c_base_seq = _as_int32(base_sequence, "base_sequence")
+    cdef int rc
+    cdef Record rec
+    cdef list out
+    cdef object headers
+    cdef object key, value, hkey, hvalue
+    if count < 0:
+        raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        n = view.len
+        if count > n // 7:  # a v2 record takes at least 7 bytes
+            raise InvalidRecordError(
+                f"Found invalid record structure: expected {count} records in {n} bytes",
+                position=n)
+        out = PyList_New(count)
+        for i in range(count):
+            rstart = pos
+            if pos >= n:
+                raise InvalidRecordError(
+                    f"Found invalid record structure: expected {count} records but found only {i}",
+                    position=pos)
+            rc = _rd_varint(p, n, &pos, &length)
+            if rc:
+                raise _varint_error(rc, rstart, "record length")
+            if length < 0 or length > n - pos:
+                raise InvalidRecordError(
+                    f"Invalid record size: expected {length} bytes in record payload, but instead "
+                    f"the buffer has only {n - pos} remaining bytes.", position=rstart)
+            rend = pos + length
+            # attributes (unused)
+            if pos >= rend:
+                raise InvalidRecordError("Found invalid record structure: buffer underflow reading "
+                                         "attributes", position=pos)
+            pos += 1
+            rc = _rd_varlong(p, rend, &pos, &ts_delta)
+            if rc:
+                raise _varint_error(rc, pos, "timestamp delta")
+            rc = _rd_varint(p, rend, &pos, &offset_delta)
+            if rc:
+                raise _varint_error(rc, pos, "offset delta")
+            rc = _rd_varint(p, rend, &pos, &klen)
+            if rc:
+                raise _varint_error(rc, pos, "key length")
+            if klen >= 0:
+                if klen > rend - pos:
+                    raise InvalidRecordError(
+                        f"Found invalid record structure: key length {klen} exceeds the "
+                        f"{rend - pos} bytes left in the record", position=pos)
+                key = PyBytes_FromStringAndSize(<const char*>(p + pos), klen)
+                pos += klen
+            else:
+                key = None
+            rc = _rd_varint(p, rend, &pos, &vlen)
+            if rc:
+                raise _varint_error(rc, pos, "value length")
+            if vlen >= 0:
+                if vlen > rend - pos:
+                    raise InvalidRecordError(
+                        f"Found invalid record structure: value length {vlen} exceeds the "
+                        f"{rend - pos} bytes left in the record", position=pos)
+                value = PyBytes_FromStringAndSize(<const char*>(p + pos), vlen)
+                pos += vlen
+            else:
+                value = None
+            rc = _rd_varint(p, rend, &pos, &nheaders)
+            if rc:
+                raise _varint_error(rc, pos, "header count")
+            if nheaders < 0:
+                raise InvalidRecordError(f"Found invalid number of record headers {nheaders}",
+                                         position=pos)
+            if nheaders > rend - pos:
+                raise InvalidRecordError(
+                    f"Found invalid number of record headers. {nheaders} is larger than the "
+                    f"remaining size of the buffer", position=pos)
+            headers = [] if nheaders else None
+            for h in range(nheaders):
+                rc = _rd_varint(p, rend, &pos, &hklen)
+                if rc:
+                    raise _varint_error(rc, pos, "header key length")
+                if hklen < 0:
+                    raise InvalidRecordError(f"Invalid negative header key size {hklen}",
+                                             position=pos)
+                if hklen > rend - pos:
+                    raise InvalidRecordError(
+                        f"Found invalid record structure: header key length {hklen} exceeds the "
+                        f"{rend - pos} bytes left in the record", position=pos)
+                hkey = PyUnicode_DecodeUTF8(<const char*>(p + pos), hklen, "replace")
+                pos += hklen
+                rc = _rd_varint(p, rend, &pos, &hvlen)
+                if rc:
+                    raise _varint_error(rc, pos, "header value length")
+                if hvlen >= 0:
+                    if hvlen > rend - pos:
+                        raise InvalidRecordError(
+                            f"Found invalid record structure: header value length {hvlen} exceeds "
+                            f"the {rend - pos} bytes left in the record", position=pos)
+                    hvalue = PyBytes_FromStringAndSize(<const char*>(p + pos), hvlen)
+                    pos += hvlen
+                else:
+                    hvalue = None
+                headers.append((hkey, hvalue))
+            if pos != rend:
+                raise InvalidRecordError(
+                    f"Invalid record size: expected to read {length} bytes in record payload, but "
+                    f"instead read {pos - (rend - length)}", position=pos)
+            rec = Record.__new__(Record)
+            rec.offset = c_base_offset + offset_delta
+            rec.timestamp = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>ts_delta)
+            rec.key = key
+            rec.value = value
+            rec._headers = headers
+            rec.sequence = _next_sequence(c_base_seq, offset_delta)
+            rec.size_in_bytes = rend - rstart
+            Py_INCREF(rec)
+            PyList_SET_ITEM(out, i, rec)
+        if pos != n:
+            raise InvalidRecordError(
+                f"Incorrect declared batch size, records still remaining in file "
+                f"({n - pos} bytes after {count} records)", position=pos)
+        return out
+    finally:
+        PyBuffer_Release(&view)
+
+
+# --------------------------------------------------------------------------------------------------
+# encode
+
+cdef inline object _as_bytes_like(object x):
+    """bytes stay as they are; other bytes-like objects become bytes (None stays None)."""
+    if x is None or PyBytes_CheckExact(x):
+        return x
+    if PyUnicode_Check(x):
+        raise TypeError("record keys and values must be bytes-like or None, not str")
+    return bytes(memoryview(x))
+
+
+def encode_records_v2(records, base_timestamp, offset_deltas=None):
+    """Encode ``records`` (sequence of ``(key, value, timestamp, headers)``) as v2 record bodies.
+
+    Offset delta ``i`` (or ``offset_deltas[i]``); timestamp deltas relative to ``base_timestamp``.
+    Returns the concatenated, uncompressed record bytes.
+    """
+    cdef Py_ssize_t n, i, total = 0, hn, j, klen, vlen, hklen, hvlen
+    cdef int64_t c_base_ts = _as_int64(base_timestamp, "base_timestamp")
+    cdef int64_t ts_delta
+    cdef int32_t offset_delta
+    cdef Py_ssize_t body
+    cdef int32_t* sizes = NULL
+    cdef int64_t* tsd = NULL
+    cdef int32_t* ods = NULL
+    cdef object rec, key, value, ts, headers, hk, hv, result
+    cdef list keep
+    cdef unsigned char* w
+    cdef const char* s
+    cdef bint simple
+    if not isinstance(records, (list, tuple)):
+        records = list(records)
+    n = len(records)
+    if offset_deltas is not None and len(offset_deltas) != n:
+        raise InvalidRecordError(f"{len(offset_deltas)} offset deltas for {n} records")
+    if n == 0:
+        return b""
+    sizes = <int32_t*>malloc(n * sizeof(int32_t))
+    tsd = <int64_t*>malloc(n * sizeof(int64_t))
+    ods = <int32_t*>malloc(n * sizeof(int32_t))
+    if sizes == NULL or tsd == NULL or ods == NULL:
+        free(sizes); free(tsd); free(ods)
+        raise MemoryError()
+    keep = None
+    try:
+        # pass 1: sizes (and normalise unusual inputs into a side list kept alive)
+        for i in range(n):
+            rec = records[i]
+            if PyTuple_CheckExact(rec) and PyTuple_GET_SIZE(rec) == 4:
+                key = <object>PyTuple_GET_ITEM(rec, 0)
+                value = <object>PyTuple_GET_ITEM(rec, 1)
+                ts = <object>PyTuple_GET_ITEM(rec, 2)
+                headers = <object>PyTuple_GET_ITEM(rec, 3)
+            else:
+                key, value, ts, headers = rec
+            simple = True
+            if key is not None and not PyBytes_CheckExact(key):
+                key = _as_bytes_like(key)
+                simple = False
+            if value is not None and not PyBytes_CheckExact(value):
+                value = _as_bytes_like(value)
+                simple = False
+            if headers is not None and len(headers) > 0:
+                hlist = []
+                for hk, hv in headers:
+                    if hk is None:
+                        raise InvalidRecordError("Invalid null header key found in headers")
+                    if PyUnicode_Check(hk):
+                        hk = (<str>hk).encode("utf-8")
+                    else:
+                        hk = _as_bytes_like(hk)
+                    hlist.append((hk, _as_bytes_like(hv)))
+                headers = hlist
+                simple = False
+            else:
+                headers = None
+            if not simple:
+                if keep is None:
+                    keep = [None] * n
+                keep[i] = (key, value, headers)
+            ts_delta = <int64_t>(<uint64_t>_as_int64(ts, "timestamp") - <uint64_t>c_base_ts)
+            tsd[i] = ts_delta
+            offset_delta = <int32_t>i if offset_deltas is None else _as_int32(offset_deltas[i], "offset delta")
+            ods[i] = offset_delta
+            body = 1 + _size_varlong(ts_delta) + _size_varint(offset_delta)
+            if key is None:
+                body += 1
+            else:
+                klen = PyBytes_GET_SIZE(key)
+                body += _size_varint(<int32_t>klen) + <int32_t>klen
+            if value is None:
+                body += 1
+            else:
+                vlen = PyBytes_GET_SIZE(value)
+                body += _size_varint(<int32_t>vlen) + <int32_t>vlen
+            if headers is None:
+                body += 1
+            else:
+                hn = len(headers)
+                body += _size_varint(<int32_t>hn)
+                for hk, hv in headers:
+                    hklen = PyBytes_GET_SIZE(hk)
+                    body += _size_varint(<int32_t>hklen) + <int32_t>hklen
+                    if hv is None:
+                        body += 1
+                    else:
+                        hvlen = PyBytes_GET_SIZE(hv)
+                        body += _size_varint(<int32_t>hvlen) + <int32_t>hvlen
+            if body > INT32_MAX:
+                raise InvalidRecordError(f"record {i} is too large to encode ({body} bytes)")
+            sizes[i] = <int32_t>body
+            total += _size_varint(body) + body
+        # pass 2: write
+        result = PyBytes_FromStringAndSize(NULL, total)
+        w = <unsigned char*>PyBytes_AS_STRING(result)
+        for i in range(n):
+            if keep is not None and keep[i] is not None:
+                key, value, headers = keep[i]
+            else:
+                rec = records[i]
+                if PyTuple_CheckExact(rec) and PyTuple_GET_SIZE(rec) == 4:
+                    key = <object>PyTuple_GET_ITEM(rec, 0)
+                    value = <object>PyTuple_GET_ITEM(rec, 1)
+                else:
+                    key, value, _ts, _h = rec
+                headers = None
+            w = _wr_varint(w, sizes[i])
+            w[0] = 0
+            w += 1
+            w = _wr_varlong(w, tsd[i])
+            w = _wr_varint(w, ods[i])
+            if key is None:
+                w[0] = 1   # varint(-1)
+                w += 1
+            else:
+                klen = PyBytes_GET_SIZE(key)
+                w = _wr_varint(w, <int32_t>klen)
+                memcpy(w, PyBytes_AS_STRING(key), klen)
+                w += klen
+            if value is None:
+                w[0] = 1
+                w += 1
+            else:
+                vlen = PyBytes_GET_SIZE(value)
+                w = _wr_varint(w, <int32_t>vlen)
+                memcpy(w, PyBytes_AS_STRING(value), vlen)
+                w += vlen
+            if headers is None:
+                w[0] = 0
+                w += 1
+            else:
+                w = _wr_varint(w, <int32_t>len(headers))
+                for hk, hv in headers:
+                    hklen = PyBytes_GET_SIZE(hk)
+                    w = _wr_varint(w, <int32_t>hklen)
+                    memcpy(w, PyBytes_AS_STRING(hk), hklen)
+                    w += hklen
+                    if hv is None:
+                        w[0] = 1
+                        w += 1
+                    else:
+                        hvlen = PyBytes_GET_SIZE(hv)
+                        w = _wr_varint(w, <int32_t>hvlen)
+                        memcpy(w, PyBytes_AS_STRING(hv), hvlen)
+                        w += hvlen
+        return result
+    finally:
+        free(sizes)
+        free(tsd)
+        free(ods)
+
+
+# --------------------------------------------------------------------------------------------------
+# incremental encoder (the builder's per-record append)
+
+cdef list _normalise_headers(object headers):
+    cdef list hlist = []
+    for hk, hv in headers:
+        if hk is None:
+            raise InvalidRecordError("Invalid null header key found in headers")
+        if PyUnicode_Check(hk):
+            hk = (<str>hk).encode("utf-8")
+        else:
+            hk = _as_bytes_like(hk)
+        hlist.append((hk, _as_bytes_like(hv)))
+    return hlist
+
+
+@cython.final
+cdef class RecordsEncoder:
+    """Appends v2 records one at a time into a growing buffer (the batch builder's hot path).
+
+    ``RecordsEncoder(base_timestamp=None)``: timestamp deltas are relative to ``base_timestamp``,
+    or to the first appended record's timestamp when None (Kafka's MemoryRecordsBuilder).
+    ``append(key, value, timestamp, headers=None, offset_delta=None) -> int`` encodes one record
+    (offset delta = number of records so far unless given) and returns its encoded size.
+    ``finish() -> bytes`` returns the concatenated record bodies (the encoder stays usable).
+    Read-only: ``count``, ``size_in_bytes``, ``base_timestamp`` (None before the first record
+    when not given), ``max_timestamp`` (-1 when empty), ``last_offset_delta`` (-1 when empty).
+    """
+    cdef unsigned char* _buf
+    cdef Py_ssize_t _size
+    cdef Py_ssize_t _cap
+    cdef int64_t _base_ts
+    cdef bint _has_base
+    cdef int64_t _max_ts
+    cdef Py_ssize_t _count
+    cdef int64_t _last_delta
+
+    def __cinit__(self, base_timestamp=None):
+        self._buf = NULL
+        self._size = 0
+        self._cap = 0
+        self._count = 0
+        self._max_ts = -1
+        self._last_delta = -1
+        self._has_base = base_timestamp is not None
+        self._base_ts = _as_int64(base_timestamp, "base_timestamp") if self._has_base else 0
+
+    def __dealloc__(self):
+        free(self._buf)
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t need = self._size + extra
+        cdef Py_ssize_t cap
+        cdef unsigned char* nb
+        if need <= self._cap:
+            return 0
+        cap = self._cap * 2 if self._cap else 4096
+        while cap < need:
+            cap *= 2
+        nb = <unsigned char*>realloc(self._buf, cap)
+        if nb == NULL:
+            raise MemoryError()
+        self._buf = nb
+        self._cap = cap
+        return 0
+
+    def append(self, key, value, timestamp, headers=None, offset_delta=None):
+        cdef int64_t ts = _as_int64(timestamp, "timestamp")
+        cdef int64_t ts_delta
+        cdef int32_t od
+        cdef Py_ssize_t klen = 0, vlen = 0, body, hklen, hvlen, total
+        cdef list hlist = None
+        cdef unsigned char* w
+        if key is not None and not PyBytes_CheckExact(key):
+            key = _as_bytes_like(key)
+        if value is not None and not PyBytes_CheckExact(value):
+            value = _as_bytes_like(value)
+        if headers is not None and len(headers) > 0:
+            hlist = _normalise_headers(headers)
+        if offset_delta is None:
+            if self._count > INT32_MAX:
+                raise InvalidRecordError("too many records for one batch")
+            od = <int32_t>self._count
+        else:
+            od = _as_int32(offset_delta, "offset delta")
+        if not self._has_base:
+            self._base_ts = ts
+            self._has_base = True
+        ts_delta = <int64_t>(<uint64_t>ts - <uint64_t>self._base_ts)
+        body = 1 + _size_varlong(ts_delta) + _size_varint(od)
+        if key is None:
+            body += 1
+        else:
+            klen = PyBytes_GET_SIZE(key)
+            body += _size_varint(<int32_t>klen) + klen
+        if value is None:
+            body += 1
+        else:
+            vlen = PyBytes_GET_SIZE(value)
+            body += _size_varint(<int32_t>vlen) + vlen
+        if hlist is None:
+            body += 1
+        else:
+            body += _size_varint(<int32_t>len(hlist))
+            for hk, hv in hlist:
+                hklen = PyBytes_GET_SIZE(hk)
+                body += _size_varint(<int32_t>hklen) + hklen
+                body += 1 if hv is None else _size_varint(<int32_t>PyBytes_GET_SIZE(hv)) + PyBytes_GET_SIZE(hv)
+        if body > INT32_MAX:
+            raise InvalidRecordError(f"record is too large to encode ({body} bytes)")
+        total = _size_varint(<int32_t>body) + body
+        self._reserve(total)
+        w = self._buf + self._size
+        w = _wr_varint(w, <int32_t>body)
+        w[0] = 0
+        w += 1
+        w = _wr_varlong(w, ts_delta)
+        w = _wr_varint(w, od)
+        if key is None:
+            w[0] = 1
+            w += 1
+        else:
+            w = _wr_varint(w, <int32_t>klen)
+            memcpy(w, PyBytes_AS_STRING(key), klen)
+            w += klen
+        if value is None:
+            w[0] = 1
+            w += 1
+        else:
+            w = _wr_varint(w, <int32_t>vlen)
+            memcpy(w, PyBytes_AS_STRING(value), vlen)
+            w += vlen
+        if hlist is None:
+            w[0] = 0
+            w += 1
+        else:
+            w = _wr_varint(w, <int32_t>len(hlist))
+            for hk, hv in hlist:
+                hklen = PyBytes_GET_SIZE(hk)
+                w = _wr_varint(w, <int32_t>hklen)
+                memcpy(w, PyBytes_AS_STRING(hk), hklen)
+                w += hklen
+                if hv is None:
+                    w[0] = 1
+                    w += 1
+                else:
+                    hvlen = PyBytes_GET_SIZE(hv)
+                    w = _wr_varint(w, <int32_t>hvlen)
+                    memcpy(w, PyBytes_AS_STRING(hv), hvlen)
+                    w += hvlen
+        self._size += total
+        self._count += 1
+        if ts > self._max_ts:
+            self._max_ts = ts
+        if od > self._last_delta:
+            self._last_delta = od
+        return total
+
+    def finish(self):
+        return PyBytes_FromStringAndSize(<const char*>self._buf, self._size)
+
+    @property
+    def count(self):
+        return self._count
+
+    @property
+    def size_in_bytes(self):
+        return self._size
+
+    @property
+    def base_timestamp(self):
+        return self._base_ts if self._has_base else None
+
+    @property
+    def max_timestamp(self):
+        return self._max_ts
+
+    @property
+    def last_offset_delta(self):
+        return self._last_delta
+
+
+# --------------------------------------------------------------------------------------------------
+# columnar decode for Arrow (kafkalog.spark.arrow_batches; pure-Python reference:
+# kafkalog.spark.arrow_batches.decode_columns_v2_py)
+
+cdef extern from "Python.h":
+    char* PyByteArray_AS_STRING(object ba)
+    Py_ssize_t PyByteArray_GET_SIZE(object ba)
+    int PyByteArray_Resize(object ba, Py_ssize_t size) except -1
+
+
+cdef inline char* _ba_grow(bytearray ba, Py_ssize_t extra) except NULL:
+    """Grow ``ba`` by ``extra`` bytes; returns a pointer to the first new byte."""
+    cdef Py_ssize_t old = PyByteArray_GET_SIZE(ba)
+    PyByteArray_Resize(ba, old + extra)
+    return PyByteArray_AS_STRING(ba) + old
+
+
+def decode_columns_v2(body, Py_ssize_t count, base_offset, base_timestamp, log_append_time,
+                      min_offset, max_offset, cols, headers):
+    """Append the records of one v2 batch body whose offsets are in ``[min_offset, max_offset)``
+    to Arrow-style column buffers; returns the number of rows appended.
+
+    ``cols = [offsets, timestamps, key_data, key_ends, key_valid, value_data, value_ends,
+    value_valid]`` (bytearrays: native int64, native int64, bytes, native int32 cumulative ends,
+    one byte 1/0 per row, ...). When ``headers`` is a list, one entry per appended row is added:
+    None or a list of ``(str, bytes | None)``. Raises :class:`InvalidRecordError` with
+    ``position`` relative to ``body``.
+    """
+    cdef bytearray offsets, timestamps, kdata, kends, kvalid, vdata, vends, vvalid
+    offsets, timestamps, kdata, kends, kvalid, vdata, vends, vvalid = cols
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, pos = 0, rstart, rend, i, kpos = 0, vpos = 0, appended = 0
+    cdef Py_ssize_t s_off, s_ts, s_kd, s_ke, s_kv, s_vd, s_ve, s_vv
+    cdef Py_ssize_t kd_used = 0, vd_used = 0
+    cdef char *w_off, *w_ts, *w_kd, *w_ke, *w_kv, *w_vd, *w_ve, *w_vv
+    cdef bint reserved = False
+    cdef int32_t length, offset_delta, klen, vlen, nheaders, hklen, hvlen, h
+    cdef int64_t ts_delta, off, ts
+    cdef int64_t c_base_offset = _as_int64(base_offset, "base_offset")
+    cdef int64_t c_base_ts = _as_int64(base_timestamp, "base_timestamp")
+    cdef int64_t c_lat = _as_int64(log_append_time, "log_append_time")
+    cdef int64_t c_min = _as_int64(min_offset, "min_offset")
+    cdef int64_t c_max = _as_int64(max_offset, "max_offset")
+    cdef bint want_headers = headers is not None
+    cdef int rc
+    cdef object hdrs, hkey, hvalue
+    cdef char* w
+    if count < 0:
+        raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    s_off = PyByteArray_GET_SIZE(offsets)
+    s_ts = PyByteArray_GET_SIZE(timestamps)
+    s_kd = PyByteArray_GET_SIZE(kdata)
+    s_ke = PyByteArray_GET_SIZE(kends)
+    s_kv = PyByteArray_GET_SIZE(kvalid)
+    s_vd = PyByteArray_GET_SIZE(vdata)
+    s_ve = PyByteArray_GET_SIZE(vends)
+    s_vv = PyByteArray_GET_SIZE(vvalid)
+    try:
+        p = <const unsigned char*>view.buf
+        n = view.len
+        if count > n // 7:  # a v2 record takes at least 7 bytes
+            raise InvalidRecordError(
+                f"Found invalid record structure: expected {count} records in {n} bytes",
+                position=n)
+        # reserve the most this body can add, write through pointers, trim in `finally`
+        PyByteArray_Resize(offsets, s_off + 8 * count)
+        PyByteArray_Resize(timestamps, s_ts + 8 * count)
+        PyByteArray_Resize(kdata, s_kd + n)
+        PyByteArray_Resize(kends, s_ke + 4 * count)
+        PyByteArray_Resize(kvalid, s_kv + count)
+        PyByteArray_Resize(vdata, s_vd + n)
+        PyByteArray_Resize(vends, s_ve + 4 * count)
+        PyByteArray_Resize(vvalid, s_vv + count)
+        reserved = True
+        w_off = PyByteArray_AS_STRING(offsets) + s_off
+        w_ts = PyByteArray_AS_STRING(timestamps) + s_ts
+        w_kd = PyByteArray_AS_STRING(kdata) + s_kd
+        w_ke = PyByteArray_AS_STRING(kends) + s_ke
+        w_kv = PyByteArray_AS_STRING(kvalid) + s_kv
+        w_vd = PyByteArray_AS_STRING(vdata) + s_vd
+        w_ve = PyByteArray_AS_STRING(vends) + s_ve
+        w_vv = PyByteArray_AS_STRING(vvalid) + s_vv
+        for i in range(count):
+            rstart = pos
+            rc = _rd_varint(p, n, &pos, &length)
+            if rc:
+                raise _varint_error(rc, rstart, "record length")
+            if length < 0 or length > n - pos:
+                raise InvalidRecordError(
+                    f"Invalid record size: expected {length} bytes in record payload, but instead "
+                    f"the buffer has only {n - pos} remaining bytes.", position=rstart)
+            rend = pos + length
+            if pos >= rend:
+                raise InvalidRecordError("Found invalid record structure: buffer underflow reading "
+                                         "attributes", position=pos)
+            pos += 1
+            rc = _rd_varlong(p, rend, &pos, &ts_delta)
+            if rc:
+                raise _varint_error(rc, pos, "timestamp delta")
+            rc = _rd_varint(p, rend, &pos, &offset_delta)
+            if rc:
+                raise _varint_error(rc, pos, "offset delta")
+            rc = _rd_varint(p, rend, &pos, &klen)
+            if rc:
+                raise _varint_error(rc, pos, "key length")
+            if klen >= 0:
+                if klen > rend - pos:
+                    raise InvalidRecordError(
+                        f"Found invalid record structure: key length {klen} exceeds the "
+                        f"{rend - pos} bytes left in the record", position=pos)
+                kpos = pos
+                pos += klen
+            rc = _rd_varint(p, rend, &pos, &vlen)
+            if rc:
+                raise _varint_error(rc, pos, "value length")
+            if vlen >= 0:
+                if vlen > rend - pos:
+                    raise InvalidRecordError(
+                        f"Found invalid record structure: value length {vlen} exceeds the "
+                        f"{rend - pos} bytes left in the record", position=pos)
+                vpos = pos
+                pos += vlen
+            rc = _rd_varint(p, rend, &pos, &nheaders)
+            if rc:
+                raise _varint_error(rc, pos, "header count")
+            if nheaders < 0 or nheaders > rend - pos:
+                raise InvalidRecordError(f"Invalid number of headers {nheaders}", position=pos)
+            hdrs = None
+            if nheaders:
+                hdrs = []
+                for h in range(nheaders):
+                    rc = _rd_varint(p, rend, &pos, &hklen)
+                    if rc:
+                        raise _varint_error(rc, pos, "header key length")
+                    if hklen < 0 or hklen > rend - pos:
+                        raise InvalidRecordError(f"Invalid header key length {hklen}", position=pos)
+                    hkey = PyUnicode_DecodeUTF8(<const char*>(p + pos), hklen, "replace")
+                    pos += hklen
+                    rc = _rd_varint(p, rend, &pos, &hvlen)
+                    if rc:
+                        raise _varint_error(rc, pos, "header value length")
+                    if hvlen >= 0:
+                        if hvlen > rend - pos:
+                            raise InvalidRecordError(f"Invalid header value length {hvlen}",
+                                                     position=pos)
+                        hvalue = PyBytes_FromStringAndSize(<const char*>(p + pos), hvlen)
+                        pos += hvlen
+                    else:
+                        hvalue = None
+                    hdrs.append((hkey, hvalue))
+            if pos != rend:
+                raise InvalidRecordError(
+                    f"Invalid record size: expected to read {length} bytes in record payload, but "
+                    f"instead read {pos - (rend - length)}", position=rstart)
+            off = c_base_offset + offset_delta
+            if off < c_min or off >= c_max:
+                continue
+            ts = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>ts_delta)
+            memcpy(w_off + 8 * appended, &off, 8)
+            memcpy(w_ts + 8 * appended, &ts, 8)
+            if klen >= 0:
+                memcpy(w_kd + kd_used, p + kpos, klen)
+                kd_used += klen
+                w_kv[appended] = 1
+            else:
+                w_kv[appended] = 0
+            (<int32_t*>(w_ke + 4 * appended))[0] = <int32_t>(s_kd + kd_used)
+            if vlen >= 0:
+                memcpy(w_vd + vd_used, p + vpos, vlen)
+                vd_used += vlen
+                w_vv[appended] = 1
+            else:
+                w_vv[appended] = 0
+            (<int32_t*>(w_ve + 4 * appended))[0] = <int32_t>(s_vd + vd_used)
+            if want_headers:
+                headers.append(hdrs)
+            appended += 1
+        if pos != n:
+            raise InvalidRecordError(
+                "Incorrect declared batch size, records still remaining in file", position=pos)
+        return appended
+    finally:
+        PyBuffer_Release(&view)
+        if reserved:
+            # keep exactly the rows appended so far (also on error, like the reference)
+            PyByteArray_Resize(offsets, s_off + 8 * appended)
+            PyByteArray_Resize(timestamps, s_ts + 8 * appended)
+            PyByteArray_Resize(kdata, s_kd + kd_used)
+            PyByteArray_Resize(kends, s_ke + 4 * appended)
+            PyByteArray_Resize(kvalid, s_kv + appended)
+            PyByteArray_Resize(vdata, s_vd + vd_used)
+            PyByteArray_Resize(vends, s_ve + 4 * appended)
+            PyByteArray_Resize(vvalid, s_vv + appended)

@@ -1,0 +1,288 @@
+"""Record-batch encode/decode: kafkalog against aiokafka (C extension) and kafka-python.
+
+Same data and method as the baseline (shared/notes/bench/codec_bench.py): N records (default
+1,000,000), keys ``b"key-%012d"`` (16 B), values 100 hex characters from ``os.urandom(50).hex()``,
+500 records per batch, explicit timestamps, no headers, magic 2. Best of N repeats.
+
+* **encode** = build the batch bytes, compression and CRC included (one builder per batch, every
+  record appended through the library's public API).
+* **decode** = parse each batch and iterate every record, touching key and value.
+
+Each codec runs at the same level for every library where the library lets the level be set.
+aiokafka and kafka-python hard-wire theirs (aiokafka: gzip 9, lz4 9 via cramjam's frame API,
+zstd 3; kafka-python: gzip 9, lz4.frame default level 0, zstd 3), so kafkalog is run at aiokafka's
+levels, and the table says where kafka-python's level differs. Note Kafka's lz4 level 9 means
+LZ4's *fast* compressor (the broker's default), while aiokafka's cramjam level 9 is LZ4-HC-like.
+
+Usage::
+
+    python benchmarks/codec_bench.py                 # 1,000,000 records, best of 3
+    python benchmarks/codec_bench.py --quick         # 100,000 records, best of 2
+    python benchmarks/codec_bench.py --pure-python   # kafkalog with its pure-Python kernel
+    python benchmarks/codec_bench.py --codecs none,lz4 --libs kafkalog,aiokafka-C
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import sys
+import time
+
+PER_BATCH = 500
+TS0 = 1_700_000_000_000
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# The level every library runs at (aiokafka's fixed levels; Kafka's KIP-390 level names).
+LEVELS = {"none": None, "gzip": 9, "snappy": None, "lz4": 9, "zstd": 3}
+# Where a peer cannot be set to LEVELS[codec], the level it really uses.
+PEER_LEVEL_NOTES = {
+    ("kafka-python", "lz4"): "kafka-python lz4 uses lz4.frame level 0 (cannot be set)",
+    ("aiokafka-C", "lz4"): "aiokafka lz4 level 9 = cramjam frame level 9 (HC); Kafka's 9 = fast",
+}
+
+
+def make_data(n: int):
+    keys = [b"key-%012d" % i for i in range(n)]
+    vals = [os.urandom(50).hex().encode() for _ in range(n)]
+    return keys, vals
+
+
+# --------------------------------------------------------------------------------------------------
+# library adapters: encode(keys, vals, codec_name) -> list[bytes]; decode(batches) -> (n, nbytes)
+
+
+class KafkalogAdapter:
+    """kafkalog through its public batch API (builder + RecordBatch.records())."""
+
+    def __init__(self) -> None:
+        from kafkalog.record import kernel
+        from kafkalog.record.batch import RecordBatch
+        from kafkalog.record.builder import RecordBatchBuilder
+        self.kernel = kernel.IMPLEMENTATION
+        self.Builder = RecordBatchBuilder
+        self.RecordBatch = RecordBatch
+
+    def encode(self, keys, vals, codec: str):
+        out = []
+        cid = CODECS[codec]
+        level = LEVELS[codec]
+        Builder = self.Builder
+        n = len(keys)
+        for start in range(0, n, PER_BATCH):
+            b = Builder(magic=2, compression_type=cid, compression_level=level, base_offset=0)
+            app = b.append
+            for j in range(start, min(start + PER_BATCH, n)):
+                app(keys[j], vals[j], timestamp=TS0 + j)
+            out.append(bytes(b.build()))
+        return out
+
+    def decode(self, batches):
+        n = nbytes = 0
+        RB = self.RecordBatch
+        for buf in batches:
+            for r in RB(buf).records():
+                nbytes += len(r.key) + len(r.value)
+                n += 1
+        return n, nbytes
+
+
+class KafkalogKernelAdapter:
+    """kafkalog's layer-1 pieces wired by hand (record kernel + compression + crc32c).
+
+    Used only when the public batch API (``kafkalog.record.builder`` / ``batch``) is not
+    importable; the table then says ``kafkalog-kernel``.
+    """
+
+    _HEAD = struct.Struct(">qiibI")
+    _TAIL = struct.Struct(">hiqqqhii")
+
+    def __init__(self) -> None:
+        try:
+            from kafkalog.record import kernel
+        except ImportError:
+            if os.environ.get("KAFKALOG_PURE_PYTHON") == "1":
+                from kafkalog.record import _kernel_py as kernel
+            else:
+                from kafkalog.record import _kernel as kernel
+        import crc32c
+        from kafkalog.record import compression
+        self.K = kernel
+        self.kernel = getattr(kernel, "IMPLEMENTATION", kernel.__name__)
+        self.crc = crc32c.crc32c
+        self.compress = compression.compress
+        self.decompress = compression.decompress
+
+    def encode(self, keys, vals, codec: str):
+        out = []
+        cid, level = CODECS[codec], LEVELS[codec]
+        Enc, compress, crc = self.K.RecordsEncoder, self.compress, self.crc
+        head, tail = self._HEAD, self._TAIL
+        n = len(keys)
+        for start in range(0, n, PER_BATCH):
+            e = Enc()
+            app = e.append
+            for j in range(start, min(start + PER_BATCH, n)):
+                app(keys[j], vals[j], TS0 + j)
+            body = e.finish()
+            if cid:
+                body = compress(cid, body, magic=2, level=level)
+            t = tail.pack(cid, e.last_offset_delta, e.base_timestamp, e.max_timestamp, -1, -1, -1,
+                          e.count)
+            c = crc(body, crc(t))
+            out.append(head.pack(0, 49 + len(body), -1, 2, c) + t + body)
+        return out
+
+    def decode(self, batches):
+        n = nbytes = 0
+        dec, decompress, crc = self.K.decode_records_v2, self.decompress, self.crc
+        unpack = struct.Struct(">qiibIhiqqqhii").unpack_from
+        for buf in batches:
+            (base_offset, length, _ple, _magic, stored, attrs, _lod, base_ts, _max_ts, _pid, _ep,
+             base_seq, count) = unpack(buf, 0)
+            if crc(memoryview(buf)[21:12 + length]) != stored:
+                raise RuntimeError("crc")
+            body = memoryview(buf)[61:12 + length]
+            if attrs & 7:
+                body = decompress(attrs & 7, body, magic=2, max_size=1 << 24)
+            for r in dec(body, count, base_offset, base_ts, base_seq, -1):
+                nbytes += len(r.key) + len(r.value)
+                n += 1
+        return n, nbytes
+
+
+class AiokafkaAdapter:
+    """aiokafka's C extension (DefaultRecordBatchBuilder / DefaultRecordBatch)."""
+
+    def __init__(self) -> None:
+        import aiokafka.util
+        assert aiokafka.util.NO_EXTENSIONS is False, "aiokafka C extensions are not active"
+        import aiokafka.record.default_records as ad
+        assert ad.DefaultRecordBatchBuilder.__module__.startswith("aiokafka.record._crecords")
+        self.B, self.R = ad.DefaultRecordBatchBuilder, ad.DefaultRecordBatch
+
+    def encode(self, keys, vals, codec: str):
+        out = []
+        B = self.B
+        c = CODECS[codec]
+        n = len(keys)
+        for start in range(0, n, PER_BATCH):
+            b = B(2, c, 0, -1, -1, -1, 1 << 20)
+            app = b.append
+            for i, j in enumerate(range(start, min(start + PER_BATCH, n))):
+                app(i, TS0 + j, keys[j], vals[j], [])
+            out.append(bytes(b.build()))
+        return out
+
+    def decode(self, batches):
+        n = nbytes = 0
+        R = self.R
+        for buf in batches:
+            for r in R(buf):
+                nbytes += len(r.key) + len(r.value)
+                n += 1
+        return n, nbytes
+
+
+class KafkaPythonAdapter(AiokafkaAdapter):
+    """kafka-python's DefaultRecordBatchBuilder / DefaultRecordBatch (pure Python)."""
+
+    def __init__(self) -> None:
+        import kafka.record.default_records as kd
+        self.B, self.R = kd.DefaultRecordBatchBuilder, kd.DefaultRecordBatch
+
+
+ADAPTERS = {"kafkalog": KafkalogAdapter, "aiokafka-C": AiokafkaAdapter,
+            "kafka-python": KafkaPythonAdapter}
+
+
+# --------------------------------------------------------------------------------------------------
+
+def best(repeats: int, fn, *args):
+    times = []
+    res = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        res = fn(*args)
+        times.append(time.perf_counter() - t)
+    return min(times), res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--quick", action="store_true", help="100,000 records, best of 2")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--pure-python", action="store_true",
+                    help="run kafkalog with its pure-Python record kernel")
+    ap.add_argument("--codecs", default=",".join(CODECS))
+    ap.add_argument("--libs", default=",".join(ADAPTERS))
+    args = ap.parse_args(argv)
+    if args.pure_python:
+        os.environ["KAFKALOG_PURE_PYTHON"] = "1"
+    n = 100_000 if args.quick and args.records == 1_000_000 else args.records
+    repeats = args.repeats or (2 if args.quick else 3)
+    codecs = [c for c in args.codecs.split(",") if c]
+    libs = [lib for lib in args.libs.split(",") if lib]
+
+    keys, vals = make_data(n)
+    payload = n * (16 + 100)
+    adapters = {}
+    for lib in libs:
+        try:
+            adapters[lib] = ADAPTERS[lib]()
+        except Exception as e:  # noqa: BLE001 - report and go on with the others
+            print(f"# {lib}: not available: {e!r}", file=sys.stderr)
+            if lib == "kafkalog":
+                adapters["kafkalog-kernel"] = KafkalogKernelAdapter()
+    kl = adapters.get("kafkalog") or adapters.get("kafkalog-kernel")
+    kl_name = "kafkalog" if "kafkalog" in adapters else "kafkalog-kernel"
+    print(f"# {n:,} records, {PER_BATCH} per batch, best of {repeats}; python "
+          f"{sys.version.split()[0]}; kafkalog kernel: {getattr(kl, 'kernel', '-')}")
+    results = {}
+    for codec in codecs:
+        for lib, ad in adapters.items():
+            try:
+                te, batches = best(repeats, ad.encode, keys, vals, codec)
+                td, (cnt, nbytes) = best(repeats, ad.decode, batches)
+            except Exception as e:  # noqa: BLE001
+                print(f"# {lib} {codec}: failed: {e!r}", file=sys.stderr)
+                continue
+            assert cnt == n and nbytes == payload, (lib, codec, cnt, nbytes)
+            enc_mb = sum(len(b) for b in batches) / 1e6
+            results[(lib, codec)] = (n / te, n / td, enc_mb)
+            # cross-check: kafkalog reads every peer's batches and peers read kafkalog's
+            if kl is not None and lib != kl_name:
+                assert kl.decode(batches[:3])[0] == min(n, 3 * PER_BATCH)
+            elif kl is not None:
+                for other, oad in adapters.items():
+                    if other != kl_name:
+                        assert oad.decode(batches[:3])[0] == min(n, 3 * PER_BATCH)
+    hdr = (f"{'codec':<7} {'level':>5} {'library':<15} {'MB':>7} {'encode rec/s':>13} "
+           f"{'decode rec/s':>13} {'enc x':>6} {'dec x':>6}")
+    print(hdr)
+    print("-" * len(hdr))
+    notes = []
+    for codec in codecs:
+        base = results.get((kl_name, codec))
+        for lib in adapters:
+            r = results.get((lib, codec))
+            if r is None:
+                continue
+            enc, dec, mb = r
+            if lib == kl_name or base is None:
+                ex = dx = ""
+            else:
+                ex, dx = f"{base[0] / enc:5.2f}x", f"{base[1] / dec:5.2f}x"
+            lvl = "-" if LEVELS[codec] is None else str(LEVELS[codec])
+            print(f"{codec:<7} {lvl:>5} {lib:<15} {mb:7.1f} {enc:13,.0f} {dec:13,.0f} {ex:>6} {dx:>6}")
+            if (lib, codec) in PEER_LEVEL_NOTES:
+                notes.append(PEER_LEVEL_NOTES[(lib, codec)])
+    print("(enc x / dec x = kafkalog's rate divided by that library's)")
+    for note in notes:
+        print("note:", note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

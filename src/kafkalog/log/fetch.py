@@ -1,0 +1,95 @@
+"""Small value types shared by the segment and the partition log: read results, offset metadata and
+append results (Kafka's ``FetchDataInfo``, ``LogOffsetMetadata``, ``LogAppendInfo``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from kafkalog.errors import KafkalogIOError
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass(frozen=True)
+class LogOffsetMetadata:
+    """An offset plus, when known, the base offset of its segment and its byte position there."""
+
+    message_offset: int
+    segment_base_offset: int = UNKNOWN_OFFSET
+    relative_position_in_segment: int = -1
+
+    @property
+    def message_offset_only(self) -> bool:
+        return self.segment_base_offset == UNKNOWN_OFFSET
+
+
+class FileSlice:
+    """A zero-copy view of ``size`` bytes at ``position`` of a segment's ``.log`` file.
+
+    The bytes are only read when asked for (:meth:`read`) or sent with ``os.sendfile``
+    (:meth:`send_to`). The slice may end inside a batch (Kafka's fetch semantics, spec §4.6).
+    """
+
+    __slots__ = ("path", "fd", "position", "size")
+
+    def __init__(self, path: str, fd: int, position: int, size: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.position = position
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self) -> bytes:
+        """The slice's bytes (``os.pread``; short when the file was truncated meanwhile)."""
+        if self.size <= 0:
+            return b""
+        try:
+            return os.pread(self.fd, self.size, self.position)
+        except OSError as e:
+            raise KafkalogIOError(f"read failed: {e.strerror}", file=self.path,
+                                  position=self.position) from e
+
+    def send_to(self, out_fd: int) -> int:
+        """Send the slice to ``out_fd`` (a socket or file descriptor) with ``os.sendfile``; returns the
+        bytes sent."""
+        sent = 0
+        while sent < self.size:
+            n = os.sendfile(out_fd, self.fd, self.position + sent, self.size - sent)
+            if n == 0:
+                break
+            sent += n
+        return sent
+
+
+EMPTY_SLICE = FileSlice("", -1, 0, 0)
+
+
+@dataclass
+class FetchDataInfo:
+    """The result of a read: where it starts and the raw file bytes (possibly empty)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: FileSlice = field(default_factory=lambda: EMPTY_SLICE)
+    first_entry_incomplete: bool = False
+
+    def read(self) -> bytes:
+        return self.records.read()
+
+
+@dataclass
+class AppendInfo:
+    """What an append did (Kafka's ``LogAppendInfo``, trimmed to what an embedded log needs)."""
+
+    first_offset: int = -1
+    last_offset: int = -1
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = 0
+    valid_bytes: int = 0
+    num_records: int = 0
+    num_batches: int = 0

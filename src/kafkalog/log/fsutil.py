@@ -1,0 +1,186 @@
+"""File-system helpers with Kafka's crash-safety rules (``Utils.atomicMoveWithFallback``,
+``Utils.flushDir``): fsync of files and directories, atomic replace through ``<name>.tmp``,
+renames followed by a directory fsync, mtime helpers.
+
+Every ``OSError`` is re-raised as :class:`kafkalog.errors.KafkalogIOError` naming the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+from typing import Iterator, Optional
+
+from kafkalog.errors import KafkalogIOError
+
+TMP_SUFFIX = ".tmp"
+
+PathLike = "os.PathLike[str] | str"
+
+
+def io_error(err: OSError, path: os.PathLike | str, action: str) -> KafkalogIOError:
+    """Wrap an ``OSError`` as :class:`KafkalogIOError` naming ``path`` and what was attempted."""
+    e = KafkalogIOError(f"{action} failed: {err.strerror or err}", file=path)
+    e.errno = err.errno  # type: ignore[attr-defined]
+    return e
+
+
+@contextlib.contextmanager
+def wrap_os_errors(path: os.PathLike | str, action: str) -> Iterator[None]:
+    """Context manager re-raising ``OSError`` as :class:`KafkalogIOError` for ``path``."""
+    try:
+        yield
+    except OSError as err:
+        raise io_error(err, path, action) from err
+
+
+def fsync_file(path: os.PathLike | str) -> None:
+    """fsync an existing file by path."""
+    with wrap_os_errors(path, "fsync"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def fsync_fd(fd: int, path: os.PathLike | str = "") -> None:
+    """fsync an open file descriptor."""
+    with wrap_os_errors(path, "fsync"):
+        os.fsync(fd)
+
+
+def fsync_dir(path: os.PathLike | str) -> None:
+    """fsync a directory so that renames/creations inside it are durable (Kafka's ``flushDir``).
+
+    Platforms that cannot open directories (or refuse fsync on them, EINVAL) are tolerated.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as err:
+        if err.errno in (errno.EISDIR, errno.EACCES) and os.name == "nt":  # pragma: no cover
+            return
+        raise io_error(err, path, "open directory for fsync") from err
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise io_error(err, path, "fsync directory") from err
+    finally:
+        os.close(fd)
+
+
+def parent_dir(path: os.PathLike | str) -> str:
+    """The directory holding ``path`` (``.`` for a bare name)."""
+    return os.path.dirname(os.path.abspath(os.fspath(path)))
+
+
+def atomic_write(path: os.PathLike | str, data: bytes, *, sync: bool = True) -> None:
+    """Write ``data`` to ``<path>.tmp``, fsync it, rename it over ``path`` and fsync the directory.
+
+    With ``sync=False`` the fsyncs are skipped (Kafka writes some snapshots without fsync and
+    flushes them later); the rename is still atomic.
+    """
+    path = os.fspath(path)
+    tmp = path + TMP_SUFFIX
+    with wrap_os_errors(tmp, "write"):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    atomic_rename(tmp, path, sync=sync)
+
+
+def atomic_rename(src: os.PathLike | str, dst: os.PathLike | str, *, sync: bool = True) -> None:
+    """Rename ``src`` over ``dst`` (atomic on POSIX) and fsync the destination's directory (and
+    the source's, when different)."""
+    with wrap_os_errors(src, f"rename to {os.fspath(dst)}"):
+        os.replace(src, dst)
+    if sync:
+        d_dst = parent_dir(dst)
+        fsync_dir(d_dst)
+        d_src = parent_dir(src)
+        if d_src != d_dst:
+            fsync_dir(d_src)
+
+
+def rename_with_suffix(path: os.PathLike | str, old_suffix: str, new_suffix: str, *,
+                       sync: bool = False) -> str:
+    """Rename ``<name><old_suffix>`` to ``<name><new_suffix>``; returns the new path.
+
+    ``old_suffix`` may be ``""`` (append ``new_suffix``), ``new_suffix`` may be ``""`` (strip).
+    """
+    p = os.fspath(path)
+    if old_suffix:
+        if not p.endswith(old_suffix):
+            raise KafkalogIOError(f"Expected a file ending in {old_suffix!r}", file=p)
+        stem = p[: -len(old_suffix)]
+    else:
+        stem = p
+    new = stem + new_suffix
+    atomic_rename(p, new, sync=sync)
+    return new
+
+
+def delete_if_exists(path: os.PathLike | str) -> bool:
+    """Delete a file if it exists; returns whether it existed."""
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        raise io_error(err, path, "delete") from err
+
+
+def delete_tmp_files(dir_: os.PathLike | str) -> list[str]:
+    """Delete stray ``*.tmp`` files left by an interrupted atomic write; returns their paths."""
+    out = []
+    with wrap_os_errors(dir_, "list directory"):
+        names = os.listdir(dir_)
+    for n in names:
+        if n.endswith(TMP_SUFFIX):
+            p = os.path.join(os.fspath(dir_), n)
+            if os.path.isfile(p):
+                delete_if_exists(p)
+                out.append(p)
+    return out
+
+
+def last_modified_ms(path: os.PathLike | str) -> int:
+    """File mtime in milliseconds (Kafka's ``File.lastModified``)."""
+    with wrap_os_errors(path, "stat"):
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+
+def set_last_modified_ms(path: os.PathLike | str, ms: Optional[int] = None) -> None:
+    """Set a file's mtime (and atime) to ``ms`` milliseconds since the epoch (default: now)."""
+    if ms is None:
+        ms = int(time.time() * 1000)
+    ns = int(ms) * 1_000_000
+    with wrap_os_errors(path, "set mtime"):
+        os.utime(path, ns=(ns, ns))
+
+
+def file_size(path: os.PathLike | str) -> int:
+    """Size of a file in bytes."""
+    with wrap_os_errors(path, "stat"):
+        return os.stat(path).st_size
+
+
+def ensure_dir(path: os.PathLike | str) -> None:
+    """Create a directory (and parents) if missing, fsyncing the parent when it was created."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        return
+    with wrap_os_errors(p, "create directory"):
+        os.makedirs(p, exist_ok=True)
+    fsync_dir(parent_dir(p))

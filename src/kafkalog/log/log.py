@@ -1,0 +1,855 @@
+"""``Log``: the partition log of one partition directory (Kafka's ``UnifiedLog`` + ``LocalLog``).
+
+Concurrency: the segment list is published copy-on-write as one immutable tuple ``(segments,
+base_offsets, end_metadata)``; readers take that snapshot and are never blocked by appends, rolls or
+deletions. A lock serialises writers (append, roll, flush, truncate, delete).
+
+Append is one validation pass over the caller's buffer at batch granularity (header fields, CRC,
+sizes, record count vs lastOffsetDelta), offsets assigned in place, then one ``pwrite`` and per-batch
+index upkeep. Many batches per call are accepted (Kafka's leader path accepts one v2 batch per
+produce request; an embedded log is fed whole buffers from bulk loads and Spark commits).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from bisect import bisect_right
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+from crc32c import crc32c
+import zlib
+
+from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+                             KafkalogError, OffsetOutOfRangeError, RecordBatchTooLargeError,
+                             RecordTooLargeError)
+from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
+from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, RECORD_BATCH_OVERHEAD,
+                                       RECORD_OVERHEAD_V0, UINT32, V2_FIELDS, BatchHeader)
+from kafkalog.log.segment import (DEFAULTS, LONG_MAX, LogSegment, RollParams, TimestampAndOffset,
+                                  _cfg, _now_ms, segment_file_name)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+DELETED_FILE_SUFFIX = ".deleted"
+
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_V2_TS_CRC = struct.Struct(">IhiqqI")   # not used for packing, see _set_log_append_time
+_pack_q = _INT64.pack_into
+_unpack_prefix = PREFIX.unpack_from
+_unpack_v2 = V2_FIELDS.unpack_from
+_unpack_i = _INT32.unpack_from
+_unpack_u = UINT32.unpack_from
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class Log:
+    """One partition's log. Open with :meth:`Log.open` (runs the loader); create segments, append,
+    read, roll, flush, truncate. Retention and compaction live elsewhere and use
+    :attr:`segments`, :meth:`delete_segments`, :meth:`maybe_increment_log_start_offset`.
+    """
+
+    def __init__(self, dir_path: str, config=None, *, segments: Sequence[LogSegment],
+                 log_start_offset: int, recovery_point: int, next_offset: int,
+                 scheduler: Optional[Callable[[float, Callable[[], None]], object]] = None,
+                 clock: Callable[[], int] = _now_ms, producer_state_manager=None,
+                 leader_epoch_cache=None, recovery_report=None) -> None:
+        self.dir = os.fspath(dir_path)
+        self.config = config
+        self._get = _cfg(config)
+        self.clock = clock
+        self.scheduler = scheduler
+        self.producer_state_manager = producer_state_manager
+        self.leader_epoch_cache = leader_epoch_cache
+        self.recovery_report = recovery_report
+        self._lock = threading.RLock()
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.last_flush_time = clock()
+        self._closed = False
+        self._reload_config()
+        segs = tuple(sorted(segments, key=lambda s: s.base_offset))
+        self._publish(segs, next_offset)
+
+    # --- construction ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, dir_path, config=None, *, log_start_offset: int = 0, recovery_point: int = 0,
+             had_clean_shutdown: bool = False, scheduler=None, clock: Callable[[], int] = _now_ms,
+             producer_state_manager=None, leader_epoch_cache=None) -> "Log":
+        """Open (creating when missing) a partition directory and run the loader (spec §4.8). The
+        loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`."""
+        from kafkalog.log.loader import load_log
+        os.makedirs(os.fspath(dir_path), exist_ok=True)
+        loaded = load_log(dir_path, config, log_start_offset=log_start_offset,
+                          recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
+                          clock=clock, producer_state_manager=producer_state_manager,
+                          leader_epoch_cache=leader_epoch_cache)
+        return cls(dir_path, config, segments=loaded.segments,
+                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
+                   next_offset=loaded.next_offset, scheduler=scheduler, clock=clock,
+                   producer_state_manager=producer_state_manager,
+                   leader_epoch_cache=leader_epoch_cache, recovery_report=loaded.report)
+
+    def _reload_config(self) -> None:
+        g = self._get
+        self.segment_bytes = int(g("segment.bytes"))
+        self.max_message_bytes = int(g("max.message.bytes"))
+        self.flush_messages = int(g("flush.messages"))
+        self.flush_ms = int(g("flush.ms"))
+        self.file_delete_delay_ms = int(g("file.delete.delay.ms"))
+        ts_type = str(g("message.timestamp.type"))
+        self.log_append_time_type = ts_type.lower().replace("_", "") == "logappendtime"
+        self.ts_before_max = int(g("message.timestamp.before.max.ms"))
+        self.ts_after_max = int(g("message.timestamp.after.max.ms"))
+        seg_ms = int(g("segment.ms"))
+        policy = g("cleanup.policy")
+        policy = policy if isinstance(policy, str) else ",".join(policy)
+        self.compact = "compact" in policy
+        lag = int(g("max.compaction.lag.ms"))
+        self.max_segment_ms = min(lag, seg_ms) if self.compact and lag > 0 else seg_ms
+
+    def update_config(self, config) -> None:
+        """Swap the configuration (Kafka's dynamic topic config update)."""
+        with self._lock:
+            self.config = config
+            self._get = _cfg(config)
+            self._reload_config()
+
+    def _publish(self, segs: Tuple[LogSegment, ...], next_offset: int) -> None:
+        active = segs[-1]
+        end = LogOffsetMetadata(next_offset, active.base_offset, active.size)
+        self._view = (segs, tuple(s.base_offset for s in segs), end)
+
+    # --- offsets and segments --------------------------------------------------------------------
+
+    @property
+    def segments(self) -> Tuple[LogSegment, ...]:
+        """An immutable snapshot of the segments, oldest first."""
+        return self._view[0]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view[0][-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._view[2].message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._view[2]
+
+    @property
+    def high_watermark(self) -> int:
+        """Single-replica embedded log: the high watermark is the log end offset."""
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, HW) (spec §4.2); the HW when no producer state is tracked."""
+        psm = self.producer_state_manager
+        hw = self.high_watermark
+        if psm is not None:
+            fn = getattr(psm, "first_unstable_offset", None)
+            v = fn() if callable(fn) else fn
+            if v is not None:
+                v = getattr(v, "message_offset", v)
+                return min(int(v), hw)
+        return hw
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def dir_name(self) -> str:
+        return os.path.basename(self.dir)
+
+    def floor_segment(self, offset: int) -> Optional[LogSegment]:
+        segs, bases, _ = self._view
+        i = bisect_right(bases, offset) - 1
+        return segs[i] if i >= 0 else None
+
+    def segments_in_range(self, from_offset: int, to_offset: int) -> List[LogSegment]:
+        """Segments holding offsets in [from, to), including the floor segment of ``from``."""
+        segs, bases, _ = self._view
+        i = max(bisect_right(bases, from_offset) - 1, 0)
+        j = bisect_right(bases, to_offset - 1) if to_offset > from_offset else i
+        return list(segs[i:max(j, i)])
+
+    # --- append ----------------------------------------------------------------------------------
+
+    def append(self, records, *, assign_offsets: bool = True,
+               leader_epoch: Optional[int] = None) -> AppendInfo:
+        """Append a buffer of one or more whole batches (any magic).
+
+        With ``assign_offsets`` (Kafka's appendAsLeader) every batch is validated (size, CRC,
+        ``max.message.bytes``, v2 record count == lastOffsetDelta + 1, no control batches, no
+        LogAppendTime from producers) and given consecutive offsets from the log end offset, in place
+        (a ``bytearray`` argument is modified; other buffers are copied once). ``message.timestamp.type
+        = LogAppendTime`` rewrites the batch max timestamp. Without it (follower semantics) offsets are
+        kept and must start at >= the log end offset and increase.
+        A trailing partial batch is ignored (spec §4.1 step 7). The whole buffer lands in one segment
+        unless it is larger than ``segment.bytes``; then it is split at batch boundaries.
+        """
+        if isinstance(records, bytearray):
+            buf = records
+        else:
+            buf = bytearray(records)
+        with self._lock:
+            self._check_open()
+            return self._append_locked(buf, assign_offsets, leader_epoch)
+
+    def append_as_follower(self, records) -> AppendInfo:
+        """Append batches keeping their offsets (Kafka's appendAsFollower); the first offset must be
+        >= the log end offset."""
+        return self.append(records, assign_offsets=False)
+
+    def append_records(self, records, *, compression="none", timestamp: Optional[int] = None,
+                       producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                       transactional: bool = False) -> AppendInfo:
+        """Encode Python records into one v2 batch and append it.
+
+        ``records`` is a sequence of values (bytes), ``(key, value)`` pairs, ``(key, value,
+        headers)`` or ``(key, value, headers, timestamp)`` tuples, or objects with
+        ``key``/``value``/``headers``/``timestamp`` attributes."""
+        from kafkalog.log._encode import encode_v2_batch
+        now = self.clock() if timestamp is None else timestamp
+        data = encode_v2_batch(records, compression=compression, default_timestamp=now,
+                               producer_id=producer_id, producer_epoch=producer_epoch,
+                               base_sequence=base_sequence, transactional=transactional)
+        return self.append(data)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkalogError("log is closed", file=self.dir)
+
+    def _append_locked(self, buf: bytearray, assign: bool, leader_epoch: Optional[int]) -> AppendInfo:
+        n = len(buf)
+        mv = memoryview(buf)
+        segs, _bases, end = self._view
+        leo = end.message_offset
+        next_off = leo
+        positions: List[int] = []
+        lasts: List[int] = []
+        mtss: List[int] = []
+        pappend = positions.append
+        lappend = lasts.append
+        tappend = mtss.append
+        max_msg = self.max_message_bytes
+        lat = self.log_append_time_type
+        now = self.clock() if lat or self.ts_before_max < LONG_MAX or self.ts_after_max < LONG_MAX else -1
+        check_ts = self.ts_before_max < LONG_MAX or self.ts_after_max < LONG_MAX
+        max_ts = -1
+        off_max = -1
+        first_offset = -1
+        num_records = 0
+        prev_last = leo - 1
+        legacy_seen = False
+        epochs = None
+        pos = 0
+        limit = n - 17
+        try:
+            while pos < limit:
+                offset, length, ple, magic = _unpack_prefix(buf, pos)
+                if length < RECORD_OVERHEAD_V0:
+                    raise CorruptRecordError(f"Record size {length} is less than the minimum record "
+                                             f"overhead ({RECORD_OVERHEAD_V0})", position=pos)
+                sz = length + 12
+                if pos + sz > n:
+                    break
+                if assign and sz > max_msg:
+                    raise RecordTooLargeError(f"The record batch size at offset {next_off} is {sz} bytes "
+                                              f"which exceeds the maximum configured value of {max_msg}",
+                                              position=pos)
+                if magic == 2:
+                    if sz < RECORD_BATCH_OVERHEAD:
+                        raise CorruptRecordError(f"Record batch size {sz} is smaller than the minimum "
+                                                 f"allowed overhead 61", position=pos)
+                    crc, attrs, lod, bts, mts = _unpack_v2(buf, pos + 17)
+                    if crc != crc32c(mv[pos + 21:pos + sz]):
+                        raise CorruptRecordError(f"Record is corrupt (stored crc = {crc}, computed crc = "
+                                                 f"{crc32c(mv[pos + 21:pos + sz])})", position=pos)
+                    count = _unpack_i(buf, pos + 57)[0]
+                    if assign:
+                        if count <= 0 or count != lod + 1:
+                            raise InvalidRecordError(f"Record count {count} does not match lastOffsetDelta "
+                                                     f"{lod} + 1", position=pos)
+                        if attrs & 0x20:
+                            raise InvalidRecordError("Clients are not allowed to write control records",
+                                                     position=pos)
+                        _pack_q(buf, pos, next_off)
+                        last = next_off + lod
+                        if attrs & 0x08 and not lat:
+                            raise InvalidTimestampError("Producer should not set timestamp type to "
+                                                        "LogAppendTime", position=pos)
+                        if lat:
+                            mts = now
+                            _set_v2_log_append_time(buf, mv, pos, sz, attrs, now)
+                        elif check_ts and mts >= 0:
+                            self._check_timestamps(bts, mts, now, pos)
+                        if leader_epoch is not None:
+                            _INT32.pack_into(buf, pos + 12, leader_epoch)
+                            ple = leader_epoch
+                        next_off = last + 1
+                    else:
+                        last = offset + lod
+                        if offset <= prev_last or lod < 0:
+                            raise InvalidRecordError(
+                                f"Out of order offsets: batch {offset}..{last} after {prev_last}"
+                                f" (log end offset {leo})", position=pos)
+                        prev_last = last
+                    num_records += count
+                    if ple >= 0:
+                        if epochs is None:
+                            epochs = []
+                        epochs.append((ple, last - lod))
+                elif magic == 0 or magic == 1:
+                    stored = _unpack_u(buf, pos + 12)[0]
+                    if stored != zlib.crc32(mv[pos + 16:pos + sz]):
+                        raise CorruptRecordError(f"Record is corrupt (stored crc = {stored}, computed crc = "
+                                                 f"{zlib.crc32(mv[pos + 16:pos + sz])})", position=pos)
+                    legacy_seen = True
+                    attrs = buf[pos + 17]
+                    mts = _INT64.unpack_from(buf, pos + 18)[0] if magic == 1 else -1
+                    codec = attrs & 0x07
+                    if assign:
+                        if codec:
+                            count = _legacy_inner_count(mv[pos:pos + sz], pos)
+                        else:
+                            count = 1
+                        last = next_off + count - 1
+                        _pack_q(buf, pos, last)
+                        if magic == 1:
+                            if lat:
+                                mts = now
+                                _set_v1_log_append_time(buf, mv, pos, sz, now)
+                            elif attrs & 0x08:
+                                raise InvalidTimestampError("Producer should not set timestamp type to "
+                                                            "LogAppendTime", position=pos)
+                            elif check_ts and mts >= 0:
+                                self._check_timestamps(mts, mts, now, pos)
+                        next_off = last + 1
+                        num_records += count
+                    else:
+                        last = offset
+                        if last <= prev_last:
+                            raise InvalidRecordError(f"Out of order offsets: {last} after {prev_last}",
+                                                     position=pos)
+                        prev_last = last
+                        num_records += 1
+                else:
+                    raise CorruptRecordError(f"Invalid magic found in record: {magic}", position=pos)
+                if mts > max_ts:
+                    max_ts = mts
+                    off_max = last
+                pappend(pos)
+                lappend(last)
+                tappend(mts)
+                pos += sz
+        finally:
+            mv.release()
+        valid = pos if positions else 0
+        if not positions:
+            return AppendInfo(first_offset=-1, last_offset=-1, log_start_offset=self.log_start_offset)
+        if assign:
+            first_offset = leo
+        else:
+            first_offset = lasts[0] if _unpack_prefix(buf, 0)[3] < 2 else _INT64.unpack_from(buf, 0)[0]
+            if first_offset < leo:
+                raise InvalidRecordError(f"Unexpected append offset {first_offset}: the log end offset is "
+                                         f"{leo}", position=0)
+        last_offset = lasts[-1]
+        # leader-epoch cache: one assign per epoch change (spec §4.1 step 4.1)
+        if self.leader_epoch_cache is not None and epochs:
+            from kafkalog.log import _indexes
+            latest = _indexes.epoch_latest(self.leader_epoch_cache)
+            for e, start in epochs:
+                if latest is None or e > latest:
+                    _indexes.epoch_assign(self.leader_epoch_cache, e, start)
+                    latest = e
+        # write, chunked by segment.bytes (an oversize single batch cannot be stored)
+        start_i = 0
+        count_b = len(positions)
+        mvb = memoryview(buf)
+        try:
+            while start_i < count_b:
+                chunk_start = positions[start_i]
+                j = start_i
+                budget = self.segment_bytes
+                while j < count_b:
+                    nxt = positions[j + 1] if j + 1 < count_b else valid
+                    if nxt - chunk_start > budget:
+                        break
+                    j += 1
+                if j == start_i:
+                    size1 = (positions[j + 1] if j + 1 < count_b else valid) - chunk_start
+                    raise RecordBatchTooLargeError(
+                        f"Message batch size is {size1} bytes in append to partition {self.dir_name} "
+                        f"which exceeds the maximum configured segment size of {self.segment_bytes}.",
+                        position=chunk_start)
+                chunk_end = positions[j] if j < count_b else valid
+                c_pos = positions[start_i:j]
+                c_last = lasts[start_i:j]
+                c_ts = mtss[start_i:j]
+                if chunk_start:
+                    c_pos = [p - chunk_start for p in c_pos]
+                first_in_chunk = first_offset if start_i == 0 else lasts[start_i - 1] + 1
+                segment = self._maybe_roll(chunk_end - chunk_start, max(c_ts), first_in_chunk, c_last[-1])
+                segment.append_batches(mvb[chunk_start:chunk_end], c_pos, c_last, c_ts)
+                self._publish(self._view[0], c_last[-1] + 1)
+                start_i = j
+        finally:
+            mvb.release()
+        if self.producer_state_manager is not None:
+            self._update_producer_state(buf, positions, valid)
+        if self.log_end_offset - self.recovery_point >= self.flush_messages:
+            self.flush(self.log_end_offset)
+        return AppendInfo(first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
+                          offset_of_max_timestamp=off_max, log_append_time=now if lat else -1,
+                          log_start_offset=self.log_start_offset, valid_bytes=valid,
+                          num_records=num_records, num_batches=count_b)
+
+    def _check_timestamps(self, first_ts: int, max_ts: int, now: int, pos: int) -> None:
+        # batch-granular: the header's base and max timestamps bound the records' timestamps
+        if now - first_ts > self.ts_before_max or max_ts - now > self.ts_after_max:
+            raise InvalidTimestampError(
+                f"Timestamp {first_ts}..{max_ts} of a batch is out of range: it must be within "
+                f"[{now - self.ts_before_max}, {now + self.ts_after_max}]", position=pos)
+
+    def _update_producer_state(self, buf, positions, valid) -> None:
+        from kafkalog.log import _indexes
+        mv = memoryview(buf)
+        try:
+            active = self.active_segment
+            for i, p in enumerate(positions):
+                e = positions[i + 1] if i + 1 < len(positions) else valid
+                if buf[p + 16] >= 2:
+                    aborted = _indexes.producer_update(self.producer_state_manager, mv[p:e])
+                    for a in aborted:
+                        active.txn_index.append(a)
+        finally:
+            mv.release()
+
+    # --- roll ------------------------------------------------------------------------------------
+
+    def _maybe_roll(self, messages_size: int, max_ts: int, first_offset: int, last_offset: int) -> LogSegment:
+        segment = self.active_segment
+        now = self.clock()
+        params = RollParams(self.max_segment_ms, self.segment_bytes, max_ts, last_offset,
+                            messages_size, now)
+        if segment.should_roll(params):
+            roll_offset = first_offset if first_offset >= 0 else last_offset - INT_MAX
+            return self.roll(roll_offset)
+        return segment
+
+    def roll(self, expected_next_offset: Optional[int] = None) -> LogSegment:
+        """Roll to a new active segment at ``max(expected_next_offset, LEO)`` (spec §4.3). The old
+        active segment is made inactive (final time-index entry, trims) and flushed."""
+        with self._lock:
+            self._check_open()
+            segs, bases, end = self._view
+            leo = end.message_offset
+            new_base = max(expected_next_offset or 0, leo)
+            active = segs[-1]
+            if new_base in bases:
+                if active.base_offset == new_base and active.size == 0:
+                    # replace the empty active segment
+                    self._remove_and_delete([active], async_delete=True)
+                    segs = segs[:-1]
+                else:
+                    raise KafkalogError(f"Trying to roll a new log segment with start offset {new_base} "
+                                        f"=max(provided offset = {expected_next_offset}, LEO = {leo}) "
+                                        f"while it already exists", file=self.dir)
+            elif new_base < active.base_offset:
+                raise KafkalogError(f"Trying to roll a new log segment with start offset {new_base} lower "
+                                    f"than start offset of the active segment {active.base_offset}",
+                                    file=self.dir)
+            for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                p = os.path.join(self.dir, segment_file_name(new_base, suffix))
+                if os.path.exists(p):
+                    os.unlink(p)
+            if segs and segs[-1] is active:
+                active.on_become_inactive_segment()
+            new = LogSegment.open(self.dir, new_base, self.config, clock=self.clock)
+            segs = segs + (new,)
+            self._publish(segs, leo)
+            self._take_producer_snapshot(new_base)
+            if self.scheduler is not None:
+                self.scheduler(0, lambda: self.flush(new_base))
+            else:
+                self.flush(new_base)
+            return new
+
+    def _take_producer_snapshot(self, offset: int) -> None:
+        psm = self.producer_state_manager
+        if psm is None:
+            return
+        fn = getattr(psm, "take_snapshot", None)
+        if callable(fn):
+            try:
+                fn(offset)
+            except TypeError:
+                fn()
+
+    # --- flush -----------------------------------------------------------------------------------
+
+    def flush(self, up_to: Optional[int] = None, include_active: bool = False) -> None:
+        """fsync every segment overlapping ``[recovery_point, up_to)`` (``.log``, index mmaps,
+        ``.txnindex``), fsync the directory when a new segment was involved, and move the recovery
+        point forward to ``up_to`` (default: the log end offset)."""
+        with self._lock:
+            if self._closed:
+                return
+            leo = self.log_end_offset
+            if up_to is None:
+                up_to = leo
+            up_to = min(up_to, leo)
+            if up_to <= self.recovery_point and not include_active:
+                return
+            segs, bases, _ = self._view
+            i = max(bisect_right(bases, self.recovery_point) - 1, 0)
+            new_segment = False
+            for s in segs[i:]:
+                if s.base_offset >= up_to and not (include_active and s is segs[-1]):
+                    break
+                s.flush()
+                if s.base_offset >= self.recovery_point:
+                    new_segment = True
+            if new_segment or include_active:
+                _fsync_dir(self.dir)
+            if up_to > self.recovery_point:
+                self.recovery_point = up_to
+            self.last_flush_time = self.clock()
+
+    def flush_if_due(self, now: Optional[int] = None) -> bool:
+        """The ``flush.ms`` policy (Kafka's log flusher task); returns True when it flushed."""
+        now = self.clock() if now is None else now
+        if self.flush_ms < LONG_MAX and now - self.last_flush_time >= self.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # --- read ------------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, *, min_one_message: bool = True,
+             max_offset: Optional[int] = None) -> FetchDataInfo:
+        """Read raw batches from ``start_offset`` (spec §4.6). ``max_offset`` bounds the read (e.g.
+        the last stable offset); default is the log end offset. Raises
+        :class:`OffsetOutOfRangeError` below the log start offset or above the log end offset."""
+        segs, bases, end = self._view
+        leo = end.message_offset
+        if start_offset < self.log_start_offset or start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {start_offset} for partition {self.dir_name}, but we only "
+                f"have log segments in the range {self.log_start_offset} to {leo}.", file=self.dir)
+        bound = leo if max_offset is None else min(max_offset, leo)
+        if start_offset >= bound:
+            return FetchDataInfo(LogOffsetMetadata(start_offset, end.segment_base_offset,
+                                                   end.relative_position_in_segment))
+        if bound == leo:
+            bound_base, bound_pos = end.segment_base_offset, end.relative_position_in_segment
+        else:
+            bseg = segs[bisect_right(bases, bound) - 1]
+            h = bseg.translate_offset(bound)
+            bound_base = bseg.base_offset
+            bound_pos = h.position if h is not None else bseg.size
+        i = bisect_right(bases, start_offset) - 1
+        if i < 0:
+            raise OffsetOutOfRangeError(f"no segment holds offset {start_offset}", file=self.dir)
+        while i < len(segs):
+            seg = segs[i]
+            if seg.base_offset > bound_base:
+                break
+            max_pos = bound_pos if seg.base_offset == bound_base else seg.size
+            info = seg.read(start_offset, max_bytes, max_pos, min_one_message)
+            if info is not None:
+                if seg.base_offset == bound_base and info.fetch_offset_metadata.relative_position_in_segment >= bound_pos:
+                    break
+                return info
+            i += 1
+        return FetchDataInfo(LogOffsetMetadata(start_offset, end.segment_base_offset,
+                                               end.relative_position_in_segment))
+
+    def send_to(self, sock_or_fd, start_offset: int, max_bytes: int) -> int:
+        """Zero-copy: ``os.sendfile`` the slice :meth:`read` would return to a socket or fd; returns
+        the bytes sent."""
+        fd = sock_or_fd if isinstance(sock_or_fd, int) else sock_or_fd.fileno()
+        info = self.read(start_offset, max_bytes)
+        return info.records.send_to(fd)
+
+    def iter_batch_bytes(self, from_offset: Optional[int] = None,
+                         to_offset: Optional[int] = None) -> Iterator[Tuple[BatchHeader, bytes]]:
+        """(header, raw bytes) of every batch holding offsets >= ``from_offset`` (and below
+        ``to_offset``), across segments, reading through ``os.pread``."""
+        segs, bases, end = self._view
+        start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
+        stop = end.message_offset if to_offset is None else min(to_offset, end.message_offset)
+        i = max(bisect_right(bases, start) - 1, 0)
+        for k in range(i, len(segs)):
+            seg = segs[k]
+            limit = end.relative_position_in_segment if k == len(segs) - 1 else seg.size
+            h0 = seg.translate_offset(start) if k == i else None
+            pos = h0.position if h0 is not None else 0
+            if k == i and h0 is None:
+                continue
+            for h in seg.log.iter_headers(pos, limit):
+                if h.last_offset < start:
+                    continue
+                if h.base_offset >= stop and h.magic >= 2:
+                    return
+                if h.magic < 2 and h.last_offset >= stop and h.last_offset - 0 >= stop:
+                    # legacy wrapper may begin below stop; include it only if it starts there
+                    pass
+                yield h, seg.log.read_entry(h.position, h.size)
+
+    def batches(self, from_offset: Optional[int] = None) -> Iterator:
+        """Decoded batches (``kafkalog.record`` RecordBatch views) from ``from_offset`` on."""
+        from kafkalog.record.records import iter_batches
+        for h, data in self.iter_batch_bytes(from_offset):
+            for b in iter_batches(data):
+                yield b
+
+    def records(self, from_offset: Optional[int] = None) -> Iterator:
+        """Decoded records with offset >= ``from_offset``, across segments, skipping control records."""
+        start = self.log_start_offset if from_offset is None else from_offset
+        for batch in self.batches(from_offset):
+            if getattr(batch, "is_control_batch", False) or getattr(batch, "is_control", False):
+                continue
+            for rec in batch:
+                if rec.offset >= start:
+                    yield rec
+
+    # --- offsets by timestamp --------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> Optional[TimestampAndOffset]:
+        """Kafka's fetchOffsetByTimestamp (spec §4.7): -2 earliest, -1 latest, -3 max timestamp,
+        -4 earliest local, -5 latest tiered, or the first record with timestamp >= ``timestamp``."""
+        segs, bases, end = self._view
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampAndOffset(-1, self.log_start_offset, self._earliest_epoch())
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, end.message_offset, self._latest_epoch())
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(-1, -1, None)
+        if timestamp == MAX_TIMESTAMP:
+            best = None
+            for s in segs:
+                if s.size and (best is None or s.max_timestamp_so_far > best.max_timestamp_so_far):
+                    best = s
+            if best is None or best.max_timestamp_so_far < 0:
+                return None
+            target = best.max_timestamp_so_far
+            return best.find_offset_by_timestamp(target, max(best.base_offset, self.log_start_offset))
+        for s in segs:
+            if s.size and s.largest_timestamp() >= timestamp:
+                r = s.find_offset_by_timestamp(timestamp, max(self.log_start_offset, s.base_offset))
+                if r is not None:
+                    return r
+        return None
+
+    def _earliest_epoch(self):
+        c = self.leader_epoch_cache
+        if c is None:
+            return None
+        fn = getattr(c, "earliest_entry", None)
+        e = fn() if callable(fn) else None
+        if e is None:
+            return None
+        epoch, start = (e[0], e[1]) if isinstance(e, tuple) else (e.epoch, e.start_offset)
+        return epoch if start <= self.log_start_offset else None
+
+    def _latest_epoch(self):
+        from kafkalog.log import _indexes
+        return None if self.leader_epoch_cache is None else _indexes.epoch_latest(self.leader_epoch_cache)
+
+    # --- truncation ------------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every offset >= ``target_offset`` (spec §4.9). Returns True when data changed."""
+        if target_offset < 0:
+            raise KafkalogError(f"Cannot truncate partition {self.dir_name} to a negative offset "
+                                f"({target_offset}).", file=self.dir)
+        with self._lock:
+            self._check_open()
+            segs, bases, end = self._view
+            if target_offset >= end.message_offset:
+                self._truncate_epochs_from_end(end.message_offset)
+                return False
+            if segs[0].base_offset > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            keep = tuple(s for s in segs if s.base_offset <= target_offset)
+            drop = [s for s in segs if s.base_offset > target_offset]
+            self._publish(keep, target_offset)
+            if drop:
+                self._remove_and_delete(drop, async_delete=True)
+            keep[-1].truncate_to(target_offset)
+            self._publish(keep, target_offset)
+            self.recovery_point = min(self.recovery_point, target_offset)
+            self.log_start_offset = min(self.log_start_offset, target_offset)
+            self._truncate_epochs_from_end(target_offset)
+            self._reset_producer_state(target_offset, truncate=True)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start an empty log at ``new_offset``."""
+        with self._lock:
+            self._check_open()
+            segs, _, _ = self._view
+            for s in segs:
+                if s.base_offset == new_offset:
+                    pass
+            self._remove_and_delete(list(segs), async_delete=True)
+            new = LogSegment.open(self.dir, new_offset, self.config, clock=self.clock)
+            self._publish((new,), new_offset)
+            self.log_start_offset = new_offset
+            self.recovery_point = new_offset
+            c = self.leader_epoch_cache
+            if c is not None and callable(getattr(c, "clear", None)):
+                c.clear()
+            self._reset_producer_state(new_offset, truncate=False)
+
+    def _truncate_epochs_from_end(self, offset: int) -> None:
+        c = self.leader_epoch_cache
+        fn = getattr(c, "truncate_from_end", None) if c is not None else None
+        if callable(fn):
+            fn(offset)
+
+    def _reset_producer_state(self, offset: int, truncate: bool) -> None:
+        psm = self.producer_state_manager
+        if psm is None:
+            return
+        fn = getattr(psm, "truncate_and_reload", None) if truncate else getattr(psm, "truncate_fully_and_start_at", None)
+        if callable(fn):
+            try:
+                fn(offset)
+            except TypeError:
+                pass
+
+    # --- deletion (used by retention) ------------------------------------------------------------
+
+    def delete_segments(self, segments: Sequence[LogSegment], reason: str = "") -> int:
+        """Remove leading ``segments`` from the log: rename their files to ``.deleted`` and delete them
+        after ``file.delete.delay.ms`` via the scheduler (immediately when there is none). When every
+        segment is to be deleted, roll first so an empty active segment remains. The log start
+        offset moves up to the new first segment. Returns the number deleted."""
+        with self._lock:
+            self._check_open()
+            segs, _, _ = self._view
+            targets = [s for s in segments if s in segs]
+            if not targets:
+                return 0
+            if len(targets) == len(segs):
+                self.roll()
+                segs, _, _ = self._view
+            ids = {id(s) for s in targets}
+            keep = tuple(s for s in segs if id(s) not in ids)
+            self._publish(keep, self.log_end_offset)
+            self._remove_and_delete(targets, async_delete=True)
+            self.maybe_increment_log_start_offset(keep[0].base_offset, reason)
+            return len(targets)
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:
+        """Raise the log start offset (never beyond the high watermark); returns True if it moved."""
+        with self._lock:
+            if new_log_start_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(f"Cannot increment the log start offset to "
+                                            f"{new_log_start_offset} of partition {self.dir_name} since "
+                                            f"it is larger than the high watermark {self.high_watermark}",
+                                            file=self.dir)
+            if new_log_start_offset > self.log_start_offset:
+                self.log_start_offset = new_log_start_offset
+                c = self.leader_epoch_cache
+                fn = getattr(c, "truncate_from_start", None) if c is not None else None
+                if callable(fn):
+                    fn(new_log_start_offset)
+                return True
+            return False
+
+    def _remove_and_delete(self, segments: Sequence[LogSegment], async_delete: bool) -> None:
+        for s in segments:
+            s.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        if async_delete and self.scheduler is not None and self.file_delete_delay_ms > 0:
+            def later(segs=list(segments)):
+                for s in segs:
+                    s.delete()
+            self.scheduler(self.file_delete_delay_ms / 1000.0, later)
+        else:
+            for s in segments:
+                s.delete()
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean close: flush everything, producer snapshot at the log end offset, final time-index
+        entries and trims for every segment. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush(include_active=True)
+            self._take_producer_snapshot(self.log_end_offset)
+            for s in self.segments:
+                s.close()
+            self._closed = True
+
+    def __enter__(self) -> "Log":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Log(dir={self.dir}, logStartOffset={self.log_start_offset}, "
+                f"logEndOffset={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def _set_v2_log_append_time(buf: bytearray, mv: memoryview, pos: int, sz: int, attrs: int, now: int) -> None:
+    """setMaxTimestamp(LOG_APPEND_TIME, now): attribute bit 3 + maxTimestamp, then the CRC."""
+    new_attrs = (attrs | 0x08) & 0xFFFF
+    old_ts = _INT64.unpack_from(buf, pos + 35)[0]
+    if new_attrs == attrs and old_ts == now:
+        return
+    struct.pack_into(">h", buf, pos + 21, new_attrs if new_attrs < 0x8000 else new_attrs - 0x10000)
+    _INT64.pack_into(buf, pos + 35, now)
+    UINT32.pack_into(buf, pos + 17, crc32c(mv[pos + 21:pos + sz]))
+
+
+def _set_v1_log_append_time(buf: bytearray, mv: memoryview, pos: int, sz: int, now: int) -> None:
+    """v1: timestamp field + timestamp-type attribute of the (wrapper) message, then its CRC-32."""
+    buf[pos + 17] = buf[pos + 17] | 0x08
+    _INT64.pack_into(buf, pos + 18, now)
+    UINT32.pack_into(buf, pos + 12, zlib.crc32(mv[pos + 16:pos + sz]))
+
+
+def _legacy_inner_count(entry, pos: int) -> int:
+    """Number of inner messages of a compressed legacy wrapper whose inner offsets must be
+    0..n-1 (relative) for in-place assignment (spec §4.1 (c))."""
+    from kafkalog.log._encode import legacy_wrapper_inner_offsets
+    try:
+        offsets = legacy_wrapper_inner_offsets(bytes(entry))
+    except KafkalogError as e:
+        raise e.at(None, pos)
+    if offsets != list(range(len(offsets))):
+        raise InvalidRecordError("compressed legacy wrapper with inner offsets other than 0..n-1 "
+                                 "cannot be assigned offsets in place; re-encode it as v2",
+                                 position=pos)
+    return len(offsets)

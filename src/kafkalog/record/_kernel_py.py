@@ -1,0 +1,391 @@
+"""Pure-Python reference of the record kernel: the per-record loops of v2 records (spec §1.6).
+
+Same API and behaviour as the compiled ``_kernel.pyx`` (docs/design.md "Record kernel API");
+:mod:`kafkalog.record.kernel` picks one of the two. Written for clarity first, with a fast path for
+the common one-byte varints.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+from kafkalog.errors import InvalidRecordError
+from kafkalog.record.varint import (read_unsigned_varint, read_varint, read_varlong,
+                                    write_varint, write_varlong)
+
+__all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "encode_records_v2", "decode_records_v2",
+           "read_varint", "read_varlong", "write_varint", "write_varlong"]
+
+IMPLEMENTATION = "python"
+
+_INT32_MAX = 2**31 - 1
+_M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def _to_int64(v: int) -> int:
+    v &= _M64
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+class Record:
+    """One record of a batch (v2; the legacy layer fills the same attributes for v0/v1).
+
+    ``offset``, ``timestamp``, ``key`` (bytes or None), ``value`` (bytes or None), ``headers``
+    (list of ``(str, bytes | None)``), ``sequence`` (-1 without producer sequence), ``size_in_bytes``
+    (encoded size incl. the length varint for v2; message size for v0/v1).
+    """
+
+    __slots__ = ("offset", "timestamp", "key", "value", "_headers", "sequence", "size_in_bytes")
+
+    def __init__(self, offset: int, timestamp: int, key: Optional[bytes], value: Optional[bytes],
+                 headers: Optional[list] = None, sequence: int = -1, size_in_bytes: int = 0) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self._headers = headers
+        self.sequence = sequence
+        self.size_in_bytes = size_in_bytes
+
+    @property
+    def headers(self) -> list:
+        if self._headers is None:
+            self._headers = []
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: list) -> None:
+        self._headers = value
+
+    @property
+    def has_key(self) -> bool:
+        return self.key is not None
+
+    @property
+    def has_value(self) -> bool:
+        return self.value is not None
+
+    def __repr__(self) -> str:
+        return (f"Record(offset={self.offset!r}, timestamp={self.timestamp!r}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r}, sequence={self.sequence!r}, "
+                f"size_in_bytes={self.size_in_bytes!r})")
+
+    def __eq__(self, other: object):
+        try:
+            return (self.offset == other.offset and self.timestamp == other.timestamp
+                    and self.key == other.key and self.value == other.value
+                    and list(self.headers) == list(other.headers)
+                    and self.sequence == other.sequence
+                    and self.size_in_bytes == other.size_in_bytes)
+        except AttributeError:
+            return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (Record, (self.offset, self.timestamp, self.key, self.value, self.headers,
+                         self.sequence, self.size_in_bytes))
+
+
+def _next_sequence(base: int, delta: int) -> int:
+    if base == -1:
+        return -1
+    if base > _INT32_MAX - delta:
+        return delta - (_INT32_MAX - base) - 1
+    return base + delta
+
+
+def _int32(v, what: str) -> int:
+    v = int(v)
+    if not -2**31 <= v <= _INT32_MAX:
+        raise InvalidRecordError(f"{what} {v} does not fit in a 32-bit varint")
+    return v
+
+
+def _int64(v, what: str) -> int:
+    v = int(v)
+    if not -2**63 <= v < 2**63:
+        raise InvalidRecordError(f"{what} {v} does not fit in a 64-bit varlong")
+    return v
+
+
+def decode_records_v2(body, count: int, base_offset: int, base_timestamp: int,
+                      base_sequence: int, log_append_time: int) -> list:
+    """Decode ``count`` v2 records from ``body`` (the uncompressed records of one batch).
+
+    ``log_append_time >= 0`` replaces every record's timestamp. Raises :class:`InvalidRecordError`
+    (``position`` relative to the start of ``body``) on any structural problem and when ``count``
+    disagrees with the data.
+    """
+    base_offset = _int64(base_offset, "base_offset")
+    base_timestamp = _int64(base_timestamp, "base_timestamp")
+    log_append_time = _int64(log_append_time, "log_append_time")
+    base_sequence = _int32(base_sequence, "base_sequence")
+    if count < 0:
+        raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
+    if not isinstance(body, bytes):
+        body = bytes(body)
+    buf = body
+    n = len(buf)
+    if count > n // 7:
+        raise InvalidRecordError(
+            f"Found invalid record structure: expected {count} records in {n} bytes", position=n)
+    out = []
+    append = out.append
+    pos = 0
+    for i in range(count):
+        rstart = pos
+        if pos >= n:
+            raise InvalidRecordError(
+                f"Found invalid record structure: expected {count} records but found only {i}",
+                position=pos)
+        b = buf[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = read_varint(buf, pos, n, "record length")
+        if length < 0 or length > n - pos:
+            raise InvalidRecordError(
+                f"Invalid record size: expected {length} bytes in record payload, but instead "
+                f"the buffer has only {n - pos} remaining bytes.", position=rstart)
+        rend = pos + length
+        if pos >= rend:
+            raise InvalidRecordError("Found invalid record structure: buffer underflow reading "
+                                     "attributes", position=pos)
+        pos += 1
+        # timestamp delta
+        if pos < rend and buf[pos] < 0x80:
+            b = buf[pos]
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            ts_delta, pos = read_varlong(buf, pos, rend, "timestamp delta")
+        if pos < rend and buf[pos] < 0x80:
+            b = buf[pos]
+            offset_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            offset_delta, pos = read_varint(buf, pos, rend, "offset delta")
+        if pos < rend and buf[pos] < 0x80:
+            b = buf[pos]
+            klen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            klen, pos = read_varint(buf, pos, rend, "key length")
+        if klen >= 0:
+            if klen > rend - pos:
+                raise InvalidRecordError(
+                    f"Found invalid record structure: key length {klen} exceeds the "
+                    f"{rend - pos} bytes left in the record", position=pos)
+            key = buf[pos:pos + klen]
+            pos += klen
+        else:
+            key = None
+        if pos < rend and buf[pos] < 0x80:
+            b = buf[pos]
+            vlen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            vlen, pos = read_varint(buf, pos, rend, "value length")
+        if vlen >= 0:
+            if vlen > rend - pos:
+                raise InvalidRecordError(
+                    f"Found invalid record structure: value length {vlen} exceeds the "
+                    f"{rend - pos} bytes left in the record", position=pos)
+            value = buf[pos:pos + vlen]
+            pos += vlen
+        else:
+            value = None
+        if pos < rend and buf[pos] == 0:
+            nheaders = 0
+            pos += 1
+        else:
+            nheaders, pos = read_varint(buf, pos, rend, "header count")
+        headers = None
+        if nheaders:
+            if nheaders < 0:
+                raise InvalidRecordError(f"Found invalid number of record headers {nheaders}",
+                                         position=pos)
+            if nheaders > rend - pos:
+                raise InvalidRecordError(
+                    f"Found invalid number of record headers. {nheaders} is larger than the "
+                    f"remaining size of the buffer", position=pos)
+            headers = []
+            for _ in range(nheaders):
+                hklen, pos = read_varint(buf, pos, rend, "header key length")
+                if hklen < 0:
+                    raise InvalidRecordError(f"Invalid negative header key size {hklen}",
+                                             position=pos)
+                if hklen > rend - pos:
+                    raise InvalidRecordError(
+                        f"Found invalid record structure: header key length {hklen} exceeds the "
+                        f"{rend - pos} bytes left in the record", position=pos)
+                hkey = buf[pos:pos + hklen].decode("utf-8", "replace")
+                pos += hklen
+                hvlen, pos = read_varint(buf, pos, rend, "header value length")
+                if hvlen >= 0:
+                    if hvlen > rend - pos:
+                        raise InvalidRecordError(
+                            f"Found invalid record structure: header value length {hvlen} exceeds "
+                            f"the {rend - pos} bytes left in the record", position=pos)
+                    hvalue = buf[pos:pos + hvlen]
+                    pos += hvlen
+                else:
+                    hvalue = None
+                headers.append((hkey, hvalue))
+        if pos != rend:
+            raise InvalidRecordError(
+                f"Invalid record size: expected to read {length} bytes in record payload, but "
+                f"instead read {pos - (rend - length)}", position=pos)
+        if log_append_time >= 0:
+            ts = log_append_time
+        else:
+            ts = base_timestamp + ts_delta
+            if not -2**63 <= ts < 2**63:
+                ts = _to_int64(ts)
+        if base_sequence == -1:
+            seq = -1
+        else:
+            seq = _next_sequence(base_sequence, offset_delta)
+        append(Record(base_offset + offset_delta, ts, key, value, headers, seq, rend - rstart))
+    if pos != n:
+        raise InvalidRecordError(
+            f"Incorrect declared batch size, records still remaining in file "
+            f"({n - pos} bytes after {count} records)", position=pos)
+    return out
+
+
+def _as_bytes_like(x):
+    if x is None or type(x) is bytes:
+        return x
+    if isinstance(x, str):
+        raise TypeError("record keys and values must be bytes-like or None, not str")
+    return bytes(memoryview(x))
+
+
+def _normalise_headers(headers) -> Optional[list]:
+    if not headers:
+        return None
+    out = []
+    for hk, hv in headers:
+        if hk is None:
+            raise InvalidRecordError("Invalid null header key found in headers")
+        hk = hk.encode("utf-8") if isinstance(hk, str) else _as_bytes_like(hk)
+        out.append((hk, _as_bytes_like(hv)))
+    return out
+
+
+def _encode_one(out: bytearray, key, value, ts_delta: int, offset_delta: int, headers) -> int:
+    """Append one encoded record to ``out``; returns its encoded size."""
+    key = _as_bytes_like(key)
+    value = _as_bytes_like(value)
+    hlist = _normalise_headers(headers)
+    parts = [b"\x00", write_varlong(ts_delta), write_varint(offset_delta)]
+    if key is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(write_varint(len(key)))
+        parts.append(key)
+    if value is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(write_varint(len(value)))
+        parts.append(value)
+    if hlist is None:
+        parts.append(b"\x00")
+    else:
+        parts.append(write_varint(len(hlist)))
+        for hk, hv in hlist:
+            parts.append(write_varint(len(hk)))
+            parts.append(hk)
+            if hv is None:
+                parts.append(b"\x01")
+            else:
+                parts.append(write_varint(len(hv)))
+                parts.append(hv)
+    body = b"".join(parts)
+    if len(body) > _INT32_MAX:
+        raise InvalidRecordError(f"record is too large to encode ({len(body)} bytes)")
+    head = write_varint(len(body))
+    out += head
+    out += body
+    return len(head) + len(body)
+
+
+def encode_records_v2(records: Iterable, base_timestamp: int,
+                      offset_deltas: Optional[Sequence[int]] = None) -> bytes:
+    """Encode ``records`` (sequence of ``(key, value, timestamp, headers)``) as v2 record bodies.
+
+    Offset delta ``i`` (or ``offset_deltas[i]``); timestamp deltas relative to ``base_timestamp``.
+    Returns the concatenated, uncompressed record bytes.
+    """
+    base_timestamp = _int64(base_timestamp, "base_timestamp")
+    if not isinstance(records, (list, tuple)):
+        records = list(records)
+    n = len(records)
+    if offset_deltas is not None and len(offset_deltas) != n:
+        raise InvalidRecordError(f"{len(offset_deltas)} offset deltas for {n} records")
+    out = bytearray()
+    for i, (key, value, ts, headers) in enumerate(records):
+        ts_delta = _to_int64(_int64(ts, "timestamp") - base_timestamp)
+        od = i if offset_deltas is None else _int32(offset_deltas[i], "offset delta")
+        _encode_one(out, key, value, ts_delta, od, headers)
+    return bytes(out)
+
+
+class RecordsEncoder:
+    """Appends v2 records one at a time (the batch builder's hot path).
+
+    ``RecordsEncoder(base_timestamp=None)``: timestamp deltas are relative to ``base_timestamp``,
+    or to the first appended record's timestamp when None (Kafka's MemoryRecordsBuilder).
+    ``append(key, value, timestamp, headers=None, offset_delta=None) -> int`` encodes one record
+    and returns its encoded size; ``finish() -> bytes`` returns the concatenated bodies.
+    """
+
+    def __init__(self, base_timestamp: Optional[int] = None) -> None:
+        self._buf = bytearray()
+        self._count = 0
+        self._max_ts = -1
+        self._last_delta = -1
+        self._base_ts = None if base_timestamp is None else _int64(base_timestamp, "base_timestamp")
+
+    def append(self, key, value, timestamp: int, headers=None, offset_delta: Optional[int] = None) -> int:
+        ts = _int64(timestamp, "timestamp")
+        if offset_delta is None:
+            if self._count > _INT32_MAX:
+                raise InvalidRecordError("too many records for one batch")
+            od = self._count
+        else:
+            od = _int32(offset_delta, "offset delta")
+        if self._base_ts is None:
+            self._base_ts = ts
+        size = _encode_one(self._buf, key, value, _to_int64(ts - self._base_ts), od, headers)
+        self._count += 1
+        if ts > self._max_ts:
+            self._max_ts = ts
+        if od > self._last_delta:
+            self._last_delta = od
+        return size
+
+    def finish(self) -> bytes:
+        return bytes(self._buf)
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self._buf)
+
+    @property
+    def base_timestamp(self) -> Optional[int]:
+        return self._base_ts
+
+    @property
+    def max_timestamp(self) -> int:
+        return self._max_ts
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self._last_delta

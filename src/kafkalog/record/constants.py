@@ -1,0 +1,156 @@
+"""Sizes, field offsets and enums of Kafka's record formats (spec §1.2-§1.7)."""
+from __future__ import annotations
+
+import enum
+import struct
+
+# --- log entry framing (every magic) ---------------------------------------------------------------
+OFFSET_OFFSET = 0
+OFFSET_LENGTH = 8
+SIZE_OFFSET = 8
+SIZE_LENGTH = 4
+LOG_OVERHEAD = 12
+MAGIC_OFFSET = 16
+HEADER_SIZE_UP_TO_MAGIC = 17
+#: FileLogInputStream stops when fewer than this many bytes remain.
+MIN_ENTRY_HEADER = 17
+
+MAGIC_VALUE_V0 = 0
+MAGIC_VALUE_V1 = 1
+MAGIC_VALUE_V2 = 2
+CURRENT_MAGIC_VALUE = MAGIC_VALUE_V2
+
+# --- legacy (v0/v1) messages -----------------------------------------------------------------------
+LEGACY_CRC_OFFSET = 12          # entry-relative
+LEGACY_MAGIC_OFFSET = 16
+LEGACY_ATTRIBUTES_OFFSET = 17
+LEGACY_TIMESTAMP_OFFSET = 18
+RECORD_OVERHEAD_V0 = 14
+RECORD_OVERHEAD_V1 = 22
+LEGACY_HEADER_SIZE_V0 = 6       # crc + magic + attributes
+LEGACY_HEADER_SIZE_V1 = 14
+LEGACY_COMPRESSION_CODEC_MASK = 0x07
+LEGACY_TIMESTAMP_TYPE_MASK = 0x08
+
+# --- v2 record batch header ------------------------------------------------------------------------
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+V2_MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORDS_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+RECORD_BATCH_OVERHEAD = 61
+#: bytes of the batch covered by the CRC start here
+CRC_START = ATTRIBUTES_OFFSET
+
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+MAX_RECORD_OVERHEAD = 21
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+INT32_MAX = 2**31 - 1
+
+#: Kafka's ``max.message.bytes`` default (1 MiB + LOG_OVERHEAD).
+DEFAULT_MAX_MESSAGE_BYTES = 1048588
+
+#: ``>q i i b I h i q q q h i i``: the 61-byte v2 header in one struct.
+V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+#: ``>q i I b b``: offset, length, legacy crc, magic, attributes (18 bytes).
+LEGACY_HEADER = struct.Struct(">qiIbb")
+ENTRY_HEADER = struct.Struct(">qi")
+
+
+class CompressionType(enum.IntEnum):
+    """Compression codec ids (attributes bits 0-2)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def display_name(self) -> str:
+        """Kafka's ``CompressionType.name`` (``none``, ``gzip``, ...)."""
+        return self.name.lower()
+
+    @classmethod
+    def for_id(cls, codec_id: int) -> "CompressionType":
+        """The codec for ``codec_id``; ValueError for 5-7 (callers wrap it)."""
+        return cls(codec_id)
+
+    @classmethod
+    def for_name(cls, name: str) -> "CompressionType":
+        """The codec named ``name`` (Kafka's ``compression.type`` values)."""
+        return cls[name.upper()]
+
+
+class TimestampType(enum.IntEnum):
+    """Kafka's ``TimestampType``; ``str()`` is Java's display name."""
+
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def display_name(self) -> str:
+        return _TS_NAMES[self]
+
+    def __str__(self) -> str:
+        return _TS_NAMES[self]
+
+
+_TS_NAMES = {TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",
+             TimestampType.CREATE_TIME: "CreateTime",
+             TimestampType.LOG_APPEND_TIME: "LogAppendTime"}
+
+
+class ControlRecordType(enum.IntEnum):
+    """Control record types (the int16 ``type`` of a control record key)."""
+
+    UNKNOWN = -1
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+    @classmethod
+    def from_type_id(cls, type_id: int) -> "ControlRecordType":
+        try:
+            t = cls(type_id)
+        except ValueError:
+            return cls.UNKNOWN
+        return t
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """DefaultRecordBatch.incrementSequence: wraps past Int.MAX to 0."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """DefaultRecordBatch.decrementSequence: wraps below 0 to Int.MAX."""
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement

@@ -1,0 +1,48 @@
+"""Selects the record kernel: the compiled ``_kernel`` (Cython) unless ``KAFKALOG_PURE_PYTHON=1``
+or it is not built / does not export the API, else the pure-Python ``_kernel_py``.
+
+Everything the kernel exports is re-exported here: ``Record``, ``encode_records_v2``,
+``decode_records_v2``, ``read_varint``, ``read_varlong``, ``write_varint``, ``write_varlong``,
+``RecordsEncoder`` and ``IMPLEMENTATION`` (``"cython"`` or ``"python"``).
+"""
+from __future__ import annotations
+
+import os
+
+from kafkalog.record import _kernel_py
+
+_REQUIRED = ("Record", "encode_records_v2", "decode_records_v2", "read_varint", "read_varlong",
+             "write_varint", "write_varlong")
+
+
+def _select():
+    if os.environ.get("KAFKALOG_PURE_PYTHON", "") not in ("", "0"):
+        return _kernel_py
+    try:
+        from kafkalog.record import _kernel  # type: ignore[attr-defined]
+    except ImportError:
+        return _kernel_py
+    if not all(hasattr(_kernel, name) for name in _REQUIRED):
+        return _kernel_py
+    return _kernel
+
+
+_impl = _select()
+
+IMPLEMENTATION: str = "cython" if _impl is not _kernel_py else "python"
+Record = _impl.Record
+encode_records_v2 = _impl.encode_records_v2
+decode_records_v2 = _impl.decode_records_v2
+read_varint = _impl.read_varint
+read_varlong = _impl.read_varlong
+write_varint = _impl.write_varint
+write_varlong = _impl.write_varlong
+RecordsEncoder = getattr(_impl, "RecordsEncoder", _kernel_py.RecordsEncoder)
+#: columnar decode for Arrow (compiled kernel only; None with the pure-Python kernel, where
+#: kafkalog.spark.arrow_batches uses its own reference ``decode_columns_v2_py``)
+decode_columns_v2 = getattr(_impl, "decode_columns_v2", None)
+#: the module in use (``_kernel`` or ``_kernel_py``)
+implementation_module = _impl
+
+__all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "encode_records_v2", "decode_records_v2",
+           "read_varint", "read_varlong", "write_varint", "write_varlong", "implementation_module"]

@@ -1,0 +1,271 @@
+"""Columnar decode of Kafka record batches into Arrow ``RecordBatch``es of the Kafka-source schema.
+
+The hot loop is the record kernel's ``decode_columns_v2`` (compiled when built, see
+:mod:`kafkalog.record.kernel`); :func:`decode_columns_v2_py` here is the pure-Python reference of the
+same function, used when the kernel does not provide it. It appends the records of one v2 batch
+body to growing column buffers:
+
+``cols = [offsets, timestamps, key_data, key_ends, key_valid, value_data, value_ends, value_valid]``
+
+* ``offsets``/``timestamps``: bytearrays of native int64 (ms timestamps);
+* ``*_data``: concatenated key/value bytes; ``*_ends``: native int32 end position of each row in
+  ``*_data`` (cumulative, so ``b"\\0"*4 + ends`` is an Arrow offsets buffer);
+* ``*_valid``: one byte per row, 1 = present, 0 = null.
+
+:class:`ColumnBuilder` owns those buffers and turns them into Arrow arrays without copying the key
+and value bytes (``pa.Array.from_buffers``). v0/v1 messages (rare, old data) go through
+:meth:`ColumnBuilder.add_record` one by one.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from typing import List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafkalog.errors import InvalidRecordError
+from kafkalog.spark.schema import ARROW_HEADER_TYPE, source_arrow_schema
+
+_Q = struct.Struct("=q")
+_I = struct.Struct("=i")
+_LITTLE = sys.byteorder == "little"
+
+
+def _varint(buf, pos: int, end: int) -> Tuple[int, int]:
+    """Zig-zag varint/varlong at ``pos`` -> (value, new_pos); InvalidRecordError past ``end``."""
+    shift = 0
+    raw = 0
+    while True:
+        if pos >= end:
+            raise InvalidRecordError("Found invalid record structure: premature end of varint",
+                                     position=pos)
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise InvalidRecordError("Found invalid record structure: varint too long", position=pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def decode_columns_v2_py(body, count: int, base_offset: int, base_timestamp: int,
+                         log_append_time: int, min_offset: int, max_offset: int,
+                         cols: Sequence[bytearray], headers: Optional[list]) -> int:
+    """Append the records of one v2 batch body whose offsets are in ``[min_offset, max_offset)``.
+
+    ``body`` is the (decompressed) records section of the batch, ``count`` its record count.
+    ``log_append_time >= 0`` replaces every record's timestamp (LogAppendTime batches). When
+    ``headers`` is a list, one entry per appended row is added: ``None`` (no headers) or a list of
+    ``(key: str, value: bytes | None)``. Returns the number of rows appended. Raises
+    :class:`InvalidRecordError` with ``position`` relative to ``body``.
+    """
+    offsets, timestamps, kdata, kends, kvalid, vdata, vends, vvalid = cols
+    buf = memoryview(body)
+    end = len(buf)
+    pos = 0
+    appended = 0
+    for _ in range(count):
+        length, pos = _varint(buf, pos, end)
+        start = pos
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise InvalidRecordError(f"Invalid record size: record length {length} exceeds the "
+                                     f"{end - pos} remaining bytes", position=start)
+        pos += 1  # attributes
+        ts_delta, pos = _varint(buf, pos, rec_end)
+        off_delta, pos = _varint(buf, pos, rec_end)
+        klen, pos = _varint(buf, pos, rec_end)
+        kpos = pos
+        if klen >= 0:
+            pos += klen
+        vlen, pos = _varint(buf, pos, rec_end)
+        vpos = pos
+        if vlen >= 0:
+            pos += vlen
+        nh, pos = _varint(buf, pos, rec_end)
+        if nh < 0 or nh > rec_end - pos:
+            raise InvalidRecordError(f"Invalid number of headers {nh}", position=pos)
+        hdrs = None
+        if nh:
+            hdrs = []
+            for _h in range(nh):
+                hk, pos = _varint(buf, pos, rec_end)
+                if hk < 0 or pos + hk > rec_end:
+                    raise InvalidRecordError(f"Invalid header key length {hk}", position=pos)
+                hkey = bytes(buf[pos:pos + hk]).decode("utf-8", "replace")
+                pos += hk
+                hv, pos = _varint(buf, pos, rec_end)
+                hval = None
+                if hv >= 0:
+                    if pos + hv > rec_end:
+                        raise InvalidRecordError(f"Invalid header value length {hv}", position=pos)
+                    hval = bytes(buf[pos:pos + hv])
+                    pos += hv
+                hdrs.append((hkey, hval))
+        if pos != rec_end:
+            raise InvalidRecordError(f"Invalid record size: expected to read {length} bytes in "
+                                     f"record payload, but instead read {pos - start}",
+                                     position=start)
+        offset = base_offset + off_delta
+        if offset < min_offset or offset >= max_offset:
+            continue
+        offsets += _Q.pack(offset)
+        timestamps += _Q.pack(log_append_time if log_append_time >= 0 else base_timestamp + ts_delta)
+        if klen >= 0:
+            kdata += buf[kpos:kpos + klen]
+            kvalid.append(1)
+        else:
+            kvalid.append(0)
+        kends += _I.pack(len(kdata))
+        if vlen >= 0:
+            vdata += buf[vpos:vpos + vlen]
+            vvalid.append(1)
+        else:
+            vvalid.append(0)
+        vends += _I.pack(len(vdata))
+        if headers is not None:
+            headers.append(hdrs)
+        appended += 1
+    if pos != end:
+        raise InvalidRecordError("Incorrect declared batch size, records still remaining in file",
+                                 position=pos)
+    return appended
+
+
+def _kernel_decode():
+    """The kernel's ``decode_columns_v2`` if it has one, else the pure-Python reference."""
+    try:
+        from kafkalog.record import kernel  # type: ignore[attr-defined]
+        fn = getattr(kernel, "decode_columns_v2", None)
+        if fn is not None:
+            return fn
+    except ImportError:
+        pass
+    return decode_columns_v2_py
+
+
+decode_columns_v2 = _kernel_decode()
+
+#: Flush a builder before its key or value data passes this size (int32 Arrow offsets).
+MAX_DATA_BYTES = 1 << 30
+
+
+class ColumnBuilder:
+    """Accumulates decoded records of one topic-partition and emits Arrow record batches."""
+
+    __slots__ = ("topic", "partition", "include_headers", "cols", "ts_types", "headers", "rows",
+                 "_schema")
+
+    def __init__(self, topic: str, partition: int, include_headers: bool = False) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self._schema = source_arrow_schema(include_headers)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cols: List[bytearray] = [bytearray() for _ in range(8)]
+        self.ts_types: List[Tuple[int, int]] = []  # runs of (rows, timestampType)
+        self.headers: Optional[list] = [] if self.include_headers else None
+        self.rows = 0
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of key plus value data held."""
+        return len(self.cols[2]) + len(self.cols[5])
+
+    def add_v2_batch(self, body, count: int, base_offset: int, base_timestamp: int,
+                     log_append_time: int, timestamp_type: int, min_offset: int,
+                     max_offset: int) -> int:
+        """Decode one v2 batch body; returns the rows appended."""
+        n = decode_columns_v2(body, count, base_offset, base_timestamp, log_append_time,
+                              min_offset, max_offset, self.cols, self.headers)
+        if n:
+            self._add_ts_type(n, timestamp_type)
+            self.rows += n
+        return n
+
+    def add_record(self, offset: int, timestamp: int, timestamp_type: int, key, value,
+                   headers: Optional[list] = None) -> None:
+        """Append one record (the v0/v1 path)."""
+        offsets, timestamps, kdata, kends, kvalid, vdata, vends, vvalid = self.cols
+        offsets += _Q.pack(offset)
+        timestamps += _Q.pack(timestamp)
+        if key is None:
+            kvalid.append(0)
+        else:
+            kdata += key
+            kvalid.append(1)
+        kends += _I.pack(len(kdata))
+        if value is None:
+            vvalid.append(0)
+        else:
+            vdata += value
+            vvalid.append(1)
+        vends += _I.pack(len(vdata))
+        if self.headers is not None:
+            self.headers.append(headers or None)
+        self._add_ts_type(1, timestamp_type)
+        self.rows += 1
+
+    def _add_ts_type(self, n: int, ts_type: int) -> None:
+        if self.ts_types and self.ts_types[-1][1] == ts_type:
+            self.ts_types[-1] = (self.ts_types[-1][0] + n, ts_type)
+        else:
+            self.ts_types.append((n, ts_type))
+
+    def flush(self) -> Optional[pa.RecordBatch]:
+        """The accumulated rows as one Arrow batch (None when empty); the builder is reset."""
+        if not self.rows:
+            return None
+        batch = build_record_batch(self.topic, self.partition, self.rows, self.cols,
+                                   self.ts_types, self.headers, self._schema)
+        self._reset()
+        return batch
+
+
+def _validity(valid: bytearray, n: int) -> Optional[pa.Buffer]:
+    if valid.find(0) < 0:
+        return None
+    flags = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(valid)])
+    return pc.not_equal(flags, 0).buffers()[1]
+
+
+def _binary(n: int, data: bytearray, ends: bytearray, valid: bytearray) -> pa.Array:
+    offsets = pa.py_buffer(b"\0\0\0\0" + ends)
+    return pa.Array.from_buffers(pa.binary(), n, [_validity(valid, n), offsets, pa.py_buffer(data)])
+
+
+def _int32_runs(runs: List[Tuple[int, int]]) -> pa.Array:
+    if len(runs) == 1:
+        return pa.repeat(pa.scalar(runs[0][1], pa.int32()), runs[0][0])
+    return pa.concat_arrays([pa.repeat(pa.scalar(v, pa.int32()), n) for n, v in runs])
+
+
+def build_record_batch(topic: str, partition: int, n: int, cols: Sequence[bytearray],
+                       ts_types: List[Tuple[int, int]], headers: Optional[list],
+                       schema: pa.Schema) -> pa.RecordBatch:
+    """Assemble the Kafka-source Arrow batch from column buffers (key/value without copying)."""
+    offsets, timestamps, kdata, kends, kvalid, vdata, vends, vvalid = cols
+    if not _LITTLE:  # pragma: no cover - Arrow buffers are little-endian
+        raise RuntimeError("kafkalog's Arrow decode needs a little-endian machine")
+    off_arr = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(offsets)])
+    ms = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(timestamps)])
+    ts = pc.multiply(ms, 1000).cast(pa.timestamp("us", tz="UTC"))
+    arrays = [
+        _binary(n, kdata, kends, kvalid),
+        _binary(n, vdata, vends, vvalid),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        off_arr,
+        ts,
+        _int32_runs(ts_types),
+    ]
+    if headers is not None:
+        arrays.append(pa.array(headers, type=ARROW_HEADER_TYPE))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
