@@ -53,15 +53,15 @@ def make_data(n: int):
 
 
 class KafkalogAdapter:
-    """kafkalog through its public batch API (builder + RecordBatch.records())."""
+    """kafkalog through its public batch API (BatchBuilder.append/build, batch_at(buf).records())."""
 
     def __init__(self) -> None:
         from kafkalog.record import kernel
-        from kafkalog.record.batch import RecordBatch
-        from kafkalog.record.builder import RecordBatchBuilder
+        from kafkalog.record.batch import batch_at
+        from kafkalog.record.builder import BatchBuilder
         self.kernel = kernel.IMPLEMENTATION
-        self.Builder = RecordBatchBuilder
-        self.RecordBatch = RecordBatch
+        self.Builder = BatchBuilder
+        self.batch_at = batch_at
 
     def encode(self, keys, vals, codec: str):
         out = []
@@ -70,18 +70,18 @@ class KafkalogAdapter:
         Builder = self.Builder
         n = len(keys)
         for start in range(0, n, PER_BATCH):
-            b = Builder(magic=2, compression_type=cid, compression_level=level, base_offset=0)
+            b = Builder(magic=2, compression=cid, compression_level=level, base_offset=0)
             app = b.append
             for j in range(start, min(start + PER_BATCH, n)):
-                app(keys[j], vals[j], timestamp=TS0 + j)
+                app(keys[j], vals[j], TS0 + j)
             out.append(bytes(b.build()))
         return out
 
     def decode(self, batches):
         n = nbytes = 0
-        RB = self.RecordBatch
+        batch_at = self.batch_at
         for buf in batches:
-            for r in RB(buf).records():
+            for r in batch_at(buf).records():
                 nbytes += len(r.key) + len(r.value)
                 n += 1
         return n, nbytes

@@ -358,3 +358,49 @@ def test_parity_records_encoder(recs, base):
     assert a.finish() == b.finish()
     assert (a.count, a.size_in_bytes, a.base_timestamp, a.max_timestamp, a.last_offset_delta) == \
         (b.count, b.size_in_bytes, b.base_timestamp, b.max_timestamp, b.last_offset_delta)
+
+
+@kernels
+def test_records_encoder_append_record_checks(K):
+    from kafkalog.record.batch import InvalidArgumentError
+    e = K.RecordsEncoder(None, 100)
+    assert e.last_offset is None and e.base_offset == 100 and e.offset_of_max_timestamp == -1
+    e.append_record(b"a", b"1", TS)
+    e.append_record(b"b", b"2", TS + 9, None, 105)
+    e.append_record(b"c", b"3", None)
+    e.append_record(b"d", b"4", TS + 9, [("h", b"x")])
+    assert e.last_offset == 107 and e.offset_of_max_timestamp == 105 and e.max_timestamp == TS + 9
+    assert e.last_offset_delta == 7 and e.count == 4
+    recs = K.decode_records_v2(e.finish(), 4, 100, e.base_timestamp, -1, -1)
+    assert [r.offset for r in recs] == [100, 105, 106, 107]
+    assert [r.timestamp for r in recs] == [TS, TS + 9, -1, TS + 9]
+    for bad in (dict(offset=107), dict(offset=50), dict(timestamp=-2), dict(offset=100 + 2**31)):
+        kw = dict(timestamp=TS, offset=None)
+        kw.update(bad)
+        with pytest.raises(InvalidArgumentError):
+            e.append_record(b"k", b"v", kw["timestamp"], None, kw["offset"])
+    assert e.count == 4
+
+
+@both
+@settings(max_examples=100, deadline=None)
+@given(ops=st.lists(st.tuples(binary, st.one_of(st.none(), st.integers(-3, TS + 5)),
+                              st.one_of(st.none(), st.integers(95, 130))), max_size=12),
+       base_offset=st.sampled_from([0, 100]))
+def test_parity_append_record(ops, base_offset):
+    a, b = CY.RecordsEncoder(None, base_offset), PY.RecordsEncoder(None, base_offset)
+    for value, ts, off in ops:
+        ra = rb = None
+        try:
+            a.append_record(b"k", value, ts, None, off)
+        except KafkalogError as e:
+            ra = type(e)
+        try:
+            b.append_record(b"k", value, ts, None, off)
+        except KafkalogError as e:
+            rb = type(e)
+        assert ra == rb
+    assert a.finish() == b.finish()
+    assert (a.count, a.last_offset, a.offset_of_max_timestamp, a.max_timestamp, a.base_timestamp,
+            a.last_offset_delta) == (b.count, b.last_offset, b.offset_of_max_timestamp,
+                                     b.max_timestamp, b.base_timestamp, b.last_offset_delta)

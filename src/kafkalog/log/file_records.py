@@ -37,6 +37,7 @@ UINT32 = struct.Struct(">I")
 INT_MAX = 2**31 - 1
 
 _READ_BLOCK = 64 * 1024
+_WRITE_CHUNK = 256 * 1024
 
 
 class BatchHeader(NamedTuple):
@@ -174,7 +175,8 @@ class FileRecords:
         done = 0
         try:
             while done < n:
-                done += os.pwrite(self.fd, mv[done:] if done else mv, pos + done)
+                # bounded chunks: one huge pwrite is markedly slower than cache-sized ones
+                done += os.pwrite(self.fd, mv[done:done + _WRITE_CHUNK], pos + done)
         except OSError as e:
             # never leave a half-written entry counted: the logical size stays where it was
             raise KafkalogIOError(f"write failed: {e.strerror}", file=self.path, position=pos) from e

@@ -17,8 +17,6 @@ from kafkalog.errors import KafkalogIOError
 
 TMP_SUFFIX = ".tmp"
 
-PathLike = "os.PathLike[str] | str"
-
 
 def io_error(err: OSError, path: os.PathLike | str, action: str) -> KafkalogIOError:
     """Wrap an ``OSError`` as :class:`KafkalogIOError` naming ``path`` and what was attempted."""

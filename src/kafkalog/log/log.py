@@ -216,7 +216,12 @@ class Log:
             buf = bytearray(records)
         with self._lock:
             self._check_open()
-            return self._append_locked(buf, assign_offsets, leader_epoch)
+            try:
+                return self._append_locked(buf, assign_offsets, leader_epoch)
+            except _NeedsConversion:
+                from kafkalog.log._encode import convert_legacy_wrappers
+                return self._append_locked(bytearray(convert_legacy_wrappers(buf)), assign_offsets,
+                                           leader_epoch)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Append batches keeping their offsets (Kafka's appendAsFollower); the first offset must be
@@ -333,6 +338,8 @@ class Log:
                     codec = attrs & 0x07
                     if assign:
                         if codec:
+                            if magic == 0:
+                                raise _NeedsConversion()
                             count = _legacy_inner_count(mv[pos:pos + sz], pos)
                         else:
                             count = 1
@@ -849,7 +856,10 @@ def _legacy_inner_count(entry, pos: int) -> int:
     except KafkalogError as e:
         raise e.at(None, pos)
     if offsets != list(range(len(offsets))):
-        raise InvalidRecordError("compressed legacy wrapper with inner offsets other than 0..n-1 "
-                                 "cannot be assigned offsets in place; re-encode it as v2",
-                                 position=pos)
+        raise _NeedsConversion()
     return len(offsets)
+
+
+class _NeedsConversion(Exception):
+    """A legacy compressed wrapper that cannot take offsets in place (v0, or v1 inner offsets other
+    than 0..n-1): the buffer is converted to v2 batches first, as Kafka's leader does."""

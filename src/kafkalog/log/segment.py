@@ -465,9 +465,9 @@ class LogSegment:
         mm = None
         if size > 0:
             mm = mmap.mmap(self.log.fd, size, access=mmap.ACCESS_READ)
+        buf = mm if mm is not None else b""
+        mv = memoryview(buf)
         try:
-            buf = mm if mm is not None else b""
-            mv = memoryview(buf) if mm is not None else memoryview(b"")
             pos = 0
             limit = size - PREFIX_SIZE
             while pos < limit:
@@ -536,8 +536,7 @@ class LogSegment:
             follows = None
             next_valid = None
             if bad_pos is not None and kind != "partial-tail":
-                tail = mv[bad_pos:size]
-                if not any(tail[i:i + 65536].tobytes().strip(b"\0") for i in range(0, len(tail), 65536)):
+                if not any(buf[i:min(i + 65536, size)].strip(b"\0") for i in range(bad_pos, size, 65536)):
                     kind = "zero-filled-tail"
                     follows = False
                 else:
@@ -546,8 +545,8 @@ class LogSegment:
                     follows = next_valid is not None
             elif bad_pos is not None:
                 follows = False
-            del mv
         finally:
+            mv.release()
             if mm is not None:
                 mm.close()
         truncated = self.log.truncate_to(valid) if valid < size else 0

@@ -667,6 +667,11 @@ def encode_records_v2(records, base_timestamp, offset_deltas=None):
 # --------------------------------------------------------------------------------------------------
 # incremental encoder (the builder's per-record append)
 
+cdef object _invalid_argument(str message):
+    from kafkalog.record.batch import InvalidArgumentError  # not at import time: batch imports us
+    return InvalidArgumentError(message)
+
+
 cdef list _normalise_headers(object headers):
     cdef list hlist = []
     for hk, hv in headers:
@@ -688,9 +693,14 @@ cdef class RecordsEncoder:
     or to the first appended record's timestamp when None (Kafka's MemoryRecordsBuilder).
     ``append(key, value, timestamp, headers=None, offset_delta=None) -> int`` encodes one record
     (offset delta = number of records so far unless given) and returns its encoded size.
+    ``append_record(key, value, timestamp=-1, headers=None, offset=None)`` is
+    ``BatchBuilder.append`` for v2 data batches (absolute offsets from ``base_offset``, Kafka's
+    checks), so a builder can hand its per-record call straight to compiled code.
     ``finish() -> bytes`` returns the concatenated record bodies (the encoder stays usable).
     Read-only: ``count``, ``size_in_bytes``, ``base_timestamp`` (None before the first record
-    when not given), ``max_timestamp`` (-1 when empty), ``last_offset_delta`` (-1 when empty).
+    when not given), ``max_timestamp`` (-1 when empty), ``last_offset_delta`` (-1 when empty),
+    ``base_offset``, ``last_offset`` (None before the first ``append_record``),
+    ``offset_of_max_timestamp``.
     """
     cdef unsigned char* _buf
     cdef Py_ssize_t _size
@@ -700,8 +710,12 @@ cdef class RecordsEncoder:
     cdef int64_t _max_ts
     cdef Py_ssize_t _count
     cdef int64_t _last_delta
+    cdef int64_t _base_offset
+    cdef int64_t _last_offset
+    cdef bint _has_last
+    cdef int64_t _offset_of_max
 
-    def __cinit__(self, base_timestamp=None):
+    def __cinit__(self, base_timestamp=None, base_offset=0):
         self._buf = NULL
         self._size = 0
         self._cap = 0
@@ -710,6 +724,10 @@ cdef class RecordsEncoder:
         self._last_delta = -1
         self._has_base = base_timestamp is not None
         self._base_ts = _as_int64(base_timestamp, "base_timestamp") if self._has_base else 0
+        self._base_offset = _as_int64(base_offset, "base_offset")
+        self._has_last = False
+        self._last_offset = -1
+        self._offset_of_max = -1
 
     def __dealloc__(self):
         free(self._buf)
@@ -732,8 +750,50 @@ cdef class RecordsEncoder:
 
     def append(self, key, value, timestamp, headers=None, offset_delta=None):
         cdef int64_t ts = _as_int64(timestamp, "timestamp")
-        cdef int64_t ts_delta
         cdef int32_t od
+        if offset_delta is None:
+            if self._count > INT32_MAX:
+                raise InvalidRecordError("too many records for one batch")
+            od = <int32_t>self._count
+        else:
+            od = _as_int32(offset_delta, "offset delta")
+        return self._append(key, value, ts, headers, od)
+
+    def append_record(self, key, value, timestamp=-1, headers=None, offset=None):
+        """``BatchBuilder.append`` for v2 data batches, with Kafka's MemoryRecordsBuilder checks.
+
+        ``offset`` (absolute) defaults to the next offset and must increase and not fall below
+        ``base_offset``; ``timestamp`` None or -1 means no timestamp, other negatives are refused
+        (``InvalidArgumentError``). Tracks ``last_offset`` and ``offset_of_max_timestamp``.
+        Returns None.
+        """
+        cdef int64_t off, ts, delta
+        if offset is None:
+            off = self._last_offset + 1 if self._has_last else self._base_offset
+        else:
+            off = _as_int64(offset, "offset")
+            if self._has_last and off <= self._last_offset:
+                raise _invalid_argument(
+                    f"Illegal offset {off} following previous offset {self._last_offset} "
+                    f"(Offsets must increase monotonically).")
+            if off < self._base_offset:
+                raise _invalid_argument(
+                    f"Illegal offset {off}: below the base offset {self._base_offset}")
+        ts = -1 if timestamp is None else _as_int64(timestamp, "timestamp")
+        if ts < -1:
+            raise _invalid_argument(f"Invalid negative timestamp {ts}")
+        delta = off - self._base_offset
+        if delta > INT32_MAX:
+            raise _invalid_argument(
+                f"Offset {off} is too far from the base offset {self._base_offset}")
+        if ts > self._max_ts:
+            self._offset_of_max = off
+        self._append(key, value, ts, headers, <int32_t>delta)
+        self._last_offset = off
+        self._has_last = True
+
+    cdef Py_ssize_t _append(self, key, value, int64_t ts, headers, int32_t od) except -1:
+        cdef int64_t ts_delta
         cdef Py_ssize_t klen = 0, vlen = 0, body, hklen, hvlen, total
         cdef list hlist = None
         cdef unsigned char* w
@@ -743,12 +803,6 @@ cdef class RecordsEncoder:
             value = _as_bytes_like(value)
         if headers is not None and len(headers) > 0:
             hlist = _normalise_headers(headers)
-        if offset_delta is None:
-            if self._count > INT32_MAX:
-                raise InvalidRecordError("too many records for one batch")
-            od = <int32_t>self._count
-        else:
-            od = _as_int32(offset_delta, "offset delta")
         if not self._has_base:
             self._base_ts = ts
             self._has_base = True
@@ -844,6 +898,20 @@ cdef class RecordsEncoder:
     @property
     def last_offset_delta(self):
         return self._last_delta
+
+    @property
+    def base_offset(self):
+        return self._base_offset
+
+    @property
+    def last_offset(self):
+        """The last offset appended with ``append_record`` (None before the first)."""
+        return self._last_offset if self._has_last else None
+
+    @property
+    def offset_of_max_timestamp(self):
+        """The offset of the first record with the max timestamp (``append_record``; -1 if none)."""
+        return self._offset_of_max
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1041,3 +1109,339 @@ def decode_columns_v2(body, Py_ssize_t count, base_offset, base_timestamp, log_a
             PyByteArray_Resize(vdata, s_vd + vd_used)
             PyByteArray_Resize(vends, s_ve + 4 * appended)
             PyByteArray_Resize(vvalid, s_vv + appended)
+
+
+# --------------------------------------------------------------------------------------------------
+# Cleaner kernel (kafkalog.cleaner; spec §4.11): the per-record loops of log compaction over an
+# offset map laid out like Kafka's SkimpyOffsetMap (flat table of 24-byte entries: 16-byte MD5 of
+# the key + big-endian int64 offset; all-zero = empty). Pure-Python reference and API docs:
+# ``_kernel_py.offset_map_*``. MD5 is OpenSSL's one-shot ``MD5()`` from the libcrypto that Python's
+# ``_hashlib`` already loaded (found with ctypes at import; no link-time dependency); without it
+# each key is hashed with ``hashlib.md5``.
+
+from libc.string cimport memcmp, memset
+
+ctypedef unsigned char* (*_md5_fn_t)(const unsigned char* d, size_t n, unsigned char* md) noexcept nogil
+cdef _md5_fn_t _cl_md5 = NULL
+
+
+def _cl_init_md5():
+    """Locate OpenSSL's ``MD5`` (returns True when found)."""
+    global _cl_md5
+    try:
+        import ctypes
+        import ctypes.util
+        import _hashlib  # noqa: F401  (makes sure libcrypto is loaded)
+        names = [ctypes.util.find_library("crypto"), "libcrypto.so.3", "libcrypto.so.1.1",
+                 "libcrypto.dylib"]
+        for name in names:
+            if not name:
+                continue
+            try:
+                lib = ctypes.CDLL(name)
+                addr = ctypes.cast(lib.MD5, ctypes.c_void_p).value
+            except (OSError, AttributeError):
+                continue
+            if addr:
+                _cl_md5 = <_md5_fn_t><size_t>addr
+                probe = bytearray(16)
+                _cl_hash(<const unsigned char*>b"abc", 3, <unsigned char*>PyByteArray_AS_STRING(probe))
+                import hashlib
+                if bytes(probe) == hashlib.md5(b"abc").digest():
+                    return True
+                _cl_md5 = NULL
+    except Exception:
+        _cl_md5 = NULL
+    return False
+
+
+cdef object _cl_py_md5 = None
+
+
+cdef inline int _cl_hash(const unsigned char* k, Py_ssize_t n, unsigned char* out) except -1:
+    global _cl_py_md5
+    if _cl_md5 != NULL:
+        _cl_md5(k, <size_t>n, out)
+        return 0
+    if _cl_py_md5 is None:
+        import hashlib
+        _cl_py_md5 = hashlib.md5
+    d = _cl_py_md5(PyBytes_FromStringAndSize(<const char*>k, n)).digest()
+    memcpy(out, PyBytes_AS_STRING(d), 16)
+    return 0
+
+
+CLEANER_MD5 = "openssl" if _cl_init_md5() else "hashlib"
+
+
+cdef inline Py_ssize_t _cl_pos(const unsigned char* h, int64_t attempt, int64_t slots) noexcept nogil:
+    cdef int64_t off = attempt if attempt < 12 else 12
+    cdef uint32_t u = ((<uint32_t>h[off] << 24) | (<uint32_t>h[off + 1] << 16)
+                       | (<uint32_t>h[off + 2] << 8) | <uint32_t>h[off + 3])
+    if attempt > 12:
+        u = u + <uint32_t>(attempt - 12)
+    cdef int32_t probe = <int32_t>u
+    cdef int64_t a
+    if probe == -2147483648:
+        a = 0
+    elif probe < 0:
+        a = -<int64_t>probe
+    else:
+        a = probe
+    return <Py_ssize_t>((a % slots) * 24)
+
+
+cdef inline bint _cl_empty(const unsigned char* e) noexcept nogil:
+    cdef int i
+    for i in range(24):
+        if e[i]:
+            return False
+    return True
+
+
+cdef inline void _cl_wr_q(unsigned char* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
+    for i in range(8):
+        p[7 - i] = <unsigned char>(u & 0xFF)
+        u >>= 8
+
+
+cdef inline int64_t _cl_rd_q(const unsigned char* p) noexcept nogil:
+    cdef uint64_t u = 0
+    cdef int i
+    for i in range(8):
+        u = (u << 8) | p[i]
+    return <int64_t>u
+
+
+cdef inline int _cl_put(unsigned char* t, int64_t slots, const unsigned char* h, int64_t offset) noexcept nogil:
+    cdef int64_t attempt = 0
+    cdef Py_ssize_t pos = _cl_pos(h, 0, slots)
+    while not _cl_empty(t + pos):
+        if memcmp(t + pos, h, 16) == 0:
+            _cl_wr_q(t + pos + 16, offset)
+            return 0
+        attempt += 1
+        pos = _cl_pos(h, attempt, slots)
+    memcpy(t + pos, h, 16)
+    _cl_wr_q(t + pos + 16, offset)
+    return 1
+
+
+cdef inline int64_t _cl_get(const unsigned char* t, int64_t slots, const unsigned char* h) noexcept nogil:
+    cdef int64_t max_attempts = slots + 12
+    cdef int64_t attempt = 0
+    cdef Py_ssize_t pos
+    while attempt < max_attempts:
+        pos = _cl_pos(h, attempt, slots)
+        if _cl_empty(t + pos):
+            return -1
+        if memcmp(t + pos, h, 16) == 0:
+            return _cl_rd_q(t + pos + 16)
+        attempt += 1
+    return -1
+
+
+cdef struct _ClRec:
+    Py_ssize_t rstart
+    Py_ssize_t rend
+    Py_ssize_t ts_pos
+    Py_ssize_t after_ts
+    Py_ssize_t kstart
+    int64_t ts_delta
+    int32_t offset_delta
+    int32_t klen
+    int32_t vlen
+
+
+cdef int _cl_parse(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, Py_ssize_t i,
+                   Py_ssize_t count, _ClRec* r) except -1:
+    cdef int32_t length
+    cdef Py_ssize_t q
+    cdef int rc
+    r.rstart = pos[0]
+    if pos[0] >= n:
+        raise InvalidRecordError(f"Found invalid record structure: expected {count} records but "
+                                 f"found only {i}", position=pos[0])
+    rc = _rd_varint(p, n, pos, &length)
+    if rc:
+        raise _varint_error(rc, pos[0], "record length")
+    if length < 1 or length > n - pos[0]:
+        raise InvalidRecordError(f"Invalid record size: expected {length} bytes in record payload, "
+                                 f"but the buffer has only {n - pos[0]} remaining bytes.",
+                                 position=r.rstart)
+    r.rend = pos[0] + length
+    r.ts_pos = pos[0] + 1
+    q = r.ts_pos
+    rc = _rd_varlong(p, r.rend, &q, &r.ts_delta)
+    if rc:
+        raise _varint_error(rc, q, "timestamp delta")
+    r.after_ts = q
+    rc = _rd_varint(p, r.rend, &q, &r.offset_delta)
+    if rc:
+        raise _varint_error(rc, q, "offset delta")
+    rc = _rd_varint(p, r.rend, &q, &r.klen)
+    if rc:
+        raise _varint_error(rc, q, "key length")
+    r.kstart = q
+    if r.klen >= 0:
+        if r.klen > r.rend - q:
+            raise InvalidRecordError(f"Found invalid record structure: key length {r.klen} exceeds "
+                                     f"the {r.rend - q} bytes left in the record", position=q)
+        q += r.klen
+    rc = _rd_varint(p, r.rend, &q, &r.vlen)
+    if rc:
+        raise _varint_error(rc, q, "value length")
+    if r.vlen >= 0 and r.vlen > r.rend - q:
+        raise InvalidRecordError(f"Found invalid record structure: value length {r.vlen} exceeds "
+                                 f"the {r.rend - q} bytes left in the record", position=q)
+    pos[0] = r.rend
+    return 0
+
+
+def offset_map_put_hash(bytearray table, int64_t slots, h, int64_t offset):
+    """See ``_kernel_py.offset_map_put_hash``."""
+    cdef bytes hb = bytes(h)
+    if len(hb) != 16 or slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24:
+        raise ValueError("bad offset map arguments")
+    return _cl_put(<unsigned char*>PyByteArray_AS_STRING(table), slots,
+                   <const unsigned char*>PyBytes_AS_STRING(hb), offset)
+
+
+def offset_map_get_hash(bytearray table, int64_t slots, h):
+    """See ``_kernel_py.offset_map_get_hash``."""
+    cdef bytes hb = bytes(h)
+    if len(hb) != 16 or slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24:
+        raise ValueError("bad offset map arguments")
+    return _cl_get(<const unsigned char*>PyByteArray_AS_STRING(table), slots,
+                   <const unsigned char*>PyBytes_AS_STRING(hb))
+
+
+def offset_map_put_v2(bytearray table, int64_t slots, int64_t entries, int64_t max_entries, body,
+                      Py_ssize_t count, int64_t base_offset, int64_t start_offset):
+    """See ``_kernel_py.offset_map_put_v2``."""
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef unsigned char* t
+    cdef Py_ssize_t n, pos = 0, i
+    cdef _ClRec r
+    cdef unsigned char h[16]
+    cdef int64_t off, last = -1, read = 0
+    if slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24 or max_entries > slots:
+        raise ValueError("bad offset map arguments")
+    if count < 0:
+        raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
+    t = <unsigned char*>PyByteArray_AS_STRING(table)
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        n = view.len
+        for i in range(count):
+            _cl_parse(p, n, &pos, i, count, &r)
+            off = base_offset + r.offset_delta
+            if r.klen >= 0 and off >= start_offset:
+                if entries >= max_entries:
+                    return entries, last, read, True
+                _cl_hash(p + r.kstart, r.klen, h)
+                entries += _cl_put(t, slots, h, off)
+                last = off
+            read += 1
+        if pos != n:
+            raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in "
+                                     f"file ({n - pos} bytes after {count} records)", position=pos)
+    finally:
+        PyBuffer_Release(&view)
+    return entries, last, read, False
+
+
+def offset_map_filter_v2(bytearray table, int64_t slots, body, Py_ssize_t count, int64_t base_offset,
+                         int64_t base_timestamp, int64_t log_append_time, int64_t latest_offset,
+                         bint retain_deletes, new_base_timestamp, bint always_encode):
+    """See ``_kernel_py.offset_map_filter_v2``."""
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef const unsigned char* t
+    cdef Py_ssize_t n, pos = 0, i, nkept = 0, out_size = 0, j
+    cdef _ClRec* recs = NULL
+    cdef int64_t* tss = NULL
+    cdef _ClRec r
+    cdef unsigned char h[16]
+    cdef int64_t off, found, ts, nbase = 0, max_ts = -1, max_off = -1, d
+    cdef int64_t keyless = 0, tomb_dropped = 0
+    cdef bint keep, tomb_kept = False
+    cdef bytes out
+    cdef unsigned char* w
+    cdef int dsz
+    if slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24:
+        raise ValueError("bad offset map arguments")
+    if count < 0:
+        raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
+    t = <const unsigned char*>PyByteArray_AS_STRING(table)
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        n = view.len
+        if count > n // 7 + 1:
+            raise InvalidRecordError(f"Found invalid record structure: expected {count} records "
+                                     f"in {n} bytes", position=n)
+        recs = <_ClRec*>malloc(sizeof(_ClRec) * (count + 1))
+        tss = <int64_t*>malloc(sizeof(int64_t) * (count + 1))
+        if recs == NULL or tss == NULL:
+            raise MemoryError()
+        for i in range(count):
+            _cl_parse(p, n, &pos, i, count, &r)
+            off = base_offset + r.offset_delta
+            if off > latest_offset:
+                keep = True
+            elif r.klen < 0:
+                keyless += 1
+                keep = False
+            else:
+                _cl_hash(p + r.kstart, r.klen, h)
+                found = _cl_get(t, slots, h)
+                keep = off >= found and (r.vlen >= 0 or retain_deletes)
+            if keep:
+                if log_append_time >= 0:
+                    ts = log_append_time
+                else:
+                    ts = <int64_t>(<uint64_t>base_timestamp + <uint64_t>r.ts_delta)
+                recs[nkept] = r
+                tss[nkept] = ts
+                nkept += 1
+                if ts > max_ts:
+                    max_ts = ts
+                    max_off = off
+                if r.vlen < 0:
+                    tomb_kept = True
+            elif r.vlen < 0:
+                tomb_dropped += 1
+        if pos != n:
+            raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in "
+                                     f"file ({n - pos} bytes after {count} records)", position=pos)
+        if nkept == 0:
+            return None, 0, keyless, tomb_dropped, -1, -1, -1, False
+        nbase = tss[0] if new_base_timestamp is None else <int64_t>new_base_timestamp
+        if nkept == count and not always_encode:
+            return None, count, keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept
+        for j in range(nkept):
+            d = <int64_t>(<uint64_t>tss[j] - <uint64_t>nbase)
+            dsz = _size_varlong(d)
+            out_size += _size_varint(<int32_t>(1 + dsz + (recs[j].rend - recs[j].after_ts)))
+            out_size += 1 + dsz + (recs[j].rend - recs[j].after_ts)
+        out = PyBytes_FromStringAndSize(NULL, out_size)
+        w = <unsigned char*>PyBytes_AS_STRING(out)
+        for j in range(nkept):
+            d = <int64_t>(<uint64_t>tss[j] - <uint64_t>nbase)
+            dsz = _size_varlong(d)
+            w = _wr_varint(w, <int32_t>(1 + dsz + (recs[j].rend - recs[j].after_ts)))
+            w[0] = p[recs[j].ts_pos - 1]
+            w += 1
+            w = _wr_varlong(w, d)
+            memcpy(w, p + recs[j].after_ts, recs[j].rend - recs[j].after_ts)
+            w += recs[j].rend - recs[j].after_ts
+        return out, nkept, keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept
+    finally:
+        free(recs)
+        free(tss)
+        PyBuffer_Release(&view)

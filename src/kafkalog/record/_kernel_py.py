@@ -342,12 +342,58 @@ class RecordsEncoder:
     and returns its encoded size; ``finish() -> bytes`` returns the concatenated bodies.
     """
 
-    def __init__(self, base_timestamp: Optional[int] = None) -> None:
+    def __init__(self, base_timestamp: Optional[int] = None, base_offset: int = 0) -> None:
         self._buf = bytearray()
         self._count = 0
         self._max_ts = -1
         self._last_delta = -1
         self._base_ts = None if base_timestamp is None else _int64(base_timestamp, "base_timestamp")
+        self._base_offset = _int64(base_offset, "base_offset")
+        self._last_offset: Optional[int] = None
+        self._offset_of_max = -1
+
+    def append_record(self, key, value, timestamp: Optional[int] = -1, headers=None,
+                      offset: Optional[int] = None) -> None:
+        """``BatchBuilder.append`` for v2 data batches, with Kafka's MemoryRecordsBuilder checks
+        (offsets increase and are >= ``base_offset``; timestamp None/-1 = none, other negatives
+        refused). Tracks ``last_offset`` and ``offset_of_max_timestamp``."""
+        from kafkalog.record.batch import InvalidArgumentError
+        if offset is None:
+            off = self._base_offset if self._last_offset is None else self._last_offset + 1
+        else:
+            off = _int64(offset, "offset")
+            if self._last_offset is not None and off <= self._last_offset:
+                raise InvalidArgumentError(
+                    f"Illegal offset {off} following previous offset {self._last_offset} "
+                    f"(Offsets must increase monotonically).")
+            if off < self._base_offset:
+                raise InvalidArgumentError(
+                    f"Illegal offset {off}: below the base offset {self._base_offset}")
+        ts = -1 if timestamp is None else _int64(timestamp, "timestamp")
+        if ts < -1:
+            raise InvalidArgumentError(f"Invalid negative timestamp {ts}")
+        delta = off - self._base_offset
+        if delta > _INT32_MAX:
+            raise InvalidArgumentError(
+                f"Offset {off} is too far from the base offset {self._base_offset}")
+        if ts > self._max_ts:
+            self._offset_of_max = off
+        self.append(key, value, ts, headers, delta)
+        self._last_offset = off
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def last_offset(self) -> Optional[int]:
+        """The last offset appended with ``append_record`` (None before the first)."""
+        return self._last_offset
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """The offset of the first record with the max timestamp (``append_record``; -1 if none)."""
+        return self._offset_of_max
 
     def append(self, key, value, timestamp: int, headers=None, offset_delta: Optional[int] = None) -> int:
         ts = _int64(timestamp, "timestamp")
@@ -389,3 +435,175 @@ class RecordsEncoder:
     @property
     def last_offset_delta(self) -> int:
         return self._last_delta
+
+
+# --------------------------------------------------------------------------------------------------
+# Cleaner kernel (kafkalog.cleaner; spec §4.11): the per-record loops of log compaction over an
+# offset map laid out like Kafka's SkimpyOffsetMap - a flat table of ``slots`` 24-byte entries
+# (16-byte MD5 of the key + big-endian int64 offset; an all-zero entry is empty). Same API and
+# results in ``_kernel.pyx`` (tests/cleaner/test_kernel_parity.py).
+
+import hashlib as _hashlib
+import struct as _struct
+
+_OM_ENTRY = 24
+_OM_HASH = 16
+_OM_EMPTY = bytes(_OM_ENTRY)
+_OM_I32 = _struct.Struct(">i")
+_OM_Q = _struct.Struct(">q")
+
+
+def _om_position(h: bytes, attempt: int, slots: int) -> int:
+    """Byte position of probe ``attempt`` for hash ``h`` (Kafka's SkimpyOffsetMap.positionOf)."""
+    off = attempt if attempt < _OM_HASH - 4 else _OM_HASH - 4
+    probe = _OM_I32.unpack_from(h, off)[0] + (attempt - (_OM_HASH - 4) if attempt > _OM_HASH - 4 else 0)
+    probe = ((probe + 2**31) & 0xFFFFFFFF) - 2**31          # Java int arithmetic
+    if probe == -2**31:
+        probe = 0
+    return (abs(probe) % slots) * _OM_ENTRY
+
+
+def offset_map_put_hash(table, slots: int, h: bytes, offset: int) -> int:
+    """Put ``h -> offset`` into the table; returns 1 when a new entry was added, else 0. The caller
+    enforces capacity (``entries < slots``)."""
+    attempt = 0
+    pos = _om_position(h, 0, slots)
+    while table[pos:pos + _OM_ENTRY] != _OM_EMPTY:
+        if table[pos:pos + _OM_HASH] == h:
+            _OM_Q.pack_into(table, pos + _OM_HASH, offset)
+            return 0
+        attempt += 1
+        pos = _om_position(h, attempt, slots)
+    table[pos:pos + _OM_HASH] = h
+    _OM_Q.pack_into(table, pos + _OM_HASH, offset)
+    return 1
+
+
+def offset_map_get_hash(table, slots: int, h: bytes) -> int:
+    """The offset stored for hash ``h``, or -1 (empty slot reached or ``slots + 12`` attempts)."""
+    max_attempts = slots + _OM_HASH - 4
+    attempt = 0
+    while attempt < max_attempts:
+        pos = _om_position(h, attempt, slots)
+        if table[pos:pos + _OM_ENTRY] == _OM_EMPTY:
+            return -1
+        if table[pos:pos + _OM_HASH] == h:
+            return _OM_Q.unpack_from(table, pos + _OM_HASH)[0]
+        attempt += 1
+    return -1
+
+
+def _cl_records(body, count: int):
+    """Yield ``(rstart, rend, ts_pos, ts_delta, after_ts, offset_delta, key_start, klen, vlen)`` per
+    record (headers are not parsed: the record end comes from its length)."""
+    buf = body if isinstance(body, bytes) else bytes(body)
+    n = len(buf)
+    pos = 0
+    for i in range(count):
+        rstart = pos
+        if pos >= n:
+            raise InvalidRecordError(f"Found invalid record structure: expected {count} records "
+                                     f"but found only {i}", position=pos)
+        length, pos = read_varint(buf, pos, n, "record length")
+        if length < 1 or length > n - pos:
+            raise InvalidRecordError(f"Invalid record size: expected {length} bytes in record "
+                                     f"payload, but the buffer has only {n - pos} remaining bytes.",
+                                     position=rstart)
+        rend = pos + length
+        ts_pos = pos + 1
+        ts_delta, p = read_varlong(buf, ts_pos, rend, "timestamp delta")
+        after_ts = p
+        od, p = read_varint(buf, p, rend, "offset delta")
+        klen, p = read_varint(buf, p, rend, "key length")
+        kstart = p
+        if klen >= 0:
+            if klen > rend - p:
+                raise InvalidRecordError(f"Found invalid record structure: key length {klen} "
+                                         f"exceeds the {rend - p} bytes left in the record",
+                                         position=p)
+            p += klen
+        vlen, p = read_varint(buf, p, rend, "value length")
+        if vlen >= 0 and vlen > rend - p:
+            raise InvalidRecordError(f"Found invalid record structure: value length {vlen} exceeds "
+                                     f"the {rend - p} bytes left in the record", position=p)
+        yield buf, rstart, rend, ts_pos, ts_delta, after_ts, od, kstart, klen, vlen
+        pos = rend
+    if pos != n:
+        raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in file "
+                                 f"({n - pos} bytes after {count} records)", position=pos)
+
+
+def offset_map_put_v2(table, slots: int, entries: int, max_entries: int, body, count: int,
+                      base_offset: int, start_offset: int) -> tuple:
+    """Map building for one v2 batch body: ``put(md5(key), offset)`` for every keyed record with
+    offset >= ``start_offset``; stops (``full``) at the first such record met while ``entries >=
+    max_entries``. Returns ``(entries, last_put_offset or -1, records_read, full)``."""
+    last = -1
+    read = 0
+    md5 = _hashlib.md5
+    for buf, rs, re_, tp, tsd, at, od, ks, klen, vlen in _cl_records(body, count):
+        off = base_offset + od
+        if klen >= 0 and off >= start_offset:
+            if entries >= max_entries:
+                return entries, last, read, True
+            entries += offset_map_put_hash(table, slots, md5(buf[ks:ks + klen]).digest(), off)
+            last = off
+        read += 1
+    return entries, last, read, False
+
+
+def offset_map_filter_v2(table, slots: int, body, count: int, base_offset: int, base_timestamp: int,
+                         log_append_time: int, latest_offset: int, retain_deletes: bool,
+                         new_base_timestamp, always_encode: bool) -> tuple:
+    """The record filter of one v2 data batch (Kafka's ``Cleaner.shouldRetainRecord``): a record is
+    kept if its offset > ``latest_offset``, or it has a key, its offset >= ``get(md5(key))`` and it
+    has a value or ``retain_deletes``. Keyless records within the cleaned range are dropped.
+
+    Kept records are re-encoded with timestamp deltas relative to ``new_base_timestamp`` (None =
+    the first kept record's timestamp); ``log_append_time >= 0`` is every record's timestamp.
+    Returns ``(out, kept, keyless, tombstones_dropped, base_ts, max_ts, offset_of_max_ts,
+    tombstone_kept)``; ``out`` is None when every record is kept and not ``always_encode``.
+    """
+    kept = []
+    keyless = 0
+    tomb_dropped = 0
+    tomb_kept = False
+    md5 = _hashlib.md5
+    for rec in _cl_records(body, count):
+        buf, rs, re_, tp, tsd, at, od, ks, klen, vlen = rec
+        off = base_offset + od
+        if off > latest_offset:
+            keep = True
+        elif klen < 0:
+            keyless += 1
+            keep = False
+        else:
+            found = offset_map_get_hash(table, slots, md5(buf[ks:ks + klen]).digest())
+            keep = off >= found and (vlen >= 0 or retain_deletes)
+        if keep:
+            ts = log_append_time if log_append_time >= 0 else _to_int64(base_timestamp + tsd)
+            kept.append((rec, ts, off))
+            if vlen < 0:
+                tomb_kept = True
+        elif vlen < 0:
+            tomb_dropped += 1
+    if not kept:
+        return None, 0, keyless, tomb_dropped, -1, -1, -1, False
+    nbase = kept[0][1] if new_base_timestamp is None else new_base_timestamp
+    max_ts = -1
+    max_off = -1
+    for _rec, ts, off in kept:
+        if ts > max_ts:
+            max_ts, max_off = ts, off
+    if len(kept) == count and not always_encode:
+        return None, count, keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept
+    out = bytearray()
+    for rec, ts, _off in kept:
+        buf, rs, re_, tp, tsd, at, od, ks, klen, vlen = rec
+        delta = write_varlong(_to_int64(ts - nbase))
+        length = (re_ - at) + 1 + len(delta)
+        out += write_varint(length)
+        out += buf[tp - 1:tp]
+        out += delta
+        out += buf[at:re_]
+    return bytes(out), len(kept), keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept

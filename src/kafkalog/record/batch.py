@@ -29,7 +29,13 @@ from kafkalog.record.crc import crc32c
 import struct
 
 __all__ = ["RecordBatch", "DefaultRecordBatch", "batch_at", "read_batch_header",
-           "read_entry_header", "DEFAULT_MAX_DECOMPRESSED_SIZE", "compute_v2_crc"]
+           "read_entry_header", "DEFAULT_MAX_DECOMPRESSED_SIZE", "compute_v2_crc",
+           "InvalidArgumentError"]
+
+
+class InvalidArgumentError(InvalidRecordError, ValueError):
+    """An argument Kafka would refuse with IllegalArgumentException (builders, mutations); also a
+    ValueError."""
 
 #: Upper bound of the decompressed size of one batch unless the caller gives another.
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
@@ -375,7 +381,7 @@ class DefaultRecordBatch(RecordBatch):
         are unchanged). NoTimestampType is rejected with ValueError."""
         timestamp_type = TimestampType(timestamp_type)
         if timestamp_type == TimestampType.NO_TIMESTAMP_TYPE:
-            raise ValueError("Invalid timestamp type NoTimestampType")
+            raise InvalidArgumentError("Invalid timestamp type NoTimestampType")
         if self.timestamp_type == timestamp_type and self.max_timestamp == max_timestamp:
             return
         attrs = self._h[5]

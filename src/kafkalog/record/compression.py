@@ -282,11 +282,20 @@ def _snappy_raw_length(buf: memoryview, pos: int, end: int) -> int:
             raise CompressionError("snappy: malformed block length preamble", position=pos)
 
 
-def _snappy_block(buf: memoryview, start: int, end: int, budget: int, max_size: int) -> bytes:
-    if _snappy_raw_length(buf, start, end) > budget:
+_snappy_raw_len = cramjam.snappy.decompress_raw_len
+
+
+def _snappy_block(buf: memoryview, start: int, end: int, budget: int, max_size: int):
+    """One raw Snappy block as a bytes-like object (its declared size checked before allocation)."""
+    block = buf[start:end]
+    try:
+        size = _snappy_raw_len(block)
+    except Exception:
+        size = _snappy_raw_length(buf, start, end)  # raises the precise error
+    if size > budget:
         raise _too_large("snappy", max_size, start)
     try:
-        return bytes(_snappy_decompress_raw(buf[start:end]))
+        return _snappy_decompress_raw(block)
     except Exception as e:
         raise CompressionError(f"snappy: corrupt block: {e}", position=start) from None
 
@@ -305,12 +314,12 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
         return b""  # snappy-java's SnappyInputStream: an empty stream reads as empty
     if not _xerial_header_ok(mv, 0):
         # snappy-java: no xerial magic -> the whole payload is one raw Snappy block.
-        return _snappy_block(mv, 0, n, max_size, max_size)
+        return bytes(_snappy_block(mv, 0, n, max_size, max_size))
     compat = _I32BE.unpack_from(mv, 12)[0]
     if compat > 1:
         raise CompressionError(f"snappy: incompatible xerial stream version {compat}", position=12)
     pos = _XERIAL_HEADER_LEN
-    out: list[bytes] = []
+    out: list = []
     total = 0
     while pos < n:
         if n - pos < 4:
@@ -338,7 +347,7 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
         pos += size
     if not out:
         return b""
-    return out[0] if len(out) == 1 else b"".join(out)
+    return bytes(out[0]) if len(out) == 1 else b"".join(out)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from kafkalog.errors import InvalidRecordError
+from kafkalog.record.batch import InvalidArgumentError
 from kafkalog.record.constants import ControlRecordType
 
 __all__ = ["ControlRecordType", "EndTransactionMarker", "parse_control_key", "control_key",
@@ -46,7 +47,7 @@ def control_key(control_type: ControlRecordType, version: int = CURRENT_CONTROL_
     """The 4-byte key of a control record of ``control_type``."""
     control_type = ControlRecordType(control_type)
     if control_type == ControlRecordType.UNKNOWN:
-        raise ValueError("Cannot serialize UNKNOWN control record type")
+        raise InvalidArgumentError("Cannot serialize UNKNOWN control record type")
     return _KEY.pack(version, control_type.value)
 
 
@@ -59,7 +60,7 @@ class EndTransactionMarker:
 
     def __post_init__(self) -> None:
         if self.control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-            raise ValueError(f"Invalid control record type for end transaction marker: "
+            raise InvalidArgumentError(f"Invalid control record type for end transaction marker: "
                              f"{self.control_type}")
 
     def key(self) -> bytes:

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from kafkalog.errors import (CorruptRecordError, InvalidRecordError, KafkalogError,
                              UnsupportedCompressionTypeError, UnsupportedMagicError)
-from kafkalog.record.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, RecordBatch
+from kafkalog.record.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, InvalidArgumentError, RecordBatch
 from kafkalog.record.constants import (LEGACY_COMPRESSION_CODEC_MASK, LEGACY_TIMESTAMP_TYPE_MASK,
                                        LOG_OVERHEAD, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1,
                                        CompressionType, TimestampType)
@@ -355,7 +355,7 @@ class LegacyRecordBatch(RecordBatch):
                                         position=self.position)
         timestamp_type = TimestampType(timestamp_type)
         if timestamp_type == TimestampType.NO_TIMESTAMP_TYPE:
-            raise ValueError("Invalid timestamp type NoTimestampType")
+            raise InvalidArgumentError("Invalid timestamp type NoTimestampType")
         if self.timestamp_type == timestamp_type and self._timestamp == max_timestamp:
             return
         attrs = self._attributes & ~LEGACY_TIMESTAMP_TYPE_MASK

@@ -236,5 +236,11 @@ class KafkalogArrowWriter(DataSourceArrowWriter):
         commit_staged(self.opts, messages, self.staging_dir)
 
     def abort(self, messages: List[Optional[StagedWrite]]) -> None:
-        shutil.rmtree(self.staging_dir, ignore_errors=True)
+        # Tasks of a failed job that are still being killed may stage files after the first
+        # removal: sweep a few times.
+        import time
+        for attempt in range(4):
+            if attempt:
+                time.sleep(1.0)
+            shutil.rmtree(self.staging_dir, ignore_errors=True)
         _remove_if_empty(os.path.dirname(self.staging_dir))

@@ -1,0 +1,310 @@
+"""``kafkalog dump FILE...``: print the contents of log segments and raw record-set files.
+
+Text output follows ``kafka-dump-log.sh`` (spec §6.1-6.2) line for line; ``--format json`` prints
+JSON lines with the field names of Kafka's own record readers (``type`` = ``batch`` / ``record`` /
+``summary``, plus ``file`` and ``error`` lines). Files are dispatched by suffix in :data:`DUMPERS`
+(``.log`` here; other file kinds register their own dumper there).
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, TextIO, Tuple
+
+import click
+
+from kafkalog.errors import KafkalogError
+from kafkalog.record.constants import ControlRecordType, TimestampType
+from kafkalog.record.control import EndTransactionMarker, parse_control_key
+from kafkalog.record.records import iter_batches
+
+__all__ = ["dump", "DumpOptions", "DUMPERS", "register_dumper", "dump_records_file",
+           "batch_json", "record_json", "dump_record_set"]
+
+INT_MAX = 2**31 - 1
+
+
+@dataclass
+class DumpOptions:
+    """Options shared by every dumper (names as kafka-dump-log.sh)."""
+
+    deep_iteration: bool = False
+    print_data_log: bool = False
+    skip_record_metadata: bool = False
+    max_bytes: Optional[int] = None
+    max_message_size: int = 5 * 1024 * 1024
+    verify_index_only: bool = False
+    index_sanity_check: bool = False
+    json: bool = False
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+
+    @property
+    def deep(self) -> bool:
+        return self.deep_iteration or self.print_data_log
+
+
+#: suffix -> dumper(path, options) -> exit status (0 ok, 1 errors found)
+DUMPERS: Dict[str, Callable[[str, DumpOptions], int]] = {}
+
+
+def register_dumper(suffix: str, fn: Callable[[str, DumpOptions], int]) -> None:
+    """Register the dumper of files ending in ``suffix`` (e.g. ``".index"``)."""
+    DUMPERS[suffix] = fn
+
+
+def _bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def _hex(b: Optional[bytes]) -> Optional[str]:
+    return None if b is None else bytes(b).hex()
+
+
+def _ts_name(t: TimestampType) -> str:
+    return str(TimestampType(t))
+
+
+def batch_json(batch, valid: bool, valid_error: Optional[str] = None) -> dict:
+    """One ``batch`` JSON object (field names of the oracle ``.oracle.jsonl`` files)."""
+    d = {"type": "batch", "position": batch.position, "baseOffset": batch.base_offset,
+         "lastOffset": batch.last_offset, "count": batch.count, "magic": batch.magic,
+         "compression": batch.compression.display_name,
+         "timestampType": _ts_name(batch.timestamp_type), "maxTimestamp": batch.max_timestamp,
+         "sizeInBytes": batch.size_in_bytes, "checksum": batch.checksum, "valid": valid}
+    if valid_error is not None:
+        d["validError"] = valid_error
+    if batch.magic >= 2:
+        d.update({"producerId": batch.producer_id, "producerEpoch": batch.producer_epoch,
+                  "baseSequence": batch.base_sequence, "lastSequence": batch.last_sequence,
+                  "partitionLeaderEpoch": batch.partition_leader_epoch,
+                  "isTransactional": batch.is_transactional, "isControl": batch.is_control,
+                  "deleteHorizonMs": batch.delete_horizon_ms})
+    return d
+
+
+def _control_info(record) -> Tuple[Optional[ControlRecordType], Optional[EndTransactionMarker]]:
+    _v, ctype = parse_control_key(record.key)
+    if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        return ctype, EndTransactionMarker.deserialize_value(ctype, record.value)
+    return ctype, None
+
+
+def record_json(batch, record) -> dict:
+    """One ``record`` JSON object."""
+    d = {"type": "record", "offset": record.offset, "timestamp": record.timestamp,
+         "keySize": -1 if record.key is None else len(record.key),
+         "valueSize": -1 if record.value is None else len(record.value),
+         "sizeInBytes": record.size_in_bytes}
+    if batch.magic >= 2:
+        d["sequence"] = record.sequence
+    else:
+        d["recordChecksum"] = record.checksum
+    d["headers"] = [{"key": k, "valueSize": -1 if v is None else len(v), "value": _hex(v)}
+                    for k, v in record.headers]
+    d["key"] = _hex(record.key)
+    d["value"] = _hex(record.value)
+    if batch.is_control:
+        ctype, marker = _control_info(record)
+        d["controlType"] = ctype.name
+        if marker is not None:
+            d["coordinatorEpoch"] = marker.coordinator_epoch
+    return d
+
+
+def _batch_line(batch, valid: bool) -> str:
+    ts = f"{_ts_name(batch.timestamp_type)}: {batch.max_timestamp}"
+    tail = (f"size: {batch.size_in_bytes} magic: {batch.magic} compresscodec: "
+            f"{batch.compression.display_name} crc: {batch.checksum} isvalid: {_bool(valid)}")
+    if batch.magic >= 2:
+        dh = batch.delete_horizon_ms
+        dh_s = "OptionalLong.empty" if dh is None else f"OptionalLong[{dh}]"
+        return (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: "
+                f"{batch.count} baseSequence: {batch.base_sequence} lastSequence: "
+                f"{batch.last_sequence} producerId: {batch.producer_id} producerEpoch: "
+                f"{batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
+                f"isTransactional: {_bool(batch.is_transactional)} isControl: "
+                f"{_bool(batch.is_control)} deleteHorizonMs: {dh_s} position: {batch.position} "
+                f"{ts} {tail}")
+    return f"offset: {batch.last_offset} position: {batch.position} {ts} {tail}"
+
+
+def _decode(b: Optional[bytes]) -> str:
+    return bytes(b).decode("utf-8", "replace")
+
+
+def _record_line(batch, record, opts: DumpOptions) -> str:
+    parts = []
+    if not opts.skip_record_metadata:
+        parts.append(f"| offset: {record.offset} {_ts_name(batch.timestamp_type)}: "
+                     f"{record.timestamp} keySize: {-1 if record.key is None else len(record.key)} "
+                     f"valueSize: {-1 if record.value is None else len(record.value)}")
+        if batch.magic >= 2:
+            keys = ",".join(k for k, _ in record.headers)
+            parts.append(f" sequence: {record.sequence} headerKeys: [{keys}]")
+        else:
+            parts.append(f" isValid: {_bool(record.checksum == _legacy_crc(record, batch))} "
+                         f"crc: {record.checksum}}}")
+        if batch.is_control:
+            ctype, marker = _control_info(record)
+            if marker is not None:
+                parts.append(f" endTxnMarker: {ctype.name} coordinatorEpoch: "
+                             f"{marker.coordinator_epoch}")
+            else:
+                tid = -1 if record.key is None or len(record.key) < 4 else \
+                    int.from_bytes(bytes(record.key[2:4]), "big", signed=True)
+                parts.append(f" controlType: {ctype.name}({tid})")
+    if opts.print_data_log and not batch.is_control:
+        if record.key is not None:
+            parts.append(("| key: " if opts.skip_record_metadata else " key: ") + _decode(record.key))
+        if record.value is not None:
+            parts.append(f" payload: {_decode(record.value)}")
+    return "".join(parts)
+
+
+def _legacy_crc(record, batch) -> int:
+    """Validity of a legacy record: its own CRC (uncompressed: the batch's)."""
+    if batch.compression_id == 0:
+        return batch.compute_checksum()
+    return record.checksum  # inner CRCs are not re-verified (as DeepRecordsIterator)
+
+
+def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
+                    check_trailing: bool = True) -> Tuple[int, dict]:
+    """Dump the batches of ``buf``; returns ``(exit_status, summary)``."""
+    out, w = opts.out, opts.out.write
+    summary = {"type": "summary", "batches": 0, "invalidBatches": 0, "bytesInBatches": 0,
+               "totalBytes": len(buf), "trailingBytes": 0}
+    valid_bytes = 0
+    last_offset = -1
+    non_consecutive: List[Tuple[int, int]] = []
+    status = 0
+    try:
+        for batch in iter_batches(buf):
+            summary["batches"] += 1
+            valid_error = None
+            try:
+                batch.ensure_valid()
+                valid = True
+            except KafkalogError as e:
+                valid = False
+                valid_error = f"{type(e).__name__}: {e.message}"
+                summary["invalidBatches"] += 1
+            if opts.json:
+                w(json.dumps(batch_json(batch, valid, valid_error)) + "\n")
+            else:
+                w(_batch_line(batch, valid) + "\n")
+            records = batch.records() if opts.deep else ()
+            for r in records:
+                if last_offset != -1 and r.offset != last_offset + 1:
+                    non_consecutive.append((last_offset, r.offset))
+                last_offset = r.offset
+                if opts.json:
+                    w(json.dumps(record_json(batch, r)) + "\n")
+                else:
+                    w(_record_line(batch, r, opts) + "\n")
+            valid_bytes += batch.size_in_bytes
+            summary["bytesInBatches"] = valid_bytes
+    except KafkalogError as e:
+        status = 1
+        err = e.at(file, 0) if file is not None else e
+        summary["stopError"] = f"{type(e).__name__}: {e.message}"
+        if opts.json:
+            w(json.dumps({"type": "error", **err.to_json()}) + "\n")
+        else:
+            out.flush()
+            opts.err.write(f"Error: {err}\n")
+    summary["trailingBytes"] = len(buf) - valid_bytes
+    if non_consecutive:
+        opts.err.write(f"Non-consecutive offsets in {os.path.abspath(file) if file else '<buffer>'}\n")
+        for a, b in non_consecutive:
+            opts.err.write(f"  {a} is followed by {b}\n")
+    if opts.json:
+        w(json.dumps(summary) + "\n")
+    elif check_trailing and status == 0 and summary["trailingBytes"] > 0:
+        w(f"Found {summary['trailingBytes']} invalid bytes at the end of "
+          f"{os.path.basename(file) if file else '<buffer>'}\n")
+    return status, summary
+
+
+def _start_offset(path: str) -> int:
+    stem = os.path.basename(path).split(".")[0]
+    try:
+        return int(stem)
+    except ValueError:
+        return 0
+
+
+def dump_records_file(path: str, opts: DumpOptions) -> int:
+    """Dump a ``.log`` segment or any raw record-set file."""
+    w = opts.out.write
+    if opts.json:
+        w(json.dumps({"type": "file", "file": path, "logStartOffset": _start_offset(path)}) + "\n")
+    else:
+        w(f"Log starting offset: {_start_offset(path)}\n")
+    size = os.path.getsize(path)
+    limit = size if opts.max_bytes is None else min(size, opts.max_bytes)
+    if limit == 0:
+        return dump_record_set(b"", opts, file=path, check_trailing=opts.max_bytes is None)[0]
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        buf = memoryview(mm)[:limit]
+        try:
+            return dump_record_set(buf, opts, file=path, check_trailing=opts.max_bytes is None)[0]
+        finally:
+            buf.release()
+
+
+register_dumper(".log", dump_records_file)
+
+
+def _suffix(path: str) -> str:
+    name = os.path.basename(path)
+    return name[name.rfind("."):] if "." in name else ""
+
+
+@click.command("dump")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--deep-iteration", is_flag=True, help="Iterate records inside batches.")
+@click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies "
+              "--deep-iteration).")
+@click.option("--skip-record-metadata", is_flag=True, help="Omit per-record metadata.")
+@click.option("--max-bytes", type=int, default=None, help="Only read the first N bytes of each "
+              ".log file.")
+@click.option("--max-message-size", type=int, default=5 * 1024 * 1024, show_default=True)
+@click.option("--verify-index-only", is_flag=True)
+@click.option("--index-sanity-check", is_flag=True)
+@click.option("--records", "as_records", is_flag=True, help="Read every file as a raw record set, "
+              "whatever its suffix.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def dump(files, deep_iteration, print_data_log, skip_record_metadata, max_bytes,
+         max_message_size, verify_index_only, index_sanity_check, as_records, fmt) -> None:
+    """Print the contents of log segments (kafka-dump-log.sh) and raw record-set files."""
+    opts = DumpOptions(deep_iteration=deep_iteration, print_data_log=print_data_log,
+                       skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,
+                       max_message_size=max_message_size, verify_index_only=verify_index_only,
+                       index_sanity_check=index_sanity_check, json=fmt == "json",
+                       out=click.get_text_stream("stdout"), err=click.get_text_stream("stderr"))
+    status = 0
+    for path in files:
+        fn = dump_records_file if as_records else DUMPERS.get(_suffix(path))
+        if fn is None:
+            opts.err.write(f"Ignoring unknown file {path}\n")
+            continue
+        if not opts.json:
+            opts.out.write(f"Dumping {path}\n")
+        try:
+            status |= fn(path, opts)
+        except KafkalogError as e:
+            status = 1
+            if opts.json:
+                opts.out.write(json.dumps({"type": "error", **e.at(path, 0).to_json()}) + "\n")
+            else:
+                opts.err.write(f"Error: {e.at(path, 0)}\n")
+        except OSError as e:
+            status = 1
+            opts.err.write(f"Error: {path}: {e}\n")
+    sys.exit(status)

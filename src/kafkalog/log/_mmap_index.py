@@ -1,0 +1,337 @@
+"""Shared mechanics of the memory-mapped ``.index`` and ``.timeindex`` files (Kafka's
+``AbstractIndex``, spec §2.1, §2.5, §2.6, §2.8).
+
+Fixed-size big-endian entries from byte 0, no header and no checksum. A new file is preallocated to
+``segment.index.bytes`` rounded down to the entry size; an existing file holds
+``length // entry_size`` entries (zero-filled preallocated tails included -- see
+:meth:`AbstractIndex.zero_filled_tail_entries`). The file is created and mapped lazily, on first
+use (Kafka's ``LazyIndex``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Optional
+
+from kafkalog.errors import (InvalidConfigError, KafkalogError, KafkalogIOError,
+                             LogSegmentOffsetOverflowError)
+from kafkalog.log.fsutil import io_error
+
+INT_MAX = 2**31 - 1
+_ZERO_CHUNK = 1 << 16
+
+
+class IndexEntryOutOfRangeError(KafkalogError, IndexError):
+    """``entry(n)`` with ``n`` outside ``0 .. entries-1`` (Kafka: IllegalArgumentException)."""
+
+
+class IndexOffsetOverflowError(LogSegmentOffsetOverflowError):
+    """An offset that does not fit ``offset - base_offset`` in ``0 .. Int.MAX``
+    (Kafka: IndexOffsetOverflowException)."""
+
+
+class ReadOnlyIndexError(KafkalogIOError):
+    """A write to an index opened read-only."""
+
+
+class AbstractIndex:
+    """Base of :class:`OffsetIndex` and :class:`TimeIndex`.
+
+    Args:
+        path: the index file.
+        base_offset: the segment's base offset.
+        max_index_size: ``segment.index.bytes``; the preallocated length of a new file
+            (rounded down to a multiple of the entry size). ``-1`` = keep the file's length.
+        writable: ``False`` opens an existing file read-only (tools); appends then fail.
+    """
+
+    entry_size: int = 8
+    _rel_struct = struct.Struct(">i")
+
+    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+                 writable: bool = True) -> None:
+        self._path = os.fspath(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._fd = -1
+        self._mm: Optional[mmap.mmap] = None
+        self._loaded = False
+        self._length = 0
+        self._entries = 0
+        self._max_entries = 0
+
+    # --- lazy loading ---------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """Current file path."""
+        return self._path
+
+    @property
+    def file(self) -> str:
+        return self._path
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the file has been opened and mapped (it is created lazily on first use)."""
+        return self._loaded
+
+    def _load(self) -> None:
+        path = self._path
+        try:
+            if self.writable:
+                try:
+                    self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                    newly_created = True
+                except FileExistsError:
+                    self._fd = os.open(path, os.O_RDWR)
+                    newly_created = False
+                if newly_created:
+                    if self.max_index_size < self.entry_size:
+                        os.close(self._fd)
+                        self._fd = -1
+                        os.unlink(path)
+                        raise InvalidConfigError(
+                            f"Invalid max index size: {self.max_index_size} (smaller than the entry "
+                            f"size {self.entry_size})", file=path)
+                    os.ftruncate(self._fd, self.max_index_size // self.entry_size * self.entry_size)
+            else:
+                self._fd = os.open(path, os.O_RDONLY)
+                newly_created = False
+            self._length = os.fstat(self._fd).st_size
+        except OSError as err:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            raise io_error(err, path, "open index") from err
+        self._map()
+        self._entries = 0 if newly_created else self._length // self.entry_size
+        self._loaded = True
+        self._refresh_last()
+
+    def _map(self) -> None:
+        mapped = self._length - self._length % self.entry_size
+        if mapped <= 0:
+            self._mm = None
+        else:
+            try:
+                self._mm = mmap.mmap(self._fd, mapped,
+                                     access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
+            except (OSError, ValueError) as err:
+                raise KafkalogIOError(f"mmap failed: {err}", file=self._path) from err
+        self._max_entries = mapped // self.entry_size
+
+    def _unmap(self) -> None:
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:  # pragma: no cover - exported views still alive
+                pass
+            self._mm = None
+
+    def _refresh_last(self) -> None:
+        """Recompute the cached last entry (subclasses)."""
+
+    # --- sizes ----------------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> int:
+        """Number of entries (``length // entry_size`` for an existing file)."""
+        if not self._loaded:
+            self._load()
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """Number of slots in the mapped file."""
+        if not self._loaded:
+            self._load()
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes."""
+        if not self._loaded:
+            self._load()
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes used by entries: ``entries * entry_size``."""
+        return self.entries * self.entry_size
+
+    def is_full(self) -> bool:
+        """``entries >= max_entries`` (the time index overrides this)."""
+        if not self._loaded:
+            self._load()
+        return self._entries >= self._max_entries
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset - base_offset``; :class:`IndexOffsetOverflowError` outside ``0..Int.MAX``."""
+        rel = offset - self.base_offset
+        if rel < 0 or rel > INT_MAX:
+            raise IndexOffsetOverflowError(
+                f"Integer overflow for offset: {offset} ({self._path})", file=self._path)
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        """Whether ``offset`` can be stored relative to ``base_offset``."""
+        return 0 <= offset - self.base_offset <= INT_MAX
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise ReadOnlyIndexError("Index is opened read-only", file=self._path)
+
+    def _check_entry(self, n: int) -> None:
+        if not self._loaded:
+            self._load()
+        if n < 0 or n >= self._entries:
+            raise IndexEntryOutOfRangeError(
+                f"Attempt to fetch the {n}th entry from index {self._path}, which has size "
+                f"{self._entries}.", file=self._path, position=max(n, 0) * self.entry_size)
+
+    # --- resizing and truncation ---------------------------------------------------------------
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to the entry size and remap; keeps the
+        entries that still fit. Returns ``False`` when the length is unchanged."""
+        if not self._loaded:
+            self._load()
+        rounded = max(0, new_size) // self.entry_size * self.entry_size
+        if self._length == rounded:
+            return False
+        self._check_writable()
+        self._unmap()
+        try:
+            os.ftruncate(self._fd, rounded)
+        except OSError as err:
+            self._map()
+            raise io_error(err, self._path, "resize index") from err
+        self._length = rounded
+        self._map()
+        if self._entries > self._max_entries:
+            self._entries = self._max_entries
+            self._refresh_last()
+        return True
+
+    def trim_to_valid_size(self) -> bool:
+        """``resize(entries * entry_size)`` (on roll, close, end of recovery)."""
+        return self.resize(self.entries * self.entry_size)
+
+    def truncate(self) -> None:
+        """Remove all entries (the file keeps its length)."""
+        self._truncate_to_entries(0)
+
+    def reset(self) -> None:
+        """Truncate to 0 entries, then ``resize(max_index_size)``."""
+        self.truncate()
+        if self.max_index_size >= 0:
+            self.resize(self.max_index_size)
+
+    def _truncate_to_entries(self, n: int) -> None:
+        if not self._loaded:
+            self._load()
+        self._entries = max(0, min(n, self._entries))
+        self._refresh_last()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """``mmap.flush()`` (Kafka's ``MappedByteBuffer.force``); no-op if never loaded."""
+        if self._mm is not None and self.writable:
+            try:
+                self._mm.flush()
+            except OSError as err:
+                raise io_error(err, self._path, "flush index") from err
+
+    def close(self) -> None:
+        """Trim to the valid size, unmap and close (writable indexes)."""
+        if self._loaded and self.writable and self._fd >= 0:
+            self.trim_to_valid_size()
+        self.close_handler()
+
+    def close_handler(self) -> None:
+        """Unmap and close the file without trimming (before deletion)."""
+        self._unmap()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._loaded = False
+
+    def delete_if_exists(self) -> bool:
+        """Unmap, close and delete the file; returns whether it existed."""
+        self.close_handler()
+        try:
+            os.unlink(self._path)
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as err:
+            raise io_error(err, self._path, "delete index") from err
+
+    delete = delete_if_exists
+
+    def rename_to(self, new_path: os.PathLike | str) -> None:
+        """Rename the file (if it exists on disk) and remember the new path."""
+        new_path = os.fspath(new_path)
+        try:
+            os.replace(self._path, new_path)
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            raise io_error(err, self._path, f"rename to {new_path}") from err
+        self._path = new_path
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename ``<name><old_suffix>`` to ``<name><new_suffix>`` (e.g. ``.index`` ->
+        ``.index.deleted``; ``old_suffix`` ``""`` appends)."""
+        p = self._path
+        if old_suffix and p.endswith(old_suffix):
+            p = p[: -len(old_suffix)]
+        self.rename_to(p + new_suffix)
+
+    def update_parent_dir(self, parent: os.PathLike | str) -> None:
+        """Point at the same file name inside another directory (after a directory rename)."""
+        self._path = os.path.join(os.fspath(parent), os.path.basename(self._path))
+
+    # --- KAFKA-10207 ----------------------------------------------------------------------------
+
+    def zero_filled_tail_entries(self) -> int:
+        """Number of trailing entry slots that are entirely zero bytes.
+
+        A preallocated file left untrimmed by an unclean shutdown counts its zero tail as entries
+        (``entries = length // entry_size``); those slots decode as ``(base_offset, 0)`` /
+        ``(0, base_offset)`` and are garbage. Kafka never writes an all-zero entry (the first
+        append to a segment is never indexed and time-index timestamps must exceed -1), so every
+        all-zero trailing slot is preallocation. Recovery and ``verify`` use this.
+        """
+        if not self._loaded:
+            self._load()
+        mm = self._mm
+        if mm is None or self._entries == 0:
+            return 0
+        end = self._entries * self.entry_size
+        pos = end
+        while pos > 0:
+            start = max(0, pos - _ZERO_CHUNK)
+            chunk = mm[start:pos]
+            stripped = chunk.rstrip(b"\0")
+            if stripped:
+                last_nonzero = start + len(stripped)  # exclusive
+                first_zero_slot = -(-last_nonzero // self.entry_size)
+                return self._entries - first_zero_slot
+            pos = start
+        return self._entries
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = f"entries={self._entries}" if self._loaded else "not loaded"
+        return f"{type(self).__name__}({self._path!r}, base_offset={self.base_offset}, {state})"

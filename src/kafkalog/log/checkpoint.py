@@ -1,0 +1,488 @@
+"""Checkpoint and small metadata files (spec §3.3-3.4, §3.6-3.8).
+
+* :class:`CheckpointFile` -- Kafka's generic text checkpoint (``CheckpointFile``): a version line, a
+  count line, one entry per line; written atomically via ``<name>.tmp``.
+* :class:`OffsetCheckpointFile` -- ``{(topic, partition): offset}`` for
+  ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint`` and ``cleaner-offset-checkpoint``.
+* :class:`LeaderEpochCheckpointFile` -- ``leader-epoch-checkpoint`` (``<epoch> <start_offset>``).
+* :class:`PartitionMetadataFile` -- ``partition.metadata`` (topic id).
+* :class:`MetaProperties` -- ``meta.properties`` (version 0/1).
+* :class:`CleanShutdownFile` -- ``.kafka_cleanshutdown``.
+
+Every parse failure raises :class:`~kafkalog.errors.CorruptCheckpointError` naming the file, the
+line number and the byte position of the line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import time
+import uuid as _uuid
+from dataclasses import dataclass
+from typing import Callable, Dict, Generic, Iterable, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
+
+from kafkalog.errors import CorruptCheckpointError, KafkalogIOError
+from kafkalog.log.config import format_properties, parse_properties
+from kafkalog.errors import InvalidConfigError
+from kafkalog.log.fsutil import atomic_write, io_error, wrap_os_errors
+from kafkalog.log.naming import TopicPartition
+
+T = TypeVar("T")
+
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+PARTITION_METADATA_FILE = "partition.metadata"
+META_PROPERTIES_FILE = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+_WS = re.compile(r"[ \t\n\x0b\f\r]+")
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_java_int(text: str, lo: int = INT_MIN, hi: int = INT_MAX) -> Optional[int]:
+    """``Integer.parseInt`` / ``Long.parseLong`` (ASCII digits): the value, or ``None``."""
+    if not _INT_RE.fullmatch(text):
+        return None
+    v = int(text)
+    return v if lo <= v <= hi else None
+
+
+def java_split_ws(line: str) -> List[str]:
+    """Java's ``Pattern.compile("\\\\s+").split(line)``: leading empty field kept, trailing
+    empty fields dropped."""
+    if line == "":
+        return [""]
+    parts = _WS.split(line)
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def _java_lines(text: str) -> List[Tuple[str, int]]:
+    """Lines as Java's ``BufferedReader.readLine`` sees them (``\\n``, ``\\r``, ``\\r\\n``), each
+    with its character position."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        j = i
+        while j < n and text[j] not in "\r\n":
+            j += 1
+        out.append((text[i:j], i))
+        if j < n and text[j] == "\r" and j + 1 < n and text[j + 1] == "\n":
+            j += 1
+        i = j + 1
+    return out
+
+
+class EntryFormatter(Generic[T]):
+    """Converts checkpoint entries to and from one text line."""
+
+    def to_line(self, entry: T) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def from_line(self, line: str) -> Optional[T]:  # pragma: no cover - interface
+        """The entry, or ``None`` if the line is malformed."""
+        raise NotImplementedError
+
+
+class CheckpointFile(Generic[T]):
+    """Kafka's generic checkpoint file.
+
+    Args:
+        path: the file.
+        version: the expected version (0 for every Kafka checkpoint).
+        formatter: converts entries to/from lines.
+        create: create an empty file when missing (Kafka does, on construction).
+    """
+
+    def __init__(self, path: os.PathLike | str, version: int, formatter: EntryFormatter[T],
+                 create: bool = True) -> None:
+        self.path = os.fspath(path)
+        self.version = version
+        self.formatter = formatter
+        if create and not os.path.exists(self.path):
+            with wrap_os_errors(self.path, "create checkpoint file"):
+                with open(self.path, "ab"):
+                    pass
+
+    def write(self, entries: Iterable[T], sync: bool = True) -> None:
+        """Write ``entries`` atomically (``.tmp`` + fsync + rename + dir fsync)."""
+        entries = list(entries)
+        lines = [str(self.version), str(len(entries))]
+        lines += [self.formatter.to_line(e) for e in entries]
+        atomic_write(self.path, ("\n".join(lines) + "\n").encode("utf-8"), sync=sync)
+
+    def write_if_dir_exists(self, entries: Iterable[T], sync: bool = True) -> bool:
+        """Like :meth:`write`, but do nothing (return ``False``) when the directory is gone."""
+        if not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
+            return False
+        try:
+            self.write(entries, sync)
+        except KafkalogIOError:
+            if not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
+                return False
+            raise
+        return True
+
+    def read(self) -> List[T]:
+        """Parse the file (missing or empty -> ``[]``); :class:`CorruptCheckpointError` naming the
+        file and line on anything malformed."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        except OSError as err:
+            raise io_error(err, self.path, "read checkpoint file") from err
+        return parse_checkpoint(data, self.version, self.formatter, file=self.path)
+
+
+def parse_checkpoint(data: bytes, version: int, formatter: EntryFormatter[T],
+                     file: Optional[str] = None) -> List[T]:
+    """Parse checkpoint bytes with Kafka's ``CheckpointReadBuffer`` rules."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptCheckpointError(f"Checkpoint file is not valid UTF-8: {e.reason}",
+                                     file=file, position=e.start) from None
+    lines = _java_lines(text)
+
+    def bytepos(charpos: int) -> int:
+        return len(text[:charpos].encode("utf-8"))
+
+    def malformed(idx: int) -> CorruptCheckpointError:
+        line, cpos = lines[idx]
+        shown = line if len(line) <= 200 else line[:200] + "..."
+        return CorruptCheckpointError(f"Malformed line in checkpoint file (line {idx + 1}): "
+                                      f"'{shown}'", file=file, position=bytepos(cpos))
+
+    if not lines:
+        return []
+    v = parse_java_int(lines[0][0])
+    if v is None:
+        raise malformed(0)
+    if v != version:
+        raise CorruptCheckpointError(f"Unrecognized version of the checkpoint file (line 1): {v}",
+                                     file=file, position=0)
+    if len(lines) < 2:
+        return []
+    expected = parse_java_int(lines[1][0])
+    if expected is None:
+        raise malformed(1)
+    entries: List[T] = []
+    for i in range(2, len(lines)):
+        e = formatter.from_line(lines[i][0])
+        if e is None:
+            raise malformed(i)
+        entries.append(e)
+    if len(entries) != expected:
+        raise CorruptCheckpointError(
+            f"Expected {expected} entries in checkpoint file, but found only {len(entries)}",
+            file=file, position=len(data))
+    return entries
+
+
+# --- offset checkpoints ---------------------------------------------------------------------------
+
+class _OffsetFormatter(EntryFormatter[Tuple[TopicPartition, int]]):
+    def to_line(self, entry: Tuple[TopicPartition, int]) -> str:
+        tp, offset = entry
+        return f"{tp[0]} {tp[1]} {offset}"
+
+    def from_line(self, line: str) -> Optional[Tuple[TopicPartition, int]]:
+        parts = java_split_ws(line)
+        if len(parts) != 3 or not parts[0]:
+            return None
+        p = parse_java_int(parts[1])
+        o = parse_java_int(parts[2], LONG_MIN, LONG_MAX)
+        if p is None or o is None:
+            return None
+        return (TopicPartition(parts[0], p), o)
+
+
+class OffsetCheckpointFile:
+    """``{(topic, partition): offset}`` checkpoint (recovery point, log start offset, high
+    watermark, cleaner offsets)."""
+
+    VERSION = 0
+
+    def __init__(self, path: os.PathLike | str, create: bool = True) -> None:
+        self._file = CheckpointFile(path, self.VERSION, _OffsetFormatter(), create)
+        self.path = self._file.path
+
+    def write(self, offsets: Mapping[Tuple[str, int], int], sync: bool = True) -> None:
+        """Write all offsets atomically."""
+        for (topic, _), _ in offsets.items():
+            if not topic or _WS.search(topic):
+                raise CorruptCheckpointError(f"Topic name {topic!r} cannot be written to a checkpoint",
+                                             file=self.path)
+        self._file.write([(TopicPartition(t, p), o) for (t, p), o in offsets.items()], sync)
+
+    def write_if_dir_exists(self, offsets: Mapping[Tuple[str, int], int], sync: bool = True) -> bool:
+        return self._file.write_if_dir_exists(
+            [(TopicPartition(t, p), o) for (t, p), o in offsets.items()], sync)
+
+    def read(self) -> Dict[TopicPartition, int]:
+        """All offsets; empty when the file is missing or empty."""
+        return dict(self._file.read())
+
+
+# --- leader epochs --------------------------------------------------------------------------------
+
+class EpochEntry(NamedTuple):
+    """``(epoch, start_offset)`` of ``leader-epoch-checkpoint``."""
+    epoch: int
+    start_offset: int
+
+
+class _EpochFormatter(EntryFormatter[EpochEntry]):
+    def to_line(self, entry: EpochEntry) -> str:
+        return f"{entry[0]} {entry[1]}"
+
+    def from_line(self, line: str) -> Optional[EpochEntry]:
+        parts = java_split_ws(line)
+        if len(parts) != 2:
+            return None
+        e = parse_java_int(parts[0])
+        o = parse_java_int(parts[1], LONG_MIN, LONG_MAX)
+        if e is None or o is None:
+            return None
+        return EpochEntry(e, o)
+
+
+class LeaderEpochCheckpointFile:
+    """``leader-epoch-checkpoint``: ``[EpochEntry]`` in ascending epoch order."""
+
+    VERSION = 0
+
+    def __init__(self, path: os.PathLike | str, create: bool = True) -> None:
+        self._file = CheckpointFile(path, self.VERSION, _EpochFormatter(), create)
+        self.path = self._file.path
+
+    def write(self, entries: Iterable[EpochEntry], sync: bool = True) -> None:
+        self._file.write([EpochEntry(*e) for e in entries], sync)
+
+    def write_if_dir_exists(self, entries: Iterable[EpochEntry], sync: bool = True) -> bool:
+        return self._file.write_if_dir_exists([EpochEntry(*e) for e in entries], sync)
+
+    def read(self) -> List[EpochEntry]:
+        return self._file.read()
+
+
+# --- partition.metadata ---------------------------------------------------------------------------
+
+ZERO_UUID = _uuid.UUID(int=0)
+
+
+def uuid_to_kafka_string(u: _uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes without padding (22 chars)."""
+    return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
+
+
+def uuid_from_kafka_string(s: str) -> _uuid.UUID:
+    """Kafka's ``Uuid.fromString``; ``ValueError`` when not 16 bytes of URL-safe base64."""
+    if len(s) > 24 or not re.fullmatch(r"[A-Za-z0-9_-]+={0,2}", s):
+        raise ValueError(f"Invalid UUID string: {s}")
+    try:
+        raw = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    except (binascii.Error, ValueError):
+        raise ValueError(f"Invalid UUID string: {s}") from None
+    if len(raw) != 16:
+        raise ValueError(f"Unexpected length {len(raw)} of UUID string: {s}")
+    return _uuid.UUID(bytes=raw)
+
+
+class PartitionMetadata(NamedTuple):
+    version: int
+    topic_id: _uuid.UUID
+
+
+class PartitionMetadataFile:
+    """``partition.metadata``: ``version: 0\\ntopic_id: <base64url uuid>`` (no trailing newline)."""
+
+    CURRENT_VERSION = 0
+
+    def __init__(self, path: os.PathLike | str) -> None:
+        self.path = os.fspath(path)
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def write(self, topic_id: "_uuid.UUID | str", sync: bool = True) -> None:
+        """Write atomically; ``topic_id`` is a :class:`uuid.UUID` or Kafka's string form."""
+        u = topic_id if isinstance(topic_id, _uuid.UUID) else uuid_from_kafka_string(topic_id)
+        if u == ZERO_UUID:
+            raise CorruptCheckpointError("Cannot write the zero topic id", file=self.path)
+        text = f"version: {self.CURRENT_VERSION}\ntopic_id: {uuid_to_kafka_string(u)}"
+        atomic_write(self.path, text.encode("utf-8"), sync=sync)
+
+    def read(self) -> PartitionMetadata:
+        """Parse the file; :class:`CorruptCheckpointError` when malformed."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except OSError as err:
+            raise io_error(err, self.path, "read partition metadata") from err
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptCheckpointError("partition.metadata is not valid UTF-8",
+                                         file=self.path, position=e.start) from None
+        lines = _java_lines(text)
+
+        def malformed(i: int) -> CorruptCheckpointError:
+            pos = len(text[:lines[i][1]].encode("utf-8")) if i < len(lines) else len(data)
+            return CorruptCheckpointError(f"Malformed line in checkpoint file (line {i + 1})",
+                                          file=self.path, position=pos)
+        if not lines:
+            raise malformed(0)
+        parts = re.split(r":\s+", lines[0][0])
+        if parts[0] != "version" or len(parts) != 2:
+            raise malformed(0)
+        version = parse_java_int(parts[1])
+        if version is None:
+            raise malformed(0)
+        if version != self.CURRENT_VERSION:
+            raise CorruptCheckpointError(f"Unrecognized version of partition metadata file: {version}",
+                                         file=self.path, position=0)
+        if len(lines) < 2:
+            raise malformed(1)
+        parts = re.split(r":\s+", lines[1][0])
+        if parts[0] != "topic_id" or len(parts) != 2:
+            raise malformed(1)
+        try:
+            topic_id = uuid_from_kafka_string(parts[1])
+        except ValueError:
+            raise malformed(1) from None
+        if topic_id == ZERO_UUID:
+            raise CorruptCheckpointError("Invalid topic ID in partition metadata file (zero UUID)",
+                                         file=self.path, position=len(text[:lines[1][1]].encode()))
+        return PartitionMetadata(version, topic_id)
+
+    def delete(self) -> bool:
+        try:
+            os.unlink(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+
+# --- meta.properties ------------------------------------------------------------------------------
+
+@dataclass
+class MetaProperties:
+    """``meta.properties`` of a log dir. ``version`` 0 (ZooKeeper: ``broker.id``) or 1 (KRaft:
+    ``node.id``, ``cluster.id`` required). ``node_id`` holds ``broker.id`` for version 0."""
+
+    version: int = 1
+    cluster_id: Optional[str] = None
+    node_id: Optional[int] = None
+    directory_id: Optional[str] = None
+
+    def to_properties(self) -> Dict[str, str]:
+        props = {"version": str(self.version)}
+        if self.cluster_id is not None:
+            props["cluster.id"] = self.cluster_id
+        if self.node_id is not None:
+            props["broker.id" if self.version == 0 else "node.id"] = str(self.node_id)
+        if self.directory_id is not None:
+            props["directory.id"] = self.directory_id
+        return props
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], file: Optional[str] = None) -> "MetaProperties":
+        vtext = props.get("version", "0").strip()
+        version = parse_java_int(vtext)
+        if version not in (0, 1):
+            raise CorruptCheckpointError(f"Unknown meta.properties version '{vtext}'", file=file)
+        id_key = "broker.id" if version == 0 else "node.id"
+        node_id = None
+        if id_key in props:
+            node_id = parse_java_int(props[id_key].strip())
+            if node_id is None:
+                raise CorruptCheckpointError(f"Failed to parse {id_key} property as an int: "
+                                             f"'{props[id_key]}'", file=file)
+        cluster_id = props.get("cluster.id")
+        directory_id = props.get("directory.id")
+        if directory_id is not None:
+            try:
+                uuid_from_kafka_string(directory_id)
+            except ValueError:
+                raise CorruptCheckpointError(f"Invalid directory.id '{directory_id}'", file=file) from None
+        if version == 1:
+            if cluster_id is None:
+                raise CorruptCheckpointError("cluster.id was not found.", file=file)
+            if node_id is None:
+                raise CorruptCheckpointError("node.id was not found.", file=file)
+        return cls(version, cluster_id, node_id, directory_id)
+
+    def write(self, path: os.PathLike | str, sync: bool = True) -> None:
+        """Write like ``Properties.store(writer, "")``: ``#``, ``#<date>``, ``key=value``."""
+        stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+        atomic_write(path, format_properties(self.to_properties(), ["", stamp]).encode("utf-8"),
+                     sync=sync)
+
+    @classmethod
+    def read(cls, path: os.PathLike | str) -> "MetaProperties":
+        p = os.fspath(path)
+        try:
+            with open(p, "rb") as f:
+                data = f.read()
+        except OSError as err:
+            raise io_error(err, p, "read meta.properties") from err
+        try:
+            text = data.decode("latin-1")
+            props = parse_properties(text, file=p)
+        except InvalidConfigError as e:
+            raise CorruptCheckpointError(e.message, file=p, position=e.position) from None
+        return cls.from_properties(props, file=p)
+
+
+# --- .kafka_cleanshutdown -------------------------------------------------------------------------
+
+class CleanShutdownFile:
+    """``.kafka_cleanshutdown`` in a log dir: its existence means "clean shutdown"; content
+    ``{"version":0,"brokerEpoch":N}`` (older Kafka: empty)."""
+
+    VERSION = 0
+
+    def __init__(self, log_dir: os.PathLike | str) -> None:
+        self.path = os.path.join(os.fspath(log_dir), CLEAN_SHUTDOWN_FILE)
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def write(self, broker_epoch: int = -1, sync: bool = True) -> None:
+        data = json.dumps({"version": self.VERSION, "brokerEpoch": int(broker_epoch)},
+                          separators=(",", ":"))
+        atomic_write(self.path, data.encode("utf-8"), sync=sync)
+
+    def read(self) -> int:
+        """The broker epoch, or -1 when missing, empty or unreadable (like Kafka)."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read(1 << 16)
+            obj = json.loads(data.decode("utf-8"))
+            epoch = obj.get("brokerEpoch", -1) if isinstance(obj, dict) else -1
+            return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            return -1
+
+    def delete(self) -> bool:
+        try:
+            os.unlink(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as err:
+            raise io_error(err, self.path, "delete clean shutdown file") from err

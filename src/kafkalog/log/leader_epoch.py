@@ -1,0 +1,199 @@
+"""The leader-epoch cache of a partition (Kafka's ``LeaderEpochFileCache``, spec §3.4), persisted
+in ``leader-epoch-checkpoint`` through :class:`~kafkalog.log.checkpoint.LeaderEpochCheckpointFile`.
+
+Entries ``(epoch, start_offset)`` are kept with both columns strictly increasing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from bisect import bisect_left, bisect_right
+from typing import List, Optional, Tuple
+
+from kafkalog.errors import CorruptCheckpointError, KafkalogError
+from kafkalog.log.checkpoint import (LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry,
+                                     LeaderEpochCheckpointFile)
+
+__all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET",
+           "InvalidEpochError"]
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class InvalidEpochError(KafkalogError, ValueError):
+    """A negative epoch or start offset given to :meth:`LeaderEpochFileCache.assign`
+    (Kafka: IllegalArgumentException)."""
+
+
+class LeaderEpochFileCache:
+    """Epoch -> start offset of a partition.
+
+    Args:
+        checkpoint: the checkpoint file object, or a path (of the file, or of the partition dir,
+            in which case ``leader-epoch-checkpoint`` inside it is used), or ``None`` for an
+            in-memory cache.
+        topic_partition: for messages only.
+    """
+
+    def __init__(self, checkpoint: "LeaderEpochCheckpointFile | os.PathLike | str | None",
+                 topic_partition: Optional[object] = None) -> None:
+        if checkpoint is not None and not isinstance(checkpoint, LeaderEpochCheckpointFile):
+            p = os.fspath(checkpoint)
+            if os.path.isdir(p):
+                p = os.path.join(p, LEADER_EPOCH_CHECKPOINT_FILE)
+            checkpoint = LeaderEpochCheckpointFile(p)
+        self.checkpoint = checkpoint
+        self.topic_partition = topic_partition
+        self._lock = threading.RLock()
+        self._epochs: List[int] = []
+        self._offsets: List[int] = []
+        if checkpoint is not None:
+            for e in checkpoint.read():
+                if e.epoch < 0 or e.start_offset < 0:
+                    raise CorruptCheckpointError(
+                        f"Negative epoch or offset in leader epoch checkpoint: {e}", file=checkpoint.path)
+                self._assign(e.epoch, e.start_offset)
+
+    # --- mutation -------------------------------------------------------------------------------
+
+    def _needs_update(self, epoch: int, start_offset: int) -> bool:
+        if not self._epochs:
+            return True
+        return epoch != self._epochs[-1] or start_offset < self._offsets[-1]
+
+    def _assign(self, epoch: int, start_offset: int) -> bool:
+        if epoch < 0 or start_offset < 0:
+            raise InvalidEpochError(f"Received invalid partition leader epoch entry "
+                                    f"EpochEntry(epoch={epoch}, startOffset={start_offset})")
+        if not self._needs_update(epoch, start_offset):
+            return False
+        # remove (from the end) entries with epoch >= new epoch or start offset >= new offset
+        epochs, offsets = self._epochs, self._offsets
+        while epochs and (epochs[-1] >= epoch or offsets[-1] >= start_offset):
+            epochs.pop()
+            offsets.pop()
+        epochs.append(epoch)
+        offsets.append(start_offset)
+        return True
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; returns whether the cache changed
+        (then the checkpoint is written synchronously)."""
+        if self._epochs and epoch == self._epochs[-1] and start_offset >= self._offsets[-1] \
+                and epoch >= 0 and start_offset >= 0:
+            return False  # hot path: same epoch again
+        with self._lock:
+            changed = self._assign(epoch, start_offset)
+            if changed:
+                self._flush(sync=True)
+            return changed
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Remove entries with ``start_offset >= end_offset``."""
+        with self._lock:
+            if end_offset >= 0 and self._offsets and self._offsets[-1] >= end_offset:
+                i = bisect_left(self._offsets, end_offset)
+                del self._epochs[i:]
+                del self._offsets[i:]
+                self._flush(sync=False)
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Remove entries with ``start_offset <= start_offset`` and re-insert the last removed
+        epoch at ``start_offset``."""
+        with self._lock:
+            i = bisect_right(self._offsets, start_offset)
+            if i == 0:
+                return
+            last_epoch = self._epochs[i - 1]
+            del self._epochs[:i]
+            del self._offsets[:i]
+            self._epochs.insert(0, last_epoch)
+            self._offsets.insert(0, start_offset)
+            self._flush(sync=False)
+
+    def clear_and_flush(self) -> None:
+        """Remove every entry and write the empty checkpoint (a v0/v1 batch was appended)."""
+        with self._lock:
+            self._epochs.clear()
+            self._offsets.clear()
+            self._flush(sync=True)
+
+    def clear(self) -> None:
+        """Remove every entry (in memory only)."""
+        with self._lock:
+            self._epochs.clear()
+            self._offsets.clear()
+
+    def _flush(self, sync: bool) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint.write_if_dir_exists(self.epoch_entries(), sync=sync)
+
+    def flush(self) -> None:
+        """Write the checkpoint now."""
+        with self._lock:
+            self._flush(sync=True)
+
+    # --- queries --------------------------------------------------------------------------------
+
+    def epoch_entries(self) -> List[EpochEntry]:
+        return [EpochEntry(e, o) for e, o in zip(self._epochs, self._offsets)]
+
+    def non_empty(self) -> bool:
+        return bool(self._epochs)
+
+    def __len__(self) -> int:
+        return len(self._epochs)
+
+    def latest_entry(self) -> Optional[EpochEntry]:
+        return EpochEntry(self._epochs[-1], self._offsets[-1]) if self._epochs else None
+
+    def latest_epoch(self) -> Optional[int]:
+        """The latest epoch, or ``None``."""
+        return self._epochs[-1] if self._epochs else None
+
+    def earliest_entry(self) -> Optional[EpochEntry]:
+        return EpochEntry(self._epochs[0], self._offsets[0]) if self._epochs else None
+
+    def previous_epoch(self) -> Optional[int]:
+        """The epoch before the latest one, or ``None``."""
+        return self._epochs[-2] if len(self._epochs) >= 2 else None
+
+    def previous_epoch_of(self, epoch: int) -> Optional[int]:
+        """The largest epoch < ``epoch``."""
+        i = bisect_left(self._epochs, epoch)
+        return self._epochs[i - 1] if i > 0 else None
+
+    def next_epoch(self, epoch: int) -> Optional[int]:
+        """The smallest epoch > ``epoch``."""
+        i = bisect_right(self._epochs, epoch)
+        return self._epochs[i] if i < len(self._epochs) else None
+
+    def epoch_entry(self, epoch: int) -> Optional[EpochEntry]:
+        i = bisect_left(self._epochs, epoch)
+        if i < len(self._epochs) and self._epochs[i] == epoch:
+            return EpochEntry(epoch, self._offsets[i])
+        return None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> Tuple[int, int]:
+        """Kafka's ``endOffsetFor``: ``(epoch, end_offset)`` for a follower's OffsetForLeaderEpoch."""
+        with self._lock:
+            if requested_epoch == UNDEFINED_EPOCH:
+                return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+            if self._epochs and self._epochs[-1] == requested_epoch:
+                return (requested_epoch, log_end_offset)
+            hi = bisect_right(self._epochs, requested_epoch)
+            if hi >= len(self._epochs):
+                return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+            if hi == 0:
+                return (requested_epoch, self._offsets[hi])
+            return (self._epochs[hi - 1], self._offsets[hi])
+
+    def epoch_for_offset(self, offset: int) -> Optional[int]:
+        """The epoch whose start offset == ``offset``, else the last epoch starting before it."""
+        i = bisect_right(self._offsets, offset)
+        return self._epochs[i - 1] if i > 0 else None
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochFileCache({self.epoch_entries()!r})"

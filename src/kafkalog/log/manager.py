@@ -1,0 +1,649 @@
+"""``LogManager``: one Kafka data directory (one ``log.dirs`` entry) of many partitions (Kafka's
+``LogManager``; spec §3.1, §3.3, §3.7, §3.8, §4.8, §4.10).
+
+Opening: lock ``.lock`` (``flock`` + POSIX ``lockf``, so another kafkalog process, another
+``LogManager`` in this process and a Kafka broker are all kept out), create ``meta.properties`` when
+missing, delete ``.kafka_cleanshutdown`` (present -> had clean shutdown: no recovery scan), read
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (unreadable -> empty, with
+a warning, as Kafka does), finish the deletion of ``-delete`` directories, skip ``-future`` and
+``-stray`` ones, and open every ``<topic>-<partition>`` directory with the loader.
+
+Topic configuration: Kafka keeps topic configs in its metadata log (KRaft) or ZooKeeper, not in the
+data directory. kafkalog persists each topic's overrides in the data directory, atomically, as a
+Java properties file ``kafkalog-topic-<topic>.properties`` at the top level. (A file, not a
+subdirectory: a Kafka broker treats every subdirectory of a log dir as a partition directory and
+would refuse the whole dir.) A Kafka data directory without these files opens with the broker
+defaults.
+
+Background work (a :class:`~kafkalog.log.scheduler.Scheduler` thread): ``flush.ms`` flushes,
+retention every ``log.retention.check.interval.ms``, recovery-point checkpoints every
+``log.flush.offset.checkpoint.interval.ms`` (periodically, not only at shutdown: after a crash only
+the data written since the last checkpoint is scanned), log-start-offset checkpoints every
+``log.flush.start.offset.checkpoint.interval.ms``, the ``replication-offset-checkpoint`` (high
+watermark = log end offset: an embedded single replica) every
+``replica.high.watermark.checkpoint.interval.ms``, and delayed file deletion. When
+``log.cleaner.enable`` is true and :mod:`kafkalog.cleaner` provides a cleaner, its threads are
+started too.
+
+Closing (:meth:`LogManager.close`): stop the scheduler and the cleaner, flush and close every log,
+write the checkpoints, write ``.kafka_cleanshutdown`` (``{"version":0,"brokerEpoch":-1}``), release
+the lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from kafkalog.errors import (CorruptCheckpointError, InvalidConfigError, InvalidTopicError,
+                             KafkalogError, LogDirError)
+from kafkalog.log import fsutil
+from kafkalog.log.checkpoint import (CleanShutdownFile, MetaProperties, OffsetCheckpointFile,
+                                     uuid_to_kafka_string)
+from kafkalog.log.config import (BrokerConfig, LogConfig, format_properties, parse_properties)
+from kafkalog.log.log import Log
+from kafkalog.log.naming import (TopicPartition, log_delete_dir_name, parse_partition_dir_name,
+                                 partition_dir_name, validate_topic)
+from kafkalog.log.retention import RetentionResult, delete_old_segments
+from kafkalog.log.scheduler import Scheduler
+
+logger = logging.getLogger("kafkalog.manager")
+
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+TOPIC_CONFIG_PREFIX = "kafkalog-topic-"
+TOPIC_CONFIG_SUFFIX = ".properties"
+#: directories Kafka's LogManager does not load as partitions
+IGNORED_DIRS = ("remote-log-index-cache", "__cluster_metadata-0")
+LONG_MAX = 2**63 - 1
+
+ProgressCallback = Callable[[int, int, str], None]
+
+# Directories locked by a LogManager of this process (POSIX locks do not conflict within a process,
+# and closing any fd of the file would drop them, so the process keeps its own registry).
+_LOCKED: Dict[str, "LogManager"] = {}
+_LOCKED_GUARD = threading.Lock()
+
+
+# --- offset checkpoint files (spec §3.3; kafkalog.log.checkpoint) ------------------------------------
+
+def read_offset_checkpoint(path: str) -> Dict[TopicPartition, int]:
+    """Read an offset checkpoint file (missing or empty -> empty map); malformed content raises
+    :class:`CorruptCheckpointError` naming the file and position."""
+    return OffsetCheckpointFile(path, create=False).read()
+
+
+def write_offset_checkpoint(path: str, entries: Mapping[TopicPartition, int]) -> None:
+    """Write an offset checkpoint via ``.tmp`` + fsync + atomic rename + directory fsync, entries
+    sorted by topic and partition (Kafka's order is unspecified)."""
+    OffsetCheckpointFile(path, create=False).write(dict(sorted(entries.items())))
+
+
+def _b64_uuid() -> str:
+    """A random UUID in Kafka's string form (URL-safe base64, no padding, never starting with
+    ``-``, like ``Uuid.randomUuid``)."""
+    while True:
+        s = uuid_to_kafka_string(uuid.uuid4())
+        if not s.startswith("-"):
+            return s
+
+
+# --- data classes ----------------------------------------------------------------------------------
+
+@dataclass
+class PartitionInfo:
+    """A partition's offsets and sizes (``describe``)."""
+
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    recovery_point: int
+    size_in_bytes: int
+    num_segments: int
+    dir: str
+
+    def to_json(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition,
+                "logStartOffset": self.log_start_offset, "logEndOffset": self.log_end_offset,
+                "highWatermark": self.high_watermark, "recoveryPoint": self.recovery_point,
+                "sizeInBytes": self.size_in_bytes, "numSegments": self.num_segments, "dir": self.dir}
+
+
+@dataclass
+class LoadResult:
+    """What opening the data directory found."""
+
+    had_clean_shutdown: bool
+    loaded: List[str] = field(default_factory=list)
+    skipped_dirs: List[dict] = field(default_factory=list)
+    deleted_dirs: List[str] = field(default_factory=list)
+    checkpoint_errors: List[dict] = field(default_factory=list)
+    recovery_reports: Dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"hadCleanShutdown": self.had_clean_shutdown, "loaded": self.loaded,
+                "skippedDirs": self.skipped_dirs, "deletedDirs": self.deleted_dirs,
+                "checkpointErrors": self.checkpoint_errors,
+                "recoveryReports": {k: (v.to_json() if hasattr(v, "to_json") else v)
+                                    for k, v in self.recovery_reports.items()}}
+
+
+# --- the manager -------------------------------------------------------------------------------------
+
+class LogManager:
+    """A Kafka data directory opened for reading and writing.
+
+    Args:
+        data_dir: the directory (created when missing).
+        broker_config: broker settings (``log.retention.hours``, ``log.cleaner.enable`` ...) as a
+            mapping or a :class:`BrokerConfig`; unknown keys are ignored (a ``server.properties``
+            may be passed whole).
+        background: start the scheduler (and the cleaner) thread; False for offline tools.
+        progress: called as ``progress(done, total, partition_dir_name)`` while loading.
+        clock: milliseconds since the epoch (tests).
+    """
+
+    def __init__(self, data_dir: os.PathLike | str, broker_config: Any = None, *,
+                 background: bool = True, progress: Optional[ProgressCallback] = None,
+                 clock: Optional[Callable[[], int]] = None) -> None:
+        self.data_dir = os.path.abspath(os.fspath(data_dir))
+        if isinstance(broker_config, BrokerConfig):
+            self.broker_config = broker_config
+        else:
+            self.broker_config = BrokerConfig(dict(broker_config or {}), strict=False)
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self._lock = threading.RLock()
+        self._logs: Dict[TopicPartition, Log] = {}
+        self._topic_configs: Dict[str, LogConfig] = {}
+        self._closed = False
+        self._lock_fd = -1
+        self.scheduler = Scheduler("kafkalog-scheduler")
+        self.cleaner = None
+        self.last_retention: Dict[str, RetentionResult] = {}
+        try:
+            fsutil.ensure_dir(self.data_dir)
+        except KafkalogError:
+            raise
+        except OSError as e:
+            raise LogDirError(f"cannot create data directory: {e.strerror}", file=self.data_dir) from e
+        self._acquire_lock()
+        try:
+            self._ensure_meta_properties()
+            clean_file = CleanShutdownFile(self.data_dir)
+            had_clean = clean_file.exists()
+            if had_clean:
+                clean_file.delete()
+                fsutil.fsync_dir(self.data_dir)
+            self.had_clean_shutdown = had_clean
+            self.load_result = LoadResult(had_clean)
+            self._load_topic_configs()
+            self._load_logs(progress)
+        except BaseException:
+            self._close_logs_quietly()
+            self._release_lock()
+            raise
+        self._background = background
+        if background:
+            self._start_background()
+
+    # --- lock and metadata files --------------------------------------------------------------------
+
+    def _acquire_lock(self) -> None:
+        key = os.path.realpath(self.data_dir)
+        path = os.path.join(self.data_dir, LOCK_FILE)
+        with _LOCKED_GUARD:
+            if key in _LOCKED:
+                raise LogDirError(f"Failed to acquire lock on file .lock in {self.data_dir}. A Kafka "
+                                  f"instance in another process or thread is using this directory.",
+                                  file=path)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise fsutil.io_error(e, path, "open") from e
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise LogDirError(f"Failed to acquire lock on file .lock in {self.data_dir}. A Kafka "
+                                  f"instance in another process or thread is using this directory.",
+                                  file=path) from None
+            _LOCKED[key] = self
+            self._lock_fd = fd
+            self._lock_key = key
+
+    def _release_lock(self) -> None:
+        with _LOCKED_GUARD:
+            if self._lock_fd >= 0:
+                try:
+                    fcntl.lockf(self._lock_fd, fcntl.LOCK_UN)
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                except OSError:
+                    pass
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+                _LOCKED.pop(self._lock_key, None)
+
+    def _ensure_meta_properties(self) -> None:
+        path = os.path.join(self.data_dir, META_PROPERTIES)
+        if os.path.exists(path):
+            self.meta_properties = MetaProperties.read(path)
+            return
+        b = self.broker_config
+        node_id = b.node_id if b.node_id >= 0 else max(b.broker_id, 0)
+        self.meta_properties = MetaProperties(1, _b64_uuid(), node_id, _b64_uuid())
+        self.meta_properties.write(path)
+
+    # --- topic configs ------------------------------------------------------------------------------
+
+    def _topic_config_path(self, topic: str) -> str:
+        return os.path.join(self.data_dir, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+
+    def _load_topic_configs(self) -> None:
+        for name in os.listdir(self.data_dir):
+            if not (name.startswith(TOPIC_CONFIG_PREFIX) and name.endswith(TOPIC_CONFIG_SUFFIX)):
+                continue
+            topic = name[len(TOPIC_CONFIG_PREFIX):-len(TOPIC_CONFIG_SUFFIX)]
+            path = os.path.join(self.data_dir, name)
+            try:
+                validate_topic(topic)
+                with open(path, "r", encoding="utf-8") as f:
+                    text = f.read(1 << 20)
+                self._topic_configs[topic] = LogConfig(parse_properties(text, file=path),
+                                                       self.broker_config)
+            except (KafkalogError, OSError, UnicodeDecodeError) as e:
+                msg = e.message if isinstance(e, KafkalogError) else str(e)
+                raise InvalidConfigError(f"cannot load topic config: {msg}", file=path) from None
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The effective config of ``topic`` (broker defaults when it has no overrides)."""
+        cfg = self._topic_configs.get(topic)
+        return cfg if cfg is not None else LogConfig({}, self.broker_config)
+
+    def _persist_topic_config(self, topic: str, cfg: LogConfig) -> None:
+        text = format_properties({k: v for k, v in _properties_of(cfg).items()},
+                                 comments=[f" kafkalog topic config of {topic} (Kafka keeps topic "
+                                           f"configs in its metadata log)"])
+        fsutil.atomic_write(self._topic_config_path(topic), text.encode("utf-8"))
+
+    # --- loading ------------------------------------------------------------------------------------
+
+    def _read_checkpoint_quietly(self, name: str) -> Dict[TopicPartition, int]:
+        path = os.path.join(self.data_dir, name)
+        try:
+            return read_offset_checkpoint(path)
+        except KafkalogError as e:
+            logger.warning("Error reading %s, treating it as empty: %s", path, e)
+            self.load_result.checkpoint_errors.append(e.to_json())
+            return {}
+
+    def _load_logs(self, progress: Optional[ProgressCallback]) -> None:
+        recovery_points = self._read_checkpoint_quietly(RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint_quietly(LOG_START_OFFSET_CHECKPOINT)
+        to_load: List[Tuple[str, TopicPartition]] = []
+        for name in sorted(os.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if not os.path.isdir(path) or name in IGNORED_DIRS:
+                continue
+            try:
+                parsed = parse_partition_dir_name(name)
+            except KafkalogError as e:
+                logger.warning("Skipping %s: %s", path, e.message)
+                self.load_result.skipped_dirs.append({"dir": path, "reason": e.message})
+                continue
+            if parsed.kind == "delete":
+                shutil.rmtree(path, ignore_errors=True)
+                self.load_result.deleted_dirs.append(path)
+                continue
+            if parsed.kind in ("future", "stray"):
+                self.load_result.skipped_dirs.append({"dir": path, "reason": f"{parsed.kind} replica"})
+                continue
+            to_load.append((path, TopicPartition(parsed.topic, parsed.partition)))
+        if self.load_result.deleted_dirs:
+            fsutil.fsync_dir(self.data_dir)
+        total = len(to_load)
+        for i, (path, tp) in enumerate(to_load):
+            log = Log.open(path, self.topic_config(tp.topic),
+                           log_start_offset=start_offsets.get(tp, 0),
+                           recovery_point=recovery_points.get(tp, 0),
+                           had_clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler,
+                           clock=self.clock)
+            self._logs[tp] = log
+            self.load_result.loaded.append(os.path.basename(path))
+            if log.recovery_report is not None:
+                self.load_result.recovery_reports[os.path.basename(path)] = log.recovery_report
+            if progress is not None:
+                progress(i + 1, total, os.path.basename(path))
+
+    # --- background ---------------------------------------------------------------------------------
+
+    def _start_background(self) -> None:
+        b = self.broker_config
+        initial = int(b.log_initial_task_delay_ms)
+        s = self.scheduler
+        s.schedule("kafka-log-retention", self.cleanup_logs, initial, int(b.log_retention_check_interval_ms))
+        flush_every = b.log_flush_scheduler_interval_ms
+        s.schedule("kafka-log-flusher", self.flush_dirty_logs, initial,
+                   1000 if flush_every >= LONG_MAX else flush_every)
+        s.schedule("kafka-recovery-point-checkpoint", self.checkpoint_recovery_offsets, initial,
+                   int(b.log_flush_offset_checkpoint_interval_ms))
+        s.schedule("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets, initial,
+                   int(b.log_flush_start_offset_checkpoint_interval_ms))
+        s.schedule("highwatermark-checkpoint", self.checkpoint_high_watermarks, initial,
+                   int(b.replica_high_watermark_checkpoint_interval_ms))
+        s.startup()
+        if b.log_cleaner_enable:
+            self._start_cleaner()
+
+    def _start_cleaner(self) -> None:
+        """Start :mod:`kafkalog.cleaner`'s background threads when the cleaner provides them."""
+        try:
+            from kafkalog import cleaner as cleaner_pkg
+        except ImportError:
+            return
+        factory = getattr(cleaner_pkg, "LogCleaner", None)
+        if factory is None:
+            try:
+                from kafkalog.cleaner.log_cleaner import LogCleaner as factory  # type: ignore
+            except ImportError:
+                return
+        try:
+            self.cleaner = factory(self)
+            start = getattr(self.cleaner, "startup", None) or getattr(self.cleaner, "start", None)
+            if callable(start):
+                start()
+        except Exception:  # noqa: BLE001 - the cleaner must never prevent opening the data dir
+            logger.error("Could not start the log cleaner", exc_info=True)
+            self.cleaner = None
+
+    # --- topics -------------------------------------------------------------------------------------
+
+    def create_topic(self, topic: str, partitions: int = 1,
+                     config: Optional[Mapping[str, Any]] = None, *, exist_ok: bool = False) -> List[Log]:
+        """Create ``topic`` with ``partitions`` partitions and topic-level ``config`` overrides
+        (Kafka keys, validated). The config is persisted before the partition directories."""
+        validate_topic(topic)
+        if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+            raise InvalidConfigError(f"Number of partitions must be larger than 0: {partitions!r}")
+        with self._lock:
+            self._check_open()
+            existing = self.partitions_of(topic)
+            if existing:
+                if exist_ok:
+                    return [self._logs[TopicPartition(topic, p)] for p in existing]
+                raise InvalidTopicError(f"Topic '{topic}' already exists.", file=self.data_dir)
+            cfg = LogConfig(dict(config or {}), self.broker_config)
+            if config:
+                self._persist_topic_config(topic, cfg)
+                self._topic_configs[topic] = cfg
+            logs = []
+            for p in range(partitions):
+                logs.append(self._create_log(TopicPartition(topic, p), cfg))
+            fsutil.fsync_dir(self.data_dir)
+            return logs
+
+    def _create_log(self, tp: TopicPartition, cfg: LogConfig) -> Log:
+        path = os.path.join(self.data_dir, partition_dir_name(tp.topic, tp.partition))
+        log = Log.open(path, cfg, had_clean_shutdown=True, scheduler=self.scheduler, clock=self.clock)
+        self._logs[tp] = log
+        return log
+
+    def add_partitions(self, topic: str, total_partitions: int) -> List[Log]:
+        """Grow ``topic`` to ``total_partitions`` partitions."""
+        with self._lock:
+            self._check_open()
+            current = self.partitions_of(topic)
+            if not current:
+                raise InvalidTopicError(f"Topic '{topic}' does not exist.", file=self.data_dir)
+            if total_partitions <= len(current):
+                raise InvalidConfigError(f"Topic currently has {len(current)} partitions, which is "
+                                         f"higher than the requested {total_partitions}.")
+            cfg = self.topic_config(topic)
+            return [self._create_log(TopicPartition(topic, p), cfg)
+                    for p in range(len(current), total_partitions)]
+
+    def delete_topic(self, topic: str) -> int:
+        """Delete every partition of ``topic``: close it, rename its directory to
+        ``<tp>.<uuid>-delete``, rewrite the checkpoints without it and remove the directory after
+        ``file.delete.delay.ms``. Returns the number of partitions deleted."""
+        with self._lock:
+            self._check_open()
+            parts = self.partitions_of(topic)
+            if not parts:
+                raise InvalidTopicError(f"Topic '{topic}' does not exist.", file=self.data_dir)
+            delay = int(self.topic_config(topic).file_delete_delay_ms)
+            renamed = []
+            for p in parts:
+                tp = TopicPartition(topic, p)
+                log = self._logs.pop(tp)
+                log.close()
+                target = os.path.join(self.data_dir, log_delete_dir_name(topic, p))
+                fsutil.atomic_rename(log.dir, target)
+                renamed.append(target)
+            cfg_path = self._topic_config_path(topic)
+            if fsutil.delete_if_exists(cfg_path):
+                fsutil.fsync_dir(self.data_dir)
+            self._topic_configs.pop(topic, None)
+            self.write_checkpoints()
+            if self.cleaner is not None:
+                for p in parts:
+                    fn = getattr(self.cleaner, "abort_cleaning", None)
+                    if callable(fn):
+                        try:
+                            fn(TopicPartition(topic, p))
+                        except Exception:  # noqa: BLE001
+                            logger.warning("cleaner abort failed for %s-%d", topic, p, exc_info=True)
+
+            def remove(dirs=tuple(renamed)) -> None:
+                for d in dirs:
+                    shutil.rmtree(d, ignore_errors=True)
+            if self._background and delay > 0:
+                self.scheduler.schedule_once(f"delete-topic-{topic}", remove, delay)
+            else:
+                remove()
+            return len(parts)
+
+    def alter_topic_config(self, topic: str, updates: Mapping[str, Any],
+                           deletes: Tuple[str, ...] = ()) -> LogConfig:
+        """Set (``updates``) and remove (``deletes``) topic overrides; persisted and applied to the
+        open logs (Kafka's incremental alter configs)."""
+        with self._lock:
+            self._check_open()
+            if not self.partitions_of(topic):
+                raise InvalidTopicError(f"Topic '{topic}' does not exist.", file=self.data_dir)
+            overrides = self.topic_config(topic).to_dict()
+            for k in deletes:
+                overrides.pop(k, None)
+            overrides.update(updates)
+            cfg = LogConfig(overrides, self.broker_config)
+            self._persist_topic_config(topic, cfg)
+            self._topic_configs[topic] = cfg
+            for p in self.partitions_of(topic):
+                self._logs[TopicPartition(topic, p)].update_config(cfg)
+            return cfg
+
+    # --- lookups ------------------------------------------------------------------------------------
+
+    def topics(self) -> List[str]:
+        """Topic names, sorted."""
+        return sorted({tp.topic for tp in self._logs})
+
+    def partitions_of(self, topic: str) -> List[int]:
+        """Partition numbers of ``topic``, sorted (empty when it does not exist)."""
+        return sorted(tp.partition for tp in self._logs if tp.topic == topic)
+
+    def partitions(self) -> List[TopicPartition]:
+        return sorted(self._logs)
+
+    def has_topic(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self._logs)
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The open :class:`Log` of ``topic``-``partition``; :class:`InvalidTopicError` if unknown."""
+        log = self._logs.get(TopicPartition(topic, partition))
+        if log is None:
+            raise InvalidTopicError(f"Unknown topic or partition: {topic}-{partition}",
+                                    file=self.data_dir)
+        return log
+
+    def logs(self) -> Iterator[Tuple[TopicPartition, Log]]:
+        """(topic-partition, log) pairs, sorted."""
+        for tp in sorted(self._logs):
+            yield tp, self._logs[tp]
+
+    def describe(self) -> List[PartitionInfo]:
+        """Offsets and sizes of every partition."""
+        out = []
+        for tp, log in self.logs():
+            out.append(PartitionInfo(tp.topic, tp.partition, log.log_start_offset, log.log_end_offset,
+                                     log.high_watermark, log.recovery_point, log.size,
+                                     len(log.segments), log.dir))
+        return out
+
+    # --- periodic tasks -----------------------------------------------------------------------------
+
+    def cleanup_logs(self, now: Optional[int] = None) -> Dict[str, RetentionResult]:
+        """Kafka's retention task: ``deleteOldSegments`` on every log whose ``cleanup.policy`` does
+        not contain ``compact`` (compacted logs get retention from the cleaner after each cleaning,
+        as in Kafka). Returns the results by partition."""
+        results: Dict[str, RetentionResult] = {}
+        for tp, log in list(self.logs()):
+            cfg = log.config
+            if cfg is not None and getattr(cfg, "compact", False):
+                continue
+            try:
+                r = delete_old_segments(log, now=now)
+            except KafkalogError as e:
+                if self._closed or log._closed:
+                    continue
+                logger.error("Retention failed for %s: %s", tp, e)
+                continue
+            results[str(tp)] = r
+        self.last_retention = results
+        return results
+
+    def flush_dirty_logs(self) -> None:
+        """Kafka's ``kafka-log-flusher``: flush each log whose ``flush.ms`` has elapsed."""
+        for _tp, log in list(self.logs()):
+            try:
+                log.flush_if_due()
+            except KafkalogError:
+                logger.error("Flush failed for %s", log.dir, exc_info=True)
+
+    def checkpoint_recovery_offsets(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` (every log's recovery point)."""
+        with self._lock:
+            entries = {tp: log.recovery_point for tp, log in self.logs()}
+            write_offset_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_CHECKPOINT), entries)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint``: only logs whose log start offset is above their
+        first segment's base offset (spec §7.23)."""
+        with self._lock:
+            entries = {}
+            for tp, log in self.logs():
+                segs = log.segments
+                if segs and log.log_start_offset > segs[0].base_offset:
+                    entries[tp] = log.log_start_offset
+            write_offset_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_CHECKPOINT), entries)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` with HW = LEO (an embedded single replica)."""
+        with self._lock:
+            entries = {tp: log.high_watermark for tp, log in self.logs()}
+            write_offset_checkpoint(os.path.join(self.data_dir, REPLICATION_OFFSET_CHECKPOINT), entries)
+
+    def write_checkpoints(self) -> None:
+        """All three offset checkpoints."""
+        self.checkpoint_recovery_offsets()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+
+    def flush(self) -> None:
+        """Flush every log (data and indexes fsynced, recovery points advanced) and checkpoint."""
+        for _tp, log in list(self.logs()):
+            log.flush()
+        self.write_checkpoints()
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogDirError("the log manager is closed", file=self.data_dir)
+
+    def _close_logs_quietly(self) -> None:
+        for log in list(self._logs.values()):
+            try:
+                log.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._logs.clear()
+
+    def close(self) -> None:
+        """Clean shutdown (spec §4.8): stop the cleaner and the scheduler (pending file deletions
+        run now), flush and close every log, write the checkpoints and ``.kafka_cleanshutdown``,
+        release ``.lock``. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self.cleaner is not None:
+                    stop = getattr(self.cleaner, "shutdown", None) or getattr(self.cleaner, "stop", None)
+                    if callable(stop):
+                        try:
+                            stop()
+                        except Exception:  # noqa: BLE001
+                            logger.error("Cleaner shutdown failed", exc_info=True)
+                self.scheduler.shutdown(run_pending=True)
+                for _tp, log in self.logs():
+                    log.flush(include_active=True)
+                    log.close()
+                self.write_checkpoints()
+                CleanShutdownFile(self.data_dir).write(-1)
+            finally:
+                self._closed = True
+                self._release_lock()
+
+    def abandon(self) -> None:
+        """Release everything *without* a clean shutdown (no flush, no checkpoints, no
+        ``.kafka_cleanshutdown``), as a crash would; for tests and tools."""
+        with self._lock:
+            self.scheduler.shutdown()
+            for log in self._logs.values():
+                for s in log.segments:
+                    s.close_handlers()
+            self._closed = True
+            self._release_lock()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "LogManager":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LogManager({self.data_dir!r}, partitions={len(self._logs)})"
+
+
+def _properties_of(cfg: LogConfig) -> Dict[str, str]:
+    """The explicit overrides of ``cfg`` as property strings."""
+    from kafkalog.log.config import TOPIC_CONFIGS, format_value
+    return {k: format_value(TOPIC_CONFIGS[k].type, v) for k, v in cfg.to_dict().items()}

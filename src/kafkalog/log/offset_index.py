@@ -1,0 +1,217 @@
+"""The offset index ``.index`` (Kafka's ``OffsetIndex``, spec §2.2, §2.6, §2.7).
+
+Entry = 8 bytes: ``int32 relative_offset`` + ``int32 position``. Sparse: it maps the last offset of
+an appended chunk to the byte position where that chunk starts in the ``.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import NamedTuple, Optional, Union
+
+from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from kafkalog.log._mmap_index import (INT_MAX, AbstractIndex, IndexEntryOutOfRangeError,
+                                      IndexOffsetOverflowError, ReadOnlyIndexError)
+
+__all__ = ["OffsetIndex", "OffsetPosition", "IndexEntryOutOfRangeError", "IndexOffsetOverflowError",
+           "ReadOnlyIndexError", "ENTRY_SIZE"]
+
+ENTRY_SIZE = 8
+_ENTRY = struct.Struct(">ii")
+_pack_into = _ENTRY.pack_into
+_unpack_from = _ENTRY.unpack_from
+_REL = struct.Struct(">i")
+_rel_from = _REL.unpack_from
+_POS_FROM = struct.Struct(">4xi").unpack_from
+
+
+class OffsetPosition(NamedTuple):
+    """An offset-index entry: absolute ``offset`` and byte ``position`` in the ``.log``."""
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    """A segment's ``.index`` file (see :class:`~kafkalog.log._mmap_index.AbstractIndex` for
+    opening, lazy creation, resize/trim/close)."""
+
+    entry_size = ENTRY_SIZE
+
+    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+                 writable: bool = True) -> None:
+        super().__init__(path, base_offset, max_index_size, writable)
+        self._last_offset = base_offset
+
+    def _refresh_last(self) -> None:
+        if self._entries and self._mm is not None:
+            self._last_offset = self.base_offset + _rel_from(self._mm, (self._entries - 1) * 8)[0]
+        else:
+            self._last_offset = self.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or ``base_offset`` when empty."""
+        if not self._loaded:
+            self._load()
+        return self._last_offset
+
+    @property
+    def last_entry(self) -> OffsetPosition:
+        """The last entry, or ``(base_offset, 0)`` when empty."""
+        if not self._loaded:
+            self._load()
+        if self._entries == 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(self._entries - 1)
+
+    def append(self, offset: int, position: int) -> None:
+        """Append ``(offset, position)``.
+
+        Raises :class:`IndexFullError` when full, :class:`InvalidOffsetError` when ``offset`` is
+        not larger than the last offset, :class:`IndexOffsetOverflowError` when it cannot be
+        stored relative to ``base_offset``.
+        """
+        if not self._loaded:
+            self._load()
+        n = self._entries
+        if n >= self._max_entries:
+            raise IndexFullError(f"Attempt to append to a full index (size = {n}).",
+                                 file=self._path, position=n * 8)
+        if n and offset <= self._last_offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to position {n} no larger than the last "
+                f"offset appended ({self._last_offset}) to {self._path}.",
+                file=self._path, position=n * 8)
+        rel = offset - self.base_offset
+        if rel < 0 or rel > INT_MAX:
+            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})",
+                                           file=self._path, position=n * 8)
+        if position < 0 or position > INT_MAX:
+            raise InvalidOffsetError(f"Invalid position {position} for offset {offset}",
+                                     file=self._path, position=n * 8)
+        if not self.writable:
+            self._check_writable()
+        _pack_into(self._mm, n * 8, rel, position)
+        self._entries = n + 1
+        self._last_offset = offset
+
+    def entry(self, n: int) -> OffsetPosition:
+        """The ``n``-th entry; :class:`IndexEntryOutOfRangeError` if ``n >= entries``."""
+        self._check_entry(n)
+        rel, pos = _unpack_from(self._mm, n * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def __iter__(self):
+        for i in range(self.entries):
+            yield self.entry(i)
+
+    # --- search ---------------------------------------------------------------------------------
+
+    def _largest_lower_bound_slot(self, target: int) -> int:
+        """Slot of the largest relative offset <= target - base, or -1."""
+        rel = target - self.base_offset
+        n = self._entries
+        mm = self._mm
+        if n == 0 or rel < _rel_from(mm, 0)[0]:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if _rel_from(mm, mid << 3)[0] <= rel:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= ``target_offset``, or ``(base_offset, 0)``."""
+        if not self._loaded:
+            self._load()
+        slot = self._largest_lower_bound_slot(target_offset)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        rel, pos = _unpack_from(self._mm, slot << 3)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def fetch_upper_bound_offset(self, fetch_offset: Union[OffsetPosition, int],
+                                 fetch_size: int) -> Optional[OffsetPosition]:
+        """The entry with the smallest position >= ``start_position + fetch_size``, or ``None``.
+
+        ``fetch_offset`` is the :class:`OffsetPosition` of the fetch start (or just its position).
+        """
+        if not self._loaded:
+            self._load()
+        start = fetch_offset.position if isinstance(fetch_offset, OffsetPosition) else fetch_offset
+        target = start + fetch_size
+        n = self._entries
+        mm = self._mm
+        if n == 0 or _POS_FROM(mm, (n - 1) << 3)[0] < target:
+            return None
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _POS_FROM(mm, mid << 3)[0] >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        rel, pos = _unpack_from(mm, lo << 3)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove all entries with offset >= ``offset``."""
+        if not self._loaded:
+            self._load()
+        slot = self._largest_lower_bound_slot(offset)
+        if slot < 0:
+            new_entries = 0
+        elif _rel_from(self._mm, slot << 3)[0] + self.base_offset == offset:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    # --- checks ---------------------------------------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """Kafka's ``OffsetIndex.sanityCheck``: :class:`CorruptIndexError` when
+        ``entries > 0 and last_offset < base_offset`` or the length is not a multiple of 8."""
+        if not self._loaded:
+            self._load()
+        if self._entries != 0 and self._last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"Corrupt index found, index file ({self._path}) has non-zero size but the last "
+                f"offset is {self._last_offset} which is less than the base offset "
+                f"{self.base_offset}.", file=self._path, position=(self._entries - 1) * 8)
+        if self._length % ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"Index file {self._path} is corrupt, found {self._length} bytes which is neither "
+                f"positive nor a multiple of {ENTRY_SIZE}.", file=self._path, position=self._length)
+
+    def verify_entries(self) -> Optional[int]:
+        """Slot of the first entry whose offset is not strictly larger than the previous one's, or
+        whose relative offset is negative; ``None`` when all entries are ordered (a deeper check
+        than :meth:`sanity_check`, for ``verify`` and tools)."""
+        if not self._loaded:
+            self._load()
+        prev = -1
+        mm = self._mm
+        for i in range(self._entries):
+            rel = _rel_from(mm, i << 3)[0]
+            if rel <= prev or rel < 0:
+                return i
+            prev = rel
+        return None
+
+    @classmethod
+    def open_read_only(cls, path: os.PathLike | str, base_offset: Optional[int] = None) -> "OffsetIndex":
+        """Open an existing ``.index`` read-only (tools); base offset from the file name by default."""
+        if base_offset is None:
+            from kafkalog.log.naming import offset_from_file_name
+            base_offset = offset_from_file_name(os.fspath(path))
+        idx = cls(path, base_offset, -1, writable=False)
+        idx._load()
+        return idx

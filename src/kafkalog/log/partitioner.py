@@ -1,0 +1,65 @@
+"""Kafka's default partitioner hash (``Utils.murmur2``, ``Utils.toPositive``) for keyed records:
+``partition = (murmur2(key) & 0x7fffffff) % num_partitions``.
+
+Bit-exact with the Java implementation (signed 32-bit arithmetic, seed ``0x9747b28c``, the tail
+switch with fall-through); computed with unsigned 32-bit masks and converted to a signed int.
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import lru_cache
+
+__all__ = ["murmur2", "to_positive", "partition_for_key"]
+
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
+_MASK = 0xFFFFFFFF
+
+
+@lru_cache(maxsize=64)
+def _words(n: int) -> struct.Struct:
+    return struct.Struct("<%dI" % n)
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's 32-bit murmur2 of ``data`` as a signed Java int."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    n4 = length >> 2
+    if n4:
+        if n4 <= 64:
+            words = _words(n4).unpack_from(data, 0)
+        else:
+            words = struct.unpack_from("<%dI" % n4, data, 0)
+        m = _M
+        for k in words:
+            k = (k * m) & _MASK
+            k ^= k >> 24
+            k = (k * m) & _MASK
+            h = ((h * m) & _MASK) ^ k
+    rem = length & 3
+    if rem:
+        base = length & ~3
+        if rem == 3:
+            h ^= data[base + 2] << 16
+        if rem >= 2:
+            h ^= data[base + 1] << 8
+        h ^= data[base]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def to_positive(n: int) -> int:
+    """Kafka's ``Utils.toPositive``: ``n & 0x7fffffff``."""
+    return n & 0x7FFFFFFF
+
+
+def partition_for_key(key: bytes, num_partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for a non-null ``key``."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions

@@ -1,0 +1,215 @@
+"""The time index ``.timeindex`` (Kafka's ``TimeIndex``, spec §2.3, §2.5-2.7).
+
+Entry = 12 bytes: ``int64 timestamp`` + ``int32 relative_offset``; timestamps strictly increasing.
+The last slot is reserved for the entry added when the segment is rolled or closed, so the index is
+full at ``max_entries - 1`` entries.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import NamedTuple, Optional
+
+from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from kafkalog.log._mmap_index import (INT_MAX, AbstractIndex, IndexEntryOutOfRangeError,
+                                      IndexOffsetOverflowError, ReadOnlyIndexError)
+
+__all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY_SIZE",
+           "IndexEntryOutOfRangeError", "IndexOffsetOverflowError", "ReadOnlyIndexError"]
+
+ENTRY_SIZE = 12
+_ENTRY = struct.Struct(">qi")
+_pack_into = _ENTRY.pack_into
+_unpack_from = _ENTRY.unpack_from
+_ts_from = struct.Struct(">q").unpack_from
+_rel_from = struct.Struct(">8xi").unpack_from
+
+
+class TimestampOffset(NamedTuple):
+    """A time-index entry: ``timestamp`` and absolute ``offset``."""
+    timestamp: int
+    offset: int
+
+
+class TimestampOrderError(InvalidOffsetError):
+    """A time-index append with a timestamp below the last one (Kafka: IllegalStateException)."""
+
+
+class TimeIndex(AbstractIndex):
+    """A segment's ``.timeindex`` file."""
+
+    entry_size = ENTRY_SIZE
+
+    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+                 writable: bool = True) -> None:
+        super().__init__(path, base_offset, max_index_size, writable)
+        self._last_ts = -1
+        self._last_off = base_offset
+
+    def _refresh_last(self) -> None:
+        if self._entries and self._mm is not None:
+            ts, rel = _unpack_from(self._mm, (self._entries - 1) * 12)
+            self._last_ts, self._last_off = ts, self.base_offset + rel
+        else:
+            self._last_ts, self._last_off = -1, self.base_offset
+
+    def is_full(self) -> bool:
+        """``entries >= max_entries - 1`` (the last slot is reserved)."""
+        if not self._loaded:
+            self._load()
+        return self._entries >= self._max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(-1, base_offset)`` when empty."""
+        if not self._loaded:
+            self._load()
+        return TimestampOffset(self._last_ts, self._last_off)
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.last_entry.timestamp
+
+    @property
+    def last_offset(self) -> int:
+        return self.last_entry.offset
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append ``(timestamp, offset)`` if ``timestamp`` exceeds the last entry's timestamp.
+
+        Raises :class:`IndexFullError` when full (unless ``skip_full_check``, which may use the
+        reserved last slot), :class:`InvalidOffsetError` when ``offset`` is below the last
+        offset, :class:`TimestampOrderError` when ``timestamp`` is below the last timestamp.
+        """
+        if not self._loaded:
+            self._load()
+        n = self._entries
+        if not skip_full_check and n >= self._max_entries - 1:
+            raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
+                                 file=self._path, position=n * 12)
+        if n:
+            if offset < self._last_off:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to slot {n} no larger than the last "
+                    f"offset appended ({self._last_off}) to {self._path}.",
+                    file=self._path, position=n * 12)
+            if timestamp < self._last_ts:
+                raise TimestampOrderError(
+                    f"Attempt to append a timestamp ({timestamp}) to slot {n} no larger than the "
+                    f"last timestamp appended ({self._last_ts}) to {self._path}.",
+                    file=self._path, position=n * 12)
+        if timestamp > self._last_ts:
+            if n >= self._max_entries:
+                raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
+                                     file=self._path, position=n * 12)
+            rel = offset - self.base_offset
+            if rel < 0 or rel > INT_MAX:
+                raise IndexOffsetOverflowError(
+                    f"Integer overflow for offset: {offset} ({self._path})",
+                    file=self._path, position=n * 12)
+            if not self.writable:
+                self._check_writable()
+            _pack_into(self._mm, n * 12, timestamp, rel)
+            self._entries = n + 1
+            self._last_ts = timestamp
+            self._last_off = offset
+
+    append = maybe_append
+
+    def entry(self, n: int) -> TimestampOffset:
+        """The ``n``-th entry; :class:`IndexEntryOutOfRangeError` if ``n >= entries``."""
+        self._check_entry(n)
+        ts, rel = _unpack_from(self._mm, n * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def __iter__(self):
+        for i in range(self.entries):
+            yield self.entry(i)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= ``target_timestamp``, or ``(-1, base_offset)``."""
+        if not self._loaded:
+            self._load()
+        n = self._entries
+        mm = self._mm
+        if n == 0 or _ts_from(mm, 0)[0] > target_timestamp:
+            return TimestampOffset(-1, self.base_offset)
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if _ts_from(mm, mid * 12)[0] <= target_timestamp:
+                lo = mid
+            else:
+                hi = mid - 1
+        ts, rel = _unpack_from(mm, lo * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove all entries with offset >= ``offset`` (search on the offset column)."""
+        if not self._loaded:
+            self._load()
+        rel = offset - self.base_offset
+        n = self._entries
+        mm = self._mm
+        if n == 0 or _rel_from(mm, 0)[0] > rel:
+            self._truncate_to_entries(0)
+            return
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if _rel_from(mm, mid * 12)[0] <= rel:
+                lo = mid
+            else:
+                hi = mid - 1
+        self._truncate_to_entries(lo if _rel_from(mm, lo * 12)[0] == rel else lo + 1)
+
+    def sanity_check(self) -> None:
+        """Kafka's ``TimeIndex.sanityCheck``: :class:`CorruptIndexError` when the last timestamp is
+        below the first, the last offset is below ``base_offset``, or the length is not a multiple
+        of 12."""
+        if not self._loaded:
+            self._load()
+        if self._entries:
+            first_ts = _ts_from(self._mm, 0)[0]
+            if self._last_ts < first_ts:
+                raise CorruptIndexError(
+                    f"Corrupt time index found, time index file ({self._path}) has non-zero size "
+                    f"but the last timestamp is {self._last_ts} which is less than the first "
+                    f"timestamp {first_ts}", file=self._path, position=(self._entries - 1) * 12)
+            if self._last_off < self.base_offset:
+                raise CorruptIndexError(
+                    f"Corrupt time index found, time index file ({self._path}) has non-zero size "
+                    f"but the last offset is {self._last_off} which is less than the first offset "
+                    f"{self.base_offset}", file=self._path, position=(self._entries - 1) * 12)
+        if self._length % ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"Time index file {self._path} is corrupt, found {self._length} bytes which is "
+                f"neither positive nor a multiple of {ENTRY_SIZE}.", file=self._path,
+                position=self._length)
+
+    def verify_entries(self) -> Optional[int]:
+        """Slot of the first entry that breaks strictly increasing timestamps / non-decreasing,
+        non-negative relative offsets, or ``None``."""
+        if not self._loaded:
+            self._load()
+        prev_ts, prev_rel = -1, 0
+        for i in range(self._entries):
+            ts, rel = _unpack_from(self._mm, i * 12)
+            if ts <= prev_ts or rel < prev_rel or rel < 0:
+                return i
+            prev_ts, prev_rel = ts, rel
+        return None
+
+    @classmethod
+    def open_read_only(cls, path: os.PathLike | str, base_offset: Optional[int] = None) -> "TimeIndex":
+        """Open an existing ``.timeindex`` read-only (tools)."""
+        if base_offset is None:
+            from kafkalog.log.naming import offset_from_file_name
+            base_offset = offset_from_file_name(os.fspath(path))
+        idx = cls(path, base_offset, -1, writable=False)
+        idx._load()
+        return idx
