@@ -74,6 +74,8 @@ class OffsetIndex(AbstractIndex):
         """
         if not self._loaded:
             self._load()
+        if not self.writable:
+            self._check_writable()
         n = self._entries
         if n >= self._max_entries:
             raise IndexFullError(f"Attempt to append to a full index (size = {n}).",
@@ -90,8 +92,6 @@ class OffsetIndex(AbstractIndex):
         if position < 0 or position > INT_MAX:
             raise InvalidOffsetError(f"Invalid position {position} for offset {offset}",
                                      file=self._path, position=n * 8)
-        if not self.writable:
-            self._check_writable()
         _pack_into(self._mm, n * 8, rel, position)
         self._entries = n + 1
         self._last_offset = offset

@@ -84,6 +84,8 @@ class TimeIndex(AbstractIndex):
         """
         if not self._loaded:
             self._load()
+        if not self.writable:
+            self._check_writable()
         n = self._entries
         if not skip_full_check and n >= self._max_entries - 1:
             raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
@@ -108,8 +110,6 @@ class TimeIndex(AbstractIndex):
                 raise IndexOffsetOverflowError(
                     f"Integer overflow for offset: {offset} ({self._path})",
                     file=self._path, position=n * 12)
-            if not self.writable:
-                self._check_writable()
             _pack_into(self._mm, n * 12, timestamp, rel)
             self._entries = n + 1
             self._last_ts = timestamp

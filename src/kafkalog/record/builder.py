@@ -120,11 +120,15 @@ class BatchBuilder:
         self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
         self.delete_horizon_ms = delete_horizon_ms
-        self._encoder = kernel.RecordsEncoder(delete_horizon_ms) if magic == 2 else None
+        self._encoder = kernel.RecordsEncoder(delete_horizon_ms, base_offset) if magic == 2 else None
         self._legacy: List[tuple] = []
         self._last_offset: Optional[int] = None
         self._max_timestamp = -1
         self._offset_of_max = -1
+        # v2 data batches: the per-record append goes straight to the (compiled) kernel, which
+        # makes the same checks as append() below and tracks last offset / max timestamp.
+        if magic == 2 and not is_control and hasattr(self._encoder, "append_record"):
+            self.append = self._encoder.append_record  # type: ignore[method-assign]
 
     @property
     def num_records(self) -> int:
@@ -132,10 +136,13 @@ class BatchBuilder:
 
     @property
     def last_offset(self) -> Optional[int]:
+        if self._encoder is not None and hasattr(self._encoder, "append_record"):
+            return self._encoder.last_offset
         return self._last_offset
 
     def next_offset(self) -> int:
-        return self.base_offset if self._last_offset is None else self._last_offset + 1
+        last = self.last_offset
+        return self.base_offset if last is None else last + 1
 
     def append(self, key, value, timestamp: int = -1, headers=None, offset: Optional[int] = None) -> None:
         """Append one record (``offset`` defaults to the next offset; must increase)."""
@@ -161,7 +168,10 @@ class BatchBuilder:
             if delta > 2**31 - 1:
                 raise InvalidArgumentError(f"Offset {offset} is too far from the base offset "
                                            f"{self.base_offset}")
-            self._encoder.append(key, value, timestamp, headers, delta)
+            if hasattr(self._encoder, "append_record"):
+                self._encoder.append_record(key, value, timestamp, headers, offset)
+            else:
+                self._encoder.append(key, value, timestamp, headers, delta)
         else:
             if headers:
                 raise InvalidArgumentError("Magic v0/v1 messages do not support record headers")
@@ -182,6 +192,8 @@ class BatchBuilder:
         """The batch max timestamp (the log-append time for LogAppendTime)."""
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
             return self.log_append_time  # type: ignore[return-value]
+        if self._encoder is not None:
+            return self._encoder.max_timestamp
         return self._max_timestamp
 
     def build(self) -> bytes:
@@ -208,7 +220,7 @@ class BatchBuilder:
         if self.delete_horizon_ms is not None:
             attrs |= DELETE_HORIZON_FLAG_MASK
         return write_v2_header(body, base_offset=self.base_offset, attributes=attrs,
-                               last_offset_delta=self._last_offset - self.base_offset,
+                               last_offset_delta=self.last_offset - self.base_offset,
                                base_timestamp=enc.base_timestamp, max_timestamp=self.max_timestamp,
                                producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                                base_sequence=self.base_sequence, count=enc.count,

@@ -1,0 +1,600 @@
+"""Producer state: idempotence and transaction bookkeeping of a partition, and ``.snapshot`` files
+(Kafka's ``ProducerStateManager``, ``ProducerAppendInfo``, ``ProducerStateEntry``; spec §3.5,
+§4.2, §2.4).
+
+The update method takes plain v2 batch-header values, so this module does not depend on the record
+layer; :meth:`ProducerStateManager.update_from_batch` parses a batch header with ``struct`` for
+callers that hold raw batch bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Deque, Dict, Iterable, List, NamedTuple, Optional
+
+from crc32c import crc32c
+
+from kafkalog.errors import CorruptSnapshotError, KafkalogError, ProducerStateError
+from kafkalog.log.fsutil import atomic_write, delete_if_exists, io_error, atomic_rename
+from kafkalog.log.naming import (DELETED_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX,
+                                 offset_from_file_name, producer_snapshot_file)
+from kafkalog.log.txn_index import AbortedTxn
+
+__all__ = [
+    "ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "TxnMetadata", "CompletedTxn",
+    "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError", "read_snapshot", "write_snapshot", "snapshot_bytes",
+    "parse_snapshot", "ORIGIN_CLIENT", "ORIGIN_REPLICATION", "ORIGIN_COORDINATOR",
+]
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT_MAX = 2**31 - 1
+NUM_BATCHES_TO_RETAIN = 5
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+ORIGIN_CLIENT = "client"
+ORIGIN_REPLICATION = "replication"
+ORIGIN_COORDINATOR = "coordinator"
+
+SNAPSHOT_VERSION = 1
+_HEADER = struct.Struct(">hIi")
+_ENTRY = struct.Struct(">qhiqiqiq")
+ENTRY_SIZE = _ENTRY.size  # 46
+HEADER_SIZE = _HEADER.size  # 10
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """Kafka: OutOfOrderSequenceException."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """Kafka: InvalidProducerEpochException (epoch older than the last seen one)."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """Kafka: InvalidTxnStateException (non-transactional write during an open transaction)."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """Kafka: TransactionCoordinatorFencedException (coordinator epoch went backwards)."""
+
+
+def decrease_sequence(seq: int, dec: int) -> int:
+    """``seq - dec`` with Kafka's int wrap (sequences wrap from Int.MAX to 0)."""
+    if seq - dec < 0:
+        return INT_MAX - (dec - seq) + 1
+    return seq - dec
+
+
+@dataclass
+class BatchMetadata:
+    """Metadata of one appended batch of a producer."""
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrease_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass
+class ProducerStateEntry:
+    """State of one producer id."""
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: Optional[int] = None
+    batch_metadata: Deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.batch_metadata
+
+    @property
+    def first_seq(self) -> int:
+        return NO_SEQUENCE if self.is_empty else self.batch_metadata[0].first_seq
+
+    @property
+    def last_seq(self) -> int:
+        return NO_SEQUENCE if self.is_empty else self.batch_metadata[-1].last_seq
+
+    @property
+    def first_data_offset(self) -> int:
+        return -1 if self.is_empty else self.batch_metadata[0].first_offset
+
+    @property
+    def last_data_offset(self) -> int:
+        return -1 if self.is_empty else self.batch_metadata[-1].last_offset
+
+    @property
+    def last_offset_delta(self) -> int:
+        return 0 if self.is_empty else self.batch_metadata[-1].offset_delta
+
+    def maybe_update_producer_epoch(self, epoch: int) -> bool:
+        if self.producer_epoch != epoch:
+            self.batch_metadata.clear()
+            self.producer_epoch = epoch
+            return True
+        return False
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int,
+                  timestamp: int) -> None:
+        self.maybe_update_producer_epoch(epoch)
+        self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def find_duplicate_batch(self, epoch: int, first_seq: int, last_seq: int) -> Optional[BatchMetadata]:
+        """The retained batch with the same epoch and sequence range (a retried produce)."""
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batch_metadata:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+@dataclass
+class TxnMetadata:
+    """An ongoing (``last_offset`` None) or completed-but-unreplicated transaction."""
+    producer_id: int
+    first_offset: int
+    last_offset: Optional[int] = None
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction completed by a marker at ``last_offset``."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+# --- snapshot files -------------------------------------------------------------------------------
+
+def snapshot_bytes(entries: Iterable[ProducerStateEntry]) -> bytes:
+    """The ``.snapshot`` bytes (version 1, CRC-32C of bytes [6, EOF)) of ``entries``."""
+    entries = list(entries)
+    body = bytearray(4 + ENTRY_SIZE * len(entries))
+    struct.pack_into(">i", body, 0, len(entries))
+    pos = 4
+    for e in entries:
+        _ENTRY.pack_into(body, pos, e.producer_id, e.producer_epoch, e.last_seq, e.last_data_offset,
+                         e.last_offset_delta, e.last_timestamp, e.coordinator_epoch,
+                         -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
+        pos += ENTRY_SIZE
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc32c(bytes(body))) + bytes(body)
+
+
+def parse_snapshot(data: bytes, file: Optional[str] = None) -> List[ProducerStateEntry]:
+    """Parse ``.snapshot`` bytes; :class:`CorruptSnapshotError` (with file and byte position) on an
+    unknown version, a truncated file or a CRC mismatch."""
+    if len(data) < 2:
+        raise CorruptSnapshotError("Snapshot file is truncated (no version)", file=file, position=0)
+    version = struct.unpack_from(">h", data, 0)[0]
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}",
+                                   file=file, position=0)
+    if len(data) < HEADER_SIZE:
+        raise CorruptSnapshotError("Snapshot file is truncated (header)", file=file, position=len(data))
+    _, crc, count = _HEADER.unpack_from(data, 0)
+    computed = crc32c(memoryview(data)[6:])
+    if crc != computed:
+        raise CorruptSnapshotError(f"Snapshot is corrupt (CRC is no longer valid. Stored crc: {crc}. "
+                                   f"Computed crc: {computed})", file=file, position=2)
+    if count < 0 or count * ENTRY_SIZE > len(data) - HEADER_SIZE:
+        raise CorruptSnapshotError(f"Snapshot declares {count} producer entries but only "
+                                   f"{len(data) - HEADER_SIZE} bytes follow", file=file, position=6)
+    out = []
+    pos = HEADER_SIZE
+    for _ in range(count):
+        (pid, epoch, seq, offset, delta, ts, coord, txn_first) = _ENTRY.unpack_from(data, pos)
+        e = ProducerStateEntry(pid, epoch, coord, ts, txn_first if txn_first >= 0 else None)
+        if offset >= 0:
+            e.batch_metadata.append(BatchMetadata(seq, offset, delta, ts))
+        out.append(e)
+        pos += ENTRY_SIZE
+    return out
+
+
+def read_snapshot(path: os.PathLike | str) -> List[ProducerStateEntry]:
+    """Read a ``.snapshot`` file."""
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise io_error(err, p, "read producer snapshot") from err
+    return parse_snapshot(data, p)
+
+
+def write_snapshot(path: os.PathLike | str, entries: Iterable[ProducerStateEntry], sync: bool = True) -> None:
+    """Write a ``.snapshot`` file atomically."""
+    atomic_write(path, snapshot_bytes(entries), sync=sync)
+
+
+# --- the manager ----------------------------------------------------------------------------------
+
+class ProducerStateManager:
+    """Producer state of one partition.
+
+    Args:
+        log_dir: the partition directory (holds the ``.snapshot`` files).
+        producer_id_expiration_ms: ``producer.id.expiration.ms``.
+    """
+
+    def __init__(self, log_dir: os.PathLike | str, producer_id_expiration_ms: int = 86_400_000,
+                 topic_partition: Optional[object] = None) -> None:
+        self.log_dir = os.fspath(log_dir)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.topic_partition = topic_partition
+        self.producers: Dict[int, ProducerStateEntry] = {}
+        self.ongoing_txns: Dict[int, TxnMetadata] = {}
+        self.unreplicated_txns: Dict[int, TxnMetadata] = {}
+        self.last_map_offset = 0
+        self.last_snap_offset = 0
+        self.snapshots: Dict[int, str] = self._load_snapshots()
+
+    def _load_snapshots(self) -> Dict[int, str]:
+        out: Dict[int, str] = {}
+        try:
+            names = os.listdir(self.log_dir)
+        except FileNotFoundError:
+            return out
+        except OSError as err:
+            raise io_error(err, self.log_dir, "list snapshots") from err
+        for n in names:
+            if n.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+                try:
+                    out[offset_from_file_name(n)] = os.path.join(self.log_dir, n)
+                except KafkalogError:
+                    continue
+        return dict(sorted(out.items()))
+
+    # --- state updates ---------------------------------------------------------------------------
+
+    def last_entry(self, producer_id: int) -> Optional[ProducerStateEntry]:
+        return self.producers.get(producer_id)
+
+    def _check_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int, origin: str) -> None:
+        if epoch < entry.producer_epoch and origin != ORIGIN_REPLICATION:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {entry.producer_id} at offset {offset} in "
+                f"{self.topic_partition} is {epoch}, which is smaller than the last seen epoch "
+                f"{entry.producer_epoch}")
+
+    def _check_sequence(self, entry: ProducerStateEntry, epoch: int, first_seq: int, offset: int) -> None:
+        if epoch != entry.producer_epoch:
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"Invalid sequence number for new epoch of producer {entry.producer_id} at offset "
+                    f"{offset} in partition {self.topic_partition}: {epoch} (request epoch), "
+                    f"{first_seq} (seq. number), {entry.producer_epoch} (current producer epoch)")
+        else:
+            last = entry.last_seq
+            if not (entry.producer_epoch == NO_PRODUCER_EPOCH
+                    or first_seq == last + 1 or (first_seq == 0 and last == INT_MAX)):
+                raise OutOfOrderSequenceError(
+                    f"Out of order sequence number for producer {entry.producer_id} at offset "
+                    f"{offset} in partition {self.topic_partition}: {first_seq} (incoming seq. "
+                    f"number), {last} (current end sequence number)")
+
+    def update(self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int,
+               first_offset: int, last_offset: int, max_timestamp: int, is_transactional: bool,
+               is_control: bool = False, control_type: Optional[int] = None,
+               coordinator_epoch: int = 0, origin: str = ORIGIN_CLIENT) -> Optional[CompletedTxn]:
+        """Apply one v2 batch of ``producer_id``: a data batch, or (``is_control``) a transaction
+        marker with ``control_type`` (0 ABORT, 1 COMMIT; ``None`` = empty control batch).
+
+        Checks are done before anything changes (a raised error leaves the state untouched).
+        Returns the :class:`CompletedTxn` a marker completes (then call :meth:`complete_txn`,
+        after computing :meth:`last_stable_offset` for the txn index), else ``None``.
+        """
+        if producer_id == NO_PRODUCER_ID:
+            return None
+        entry = self.producers.get(producer_id)
+        new = entry is None
+        if new:
+            entry = ProducerStateEntry(producer_id)
+        if last_offset + 1 > self.last_map_offset:
+            pass  # map end offset is advanced by update_map_end_offset (Kafka) -- and below
+        completed = None
+        if is_control:
+            if control_type is None:
+                return None
+            self._check_epoch(entry, producer_epoch, last_offset, origin)
+            if entry.coordinator_epoch > coordinator_epoch and origin != ORIGIN_REPLICATION:
+                raise TransactionCoordinatorFencedError(
+                    f"Invalid coordinator epoch for producer {producer_id} at offset {last_offset} in "
+                    f"partition {self.topic_partition}: {coordinator_epoch} (zombie), "
+                    f"{entry.coordinator_epoch} (current)")
+            if entry.current_txn_first_offset is not None:
+                completed = CompletedTxn(producer_id, entry.current_txn_first_offset, last_offset,
+                                         control_type == CONTROL_ABORT)
+            entry.maybe_update_producer_epoch(producer_epoch)
+            entry.current_txn_first_offset = None
+            entry.coordinator_epoch = coordinator_epoch
+            entry.last_timestamp = max_timestamp
+        else:
+            self._check_epoch(entry, producer_epoch, first_offset, origin)
+            if origin == ORIGIN_CLIENT:
+                self._check_sequence(entry, producer_epoch, base_sequence, first_offset)
+            if entry.current_txn_first_offset is not None and not is_transactional:
+                raise InvalidTxnStateError(
+                    f"Expected transactional write from producer {producer_id} at offset "
+                    f"{first_offset} in partition {self.topic_partition}")
+            entry.add_batch(producer_epoch, last_sequence, last_offset, last_offset - first_offset,
+                            max_timestamp)
+            if entry.current_txn_first_offset is None and is_transactional:
+                entry.current_txn_first_offset = first_offset
+                self.ongoing_txns[first_offset] = TxnMetadata(producer_id, first_offset)
+                if len(self.ongoing_txns) > 1 and first_offset < max(self.ongoing_txns):
+                    self.ongoing_txns = dict(sorted(self.ongoing_txns.items()))
+        if new:
+            self.producers[producer_id] = entry
+        if last_offset + 1 > self.last_map_offset:
+            self.last_map_offset = last_offset + 1
+        return completed
+
+    def update_from_batch(self, batch, origin: str = ORIGIN_REPLICATION) -> List[AbortedTxn]:
+        """Apply one raw v2 batch (bytes-like, starting at its base offset) and complete the
+        transaction its marker ends. Returns the aborted transactions to add to the txn index.
+        Batches without a producer id, and v0/v1 batches, are ignored."""
+        mv = memoryview(batch)
+        if len(mv) < 61 or mv[16] != 2:
+            return []
+        (base_offset, _len, _ple, _magic, _crc, attrs, last_delta, _bts, max_ts, pid, epoch,
+         base_seq, _count) = struct.unpack_from(">qiibIhiqqqhii", mv, 0)
+        if pid == NO_PRODUCER_ID:
+            return []
+        is_control = bool(attrs & 0x20)
+        control_type = None
+        coordinator_epoch = 0
+        if is_control and _count > 0:
+            control_type, coordinator_epoch = _parse_marker(mv)
+        last_seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else \
+            (base_seq + last_delta) % (INT_MAX + 1)
+        completed = self.update(pid, epoch, base_seq, last_seq, base_offset, base_offset + last_delta,
+                                max_ts, bool(attrs & 0x10), is_control, control_type,
+                                coordinator_epoch, origin)
+        if completed is None:
+            return []
+        out = []
+        if completed.is_aborted:
+            out.append(self.aborted_txn(completed))
+        self.complete_txn(completed)
+        return out
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO written to the txn index for ``completed``: first offset of the earliest
+        ongoing transaction of another producer, else ``completed.last_offset + 1``."""
+        for txn in self.ongoing_txns.values():
+            if txn.producer_id != completed.producer_id:
+                return txn.first_offset
+        return completed.last_offset + 1
+
+    def aborted_txn(self, completed: CompletedTxn) -> AbortedTxn:
+        """The txn-index entry for an aborted ``completed`` transaction (call before
+        :meth:`complete_txn`)."""
+        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                          self.last_stable_offset(completed))
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Move the transaction from ongoing to completed-but-unreplicated."""
+        txn = self.ongoing_txns.pop(completed.first_offset, None)
+        if txn is None:
+            raise ProducerStateError(f"Attempted to complete transaction {completed} on partition "
+                                     f"{self.topic_partition} which was not started")
+        txn.last_offset = completed.last_offset
+        self.unreplicated_txns[completed.first_offset] = txn
+        if len(self.unreplicated_txns) > 1:
+            self.unreplicated_txns = dict(sorted(self.unreplicated_txns.items()))
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is below the high watermark."""
+        self.unreplicated_txns = {k: t for k, t in self.unreplicated_txns.items()
+                                  if t.last_offset is None or t.last_offset >= high_watermark}
+
+    def first_unstable_offset(self) -> Optional[int]:
+        """min(first offset of an ongoing txn, first offset of a completed txn whose marker is not
+        yet below the high watermark), or ``None``."""
+        cands = []
+        if self.ongoing_txns:
+            cands.append(next(iter(self.ongoing_txns)))
+        if self.unreplicated_txns:
+            cands.append(next(iter(self.unreplicated_txns)))
+        return min(cands) if cands else None
+
+    def first_undecided_offset(self) -> Optional[int]:
+        return next(iter(self.ongoing_txns)) if self.ongoing_txns else None
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.last_map_offset = offset
+
+    @property
+    def map_end_offset(self) -> int:
+        return self.last_map_offset
+
+    def is_empty(self) -> bool:
+        return not self.producers and not self.unreplicated_txns
+
+    # --- expiration -----------------------------------------------------------------------------
+
+    def is_producer_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
+        return entry.current_txn_first_offset is None and \
+            now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+
+    def remove_expired_producers(self, now_ms: int) -> List[int]:
+        gone = [pid for pid, e in self.producers.items() if self.is_producer_expired(now_ms, e)]
+        for pid in gone:
+            del self.producers[pid]
+        return gone
+
+    # --- snapshots ------------------------------------------------------------------------------
+
+    def take_snapshot(self, sync: bool = True) -> Optional[str]:
+        """Write ``<last_map_offset>.snapshot`` unless the offset did not advance; returns its path."""
+        if self.last_map_offset == self.last_snap_offset:
+            return None
+        path = producer_snapshot_file(self.log_dir, self.last_map_offset)
+        write_snapshot(path, self.producers.values(), sync=sync)
+        self.snapshots[self.last_map_offset] = path
+        self.snapshots = dict(sorted(self.snapshots.items()))
+        self.last_snap_offset = self.last_map_offset
+        return path
+
+    def latest_snapshot_offset(self) -> Optional[int]:
+        return next(reversed(self.snapshots)) if self.snapshots else None
+
+    def oldest_snapshot_offset(self) -> Optional[int]:
+        return next(iter(self.snapshots)) if self.snapshots else None
+
+    def snapshot_file(self, offset: int) -> Optional[str]:
+        return self.snapshots.get(offset)
+
+    def _load_producer_entry(self, e: ProducerStateEntry) -> None:
+        self.producers[e.producer_id] = e
+        if e.current_txn_first_offset is not None:
+            self.ongoing_txns[e.current_txn_first_offset] = TxnMetadata(e.producer_id,
+                                                                        e.current_txn_first_offset)
+
+    def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
+        while True:
+            latest = self.latest_snapshot_offset()
+            if latest is None:
+                self.last_snap_offset = self.last_map_offset = log_start_offset
+                return
+            path = self.snapshots[latest]
+            try:
+                entries = read_snapshot(path)
+            except (CorruptSnapshotError, KafkalogError):
+                self.remove_and_delete_snapshot(latest)
+                continue
+            for e in entries:
+                if not self.is_producer_expired(now_ms, e):
+                    self._load_producer_entry(e)
+            self.ongoing_txns = dict(sorted(self.ongoing_txns.items()))
+            self.last_snap_offset = self.last_map_offset = latest
+            return
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
+        """Delete snapshots outside ``(log_start_offset, log_end_offset]`` and reload the state from
+        the latest remaining (valid) snapshot unless the map end offset already equals LEO."""
+        for off in list(self.snapshots):
+            if off > log_end_offset or off <= log_start_offset:
+                self.remove_and_delete_snapshot(off)
+        if log_end_offset != self.last_map_offset:
+            self.producers.clear()
+            self.ongoing_txns.clear()
+            self.unreplicated_txns.clear()
+            self._load_from_snapshot(log_start_offset, now_ms)
+        else:
+            self.on_log_start_offset_incremented(log_start_offset)
+
+    def load(self, log_start_offset: int, now_ms: int) -> None:
+        """Load the latest valid snapshot (corrupt ones are deleted, older ones tried)."""
+        self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+        self._load_from_snapshot(log_start_offset, now_ms)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self.unreplicated_txns = {k: t for k, t in self.unreplicated_txns.items()
+                                  if t.last_offset is None or t.last_offset >= log_start_offset}
+        if self.last_map_offset < log_start_offset:
+            self.last_map_offset = log_start_offset
+        latest = self.latest_snapshot_offset()
+        self.last_snap_offset = latest if latest is not None else log_start_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget everything, delete every snapshot, restart at ``offset``."""
+        self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+        for off in list(self.snapshots):
+            self.remove_and_delete_snapshot(off)
+        self.last_snap_offset = self.last_map_offset = offset
+
+    def remove_and_delete_snapshot(self, offset: int) -> bool:
+        path = self.snapshots.pop(offset, None)
+        if path is None:
+            return False
+        return delete_if_exists(path)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for off in [o for o in self.snapshots if o < offset]:
+            self.remove_and_delete_snapshot(off)
+
+    def remove_and_mark_snapshot_for_deletion(self, offset: int) -> Optional[str]:
+        """Rename ``<offset>.snapshot`` to ``.snapshot.deleted`` (deleted later); returns the new
+        path or ``None`` when there is no such snapshot."""
+        path = self.snapshots.pop(offset, None)
+        if path is None or not os.path.exists(path):
+            return None
+        new = path + DELETED_FILE_SUFFIX
+        atomic_rename(path, new, sync=False)
+        return new
+
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
+        """Delete snapshots matching no segment base offset, except the largest stray one if it is
+        above the largest segment base offset (the clean-shutdown snapshot at LEO)."""
+        bases = set(segment_base_offsets)
+        max_base = max(bases) if bases else None
+        latest_stray = None
+        for off in list(self.snapshots):
+            if off not in bases:
+                if latest_stray is not None:
+                    self.remove_and_delete_snapshot(latest_stray)
+                latest_stray = off
+        if latest_stray is not None and max_base is not None and latest_stray < max_base:
+            self.remove_and_delete_snapshot(latest_stray)
+
+
+def _read_uvarint(mv, pos: int, limit: int):
+    result = shift = 0
+    while True:
+        if pos >= limit or shift > 63:
+            raise ProducerStateError("Malformed control record varint", position=pos)
+        b = mv[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _read_varint(mv, pos: int, limit: int):
+    v, pos = _read_uvarint(mv, pos, limit)
+    return (v >> 1) ^ -(v & 1), pos
+
+
+def _parse_marker(mv):
+    """(control_type, coordinator_epoch) of the first record of an (uncompressed) control batch."""
+    limit = min(len(mv), 12 + struct.unpack_from(">i", mv, 8)[0])
+    pos = 61
+    _, pos = _read_varint(mv, pos, limit)  # record length
+    pos += 1  # attributes
+    _, pos = _read_varint(mv, pos, limit)  # timestamp delta
+    _, pos = _read_varint(mv, pos, limit)  # offset delta
+    klen, pos = _read_varint(mv, pos, limit)
+    if klen < 4 or pos + klen > limit:
+        raise ProducerStateError("Invalid control record key", position=pos)
+    _kver, ctype = struct.unpack_from(">hh", mv, pos)
+    pos += klen
+    vlen, pos = _read_varint(mv, pos, limit)
+    coord = 0
+    if vlen >= 6 and pos + vlen <= limit:
+        _vver, coord = struct.unpack_from(">hi", mv, pos)
+    return ctype, coord
