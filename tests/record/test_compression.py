@@ -415,3 +415,22 @@ def test_kafka_written_payloads_decompress(name):
     assert n >= 1
     for v in values:
         assert v in found
+
+
+def test_zstd_streaming_path_and_window_limit():
+    # unknown content size and more blocks than the limit allows: decoded in bounded chunks
+    data = os.urandom(1000) * 3000
+    z = zstandard.ZstdCompressor(level=19, write_content_size=False).compress(data)
+    assert decompress(C.ZSTD, z, magic=2, max_size=len(data)) == data
+    with pytest.raises(CompressionError, match="exceeds the limit"):
+        decompress(C.ZSTD, z, magic=2, max_size=len(data) - 1)
+    # a tiny frame that declares a 128 MiB window cannot make us allocate it
+    params = zstandard.ZstdCompressionParameters(window_log=27, compression_level=3,
+                                                 write_content_size=False)
+    co = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    z = co.compress(b"\0" * 300_000) + co.flush()
+    assert zstandard.get_frame_parameters(z).window_size == 1 << 27
+    with pytest.raises(CompressionError):
+        decompress(C.ZSTD, z, magic=2, max_size=1000)
+    # within the limit it decodes (one shot, bounded by its block headers)
+    assert decompress(C.ZSTD, z, magic=2, max_size=300_000) == b"\0" * 300_000

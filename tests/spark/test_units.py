@@ -9,9 +9,11 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from kafkalog.spark.arrow_batches import ColumnBuilder, decode_columns_v2_py
-from kafkalog.spark.batch_encoding import build_v2_batch, murmur2, partition_for_key
-from kafkalog.spark.log_files import PartitionDir, partition_bounds
+from kafkalog.log.partitioner import partition_for_key
+from kafkalog.record import _kernel_py
+from kafkalog.record.builder import build_batch
+from kafkalog.spark.arrow_batches import ColumnBuilder
+from kafkalog.spark.log_view import PartitionDir, partition_bounds
 from kafkalog.spark.options import InvalidOptionError, parse_read_options, parse_write_options
 from kafkalog.spark.planning import OffsetRange, plan_tasks
 from kafkalog.spark.schema import source_arrow_schema, source_schema
@@ -51,13 +53,7 @@ def test_options_validation():
     assert w.topic_config_dict == {"cleanup.policy": "compact"} and w.partitions == 4
 
 
-def test_murmur2_vectors():
-    assert murmur2(b"21") == -973932308
-    assert murmur2(b"a-little-bit-longer-string") == -1486304829
-    assert [partition_for_key(b"hello", n) for n in (1, 2, 3, 6, 8, 12, 50)] == [0, 1, 0, 3, 5, 9, 29]
-
-
-def test_pure_decode_matches_oracle_and_filters_offsets(tmp_path):
+def test_read_range_matches_oracle_and_filters_offsets(tmp_path):
     for name in ("v2-none", "v2-zstd", "v1-gzip", "v0-snappy", "v2-mixed-segment", "v2-offset-gaps"):
         make_partition(str(tmp_path), name, 0, vector_bytes(name))
         pdir = PartitionDir(name, 0, str(tmp_path / f"{name}-0"))
@@ -71,24 +67,6 @@ def test_pure_decode_matches_oracle_and_filters_offsets(tmp_path):
         sub = [r["offset"] for rb in read_range(pdir, expected[1]["offset"], expected[-1]["offset"])
                for r in rb.to_pylist()]
         assert sub == [e["offset"] for e in expected[1:-1]]
-
-
-def test_kernel_parity_with_pure_decode():
-    from kafkalog.spark import arrow_batches
-    records = [(b"k%d" % i if i % 3 else None, None if i % 5 == 0 else b"v" * i, 1000 + i,
-                [("h", b"x")] if i % 2 else None) for i in range(50)]
-    batch = build_v2_batch(records)
-    body = batch[61:]
-    results = []
-    for fn in {decode_columns_v2_py, arrow_batches.decode_columns_v2}:
-        b = ColumnBuilder("t", 0, include_headers=True)
-        n = fn(body, 50, 100, 1000, -1, 110, 140, b.cols, b.headers)
-        b.rows = n
-        b.ts_types = [(n, 0)]
-        results.append(b.flush().to_pylist())
-    assert results[0] == results[-1]
-    assert [r["offset"] for r in results[0]] == list(range(110, 140))
-    assert results[0][0]["key"] == b"k10" and results[0][0]["value"] is None
 
 
 def test_planning_packs_small_and_splits_large():

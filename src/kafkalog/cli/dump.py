@@ -308,3 +308,7 @@ def dump(files, deep_iteration, print_data_log, skip_record_metadata, max_bytes,
             status = 1
             opts.err.write(f"Error: {path}: {e}\n")
     sys.exit(status)
+
+
+# the dumpers of .index/.timeindex/.txnindex/.snapshot and checkpoint files register themselves
+from kafkalog.cli import dump_indexes as _dump_indexes  # noqa: E402,F401

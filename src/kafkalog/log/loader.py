@@ -179,6 +179,8 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
             _unlink(os.path.join(d, name), report)           # orphaned index file
     segments: List[LogSegment] = []
     recovered_ids = set()
+    policy = get("cleanup.policy")
+    contiguous = "compact" not in (policy if isinstance(policy, str) else ",".join(policy))
     for base in sorted(logs):
         seg = LogSegment.open(d, base, config, file_already_exists=True, clock=clock, preallocate=False)
         idx_missing = not os.path.exists(seg.offset_index_path)
@@ -197,7 +199,7 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
         if reason is None and (had_clean_shutdown or base < _floor_base(logs, recovery_point)):
             reason = _validate_indexes(seg)
         if reason is not None:
-            _recover_segment(seg, report, reason, producer_state_manager, leader_epoch_cache)
+            _recover_segment(seg, report, reason, producer_state_manager, leader_epoch_cache, contiguous)
             recovered_ids.add(id(seg))
         segments.append(seg)
 
@@ -211,7 +213,7 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
                 truncated = seg.last_recovery.truncated_bytes if seg.last_recovery else 0
             else:
                 truncated = _recover_segment(seg, report, "unclean shutdown", producer_state_manager,
-                                             leader_epoch_cache)
+                                             leader_epoch_cache, contiguous)
             if truncated > 0:
                 for later in segments[i + 1:]:
                     report.deleted_segments.append({"file": later.log_path, "baseOffset": later.base_offset,
@@ -256,8 +258,9 @@ def _floor_base(logs: dict, recovery_point: int) -> int:
     return best if best is not None else (min(logs) if logs else 0)
 
 
-def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str, psm, lec) -> int:
-    truncated = seg.recover(psm, lec)
+def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str, psm, lec,
+                     contiguous: bool = False) -> int:
+    truncated = seg.recover(psm, lec, contiguous=contiguous)
     r = seg.last_recovery
     info = r.to_json() if r is not None else {"file": seg.log_path}
     info["why"] = why

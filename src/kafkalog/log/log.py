@@ -633,6 +633,10 @@ class Log:
         from kafkalog.record.records import iter_batches
         for h, data in self.iter_batch_bytes(from_offset):
             for b in iter_batches(data):
+                try:
+                    b.ensure_valid()        # never hand a corrupt batch to a reader
+                except KafkalogError as e:
+                    raise e.at(self.dir, h.position) from None
                 yield b
 
     def records(self, from_offset: Optional[int] = None) -> Iterator:

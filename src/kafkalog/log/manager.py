@@ -155,11 +155,17 @@ class LogManager:
         background: start the scheduler (and the cleaner) thread; False for offline tools.
         progress: called as ``progress(done, total, partition_dir_name)`` while loading.
         clock: milliseconds since the epoch (tests).
+        recovery: ``auto`` (Kafka: recover from the recovery points unless the last shutdown was
+            clean), ``unclean`` (recover from the recovery points even after a clean shutdown) or
+            ``full`` (recover every segment of every partition: ``kafkalog recover``).
     """
 
     def __init__(self, data_dir: os.PathLike | str, broker_config: Any = None, *,
                  background: bool = True, progress: Optional[ProgressCallback] = None,
-                 clock: Optional[Callable[[], int]] = None) -> None:
+                 clock: Optional[Callable[[], int]] = None, recovery: str = "auto") -> None:
+        if recovery not in ("auto", "unclean", "full"):
+            raise InvalidConfigError(f"recovery must be auto, unclean or full, not {recovery!r}")
+        self.recovery_mode = recovery
         self.data_dir = os.path.abspath(os.fspath(data_dir))
         if isinstance(broker_config, BrokerConfig):
             self.broker_config = broker_config
@@ -188,7 +194,7 @@ class LogManager:
             if had_clean:
                 clean_file.delete()
                 fsutil.fsync_dir(self.data_dir)
-            self.had_clean_shutdown = had_clean
+            self.had_clean_shutdown = had_clean and recovery == "auto"
             self.load_result = LoadResult(had_clean)
             self._load_topic_configs()
             self._load_logs(progress)
@@ -293,6 +299,8 @@ class LogManager:
 
     def _load_logs(self, progress: Optional[ProgressCallback]) -> None:
         recovery_points = self._read_checkpoint_quietly(RECOVERY_POINT_CHECKPOINT)
+        if self.recovery_mode == "full":
+            recovery_points = {}
         start_offsets = self._read_checkpoint_quietly(LOG_START_OFFSET_CHECKPOINT)
         to_load: List[Tuple[str, TopicPartition]] = []
         for name in sorted(os.listdir(self.data_dir)):
@@ -501,9 +509,10 @@ class LogManager:
         return log
 
     def logs(self) -> Iterator[Tuple[TopicPartition, Log]]:
-        """(topic-partition, log) pairs, sorted."""
-        for tp in sorted(self._logs):
-            yield tp, self._logs[tp]
+        """(topic-partition, log) pairs, sorted (a snapshot)."""
+        with self._lock:
+            items = sorted(self._logs.items())
+        yield from items
 
     def describe(self) -> List[PartitionInfo]:
         """Offsets and sizes of every partition."""
@@ -597,18 +606,22 @@ class LogManager:
         """Clean shutdown (spec §4.8): stop the cleaner and the scheduler (pending file deletions
         run now), flush and close every log, write the checkpoints and ``.kafka_cleanshutdown``,
         release ``.lock``. Idempotent."""
+        if self._closed:
+            return
+        # stop the background threads first, without holding the manager lock: a running task
+        # (a checkpoint) may be waiting for it
+        if self.cleaner is not None:
+            stop = getattr(self.cleaner, "shutdown", None) or getattr(self.cleaner, "stop", None)
+            if callable(stop):
+                try:
+                    stop()
+                except Exception:  # noqa: BLE001
+                    logger.error("Cleaner shutdown failed", exc_info=True)
+        self.scheduler.shutdown(run_pending=True)
         with self._lock:
             if self._closed:
                 return
             try:
-                if self.cleaner is not None:
-                    stop = getattr(self.cleaner, "shutdown", None) or getattr(self.cleaner, "stop", None)
-                    if callable(stop):
-                        try:
-                            stop()
-                        except Exception:  # noqa: BLE001
-                            logger.error("Cleaner shutdown failed", exc_info=True)
-                self.scheduler.shutdown(run_pending=True)
                 for _tp, log in self.logs():
                     log.flush(include_active=True)
                     log.close()
@@ -621,8 +634,8 @@ class LogManager:
     def abandon(self) -> None:
         """Release everything *without* a clean shutdown (no flush, no checkpoints, no
         ``.kafka_cleanshutdown``), as a crash would; for tests and tools."""
+        self.scheduler.shutdown()
         with self._lock:
-            self.scheduler.shutdown()
             for log in self._logs.values():
                 for s in log.segments:
                     s.close_handlers()

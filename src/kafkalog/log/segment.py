@@ -435,9 +435,12 @@ class LogSegment:
 
     # --- recovery --------------------------------------------------------------------------------
 
-    def recover(self, producer_state_manager=None, leader_epoch_cache=None) -> int:
+    def recover(self, producer_state_manager=None, leader_epoch_cache=None, contiguous: bool = False) -> int:
         """Rebuild the indexes from the data, CRC-check every batch and truncate at the first bad
         or partial entry (spec §4.8). Returns the truncated bytes; details in ``last_recovery``.
+
+        ``contiguous`` (logs that are never compacted): every v2 batch must start right after the
+        previous one, so a damaged baseOffset (outside the CRC) is caught even when it grows.
 
         Better than Kafka: the stop is classified (partial tail, zero-filled tail, or corruption)
         and, for corruption, the bytes after the bad entry are probed for further valid batches so
@@ -463,6 +466,7 @@ class LogSegment:
         first_ts: Optional[int] = None
         latest_epoch = _indexes.epoch_latest(leader_epoch_cache) if leader_epoch_cache is not None else None
         mm = None
+        expect_next = base      # offsets must increase from batch to batch (fields outside the CRC)
         if size > 0:
             mm = mmap.mmap(self.log.fd, size, access=mmap.ACCESS_READ)
         buf = mm if mm is not None else b""
@@ -506,6 +510,13 @@ class LogSegment:
                               f"offset {base}")
                     bad_pos = pos
                     break
+                first = offset if magic >= 2 else last
+                if first < expect_next or (contiguous and magic >= 2 and first != expect_next):
+                    reason = (f"batch offsets {offset}..{last} are not above the previous batch's "
+                              f"(next offset {expect_next})")
+                    bad_pos = pos
+                    break
+                expect_next = last + 1
                 if first_ts is None:
                     first_ts = ts
                 if ts > mts:

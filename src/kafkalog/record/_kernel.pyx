@@ -1445,3 +1445,256 @@ def offset_map_filter_v2(bytearray table, int64_t slots, body, Py_ssize_t count,
         free(recs)
         free(tss)
         PyBuffer_Release(&view)
+
+
+# --------------------------------------------------------------------------------------------------
+# Columnar encode and partitioning for the Spark writer (kafkalog.spark.writer). Pure-Python
+# reference and API docs: ``_kernel_py.encode_columns_v2`` / ``_kernel_py.murmur2_partitions``.
+
+cdef struct _BinCol:
+    const unsigned char* validity
+    const int32_t* offs
+    const unsigned char* data
+    Py_ssize_t base
+    bint present
+
+
+cdef int _bincol_open(object col, _BinCol* c, Py_buffer* bv, Py_buffer* bo, Py_buffer* bd,
+                      int* held) except -1:
+    """Fill ``c`` from ``(validity | None, offsets, data, array offset)``; ``held`` bit flags tell
+    which buffers to release."""
+    c.present = col is not None
+    c.validity = NULL
+    c.offs = NULL
+    c.data = NULL
+    c.base = 0
+    if col is None:
+        return 0
+    validity, offs, data, base = col
+    c.base = base
+    if validity is not None:
+        PyObject_GetBuffer(validity, bv, PyBUF_SIMPLE)
+        held[0] |= 1
+        c.validity = <const unsigned char*>bv.buf
+    PyObject_GetBuffer(offs, bo, PyBUF_SIMPLE)
+    held[0] |= 2
+    c.offs = <const int32_t*>bo.buf
+    if data is not None:
+        PyObject_GetBuffer(data, bd, PyBUF_SIMPLE)
+        held[0] |= 4
+        c.data = <const unsigned char*>bd.buf
+    return 0
+
+
+cdef inline void _bincol_close(Py_buffer* bv, Py_buffer* bo, Py_buffer* bd, int held):
+    if held & 1:
+        PyBuffer_Release(bv)
+    if held & 2:
+        PyBuffer_Release(bo)
+    if held & 4:
+        PyBuffer_Release(bd)
+
+
+cdef inline bint _bincol_get(_BinCol* c, Py_ssize_t i, const unsigned char** p, Py_ssize_t* n) noexcept nogil:
+    """Row ``i``: False for null, else pointer and length."""
+    cdef Py_ssize_t j
+    if not c.present:
+        return False
+    j = c.base + i
+    if c.validity != NULL and not ((c.validity[j >> 3] >> (j & 7)) & 1):
+        return False
+    p[0] = c.data + c.offs[j]
+    n[0] = c.offs[j + 1] - c.offs[j]
+    return True
+
+
+def encode_columns_v2(rows, Py_ssize_t n, key, value, timestamps, default_timestamp, headers,
+                      max_batch_bytes):
+    """Encode ``n`` rows of Arrow columns as v2 record bodies split into producer-sized chunks;
+    returns ``[(body, count, base_timestamp, max_timestamp)]`` (see ``_kernel_py``)."""
+    cdef _BinCol kc, vc
+    cdef Py_buffer kbv, kbo, kbd, vbv, vbo, vbd, rv, tv, tvv
+    cdef int kheld = 0, vheld = 0
+    cdef bint have_rows = rows is not None, have_ts = timestamps is not None
+    cdef bint rows_held = False, ts_held = False, tsv_held = False
+    cdef const int64_t* rp = NULL
+    cdef const int64_t* tp = NULL
+    cdef const unsigned char* tvalid = NULL
+    cdef Py_ssize_t ts_base = 0, i, r, j, klen = 0, vlen = 0, rec, body_len = 0, cap = 0, need
+    cdef int64_t c_default = _as_int64(default_timestamp, "default_timestamp")
+    cdef int64_t c_max = _as_int64(max_batch_bytes, "max_batch_bytes")
+    cdef int64_t ts, us, base_ts = 0, max_ts = 0, tsd
+    cdef int32_t count = 0, inner
+    cdef const unsigned char* kp = NULL
+    cdef const unsigned char* vp = NULL
+    cdef bint has_k, has_v
+    cdef unsigned char* buf = NULL
+    cdef unsigned char* w
+    cdef unsigned char* nb
+    cdef bint want_headers = headers is not None
+    cdef object hdrs, encoded
+    cdef list out = []
+    try:
+        _bincol_open(key, &kc, &kbv, &kbo, &kbd, &kheld)
+        _bincol_open(value, &vc, &vbv, &vbo, &vbd, &vheld)
+        if have_rows:
+            PyObject_GetBuffer(rows, &rv, PyBUF_SIMPLE)
+            rows_held = True
+            if rv.len < 8 * n:
+                raise ValueError(f"rows buffer holds {rv.len // 8} indices, need {n}")
+            rp = <const int64_t*>rv.buf
+        if have_ts:
+            tsvalid, tsdata, ts_base = timestamps
+            if tsvalid is not None:
+                PyObject_GetBuffer(tsvalid, &tvv, PyBUF_SIMPLE)
+                tsv_held = True
+                tvalid = <const unsigned char*>tvv.buf
+            PyObject_GetBuffer(tsdata, &tv, PyBUF_SIMPLE)
+            ts_held = True
+            tp = <const int64_t*>tv.buf
+        cap = 1 << 16
+        buf = <unsigned char*>malloc(cap)
+        if buf == NULL:
+            raise MemoryError()
+        for i in range(n):
+            r = rp[i] if have_rows else i
+            has_k = _bincol_get(&kc, r, &kp, &klen)
+            has_v = _bincol_get(&vc, r, &vp, &vlen)
+            ts = c_default
+            if have_ts:
+                j = ts_base + r
+                if tvalid == NULL or ((tvalid[j >> 3] >> (j & 7)) & 1):
+                    us = tp[j]
+                    ts = us // 1000
+                    if us % 1000 < 0:
+                        ts -= 1
+            hdrs = headers[r] if want_headers else None
+            if count == 0:
+                base_ts = ts
+                max_ts = ts
+            # size of the record at the current delta (recomputed below if a chunk ends)
+            for _attempt in range(2):
+                tsd = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+                if hdrs:
+                    encoded = encode_records_v2(
+                        [(None if not has_k else PyBytes_FromStringAndSize(<const char*>kp, klen),
+                          None if not has_v else PyBytes_FromStringAndSize(<const char*>vp, vlen),
+                          ts, hdrs)], base_ts, [count])
+                    rec = PyBytes_GET_SIZE(encoded)
+                else:
+                    encoded = None
+                    inner = 1 + _size_varlong(tsd) + _size_varint(count)
+                    inner += (_size_varint(<int32_t>klen) + <int32_t>klen) if has_k else 1
+                    inner += (_size_varint(<int32_t>vlen) + <int32_t>vlen) if has_v else 1
+                    inner += 1
+                    rec = _size_varint(inner) + inner
+                if count and body_len + rec > c_max:
+                    out.append((PyBytes_FromStringAndSize(<const char*>buf, body_len), count,
+                                base_ts, max_ts))
+                    body_len = 0
+                    count = 0
+                    base_ts = ts
+                    max_ts = ts
+                    continue
+                break
+            need = body_len + rec
+            if need > cap:
+                while cap < need:
+                    cap *= 2
+                nb = <unsigned char*>realloc(buf, cap)
+                if nb == NULL:
+                    raise MemoryError()
+                buf = nb
+            w = buf + body_len
+            if encoded is not None:
+                memcpy(w, PyBytes_AS_STRING(encoded), rec)
+            else:
+                w = _wr_varint(w, inner)
+                w[0] = 0
+                w += 1
+                w = _wr_varlong(w, tsd)
+                w = _wr_varint(w, count)
+                if has_k:
+                    w = _wr_varint(w, <int32_t>klen)
+                    memcpy(w, kp, klen)
+                    w += klen
+                else:
+                    w = _wr_varint(w, -1)
+                if has_v:
+                    w = _wr_varint(w, <int32_t>vlen)
+                    memcpy(w, vp, vlen)
+                    w += vlen
+                else:
+                    w = _wr_varint(w, -1)
+                w[0] = 0
+            body_len = need
+            count += 1
+            if ts > max_ts:
+                max_ts = ts
+        if count:
+            out.append((PyBytes_FromStringAndSize(<const char*>buf, body_len), count, base_ts,
+                        max_ts))
+        return out
+    finally:
+        free(buf)
+        _bincol_close(&kbv, &kbo, &kbd, kheld)
+        _bincol_close(&vbv, &vbo, &vbd, vheld)
+        if rows_held:
+            PyBuffer_Release(&rv)
+        if ts_held:
+            PyBuffer_Release(&tv)
+        if tsv_held:
+            PyBuffer_Release(&tvv)
+
+
+cdef inline uint32_t _murmur2_c(const unsigned char* d, Py_ssize_t length) noexcept nogil:
+    cdef uint32_t m = 1540483477U
+    cdef uint32_t h = 2538058380U ^ <uint32_t>length
+    cdef uint32_t k
+    cdef Py_ssize_t i, nwords = length // 4, tail = length & ~3
+    for i in range(nwords):
+        k = (<uint32_t>d[4 * i]) | (<uint32_t>d[4 * i + 1] << 8) | (<uint32_t>d[4 * i + 2] << 16) \
+            | (<uint32_t>d[4 * i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+    i = length % 4
+    if i == 3:
+        h ^= (<uint32_t>d[tail + 2]) << 16
+    if i >= 2:
+        h ^= (<uint32_t>d[tail + 1]) << 8
+    if i >= 1:
+        h ^= d[tail]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h
+
+
+def murmur2_partitions(key, Py_ssize_t n, int num_partitions):
+    """Kafka's keyed partitioner over a binary column (native int32 per row, -1 for null keys);
+    see ``_kernel_py.murmur2_partitions``."""
+    cdef _BinCol kc
+    cdef Py_buffer bv, bo, bd
+    cdef int held = 0
+    cdef Py_ssize_t i, klen = 0
+    cdef const unsigned char* kp = NULL
+    cdef int32_t* w
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    result = PyBytes_FromStringAndSize(NULL, 4 * n)
+    w = <int32_t*>PyBytes_AS_STRING(result)
+    try:
+        _bincol_open(key, &kc, &bv, &bo, &bd, &held)
+        with nogil:
+            for i in range(n):
+                if _bincol_get(&kc, i, &kp, &klen):
+                    w[i] = <int32_t>((_murmur2_c(kp, klen) & 0x7FFFFFFF) % <uint32_t>num_partitions)
+                else:
+                    w[i] = -1
+        return result
+    finally:
+        _bincol_close(&bv, &bo, &bd, held)

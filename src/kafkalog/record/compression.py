@@ -539,6 +539,7 @@ def _lz4_decompress(data: Buffer, magic: int, max_size: int) -> bytes:
 _zstd_compressors: dict[int, zstandard.ZstdCompressor] = {}
 _zstd_decompressor = zstandard.ZstdDecompressor()
 _ZSTD_CHUNK = 1 << 18
+_zstd_stream_decompressors: dict[int, zstandard.ZstdDecompressor] = {}
 
 
 def _zstd_compress(data: Buffer, level: int) -> bytes:
@@ -649,8 +650,21 @@ def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
 
 
 def _zstd_stream_frame(frame: memoryview, budget: int, max_size: int, start: int) -> bytes:
-    """Decompress one frame in bounded chunks (its block headers allow more than ``budget``)."""
-    reader = _zstd_decompressor.stream_reader(frame, read_size=max(len(frame), 1))
+    """Decompress one frame in bounded chunks (its block headers allow more than ``budget``).
+
+    The streaming decoder keeps a window buffer of the frame's declared window size, so the
+    window is capped at ``max_size`` rounded up to a power of two, at least 8 MiB (the window of
+    zstd levels <= 19) and at most zstd's default limit of 128 MiB: a small frame cannot make us
+    allocate much more than its output may be.
+    """
+    window = 1 << 23
+    while window < max_size and window < (1 << 27):
+        window <<= 1
+    dctx = _zstd_stream_decompressors.get(window)
+    if dctx is None:
+        dctx = zstandard.ZstdDecompressor(max_window_size=window)
+        _zstd_stream_decompressors[window] = dctx
+    reader = dctx.stream_reader(frame, read_size=max(len(frame), 1))
     parts: list[bytes] = []
     total = 0
     while True:

@@ -38,9 +38,11 @@ read_varlong = _impl.read_varlong
 write_varint = _impl.write_varint
 write_varlong = _impl.write_varlong
 RecordsEncoder = getattr(_impl, "RecordsEncoder", _kernel_py.RecordsEncoder)
-#: columnar decode for Arrow (compiled kernel only; None with the pure-Python kernel, where
-#: kafkalog.spark.arrow_batches uses its own reference ``decode_columns_v2_py``)
-decode_columns_v2 = getattr(_impl, "decode_columns_v2", None)
+#: columnar (Arrow) kernels of kafkalog.spark: decode v2 bodies into column buffers, encode Arrow
+#: columns into v2 bodies, Kafka's murmur2 partitioner over a binary column
+decode_columns_v2 = getattr(_impl, "decode_columns_v2", _kernel_py.decode_columns_v2)
+encode_columns_v2 = getattr(_impl, "encode_columns_v2", _kernel_py.encode_columns_v2)
+murmur2_partitions = getattr(_impl, "murmur2_partitions", _kernel_py.murmur2_partitions)
 #: the module in use (``_kernel`` or ``_kernel_py``)
 implementation_module = _impl
 

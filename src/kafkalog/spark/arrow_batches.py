@@ -1,9 +1,8 @@
 """Columnar decode of Kafka record batches into Arrow ``RecordBatch``es of the Kafka-source schema.
 
-The hot loop is the record kernel's ``decode_columns_v2`` (compiled when built, see
-:mod:`kafkalog.record.kernel`); :func:`decode_columns_v2_py` here is the pure-Python reference of the
-same function, used when the kernel does not provide it. It appends the records of one v2 batch
-body to growing column buffers:
+The hot loop is the record kernel's ``decode_columns_v2`` (compiled ``_kernel.pyx`` when built,
+else the ``_kernel_py`` reference, see :mod:`kafkalog.record.kernel`). It appends the records of
+one v2 batch body to growing column buffers:
 
 ``cols = [offsets, timestamps, key_data, key_ends, key_valid, value_data, value_ends, value_valid]``
 
@@ -26,7 +25,7 @@ from typing import List, Optional, Sequence, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkalog.errors import InvalidRecordError
+from kafkalog.record import kernel
 from kafkalog.spark.schema import ARROW_HEADER_TYPE, source_arrow_schema
 
 _Q = struct.Struct("=q")
@@ -34,122 +33,7 @@ _I = struct.Struct("=i")
 _LITTLE = sys.byteorder == "little"
 
 
-def _varint(buf, pos: int, end: int) -> Tuple[int, int]:
-    """Zig-zag varint/varlong at ``pos`` -> (value, new_pos); InvalidRecordError past ``end``."""
-    shift = 0
-    raw = 0
-    while True:
-        if pos >= end:
-            raise InvalidRecordError("Found invalid record structure: premature end of varint",
-                                     position=pos)
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise InvalidRecordError("Found invalid record structure: varint too long", position=pos)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def decode_columns_v2_py(body, count: int, base_offset: int, base_timestamp: int,
-                         log_append_time: int, min_offset: int, max_offset: int,
-                         cols: Sequence[bytearray], headers: Optional[list]) -> int:
-    """Append the records of one v2 batch body whose offsets are in ``[min_offset, max_offset)``.
-
-    ``body`` is the (decompressed) records section of the batch, ``count`` its record count.
-    ``log_append_time >= 0`` replaces every record's timestamp (LogAppendTime batches). When
-    ``headers`` is a list, one entry per appended row is added: ``None`` (no headers) or a list of
-    ``(key: str, value: bytes | None)``. Returns the number of rows appended. Raises
-    :class:`InvalidRecordError` with ``position`` relative to ``body``.
-    """
-    offsets, timestamps, kdata, kends, kvalid, vdata, vends, vvalid = cols
-    buf = memoryview(body)
-    end = len(buf)
-    pos = 0
-    appended = 0
-    for _ in range(count):
-        length, pos = _varint(buf, pos, end)
-        start = pos
-        rec_end = pos + length
-        if length < 0 or rec_end > end:
-            raise InvalidRecordError(f"Invalid record size: record length {length} exceeds the "
-                                     f"{end - pos} remaining bytes", position=start)
-        pos += 1  # attributes
-        ts_delta, pos = _varint(buf, pos, rec_end)
-        off_delta, pos = _varint(buf, pos, rec_end)
-        klen, pos = _varint(buf, pos, rec_end)
-        kpos = pos
-        if klen >= 0:
-            pos += klen
-        vlen, pos = _varint(buf, pos, rec_end)
-        vpos = pos
-        if vlen >= 0:
-            pos += vlen
-        nh, pos = _varint(buf, pos, rec_end)
-        if nh < 0 or nh > rec_end - pos:
-            raise InvalidRecordError(f"Invalid number of headers {nh}", position=pos)
-        hdrs = None
-        if nh:
-            hdrs = []
-            for _h in range(nh):
-                hk, pos = _varint(buf, pos, rec_end)
-                if hk < 0 or pos + hk > rec_end:
-                    raise InvalidRecordError(f"Invalid header key length {hk}", position=pos)
-                hkey = bytes(buf[pos:pos + hk]).decode("utf-8", "replace")
-                pos += hk
-                hv, pos = _varint(buf, pos, rec_end)
-                hval = None
-                if hv >= 0:
-                    if pos + hv > rec_end:
-                        raise InvalidRecordError(f"Invalid header value length {hv}", position=pos)
-                    hval = bytes(buf[pos:pos + hv])
-                    pos += hv
-                hdrs.append((hkey, hval))
-        if pos != rec_end:
-            raise InvalidRecordError(f"Invalid record size: expected to read {length} bytes in "
-                                     f"record payload, but instead read {pos - start}",
-                                     position=start)
-        offset = base_offset + off_delta
-        if offset < min_offset or offset >= max_offset:
-            continue
-        offsets += _Q.pack(offset)
-        timestamps += _Q.pack(log_append_time if log_append_time >= 0 else base_timestamp + ts_delta)
-        if klen >= 0:
-            kdata += buf[kpos:kpos + klen]
-            kvalid.append(1)
-        else:
-            kvalid.append(0)
-        kends += _I.pack(len(kdata))
-        if vlen >= 0:
-            vdata += buf[vpos:vpos + vlen]
-            vvalid.append(1)
-        else:
-            vvalid.append(0)
-        vends += _I.pack(len(vdata))
-        if headers is not None:
-            headers.append(hdrs)
-        appended += 1
-    if pos != end:
-        raise InvalidRecordError("Incorrect declared batch size, records still remaining in file",
-                                 position=pos)
-    return appended
-
-
-def _kernel_decode():
-    """The kernel's ``decode_columns_v2`` if it has one, else the pure-Python reference."""
-    try:
-        from kafkalog.record import kernel  # type: ignore[attr-defined]
-        fn = getattr(kernel, "decode_columns_v2", None)
-        if fn is not None:
-            return fn
-    except ImportError:
-        pass
-    return decode_columns_v2_py
-
-
-decode_columns_v2 = _kernel_decode()
+decode_columns_v2 = kernel.decode_columns_v2
 
 #: Flush a builder before its key or value data passes this size (int32 Arrow offsets).
 MAX_DATA_BYTES = 1 << 30

@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from pyspark.sql.datasource import InputPartition
 
 from kafkalog.errors import OffsetOutOfRangeError
-from kafkalog.spark.log_files import (
+from kafkalog.spark.commit import pending_bounds
+from kafkalog.spark.log_view import (
     PartitionBounds, PartitionDir, list_partitions, offset_for_timestamp, partition_bounds,
     read_log_start_checkpoint,
 )
@@ -145,13 +146,15 @@ def plan_ranges(opts: ReadOptions, pushed: Optional[PushedFilters] = None) -> Li
     """The offset range of every selected partition for a batch read, narrowed by ``pushed``."""
     pushed = pushed or PushedFilters()
     checkpoint = read_log_start_checkpoint(opts.path)
+    pending = pending_bounds(opts.path)  # a commit still appending is not visible yet
     ranges = []
     for pdir in selected_partitions(opts):
         if not pushed.keeps(pdir):
             continue
         bounds = partition_bounds(pdir, checkpoint)
         start = resolve_start(opts, pdir, bounds)
-        end = resolve_end(opts, pdir, bounds)
+        end = min(resolve_end(opts, pdir, bounds),
+                  pending.get((pdir.topic, pdir.partition), bounds.log_end_offset))
         if pushed.min_offset is not None:
             start = max(start, pushed.min_offset)
         if pushed.max_offset is not None:

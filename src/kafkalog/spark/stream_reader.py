@@ -9,7 +9,6 @@ stateless. Partitions that appear later start at their earliest offset.
 
 from __future__ import annotations
 
-import os
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
@@ -20,29 +19,18 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from kafkalog.errors import OffsetOutOfRangeError
-from kafkalog.spark.log_files import partition_bounds, read_log_start_checkpoint
+from kafkalog.spark.commit import pending_bounds
+from kafkalog.spark.log_view import (
+    partition_bounds, read_cleaner_checkpoint, read_log_start_checkpoint,
+)
 from kafkalog.spark.options import parse_read_options
 from kafkalog.spark.planning import (
     OffsetRange, plan_tasks, resolve_start, selected_partitions,
 )
 from kafkalog.spark.reader import read_task
+from kafkalog.spark.segment_reader import last_stable_offset
 
 Offsets = Dict[str, Dict[str, int]]
-
-
-def read_cleaner_checkpoint(data_dir: str) -> Dict[Tuple[str, int], int]:
-    """``cleaner-offset-checkpoint``: the first dirty offset of each compacted partition."""
-    path = os.path.join(data_dir, "cleaner-offset-checkpoint")
-    out: Dict[Tuple[str, int], int] = {}
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            for line in f.read().splitlines()[2:]:
-                parts = line.split(" ")
-                if len(parts) == 3:
-                    out[(parts[0], int(parts[1]))] = int(parts[2])
-    except (FileNotFoundError, ValueError):
-        pass
-    return out
 
 
 class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -57,10 +45,21 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         checkpoint = read_log_start_checkpoint(self.opts.path)
         return [(p, partition_bounds(p, checkpoint)) for p in selected_partitions(self.opts)]
 
-    def _latest(self) -> Offsets:
+    def _latest(self, start: Optional[Offsets] = None) -> Offsets:
+        """The offset each partition may be read up to: the log end offset, lowered to the start
+        offset of a commit still being appended, and with ``read_committed`` to the last stable
+        offset (found by scanning from ``start``, the previous bound: a transaction open now began
+        at or after it)."""
+        pending = pending_bounds(self.opts.path)
         out: Offsets = {}
         for pdir, bounds in self._bounds():
-            out.setdefault(pdir.topic, {})[str(pdir.partition)] = bounds.log_end_offset
+            end = min(bounds.log_end_offset,
+                      pending.get((pdir.topic, pdir.partition), bounds.log_end_offset))
+            if self.opts.read_committed:
+                s = (start or {}).get(pdir.topic, {}).get(str(pdir.partition))
+                s = bounds.log_start_offset if s is None else max(s, bounds.log_start_offset)
+                end = last_stable_offset(pdir, min(s, end), end)
+            out.setdefault(pdir.topic, {})[str(pdir.partition)] = end
         return out
 
     def initialOffset(self) -> Offsets:
@@ -76,10 +75,11 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = self._latest()
+        self.target = self._latest(getattr(self, "_last_start", None))
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
-        latest = self.target if self.target is not None else self._latest()
+        self._last_start = start
+        latest = self.target if self.target is not None else self._latest(start)
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         lags = {}
         for topic, parts in latest.items():
@@ -103,7 +103,7 @@ class KafkalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def reportLatestOffset(self) -> Offsets:
-        return self._latest()
+        return self._latest(getattr(self, "_last_start", None))
 
     def partitions(self, start: Offsets, end: Offsets) -> List[InputPartition]:
         bounds = {(p.topic, p.partition): (p, b) for p, b in self._bounds()}

@@ -1,9 +1,13 @@
 """Streaming sink: ``df.writeStream.format("kafkalog")`` appends each micro-batch exactly once.
 
-Tasks stage batches like the batch sink (:mod:`.writer`); ``commit(messages, batchId)`` appends
-them and then durably records ``batchId`` in ``<DATA_DIR>/.kafkalog-sink-commits/<sink id>``
-(written to a ``.tmp`` file, fsynced, renamed). A batch id at or below the recorded one is a
-replay after a restart and is dropped, so a micro-batch is never appended twice. The sink id is
+Tasks stage batches like the batch sink (:mod:`.writer`); ``commit(messages, batchId)`` publishes
+them with :func:`kafkalog.spark.commit.commit_staged`, which records ``batchId`` in the same
+crash-safe protocol: the commit intent names the sink and the batch id, and the batch id is
+written to ``<DATA_DIR>/.kafkalog-sink-<sink id>`` only after the commit point (and again by
+recovery if a crash came in between). A batch id at or below the recorded one is a replay after a
+restart and is dropped, so a micro-batch is appended exactly once even when the process dies
+between the append and the batch-id record: an unfinished append is rolled back (so Spark's
+replay appends it once), a finished one is recorded (so the replay is dropped). The sink id is
 the option ``sinkId``, else derived from ``checkpointLocation``, else the topic.
 """
 
@@ -11,20 +15,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import uuid
 from typing import Iterator, List, Mapping, Optional
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter
 from pyspark.sql.types import StructType
 
-from kafkalog.spark.writer import (
-    STAGING_DIR, RowGrouper, StagedWrite, commit_staged, validate_sink_schema,
-)
+from kafkalog.spark.commit import commit_staged, read_committed_batch, sink_commit_path
 from kafkalog.spark.options import parse_write_options
+from kafkalog.spark.writer import (
+    STAGING_DIR, ArrowStager, StagedWrite, remove_staging, staged_by_partition, task_tag,
+    validate_sink_schema,
+)
 
-COMMITS_DIR = ".kafkalog-sink-commits"
+__all__ = ["KafkalogStreamWriter", "read_committed_batch"]
 
 
 def _sink_id(options: Mapping[str, str], topic: Optional[str]) -> str:
@@ -35,63 +39,40 @@ def _sink_id(options: Mapping[str, str], topic: Optional[str]) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:32]
 
 
-def read_committed_batch(path: str) -> int:
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            return int(f.read().strip() or -1)
-    except FileNotFoundError:
-        return -1
-
-
-def write_committed_batch(path: str, batch_id: int) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(str(batch_id))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class KafkalogStreamWriter(DataSourceStreamArrowWriter):
     """Exactly-once (per micro-batch) appends into the topics of a data directory."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.opts = parse_write_options(options)
         validate_sink_schema(schema, self.opts)
-        sink_id = _sink_id(options, self.opts.topic)
-        self.commit_file = os.path.join(self.opts.path, COMMITS_DIR, sink_id)
+        self.sink_id = _sink_id(options, self.opts.topic)
+        self.commit_file = sink_commit_path(self.opts.path, self.sink_id)
         # deterministic: Spark may build separate writer instances for tasks and for commit()
-        self.staging_dir = os.path.join(self.opts.path, STAGING_DIR, "stream-" + sink_id)
+        self.staging_dir = os.path.join(self.opts.path, STAGING_DIR, "stream-" + self.sink_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
-        from pyspark import TaskContext
-        ctx = TaskContext.get()
-        tag = uuid.uuid4().hex if ctx is None else (
-            f"{ctx.stageId()}-{ctx.partitionId():05d}-{ctx.attemptNumber()}-{uuid.uuid4().hex[:8]}")
-        grouper = RowGrouper(self.opts, self.staging_dir, tag)
+        stager = ArrowStager(self.opts, self.staging_dir, task_tag())
         for batch in iterator:
-            grouper.add_batch(batch)
-        return grouper.finish()
+            stager.add_batch(batch)
+        return stager.finish()
 
     def commit(self, messages: List[Optional[StagedWrite]], batchId: int) -> None:
-        if batchId <= read_committed_batch(self.commit_file):
-            self._discard(messages)  # replay of a batch already appended
-            return
-        commit_staged(self.opts, messages, self.staging_dir)
-        write_committed_batch(self.commit_file, batchId)
+        try:
+            commit_staged(self.opts.path, staged_by_partition(messages), job_id=f"stream-{batchId}",
+                          new_topic_partitions=self.opts.partitions,
+                          topic_config=self.opts.topic_config_dict, sink=self.sink_id,
+                          batch_id=batchId)
+        finally:
+            self._discard(messages)
 
     def abort(self, messages: List[Optional[StagedWrite]], batchId: int) -> None:
         self._discard(messages)
 
     def _discard(self, messages: List[Optional[StagedWrite]]) -> None:
-        shutil.rmtree(self.staging_dir, ignore_errors=True)
-        try:
-            os.rmdir(os.path.dirname(self.staging_dir))
-        except OSError:
-            pass
+        for msg in messages:
+            for f in (msg.files if msg is not None else ()):
+                try:
+                    os.unlink(f.path)
+                except OSError:
+                    pass
+        remove_staging(self.staging_dir)

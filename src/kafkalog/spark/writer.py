@@ -1,16 +1,18 @@
 """Batch sink of the ``kafkalog`` format: Spark's Kafka sink schema into a data directory.
 
-Commit protocol (a write is atomic per job):
-
 1. ``writer()`` (driver) picks a job id; staging lives in ``<DATA_DIR>/.kafkalog-staging/<job-id>/``.
-2. Each task (executor) groups its rows by topic-partition (Kafka's murmur2 partitioner for rows
-   with a key and no partition; one sticky partition per input batch for rows with neither),
-   encodes v2 batches and writes one staging file per topic-partition, then returns a
-   :class:`StagedWrite` naming them. Retried or speculative attempts write other files, which
-   nobody commits.
-3. ``commit()`` (driver) creates missing topics with ``partitions`` partitions, appends the staged
-   batches of each topic-partition in task order (rewriting base offsets only), and deletes the
-   staging directory. If an append fails, every partition appended so far is truncated back.
+2. Each task (executor) receives Arrow batches (``DataSourceArrowWriter``) and works on whole
+   columns: Kafka's murmur2 partitioner runs over the key column in the kernel
+   (``murmur2_partitions``), an explicit ``partition`` column wins, rows with neither go to one
+   sticky partition per input batch (Kafka's sticky partitioner); rows are grouped per partition
+   with Arrow compute, and the kernel encodes each group straight from the Arrow buffers into v2
+   record bodies of about ``kafka.batch.size`` bytes (``encode_columns_v2``), which become
+   producer batches (``kafkalog.record.builder.write_v2_header``, compressed with
+   ``kafkalog.record.compression``) appended to one staging file per topic-partition. The task
+   returns a :class:`StagedWrite` naming its files; a retried or speculative attempt writes other
+   files, which nobody commits.
+3. ``commit()`` (driver) publishes everything all-or-nothing (:mod:`kafkalog.spark.commit`) and
+   deletes the staging directory.
 4. ``abort()`` deletes the staging directory: a failed job leaves no data and no staging files.
 """
 
@@ -19,24 +21,27 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from kafkalog.errors import InvalidRecordError
-from kafkalog.spark.appender import (
-    AppendResult, append_staged, ensure_partition_dir, truncate_partition,
-)
-from kafkalog.spark.batch_encoding import build_v2_batch, partition_for_key, split_batches
-from kafkalog.spark.log_files import list_partitions
+from kafkalog.record import kernel
+from kafkalog.record.builder import write_v2_header
+from kafkalog.record.compression import compress
+from kafkalog.spark.commit import commit_staged
+from kafkalog.spark.log_view import list_partitions
 from kafkalog.spark.options import InvalidOptionError, WriteOptions, parse_write_options
 
 STAGING_DIR = ".kafkalog-staging"
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 @dataclass(frozen=True)
@@ -79,138 +84,165 @@ def topic_partition_counts(data_dir: str) -> Dict[str, int]:
     return counts
 
 
-def _as_bytes(value) -> Optional[bytes]:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return bytes(value)
+def _binary_buffers(arr: Optional[pa.Array]):
+    """``(validity, offsets, data, offset)`` of a binary/string Arrow array for the kernel."""
+    if arr is None:
+        return None
+    if not pa.types.is_binary(arr.type):
+        arr = arr.cast(pa.binary())
+    if arr.null_count == len(arr):
+        return None
+    validity, offsets, data = arr.buffers()
+    return (validity if arr.null_count else None, offsets, data, arr.offset)
 
 
-class RowGrouper:
-    """Assigns rows to topic-partitions and encodes them into staging files."""
+def _timestamp_buffers(arr: Optional[pa.Array]):
+    if arr is None or arr.null_count == len(arr):
+        return None
+    if not (pa.types.is_timestamp(arr.type) and arr.type.unit == "us"):
+        arr = arr.cast(pa.timestamp("us", tz="UTC"))
+    validity, data = arr.buffers()
+    return (validity if arr.null_count else None, data, arr.offset)
+
+
+def _headers(arr: Optional[pa.Array]) -> Optional[list]:
+    if arr is None or arr.null_count == len(arr):
+        return None
+    def val(v):
+        return v.encode("utf-8") if isinstance(v, str) else v
+    return [None if not row else [(h["key"], val(h["value"])) for h in row]
+            for row in arr.to_pylist()]
+
+
+class ArrowStager:
+    """Partitions Arrow batches of one task and encodes them into staging files."""
 
     def __init__(self, opts: WriteOptions, staging_dir: str, task_tag: str) -> None:
         self.opts = opts
         self.staging_dir = staging_dir
         self.task_tag = task_tag
         self.counts = topic_partition_counts(opts.path)
-        self.pending: Dict[Tuple[str, int], list] = defaultdict(list)
+        self.codec = CODEC_IDS[opts.compression_type]
         self.files: Dict[Tuple[str, int], StagedFile] = {}
+        self.handles: Dict[Tuple[str, int], object] = {}
         self.rng = random.Random()
 
     def num_partitions(self, topic: str) -> int:
         return self.counts.get(topic) or self.opts.partitions
 
     def add_batch(self, batch: pa.RecordBatch) -> None:
-        n = batch.num_rows
-        if not n:
+        if not batch.num_rows:
             return
         cols = {name.lower(): batch.column(i) for i, name in enumerate(batch.schema.names)}
-        values = cols["value"].to_pylist()
-        keys = cols["key"].to_pylist() if "key" in cols else [None] * n
         if self.opts.topic is not None:
-            topics = None
+            self._add_topic(self.opts.topic, cols, batch.num_rows)
+            return
+        topics = cols["topic"]
+        if topics.null_count:
+            raise InvalidRecordError("null topic present in the data; use the option 'topic' or "
+                                     "give every row a topic")
+        for topic in pc.unique(topics).to_pylist():
+            idx = pc.indices_nonzero(pc.equal(topics, topic))
+            self._add_topic(topic, {k: v.take(idx) for k, v in cols.items()}, len(idx))
+
+    def _add_topic(self, topic: str, cols: Dict[str, pa.Array], n: int) -> None:
+        count = self.num_partitions(topic)
+        key = cols.get("key")
+        pcol = cols.get("partition")
+        if pcol is not None and pcol.null_count < n:
+            lo, hi = pc.min_max(pcol).values()
+            if lo.as_py() < 0 or hi.as_py() >= count:
+                bad = lo.as_py() if lo.as_py() < 0 else hi.as_py()
+                raise InvalidOptionError(f"partition {bad} of topic {topic!r} does not exist (the "
+                                         f"topic has {count} partitions)")
         else:
-            topics = cols["topic"].to_pylist()
-        parts = cols["partition"].to_pylist() if "partition" in cols else [None] * n
-        headers = (cols["headers"].to_pylist() if "headers" in cols and self.opts.include_headers
-                   else None)
-        if "timestamp" in cols:
-            ts_col = cols["timestamp"].cast(pa.int64()).to_pylist()
-            timestamps = [None if t is None else t // 1000 for t in ts_col]
+            pcol = None
+        if count == 1:
+            groups = [(0, None)]
         else:
-            timestamps = None
-        now_ms = int(__import__("time").time() * 1000)
-        sticky: Dict[str, int] = {}
-        for i in range(n):
-            topic = self.opts.topic if topics is None else topics[i]
-            if topic is None:
-                raise InvalidRecordError("null topic present in the data; use the option 'topic' "
-                                         "or give every row a topic")
-            count = self.num_partitions(topic)
-            key = _as_bytes(keys[i])
-            part = parts[i]
-            if part is None:
-                if key is not None:
-                    part = partition_for_key(key, count)
+            keys = _binary_buffers(key)
+            if keys is not None:
+                parts = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(
+                    kernel.murmur2_partitions(keys, n, count))])
+                if key.null_count:
+                    parts = pc.if_else(pc.equal(parts, -1), self.rng.randrange(count), parts)
+            else:
+                parts = None
+            if pcol is not None:
+                parts = pc.coalesce(pcol, parts if parts is not None else self.rng.randrange(count))
+            if parts is None:
+                groups = [(self.rng.randrange(count), None)]
+            else:
+                uniq = pc.unique(parts).to_pylist()
+                if len(uniq) == 1:
+                    groups = [(uniq[0], None)]
                 else:
-                    part = sticky.get(topic)
-                    if part is None:
-                        part = sticky[topic] = self.rng.randrange(count)
-            elif not 0 <= part < count:
-                raise InvalidOptionError(f"partition {part} of topic {topic!r} does not exist "
-                                         f"(the topic has {count} partitions)")
-            hdrs = None
-            if headers is not None and headers[i]:
-                hdrs = [(h["key"], _as_bytes(h["value"])) for h in headers[i]]
-            ts = now_ms if timestamps is None or timestamps[i] is None else timestamps[i]
-            self.pending[(topic, part)].append((key, _as_bytes(values[i]), ts, hdrs))
-        self._spill()
+                    groups = [(p, pc.indices_nonzero(pc.equal(parts, p)).cast(pa.int64()))
+                              for p in sorted(uniq)]
+        keys = _binary_buffers(key)
+        values = _binary_buffers(cols["value"])
+        stamps = _timestamp_buffers(cols.get("timestamp"))
+        headers = _headers(cols.get("headers")) if self.opts.include_headers else None
+        now_ms = int(time.time() * 1000)
+        for partition, idx in groups:
+            rows = None if idx is None else idx.buffers()[1]
+            m = n if idx is None else len(idx)
+            chunks = kernel.encode_columns_v2(rows, m, keys, values, stamps, now_ms, headers,
+                                              self.opts.batch_size)
+            self._write((topic, partition), chunks, m)
 
-    def _spill(self, force: bool = False) -> None:
-        for tp, records in list(self.pending.items()):
-            if not records:
-                continue
-            if not force and len(records) < 4096:
-                continue
-            self._write(tp, records)
-            self.pending[tp] = []
-
-    def _write(self, tp: Tuple[str, int], records: list) -> None:
-        staged = self.files.get(tp)
-        if staged is None:
+    def _write(self, tp: Tuple[str, int], chunks: list, records: int) -> None:
+        out = self.handles.get(tp)
+        if out is None:
             path = os.path.join(self.staging_dir, f"{tp[0]}-{tp[1]}", f"{self.task_tag}.batches")
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            staged = StagedFile(tp[0], tp[1], path, 0)
-        with open(staged.path, "ab") as out:
-            for group in split_batches(records, self.opts.batch_size):
-                out.write(build_v2_batch(group, self.opts.compression_type))
-        self.files[tp] = StagedFile(tp[0], tp[1], staged.path, staged.records + len(records))
+            out = self.handles[tp] = open(path, "wb")
+            self.files[tp] = StagedFile(tp[0], tp[1], path, 0)
+        codec = self.codec
+        for body, count, base_ts, max_ts in chunks:
+            if codec:
+                body = compress(codec, body, magic=2)
+            out.write(write_v2_header(body, base_offset=0, attributes=codec,
+                                      last_offset_delta=count - 1, base_timestamp=base_ts,
+                                      max_timestamp=max_ts, producer_id=-1, producer_epoch=-1,
+                                      base_sequence=-1, count=count, partition_leader_epoch=-1))
+        staged = self.files[tp]
+        self.files[tp] = StagedFile(tp[0], tp[1], staged.path, staged.records + records)
 
     def finish(self) -> StagedWrite:
-        self._spill(force=True)
-        for staged in self.files.values():
-            with open(staged.path, "rb+") as f:
-                os.fsync(f.fileno())
+        for out in self.handles.values():
+            out.flush()
+            os.fsync(out.fileno())
+            out.close()
+        self.handles.clear()
         return StagedWrite(sorted(self.files.values(), key=lambda s: (s.topic, s.partition)))
 
 
-def commit_staged(opts: WriteOptions, messages: Sequence[Optional[StagedWrite]],
-                  staging_dir: str) -> Dict[Tuple[str, int], AppendResult]:
-    """Append everything staged by ``messages`` (task order) to the logs; all or nothing."""
+def staged_by_partition(messages: Sequence[Optional[StagedWrite]]) -> Dict[Tuple[str, int], List[str]]:
+    """Staging files per topic-partition, in task order (failed tasks appear as None)."""
     by_tp: Dict[Tuple[str, int], List[str]] = defaultdict(list)
     for msg in messages:
         if msg is None:
             continue
         for f in msg.files:
             by_tp[(f.topic, f.partition)].append(f.path)
-    counts = topic_partition_counts(opts.path)
-    done: Dict[Tuple[str, int], AppendResult] = {}
-    try:
-        for topic in sorted({t for t, _ in by_tp}):
-            if topic not in counts:  # create the topic with all its partitions
-                for p in range(opts.partitions):
-                    ensure_partition_dir(opts.path, topic, p)
-        segment_bytes = int(opts.topic_config_dict.get("segment.bytes", 1 << 30))
-        for tp in sorted(by_tp):
-            pdir = ensure_partition_dir(opts.path, *tp)
-            done[tp] = append_staged(pdir, by_tp[tp], segment_bytes=segment_bytes)
-    except BaseException:
-        for result in done.values():
-            truncate_partition(result)
-        raise
-    finally:
-        shutil.rmtree(staging_dir, ignore_errors=True)
-        _remove_if_empty(os.path.dirname(staging_dir))
-    return done
+    return by_tp
 
 
-def _remove_if_empty(path: str) -> None:
+def remove_staging(staging_dir: str) -> None:
+    shutil.rmtree(staging_dir, ignore_errors=True)
     try:
-        os.rmdir(path)
+        os.rmdir(os.path.dirname(staging_dir))
     except OSError:
         pass
+
+
+def task_tag() -> str:
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    if ctx is None:
+        return uuid.uuid4().hex
+    return f"{ctx.stageId()}-{ctx.partitionId():05d}-{ctx.attemptNumber()}-{uuid.uuid4().hex[:8]}"
 
 
 class KafkalogArrowWriter(DataSourceArrowWriter):
@@ -223,24 +255,23 @@ class KafkalogArrowWriter(DataSourceArrowWriter):
         self.staging_dir = os.path.join(self.opts.path, STAGING_DIR, self.job_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
-        from pyspark import TaskContext
-        ctx = TaskContext.get()
-        tag = (f"{ctx.partitionId():05d}-{ctx.attemptNumber()}-{uuid.uuid4().hex[:8]}" if ctx
-               else uuid.uuid4().hex)
-        grouper = RowGrouper(self.opts, self.staging_dir, tag)
+        stager = ArrowStager(self.opts, self.staging_dir, task_tag())
         for batch in iterator:
-            grouper.add_batch(batch)
-        return grouper.finish()
+            stager.add_batch(batch)
+        return stager.finish()
 
     def commit(self, messages: List[Optional[StagedWrite]]) -> None:
-        commit_staged(self.opts, messages, self.staging_dir)
+        try:
+            commit_staged(self.opts.path, staged_by_partition(messages), job_id=self.job_id,
+                          new_topic_partitions=self.opts.partitions,
+                          topic_config=self.opts.topic_config_dict)
+        finally:
+            remove_staging(self.staging_dir)
 
     def abort(self, messages: List[Optional[StagedWrite]]) -> None:
         # Tasks of a failed job that are still being killed may stage files after the first
         # removal: sweep a few times.
-        import time
         for attempt in range(4):
             if attempt:
                 time.sleep(1.0)
-            shutil.rmtree(self.staging_dir, ignore_errors=True)
-        _remove_if_empty(os.path.dirname(self.staging_dir))
+            remove_staging(self.staging_dir)

@@ -1,0 +1,388 @@
+"""Cleaning one partition: Kafka's ``Cleaner`` (``LogCleaner.scala``; spec §4.11 "Cleaning one
+log").
+
+``Cleaner.clean(to_clean)`` builds the offset map over the dirty section ``[firstDirtyOffset,
+firstUncleanableOffset)`` (stopping where the map is full: the rest is cleaned next round), groups
+every segment from the log start to the end of the mapped range (:mod:`.grouping`), recopies each
+group into ``.cleaned`` segments through the batch rules of :mod:`.filter`, and swaps them in
+(:mod:`.swap`). It returns the new first dirty offset (``map.latestOffset + 1``) and the stats.
+
+Segments are read in chunks of ``log.cleaner.io.buffer.size / threads / 2`` bytes, grown for a
+batch that does not fit (up to ``max.message.bytes``, then to the batch's declared size when it
+fits the segment), and written through a buffer of the same size: memory stays within the dedupe
+buffer plus a few I/O buffers. Every batch's CRC is verified before it is mapped or copied, so a
+corrupt segment fails its partition instead of spreading.
+
+Better than Kafka: the output of a group never overflows a segment - when re-encoding makes the
+cleaned data larger than ``segment.bytes`` (delete horizons make timestamp deltas longer;
+KAFKA-20036) or fills an index, the group continues in a further ``.cleaned`` segment based at the
+next batch, and all of them are swapped in together.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, List, Optional
+
+from kafkalog.errors import CleanerError, CorruptRecordError, KafkalogError
+from kafkalog.log import _indexes, fsutil
+from kafkalog.log.segment import LogSegment
+from kafkalog.record.records import iter_batches
+
+from kafkalog.cleaner.config import topic_value
+from kafkalog.cleaner.filter import CleanerFilter, FilteredBatch, LastRecord, filter_batch
+from kafkalog.cleaner.grouping import group_segments_by_size
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.stats import CleanerStats, Throttler
+from kafkalog.cleaner.swap import (CLEANED, CleaningAbortedError, crash_point, replace_segments)
+from kafkalog.cleaner.txn import CleanedTransactionMetadata, collect_aborted_txns
+
+__all__ = ["Cleaner", "LogToClean", "last_records_of_active_producers", "CleaningAbortedError"]
+
+INT_MAX = 2**31 - 1
+_I32 = struct.Struct(">i")
+_PID_EPOCH = struct.Struct(">qh")
+
+
+@dataclass
+class LogToClean:
+    """A partition chosen for cleaning (Kafka's ``LogToClean``): the log, its first dirty offset,
+    the segment-aligned first uncleanable offset and the byte counts behind its dirty ratio."""
+
+    topic_partition: object
+    log: object
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int = 0
+    cleanable_bytes: int = 0
+    need_compaction_now: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        t = self.total_bytes
+        return self.cleanable_bytes / t if t else 0.0
+
+
+def last_records_of_active_producers(log, now: int) -> Dict[int, LastRecord]:
+    """Producer id -> :class:`LastRecord` for the producers whose state must survive cleaning.
+
+    Uses the log's producer-state manager when it has one; otherwise scans the batch headers of
+    the whole log (producers whose last batch is older than ``producer.id.expiration.ms`` are
+    expired, as the producer-state manager would have expired them).
+    """
+    psm = getattr(log, "producer_state_manager", None)
+    producers = getattr(psm, "producers", None) if psm is not None else None
+    if isinstance(producers, dict):
+        out = {}
+        for pid, e in producers.items():
+            ldo = getattr(e, "last_data_offset", -1)
+            out[pid] = LastRecord(ldo if ldo is not None and ldo >= 0 else None,
+                                  getattr(e, "producer_epoch", -1))
+        return out
+    expiration = 86_400_000
+    state: Dict[int, list] = {}
+    for seg in log.segments:
+        fd = seg.log.fd
+        for h in seg.log.iter_headers(0):
+            if h.magic < 2 or h.size < 61:
+                continue
+            pid, epoch = _PID_EPOCH.unpack(os.pread(fd, 10, h.position + 43))
+            if pid < 0:
+                continue
+            st = state.setdefault(pid, [None, epoch, h.max_timestamp])
+            st[1] = epoch
+            st[2] = max(st[2], h.max_timestamp)
+            if not h.is_control:
+                st[0] = h.last_offset
+    return {pid: LastRecord(st[0], st[1]) for pid, st in state.items()
+            if st[2] < 0 or now - st[2] < expiration}
+
+
+class _CleanedOutput:
+    """Writes filtered batches into one or more ``.cleaned`` segments for one group."""
+
+    def __init__(self, log, first_base: int, buffer_size: int, throttler: Optional[Throttler],
+                 stats: CleanerStats) -> None:
+        self.log = log
+        self.segment_bytes = int(topic_value(log.config, "segment.bytes"))
+        self.first_base = first_base
+        self.buffer_size = buffer_size
+        self.throttler = throttler
+        self.stats = stats
+        self.segments: List[LogSegment] = []
+        self.txn_entries: Dict[int, list] = {}
+        self.current: Optional[LogSegment] = None
+        self._buf = bytearray()
+        self._positions: List[int] = []
+        self._lasts: List[int] = []
+        self._mts: List[int] = []
+        self._open(first_base)
+
+    def _open(self, base: int) -> None:
+        d = self.log.dir
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            fsutil.delete_if_exists(os.path.join(d, f"{base:020d}{suffix}{CLEANED}"))
+        seg = LogSegment.open(d, base, self.log.config, file_suffix=CLEANED, preallocate=False)
+        self.segments.append(seg)
+        self.txn_entries[id(seg)] = []
+        self.current = seg
+
+    def _pending(self) -> int:
+        return len(self._buf)
+
+    def append(self, fb: FilteredBatch, txn_entries: list) -> None:
+        seg = self.current
+        size = len(fb.data)
+        if seg.size + self._pending() > 0 and (
+                seg.size + self._pending() + size > self.segment_bytes
+                or fb.last_offset - seg.base_offset > INT_MAX
+                or _indexes.offset_is_full(seg.offset_index)
+                or _indexes.time_is_full(seg.time_index)):
+            self.flush()
+            self._finish_segment(seg, None)
+            base = fb.base_offset if fb.base_offset >= 0 else fb.last_offset
+            self._open(base)
+            seg = self.current
+        self._positions.append(len(self._buf))
+        self._buf += fb.data
+        self._lasts.append(fb.last_offset)
+        self._mts.append(fb.max_timestamp)
+        if txn_entries:
+            self.txn_entries[id(seg)].extend(txn_entries)
+        if len(self._buf) >= self.buffer_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._buf:
+            return
+        data = bytes(self._buf)
+        self.current.append_batches(data, self._positions, self._lasts, self._mts)
+        if self.throttler is not None:
+            self.throttler.maybe_throttle(len(data))
+        self._buf = bytearray()
+        self._positions, self._lasts, self._mts = [], [], []
+
+    def _finish_segment(self, seg: LogSegment, mtime_ms: Optional[int]) -> None:
+        entries = self.txn_entries.get(id(seg)) or []
+        if entries:
+            path = seg.txn_index_path
+            with open(path, "wb") as f:
+                f.write(b"".join(t.to_bytes() for t in entries))
+                f.flush()
+                os.fsync(f.fileno())
+        seg.on_become_inactive_segment()
+        seg.flush()
+
+    def finish(self, mtime_ms: int) -> List[LogSegment]:
+        self.flush()
+        self._finish_segment(self.current, mtime_ms)
+        for seg in self.segments:
+            seg.set_last_modified_ms(mtime_ms)
+            if os.path.exists(seg.txn_index_path):
+                os.utime(seg.txn_index_path, (mtime_ms / 1000.0, mtime_ms / 1000.0))
+        self.stats.segments_written += len(self.segments)
+        return self.segments
+
+    def delete(self) -> None:
+        for seg in self.segments:
+            try:
+                seg.delete()
+            except OSError:
+                pass
+
+
+class Cleaner:
+    """Cleans one partition at a time with a reusable offset map (one per cleaner thread).
+
+    Args:
+        offset_map: the thread's dedupe buffer.
+        io_buffer_size: read and write buffer size (``log.cleaner.io.buffer.size / threads / 2``).
+        max_io_buffer_size: cap for growing the read buffer (``max(max.message.bytes, message.max.bytes)``).
+        throttler: shared I/O throttler, or None.
+        check_done: called with the topic-partition between batches; raises
+            :class:`CleaningAbortedError` to stop (partition deleted, cleaner shutting down).
+        clock: milliseconds since the epoch.
+    """
+
+    def __init__(self, offset_map: SkimpyOffsetMap, *, io_buffer_size: int = 256 * 1024,
+                 max_io_buffer_size: int = 1048588, throttler: Optional[Throttler] = None,
+                 check_done: Optional[Callable[[object], None]] = None,
+                 clock: Optional[Callable[[], int]] = None) -> None:
+        import time
+        self.offset_map = offset_map
+        self.io_buffer_size = max(int(io_buffer_size), 1024)
+        self.max_io_buffer_size = max(int(max_io_buffer_size), self.io_buffer_size)
+        self.throttler = throttler
+        self.check_done = check_done or (lambda tp: None)
+        self.clock = clock or (lambda: int(time.time() * 1000))
+
+    # --- reading ---------------------------------------------------------------------------------
+    def _batches(self, tp, seg: LogSegment, start: int, max_message_size: int) -> Iterator:
+        """Yield the CRC-verified batches of ``seg`` from byte ``start`` (chunked reads)."""
+        end = seg.size
+        pos = start
+        size = self.io_buffer_size
+        cap = max(self.max_io_buffer_size, max_message_size)
+        path = seg.log_path
+        while pos < end:
+            self.check_done(tp)
+            n = min(size, end - pos)
+            chunk = seg.log.pread(pos, n)
+            if self.throttler is not None:
+                self.throttler.maybe_throttle(len(chunk))
+            consumed = 0
+            try:
+                for b in iter_batches(chunk):
+                    b.ensure_valid()
+                    yield pos, b
+                    consumed = b.end_position
+            except KafkalogError as e:
+                raise e.at(path, pos) from None
+            if consumed == 0:
+                if len(chunk) < 12:
+                    return                      # fewer bytes than a log overhead: a torn tail
+                declared = _I32.unpack_from(chunk, 8)[0] + 12
+                if declared > end - pos:
+                    raise CorruptRecordError(
+                        f"Log segment may be corrupt: batch size {declared} at position {pos} "
+                        f"exceeds the {end - pos} bytes left in the segment", file=path,
+                        position=pos)
+                size = declared if size >= cap else max(min(size * 2, cap), declared if declared <= cap else 0)
+                if size < declared:
+                    size = declared
+                continue
+            pos += consumed
+            size = self.io_buffer_size
+
+    # --- the offset map --------------------------------------------------------------------------
+    def build_offset_map(self, log, tp, start: int, end: int, stats: CleanerStats) -> None:
+        """Kafka's ``buildOffsetMap``: map the dirty segments ``[start, end)``."""
+        m = self.offset_map
+        m.clear()
+        dirty = [s for s in log.segments_in_range(start, end)]
+        txn = CleanedTransactionMetadata()
+        txn.add_aborted_transactions(collect_aborted_txns(log.segments, start, end))
+        max_msg = int(topic_value(log.config, "max.message.bytes"))
+        for i, seg in enumerate(dirty):
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            if self._map_segment(log, tp, seg, start, next_start, max_msg, txn, stats):
+                break
+        stats.distinct_keys = m.entries
+        stats.buffer_utilization = m.utilization
+
+    def _map_segment(self, log, tp, seg, start: int, next_start: int, max_msg: int,
+                     txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
+        m = self.offset_map
+        try:
+            position = _indexes.offset_lookup(seg.offset_index, start)[1] if seg.size else 0
+        except KafkalogError:
+            position = 0
+        if position > seg.size:
+            position = 0
+        for chunk_pos, batch in self._batches(tp, seg, position, max_msg):
+            stats.map_bytes_read += batch.size_in_bytes
+            if batch.magic >= 2 and batch.is_control:
+                txn.on_control_batch_read(batch)
+                stats.map_messages_read += 1
+            elif txn.on_batch_read(batch):
+                stats.map_messages_read += batch.count or 0
+            elif batch.magic >= 2:
+                if batch.last_offset >= start and batch.count:
+                    body = batch.records_body()
+                    try:
+                        read, full = m.put_batch_v2(body, batch.count, batch.base_offset, start)
+                    except KafkalogError as e:
+                        raise e.at(seg.log_path, chunk_pos + batch.position + 61) from None
+                    finally:
+                        if isinstance(body, memoryview):
+                            body.release()
+                    stats.map_messages_read += read
+                    if full:
+                        return True
+            else:
+                for r in batch.records():
+                    if r.key is not None and r.offset >= start:
+                        if m.is_full():
+                            return True
+                        m.put(r.key, r.offset)
+                    stats.map_messages_read += 1
+            if batch.last_offset >= start:
+                m.update_latest_offset(batch.last_offset)
+        m.update_latest_offset(next_start - 1)
+        return False
+
+    # --- cleaning --------------------------------------------------------------------------------
+    def clean(self, to_clean: LogToClean) -> tuple:
+        """Clean one partition; returns ``(end_offset, stats)`` where ``end_offset`` is the new first
+        dirty offset for ``cleaner-offset-checkpoint``."""
+        return self.do_clean(to_clean, self.clock())
+
+    def do_clean(self, to_clean: LogToClean, current_time: int) -> tuple:
+        log = to_clean.log
+        tp = to_clean.topic_partition
+        cfg = log.config
+        stats = CleanerStats()
+        delete_retention_ms = int(topic_value(cfg, "delete.retention.ms"))
+        below = [s for s in log.segments if s.base_offset < to_clean.first_dirty_offset]
+        legacy_delete_horizon_ms = (below[-1].last_modified_ms() - delete_retention_ms) if below else 0
+        upper = to_clean.first_uncleanable_offset
+        self.build_offset_map(log, tp, to_clean.first_dirty_offset, upper, stats)
+        end_offset = self.offset_map.latest_offset + 1
+        stats.index_done()
+        txn = CleanedTransactionMetadata()
+        segs = [s for s in log.segments if s.base_offset < end_offset]
+        segs = [s for s in segs if s is not log.active_segment]
+        if not segs:
+            stats.all_done()
+            return end_offset, stats
+        groups = group_segments_by_size(segs, int(topic_value(cfg, "segment.bytes")),
+                                        int(topic_value(cfg, "segment.index.bytes")), upper)
+        producers = last_records_of_active_producers(log, current_time)
+        for group in groups:
+            self.clean_segments(log, tp, group, current_time, stats, txn,
+                                legacy_delete_horizon_ms, upper, delete_retention_ms, producers)
+        stats.buffer_utilization = self.offset_map.utilization
+        stats.all_done()
+        return end_offset, stats
+
+    def clean_segments(self, log, tp, segments: List, current_time: int, stats: CleanerStats,
+                       txn: CleanedTransactionMetadata, legacy_delete_horizon_ms: int,
+                       upper_bound_offset: int, delete_retention_ms: int,
+                       producers: Dict[int, LastRecord]) -> None:
+        """Kafka's ``cleanSegments``: recopy ``segments`` into new ``.cleaned`` segment(s) and swap."""
+        out = _CleanedOutput(log, segments[0].base_offset, self.io_buffer_size, self.throttler, stats)
+        max_msg = int(topic_value(log.config, "max.message.bytes"))
+        f = CleanerFilter(self.offset_map, txn, producers, upper_bound_offset, current_time,
+                          delete_retention_ms, stats)
+        txn.cleaned_index = []
+        try:
+            all_segs = log.segments
+            for i, seg in enumerate(segments):
+                upper = (segments[i + 1].base_offset if i + 1 < len(segments)
+                         else seg.read_next_offset())
+                txn.add_aborted_transactions(collect_aborted_txns(all_segs, seg.base_offset, upper))
+                f.retain_legacy_deletes = seg.last_modified_ms() > legacy_delete_horizon_ms
+                for chunk_pos, batch in self._batches(tp, seg, 0, max_msg):
+                    try:
+                        fb = filter_batch(batch, f)
+                    except KafkalogError as e:
+                        raise e.at(seg.log_path, chunk_pos) from None
+                    entries = txn.cleaned_index
+                    txn.cleaned_index = []
+                    if fb is not None:
+                        out.append(fb, entries)
+            new_segments = out.finish(segments[-1].last_modified_ms())
+            crash_point("cleaned-written")
+            replace_segments(log, new_segments, segments)
+            stats.segments_cleaned += len(segments)
+        except BaseException:
+            out.delete()
+            raise
+        finally:
+            txn.cleaned_index = None
+

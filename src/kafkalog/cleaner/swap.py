@@ -1,0 +1,100 @@
+"""The crash-safe swap of cleaned segments into a live log (Kafka's ``LocalLog.replaceSegments``;
+spec §4.11 "Crash-safe swap protocol", §4.8 load-time rules).
+
+1. The new segments were written as ``<base>.*.cleaned`` and fsynced (by the caller).
+2. They are renamed ``.cleaned`` -> ``.swap`` in descending base-offset order; directory fsynced.
+3. Under the log's writer lock the segment list is republished copy-on-write with the new segments
+   in place of the old ones; the old segments are renamed ``.deleted``; directory fsynced.
+4. The ``.swap`` suffix is removed; directory fsynced. The old segments' files are deleted after
+   ``file.delete.delay.ms`` through the log's scheduler, so a reader holding a snapshot with the
+   old segments keeps reading them (their file descriptors stay open until then).
+
+A crash anywhere leaves files the loader turns into either the old or the new segments. For
+tests, ``KAFKALOG_CLEANER_CRASH_AT=<step>`` kills the process with SIGKILL at a named step (see
+:data:`CRASH_STEPS`).
+"""
+from __future__ import annotations
+
+import os
+import signal
+from typing import List, Sequence
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log import fsutil
+
+__all__ = ["replace_segments", "CRASH_STEPS", "CRASH_ENV", "crash_point", "CleaningAbortedError"]
+
+CRASH_ENV = "KAFKALOG_CLEANER_CRASH_AT"
+CRASH_STEPS = ("cleaned-written", "swap-partial", "swap-renamed", "deleted-partial",
+               "old-deleted", "unswap-partial", "swapped")
+CLEANED = ".cleaned"
+SWAP = ".swap"
+DELETED = ".deleted"
+
+
+class CleaningAbortedError(KafkalogError):
+    """Cleaning of a partition was aborted (partition truncated, deleted, or segments removed by
+    retention while cleaning); nothing is lost, the next round starts over."""
+
+
+def crash_point(step: str) -> None:
+    """Test hook: SIGKILL this process when ``KAFKALOG_CLEANER_CRASH_AT`` names ``step``."""
+    if os.environ.get(CRASH_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _delete_later(log, segments: Sequence) -> None:
+    delay = int(getattr(log, "file_delete_delay_ms", 0) or 0)
+    sched = getattr(log, "scheduler", None)
+
+    def delete(segs=list(segments)) -> None:
+        for s in segs:
+            s.delete()
+    if sched is not None and delay > 0:
+        sched(delay / 1000.0, delete)
+    else:
+        delete()
+
+
+def replace_segments(log, new_segments: Sequence, old_segments: Sequence) -> None:
+    """Swap ``new_segments`` (suffix ``.cleaned``, flushed) in for ``old_segments``.
+
+    Raises :class:`CleaningAbortedError` (after deleting the new files) when an old segment is no
+    longer part of the log (removed concurrently by retention or truncation).
+    """
+    new_desc: List = sorted(new_segments, key=lambda s: s.base_offset, reverse=True)
+    d = log.dir
+    with log._lock:
+        segs = log.segments
+        present = {id(s) for s in segs}
+        if getattr(log, "_closed", False) or any(id(s) not in present for s in old_segments):
+            for s in new_segments:
+                s.delete()
+            raise CleaningAbortedError("segments changed while cleaning; cleaning aborted",
+                                       file=d)
+        # step 2: .cleaned -> .swap, highest base offset first
+        for i, s in enumerate(new_desc):
+            s.change_file_suffixes(CLEANED, SWAP)
+            if i == 0 and len(new_desc) > 1:
+                crash_point("swap-partial")
+        fsutil.fsync_dir(d)
+        crash_point("swap-renamed")
+        # step 3: publish, old segments -> .deleted
+        old_ids = {id(s) for s in old_segments}
+        keep = [s for s in segs if id(s) not in old_ids]
+        new_view = tuple(sorted(keep + list(new_segments), key=lambda s: s.base_offset))
+        log._publish(new_view, log.log_end_offset)
+        for i, s in enumerate(old_segments):
+            s.change_file_suffixes("", DELETED)
+            if i == 0:
+                crash_point("deleted-partial")
+        fsutil.fsync_dir(d)
+        crash_point("old-deleted")
+        # step 4: drop the .swap suffix
+        for i, s in enumerate(new_desc):
+            s.change_file_suffixes(SWAP, "")
+            if i == 0:
+                crash_point("unswap-partial")
+        fsutil.fsync_dir(d)
+        crash_point("swapped")
+    _delete_later(log, old_segments)

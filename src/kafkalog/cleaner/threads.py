@@ -1,0 +1,193 @@
+"""The background cleaner: Kafka's ``LogCleaner`` with its ``CleanerThread``s (spec §4.11 "Threads
+and buffers").
+
+``LogCleaner(log_manager)`` is what :class:`kafkalog.log.manager.LogManager` starts when
+``log.cleaner.enable`` is true: ``log.cleaner.threads`` threads, each with its own offset map of
+``log.cleaner.dedupe.buffer.size / threads`` bytes, repeatedly clean the filthiest compacted log,
+then run retention on it (``compact,delete``), and sleep ``log.cleaner.backoff.ms`` when there is
+nothing to do. All threads share one I/O throttler (``log.cleaner.io.max.bytes.per.second``).
+
+The cleaner never dies globally: an error in one partition marks only that partition uncleanable
+(retried after a growing backoff - Kafka keeps it uncleanable until a restart) and the thread goes
+on with the others; an unexpected error in the thread loop itself is logged and the loop continues.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+from kafkalog.errors import CleanerError, KafkalogError
+
+from kafkalog.cleaner.cleaner import Cleaner, CleaningAbortedError, LogToClean
+from kafkalog.cleaner.config import CleanerConfig, is_compacted, topic_value
+from kafkalog.cleaner.manager import LogCleanerManager
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.stats import CleanerStats, Throttler
+
+__all__ = ["LogCleaner", "CleanResult"]
+
+logger = logging.getLogger("kafkalog.cleaner")
+
+
+@dataclass
+class CleanResult:
+    """The outcome of cleaning one partition once."""
+
+    topic_partition: object
+    first_dirty_offset: int
+    end_offset: Optional[int]          # new first dirty offset; None when aborted / failed
+    size_before: int
+    size_after: int
+    stats: CleanerStats
+    error: Optional[str] = None
+
+    def to_json(self) -> dict:
+        tp = self.topic_partition
+        d = {"topic": getattr(tp, "topic", str(tp)), "partition": getattr(tp, "partition", -1),
+             "firstDirtyOffset": self.first_dirty_offset, "endOffset": self.end_offset,
+             "sizeBefore": self.size_before, "sizeAfter": self.size_after, "error": self.error}
+        d.update(self.stats.to_json())
+        return d
+
+
+class LogCleaner:
+    """Background compaction of every compacted log of a :class:`~kafkalog.log.manager.LogManager`.
+
+    Args:
+        log_manager: provides ``logs()``, ``broker_config`` and ``clock`` (any object with those).
+        logs: instead of a manager, a callable returning ``(TopicPartition, Log)`` pairs.
+        config: cleaner settings (default: from the manager's broker config).
+        clock: milliseconds since the epoch.
+    """
+
+    def __init__(self, log_manager=None, *, logs: Optional[Callable[[], Iterable[Tuple]]] = None,
+                 config: Optional[CleanerConfig] = None,
+                 clock: Optional[Callable[[], int]] = None) -> None:
+        if logs is None:
+            if log_manager is None:
+                raise CleanerError("LogCleaner needs a log manager or a logs() callable")
+            logs = log_manager.logs
+        if config is None:
+            config = CleanerConfig.from_broker(getattr(log_manager, "broker_config", None))
+        self.config = config
+        self.clock = clock or getattr(log_manager, "clock", None) or (lambda: int(time.time() * 1000))
+        self.manager = LogCleanerManager(logs, clock=self.clock, backoff_ms=config.backoff_ms)
+        self.throttler = Throttler(config.max_io_bytes_per_second)
+        self._stop = threading.Event()
+        self._threads: List[threading.Thread] = []
+        self.results: List[CleanResult] = []
+        self._results_lock = threading.Lock()
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start ``log.cleaner.threads`` cleaner threads."""
+        if self._threads:
+            return
+        self._stop.clear()
+        for i in range(max(self.config.num_threads, 0)):
+            t = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    startup = start
+
+    def shutdown(self, timeout: Optional[float] = None) -> None:
+        """Stop the threads (an in-progress cleaning is aborted at its next batch) and join them."""
+        self._stop.set()
+        with self.manager._lock:
+            for tp in list(self.manager.in_progress):
+                self.manager.abort_cleaning(tp)
+        for t in self._threads:
+            t.join(timeout)
+        self._threads = []
+
+    stop = shutdown
+
+    @property
+    def alive_threads(self) -> int:
+        return sum(1 for t in self._threads if t.is_alive())
+
+    def abort_cleaning(self, tp) -> None:
+        """Abort the cleaning of ``tp`` (partition deleted or truncated)."""
+        self.manager.abort_cleaning(tp)
+
+    # --- cleaning ---------------------------------------------------------------------------------
+    def new_cleaner(self, map_memory: Optional[int] = None) -> Cleaner:
+        """A :class:`Cleaner` with its own offset map (``map_memory`` bytes; default per thread)."""
+        mem = self.config.map_memory_per_thread if map_memory is None else map_memory
+        m = SkimpyOffsetMap(mem, self.config.dedupe_buffer_load_factor)
+        if int(m.slots * m.load_factor) < 1:
+            raise CleanerError("log.cleaner.dedupe.buffer.size is too small: the offset map must "
+                               "hold at least one entry (slots x load factor > 1)")
+        return Cleaner(m, io_buffer_size=self.config.io_buffer_per_thread,
+                       max_io_buffer_size=self.config.max_message_size, throttler=self.throttler,
+                       check_done=self._check_done, clock=self.clock)
+
+    def _check_done(self, tp) -> None:
+        if self.manager.is_aborted(tp):
+            raise CleaningAbortedError(f"Cleaning of {tp} aborted")
+
+    def run_cleaning(self, cleaner: Cleaner, ltc: LogToClean) -> CleanResult:
+        """Clean one chosen log and record the outcome with the manager (never raises for a
+        partition-level failure: the partition is marked uncleanable and the error returned)."""
+        log = ltc.log
+        size_before = log.size
+        result = CleanResult(ltc.topic_partition, ltc.first_dirty_offset, None, size_before,
+                             size_before, CleanerStats())
+        try:
+            end, stats = cleaner.clean(ltc)
+            result.stats = stats
+            if end <= ltc.first_dirty_offset < ltc.first_uncleanable_offset:
+                raise CleanerError(
+                    f"The offset map ({cleaner.offset_map.memory} bytes, "
+                    f"{cleaner.offset_map.max_entries} keys) cannot hold a single record of the "
+                    f"dirty section starting at offset {ltc.first_dirty_offset}; raise "
+                    f"log.cleaner.dedupe.buffer.size", file=log.dir)
+            result.end_offset = end
+            self.manager.done_cleaning(ltc, end)
+            self._after_clean(log)
+        except CleaningAbortedError as e:
+            result.error = str(e)
+            self.manager.done_cleaning(ltc, None)
+        except Exception as e:  # noqa: BLE001 - one partition must never stop the cleaner
+            result.error = f"{type(e).__name__}: {e}"
+            self.manager.mark_uncleanable(ltc.topic_partition, e)
+        result.size_after = log.size
+        with self._results_lock:
+            self.results.append(result)
+            del self.results[:-1000]
+        return result
+
+    def _after_clean(self, log) -> None:
+        """Retention for compacted logs after cleaning (Kafka's ``deleteOldSegments``)."""
+        try:
+            from kafkalog.log.retention import delete_old_segments
+        except ImportError:
+            return
+        try:
+            delete_old_segments(log, now=self.clock())
+        except KafkalogError as e:
+            logger.warning("Retention after cleaning %s failed: %s", log.dir, e)
+
+    def clean_filthiest(self, cleaner: Cleaner) -> Optional[CleanResult]:
+        """Grab and clean the filthiest log once; None when nothing is eligible."""
+        ltc = self.manager.grab_filthiest_compacted_log()
+        if ltc is None:
+            return None
+        return self.run_cleaning(cleaner, ltc)
+
+    def _run(self) -> None:
+        cleaner = None
+        while not self._stop.is_set():
+            did = None
+            try:
+                if cleaner is None:
+                    cleaner = self.new_cleaner()
+                did = self.clean_filthiest(cleaner)
+            except Exception:  # noqa: BLE001 - the thread must survive anything
+                logger.exception("Unexpected error in the log cleaner thread; continuing")
+            if did is None:
+                self._stop.wait(self.config.backoff_ms / 1000.0)

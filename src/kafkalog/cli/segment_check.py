@@ -1,0 +1,346 @@
+"""Read-only checks of segment files, shared by ``kafkalog verify`` and ``kafkalog dump``.
+
+Everything here opens files read-only and never allocates more than the file justifies. Results are
+:class:`Finding` objects (``level`` = ``error`` | ``warning`` | ``info``) with the file, the byte
+position and Kafka's words for what is wrong.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from crc32c import crc32c
+
+INT_MAX = 2**31 - 1
+_PREFIX = struct.Struct(">qiiB")          # baseOffset, length, ple/crc, magic
+_V2 = struct.Struct(">IhiqqqhiI")         # crc, attrs, lastOffsetDelta, baseTs, maxTs, pid, epoch, seq, count
+_OFF_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+@dataclass
+class Finding:
+    """One problem (or note) found in a file."""
+
+    level: str                 # error | warning | info
+    check: str                 # e.g. crc, size, offsets, index-entry, zero-filled-tail
+    file: str
+    position: Optional[int]
+    message: str
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        d = {"level": self.level, "check": self.check, "file": self.file, "position": self.position,
+             "message": self.message}
+        d.update(self.extra)
+        return d
+
+
+@dataclass
+class BatchInfo:
+    """Shallow facts about one entry of a ``.log``."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    magic: int
+    max_timestamp: int
+
+
+@dataclass
+class LogScan:
+    """The result of :func:`scan_log`."""
+
+    file: str
+    size: int
+    base_offset: int
+    batches: List[BatchInfo] = field(default_factory=list)
+    findings: List[Finding] = field(default_factory=list)
+    valid_bytes: int = 0
+
+    @property
+    def by_position(self) -> Dict[int, BatchInfo]:
+        return {b.position: b for b in self.batches}
+
+    @property
+    def next_offset(self) -> int:
+        return self.batches[-1].last_offset + 1 if self.batches else self.base_offset
+
+
+def base_offset_of(path: str) -> int:
+    """The ``%020d`` prefix of a segment file name (0 when it has none)."""
+    stem = os.path.basename(path).split(".")[0]
+    return int(stem) if stem.isdigit() and stem.isascii() else 0
+
+
+def _read_all(path: str) -> bytes:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]
+
+
+def scan_log(path: str, *, deep: bool = False) -> LogScan:
+    """Walk every entry of a ``.log`` file: sizes, magic, CRC (CRC-32C for v2, CRC-32 for v0/v1),
+    offsets increasing and inside the segment's int32 range; the tail (partial entry or zero
+    fill) is reported. ``deep`` also decodes every record of every batch."""
+    base = base_offset_of(path)
+    buf = _read_all(path)
+    n = len(buf)
+    scan = LogScan(path, n, base)
+    add = scan.findings.append
+    pos = 0
+    prev_last = base - 1
+    try:
+        while pos < n:
+            if n - pos < 17:
+                kind = "zero-filled-tail" if not any(buf[pos:n]) else "partial-tail"
+                add(Finding("error", kind, path, pos, f"{n - pos} trailing bytes do not hold a "
+                            f"complete entry header", {"bytes": n - pos}))
+                break
+            offset, length, _ple, magic = _PREFIX.unpack_from(buf, pos)
+            if offset == 0 and length == 0 and not any(buf[pos:min(n, pos + 4096)]):
+                if not any(buf[pos:n]):
+                    add(Finding("error", "zero-filled-tail", path, pos,
+                                f"{n - pos} zero bytes after the last entry", {"bytes": n - pos}))
+                    break
+            size = length + 12
+            if length < 14:
+                add(Finding("error", "size", path, pos, f"Record size {length} is less than the "
+                            f"minimum record overhead (14)"))
+                break
+            if pos + size > n:
+                add(Finding("error", "partial-tail", path, pos, f"entry of {size} bytes is truncated: "
+                            f"only {n - pos} bytes remain", {"bytes": n - pos}))
+                break
+            if magic == 2:
+                if size < 61:
+                    add(Finding("error", "size", path, pos, f"Record batch size {size} is smaller than "
+                                f"the minimum allowed overhead 61"))
+                    break
+                crc, _attrs, lod, _bts, mts, _pid, _ep, _seq, count = _V2.unpack_from(buf, pos + 17)
+                computed = crc32c(memoryview(buf)[pos + 21:pos + size])
+                if crc != computed:
+                    add(Finding("error", "crc", path, pos, f"Record is corrupt (stored crc = {crc}, "
+                                f"computed crc = {computed})", {"baseOffset": offset}))
+                    break
+                if count < 0 or lod < 0 or count > lod + 1:
+                    add(Finding("error", "record-count", path, pos, f"record count {count} does not fit "
+                                f"lastOffsetDelta {lod}", {"baseOffset": offset}))
+                    break
+                last = offset + lod
+                if deep:
+                    err = _deep_check(buf, pos, size)
+                    if err is not None:
+                        add(Finding("error", "records", path, pos, err, {"baseOffset": offset}))
+                        break
+            elif magic in (0, 1):
+                stored = struct.unpack_from(">I", buf, pos + 12)[0]
+                computed = zlib.crc32(memoryview(buf)[pos + 16:pos + size])
+                if stored != computed:
+                    add(Finding("error", "crc", path, pos, f"Record is corrupt (stored crc = {stored}, "
+                                f"computed crc = {computed})", {"offset": offset}))
+                    break
+                mts = struct.unpack_from(">q", buf, pos + 18)[0] if magic == 1 else -1
+                last = offset
+                if deep:
+                    err = _deep_check(buf, pos, size)
+                    if err is not None:
+                        add(Finding("error", "records", path, pos, err, {"offset": offset}))
+                        break
+            else:
+                add(Finding("error", "magic", path, pos, f"Invalid magic found in record: {magic}"))
+                break
+            if offset < base and magic == 2:
+                add(Finding("error", "offsets", path, pos, f"base offset {offset} is below the segment's "
+                            f"base offset {base}"))
+            if last <= prev_last:
+                add(Finding("error", "offsets", path, pos, f"offsets not increasing: {last} after "
+                            f"{prev_last}", {"lastOffset": last, "previousLastOffset": prev_last}))
+            if last - base > INT_MAX:
+                add(Finding("error", "offsets", path, pos, f"offset {last} cannot be stored relative to "
+                            f"the base offset {base} (int32 overflow)"))
+            prev_last = max(prev_last, last)
+            scan.batches.append(BatchInfo(pos, size, offset, last, magic, mts))
+            pos += size
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+    scan.valid_bytes = pos
+    return scan
+
+
+def _deep_check(buf, pos: int, size: int) -> Optional[str]:
+    from kafkalog.errors import KafkalogError
+    from kafkalog.record.records import iter_batches
+    try:
+        data = bytes(buf[pos:pos + size])
+        for b in iter_batches(data, strict=True):
+            for _ in b:
+                pass
+    except KafkalogError as e:
+        return e.message
+    return None
+
+
+# --- indexes ---------------------------------------------------------------------------------------
+
+@dataclass
+class IndexCheck:
+    """The entries of an index file and what is wrong with them."""
+
+    file: str
+    entries: List[Tuple[int, int]] = field(default_factory=list)     # (offset, position) or (ts, offset)
+    findings: List[Finding] = field(default_factory=list)
+    mismatches: List[Tuple[int, int]] = field(default_factory=list)  # (index value, log value)
+    out_of_order: List[Tuple[int, int]] = field(default_factory=list)
+    not_found: List[Tuple[int, int]] = field(default_factory=list)
+    zero_tail_at: Optional[int] = None
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def check_offset_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
+    """Entries of a ``.index`` (absolute offset, position) checked against the ``.log`` scan: length
+    a multiple of 8, increasing offsets and positions, a zero-filled tail, and (Kafka's
+    DumpLogSegments check) the entry offset equals the last offset of a batch that starts at or
+    after the entry's position, the batch at the position holding no later offset."""
+    base = base_offset_of(path)
+    data = _read_bytes(path)
+    res = IndexCheck(path)
+    if len(data) % 8:
+        res.findings.append(Finding("error", "index-size", path, len(data) - len(data) % 8,
+                                    f"Index file {os.path.basename(path)} is corrupt, found "
+                                    f"{len(data)} bytes which is neither positive nor a multiple of 8."))
+    prev_rel, prev_pos = -1, -1
+    by_pos = scan.by_position if scan is not None else None
+    lasts = sorted((b.position, b.last_offset) for b in scan.batches) if scan is not None else []
+    for i in range(len(data) // 8):
+        rel, position = _OFF_ENTRY.unpack_from(data, i * 8)
+        if i > 0 and rel == 0:
+            res.zero_tail_at = i * 8
+            if position == 0 and not any(data[i * 8:]):
+                res.findings.append(Finding("error", "zero-filled-tail", path, i * 8,
+                                            f"{len(data) // 8 - i} zero-filled entries at the end of the "
+                                            f"index (a preallocated index after a crash)"))
+            else:
+                res.findings.append(Finding("error", "index-entry", path, i * 8,
+                                            f"entry {i} has relative offset 0"))
+            break
+        off = base + rel
+        res.entries.append((off, position))
+        if rel < 0 or rel <= prev_rel and i > 0:
+            res.findings.append(Finding("error", "index-order", path, i * 8,
+                                        f"offset {off} is not larger than the previous entry's "
+                                        f"{base + prev_rel}"))
+        if position < prev_pos or position < 0:
+            res.findings.append(Finding("error", "index-order", path, i * 8,
+                                        f"position {position} is before the previous entry's {prev_pos}"))
+        prev_rel, prev_pos = rel, position
+        if scan is None:
+            continue
+        if position >= scan.size and not (position == 0 and scan.size == 0):
+            res.findings.append(Finding("error", "index-entry", path, i * 8,
+                                        f"position {position} is beyond the end of the log "
+                                        f"({scan.size} bytes)"))
+            res.mismatches.append((off, -1))
+            continue
+        b = by_pos.get(position)
+        if b is None:
+            res.findings.append(Finding("error", "index-entry", path, i * 8,
+                                        f"position {position} of offset {off} is not the start of a batch"))
+            res.mismatches.append((off, -1))
+            continue
+        if b.last_offset != off:
+            # a multi-batch append indexes the chunk's last offset at the chunk's first position
+            ok = b.last_offset < off and any(p >= position and lo == off for p, lo in lasts)
+            res.mismatches.append((off, b.last_offset))
+            if not ok:
+                res.findings.append(Finding("error", "index-entry", path, i * 8,
+                                            f"Index offset: {off}, log offset: {b.last_offset}",
+                                            {"indexOffset": off, "logOffset": b.last_offset}))
+    return res
+
+
+def check_time_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
+    """Entries of a ``.timeindex`` (timestamp, absolute offset) checked like Kafka's
+    DumpLogSegments: the batch whose last offset is the entry offset must have the entry's
+    timestamp as max timestamp; timestamps increase; a zero-filled tail."""
+    base = base_offset_of(path)
+    data = _read_bytes(path)
+    res = IndexCheck(path)
+    if len(data) % 12:
+        res.findings.append(Finding("error", "index-size", path, len(data) - len(data) % 12,
+                                    f"Time index file {os.path.basename(path)} is corrupt, found "
+                                    f"{len(data)} bytes which is neither positive nor a multiple of 12."))
+    by_last = {b.last_offset: b for b in scan.batches} if scan is not None else {}
+    prev_ts = None
+    for i in range(len(data) // 12):
+        ts, rel = _TIME_ENTRY.unpack_from(data, i * 12)
+        if i > 0 and rel == 0 and (ts == 0 or not any(data[i * 12:])):
+            res.zero_tail_at = i * 12
+            res.findings.append(Finding("error", "zero-filled-tail", path, i * 12,
+                                        f"{len(data) // 12 - i} zero-filled entries at the end of the "
+                                        f"time index (KAFKA-10207)"))
+            break
+        off = base + rel
+        res.entries.append((ts, off))
+        if rel < 0:
+            res.findings.append(Finding("error", "index-entry", path, i * 12,
+                                        f"negative relative offset {rel}"))
+        if prev_ts is not None and prev_ts >= ts:
+            res.out_of_order.append((ts, prev_ts))
+            res.findings.append(Finding("error", "index-order", path, i * 12,
+                                        f"Index timestamp: {ts}, Previously indexed timestamp: {prev_ts}",
+                                        {"indexTimestamp": ts, "previousTimestamp": prev_ts}))
+        prev_ts = ts
+        if scan is None:
+            continue
+        b = by_last.get(off)
+        if b is None:
+            found = next((x.last_offset for x in scan.batches if x.last_offset >= off), -1)
+            res.not_found.append((off, found))
+            res.findings.append(Finding("error", "index-entry", path, i * 12,
+                                        f"Indexed offset: {off}, found log offset: {found}",
+                                        {"indexOffset": off, "logOffset": found}))
+            continue
+        if b.max_timestamp != ts:
+            res.mismatches.append((ts, b.max_timestamp))
+            res.findings.append(Finding("error", "index-entry", path, i * 12,
+                                        f"Index timestamp: {ts}, log timestamp: {b.max_timestamp}",
+                                        {"indexTimestamp": ts, "logTimestamp": b.max_timestamp}))
+    return res
+
+
+def read_txn_index(path: str) -> Tuple[List[dict], List[Finding]]:
+    """Entries of a ``.txnindex`` (34 bytes each) and findings (size, version, offsets)."""
+    base = base_offset_of(path)
+    data = _read_bytes(path)
+    out, findings = [], []
+    if len(data) % 34:
+        findings.append(Finding("error", "index-size", path, len(data) - len(data) % 34,
+                                f"{len(data) % 34} trailing bytes do not form a 34-byte entry"))
+    for i in range(len(data) // 34):
+        version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * 34)
+        out.append({"version": version, "producerId": pid, "firstOffset": first, "lastOffset": last,
+                    "lastStableOffset": lso})
+        if version != 0:
+            findings.append(Finding("error", "txn-entry", path, i * 34,
+                                    f"Unexpected aborted transaction version {version}"))
+        elif last < base or first > last:
+            findings.append(Finding("error", "txn-entry", path, i * 34,
+                                    f"Last offset of aborted transaction {last} is less than start "
+                                    f"offset {base}" if last < base else
+                                    f"first offset {first} is after last offset {last}"))
+    return out, findings

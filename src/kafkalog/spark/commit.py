@@ -1,0 +1,216 @@
+"""Publishing staged batches into a data directory: all-or-nothing across partitions and crashes.
+
+The driver-side ``commit()`` of a Spark write opens the data directory with the log layer's
+:class:`~kafkalog.log.manager.LogManager` (which takes ``.lock``, recovers after an unclean
+shutdown, and on close writes the checkpoints and ``.kafka_cleanshutdown``), creates missing topics
+with their ``topic.<key>`` configs (persisted by ``LogManager.create_topic``) and appends the
+staged batches with :meth:`kafkalog.log.log.Log.append` (many producer-built batches per call,
+offsets assigned in place, never re-encoded; producer state, indexes, rolls and the recovery point
+are the log's).
+
+Commit protocol (``<DATA_DIR>/.kafkalog-commit``, a JSON file written atomically: ``.tmp``,
+fsync, rename, fsync dir):
+
+1. **Recover** a previous commit that did not finish (see below).
+2. Write the intent ``{"state": "appending", "job", "start": [[topic, partition, log end offset]
+   ...], "sink": ..., "batchId": ...}`` listing the log end offset of every partition about to be
+   appended.
+3. Append every partition, then flush each log (data durable).
+4. Rewrite the intent with ``"state": "committed"``: **the commit point**.
+5. Streaming sink only: record ``batchId`` in ``<DATA_DIR>/.kafkalog-sink-<sink id>``.
+6. Delete the intent.
+
+Recovery (on the next commit, :func:`recover_data_dir`, or ``LogManager``-free readers, which
+bound their reads): an ``appending`` intent means the commit never reached its commit point, so
+every listed partition is truncated back to its start offset (``Log.truncate_to``); a
+``committed`` intent means the data is complete, so step 5 is redone (idempotent). In both cases
+the intent is then deleted. A failure inside a running commit (an exception, not a crash) rolls
+back the same way at once. Readers that find an ``appending`` intent read each listed partition
+only up to its start offset, so a half-published commit is never visible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log import fsutil
+from kafkalog.log.manager import LogManager
+from kafkalog.record.records import valid_bytes_end
+
+TopicPartition = Tuple[str, int]
+
+INTENT_FILE = ".kafkalog-commit"
+SINK_FILE_PREFIX = ".kafkalog-sink-"
+APPEND_CHUNK_BYTES = 32 << 20
+
+#: Fault-injection point for crash tests: called with the number of partitions appended so far.
+_after_partition_append = None
+
+
+def intent_path(data_dir: str) -> str:
+    return os.path.join(data_dir, INTENT_FILE)
+
+
+def sink_commit_path(data_dir: str, sink_id: str) -> str:
+    return os.path.join(data_dir, SINK_FILE_PREFIX + sink_id)
+
+
+def read_intent(data_dir: str) -> Optional[dict]:
+    """The pending commit intent of ``data_dir``, or None."""
+    try:
+        with open(intent_path(data_dir), "r", encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise KafkalogError(f"unreadable commit intent: {err}", file=intent_path(data_dir)) from None
+
+
+def pending_bounds(data_dir: str) -> Dict[TopicPartition, int]:
+    """For readers: ``{(topic, partition): offset}`` that reads must stop at, because a commit
+    past that offset is still ``appending`` (empty when there is none)."""
+    try:
+        intent = read_intent(data_dir)
+    except KafkalogError:
+        return {}
+    if not intent or intent.get("state") != "appending":
+        return {}
+    return {(t, int(p)): int(o) for t, p, o in intent.get("start", [])}
+
+
+def _write_intent(data_dir: str, intent: dict) -> None:
+    fsutil.atomic_write(intent_path(data_dir), json.dumps(intent, sort_keys=True).encode("utf-8"))
+
+
+def _delete_intent(data_dir: str) -> None:
+    if fsutil.delete_if_exists(intent_path(data_dir)):
+        fsutil.fsync_dir(data_dir)
+
+
+def read_committed_batch(path: str) -> int:
+    """The last batch id recorded in a sink commit file (-1 when none)."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return int(f.read().strip() or -1)
+    except FileNotFoundError:
+        return -1
+
+
+def write_committed_batch(path: str, batch_id: int) -> None:
+    fsutil.atomic_write(path, str(batch_id).encode("ascii"))
+
+
+def _finish_sink(data_dir: str, intent: dict) -> None:
+    sink, batch_id = intent.get("sink"), intent.get("batchId")
+    if sink is not None and batch_id is not None:
+        path = sink_commit_path(data_dir, sink)
+        if read_committed_batch(path) < batch_id:
+            write_committed_batch(path, batch_id)
+
+
+def _roll_back(mgr: LogManager, starts: Sequence[Sequence]) -> None:
+    for topic, partition, start in starts:
+        try:
+            log = mgr.get_log(topic, int(partition))
+        except KafkalogError:
+            continue
+        if log.log_end_offset > start:
+            log.truncate_to(int(start))
+            log.flush(include_active=True)
+
+
+def recover(mgr: LogManager) -> Optional[str]:
+    """Finish or undo the unfinished commit of ``mgr``'s data directory; returns what was done
+    (``"rolled back"`` / ``"completed"``) or None when there was nothing to do."""
+    intent = read_intent(mgr.data_dir)
+    if intent is None:
+        return None
+    if intent.get("state") == "committed":
+        _finish_sink(mgr.data_dir, intent)
+        done = "completed"
+    else:
+        _roll_back(mgr, intent.get("start", []))
+        done = "rolled back"
+    _delete_intent(mgr.data_dir)
+    return done
+
+
+def recover_data_dir(data_dir: str) -> Optional[str]:
+    """Open ``data_dir`` (taking its lock) and :func:`recover` it."""
+    if read_intent(data_dir) is None:
+        return None
+    with LogManager(data_dir, background=False) as mgr:
+        return recover(mgr)
+
+
+def _append_files(log, paths: Sequence[str]) -> int:
+    """Append the batches of staging files to ``log`` in chunks of whole batches; returns the
+    number of bytes appended."""
+    total = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            carry = b""
+            while True:
+                data = f.read(APPEND_CHUNK_BYTES)
+                buf = bytearray(carry + data) if carry else bytearray(data)
+                if not buf:
+                    break
+                end = valid_bytes_end(buf)
+                if end:
+                    chunk = buf if end == len(buf) else buf[:end]
+                    log.append(chunk)
+                    total += end
+                carry = bytes(buf[end:])
+                if not data:
+                    if carry:
+                        raise KafkalogError("staging file ends with a partial batch", file=path)
+                    break
+    return total
+
+
+def commit_staged(data_dir: str, staged: Mapping[TopicPartition, List[str]], *, job_id: str,
+                  new_topic_partitions: int = 1, topic_config: Optional[Mapping[str, str]] = None,
+                  sink: Optional[str] = None, batch_id: Optional[int] = None
+                  ) -> Optional[Dict[TopicPartition, Tuple[int, int]]]:
+    """Append ``staged`` (``{(topic, partition): [staging file, ...]}``, files in order) to the
+    logs of ``data_dir`` atomically; returns ``{tp: (first offset, next offset)}``. With ``sink``
+    and ``batch_id``, a batch id at or below the sink's recorded one is a replay: nothing is
+    appended and None is returned."""
+    os.makedirs(data_dir, exist_ok=True)
+    with LogManager(data_dir, background=False) as mgr:
+        recover(mgr)
+        if sink is not None and batch_id is not None and \
+                batch_id <= read_committed_batch(sink_commit_path(data_dir, sink)):
+            return None
+        for topic in sorted({t for t, _ in staged}):
+            if not mgr.has_topic(topic):
+                mgr.create_topic(topic, new_topic_partitions, dict(topic_config or {}) or None)
+        tps = sorted(tp for tp, files in staged.items() if files)
+        logs = {tp: mgr.get_log(*tp) for tp in tps}
+        starts = [[t, p, logs[(t, p)].log_end_offset] for t, p in tps]
+        intent = {"version": 1, "job": job_id, "state": "appending", "start": starts,
+                  "sink": sink, "batchId": batch_id}
+        _write_intent(data_dir, intent)
+        result: Dict[TopicPartition, Tuple[int, int]] = {}
+        try:
+            for i, tp in enumerate(tps):
+                log = logs[tp]
+                first = log.log_end_offset
+                _append_files(log, staged[tp])
+                result[tp] = (first, log.log_end_offset)
+                if _after_partition_append is not None:
+                    _after_partition_append(i + 1)
+            for tp in tps:
+                logs[tp].flush(include_active=True)
+            intent["state"] = "committed"
+            _write_intent(data_dir, intent)           # the commit point
+        except BaseException:
+            _roll_back(mgr, starts)
+            _delete_intent(data_dir)
+            raise
+        _finish_sink(data_dir, intent)
+        _delete_intent(data_dir)
+        return result

@@ -1,0 +1,190 @@
+"""The operator commands through click's CliRunner and as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+import kafkalog
+from kafkalog.cli.main import main
+
+
+def _lines(out: str):
+    return [json.loads(l) for l in out.splitlines() if l.strip().startswith("{")]
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    d = tmp_path / "data"
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 2, {"segment.bytes": 2000, "index.interval.bytes": 100})
+        with dl.producer(batch_size=300) as p:
+            for i in range(200):
+                p.send("t", b"value-%04d" % i + b"." * 40, key=b"k%d" % (i % 7), timestamp=1000 + i)
+    return d
+
+
+def test_produce_consume_describe(tmp_path):
+    d = str(tmp_path / "d")
+    r = CliRunner()
+    inp = "\n".join(json.dumps(x) for x in [
+        {"key": "a", "value": "hello", "headers": {"h": "1"}, "timestamp": 5},
+        {"key": None, "value": "world", "partition": 1},
+        {"key": "b", "value": None}]) + "\n"
+    res = r.invoke(main, ["produce", d, "topic", "--partitions", "2", "--config", "retention.ms=1000"],
+                   input=inp)
+    assert res.exit_code == 0, res.output
+    summary = _lines(res.output)[-1]
+    assert summary["records"] == 3
+    res = r.invoke(main, ["consume", d, "topic"])
+    assert res.exit_code == 0, res.output
+    recs = _lines(res.output)
+    assert sorted(((x["key"], x["value"]) for x in recs), key=str) == sorted(
+        [("a", "hello"), (None, "world"), ("b", None)], key=str)
+    a = next(x for x in recs if x["key"] == "a")
+    assert a["timestamp"] == 5 and a["headers"] == [["h", "1"]]
+    res = r.invoke(main, ["consume", d, "topic", "--partition", "1", "--max-records", "1"])
+    assert len(_lines(res.output)) == 1
+    res = r.invoke(main, ["describe", d, "--format", "json"])
+    rows = _lines(res.output)
+    assert sum(x["logEndOffset"] for x in rows) == 3 and {x["partition"] for x in rows} == {0, 1}
+    res = r.invoke(main, ["describe", d])
+    assert "LOG-END-OFFSET" in res.output and "topic" in res.output
+    with kafkalog.open(d, background=False) as dl:
+        assert dl.topic_config("topic")["retention.ms"] == 1000
+
+
+def test_produce_base64_and_bad_input(tmp_path):
+    d = str(tmp_path / "d")
+    r = CliRunner()
+    res = r.invoke(main, ["produce", d, "b", "--base64"], input='{"key":"AAE=","value":"/w=="}\n')
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["consume", d, "b", "--base64"])
+    rec = _lines(res.output)[0]
+    assert rec["key"] == "AAE=" and rec["value"] == "/w=="
+    res = r.invoke(main, ["produce", d, "b"], input='{"value":"ok"}\nnot json\n')
+    assert res.exit_code == 2
+    assert "Traceback" not in res.output
+    err = [x for x in _lines(res.output) if x.get("type") == "error"][0]
+    assert err["error"] == "InvalidRecordError" and "line 2" in err["message"]
+    res = r.invoke(main, ["consume", d, "missing-topic"])
+    assert res.exit_code == 2 and _lines(res.output)[0]["error"] == "InvalidTopicError"
+
+
+def test_verify_clean_then_flipped_byte(data_dir):
+    r = CliRunner()
+    res = r.invoke(main, ["verify", str(data_dir)])
+    assert res.exit_code == 0, res.output
+    assert _lines(res.output)[-1]["ok"] is True
+    seg = data_dir / "t-0" / "00000000000000000000.log"
+    before = seg.read_bytes()
+    data = bytearray(before)
+    data[200] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    res = r.invoke(main, ["verify", str(data_dir / "t-0")])
+    assert res.exit_code == 1
+    crc = [x for x in _lines(res.output) if x.get("check") == "crc"]
+    assert crc and crc[0]["file"] == str(seg) and crc[0]["position"] <= 200
+    assert seg.read_bytes() == bytes(data), "verify must be read-only"
+
+
+def test_verify_truncation_and_zero_filled_index(data_dir):
+    r = CliRunner()
+    seg = data_dir / "t-1" / "00000000000000000000.log"
+    size = seg.stat().st_size
+    with open(seg, "r+b") as f:
+        f.truncate(size - 5)
+    res = r.invoke(main, ["verify", str(seg)])
+    assert res.exit_code == 1
+    assert any(x.get("check") == "partial-tail" for x in _lines(res.output))
+    with open(seg, "r+b") as f:
+        f.truncate(size)             # the tail is now zero-filled
+    idx = data_dir / "t-0" / "00000000000000000000.index"
+    n_entries = idx.stat().st_size // 8
+    assert n_entries >= 1
+    with open(idx, "ab") as f:
+        f.write(b"\x00" * 80)
+    res = r.invoke(main, ["verify", str(idx)])
+    assert res.exit_code == 1
+    found = _lines(res.output)
+    assert any(x.get("check") == "zero-filled-tail" and x["file"] == str(idx) for x in found)
+    tidx = data_dir / "t-0" / "00000000000000000000.timeindex"
+    with open(tidx, "ab") as f:
+        f.write(b"\x00" * 120)
+    res = r.invoke(main, ["dump", str(tidx), "--format", "json"])
+    summ = [x for x in _lines(res.output) if x.get("type") == "summary"][0]
+    assert summ["zeroFilledTailAt"] is not None
+
+
+def test_verify_missing_path_is_typed_error(tmp_path):
+    res = CliRunner().invoke(main, ["verify", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert _lines(res.output)[0]["type"] == "error"
+
+
+def test_recover_reports_truncation(data_dir):
+    seg = data_dir / "t-0" / "00000000000000000000.log"
+    good = seg.stat().st_size
+    with open(seg, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x03\xe8\x00\x00\x00\x50partial")
+    res = CliRunner().invoke(main, ["recover", str(data_dir)])
+    assert res.exit_code == 0, res.output
+    lines = _lines(res.output)
+    tr = [x for x in lines if x["type"] == "truncation"]
+    assert tr and tr[0]["file"] == str(seg) and tr[0]["position"] == good
+    assert lines[-1]["type"] == "summary" and lines[-1]["truncatedBytes"] >= 19
+    assert seg.stat().st_size == good
+    res = CliRunner().invoke(main, ["recover", str(data_dir / "t-1")])
+    assert res.exit_code == 0 and _lines(res.output)[-1]["clean"] is True
+
+
+def test_dump_index_timeindex_and_checkpoints(data_dir):
+    r = CliRunner()
+    idx = data_dir / "t-0" / "00000000000000000000.index"
+    res = r.invoke(main, ["dump", str(idx)])
+    assert res.exit_code == 0, res.output
+    assert "offset: " in res.output and "position: " in res.output
+    assert "Mismatches" not in res.output
+    res = r.invoke(main, ["dump", str(idx), "--index-sanity-check"])
+    assert "passed sanity check." in res.output
+    res = r.invoke(main, ["dump", str(idx), "--verify-index-only"])
+    assert "position:" not in res.output
+    # corrupt an entry: point it at the wrong offset
+    data = bytearray(idx.read_bytes())
+    data[0:4] = (int.from_bytes(data[0:4], "big") + 1).to_bytes(4, "big")
+    idx.write_bytes(bytes(data))
+    res = r.invoke(main, ["dump", str(idx)])
+    assert "Mismatches in :" in res.output and "Index offset:" in res.output
+    tidx = data_dir / "t-0" / "00000000000000000000.timeindex"
+    res = r.invoke(main, ["dump", str(tidx), "--format", "json"])
+    entries = [x for x in _lines(res.output) if x["type"] == "timeIndexEntry"]
+    assert entries and all(x["timestamp"] >= 1000 for x in entries)
+    rp = data_dir / "recovery-point-offset-checkpoint"
+    res = r.invoke(main, ["dump", str(rp), "--format", "json"])
+    ck = _lines(res.output)
+    assert {(x["topic"], x["partition"]) for x in ck} == {("t", 0), ("t", 1)}
+    res = r.invoke(main, ["dump", str(data_dir / "meta.properties")])
+    assert "cluster.id:" in res.output
+
+
+def test_installed_command_subprocess(data_dir):
+    exe = shutil.which("kafkalog")
+    assert exe, "the console script must be installed"
+    p = subprocess.run([exe, "describe", str(data_dir), "--format", "json"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(l) for l in p.stdout.splitlines()]
+    assert sum(r["logEndOffset"] for r in rows) == 200
+    p = subprocess.run([exe, "verify", str(data_dir)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "\x1b[" not in p.stdout + p.stderr   # no progress bar when piped
+    p = subprocess.run([exe, "consume", str(data_dir), "t", "--max-records", "3"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 3
+    p = subprocess.run([exe, "verify", str(data_dir / "nope")], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr

@@ -1,0 +1,147 @@
+"""Checkpoint files (OffsetCheckpointFileWithFailureHandlerTest, LeaderEpochCheckpoint...,
+PartitionMetadataFileTest, CleanShutdownFileHandlerTest)."""
+
+import json
+import os
+import uuid
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kafkalog.errors import CorruptCheckpointError
+from kafkalog.log.checkpoint import (CleanShutdownFile, EpochEntry, LeaderEpochCheckpointFile,
+                                     MetaProperties, OffsetCheckpointFile, PartitionMetadataFile,
+                                     _OffsetFormatter, parse_checkpoint, uuid_to_kafka_string)
+
+
+def test_write_overwrite_reload(tmp_path):
+    p = tmp_path / "recovery-point-offset-checkpoint"
+    c = OffsetCheckpointFile(p)
+    assert p.exists() and c.read() == {}
+    c.write({("foo", 1): 5, ("bar", 2): 10})
+    assert c.read() == {("foo", 1): 5, ("bar", 2): 10}
+    c.write({("foo", 2): 15, ("bar", 3): 20})
+    assert OffsetCheckpointFile(p).read() == {("foo", 2): 15, ("bar", 3): 20}
+    assert p.read_text().splitlines()[:2] == ["0", "2"]
+    assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
+
+
+@pytest.mark.parametrize("text,ok", [
+    ("", {}), ("0\n", {}), ("0\n0\n", {}), ("0\r\n1\r\nt 0 5\r\n", {("t", 0): 5}),
+    ("0\n1\nt\t0   5\n", {("t", 0): 5}),
+])
+def test_read_rules(tmp_path, text, ok):
+    p = tmp_path / "cp"
+    p.write_bytes(text.encode())
+    assert OffsetCheckpointFile(p).read() == ok
+
+
+@pytest.mark.parametrize("text,line", [
+    ("1\n0\n", 1), ("x\n", 1), ("0\nz\n", 2), ("0\n1\nt 0\n", 3), ("0\n1\nt 0 5 6\n", 3),
+    ("0\n1\nt a 5\n", 3), ("0\n2\nt 0 5\n", None), ("0\n1\n t 0 5\n", 3), ("0\n1\n\nt 0 5\n", 3),
+    ("0\n1\nt 0 99999999999999999999\n", 3),
+])
+def test_malformed(tmp_path, text, line):
+    p = tmp_path / "cp"
+    p.write_bytes(text.encode())
+    with pytest.raises(CorruptCheckpointError) as e:
+        OffsetCheckpointFile(p).read()
+    assert e.value.file == str(p)
+    if line is not None:
+        assert f"line {line}" in str(e.value)
+
+
+def test_write_if_dir_exists(tmp_path):
+    d = tmp_path / "gone"
+    d.mkdir()
+    c = OffsetCheckpointFile(d / "cp")
+    os.unlink(d / "cp")
+    d.rmdir()
+    assert c.write_if_dir_exists({("t", 0): 1}) is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_garbage_only_raises_corrupt_checkpoint(data):
+    try:
+        out = parse_checkpoint(data, 0, _OffsetFormatter(), file="cp")
+    except CorruptCheckpointError as e:
+        assert e.file == "cp" and e.position is not None and 0 <= e.position <= len(data)
+    else:
+        assert isinstance(out, list)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b.c", "d_e-f"]), st.integers(0, 2**31 - 1),
+                          st.integers(-2**63, 2**63 - 1)), max_size=10))
+def test_roundtrip_and_mutations(tmp_path_factory, entries):
+    p = tmp_path_factory.mktemp("cp") / "cp"
+    c = OffsetCheckpointFile(p)
+    m = {(t, part): o for t, part, o in entries}
+    c.write(m)
+    assert c.read() == m
+    data = p.read_bytes()
+    for cut in range(0, len(data), 3):
+        p.write_bytes(data[:cut])
+        try:
+            c.read()
+        except CorruptCheckpointError:
+            pass
+
+
+def test_leader_epoch_checkpoint(tmp_path):
+    p = tmp_path / "leader-epoch-checkpoint"
+    c = LeaderEpochCheckpointFile(p)
+    assert c.read() == []
+    c.write([EpochEntry(0, 0), EpochEntry(3, 1520)])
+    assert p.read_text() == "0\n2\n0 0\n3 1520\n"
+    assert c.read() == [(0, 0), (3, 1520)]
+    p.write_text("0\n1\n1 2 3\n")
+    with pytest.raises(CorruptCheckpointError):
+        c.read()
+
+
+def test_partition_metadata(tmp_path):
+    p = tmp_path / "partition.metadata"
+    u = uuid.UUID("1a01045d-e3b7-4057-a57a-4515179cfece")
+    f = PartitionMetadataFile(p)
+    f.write(u)
+    assert p.read_text() == f"version: 0\ntopic_id: {uuid_to_kafka_string(u)}"
+    assert f.read().topic_id == u and f.read().version == 0
+    for bad in ["", "version: 1\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ", "version 0\n",
+                "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", "version: 0\ntopic_id: !!",
+                "version: 0\n", "version: 0\ntopic: x"]:
+        p.write_text(bad)
+        with pytest.raises(CorruptCheckpointError):
+            f.read()
+
+
+def test_meta_properties(tmp_path):
+    p = tmp_path / "meta.properties"
+    MetaProperties(1, "clusterX", 3, "AAAAAAAAAAAAAAAAAAAAAQ").write(p)
+    lines = p.read_text().splitlines()
+    assert lines[0] == "#" and lines[1].startswith("#")
+    m = MetaProperties.read(p)
+    assert (m.version, m.cluster_id, m.node_id, m.directory_id) == (1, "clusterX", 3, "AAAAAAAAAAAAAAAAAAAAAQ")
+    p.write_text("#c\nbroker.id=7\ncluster.id=abc\n")
+    m = MetaProperties.read(p)
+    assert (m.version, m.node_id, m.cluster_id) == (0, 7, "abc")
+    p.write_text("version=1\nnode.id=1\n")
+    with pytest.raises(CorruptCheckpointError):
+        MetaProperties.read(p)
+    p.write_text("version=2\n")
+    with pytest.raises(CorruptCheckpointError):
+        MetaProperties.read(p)
+
+
+def test_clean_shutdown_file(tmp_path):
+    f = CleanShutdownFile(tmp_path)
+    assert not f.exists() and f.read() == -1
+    f.write(42)
+    assert f.exists() and json.loads((tmp_path / ".kafka_cleanshutdown").read_text()) == \
+        {"version": 0, "brokerEpoch": 42}
+    assert (tmp_path / ".kafka_cleanshutdown").read_text() == '{"version":0,"brokerEpoch":42}'
+    assert f.read() == 42
+    (tmp_path / ".kafka_cleanshutdown").write_text("")
+    assert f.exists() and f.read() == -1
+    assert f.delete() and not f.exists()

@@ -1,0 +1,164 @@
+"""LogManager on real data directories: topics, reopen, clean/unclean shutdown, checkpoints, lock."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError
+from kafkalog.log.manager import LogManager, read_offset_checkpoint
+from kafkalog.record.builder import build_batch
+
+
+def _append(log, n, size=100):
+    for i in range(n):
+        log.append(build_batch([(b"k", b"v" * size, 1_700_000_000_000 + i)]))
+
+
+def test_create_reopen_and_clean_shutdown(tmp_path):
+    d = tmp_path / "data"
+    with LogManager(d, background=False) as m:
+        assert not m.had_clean_shutdown
+        m.create_topic("orders", 3, {"segment.bytes": 1000, "retention.ms": 1234})
+        _append(m.get_log("orders", 1), 20)
+        assert m.topics() == ["orders"] and m.partitions_of("orders") == [0, 1, 2]
+    assert (d / ".kafka_cleanshutdown").read_bytes() == b'{"version":0,"brokerEpoch":-1}'
+    assert (d / "meta.properties").read_text().startswith("#\n#")
+    with LogManager(d, background=False) as m:
+        assert m.had_clean_shutdown
+        assert not (d / ".kafka_cleanshutdown").exists()
+        cfg = m.topic_config("orders")
+        assert cfg.segment_bytes == 1000 and cfg.retention_ms == 1234
+        log = m.get_log("orders", 1)
+        assert log.log_end_offset == 20 and len(log.segments) > 1
+        assert all(not r.recovered_segments for r in m.load_result.recovery_reports.values())
+
+
+def test_checkpoint_files_exact_text(tmp_path):
+    d = tmp_path / "data"
+    with LogManager(d, background=False) as m:
+        m.create_topic("a", 2, {"segment.bytes": 500})
+        _append(m.get_log("a", 0), 10)
+        log = m.get_log("a", 0)
+        log.maybe_increment_log_start_offset(3)
+    assert (d / "recovery-point-offset-checkpoint").read_text() == "0\n2\na 0 10\na 1 0\n"
+    assert (d / "replication-offset-checkpoint").read_text() == "0\n2\na 0 10\na 1 0\n"
+    # only partitions whose log start offset is above their first segment's base offset
+    assert (d / "log-start-offset-checkpoint").read_text() == "0\n1\na 0 3\n"
+    with LogManager(d, background=False) as m:
+        assert m.get_log("a", 0).log_start_offset == 3
+
+
+def test_unclean_shutdown_recovers_and_truncates(tmp_path):
+    d = tmp_path / "data"
+    m = LogManager(d, background=False)
+    m.create_topic("t", 1)
+    log = m.get_log("t", 0)
+    _append(log, 5)
+    m.checkpoint_recovery_offsets()
+    path = log.active_segment.log_path
+    m.abandon()
+    with open(path, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x00\x40garbage")
+    with LogManager(d, background=False) as m2:
+        assert not m2.had_clean_shutdown
+        rep = m2.load_result.recovery_reports["t-0"]
+        assert rep.truncations and rep.truncations[0]["file"] == path
+        assert m2.get_log("t", 0).log_end_offset == 5
+
+
+def test_lock_held_against_second_manager_and_process(tmp_path):
+    d = tmp_path / "data"
+    with LogManager(d, background=False):
+        with pytest.raises(LogDirError, match="Failed to acquire lock"):
+            LogManager(d, background=False)
+        code = ("import sys\nfrom kafkalog.log.manager import LogManager\n"
+                "from kafkalog.errors import LogDirError\n"
+                "try:\n    LogManager(sys.argv[1], background=False)\nexcept LogDirError:\n"
+                "    sys.exit(3)\nsys.exit(0)\n")
+        r = subprocess.run([sys.executable, "-c", code, str(d)], timeout=120)
+        assert r.returncode == 3
+    # released after close
+    LogManager(d, background=False).close()
+
+
+def test_delete_topic_renames_then_removes(tmp_path):
+    d = tmp_path / "data"
+    with LogManager(d, {"log.segment.delete.delay.ms": 3_600_000}, background=True) as m:
+        m.create_topic("gone", 2)
+        m.create_topic("kept", 1)
+        _append(m.get_log("gone", 0), 3)
+        assert m.delete_topic("gone") == 2
+        names = os.listdir(d)
+        assert not any(n in ("gone-0", "gone-1") for n in names)
+        assert len([n for n in names if n.startswith("gone-") and n.endswith("-delete")]) == 2
+        assert read_offset_checkpoint(str(d / "recovery-point-offset-checkpoint")) == {("kept", 0): 0}
+        assert m.topics() == ["kept"]
+        with pytest.raises(InvalidTopicError):
+            m.get_log("gone", 0)
+    # pending removal runs on close
+    assert not [n for n in os.listdir(d) if n.endswith("-delete")]
+
+
+def test_leftover_delete_dirs_are_removed_and_strays_skipped(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "x-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    (d / "x-0.0123456789abcdef0123456789abcdef-future").mkdir()
+    (d / "not a partition").mkdir()
+    with LogManager(d, background=False) as m:
+        assert not (d / "x-0.0123456789abcdef0123456789abcdef-delete").exists()
+        assert (d / "x-0.0123456789abcdef0123456789abcdef-future").exists()
+        assert m.topics() == []
+        assert len(m.load_result.skipped_dirs) == 2
+
+
+def test_alter_config_and_invalid_inputs(tmp_path):
+    with LogManager(tmp_path / "data", background=False) as m:
+        m.create_topic("t", 1)
+        with pytest.raises(InvalidTopicError):
+            m.create_topic("t", 1)
+        with pytest.raises(InvalidTopicError):
+            m.create_topic("bad/name", 1)
+        with pytest.raises(InvalidConfigError):
+            m.create_topic("u", 1, {"segment.bytes": "abc"})
+        with pytest.raises(InvalidConfigError):
+            m.create_topic("v", 0)
+        cfg = m.alter_topic_config("t", {"retention.ms": 5})
+        assert cfg.retention_ms == 5 and m.get_log("t", 0).config.retention_ms == 5
+    with LogManager(tmp_path / "data", background=False) as m:
+        assert m.topic_config("t").retention_ms == 5
+
+
+def test_corrupt_checkpoint_treated_as_empty(tmp_path):
+    d = tmp_path / "data"
+    with LogManager(d, background=False) as m:
+        m.create_topic("t", 1)
+        _append(m.get_log("t", 0), 3)
+    (d / "recovery-point-offset-checkpoint").write_text("0\n5\nt 0 x\n")
+    (d / ".kafka_cleanshutdown").unlink()
+    with LogManager(d, background=False) as m:
+        assert m.load_result.checkpoint_errors
+        assert m.get_log("t", 0).log_end_offset == 3
+
+
+def test_background_retention_and_checkpoint_tasks(tmp_path):
+    import time
+    d = tmp_path / "data"
+    cfg = {"log.initial.task.delay.ms": 0, "log.retention.check.interval.ms": 20,
+           "log.flush.offset.checkpoint.interval.ms": 20, "log.segment.delete.delay.ms": 0}
+    with LogManager(d, cfg) as m:
+        m.create_topic("t", 1, {"segment.bytes": 500, "retention.ms": 1000})
+        log = m.get_log("t", 0)
+        for i in range(10):
+            log.append(build_batch([(None, b"z" * 100, 1000 + i)]))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and log.log_start_offset < 10:
+            time.sleep(0.05)
+        assert log.log_start_offset == 10
+        while time.monotonic() < deadline and not (d / "recovery-point-offset-checkpoint").exists():
+            time.sleep(0.05)
+        assert (d / "recovery-point-offset-checkpoint").exists()
