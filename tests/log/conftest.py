@@ -49,14 +49,3 @@ def seg_dir(tmp_path):
     d = tmp_path / "topic-0"
     d.mkdir()
     return d
-
-
-def pytest_collection_modifyitems(config, items):
-    """Skip ``@pytest.mark.slow`` tests of this directory unless ``-m`` selects markers."""
-    if config.getoption("-m"):
-        return
-    skip = pytest.mark.skip(reason="slow soak test: run with -m slow")
-    here = str(__import__("pathlib").Path(__file__).parent)
-    for item in items:
-        if "slow" in item.keywords and str(item.fspath).startswith(here):
-            item.add_marker(skip)

@@ -453,6 +453,9 @@ class Log:
                     aborted = _indexes.producer_update(self.producer_state_manager, mv[p:e])
                     for a in aborted:
                         active.txn_index.append(a)
+            upd = getattr(self.producer_state_manager, "update_map_end_offset", None)
+            if callable(upd):
+                upd(self.log_end_offset)
         finally:
             mv.release()
 
@@ -510,12 +513,12 @@ class Log:
         psm = self.producer_state_manager
         if psm is None:
             return
+        upd = getattr(psm, "update_map_end_offset", None)
+        if callable(upd):
+            upd(offset)
         fn = getattr(psm, "take_snapshot", None)
         if callable(fn):
-            try:
-                fn(offset)
-            except TypeError:
-                fn()
+            fn()
 
     # --- flush -----------------------------------------------------------------------------------
 

@@ -150,6 +150,7 @@ class LogSegment:
         self._max_ts: Optional[int] = None       # None = not loaded yet (lazy, from the time index)
         self._max_ts_offset = base_offset
         self.last_recovery: Optional[SegmentRecovery] = None
+        self._indexes_touched = False
 
     @classmethod
     def open(cls, dir_path: str, base_offset: int, config, *, file_already_exists: bool = False,
@@ -213,6 +214,14 @@ class LogSegment:
         if self._txn_index is None:
             self._txn_index = _indexes.open_txn_index(self.txn_index_path, self.base_offset)
         return self._txn_index
+
+    def touch_indexes(self) -> None:
+        """Create/map both index files now (Kafka touches them on the first append/flush/roll), so a
+        segment with data always has its ``.index``/``.timeindex`` on disk."""
+        if not self._indexes_touched:
+            _indexes.time_entries(self.time_index)
+            _indexes.offset_entries(self.offset_index)
+            self._indexes_touched = True
 
     @property
     def size(self) -> int:
@@ -303,6 +312,8 @@ class LogSegment:
         if pos == 0:
             self.rolling_based_timestamp = largest_timestamp
         self._ensure_offset_in_range(largest_offset)
+        if not self._indexes_touched:
+            self.touch_indexes()
         self.log.append(records)
         self._load_max_ts()
         if largest_timestamp > self._max_ts:  # type: ignore[operator]
@@ -327,6 +338,8 @@ class LogSegment:
         if pos0 == 0:
             self.rolling_based_timestamp = max_timestamps[0]
         self._ensure_offset_in_range(last_offsets[-1])
+        if not self._indexes_touched:
+            self.touch_indexes()
         self.log.append(data)
         self._load_max_ts()
         mts = self._max_ts
@@ -614,6 +627,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the ``.log``, force both index mmaps, fsync the ``.txnindex``."""
+        self.touch_indexes()
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()

@@ -29,6 +29,7 @@ dirty ratio and timestamp range.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -200,7 +201,7 @@ def compact(spark, data_dir: str, topics: Optional[Iterable[str]] = None, *,
         recover(mgr)
         ccfg = CleanerConfig.from_broker(mgr.broker_config)
         if dedupe_buffer_size is not None:
-            ccfg = CleanerConfig(**{**ccfg.__dict__, "dedupe_buffer_size": int(dedupe_buffer_size)})
+            ccfg = dataclasses.replace(ccfg, dedupe_buffer_size=int(dedupe_buffer_size))
         capacity = int(ccfg.dedupe_buffer_size // 24 * ccfg.dedupe_buffer_load_factor)
         plans = _plan(mgr, topics, capacity, spark_offset_map)
         if not plans:
@@ -231,21 +232,25 @@ def compact(spark, data_dir: str, topics: Optional[Iterable[str]] = None, *,
                       .groupBy("topic", "partition", "key").agg(F.max("offset").alias("offset")))
             frames = marker.unionByName(latest)
 
-        def clean_group(table: pa.Table) -> pa.Table:
-            topic = table.column("topic")[0].as_py()
-            partition = table.column("partition")[0].as_py()
-            plan = by_tp[(topic, partition)]
-            keys = offsets = None
-            if plan.spark_offset_map:
-                valid = table.filter(table.column("key").is_valid())
-                keys = valid.column("key").to_pylist()
-                offsets = valid.column("offset").to_pylist()
-            result = clean_partition(plan, ccfg, keys, offsets)
-            return pa.Table.from_pylist([result], schema=_result_arrow_schema())
+        def clean_groups(rows):
+            # rows of one task, sorted by (topic, partition): one group per topic-partition
+            # (pandas-free: Spark's applyInArrow/mapInArrow need pandas, the RDD API does not)
+            current, keys, offsets = None, [], []
+            for row in rows:
+                tp = (row[0], row[1])
+                if tp != current:
+                    if current is not None:
+                        yield _clean_one(by_tp[current], ccfg, keys, offsets)
+                    current, keys, offsets = tp, [], []
+                if row[2] is not None:
+                    keys.append(bytes(row[2]))
+                    offsets.append(row[3])
+            if current is not None:
+                yield _clean_one(by_tp[current], ccfg, keys, offsets)
 
-        rows = (frames.groupBy("topic", "partition")
-                .applyInArrow(clean_group, COMPACT_RESULT_SCHEMA).collect())
-        results = [r.asDict() for r in rows]
+        results = (frames.repartition(len(plans), "topic", "partition")
+                   .sortWithinPartitions("topic", "partition").rdd
+                   .mapPartitions(clean_groups).collect())
 
         cp = OffsetCheckpointFile(os.path.join(mgr.data_dir, CLEANER_OFFSET_CHECKPOINT_FILE))
         current = {(tp[0], tp[1]): off for tp, off in cp.read().items()}
@@ -259,6 +264,12 @@ def compact(spark, data_dir: str, topics: Optional[Iterable[str]] = None, *,
         return sorted(results, key=lambda r: (r["topic"], r["partition"]))
     finally:
         mgr.close()
+
+
+def _clean_one(plan: PartitionPlan, ccfg, keys: list, offsets: list) -> dict:
+    if plan.spark_offset_map:
+        return clean_partition(plan, ccfg, keys, offsets)
+    return clean_partition(plan, ccfg)
 
 
 def _result_arrow_schema() -> pa.Schema:

@@ -33,7 +33,10 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from kafkalog.errors import InvalidRecordError
+from kafkalog.log.config import parse_properties
+from kafkalog.log.manager import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
 from kafkalog.record import kernel
+from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
 from kafkalog.record.builder import write_v2_header
 from kafkalog.record.compression import compress
 from kafkalog.spark.commit import commit_staged
@@ -126,9 +129,29 @@ class ArrowStager:
         self.files: Dict[Tuple[str, int], StagedFile] = {}
         self.handles: Dict[Tuple[str, int], object] = {}
         self.rng = random.Random()
+        self._batch_bytes: Dict[str, int] = {}
 
     def num_partitions(self, topic: str) -> int:
         return self.counts.get(topic) or self.opts.partitions
+
+    def max_batch_bytes(self, topic: str) -> int:
+        """``kafka.batch.size``, capped so that a batch fits the topic's ``segment.bytes`` (the
+        persisted topic config of an existing topic, else the ``topic.segment.bytes`` option)."""
+        cached = self._batch_bytes.get(topic)
+        if cached is None:
+            segment_bytes = None
+            if topic in self.counts:
+                path = os.path.join(self.opts.path, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+                if os.path.exists(path):
+                    with open(path, "r", encoding="utf-8") as f:
+                        segment_bytes = parse_properties(f.read(1 << 20), file=path).get("segment.bytes")
+            else:
+                segment_bytes = self.opts.topic_config_dict.get("segment.bytes")
+            cached = self.opts.batch_size
+            if segment_bytes is not None:
+                cached = max(1, min(cached, int(segment_bytes) - RECORD_BATCH_OVERHEAD))
+            self._batch_bytes[topic] = cached
+        return cached
 
     def add_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
@@ -188,7 +211,7 @@ class ArrowStager:
             rows = None if idx is None else idx.buffers()[1]
             m = n if idx is None else len(idx)
             chunks = kernel.encode_columns_v2(rows, m, keys, values, stamps, now_ms, headers,
-                                              self.opts.batch_size)
+                                              self.max_batch_bytes(topic))
             self._write((topic, partition), chunks, m)
 
     def _write(self, tp: Tuple[str, int], chunks: list, records: int) -> None:
