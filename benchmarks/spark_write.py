@@ -1,0 +1,87 @@
+"""Write benchmark: python benchmarks/spark_write.py [--records N]
+
+Writes N records (16-byte keys, 100-byte values) through Spark into a kafkalog topic
+(``DataSourceArrowWriter`` -> kernel murmur2 + columnar encode -> staging -> atomic commit through
+the log layer) and, in the same session, into an Arrow writer that discards its input; prints both
+times and the ratio (goal >= 80%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter,  # noqa: E402
+                                    WriterCommitMessage)
+
+import kafkalog.spark  # noqa: E402
+
+
+class _Discard(DataSourceArrowWriter):
+    def write(self, iterator):
+        rows = 0
+        for batch in iterator:
+            rows += batch.num_rows
+        return WriterCommitMessage()
+
+
+class DiscardSink(DataSource):
+    @classmethod
+    def name(cls):
+        return "kafkalog_bench_discard"
+
+    def writer(self, schema, overwrite):
+        return _Discard()
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=10_000_000)
+    ap.add_argument("--partitions", type=int, default=2, help="Spark tasks and topic partitions")
+    ap.add_argument("--compression", default="none")
+    args = ap.parse_args()
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    kafkalog.spark.register(spark)
+    spark.dataSource.register(DiscardSink)
+    data = tempfile.mkdtemp(prefix="kafkalog-wbench-")
+    n = args.records
+    df = spark.range(n, numPartitions=args.partitions).selectExpr(
+        "unhex(lpad(hex(id), 32, '0')) key", "cast(repeat('x', 100) as binary) value")
+    try:
+        df.limit(10).write.format("kafkalog_bench_discard").mode("append").save()  # warm up
+        t_ref = min(timed(lambda: df.write.format("kafkalog_bench_discard").mode("append").save())
+                    for _ in range(2))
+        times = []
+        for i in range(2):
+            target = os.path.join(data, f"run{i}")
+            times.append(timed(lambda: df.write.format("kafkalog").option("topic", "bench")
+                               .option("partitions", args.partitions)
+                               .option("kafka.compression.type", args.compression)
+                               .mode("append").save(target)))
+        t_kl = min(times)
+        count = spark.read.format("kafkalog").option("subscribe", "bench") \
+            .load(os.path.join(data, "run0")).count()
+        assert count == n, count
+        print(f"write {n:,} records: kafkalog {t_kl:.2f} s ({n / t_kl / 1e6:.2f} M rec/s), "
+              f"discarding Arrow writer {t_ref:.2f} s, ratio {t_ref / t_kl:.0%} (target >= 80%)")
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
