@@ -1,96 +1,116 @@
-"""The kafkalog Spark pipeline, end to end: python examples/pipeline.py [DATA_DIR] [RECORDS]
+"""kafkalog's main job: a Spark pipeline over a local Kafka data directory.
 
-1. generate a realistic keyed event stream (orders changing status);
-2. write it through Spark into a Kafka data directory (6 partitions, keys placed by Kafka's
-   partitioner, zstd batches);
-3. compact it (latest status per order);
-4. read it back with Spark; print records/bytes before and after compaction and an aggregation.
+    python3 examples/pipeline.py [DATA_DIR] [--events N]
+
+1. generate a realistic keyed event stream (user profile updates: many updates per user, a few
+   deletions as tombstones) and write it through Spark into a compacted Kafka topic;
+2. compact it with the real log cleaner, partitions cleaned in parallel as one Spark job;
+3. read it back with Spark and show the per-partition statistics before and after, plus a small
+   aggregation over the compacted topic (the latest state of every user).
+
+The directory it writes is a Kafka data directory: a Kafka broker (or ``kafka-dump-log``) opens
+it as it is.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import SparkSession, Window, functions as F  # noqa: E402
 
 import kafkalog.spark  # noqa: E402
+from kafkalog.spark import jobs  # noqa: E402
 
-DATA_DIR = sys.argv[1] if len(sys.argv) > 1 else "/tmp/kafkalog-pipeline"
-RECORDS = int(sys.argv[2]) if len(sys.argv) > 2 else 200_000
-TOPIC = "orders"
-
-
-def dir_bytes(path: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs
-               if f.endswith(".log"))
+TOPIC = "user-profiles"
 
 
-def compact(spark: SparkSession, data_dir: str, topic: str) -> None:
-    """Compact the topic. HOOK: use kafkalog.cleaner once it exists; until then, keep the
-    latest record per key by rewriting the topic through Spark into a fresh directory."""
-    try:
-        from kafkalog.cleaner import clean_data_dir  # type: ignore[attr-defined]
-    except ImportError:
-        clean_data_dir = None
-    if clean_data_dir is not None:
-        clean_data_dir(data_dir, topics=[topic])
-        return
-    df = spark.read.format("kafkalog").option("subscribe", topic).load(data_dir)
-    latest = (df.withColumn("rn", F.row_number().over(
-        __import__("pyspark.sql.window", fromlist=["Window"]).Window
-        .partitionBy("key").orderBy(F.col("offset").desc())))
-        .filter("rn = 1").orderBy("partition", "offset")
-        .select("key", "value", "partition", "timestamp"))
-    tmp = data_dir + ".compacting"
-    shutil.rmtree(tmp, ignore_errors=True)
-    latest.write.format("kafkalog").option("topic", topic).option("partitions", 6) \
-        .option("kafka.compression.type", "zstd").mode("append").save(tmp)
-    for name in os.listdir(data_dir):
-        if name.startswith(topic + "-"):
-            shutil.rmtree(os.path.join(data_dir, name))
-    for name in os.listdir(tmp):
-        shutil.move(os.path.join(tmp, name), os.path.join(data_dir, name))
-    shutil.rmtree(tmp, ignore_errors=True)
+def generate_events(spark, n: int, users: int):
+    """n profile updates of ``users`` users over one day; about 1% of updates delete the user
+    (a tombstone: null value). Keys are user ids, values small JSON documents."""
+    plans = ["free", "pro", "team", "enterprise"]
+    countries = ["DE", "FR", "US", "BR", "IN", "JP", "NG", "GB"]
+    return (spark.range(n)
+            .withColumn("user", (F.hash("id") % users + users) % users)
+            .withColumn("deleted", F.rand(seed=1) < 0.01)
+            .select(
+                F.format_string("user-%06d", "user").cast("binary").alias("key"),
+                F.when(F.col("deleted"), F.lit(None).cast("binary")).otherwise(
+                    F.to_json(F.struct(
+                        F.col("user"),
+                        F.element_at(F.array(*map(F.lit, plans)), (F.col("id") % 4 + 1).cast("int")).alias("plan"),
+                        F.element_at(F.array(*map(F.lit, countries)), (F.col("user") % 8 + 1).cast("int")).alias("country"),
+                        (F.col("id") % 1000).alias("logins"))).cast("binary")).alias("value"),
+                F.timestamp_millis(F.lit(1_700_000_000_000) + (F.col("id") * (86_400_000 / n)).cast("long"))
+                .alias("timestamp")))
+
+
+def show_stats(spark, data_dir: str, title: str) -> dict:
+    rows = jobs.stats(spark, data_dir, [TOPIC]).collect()
+    print(f"\n{title}")
+    print(f"  {'partition':>9} {'records':>9} {'bytes':>11} {'keys':>7} {'dirty':>6}")
+    for r in rows:
+        print(f"  {r.partition:>9} {r.records:>9,} {r.bytes:>11,} {r.keys:>7,} {r.dirty_ratio:>6.0%}")
+    total = {"records": sum(r.records for r in rows), "bytes": sum(r.bytes for r in rows)}
+    print(f"  {'total':>9} {total['records']:>9,} {total['bytes']:>11,}")
+    return total
 
 
 def main() -> None:
-    shutil.rmtree(DATA_DIR, ignore_errors=True)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data_dir", nargs="?", help="data directory (default: a new temp dir)")
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--users", type=int, default=5_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    args = ap.parse_args()
+    data_dir = args.data_dir or tempfile.mkdtemp(prefix="kafkalog-pipeline-")
     spark = (SparkSession.builder.master("local[*]").appName("kafkalog-pipeline")
              .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
+             .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    kafkalog.spark.register(spark)
+    kafkalog.spark.register(spark)  # the "kafkalog" format + filter pushdown
+    try:
+        # 1. write: keyed records go where Kafka's producer would put them (murmur2 of the key)
+        (generate_events(spark, args.events, args.users)
+         .write.format("kafkalog").option("topic", TOPIC).option("partitions", args.partitions)
+         .option("kafka.compression.type", "lz4")
+         .option("topic.cleanup.policy", "compact")       # topic configs, persisted
+         .option("topic.segment.bytes", 1 << 18)
+         .option("topic.min.cleanable.dirty.ratio", "0.01")
+         .mode("append").save(data_dir))
+        before = show_stats(spark, data_dir, f"before compaction ({data_dir})")
 
-    events = spark.range(RECORDS).selectExpr(
-        "format_string('order-%06d', cast(id % 20000 as int)) as order_id",
-        "element_at(array('created','paid','packed','shipped','delivered'), "
-        "cast(id div 20000 % 5 + 1 as int)) as status",
-        "cast(rand(7) * 500 as decimal(8,2)) as amount",
-        "timestamp_millis(1700000000000 + id * 10) as timestamp")
-    (events.selectExpr("cast(order_id as binary) as key",
-                       "cast(to_json(struct(order_id, status, amount)) as binary) as value",
-                       "timestamp")
-     .write.format("kafkalog").option("topic", TOPIC).option("partitions", 6)
-     .option("kafka.compression.type", "zstd").mode("append").save(DATA_DIR))
+        # 2. compact: the real cleaner, partitions in parallel on the executors
+        results = jobs.compact(spark, data_dir, [TOPIC])
+        for r in results:
+            if r["error"]:
+                raise SystemExit(f"compaction of {r['topic']}-{r['partition']} failed: {r['error']}")
+        after = show_stats(spark, data_dir, "after compaction")
+        print(f"\ncompaction kept {after['records'] / before['records']:.1%} of the records and "
+              f"{after['bytes'] / before['bytes']:.1%} of the bytes")
 
-    def read():
-        return spark.read.format("kafkalog").option("subscribe", TOPIC).load(DATA_DIR)
-
-    before = read().count(), dir_bytes(DATA_DIR)
-    compact(spark, DATA_DIR, TOPIC)
-    after_df = read()
-    after = after_df.count(), dir_bytes(DATA_DIR)
-    print(f"before compaction: {before[0]:>9,} records {before[1]:>12,} bytes")
-    print(f"after compaction:  {after[0]:>9,} records {after[1]:>12,} bytes")
-    (after_df.select(F.from_json(F.col("value").cast("string"),
-                                 "order_id string, status string, amount decimal(8,2)").alias("o"))
-     .groupBy("o.status").agg(F.count("*").alias("orders"), F.sum("o.amount").alias("amount"))
-     .orderBy("status").show())
-    spark.stop()
+        # 3. read back: the latest profile of every user; count users per plan and country
+        profiles = (spark.read.format("kafkalog").option("subscribe", TOPIC).load(data_dir)
+                    .withColumn("rank", F.row_number().over(
+                        Window.partitionBy("key").orderBy(F.col("offset").desc())))
+                    .where("rank = 1 AND value IS NOT NULL")
+                    .select(F.from_json(F.col("value").cast("string"),
+                                        "user int, plan string, country string, logins int")
+                            .alias("p")).select("p.*"))
+        print("\nactive users per plan (latest state after compaction):")
+        (profiles.groupBy("plan").agg(F.count("*").alias("users"),
+                                      F.round(F.avg("logins"), 1).alias("avg_logins"))
+         .orderBy("plan").show())
+    finally:
+        spark.stop()
+        if args.data_dir is None:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import pytest
 from kafkalog.cleaner.grouping import group_segments_by_size
 from kafkalog.record.constants import CompressionType
 
-from helpers import (NOW, append, append_marker, batches, clean, data_records, latest_per_key,
+from .helpers import (NOW, append, append_marker, batches, clean, data_records, latest_per_key,
                      open_log, records)
 
 

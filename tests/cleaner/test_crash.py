@@ -12,7 +12,7 @@ from kafkalog.cleaner.swap import CRASH_ENV, CRASH_STEPS
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 
-from helpers import NOW, append, data_records, latest_per_key, open_log
+from .helpers import NOW, append, data_records, latest_per_key, open_log
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

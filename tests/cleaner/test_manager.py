@@ -6,7 +6,7 @@ from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.manager import cleanable_offsets
 from kafkalog.log.naming import TopicPartition
 
-from helpers import NOW, append, open_log
+from .helpers import NOW, append, open_log
 
 
 def _log(path, n, keys, **cfg):

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkalog.record.constants import CompressionType
 
-from helpers import NOW, append, clean, data_records, latest_per_key, open_log
+from .helpers import NOW, append, clean, data_records, latest_per_key, open_log
 
 keys = st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f", None])
 value = st.one_of(st.none(), st.binary(min_size=0, max_size=30))

@@ -9,7 +9,7 @@ from kafkalog.cli.main import main
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
 
-from helpers import data_records, latest_per_key
+from .helpers import data_records, latest_per_key
 
 
 def _fill(mgr, topic, partitions, n, keys):

@@ -8,7 +8,7 @@ import os
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 
-from conftest import v2_batch
+from .conftest import v2_batch
 
 CFG = {"segment.bytes": 600, "index.interval.bytes": 100, "file.delete.delay.ms": 0}
 

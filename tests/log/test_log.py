@@ -14,7 +14,7 @@ from kafkalog.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOf
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 
-from conftest import BASE_TS, legacy_batch, v2_batch
+from .conftest import BASE_TS, legacy_batch, v2_batch
 
 
 def open_log(d, **cfg):

@@ -14,7 +14,7 @@ from kafkalog.log.producer_state import (ORIGIN_REPLICATION, BatchMetadata, Inva
                                          read_snapshot, snapshot_bytes)
 from kafkalog.log.txn_index import AbortedTxn
 
-from conftest import v2_batch
+from .conftest import v2_batch
 
 PID = 1000
 INT_MAX = 2**31 - 1

@@ -11,7 +11,7 @@ from kafkalog.errors import CorruptRecordError, LogSegmentOffsetOverflowError
 from kafkalog.log import _indexes
 from kafkalog.log.segment import LogSegment, RollParams
 
-from conftest import BASE_TS, v2_batch, legacy_batch
+from .conftest import BASE_TS, v2_batch, legacy_batch
 
 
 def seg(d, base=0, **kw):

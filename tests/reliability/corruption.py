@@ -4,7 +4,9 @@ and foreign index files, stray ``.swap`` / ``.cleaned`` / ``.deleted`` files.
 A *pristine* partition directory (several segments; v2 batches of every codec, some v1 messages) is
 written once and closed cleanly. Each trial copies it, injects one corruption and checks:
 
-1. **verify detects it**: a full-scan open (``recovery_point=0``, unclean) returns a
+0. **``kafkalog verify --deep`` detects it** (read-only, exit status 1) -- for every corruption
+   that changes a record;
+1. **recovery detects it**: a full-scan open (``recovery_point=0``, unclean) returns a
    :class:`~kafkalog.log.loader.RecoveryReport` that is not clean -- for every corruption that
    changes a record (see :func:`classify` for the exact byte map);
 2. **recovery keeps exactly the valid prefix and says what it removed**: after that open the log
@@ -23,10 +25,14 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from click.testing import CliRunner
+
+from kafkalog.cli.main import main as _cli_main
 from kafkalog.errors import KafkalogError
 from kafkalog.log.log import Log
 from kafkalog.record.builder import build_batch
 
+_RUNNER = CliRunner()
 CONFIG = {"segment.bytes": 2500, "index.interval.bytes": 120, "segment.index.bytes": 4096}
 BASE_TS = 1_700_000_000_000
 
@@ -170,8 +176,13 @@ def inject(p: Pristine, work: str, rnd: random.Random, kind: Optional[str] = Non
             pos = rnd.randrange(size)
             with open(path, "r+b") as f:
                 f.seek(pos)
+                old = f.read()
+                f.seek(pos)
                 f.write(bytes(size - pos))
-            b = _batch_at(p, src, pos)
+            changed = next((pos + i for i, c in enumerate(old) if c), None)
+            if changed is None:         # those bytes were zeros already: nothing changed
+                return Trial(kind, path, f"zeros from byte {pos} (no change)", p.leo, False, None, "no-op")
+            b = _batch_at(p, src, changed)
             return Trial(kind, path, f"zeros from byte {pos} of {size}", b.base, True, b, "zeros")
         extra = rnd.randrange(1, 5000)
         with open(path, "ab") as f:
@@ -238,6 +249,7 @@ class Tally:
     injected: int = 0
     touching_data: int = 0
     detected: int = 0
+    verify_detected: int = 0
     undetected: List[str] = field(default_factory=list)
     wrong_prefix: List[str] = field(default_factory=list)
     reader_failures: List[str] = field(default_factory=list)
@@ -253,6 +265,16 @@ def check_trial(p: Pristine, work: str, trial: Trial, tally: Tally) -> None:
     tally.injected += 1
     tally.by_kind[trial.kind] = tally.by_kind.get(trial.kind, 0) + 1
     what = f"{trial.kind} {os.path.basename(trial.file)} {trial.detail} [{trial.field}]"
+    # 0: `kafkalog verify --deep` (read-only) exits 1 on every corruption that touches data
+    res = _RUNNER.invoke(_cli_main, ["verify", "--no-progress", "--quiet", "--deep", work])
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        tally.untyped.append(f"{what}: kafkalog verify raised {type(res.exception).__name__}: "
+                             f"{res.exception}")
+    elif trial.must_detect:
+        if res.exit_code == 1:
+            tally.verify_detected += 1
+        else:
+            tally.undetected.append(f"{what}: kafkalog verify exit {res.exit_code}")
     reader_dir = work + ".reader"
     if os.path.exists(reader_dir):
         shutil.rmtree(reader_dir)

@@ -8,7 +8,7 @@ import os
 import pytest
 from pyspark.sql import functions as F
 
-from helpers import VECTORS, make_partition, vector_bytes
+from .helpers import VECTORS, make_partition, vector_bytes
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -19,7 +19,7 @@ from kafkalog.spark.planning import OffsetRange, plan_tasks
 from kafkalog.spark.schema import source_arrow_schema, source_schema
 from kafkalog.spark.segment_reader import read_range
 
-from helpers import VECTORS, make_partition, vector_bytes
+from .helpers import VECTORS, make_partition, vector_bytes
 
 
 @pytest.mark.parametrize("headers", [False, True])

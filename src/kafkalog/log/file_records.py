@@ -169,10 +169,21 @@ class FileRecords:
 
     def append(self, data) -> int:
         """Write ``data`` at the logical end; returns the number of bytes written."""
+        pos = self.size
+        n = len(data)
+        if n <= _WRITE_CHUNK:
+            # common case (one produce batch): one pwrite, no memoryview
+            try:
+                done = os.pwrite(self.fd, data, pos)
+            except OSError as e:
+                raise KafkalogIOError(f"write failed: {e.strerror}", file=self.path, position=pos) from e
+            if done == n:
+                self.size = pos + n
+                return n
+        else:
+            done = 0
         mv = memoryview(data)
         n = len(mv)
-        pos = self.size
-        done = 0
         try:
             while done < n:
                 # bounded chunks: one huge pwrite is markedly slower than cache-sized ones

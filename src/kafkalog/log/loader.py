@@ -203,6 +203,19 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
             recovered_ids.add(id(seg))
         segments.append(seg)
 
+    # a segment truncated by the index-triggered recovery above ends the log there, as in step 4
+    # (recovery keeps the valid prefix; never a silent gap of offsets)
+    for i, seg in enumerate(segments):
+        r = seg.last_recovery
+        if id(seg) in recovered_ids and r is not None and r.truncated_bytes > 0:
+            for later in segments[i + 1:]:
+                report.deleted_segments.append({"file": later.log_path, "baseOffset": later.base_offset,
+                                                "sizeInBytes": later.size,
+                                                "reason": f"follows truncated segment {seg.log_path}"})
+                later.delete()
+            del segments[i + 1:]
+            break
+
     # 4. recovery after an unclean shutdown
     if not had_clean_shutdown and segments:
         floor = _floor_base(logs, recovery_point)
@@ -214,7 +227,20 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
             else:
                 truncated = _recover_segment(seg, report, "unclean shutdown", producer_state_manager,
                                              leader_epoch_cache, contiguous)
-            if truncated > 0:
+            gap = None
+            if contiguous and i + 1 < len(segments) and truncated == 0:
+                nxt = seg.read_next_offset()
+                if seg.size and nxt != segments[i + 1].base_offset:
+                    # a never-compacted log has no offset gaps: a whole-batch cut or a damaged
+                    # baseOffset at the end of this segment (fields outside the CRC)
+                    gap = (f"segment ends at offset {nxt} but the next segment starts at "
+                           f"{segments[i + 1].base_offset}")
+                    entry = {"file": seg.log_path, "position": seg.size, "bytes": 0,
+                             "kind": "corruption", "reason": gap}
+                    report.truncations.append(entry)
+                    report.corruptions.append(dict(entry, validDataFollows=True,
+                                                   nextValidPosition=None))
+            if truncated > 0 or gap is not None:
                 for later in segments[i + 1:]:
                     report.deleted_segments.append({"file": later.log_path, "baseOffset": later.base_offset,
                                                     "sizeInBytes": later.size,

@@ -366,6 +366,37 @@ class LogSegment:
         self._max_ts_offset = moff
         self.bytes_since_last_index_entry = since
 
+    def try_append_one(self, data, size: int, last_offset: int, max_timestamp: int,
+                       max_segment_bytes: int, max_segment_ms: int) -> bool:
+        """Fast path of ``Log.append`` for one batch (offsets already assigned in ``data``): the
+        :meth:`should_roll` checks, then exactly what :meth:`append_batches` does for one batch.
+        Returns False, having done nothing, when the general path is needed: empty segment, indexes
+        not yet mapped, first-batch timestamp or max timestamp not loaded yet, or a roll is due."""
+        pos0 = self.log.size
+        t = self.rolling_based_timestamp
+        mts = self._max_ts
+        if (pos0 == 0 or pos0 > max_segment_bytes - size or not self._indexes_touched
+                or t is None or mts is None or not 0 <= last_offset - self.base_offset <= INT_MAX):
+            return False
+        waited = max_timestamp - t if t >= 0 else self.clock() - self.created_ms
+        if waited > max_segment_ms - self.roll_jitter_ms:
+            return False
+        oi = self._offset_index
+        ti = self._time_index
+        if oi.is_full() or ti.is_full():
+            return False
+        self.log.append(data)
+        if max_timestamp > mts:
+            self._max_ts = max_timestamp
+            self._max_ts_offset = last_offset
+        since = self.bytes_since_last_index_entry
+        if since > self.index_interval_bytes:
+            oi.append(last_offset, pos0)
+            ti.maybe_append(self._max_ts, self._max_ts_offset)
+            since = 0
+        self.bytes_since_last_index_entry = since + size
+        return True
+
     def _append_index_entries(self, offset: int, position: int) -> None:
         oi = self.offset_index
         ti = self.time_index
@@ -394,7 +425,13 @@ class LogSegment:
         if self.log.size > 0 and (self._offset_index is not None
                                   or os.path.exists(self.offset_index_path)):
             pos = _indexes.offset_lookup(self.offset_index, offset)[1]
-        return self.log.search_for_offset_with_size(offset, max(pos, starting_file_position))
+        start = max(pos, starting_file_position)
+        h = self.log.search_for_offset_with_size(offset, start)
+        if start > starting_file_position and (h is None or (
+                h.position == start and h.magic >= 2 and h.base_offset > offset)):
+            # the index entry overshoots (damaged or foreign index): scan instead of skipping
+            h = self.log.search_for_offset_with_size(offset, starting_file_position)
+        return h
 
     def read(self, start_offset: int, max_size: int, max_position: Optional[int] = -1,
              min_one_message: bool = False) -> Optional[FetchDataInfo]:
@@ -501,6 +538,10 @@ class LogSegment:
                     # a torn write keeps a real header; an impossible magic means damage
                     kind = "partial-tail" if 0 <= magic <= 2 and offset >= base else "corruption"
                     break
+                if magic > 2:
+                    reason = f"Invalid magic found in record: {magic}"   # magic is outside the CRC
+                    bad_pos = pos
+                    break
                 if magic >= 2:
                     if sz < RECORD_BATCH_OVERHEAD:
                         reason = f"Record batch size {sz} is smaller than the minimum allowed overhead 61"
@@ -524,7 +565,9 @@ class LogSegment:
                     bad_pos = pos
                     break
                 first = offset if magic >= 2 else last
-                if first < expect_next or (contiguous and magic >= 2 and first != expect_next):
+                if contiguous and magic < 2 and buf[pos + 17] & 0x07:
+                    first = _legacy_first_offset(mv[pos:pos + sz], last)
+                if first < expect_next or (contiguous and first != expect_next):
                     reason = (f"batch offsets {offset}..{last} are not above the previous batch's "
                               f"(next offset {expect_next})")
                     bad_pos = pos
@@ -734,3 +777,14 @@ def _record_timestamps(entry: bytes, path: str, position: int):
                 yield rec.timestamp, rec.offset
     except KafkalogError as e:
         raise e.at(path, position)
+
+
+def _legacy_first_offset(entry, last: int) -> int:
+    """First offset of a compressed v0/v1 wrapper whose (outer) offset is ``last``; -1 when its
+    inner messages cannot be read (the wrapper offset is outside the CRC-32)."""
+    from kafkalog.log._encode import legacy_wrapper_inner_offsets
+    try:
+        n = len(legacy_wrapper_inner_offsets(bytes(entry)))
+    except KafkalogError:
+        return -1
+    return last - n + 1 if n else -1

@@ -46,8 +46,10 @@ INTENT_FILE = ".kafkalog-commit"
 SINK_FILE_PREFIX = ".kafkalog-sink-"
 APPEND_CHUNK_BYTES = 32 << 20
 
-#: Fault-injection point for crash tests: called with the number of partitions appended so far.
+#: Fault-injection points for crash tests: called with the number of partitions appended so far,
+#: and right after the commit point.
 _after_partition_append = None
+_after_commit_point = None
 
 
 def intent_path(data_dir: str) -> str:
@@ -207,6 +209,8 @@ def commit_staged(data_dir: str, staged: Mapping[TopicPartition, List[str]], *, 
                 logs[tp].flush(include_active=True)
             intent["state"] = "committed"
             _write_intent(data_dir, intent)           # the commit point
+            if _after_commit_point is not None:
+                _after_commit_point()
         except BaseException:
             _roll_back(mgr, starts)
             _delete_intent(data_dir)

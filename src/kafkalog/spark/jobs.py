@@ -42,11 +42,6 @@ from kafkalog.errors import CleanerError
 
 TopicPartition = Tuple[str, int]
 
-COMPACT_RESULT_SCHEMA = ("topic string, partition int, mode string, rounds int, "
-                         "first_dirty_offset long, end_offset long, log_start_offset long, "
-                         "bytes_before long, bytes_after long, segments_deleted int, error string")
-
-
 @dataclass
 class PartitionPlan:
     """What an executor needs to clean one partition (pickled into the task)."""
@@ -270,14 +265,6 @@ def _clean_one(plan: PartitionPlan, ccfg, keys: list, offsets: list) -> dict:
     if plan.spark_offset_map:
         return clean_partition(plan, ccfg, keys, offsets)
     return clean_partition(plan, ccfg)
-
-
-def _result_arrow_schema() -> pa.Schema:
-    return pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("mode", pa.string()),
-                      ("rounds", pa.int32()), ("first_dirty_offset", pa.int64()),
-                      ("end_offset", pa.int64()), ("log_start_offset", pa.int64()),
-                      ("bytes_before", pa.int64()), ("bytes_after", pa.int64()),
-                      ("segments_deleted", pa.int32()), ("error", pa.string())])
 
 
 def stats(spark, data_dir: str, topics: Optional[Iterable[str]] = None):
