@@ -45,21 +45,20 @@ BASE_TS = 1_700_000_000_000
 
 
 def find_cleaner(m: LogManager):
-    """The cleaning entry point, ``fn(log)``, if the cleaner has landed (API probed, not assumed)."""
+    """``fn(log)`` cleaning the compacted partition to its first uncleanable offset with
+    :mod:`kafkalog.cleaner` (the on-demand path of ``kafkalog compact``), or None without it."""
     try:
-        import kafkalog.cleaner as cl
+        from kafkalog.cleaner import CleanerConfig, LogCleaner, compact_log
     except ImportError:
         return None
-    for name in ("clean_log", "clean"):
-        fn = getattr(cl, name, None)
-        if callable(fn):
-            return fn
-    c = getattr(m, "cleaner", None)
-    for name in ("clean_log", "clean_partition", "clean"):
-        fn = getattr(c, name, None) if c is not None else None
-        if callable(fn):
-            return fn
-    return None
+    from kafkalog.log.naming import TopicPartition
+    tp = TopicPartition(COMPACT_TOPIC, 0)
+
+    def clean(log):
+        cleaner = LogCleaner(logs=lambda: [(tp, log)], config=CleanerConfig.from_broker(m.broker_config),
+                             clock=m.clock)
+        return compact_log(cleaner, tp, log)
+    return clean
 
 
 # --- the writer (runs in the forked child) --------------------------------------------------------
@@ -83,7 +82,7 @@ def writer(data_dir: str, ack_path: str, seed: int, ready_fd: int, max_appends: 
     pending: Dict[Tuple[str, int], List[str]] = {}
     clean = find_cleaner(m)
     for seq in range(max_appends):
-        topic = COMPACT_TOPIC if rnd.random() < 0.2 else DELETE_TOPIC
+        topic = COMPACT_TOPIC if rnd.random() < 0.05 else DELETE_TOPIC
         part = rnd.randrange(TOPICS[topic][0])
         log = m.get_log(topic, part)
         buf = bytearray()

@@ -165,8 +165,10 @@ class LogCleanerManager:
             logger.warning("Ignoring unreadable cleaner checkpoint in %s: %s", data_dir, e)
             return {}
 
-    def all_cleaner_checkpoints(self) -> Dict[TopicPartition, int]:
-        dirs = {self._data_dir(log) for _tp, log in self._logs()}
+    def all_cleaner_checkpoints(self, logs=None) -> Dict[TopicPartition, int]:
+        if logs is None:
+            logs = list(self._logs())
+        dirs = {self._data_dir(log) for _tp, log in logs}
         out: Dict[TopicPartition, int] = {}
         for d in dirs:
             out.update(self.read_checkpoint(d))
@@ -202,10 +204,13 @@ class LogCleanerManager:
         None when there is none. A failure computing one log's offsets marks that log
         uncleanable and the others are still considered."""
         now = self.clock() if now is None else now
+        # Take the log list before our lock: the manager's lock is taken inside ``_logs()``, and the
+        # manager calls ``abort_cleaning`` (our lock) while holding its own; one order only.
+        logs = list(self._logs())
         with self._lock:
-            last_clean = self.all_cleaner_checkpoints()
+            last_clean = self.all_cleaner_checkpoints(logs)
             candidates = []
-            for tp, log in list(self._logs()):
+            for tp, log in logs:
                 if getattr(log, "_closed", False) or not is_compacted(log.config):
                     continue
                 if tp in self.in_progress or self._is_uncleanable(tp, now):

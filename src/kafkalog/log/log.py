@@ -702,9 +702,9 @@ class Log:
                 except KafkalogError as e:
                     raise e.at(self.dir, h.position) from None
                 first = h.base_offset
-                if h.magic < 2 and expect is not None:
+                if h.magic < 2:
                     recs = b.records()
-                    first = recs[0].offset if recs else expect
+                    first = recs[0].offset if recs else (start if expect is None else expect)
                 if expect is None:
                     if not self.compact and first > start:
                         raise CorruptRecordError(f"batch base offset {first} is above the requested "

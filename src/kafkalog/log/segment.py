@@ -579,7 +579,7 @@ class LogSegment:
                     mts = ts
                     moff = last
                 if valid - last_index_pos > interval:
-                    if not _indexes.offset_is_full(oi):
+                    if not (_indexes.offset_is_full(oi) or _indexes.time_is_full(ti)):
                         oi.append(last, valid)
                         ti.maybe_append(mts, moff)
                     last_index_pos = valid
