@@ -273,12 +273,14 @@ def test_parity_sample_and_malformed_cases():
         assert _outcome(CY, body, count) == _outcome(PY, body, count), case
 
 
-# --- columnar decode (kafkalog.spark.arrow_batches.decode_columns_v2_py is the reference) -----------
+# --- columnar decode for Arrow (reference: _kernel_py.decode_columns_v2) ----------------------------
 
 def _columns_ref():
+    if PY is not None and hasattr(PY, "decode_columns_v2"):
+        return PY.decode_columns_v2
     try:
         from kafkalog.spark.arrow_batches import decode_columns_v2_py
-    except Exception:  # noqa: BLE001 - spark layer absent or pyarrow missing
+    except Exception:  # noqa: BLE001 - older layout
         return None
     return decode_columns_v2_py
 

@@ -915,8 +915,8 @@ cdef class RecordsEncoder:
 
 
 # --------------------------------------------------------------------------------------------------
-# columnar decode for Arrow (kafkalog.spark.arrow_batches; pure-Python reference:
-# kafkalog.spark.arrow_batches.decode_columns_v2_py)
+# columnar decode for Arrow (used by kafkalog.spark.arrow_batches; pure-Python reference:
+# kafkalog.record._kernel_py.decode_columns_v2)
 
 cdef extern from "Python.h":
     char* PyByteArray_AS_STRING(object ba)
