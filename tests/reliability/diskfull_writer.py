@@ -1,0 +1,69 @@
+"""Writer for the full-disk tests: appends until the file system refuses, acknowledging records
+after each flush; reports the error it got.
+
+usage: python -m tests.reliability.diskfull_writer DATA_DIR FSIZE_LIMIT_BYTES|0 SEED
+
+Prints ``ACK offset value`` lines (after flush), then ``ERR <ExceptionType> <message>`` for the
+first failing operation, then tries a second append (``ERR2 ...`` / ``OK2``) and a clean close
+(``CLOSE-ERR ...`` / ``CLOSED``). Exit status 0 whatever happens (SIGBUS/SIGSEGV would show).
+"""
+from __future__ import annotations
+
+import random
+import resource
+import signal
+import sys
+
+
+def main() -> None:
+    data_dir, limit, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    if limit:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # get EFBIG instead of being killed
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    from kafkalog.log.manager import LogManager
+    from kafkalog.record.builder import build_batch
+    rnd = random.Random(seed)
+    out = sys.stdout
+    m = LogManager(data_dir, {}, background=False)
+    m.create_topic("t", 1, {"segment.bytes": 64 * 1024, "segment.index.bytes": 4096}, exist_ok=True)
+    log = m.get_log("t", 0)
+    pending = []
+    n = 0
+    try:
+        while True:
+            n += 1
+            recs = [(None, f"{seed}.{n}.{j}|".encode() + b"y" * rnd.randrange(400), 1_700_000_000_000, None)
+                    for j in range(rnd.randint(1, 5))]
+            info = log.append(build_batch(recs, compression=rnd.choice([0, 1, 3])))
+            pending += [(info.first_offset + j, r[1].decode()) for j, r in enumerate(recs)]
+            if n % 3 == 0:
+                log.flush()
+                if n % 9 == 0:
+                    m.write_checkpoints()
+                out.write("".join(f"ACK {o} {v}\n" for o, v in pending))
+                out.flush()
+                pending.clear()
+    except BaseException as e:  # noqa: BLE001
+        out.write(f"ERR {type(e).__module__}.{type(e).__name__} {e}\n".replace("\n", " ") + "\n")
+        out.flush()
+    try:
+        log.append(build_batch([(None, b"second", 1_700_000_000_000, None)]))
+        log.flush()
+        out.write("OK2\n")
+    except BaseException as e:  # noqa: BLE001
+        out.write(f"ERR2 {type(e).__module__}.{type(e).__name__} {e}\n".replace("\n", " ") + "\n")
+    out.flush()
+    try:
+        m.close()
+        out.write("CLOSED\n")
+    except BaseException as e:  # noqa: BLE001
+        out.write(f"CLOSE-ERR {type(e).__module__}.{type(e).__name__} {e}\n".replace("\n", " ") + "\n")
+        try:
+            m.abandon()
+        except BaseException:  # noqa: BLE001
+            pass
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()
