@@ -67,11 +67,12 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def spread(times: Sequence[float]) -> str:
-    """``best/median/worst`` in seconds plus the worst-to-best spread, to show how noisy runs were."""
+def spread(times: Sequence[float], ms: bool = False) -> str:
+    """Every run, the median and the worst-to-best spread, to show how noisy runs were."""
     best, worst = min(times), max(times)
-    return (f"runs {', '.join(f'{t:.3f}' for t in times)} s; best {best:.3f}, median "
-            f"{statistics.median(times):.3f}, worst/best {worst / best:.2f}x")
+    k, unit, fmt = (1e3, "ms", "{:.1f}") if ms else (1.0, "s", "{:.3f}")
+    return (f"runs {', '.join(fmt.format(t * k) for t in times)} {unit}; median "
+            f"{fmt.format(statistics.median(times) * k)}, worst/best {worst / best:.2f}x")
 
 
 def drop_dirty() -> None:

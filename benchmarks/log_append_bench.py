@@ -24,11 +24,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
 
+from crc32c import crc32c  # noqa: E402
+
 from kafkalog.log.log import Log  # noqa: E402
 from kafkalog.record import kernel  # noqa: E402
 
 GOAL_BIG = 0.90
 GOAL_SMALL = 250_000
+CPU: list = []   # process CPU seconds of the last kafkalog runs (less sensitive to other load)
 
 
 def raw_write(batches, fsync: bool) -> float:
@@ -57,12 +60,14 @@ def kafkalog_append(bufs, fsync: bool, expect_batches: int) -> float:
         log = Log.open(d)
         app = log.append
         C.drop_dirty()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for b in bufs:
             app(b)
         if fsync:
             log.flush()
         dt = time.perf_counter() - t0
+        CPU.append(time.process_time() - c0)
         assert log.log_end_offset > 0
         n = sum(1 for _ in log.active_segment.log.iter_headers()) if len(log.segments) == 1 else None
         assert n is None or n == expect_batches, (n, expect_batches)
@@ -107,6 +112,9 @@ def big_batches(args) -> None:
         ratio = b_one / b_raw
         print(f"  ratio (1 batch/call) = {ratio:.1%} of raw write; goal >= {GOAL_BIG:.0%}: "
               f"{C.verdict(ratio, GOAL_BIG)}   (bulk: {b_many / b_raw:.1%})")
+    crc = min(C.timed(lambda: [crc32c(memoryview(b)[21:]) for b in batches]) for _ in range(3))
+    print(f"  (the CRC-32C check alone, which raw write does not do: {nbytes / crc / 1e6:,.0f} MB/s = "
+          f"{crc / len(batches) * 1e6:.1f} us per batch)")
 
 
 def small_batches(args) -> None:
@@ -122,17 +130,19 @@ def small_batches(args) -> None:
           f"index.interval.bytes = 4096, no fsync, best of {args.repeat}")
     raw = []
     res = {p: [] for p in per_calls}
+    cpu = {p: [] for p in per_calls}
     for r in range(args.repeat):
         raw.append(raw_write(batches, False))
         for p in (per_calls if r % 2 == 0 else per_calls[::-1]):
             res[p].append(kafkalog_append(bufs[p], False, n))
+            cpu[p].append(CPU[-1])
     print(f"  raw os.write per batch (floor, no index) : {n / min(raw):10,.0f} batches/s   "
           f"({C.spread(raw)})")
     for p in per_calls:
         rate = n / min(res[p])
         print(f"  Log.append, {p:>6,} batch(es)/call       : {rate:10,.0f} batches/s = "
               f"{rate / GOAL_SMALL:5.0%} of goal {GOAL_SMALL:,}: {C.verdict(rate, GOAL_SMALL)}  "
-              f"({C.spread(res[p])})")
+              f"({C.spread(res[p])}; per CPU-second: {n / min(cpu[p]):,.0f}/s)")
 
 
 def main(argv=None) -> int:

@@ -78,31 +78,28 @@ def test_consume_start_positions_and_offsets(tmp_path):
 
 
 def test_read_committed_skips_aborted(tmp_path):
-    from kafkalog.record.builder import build_batch, build_end_txn_marker
-    from kafkalog.record.constants import ControlRecordType
+    """Logs opened by the manager track producer state: aborted transactions are indexed
+    (``.txnindex``) and skipped, and an open transaction caps the last stable offset; the same
+    holds after a reopen (state from snapshots / recovery) and through a read-only open."""
+    from tests.test_client_readonly import _txn_log
+    want_committed = [b"plain", b"committed", b"after"]
     with kafkalog.open(tmp_path / "d", background=False) as dl:
         dl.create_topic("t", 1)
         log = dl.manager.get_log("t", 0)
-        log.append(build_batch([(None, b"plain", 1)]))
-        log.append(build_batch([(None, b"aborted", 2)], producer_id=7, producer_epoch=0,
-                               base_sequence=0, is_transactional=True))
-        log.append(build_batch([(None, b"committed", 3)], producer_id=8, producer_epoch=0,
-                               base_sequence=0, is_transactional=True))
-        try:
-            log.append_as_follower(build_end_txn_marker(ControlRecordType.ABORT, producer_id=7,
-                                                        producer_epoch=0, coordinator_epoch=0,
-                                                        timestamp=4, base_offset=3))
-            log.append_as_follower(build_end_txn_marker(ControlRecordType.COMMIT, producer_id=8,
-                                                        producer_epoch=0, coordinator_epoch=0,
-                                                        timestamp=5, base_offset=4))
-        except TypeError:
-            pytest.skip("builder signature differs")
+        assert log.producer_state_manager is not None
+        _txn_log(log)
         unc = [r.value for r in dl.consume("t", isolation="read_uncommitted")]
-        assert unc == [b"plain", b"aborted", b"committed"]
-        if log.producer_state_manager is None:
-            pytest.skip("no producer state: aborted txns are not indexed")
-        com = [r.value for r in dl.consume("t", isolation="read_committed")]
-        assert com == [b"plain", b"committed"]
+        assert unc == [b"plain", b"aborted", b"committed", b"after", b"open", b"beyond-lso"]
+        assert [r.value for r in dl.consume("t", isolation="read_committed")] == want_committed
+        assert [r.value for r in dl.consume("t", offset=2, isolation="read_committed")] == \
+            [b"committed", b"after"]
+        assert dl.end_offsets("t", "read_committed") == {0: 6}
+        assert dl.end_offsets("t") == {0: 8}
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        assert [r.value for r in dl.consume("t", isolation="read_committed")] == want_committed
+        assert dl.end_offsets("t", "read_committed") == {0: 6}
+    with kafkalog.open(tmp_path / "d", read_only=True) as dl:
+        assert [r.value for r in dl.consume("t", isolation="read_committed")] == want_committed
 
 
 def test_errors_are_typed(tmp_path):

@@ -28,15 +28,18 @@ returns the record's offset.
 
 from __future__ import annotations
 
+import bisect
 import builtins
+import mmap
 import os
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.errors import (CorruptRecordError, InvalidConfigError, InvalidTopicError, KafkalogError,
+                             LogDirError, OffsetOutOfRangeError)
 from kafkalog.log.manager import LogManager
-from kafkalog.log.partitioner import partition_for_key
+from kafkalog.log.partitioner import partition_for_key as _partition_for_key
 from kafkalog.record import kernel
 from kafkalog.record.builder import write_v2_header
 from kafkalog.record.compression import compress
@@ -119,24 +122,18 @@ def _headers(headers: Any) -> Optional[list]:
     return [(k if isinstance(k, str) else bytes(k).decode("utf-8"), _as_bytes(v)) for k, v in headers]
 
 
-class _Batch:
-    """One open v2 batch of a partition."""
-
-    __slots__ = ("enc",)
-
-    def __init__(self) -> None:
-        self.enc = _Encoder()
-
-
 class _TopicState:
-    __slots__ = ("name", "n", "sticky", "batches", "logs", "codec", "level")
+    """A topic as seen by one :class:`Producer`: its logs and one open batch (a kernel
+    ``RecordsEncoder``, or None) per partition."""
+
+    __slots__ = ("name", "n", "sticky", "encoders", "logs", "codec", "level")
 
     def __init__(self, name: str, logs: list, codec: int, level: Optional[int]) -> None:
         self.name = name
         self.logs = logs
         self.n = len(logs)
         self.sticky = 0
-        self.batches: List[Optional[_Batch]] = [None] * self.n
+        self.encoders: List[Any] = [None] * self.n
         self.codec = codec
         self.level = level
 
@@ -174,6 +171,8 @@ class Producer:
         if st is not None:
             return st
         m = self._dl.manager
+        if getattr(m, "read_only", False):
+            raise LogDirError("the data directory is open read-only", file=m.data_dir)
         if not m.has_topic(topic):
             if not self._create:
                 raise InvalidTopicError(f"Unknown topic {topic!r}", file=m.data_dir)
@@ -193,32 +192,42 @@ class Producer:
              timestamp: Optional[int] = None, partition: Optional[int] = None) -> int:
         """Add one record; returns its partition. ``key``/``value``: bytes-like, ``str`` (UTF-8) or
         None; ``headers``: ``[(str, bytes | None)]`` or a mapping; ``timestamp``: ms (default now)."""
+        # the per-record path: one dict lookup, the compiled partitioner (keyed records), one
+        # kernel append into the partition's open batch; everything else only when a batch fills
         st = self._topics.get(topic)
         if st is None:
             if self._closed:
                 raise KafkalogError("producer is closed")
             st = self._state(topic)
-        if key is not None and type(key) is not bytes:
-            key = _as_bytes(key)
         if value is not None and type(value) is not bytes:
             value = _as_bytes(value)
         if headers:
             headers = _headers(headers)
-        if partition is None:
-            partition = st.sticky if key is None else partition_for_key(key, st.n)
+        if key is not None:
+            if type(key) is not bytes:
+                key = _as_bytes(key)
+            if partition is None:
+                partition = _partition_for_key(key, st.n)
+            elif not 0 <= partition < st.n:
+                raise self._bad_partition(st, partition)
+        elif partition is None:
+            partition = st.sticky
         elif not 0 <= partition < st.n:
-            raise InvalidTopicError(f"Partition {partition} of topic {topic!r} does not exist "
-                                    f"(it has {st.n} partitions)")
-        b = st.batches[partition]
-        if b is None:
-            b = st.batches[partition] = _Batch()
-        enc = b.enc
+            raise self._bad_partition(st, partition)
+        enc = st.encoders[partition]
+        if enc is None:
+            enc = st.encoders[partition] = _Encoder()
         enc.append(key, value, _time_ns() // 1000000 if timestamp is None else timestamp, headers)
         if enc.size_in_bytes >= self._batch_size:
             self._drain(st, partition)
             if key is None and partition == st.sticky:
-                st.sticky = (st.sticky + 1) % st.n
+                st.sticky = (partition + 1) % st.n
         return partition
+
+    @staticmethod
+    def _bad_partition(st: _TopicState, partition: Any) -> InvalidTopicError:
+        return InvalidTopicError(f"Partition {partition} of topic {st.name!r} does not exist "
+                                 f"(it has {st.n} partitions)")
 
     def send_many(self, topic: str, values: Sequence[Any], *, partition: Optional[int] = None,
                   timestamp: Optional[int] = None) -> None:
@@ -231,7 +240,9 @@ class Producer:
         encode = kernel.encode_records_v2
         while i < n:
             p = st.sticky if partition is None else partition
-            if st.batches[p] is not None:
+            if not 0 <= p < st.n:
+                raise self._bad_partition(st, p)
+            if st.encoders[p] is not None:
                 self._drain(st, p)
             first = values[i]
             est = (len(first) if first is not None else 0) + 12
@@ -246,11 +257,10 @@ class Producer:
                 st.sticky = (st.sticky + 1) % st.n
 
     def _drain(self, st: _TopicState, partition: int) -> None:
-        b = st.batches[partition]
-        if b is None:
+        enc = st.encoders[partition]
+        if enc is None:
             return
-        st.batches[partition] = None
-        enc = b.enc
+        st.encoders[partition] = None
         if enc.count == 0:
             return
         self._append(st, partition, enc.finish(), enc.count, enc.base_timestamp, enc.max_timestamp)
@@ -278,7 +288,7 @@ class Producer:
         everything appended since the previous flush."""
         for st in self._topics.values():
             for p in range(st.n):
-                if st.batches[p] is not None:
+                if st.encoders[p] is not None:
                     self._drain(st, p)
         out = {k: (v[0], v[1]) for k, v in self._results.items()}
         self._results = {}
@@ -360,7 +370,7 @@ class DataLog:
         if partition is None and key is None:
             partition = self._next_sticky(topic, st.n)
         part = p.send(topic, value, key, headers, timestamp, partition)
-        ts = st.batches[part].enc.max_timestamp
+        ts = st.encoders[part].max_timestamp
         offsets = p.flush()
         return RecordMetadata(topic, part, offsets[(topic, part)][0], ts)
 
@@ -383,7 +393,10 @@ class DataLog:
         else:
             send = p.send
             for r in records:
-                if r is None or isinstance(r, (bytes, bytearray, memoryview, str)):
+                t = type(r)
+                if t is tuple and len(r) == 2:          # (key, value): the common keyed form
+                    send(topic, r[1], r[0], None, None, partition)
+                elif t is bytes or r is None or isinstance(r, (bytearray, memoryview, str)):
                     send(topic, r, None, None, None, partition)
                 elif isinstance(r, tuple):
                     k = r[0]
@@ -453,50 +466,53 @@ class DataLog:
         log = self.manager.get_log(topic, p)
         start = self._start_offset(log, offset, timestamp, from_beginning)
         committed = isolation == READ_COMMITTED
-        end = log.last_stable_offset if committed else log.high_watermark
-        if start >= end:
-            return
         aborted: List[Tuple[int, int]] = []
         if committed:
-            aborted = sorted(_aborted_txns(log, start, end), key=lambda a: a[1])
+            # the last stable offset and the aborted transactions (pid, first offset) that
+            # overlap [start, LSO), from the producer state / .txnindex of a writable log, or
+            # from the batches themselves for a read-only view
+            end, aborted = _committed_view(log, start)
+        else:
+            end = log.high_watermark
+        if start >= end:
+            return
+        aborted.sort(key=lambda a: a[1])
         aborted_pids: set = set()
         ai = 0
-        from kafkalog.record.records import iter_batches
-        for _h, data in log.iter_batch_bytes(start, end):
-            for batch in iter_batches(data):
-                magic = getattr(batch, "magic", 2)
-                if magic >= 2:
-                    if batch.base_offset >= end:
-                        return
-                    ctrl = batch.is_control
-                    if committed and batch.producer_id >= 0:
-                        last = batch.last_offset
-                        while ai < len(aborted) and aborted[ai][1] <= last:
-                            aborted_pids.add(aborted[ai][0])
-                            ai += 1
-                        pid = batch.producer_id
-                        if ctrl:
-                            if pid in aborted_pids and _is_abort_marker(batch):
-                                aborted_pids.discard(pid)
-                            continue
-                        if batch.is_transactional and pid in aborted_pids:
-                            continue
+        for batch in _iter_batches(log, start, end):
+            magic = batch.magic
+            if magic >= 2:
+                if batch.base_offset >= end:
+                    return
+                ctrl = batch.is_control
+                if committed and batch.producer_id >= 0:
+                    last = batch.last_offset
+                    while ai < len(aborted) and aborted[ai][1] <= last:
+                        aborted_pids.add(aborted[ai][0])
+                        ai += 1
+                    pid = batch.producer_id
                     if ctrl:
+                        if pid in aborted_pids and _is_abort_marker(batch):
+                            aborted_pids.discard(pid)
                         continue
-                    tst = _TS_TYPES[int(batch.timestamp_type) & 1]
-                else:
-                    tst = "NoTimestampType" if magic == 0 else None
-                for rec in batch:
-                    o = rec.offset
-                    if o < start:
+                    if batch.is_transactional and pid in aborted_pids:
                         continue
-                    if o >= end:
-                        return
-                    t = tst
-                    if t is None:
-                        t = _legacy_ts_type(batch)
-                    yield ConsumerRecord(topic, p, o, rec.timestamp, t, rec.key, rec.value,
-                                         list(rec.headers))
+                if ctrl:
+                    continue
+                tst = _TS_TYPES[int(batch.timestamp_type) & 1]
+            else:
+                tst = "NoTimestampType" if magic == 0 else None
+            for rec in batch:
+                o = rec.offset
+                if o < start:
+                    continue
+                if o >= end:
+                    return
+                t = tst
+                if t is None:
+                    t = _legacy_ts_type(batch)
+                yield ConsumerRecord(topic, p, o, rec.timestamp, t, rec.key, rec.value,
+                                     list(rec.headers))
 
     # --- offsets ------------------------------------------------------------------------------------
 
@@ -552,6 +568,32 @@ class DataLog:
         return f"DataLog({self.manager.data_dir!r})"
 
 
+def _iter_batches(log, start: int, end: int) -> Iterator[Any]:
+    """Validated batch views (CRC checked: a corrupt batch is never handed to a reader) holding
+    offsets in [start, end) of a writable :class:`~kafkalog.log.log.Log` or a
+    :class:`_ReadOnlyLog`."""
+    if isinstance(log, _ReadOnlyLog):
+        yield from log.iter_batches(start, end)
+        return
+    from kafkalog.record.records import iter_batches
+    for h, data in log.iter_batch_bytes(start, end):
+        for batch in iter_batches(data):
+            try:
+                batch.ensure_valid()
+            except KafkalogError as e:
+                raise e.at(getattr(log, "dir", None), getattr(h, "position", 0)) from None
+            yield batch
+
+
+def _committed_view(log, start: int) -> Tuple[int, List[Tuple[int, int]]]:
+    """(last stable offset, aborted transactions as (producer id, first offset)) for a
+    ``read_committed`` read from ``start``."""
+    if isinstance(log, _ReadOnlyLog):
+        return log.transaction_view(start)
+    end = log.last_stable_offset
+    return end, _aborted_txns(log, start, end)
+
+
 def _aborted_txns(log, start: int, end: int) -> List[Tuple[int, int]]:
     """(producer id, first offset) of aborted transactions overlapping [start, end)."""
     out = []
@@ -577,11 +619,313 @@ def _legacy_ts_type(batch) -> str:
     return "LogAppendTime" if attrs & 0x08 else "CreateTime"
 
 
+# --- read-only data directory ---------------------------------------------------------------------
+
+class _OffsetAndTimestamp(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class _ReadOnlyLog:
+    """A read-only snapshot of one partition directory: never locks, never recovers, never
+    writes (no index is created, trimmed or rebuilt, no file is opened for writing).
+
+    The ``.log`` files present when the partition is first used are opened and their sizes
+    recorded; reads stop at that snapshot (the log end offset is that of the last complete batch
+    in it), so a writer appending meanwhile is never observed half way. A segment deleted by the
+    writer later stays readable through the open file. A partial batch at the end of the last
+    segment (an append in progress, or a crash not yet recovered) ends the log; a partial batch
+    in an older segment raises :class:`CorruptRecordError`. Index lookups use read-only maps and
+    ignore a preallocated all-zero tail and entries pointing past the snapshot.
+    """
+
+    def __init__(self, path: str, log_start_checkpoint: Optional[int]) -> None:
+        from kafkalog.log.naming import is_log_file, offset_from_file_name
+        self.dir = path
+        self._maps: List[Any] = []
+        bases = []
+        for name in os.listdir(path):
+            if is_log_file(name):
+                try:
+                    bases.append(offset_from_file_name(name))
+                except KafkalogError:
+                    continue
+        bases.sort()
+        self._segs: List[Tuple[int, str, Any]] = []       # (base offset, path, buffer)
+        for base in bases:
+            seg_path = os.path.join(path, "%020d.log" % base)
+            try:
+                f = _builtin_open(seg_path, "rb")
+            except FileNotFoundError:                  # deleted by a writer since the listing
+                continue
+            with f:
+                size = os.fstat(f.fileno()).st_size
+                buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+            if size:
+                self._maps.append(buf)
+            self._segs.append((base, seg_path, buf))
+        self._bases = [b for b, _p, _m in self._segs]
+        self.log_end_offset = self._find_log_end_offset()
+        first = self._bases[0] if self._bases else (log_start_checkpoint or 0)
+        start = max(first, log_start_checkpoint if log_start_checkpoint is not None else first)
+        self.log_start_offset = min(start, self.log_end_offset)
+        self._txn_view: Optional[Tuple[int, List[Tuple[int, int, int]]]] = None
+
+    # --- offsets -----------------------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._transactions()[0]
+
+    @property
+    def size(self) -> int:
+        return sum(len(m) for _b, _p, m in self._segs)
+
+    @property
+    def segments(self) -> list:
+        return list(self._segs)
+
+    def _index_position(self, base: int, target: int, limit: int) -> int:
+        """Position of the largest valid ``.index`` entry <= ``target`` (0 when none)."""
+        from kafkalog.log.offset_index import OffsetIndex
+        path = os.path.join(self.dir, "%020d.index" % base)
+        if not os.path.exists(path):
+            return 0
+        try:
+            idx = OffsetIndex.open_read_only(path, base)
+        except (KafkalogError, OSError):
+            return 0                                   # scanning from the segment start is correct
+        try:
+            n = max(0, idx.entries - idx.zero_filled_tail_entries())
+            lo, hi = 0, n
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if idx.entry(mid).offset <= target:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            pos = idx.entry(lo - 1).position if lo else 0
+        except KafkalogError:
+            return 0
+        finally:
+            idx.close_handler()
+        return pos if 0 <= pos <= limit else 0
+
+    def _walk(self, k: int, pos: int) -> Iterator[Any]:
+        """Batches of segment ``k`` from byte ``pos``; a partial batch ends the last segment and
+        is corruption in an older one."""
+        from kafkalog.record.records import iter_batches
+        _base, path, buf = self._segs[k]
+        try:
+            yield from iter_batches(buf, pos)
+        except KafkalogError as e:
+            raise (e.at(path, 0) if e.file is None else e) from None
+
+    def _find_log_end_offset(self) -> int:
+        for k in range(len(self._segs) - 1, -1, -1):
+            base, path, buf = self._segs[k]
+            pos = self._index_position(base, 1 << 62, len(buf))
+            last = None
+            for last in self._walk(k, pos):
+                pass
+            if last is None and pos:
+                for last in self._walk(k, 0):
+                    pass
+            if last is not None:
+                return last.last_offset + 1
+            if k == len(self._segs) - 1:
+                return base                                # an empty active segment
+        return self._bases[-1] if self._bases else 0
+
+    def iter_batches(self, start: int, end: int) -> Iterator[Any]:
+        """Validated batches holding offsets in [start, end), across segments."""
+        start = max(start, self.log_start_offset)
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        for k in range(i, len(self._segs)):
+            base, path, buf = self._segs[k]
+            pos = self._index_position(base, start, len(buf)) if k == i and base < start else 0
+            walked = pos
+            for b in self._walk(k, pos):
+                walked = b.position + b.size_in_bytes
+                if b.last_offset < start:
+                    continue
+                if b.base_offset >= end and b.magic >= 2:
+                    return
+                try:
+                    b.ensure_valid()
+                except KafkalogError as e:
+                    raise e.at(path, b.position if e.position is None else 0) from None
+                yield b
+                if b.last_offset >= end - 1:
+                    return
+            if walked < len(buf) and k < len(self._segs) - 1:
+                raise CorruptRecordError(f"partial or invalid batch at the end of the segment "
+                                         f"({len(buf) - walked} bytes)", file=path, position=walked)
+
+    def offset_for_timestamp(self, timestamp: int) -> Optional[_OffsetAndTimestamp]:
+        """The first record at or above the log start offset with a timestamp >= ``timestamp``."""
+        for b in self.iter_batches(self.log_start_offset, self.log_end_offset):
+            if b.max_timestamp < timestamp or getattr(b, "is_control", False):
+                continue
+            for rec in b:
+                if rec.offset >= self.log_start_offset and rec.timestamp >= timestamp:
+                    return _OffsetAndTimestamp(rec.timestamp, rec.offset)
+        return None
+
+    def _transactions(self) -> Tuple[int, List[Tuple[int, int, int]]]:
+        """(last stable offset, aborted transactions as (producer id, first offset, marker
+        offset)), from the batches: the end-transaction markers of the log itself (Kafka's
+        ``.txnindex`` and producer snapshots are the writer's caches of the same facts)."""
+        if self._txn_view is None:
+            open_txns: Dict[int, int] = {}
+            aborted: List[Tuple[int, int, int]] = []
+            for b in self.iter_batches(self.log_start_offset, self.log_end_offset):
+                if b.magic < 2 or b.producer_id < 0 or not b.is_transactional:
+                    continue
+                pid = b.producer_id
+                if b.is_control:
+                    first = open_txns.pop(pid, None)
+                    if first is not None and _is_abort_marker(b):
+                        aborted.append((pid, first, b.last_offset))
+                else:
+                    open_txns.setdefault(pid, b.base_offset)
+            lso = min(open_txns.values(), default=self.log_end_offset)
+            self._txn_view = (min(lso, self.log_end_offset), aborted)
+        return self._txn_view
+
+    def transaction_view(self, start: int) -> Tuple[int, List[Tuple[int, int]]]:
+        lso, aborted = self._transactions()
+        return lso, [(pid, first) for pid, first, last in aborted if last >= start and first < lso]
+
+    def close(self) -> None:
+        for m in self._maps:
+            try:
+                m.close()
+            except BufferError:        # a batch view still references it; the GC unmaps it
+                pass
+        self._maps = []
+
+
+class _ReadOnlyManager:
+    """The part of :class:`~kafkalog.log.manager.LogManager` a reader needs, over a data
+    directory opened read-only (``kafkalog.open(dir, read_only=True)``): no ``.lock``, no
+    ``meta.properties``, no checkpoint, no recovery, no file created or changed. Partitions are
+    snapshotted on first use (:class:`_ReadOnlyLog`). Writing methods raise :class:`LogDirError`.
+    """
+
+    read_only = True
+
+    def __init__(self, data_dir: os.PathLike | str) -> None:
+        from kafkalog.log.naming import TopicPartition, parse_partition_dir_name
+        self.data_dir = os.path.abspath(os.fspath(data_dir))
+        if not os.path.isdir(self.data_dir):
+            raise LogDirError("data directory does not exist or is not a directory",
+                              file=self.data_dir)
+        self._dirs: Dict[Any, str] = {}
+        for name in sorted(os.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if name.startswith(".") or not os.path.isdir(path):
+                continue
+            try:
+                parsed = parse_partition_dir_name(name)
+            except KafkalogError:
+                continue
+            if not parsed.kind:
+                self._dirs[TopicPartition(parsed.topic, parsed.partition)] = path
+        self._logs: Dict[Any, _ReadOnlyLog] = {}
+        self._start_offsets: Optional[dict] = None
+        self._closed = False
+
+    def topics(self) -> List[str]:
+        return sorted({tp.topic for tp in self._dirs})
+
+    def partitions_of(self, topic: str) -> List[int]:
+        return sorted(tp.partition for tp in self._dirs if tp.topic == topic)
+
+    def partitions(self) -> list:
+        return sorted(self._dirs)
+
+    def has_topic(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self._dirs)
+
+    def get_log(self, topic: str, partition: int) -> _ReadOnlyLog:
+        from kafkalog.log.naming import TopicPartition
+        if self._closed:
+            raise LogDirError("the data directory is closed", file=self.data_dir)
+        tp = TopicPartition(topic, partition)
+        log = self._logs.get(tp)
+        if log is None:
+            path = self._dirs.get(tp)
+            if path is None:
+                raise InvalidTopicError(f"Unknown topic or partition: {topic}-{partition}",
+                                        file=self.data_dir)
+            if self._start_offsets is None:
+                self._start_offsets = self._read_log_start_checkpoint()
+            log = self._logs[tp] = _ReadOnlyLog(path, self._start_offsets.get(tp))
+        return log
+
+    def _read_log_start_checkpoint(self) -> dict:
+        from kafkalog.log.checkpoint import OffsetCheckpointFile
+        path = os.path.join(self.data_dir, "log-start-offset-checkpoint")
+        if not os.path.exists(path):
+            return {}
+        try:
+            return OffsetCheckpointFile(path, create=False).read()
+        except KafkalogError:           # unreadable: the first segment's base offset (as Kafka)
+            return {}
+
+    def topic_config(self, topic: str):
+        from kafkalog.log.config import LogConfig, parse_properties
+        path = os.path.join(self.data_dir, f"kafkalog-topic-{topic}.properties")
+        if not os.path.exists(path):
+            return LogConfig({})
+        with _builtin_open(path, "r", encoding="utf-8") as f:
+            return LogConfig(parse_properties(f.read(1 << 20), file=path))
+
+    def describe(self) -> list:
+        from kafkalog.log.manager import PartitionInfo
+        out = []
+        for tp in self.partitions():
+            log = self.get_log(tp.topic, tp.partition)
+            out.append(PartitionInfo(tp.topic, tp.partition, log.log_start_offset,
+                                     log.log_end_offset, log.high_watermark, -1, log.size,
+                                     len(log.segments), log.dir))
+        return out
+
+    def _refuse(self, *_a: Any, **_k: Any) -> Any:
+        raise LogDirError("the data directory is open read-only", file=self.data_dir)
+
+    create_topic = delete_topic = alter_topic_config = add_partitions = _refuse
+    cleanup_logs = flush = write_checkpoints = _refuse
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
 def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None, *,
-         background: bool = True, progress=None) -> DataLog:
+         background: bool = True, progress=None, read_only: bool = False) -> DataLog:
     """Open (creating when missing) a Kafka data directory. ``config`` holds broker settings
     (``log.retention.hours``, ``log.segment.bytes``, ``log.cleaner.enable`` ...). Use as a context
-    manager so the directory is closed cleanly (no recovery scan on the next open)."""
+    manager so the directory is closed cleanly (no recovery scan on the next open).
+
+    ``read_only=True`` opens an existing directory for reading only, even while a kafkalog
+    application or a Kafka broker holds it: no ``.lock`` is taken, nothing is recovered, created
+    or changed (``config``, ``background`` and ``progress`` are ignored). Each partition is read
+    as it was when first used; produce, topic changes, retention and flush raise
+    :class:`~kafkalog.errors.LogDirError`."""
+    if read_only:
+        return DataLog(_ReadOnlyManager(data_dir))
     return DataLog(LogManager(data_dir, config, background=background, progress=progress))
 
 

@@ -1,7 +1,11 @@
 """Writer for the full-disk tests: appends until the file system refuses, acknowledging records
 after each flush; reports the error it got.
 
-usage: python -m tests.reliability.diskfull_writer DATA_DIR FSIZE_LIMIT_BYTES|0 SEED
+usage: python -m tests.reliability.diskfull_writer DATA_DIR FSIZE_LIMIT_BYTES|0 SEED [INDEX_INTERVAL]
+
+Segments are 8 MiB (larger than any limit used, so the .log itself hits it) with the default
+10 MiB sparse, memory-mapped indexes; a small INDEX_INTERVAL makes the index mmap grow into new
+pages while the file system is full (the SIGBUS hazard of mmap-ed files).
 
 Prints ``ACK offset value`` lines (after flush), then ``ERR <ExceptionType> <message>`` for the
 first failing operation, then tries a second append (``ERR2 ...`` / ``OK2``) and a clean close
@@ -17,6 +21,7 @@ import sys
 
 def main() -> None:
     data_dir, limit, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    interval = int(sys.argv[4]) if len(sys.argv) > 4 else 4096
     if limit:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # get EFBIG instead of being killed
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
@@ -25,12 +30,13 @@ def main() -> None:
     rnd = random.Random(seed)
     out = sys.stdout
     m = LogManager(data_dir, {}, background=False)
-    m.create_topic("t", 1, {"segment.bytes": 64 * 1024, "segment.index.bytes": 4096}, exist_ok=True)
+    m.create_topic("t", 1, {"segment.bytes": 8 << 20, "index.interval.bytes": interval,
+                                  "segment.index.bytes": 65536 if limit else 10 << 20}, exist_ok=True)
     log = m.get_log("t", 0)
     pending = []
     n = 0
     try:
-        while True:
+        while n < 200000:
             n += 1
             recs = [(None, f"{seed}.{n}.{j}|".encode() + b"y" * rnd.randrange(400), 1_700_000_000_000, None)
                     for j in range(rnd.randint(1, 5))]

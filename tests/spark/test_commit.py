@@ -22,7 +22,7 @@ _SCRIPT = textwrap.dedent("""
     from kafkalog.spark.options import parse_write_options
     data, tag, crash = sys.argv[1], sys.argv[2], sys.argv[3]
     opts = parse_write_options({"path": data, "topic": "t", "partitions": "2"})
-    stager = writer.ArrowStager(opts, os.path.join(data, ".kafkalog-staging", tag), tag)
+    stager = writer.ArrowStager(opts, writer.staging_prefix(data, tag), tag)
     n = 1000
     stager.add_batch(pa.record_batch({"key": pa.array([b"k%d" % i for i in range(n)]),
                                       "value": pa.array([tag.encode()] * n)}))

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 from kafkalog.errors import KafkalogError
 from kafkalog.record import compression as _compression
-from kafkalog.record.builder import build_batch, build_empty_batch, write_v2_header
-from kafkalog.record.constants import (COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
-                                       DELETE_HORIZON_FLAG_MASK, RECORD_BATCH_OVERHEAD,
-                                       TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK, TimestampType)
+from kafkalog.record.builder import build_batch, write_v2_header
+from kafkalog.record.crc import crc32c
+from kafkalog.record.constants import TimestampType
 
 from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.cleaner.stats import CleanerStats
@@ -32,6 +31,8 @@ from kafkalog.cleaner.txn import CleanedTransactionMetadata
 __all__ = ["LastRecord", "CleanerFilter", "filter_batch", "FilteredBatch"]
 
 _Q = struct.Struct(">q")
+# kinds returned by the kernel's offset_map_clean_v2
+_DELETE, _VERBATIM, _REWRITTEN, _EMPTY, _RECORDS = range(5)
 
 
 @dataclass(frozen=True)
@@ -82,24 +83,6 @@ class CleanerFilter:
         return batch.is_control and batch.producer_epoch == last.producer_epoch
 
 
-def _empty(batch) -> FilteredBatch:
-    data = build_empty_batch(base_offset=batch.base_offset, last_offset=batch.last_offset,
-                             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                             base_sequence=batch.base_sequence,
-                             timestamp_type=batch.timestamp_type,
-                             max_timestamp=batch.max_timestamp,
-                             partition_leader_epoch=batch.partition_leader_epoch,
-                             is_transactional=batch.is_transactional,
-                             is_control=batch.is_control)
-    return FilteredBatch(data, batch.base_offset, batch.last_offset, batch.max_timestamp,
-                         batch.last_offset)
-
-
-def _verbatim(batch, max_ts: int, max_off: int) -> FilteredBatch:
-    return FilteredBatch(batch.buffer(), batch.base_offset if batch.magic >= 2 else -1,
-                         batch.last_offset, max_ts, max_off)
-
-
 def filter_batch(batch, f: CleanerFilter) -> Optional[FilteredBatch]:
     """Apply the cleaner's rules to one batch (any magic). Returns what to write, or None."""
     stats = f.stats
@@ -134,62 +117,42 @@ def filter_batch(batch, f: CleanerFilter) -> Optional[FilteredBatch]:
 
 def _filter_v2(batch, f: CleanerFilter, retain_empty: bool, discard_records: bool,
                is_control: bool, marker_for_empty_txn: bool) -> Optional[FilteredBatch]:
+    """One kernel call decides and rewrites the batch (``offset_map_clean_v2``); compressed
+    batches are decompressed before and re-compressed after it."""
     stats = f.stats
     count = batch.count
     stats.read_messages(count)
-    if count == 0 or discard_records:
-        return _empty(batch) if retain_empty else None
-    horizon = batch.delete_horizon_ms
-    lat = batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else -1
-    if is_control:
-        latest = -1                            # control records are always retained
-        retain_deletes = True
-    else:
-        latest = f.map.latest_offset
-        retain_deletes = horizon is None or f.current_time < horizon
-    body = batch.records_body()
-    try:
-        res = f.map.kernel.offset_map_filter_v2(
-            f.map.table, f.map.slots, body, count, batch.base_offset, batch.base_timestamp, lat,
-            latest, retain_deletes, horizon, False)
-        out, kept, keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept = res
-        stats.invalid_messages += keyless
-        stats.tombstones_removed += tomb_dropped
-        if kept == 0:
-            return _empty(batch) if retain_empty else None
-        need_horizon = (tomb_kept or marker_for_empty_txn) and horizon is None
-        if out is None and not need_horizon:
-            stats.recopied_messages(kept, batch.size_in_bytes)
-            return _verbatim(batch, max_ts if lat < 0 else lat, max_off if lat < 0 else batch.base_offset)
-        if need_horizon:
-            horizon = f.current_time + f.delete_retention_ms
-            res = f.map.kernel.offset_map_filter_v2(
-                f.map.table, f.map.slots, body, count, batch.base_offset, batch.base_timestamp, lat,
-                latest, retain_deletes, horizon, True)
-            out, kept, _k, _t, nbase, max_ts, max_off, _tk = res
-    except KafkalogError as e:
-        raise e.at(None, batch.position + RECORD_BATCH_OVERHEAD) from None
-    finally:
-        if isinstance(body, memoryview):
-            body.release()
+    m = f.map
     codec = batch.compression_id
-    if codec:
-        out = _compression.compress(codec, out, magic=2)
-    attrs = codec
-    if lat >= 0:
-        attrs |= TIMESTAMP_TYPE_MASK
-        max_ts = lat
-    if batch.is_transactional:
-        attrs |= TRANSACTIONAL_FLAG_MASK
-    if is_control:
-        attrs |= CONTROL_FLAG_MASK
-    if horizon is not None:
-        attrs |= DELETE_HORIZON_FLAG_MASK
-    data = write_v2_header(out, base_offset=batch.base_offset, attributes=attrs,
-                           last_offset_delta=batch.last_offset_delta, base_timestamp=nbase,
-                           max_timestamp=max_ts, producer_id=batch.producer_id,
-                           producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                           count=kept, partition_leader_epoch=batch.partition_leader_epoch)
+    buf = batch.buffer()
+    body = None
+    try:
+        if codec and count and not discard_records:
+            body = batch.records_body()
+        res = m.kernel.offset_map_clean_v2(
+            m.table, m.slots, m.superseded, m.superseded_base, buf, 0, len(buf), body,
+            m.latest_offset, f.current_time, f.delete_retention_ms, retain_empty, discard_records,
+            marker_for_empty_txn, crc32c)
+    except KafkalogError as e:
+        raise e.at(None, batch.position) from None
+    kind, data, kept, keyless, tomb_dropped, max_ts, max_off, nbase, attrs = res
+    stats.invalid_messages += keyless
+    stats.tombstones_removed += tomb_dropped
+    if kind == _DELETE:
+        return None
+    if kind == _VERBATIM:
+        stats.recopied_messages(kept, batch.size_in_bytes)
+        return FilteredBatch(buf, batch.base_offset, batch.last_offset, max_ts, max_off)
+    if kind == _EMPTY:
+        return FilteredBatch(data, batch.base_offset, batch.last_offset, max_ts, max_off)
+    if kind == _RECORDS:
+        data = write_v2_header(_compression.compress(codec, data, magic=2),
+                               base_offset=batch.base_offset, attributes=attrs,
+                               last_offset_delta=batch.last_offset_delta, base_timestamp=nbase,
+                               max_timestamp=max_ts, producer_id=batch.producer_id,
+                               producer_epoch=batch.producer_epoch,
+                               base_sequence=batch.base_sequence, count=kept,
+                               partition_leader_epoch=batch.partition_leader_epoch)
     stats.recopied_messages(kept, len(data))
     return FilteredBatch(data, batch.base_offset, batch.last_offset, max_ts, max_off)
 

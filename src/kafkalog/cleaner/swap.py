@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import List, Sequence
+from typing import Sequence
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log import fsutil
 
 __all__ = ["replace_segments", "CRASH_STEPS", "CRASH_ENV", "crash_point", "CleaningAbortedError"]
 
@@ -43,58 +42,13 @@ def crash_point(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _delete_later(log, segments: Sequence) -> None:
-    delay = int(getattr(log, "file_delete_delay_ms", 0) or 0)
-    sched = getattr(log, "scheduler", None)
-
-    def delete(segs=list(segments)) -> None:
-        for s in segs:
-            s.delete()
-    if sched is not None and delay > 0:
-        sched(delay / 1000.0, delete)
-    else:
-        delete()
-
-
 def replace_segments(log, new_segments: Sequence, old_segments: Sequence) -> None:
     """Swap ``new_segments`` (suffix ``.cleaned``, flushed) in for ``old_segments``.
 
     Raises :class:`CleaningAbortedError` (after deleting the new files) when an old segment is no
     longer part of the log (removed concurrently by retention or truncation).
     """
-    new_desc: List = sorted(new_segments, key=lambda s: s.base_offset, reverse=True)
-    d = log.dir
-    with log._lock:
-        segs = log.segments
-        present = {id(s) for s in segs}
-        if getattr(log, "_closed", False) or any(id(s) not in present for s in old_segments):
-            for s in new_segments:
-                s.delete()
-            raise CleaningAbortedError("segments changed while cleaning; cleaning aborted",
-                                       file=d)
-        # step 2: .cleaned -> .swap, highest base offset first
-        for i, s in enumerate(new_desc):
-            s.change_file_suffixes(CLEANED, SWAP)
-            if i == 0 and len(new_desc) > 1:
-                crash_point("swap-partial")
-        fsutil.fsync_dir(d)
-        crash_point("swap-renamed")
-        # step 3: publish, old segments -> .deleted
-        old_ids = {id(s) for s in old_segments}
-        keep = [s for s in segs if id(s) not in old_ids]
-        new_view = tuple(sorted(keep + list(new_segments), key=lambda s: s.base_offset))
-        log._publish(new_view, log.log_end_offset)
-        for i, s in enumerate(old_segments):
-            s.change_file_suffixes("", DELETED)
-            if i == 0:
-                crash_point("deleted-partial")
-        fsutil.fsync_dir(d)
-        crash_point("old-deleted")
-        # step 4: drop the .swap suffix
-        for i, s in enumerate(new_desc):
-            s.change_file_suffixes(SWAP, "")
-            if i == 0:
-                crash_point("unswap-partial")
-        fsutil.fsync_dir(d)
-        crash_point("swapped")
-    _delete_later(log, old_segments)
+    if not log.replace_segments(new_segments, old_segments, abort_if_missing=True,
+                                step_hook=crash_point):
+        raise CleaningAbortedError("segments changed while cleaning; cleaning aborted",
+                                   file=log.dir)

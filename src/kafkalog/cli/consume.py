@@ -1,7 +1,10 @@
 """``kafkalog consume DATA_DIR TOPIC``: print records as JSON lines (``topic``, ``partition``,
 ``offset``, ``timestamp``, ``timestampType``, ``key``, ``value``, ``headers``). Keys and values are
 UTF-8 strings when they decode, else base64 with ``keyEncoding``/``valueEncoding`` = ``base64``;
-``--base64`` always uses base64."""
+``--base64`` always uses base64.
+
+The data directory is opened read-only (``kafkalog.open(dir, read_only=True)``): no ``.lock``, no
+recovery, nothing written, so it can be read while an application or a Kafka broker holds it."""
 
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ def consume(data_dir: str, topic: str, partition: Optional[int], offset: Optiona
             isolation_level: str, b64: bool) -> None:
     """Print the records of TOPIC in DATA_DIR as JSON lines."""
     import kafkalog
-    with kafkalog.open(data_dir, background=False) as dl:
+    with kafkalog.open(data_dir, read_only=True) as dl:
         for r in dl.consume(topic, partition, offset=offset, timestamp=timestamp,
                             from_beginning=True, isolation=isolation_level,
                             max_records=max_records):

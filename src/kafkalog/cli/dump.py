@@ -267,7 +267,7 @@ def _suffix(path: str) -> str:
 
 @click.command("dump")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--deep-iteration", is_flag=True, help="Iterate records inside batches.")
+@click.option("--deep-iteration", "--deep", "deep_iteration", is_flag=True, help="Iterate records inside batches.")
 @click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies "
               "--deep-iteration).")
 @click.option("--skip-record-metadata", is_flag=True, help="Omit per-record metadata.")

@@ -204,11 +204,12 @@ class AbstractIndex:
         if self._length == rounded:
             return False
         self._check_writable()
-        self._unmap()
+        # The old mapping is replaced, not closed: a concurrent reader (lookups take no lock) may
+        # still be using it; it is unmapped when its last reference goes. Readers only touch
+        # slots below the entry count, which stay inside the file.
         try:
             os.ftruncate(self._fd, rounded)
         except OSError as err:
-            self._map()
             raise io_error(err, self._path, "resize index") from err
         self._length = rounded
         self._map()

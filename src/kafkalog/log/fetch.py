@@ -75,6 +75,8 @@ class FetchDataInfo:
     fetch_offset_metadata: LogOffsetMetadata
     records: FileSlice = field(default_factory=lambda: EMPTY_SLICE)
     first_entry_incomplete: bool = False
+    # read_committed only: aborted transactions overlapping the fetch (spec §4.6 step 7)
+    aborted_transactions: Optional[list] = None
 
     def read(self) -> bytes:
         return self.records.read()
@@ -93,3 +95,4 @@ class AppendInfo:
     valid_bytes: int = 0
     num_records: int = 0
     num_batches: int = 0
+    duplicate: bool = False      # an idempotent retry: nothing appended, the original offsets

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 from kafkalog.errors import KafkalogError, LogDirError
-from kafkalog.log import _indexes
+from kafkalog.log.file_records import INT64, RECORD_BATCH_OVERHEAD
+from kafkalog.log.fsutil import fsync_dir
+from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
 from kafkalog.log.segment import LogSegment, _cfg, _now_ms, segment_file_name
 
 LOG = ".log"
@@ -100,11 +102,20 @@ def _unlink(path: str, report: RecoveryReport) -> None:
 
 def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point: int = 0,
              had_clean_shutdown: bool = False, clock: Callable[[], int] = _now_ms,
-             producer_state_manager=None, leader_epoch_cache=None) -> LoadedLog:
-    """Load (and if needed recover) the partition directory ``dir_path`` (spec §4.8)."""
+             producer_state_manager=None, leader_epoch_cache=None, scheduler=None) -> LoadedLog:
+    """Load (and if needed recover) the partition directory ``dir_path`` (spec §4.8). Segments
+    the load deletes are renamed ``.deleted`` and removed after ``file.delete.delay.ms`` through
+    ``scheduler`` (``scheduler(delay_seconds, fn)``), or at once when there is none."""
     d = os.fspath(dir_path)
     report = RecoveryReport(d, had_clean_shutdown)
     get = _cfg(config)
+    doomed: List[LogSegment] = []
+
+    def delete_segment(seg: LogSegment, reason: str) -> None:
+        report.deleted_segments.append({"file": seg.log_path, "baseOffset": seg.base_offset,
+                                        "sizeInBytes": seg.size, "reason": reason})
+        seg.change_file_suffixes("", DELETED)
+        doomed.append(seg)
     try:
         names = os.listdir(d)
     except OSError as e:
@@ -138,6 +149,7 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
     if swap_logs:
         min_base = None
         max_next = None
+        swap_bases = set()
         for p in swap_logs:
             base = _offset_of(os.path.basename(p))
             seg = LogSegment(d, base, file_already_exists=True, file_suffix=SWAP,
@@ -149,18 +161,22 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
                 seg.close_handlers()
             min_base = base if min_base is None else min(min_base, base)
             max_next = nxt if max_next is None else max(max_next, nxt)
+            swap_bases.add(base)
         for name in sorted(os.listdir(d)):
             if name.endswith(SWAP):
                 continue
             if not any(name.endswith(s) for s in SEGMENT_SUFFIXES):
                 continue
             off = _offset_of(name)
-            if off is not None and min_base <= off < max_next:
+            # an empty .swap segment (next offset = its base) still replaces the old files at its
+            # base offset: none of them, e.g. a .txnindex, may survive the swap
+            if off is not None and (min_base <= off < max_next or off in swap_bases):
                 _unlink(os.path.join(d, name), report)
         for p in swap_files:
             if os.path.exists(p):
                 os.rename(p, p[: -len(SWAP)])
                 report.completed_swaps.append(p)
+        fsync_dir(d)
 
     # 3. segment pass
     names = sorted(os.listdir(d))
@@ -179,6 +195,19 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
             _unlink(os.path.join(d, name), report)           # orphaned index file
     segments: List[LogSegment] = []
     recovered_ids = set()
+    tmp_psm = []
+
+    def recovery_psm(before: List[LogSegment], seg: LogSegment):
+        """Kafka recovers a segment with a producer-state manager of its own, rebuilt up to the
+        segment's base offset (so aborted transactions starting earlier are indexed right)."""
+        if producer_state_manager is None:
+            return None
+        if not tmp_psm:
+            tmp_psm.append(ProducerStateManager(d, producer_state_manager.producer_id_expiration_ms))
+        psm = tmp_psm[0]
+        if psm.map_end_offset != seg.base_offset or not before:
+            rebuild_producer_state(psm, before, log_start_offset, seg.base_offset, clock())
+        return psm
     policy = get("cleanup.policy")
     contiguous = "compact" not in (policy if isinstance(policy, str) else ",".join(policy))
     for base in sorted(logs):
@@ -199,7 +228,8 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
         if reason is None and (had_clean_shutdown or base < _floor_base(logs, recovery_point)):
             reason = _validate_indexes(seg)
         if reason is not None:
-            _recover_segment(seg, report, reason, producer_state_manager, leader_epoch_cache, contiguous)
+            _recover_segment(seg, report, reason, recovery_psm(segments, seg), leader_epoch_cache,
+                             contiguous)
             recovered_ids.add(id(seg))
         segments.append(seg)
 
@@ -209,10 +239,7 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
         r = seg.last_recovery
         if id(seg) in recovered_ids and r is not None and r.truncated_bytes > 0:
             for later in segments[i + 1:]:
-                report.deleted_segments.append({"file": later.log_path, "baseOffset": later.base_offset,
-                                                "sizeInBytes": later.size,
-                                                "reason": f"follows truncated segment {seg.log_path}"})
-                later.delete()
+                delete_segment(later, f"follows truncated segment {seg.log_path}")
             del segments[i + 1:]
             break
 
@@ -225,8 +252,9 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
             if id(seg) in recovered_ids:
                 truncated = seg.last_recovery.truncated_bytes if seg.last_recovery else 0
             else:
-                truncated = _recover_segment(seg, report, "unclean shutdown", producer_state_manager,
-                                             leader_epoch_cache, contiguous)
+                truncated = _recover_segment(seg, report, "unclean shutdown",
+                                             recovery_psm(segments[:i], seg), leader_epoch_cache,
+                                             contiguous)
             gap = None
             if contiguous and i + 1 < len(segments) and truncated == 0:
                 nxt = seg.read_next_offset()
@@ -242,21 +270,15 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
                                                    nextValidPosition=None))
             if truncated > 0 or gap is not None:
                 for later in segments[i + 1:]:
-                    report.deleted_segments.append({"file": later.log_path, "baseOffset": later.base_offset,
-                                                    "sizeInBytes": later.size,
-                                                    "reason": f"follows truncated segment {seg.log_path}"})
-                    later.delete()
+                    delete_segment(later, f"follows truncated segment {seg.log_path}")
                 del segments[i + 1:]
                 break
 
     next_offset = segments[-1].read_next_offset() if segments else log_start_offset
     if segments and next_offset < log_start_offset:
         for seg in segments:
-            report.deleted_segments.append({"file": seg.log_path, "baseOffset": seg.base_offset,
-                                            "sizeInBytes": seg.size,
-                                            "reason": f"log end offset {next_offset} is below the log start "
-                                                      f"offset {log_start_offset}"})
-            seg.delete()
+            delete_segment(seg, f"log end offset {next_offset} is below the log start offset "
+                                f"{log_start_offset}")
         segments = []
         c = leader_epoch_cache
         if c is not None and callable(getattr(c, "clear", None)):
@@ -269,10 +291,74 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
     else:
         new_recovery_point = min(recovery_point, next_offset)
     segments[-1].resize_indexes(int(get("segment.index.bytes")))
+    # 6. leader epochs, 7. log start offset, 8. producer state (spec §4.8)
+    if leader_epoch_cache is not None:
+        leader_epoch_cache.truncate_from_end(next_offset)
+        leader_epoch_cache.truncate_from_start(log_start_offset)
     new_log_start = max(log_start_offset, segments[0].base_offset)
+    if producer_state_manager is not None:
+        psm = producer_state_manager
+        psm.snapshots = psm._load_snapshots()          # recovery may have written some
+        psm.remove_stray_snapshots([s.base_offset for s in segments])
+        rebuild_producer_state(psm, segments, new_log_start, next_offset, clock(),
+                               reload_from_clean_shutdown=had_clean_shutdown)
+    if doomed:
+        fsync_dir(d)
+        from kafkalog.log.log import delete_segments_later
+        delete_segments_later(scheduler, int(get("file.delete.delay.ms")), doomed)
     report.recovery_point = new_recovery_point
     report.log_end_offset = next_offset
     return LoadedLog(segments, new_log_start, new_recovery_point, next_offset, report)
+
+
+def rebuild_producer_state(psm, segments, log_start_offset: int, last_offset: int, now: int,
+                           reload_from_clean_shutdown: bool = False) -> None:
+    """Kafka's ``UnifiedLog.rebuildProducerState`` (spec §4.8 step 8, §4.9): load the latest valid
+    snapshot <= ``last_offset`` (deleting corrupt and out-of-range ones) and replay the v2 batches
+    from its offset to ``last_offset``, taking snapshots at the last two segment base offsets on
+    the way and at ``last_offset``. Without snapshots after a clean shutdown: empty snapshots only
+    (Kafka's upgrade shortcut)."""
+    bases = [s.base_offset for s in segments]
+    to_snapshot = ([bases[-2]] if len(bases) >= 2 else []) + bases[-1:] + [last_offset]
+    if not psm.snapshots and reload_from_clean_shutdown:
+        for off in to_snapshot:
+            psm.truncate_and_reload(log_start_offset, off, now)
+            psm.update_map_end_offset(off)
+            psm.take_snapshot(sync=False)
+        return
+    empty_before = psm.is_empty() and psm.map_end_offset >= last_offset
+    psm.truncate_and_reload(log_start_offset, last_offset, now)
+    if last_offset > psm.map_end_offset and not empty_before:
+        for i, seg in enumerate(segments):
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            if seg.base_offset >= last_offset or (nxt is not None and nxt <= psm.map_end_offset):
+                continue
+            start = max(seg.base_offset, psm.map_end_offset, log_start_offset)
+            psm.update_map_end_offset(start)
+            if seg.base_offset in to_snapshot:
+                psm.take_snapshot(sync=False)
+            _replay_producer_batches(psm, seg, start, last_offset)
+    psm.update_map_end_offset(last_offset)
+    psm.take_snapshot(sync=False)
+
+
+def _replay_producer_batches(psm, seg: LogSegment, start: int, end: int) -> None:
+    """Feed the producer batches of ``seg`` holding offsets in ``[start, end)`` to ``psm``
+    (replication origin; header bytes only, except for transaction markers)."""
+    h0 = seg.translate_offset(start)
+    if h0 is None:
+        return
+    log = seg.log
+    for h in log.iter_headers(h0.position):
+        if h.base_offset >= end:
+            break
+        if h.magic < 2 or h.last_offset < start or h.size < RECORD_BATCH_OVERHEAD:
+            continue
+        head = log.pread(h.position, RECORD_BATCH_OVERHEAD)
+        if INT64.unpack_from(head, 43)[0] == -1:
+            continue
+        psm.update_from_batch(log.read_entry(h.position, h.size) if h.is_control else head,
+                              ORIGIN_REPLICATION)
 
 
 def _floor_base(logs: dict, recovery_point: int) -> int:
@@ -287,6 +373,9 @@ def _floor_base(logs: dict, recovery_point: int) -> int:
 def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str, psm, lec,
                      contiguous: bool = False) -> int:
     truncated = seg.recover(psm, lec, contiguous=contiguous)
+    if psm is not None:
+        psm.update_map_end_offset(seg.read_next_offset())
+        psm.take_snapshot()
     r = seg.last_recovery
     info = r.to_json() if r is not None else {"file": seg.log_path}
     info["why"] = why

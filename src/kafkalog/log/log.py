@@ -25,6 +25,9 @@ from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTime
                              KafkalogError, OffsetOutOfRangeError, RecordBatchTooLargeError,
                              RecordTooLargeError)
 from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
+from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
+from kafkalog.record.constants import ControlRecordType
+from kafkalog.record.control import control_record_type
 from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, RECORD_BATCH_OVERHEAD,
                                        RECORD_OVERHEAD_V0, UINT32, V2_FIELDS, BatchHeader)
 from kafkalog.log.segment import (DEFAULTS, LONG_MAX, LogSegment, RollParams, TimestampAndOffset,
@@ -36,11 +39,16 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _V2_TS_CRC = struct.Struct(">IhiqqI")   # not used for packing, see _set_log_append_time
 _pack_q = _INT64.pack_into
+_unpack_q = _INT64.unpack_from
 _unpack_prefix = PREFIX.unpack_from
 _unpack_v2 = V2_FIELDS.unpack_from
 _unpack_i = _INT32.unpack_from
@@ -100,6 +108,9 @@ class Log:
         self.recovery_point = recovery_point
         self.last_flush_time = clock()
         self._closed = False
+        # truncation hooks for the cleaner / manager (spec §4.9): called before / after
+        self.cleaner_abort_hook: Optional[Callable[["Log"], None]] = None
+        self.on_truncate: List[Callable[["Log", int], None]] = []
         self._reload_config()
         segs = tuple(sorted(segments, key=lambda s: s.base_offset))
         self._publish(segs, next_offset)
@@ -114,10 +125,17 @@ class Log:
         loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`."""
         from kafkalog.log.loader import load_log
         os.makedirs(os.fspath(dir_path), exist_ok=True)
+        if producer_state_manager is None:
+            from kafkalog.log.producer_state import ProducerStateManager
+            producer_state_manager = ProducerStateManager(
+                dir_path, int(_cfg(config)("producer.id.expiration.ms")))
+        if leader_epoch_cache is None:
+            from kafkalog.log.leader_epoch import LeaderEpochFileCache
+            leader_epoch_cache = LeaderEpochFileCache(dir_path)
         loaded = load_log(dir_path, config, log_start_offset=log_start_offset,
                           recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
                           clock=clock, producer_state_manager=producer_state_manager,
-                          leader_epoch_cache=leader_epoch_cache)
+                          leader_epoch_cache=leader_epoch_cache, scheduler=scheduler)
         return cls(dir_path, config, segments=loaded.segments,
                    log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
                    next_offset=loaded.next_offset, scheduler=scheduler, clock=clock,
@@ -217,7 +235,7 @@ class Log:
     # --- append ----------------------------------------------------------------------------------
 
     def append(self, records, *, assign_offsets: bool = True,
-               leader_epoch: Optional[int] = None) -> AppendInfo:
+               leader_epoch: Optional[int] = None, origin: Optional[str] = None) -> AppendInfo:
         """Append a buffer of one or more whole batches (any magic).
 
         With ``assign_offsets`` (Kafka's appendAsLeader) every batch is validated (size, CRC,
@@ -228,23 +246,32 @@ class Log:
         kept and must start at >= the log end offset and increase.
         A trailing partial batch is ignored (spec §4.1 step 7). The whole buffer lands in one segment
         unless it is larger than ``segment.bytes``; then it is split at batch boundaries.
+
+        Producer state (spec §4.1 step 4, §4.2): ``origin`` is ``"client"`` (default with
+        ``assign_offsets``: epoch, sequence and transaction checks, raising
+        :class:`~kafkalog.log.producer_state.OutOfOrderSequenceError`,
+        :class:`~kafkalog.log.producer_state.InvalidProducerEpochError`,
+        :class:`~kafkalog.log.producer_state.InvalidTxnStateError`; an exact duplicate of one of a
+        producer's last 5 batches is not appended and its original offsets are returned with
+        ``duplicate=True``), ``"coordinator"`` (may write transaction markers) or
+        ``"replication"`` (default without ``assign_offsets``: no sequence checks).
         """
         if isinstance(records, bytearray):
             buf = records
         else:
             buf = bytearray(records)
-        if assign_offsets and leader_epoch is None and self._fast_append:
+        if assign_offsets and leader_epoch is None and self._fast_append and origin is None:
             info = self._append_one_v2(buf)
             if info is not None:
                 return info
         with self._lock:
             self._check_open()
             try:
-                return self._append_locked(buf, assign_offsets, leader_epoch)
+                return self._append_locked(buf, assign_offsets, leader_epoch, origin)
             except _NeedsConversion:
                 from kafkalog.log._encode import convert_legacy_wrappers
                 return self._append_locked(bytearray(convert_legacy_wrappers(buf)), assign_offsets,
-                                           leader_epoch)
+                                           leader_epoch, origin)
 
     def _append_one_v2(self, buf: bytearray) -> Optional[AppendInfo]:
         """Fast path of :meth:`append` for the common leader case: ``buf`` is exactly one valid v2
@@ -252,15 +279,19 @@ class Log:
         takes it without a roll. Same checks, bytes, indexes and result as :meth:`_append_locked`;
         returns None when the general path must run (including whenever that path would raise)."""
         n = len(buf)
-        if n < RECORD_BATCH_OVERHEAD or n > self.max_message_bytes or self.producer_state_manager is not None:
+        if n < RECORD_BATCH_OVERHEAD or n > self.max_message_bytes:
             return None
+        if self.producer_state_manager is not None and _unpack_q(buf, 43)[0] != -1:
+            return None                     # idempotent/transactional: producer-state checks
         _offset, length, ple, magic = _unpack_prefix(buf, 0)
         if magic != 2 or length + 12 != n or (ple >= 0 and self.leader_epoch_cache is not None):
             return None
         crc, attrs, lod, _bts, mts = _unpack_v2(buf, 17)
         if attrs & 0x28 or lod < 0 or _unpack_i(buf, 57)[0] != lod + 1 or crc != crc32c(memoryview(buf)[21:]):
             return None
-        with self._lock:
+        lock = self._lock
+        lock.acquire()          # (cheaper than ``with`` on this per-call path)
+        try:
             if self._closed:
                 return None
             segs, bases, end = self._view
@@ -276,6 +307,42 @@ class Log:
             if mts > -1:
                 return AppendInfo(first, last, mts, last, -1, self.log_start_offset, n, lod + 1, 1)
             return AppendInfo(first, last, -1, -1, -1, self.log_start_offset, n, lod + 1, 1)
+        finally:
+            lock.release()
+
+    def append_file(self, path: str) -> AppendInfo:
+        """Append the whole batches of the file ``path`` exactly as :meth:`append` appends a buffer
+        holding its bytes (leader semantics: same validation and CRC checks, offsets assigned,
+        same segment rolls, indexes and result), without reading the file into Python memory.
+
+        The file is mapped copy-on-write (``MAP_PRIVATE``): validation reads it in place, the
+        base-offset rewrites copy only the pages holding batch headers, and each segment write is a
+        ``pwrite`` straight from the mapping (one kernel copy). ``path`` itself is never modified.
+        A trailing partial batch is ignored, as by :meth:`append`: compare ``valid_bytes`` of the
+        result with the file size to detect one. Used for bulk loads from staged files (Spark)."""
+        import mmap
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return AppendInfo(first_offset=-1, last_offset=-1, log_start_offset=self.log_start_offset)
+            # (no MAP_POPULATE: on a writable private mapping it would copy every page)
+            m = mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE,
+                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            if hasattr(m, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+                m.madvise(mmap.MADV_SEQUENTIAL)
+        try:
+            with self._lock:
+                self._check_open()
+                try:
+                    return self._append_locked(m, True, None)
+                except _NeedsConversion:
+                    from kafkalog.log._encode import convert_legacy_wrappers
+                    return self._append_locked(bytearray(convert_legacy_wrappers(m)), True, None)
+        finally:
+            try:
+                m.close()
+            except BufferError:  # a view is still alive (an exception traceback): the GC unmaps it
+                pass
 
     def append_as_follower(self, records) -> AppendInfo:
         """Append batches keeping their offsets (Kafka's appendAsFollower); the first offset must be
@@ -301,7 +368,10 @@ class Log:
         if self._closed:
             raise KafkalogError("log is closed", file=self.dir)
 
-    def _append_locked(self, buf: bytearray, assign: bool, leader_epoch: Optional[int]) -> AppendInfo:
+    def _append_locked(self, buf: bytearray, assign: bool, leader_epoch: Optional[int],
+                       origin: Optional[str] = None) -> AppendInfo:
+        if origin is None:
+            origin = ORIGIN_CLIENT if assign else ORIGIN_REPLICATION
         n = len(buf)
         mv = memoryview(buf)
         segs, _bases, end = self._view
@@ -352,7 +422,7 @@ class Log:
                         if count <= 0 or count != lod + 1:
                             raise InvalidRecordError(f"Record count {count} does not match lastOffsetDelta "
                                                      f"{lod} + 1", position=pos)
-                        if attrs & 0x20:
+                        if attrs & 0x20 and origin == ORIGIN_CLIENT:
                             raise InvalidRecordError("Clients are not allowed to write control records",
                                                      position=pos)
                         _pack_q(buf, pos, next_off)
@@ -439,13 +509,25 @@ class Log:
                 raise InvalidRecordError(f"Unexpected append offset {first_offset}: the log end offset is "
                                          f"{leo}", position=0)
         last_offset = lasts[-1]
-        # leader-epoch cache: one assign per epoch change (spec §4.1 step 4.1)
-        if self.leader_epoch_cache is not None and epochs:
-            from kafkalog.log import _indexes
-            latest = _indexes.epoch_latest(self.leader_epoch_cache)
+        # producer state (spec §4.1 step 4.4): checks before anything is written; a retried batch
+        psm = self.producer_state_manager
+        pbatches = None
+        if psm is not None:
+            pbatches = _producer_batches(buf, positions, valid)
+            dup = psm.check_append(pbatches, origin) if pbatches else None
+            if dup is not None:
+                return AppendInfo(first_offset=dup.first_offset, last_offset=dup.last_offset,
+                                  max_timestamp=dup.timestamp, log_start_offset=self.log_start_offset,
+                                  valid_bytes=valid, duplicate=True)
+        # leader-epoch cache: one assign per epoch change; legacy data clears it (spec §4.1 step 4.1)
+        cache = self.leader_epoch_cache
+        if cache is not None and legacy_seen:
+            cache.clear_and_flush()
+        elif cache is not None and epochs:
+            latest = cache.latest_epoch()
             for e, start in epochs:
                 if latest is None or e > latest:
-                    _indexes.epoch_assign(self.leader_epoch_cache, e, start)
+                    cache.assign(e, start)
                     latest = e
         # write, chunked by segment.bytes (an oversize single batch cannot be stored)
         start_i = 0
@@ -480,8 +562,8 @@ class Log:
                 start_i = j
         finally:
             mvb.release()
-        if self.producer_state_manager is not None:
-            self._update_producer_state(buf, positions, valid)
+        if psm is not None:
+            self._update_producer_state(psm, pbatches, origin)
         if self.log_end_offset - self.recovery_point >= self.flush_messages:
             self.flush(self.log_end_offset)
         return AppendInfo(first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
@@ -496,22 +578,15 @@ class Log:
                 f"Timestamp {first_ts}..{max_ts} of a batch is out of range: it must be within "
                 f"[{now - self.ts_before_max}, {now + self.ts_after_max}]", position=pos)
 
-    def _update_producer_state(self, buf, positions, valid) -> None:
-        from kafkalog.log import _indexes
-        mv = memoryview(buf)
-        try:
-            active = self.active_segment
-            for i, p in enumerate(positions):
-                e = positions[i + 1] if i + 1 < len(positions) else valid
-                if buf[p + 16] >= 2:
-                    aborted = _indexes.producer_update(self.producer_state_manager, mv[p:e])
-                    for a in aborted:
-                        active.txn_index.append(a)
-            upd = getattr(self.producer_state_manager, "update_map_end_offset", None)
-            if callable(upd):
-                upd(self.log_end_offset)
-        finally:
-            mv.release()
+    def _update_producer_state(self, psm, pbatches, origin: str) -> None:
+        """Apply the appended producer batches (already checked); an aborted transaction's entry
+        goes to the ``.txnindex`` of the segment holding its marker (spec §4.1 step 4.6)."""
+        leo = self.log_end_offset
+        for _pos, batch in pbatches or ():
+            for a in psm.update_from_batch(batch, origin):
+                self.floor_segment(a.last_offset).txn_index.append(a)
+        psm.update_map_end_offset(leo)
+        psm.on_high_watermark_updated(leo)     # single replica: HW = LEO
 
     # --- roll ------------------------------------------------------------------------------------
 
@@ -615,10 +690,20 @@ class Log:
     # --- read ------------------------------------------------------------------------------------
 
     def read(self, start_offset: int, max_bytes: int, *, min_one_message: bool = True,
-             max_offset: Optional[int] = None) -> FetchDataInfo:
-        """Read raw batches from ``start_offset`` (spec §4.6). ``max_offset`` bounds the read (e.g.
-        the last stable offset); default is the log end offset. Raises
+             max_offset: Optional[int] = None, isolation: str = "read_uncommitted") -> FetchDataInfo:
+        """Read raw batches from ``start_offset`` (spec §4.6). ``max_offset`` bounds the read;
+        default is the log end offset (= the high watermark of this single-replica log).
+        ``isolation="read_committed"`` bounds it by the last stable offset and lists the aborted
+        transactions overlapping the result in ``aborted_transactions``. Raises
         :class:`OffsetOutOfRangeError` below the log start offset or above the log end offset."""
+        if isolation == READ_COMMITTED:
+            lso = self.last_stable_offset
+            info = self.read(start_offset, max_bytes, min_one_message=min_one_message,
+                             max_offset=lso if max_offset is None else min(max_offset, lso))
+            info.aborted_transactions = self._aborted_for_fetch(start_offset, info)
+            return info
+        if isolation != READ_UNCOMMITTED:
+            raise ValueError(f"isolation must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}")
         segs, bases, end = self._view
         leo = end.message_offset
         if start_offset < self.log_start_offset or start_offset > leo:
@@ -652,6 +737,40 @@ class Log:
             i += 1
         return FetchDataInfo(LogOffsetMetadata(start_offset, end.segment_base_offset,
                                                end.relative_position_in_segment))
+
+    def _aborted_for_fetch(self, start_offset: int, info: FetchDataInfo) -> list:
+        """Spec §4.6 step 7: the upper bound is the first offset-index entry at or after the end
+        of the returned slice, else the next segment's base offset, else the log end offset."""
+        if not info.records.size:
+            return []
+        segs, bases, end = self._view
+        meta = info.fetch_offset_metadata
+        i = bisect_right(bases, meta.segment_base_offset) - 1
+        seg = segs[i]
+        upper = seg.offset_index.fetch_upper_bound_offset(meta.relative_position_in_segment,
+                                                          info.records.size)
+        if upper is not None:
+            bound = upper.offset
+        elif i + 1 < len(segs):
+            bound = segs[i + 1].base_offset
+        else:
+            bound = end.message_offset
+        return self.collect_aborted_transactions(start_offset, bound)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list:
+        """The aborted transactions (:class:`~kafkalog.log.txn_index.AbortedTxn`) overlapping
+        ``[start_offset, upper_bound_offset)``, from the ``.txnindex`` of the segment holding
+        ``start_offset`` and the following ones until a search is complete (spec §2.4)."""
+        segs, bases, _ = self._view
+        out: list = []
+        for seg in segs[max(bisect_right(bases, start_offset) - 1, 0):]:
+            if seg.base_offset >= upper_bound_offset:
+                break
+            r = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(r.aborted_transactions)
+            if r.is_complete:
+                break
+        return out
 
     def send_to(self, sock_or_fd, start_offset: int, max_bytes: int) -> int:
         """Zero-copy: ``os.sendfile`` the slice :meth:`read` would return to a socket or fd; returns
@@ -690,12 +809,46 @@ class Log:
                                          f"({limit - seg_end} bytes)", file=seg.log_path,
                                          position=seg_end)
 
-    def batches(self, from_offset: Optional[int] = None) -> Iterator:
-        """Decoded batches (``kafkalog.record`` RecordBatch views) from ``from_offset`` on."""
+    def batches(self, from_offset: Optional[int] = None,
+                isolation: str = "read_uncommitted") -> Iterator:
+        """Decoded batches (``kafkalog.record`` RecordBatch views) from ``from_offset`` on. With
+        ``isolation="read_committed"``: only below the last stable offset, without control batches
+        and without the batches of aborted transactions (Kafka's consumer rules)."""
+        if isolation == READ_COMMITTED:
+            yield from self._committed_batches(from_offset)
+            return
+        if isolation != READ_UNCOMMITTED:
+            raise ValueError(f"isolation must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}")
+        yield from self._batches(from_offset)
+
+    def _committed_batches(self, from_offset: Optional[int]) -> Iterator:
+        start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
+        lso = self.last_stable_offset
+        pending = sorted(self.collect_aborted_transactions(start, lso), key=lambda a: a.first_offset)
+        k = 0
+        aborted_pids: set = set()
+        for batch in self._batches(from_offset, lso):
+            if batch.magic < 2:
+                yield batch
+                continue
+            while k < len(pending) and pending[k].first_offset <= batch.last_offset:
+                aborted_pids.add(pending[k].producer_id)
+                k += 1
+            if batch.is_control:
+                recs = batch.records() if batch.producer_id in aborted_pids else ()
+                if recs and recs[0].key is not None and \
+                        control_record_type(bytes(recs[0].key)) == ControlRecordType.ABORT:
+                    aborted_pids.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in aborted_pids:
+                continue
+            yield batch
+
+    def _batches(self, from_offset: Optional[int] = None, to_offset: Optional[int] = None) -> Iterator:
         from kafkalog.record.records import iter_batches
         expect = None
         start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
-        for h, data in self.iter_batch_bytes(from_offset):
+        for h, data in self.iter_batch_bytes(from_offset, to_offset):
             for b in iter_batches(data):
                 try:
                     b.ensure_valid()        # never hand a corrupt batch to a reader
@@ -717,10 +870,12 @@ class Log:
                 expect = h.last_offset + 1
                 yield b
 
-    def records(self, from_offset: Optional[int] = None) -> Iterator:
-        """Decoded records with offset >= ``from_offset``, across segments, skipping control records."""
+    def records(self, from_offset: Optional[int] = None,
+                isolation: str = "read_uncommitted") -> Iterator:
+        """Decoded records with offset >= ``from_offset``, across segments, skipping control
+        records; ``isolation="read_committed"`` as in :meth:`batches`."""
         start = self.log_start_offset if from_offset is None else from_offset
-        for batch in self.batches(from_offset):
+        for batch in self.batches(from_offset, isolation):
             if getattr(batch, "is_control_batch", False) or getattr(batch, "is_control", False):
                 continue
             for rec in batch:
@@ -767,8 +922,7 @@ class Log:
         return epoch if start <= self.log_start_offset else None
 
     def _latest_epoch(self):
-        from kafkalog.log import _indexes
-        return None if self.leader_epoch_cache is None else _indexes.epoch_latest(self.leader_epoch_cache)
+        return None if self.leader_epoch_cache is None else self.leader_epoch_cache.latest_epoch()
 
     # --- truncation ------------------------------------------------------------------------------
 
@@ -783,39 +937,61 @@ class Log:
             if target_offset >= end.message_offset:
                 self._truncate_epochs_from_end(end.message_offset)
                 return False
+            self._abort_cleaning()
             if segs[0].base_offset > target_offset:
-                self.truncate_fully_and_start_at(target_offset)
-                return True
-            keep = tuple(s for s in segs if s.base_offset <= target_offset)
-            drop = [s for s in segs if s.base_offset > target_offset]
-            self._publish(keep, target_offset)
-            if drop:
-                self._remove_and_delete(drop, async_delete=True)
-            keep[-1].truncate_to(target_offset)
-            self._publish(keep, target_offset)
-            self.recovery_point = min(self.recovery_point, target_offset)
-            self.log_start_offset = min(self.log_start_offset, target_offset)
-            self._truncate_epochs_from_end(target_offset)
-            self._reset_producer_state(target_offset, truncate=True)
+                self._truncate_fully(target_offset)
+            else:
+                self._truncate_segments(target_offset)
+            self._notify_truncated()
             return True
+
+    def _truncate_segments(self, target_offset: int) -> None:
+        segs, _bases, _end = self._view
+        keep = tuple(s for s in segs if s.base_offset <= target_offset)
+        drop = [s for s in segs if s.base_offset > target_offset]
+        self._publish(keep, target_offset)
+        if drop:
+            self._remove_and_delete(drop, async_delete=True)
+        keep[-1].truncate_to(target_offset)
+        self._publish(keep, target_offset)
+        self.recovery_point = min(self.recovery_point, target_offset)
+        self.log_start_offset = min(self.log_start_offset, target_offset)
+        self._truncate_epochs_from_end(target_offset)
+        self._reset_producer_state(target_offset, truncate=True)
+
+    def _abort_cleaning(self) -> None:
+        """Kafka's LogManager aborts (and pauses) the cleaning of a partition before truncating it:
+        a cleaning in progress must not swap in segments built from the removed data."""
+        hook = self.cleaner_abort_hook
+        if hook is not None:
+            hook(self)
+
+    def _notify_truncated(self) -> None:
+        """After a truncation: ``on_truncate`` callbacks get ``(log, active_segment_base_offset)``
+        (the cleaner checkpoint is lowered to that offset when above it, spec §4.9, §4.11)."""
+        base = self.active_segment.base_offset
+        for fn in list(self.on_truncate):
+            fn(self, base)
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
             self._check_open()
-            segs, _, _ = self._view
-            for s in segs:
-                if s.base_offset == new_offset:
-                    pass
-            self._remove_and_delete(list(segs), async_delete=True)
-            new = LogSegment.open(self.dir, new_offset, self.config, clock=self.clock)
-            self._publish((new,), new_offset)
-            self.log_start_offset = new_offset
-            self.recovery_point = new_offset
-            c = self.leader_epoch_cache
-            if c is not None and callable(getattr(c, "clear", None)):
-                c.clear()
-            self._reset_producer_state(new_offset, truncate=False)
+            self._abort_cleaning()
+            self._truncate_fully(new_offset)
+            self._notify_truncated()
+
+    def _truncate_fully(self, new_offset: int) -> None:
+        segs, _, _ = self._view
+        self._remove_and_delete(list(segs), async_delete=True)
+        new = LogSegment.open(self.dir, new_offset, self.config, clock=self.clock)
+        self._publish((new,), new_offset)
+        self.log_start_offset = new_offset
+        self.recovery_point = new_offset
+        c = self.leader_epoch_cache
+        if c is not None and callable(getattr(c, "clear", None)):
+            c.clear()
+        self._reset_producer_state(new_offset, truncate=False)
 
     def _truncate_epochs_from_end(self, offset: int) -> None:
         c = self.leader_epoch_cache
@@ -827,12 +1003,11 @@ class Log:
         psm = self.producer_state_manager
         if psm is None:
             return
-        fn = getattr(psm, "truncate_and_reload", None) if truncate else getattr(psm, "truncate_fully_and_start_at", None)
-        if callable(fn):
-            try:
-                fn(offset)
-            except TypeError:
-                pass
+        if truncate:
+            from kafkalog.log.loader import rebuild_producer_state
+            rebuild_producer_state(psm, self.segments, self.log_start_offset, offset, self.clock())
+        else:
+            psm.truncate_fully_and_start_at(offset)
 
     # --- deletion (used by retention) ------------------------------------------------------------
 
@@ -871,20 +1046,84 @@ class Log:
                 fn = getattr(c, "truncate_from_start", None) if c is not None else None
                 if callable(fn):
                     fn(new_log_start_offset)
+                if self.producer_state_manager is not None:
+                    self.producer_state_manager.on_log_start_offset_incremented(new_log_start_offset)
                 return True
             return False
 
     def _remove_and_delete(self, segments: Sequence[LogSegment], async_delete: bool) -> None:
+        """Rename the segments' files (and their producer snapshots) to ``.deleted`` and delete
+        them after ``file.delete.delay.ms`` (spec §4.10)."""
+        psm = self.producer_state_manager
+        snapshots = []
         for s in segments:
             s.change_file_suffixes("", DELETED_FILE_SUFFIX)
-        if async_delete and self.scheduler is not None and self.file_delete_delay_ms > 0:
-            def later(segs=list(segments)):
-                for s in segs:
+            if psm is not None:
+                p = psm.remove_and_mark_snapshot_for_deletion(s.base_offset)
+                if p is not None:
+                    snapshots.append(p)
+        delete_segments_later(self.scheduler if async_delete else None, self.file_delete_delay_ms,
+                              segments, snapshots)
+
+    # --- segment replacement (cleaner, split) -----------------------------------------------------
+
+    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment],
+                         *, abort_if_missing: bool = False,
+                         step_hook: Optional[Callable[[str], None]] = None) -> bool:
+        """Swap ``new_segments`` (files suffixed ``.cleaned`` or ``.swap``, flushed) in for
+        ``old_segments`` with the crash-safe protocol of spec §4.11 (Kafka's
+        ``LocalLog.replaceSegments``): ``.cleaned`` -> ``.swap`` highest base offset first; publish
+        the new segment list; old files (and their producer snapshots) -> ``.deleted``; ``.swap``
+        suffix removed; the directory fsynced after each phase. The old files are deleted after
+        ``file.delete.delay.ms`` (readers holding an older segment list keep reading them).
+
+        Old segments no longer in the log are skipped, as by Kafka, unless ``abort_if_missing``:
+        then the new segments are deleted, nothing changes and False is returned. ``step_hook`` is
+        called with ``swap-partial``, ``swap-renamed``, ``deleted-partial``, ``old-deleted``,
+        ``unswap-partial``, ``swapped`` (crash tests)."""
+        from kafkalog.log.fsutil import fsync_dir
+        hook = step_hook if step_hook is not None else (lambda step: None)
+        new_desc = sorted(new_segments, key=lambda s: s.base_offset, reverse=True)
+        with self._lock:
+            segs = self._view[0]
+            present = {id(s) for s in segs}
+            if self._closed or (abort_if_missing and any(id(s) not in present for s in old_segments)):
+                for s in new_segments:
                     s.delete()
-            self.scheduler(self.file_delete_delay_ms / 1000.0, later)
-        else:
-            for s in segments:
-                s.delete()
+                return False
+            old = [s for s in old_segments if id(s) in present]
+            for i, s in enumerate(new_desc):
+                if not s.has_suffix(SWAP_FILE_SUFFIX):
+                    s.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+                if i == 0 and len(new_desc) > 1:
+                    hook("swap-partial")
+            fsync_dir(self.dir)
+            hook("swap-renamed")
+            old_ids = {id(s) for s in old}
+            keep = [s for s in segs if id(s) not in old_ids]
+            self._publish(tuple(sorted(keep + list(new_segments), key=lambda s: s.base_offset)),
+                          self.log_end_offset)
+            new_bases = {s.base_offset for s in new_segments}
+            psm = self.producer_state_manager
+            snapshots = []
+            for i, s in enumerate(old):
+                s.change_file_suffixes("", DELETED_FILE_SUFFIX)
+                if psm is not None and s.base_offset not in new_bases:
+                    p = psm.remove_and_mark_snapshot_for_deletion(s.base_offset)
+                    if p is not None:
+                        snapshots.append(p)
+                if i == 0:
+                    hook("deleted-partial")
+            fsync_dir(self.dir)
+            hook("old-deleted")
+            for i, s in enumerate(new_desc):
+                s.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+                if i == 0:
+                    hook("unswap-partial")
+            fsync_dir(self.dir)
+            hook("swapped")
+        delete_segments_later(self.scheduler, self.file_delete_delay_ms, old, snapshots)
+        return True
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -909,6 +1148,24 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log(dir={self.dir}, logStartOffset={self.log_start_offset}, "
                 f"logEndOffset={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def delete_segments_later(scheduler, delay_ms: int, segments: Sequence[LogSegment],
+                          other_files: Sequence[str] = ()) -> None:
+    """Delete segments already renamed ``.deleted`` (and ``other_files``) after ``delay_ms`` via
+    ``scheduler``, or now when there is none (Kafka's asynchronous segment deletion)."""
+    def delete(segs=list(segments), files=list(other_files)) -> None:
+        for s in segs:
+            s.delete()
+        for p in files:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+    if scheduler is not None and delay_ms > 0:
+        scheduler(delay_ms / 1000.0, delete)
+    else:
+        delete()
 
 
 def _set_v2_log_append_time(buf: bytearray, mv: memoryview, pos: int, sz: int, attrs: int, now: int) -> None:
@@ -940,6 +1197,16 @@ def _legacy_inner_count(entry, pos: int) -> int:
     if offsets != list(range(len(offsets))):
         raise _NeedsConversion()
     return len(offsets)
+
+
+def _producer_batches(buf, positions: Sequence[int], valid: int) -> List[Tuple[int, memoryview]]:
+    """(position, bytes) of the v2 batches that carry a producer id."""
+    out = []
+    n = len(positions)
+    for i, p in enumerate(positions):
+        if buf[p + 16] == 2 and _INT64.unpack_from(buf, p + 43)[0] != -1:
+            out.append((p, memoryview(buf)[p:positions[i + 1] if i + 1 < n else valid]))
+    return out
 
 
 class _NeedsConversion(Exception):

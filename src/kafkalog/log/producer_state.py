@@ -17,7 +17,8 @@ from typing import Deque, Dict, Iterable, List, NamedTuple, Optional
 
 from crc32c import crc32c
 
-from kafkalog.errors import CorruptSnapshotError, KafkalogError, ProducerStateError
+from kafkalog.errors import (CorruptSnapshotError, InvalidRecordError, KafkalogError,
+                             ProducerStateError)
 from kafkalog.log.fsutil import atomic_write, delete_if_exists, io_error, atomic_rename
 from kafkalog.log.naming import (DELETED_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX,
                                  offset_from_file_name, producer_snapshot_file)
@@ -377,6 +378,49 @@ class ProducerStateManager:
         self.complete_txn(completed)
         return out
 
+    def check_append(self, batches: Iterable, origin: str = ORIGIN_CLIENT) -> Optional[BatchMetadata]:
+        """Run the checks of :meth:`update_from_batch` for ``batches`` (``(position, batch bytes)``
+        pairs of raw v2 batches with their final offsets, in append order) against a scratch copy
+        of the state: nothing here changes. Raises the first :class:`ProducerStateError`, located
+        at the batch's position. For ``ORIGIN_CLIENT`` returns the :class:`BatchMetadata` (original
+        offsets) of the first exact duplicate of one of its producer's retained batches (same
+        epoch and sequence range, spec §4.1 step 4.4): then nothing of the append may be written.
+        Returns ``None`` when the whole append may go ahead."""
+        batches = list(batches)
+        if not batches:
+            return None
+        scratch = ProducerStateManager.__new__(ProducerStateManager)
+        scratch.__dict__.update(self.__dict__)
+        scratch.producers = dict(self.producers)
+        scratch.ongoing_txns = {k: TxnMetadata(t.producer_id, t.first_offset, t.last_offset)
+                                for k, t in self.ongoing_txns.items()}
+        scratch.unreplicated_txns = dict(self.unreplicated_txns)
+        copied = set()
+        for pos, batch in batches:
+            mv = memoryview(batch)
+            pid, epoch, base_seq = struct.unpack_from(">qhi", mv, 43)
+            entry = scratch.producers.get(pid)
+            if entry is not None and pid not in copied:
+                entry = _copy_entry(entry)
+                scratch.producers[pid] = entry
+                copied.add(pid)
+            if origin == ORIGIN_CLIENT and base_seq < 0 and not mv[22] & 0x20:
+                raise InvalidRecordError(f"Invalid sequence number {base_seq} in record batch with "
+                                         f"producerId {pid}", position=pos)
+            if origin == ORIGIN_CLIENT and entry is not None and not mv[22] & 0x20:
+                last_delta = struct.unpack_from(">i", mv, 23)[0]
+                last_seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else \
+                    (base_seq + last_delta) % (INT_MAX + 1)
+                dup = entry.find_duplicate_batch(epoch, base_seq, last_seq)
+                if dup is not None:
+                    return dup
+            try:
+                scratch.update_from_batch(mv, origin)
+            except KafkalogError as e:
+                raise e.at(None, pos) from None
+            copied.add(pid)
+        return None
+
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """The LSO written to the txn index for ``completed``: first offset of the earliest
         ongoing transaction of another producer, else ``completed.last_offset + 1``."""
@@ -560,6 +604,14 @@ class ProducerStateManager:
                 latest_stray = off
         if latest_stray is not None and max_base is not None and latest_stray < max_base:
             self.remove_and_delete_snapshot(latest_stray)
+
+
+def _copy_entry(e: ProducerStateEntry) -> ProducerStateEntry:
+    c = ProducerStateEntry(e.producer_id, e.producer_epoch, e.coordinator_epoch, e.last_timestamp,
+                           e.current_txn_first_offset)
+    c.batch_metadata.extend(BatchMetadata(b.last_seq, b.last_offset, b.offset_delta, b.timestamp)
+                            for b in e.batch_metadata)
+    return c
 
 
 def _read_uvarint(mv, pos: int, limit: int):

@@ -21,7 +21,9 @@ from crc32c import crc32c
 
 from kafkalog.errors import (CorruptRecordError, InvalidOffsetError, KafkalogError,
                              LogSegmentOffsetOverflowError)
-from kafkalog.log import _indexes
+from kafkalog.log.offset_index import OffsetIndex
+from kafkalog.log.time_index import TimeIndex
+from kafkalog.log.txn_index import TransactionIndex
 from kafkalog.log.fetch import FetchDataInfo, FileSlice, LogOffsetMetadata, EMPTY_SLICE
 from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, PREFIX_SIZE,
                                        RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, UINT32, V1_TIMESTAMP,
@@ -54,6 +56,7 @@ DEFAULTS = {
     "preallocate": False, "message.timestamp.type": "CreateTime",
     "message.timestamp.before.max.ms": LONG_MAX, "message.timestamp.after.max.ms": LONG_MAX,
     "cleanup.policy": "delete", "max.compaction.lag.ms": LONG_MAX, "compression.type": "producer",
+    "producer.id.expiration.ms": 86400000,
 }
 
 
@@ -67,7 +70,10 @@ def _cfg(config) -> Callable[[str], object]:
             return getattr(config, attr)
         getter = getattr(config, "get", None)
         if callable(getter):
-            v = getter(key)
+            try:
+                v = getter(key)
+            except KafkalogError:        # a key that is not a topic config (broker-level)
+                return DEFAULTS[key]
             if v is not None:
                 return v
         try:
@@ -196,31 +202,29 @@ class LogSegment:
     def offset_index(self):
         """The offset index, created/mapped on first access."""
         if self._offset_index is None:
-            self._offset_index = _indexes.open_offset_index(self.offset_index_path, self.base_offset,
-                                                            self.max_index_size)
+            self._offset_index = OffsetIndex(self.offset_index_path, self.base_offset, self.max_index_size)
         return self._offset_index
 
     @property
     def time_index(self):
         """The time index, created/mapped on first access."""
         if self._time_index is None:
-            self._time_index = _indexes.open_time_index(self.time_index_path, self.base_offset,
-                                                        self.max_index_size)
+            self._time_index = TimeIndex(self.time_index_path, self.base_offset, self.max_index_size)
         return self._time_index
 
     @property
     def txn_index(self):
         """The transaction index (the file itself appears only with the first entry)."""
         if self._txn_index is None:
-            self._txn_index = _indexes.open_txn_index(self.txn_index_path, self.base_offset)
+            self._txn_index = TransactionIndex(self.base_offset, self.txn_index_path)
         return self._txn_index
 
     def touch_indexes(self) -> None:
         """Create/map both index files now (Kafka touches them on the first append/flush/roll), so a
         segment with data always has its ``.index``/``.timeindex`` on disk."""
         if not self._indexes_touched:
-            _indexes.time_entries(self.time_index)
-            _indexes.offset_entries(self.offset_index)
+            self.time_index.entries        # maps (creating) the files
+            self.offset_index.entries
             self._indexes_touched = True
 
     @property
@@ -235,7 +239,7 @@ class LogSegment:
 
     def _load_max_ts(self) -> None:
         if self._max_ts is None:
-            ts, off = _indexes.time_last_entry(self.time_index)
+            ts, off = self.time_index.last_entry
             self._max_ts = ts
             self._max_ts_offset = off
 
@@ -263,7 +267,7 @@ class LogSegment:
         s = ms / 1000.0
         os.utime(self.log.path, (s, s))
         for idx in (self._offset_index, self._time_index):
-            if idx is not None and os.path.exists(idx_path := _indexes.path_of(idx)):
+            if idx is not None and os.path.exists(idx_path := idx.path):
                 os.utime(idx_path, (s, s))
 
     def get_first_batch_timestamp(self) -> int:
@@ -291,8 +295,8 @@ class LogSegment:
             p.max_segment_ms - self.roll_jitter_ms
         return (self.size > p.max_segment_bytes - p.messages_size
                 or (self.size > 0 and reach_roll_time)
-                or _indexes.offset_is_full(self.offset_index)
-                or _indexes.time_is_full(self.time_index)
+                or self.offset_index.is_full()
+                or self.time_index.is_full()
                 or not self.can_convert_to_relative_offset(p.max_offset_in_messages))
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
@@ -357,7 +361,7 @@ class LogSegment:
                 if oi is None:
                     oi = self.offset_index
                     ti = self.time_index
-                if not (_indexes.offset_is_full(oi) or _indexes.time_is_full(ti)):
+                if not (oi.is_full() or ti.is_full()):
                     oi.append(last_offsets[i], pos0 + positions[i])
                     ti.maybe_append(mts, moff)
                 since = 0
@@ -400,7 +404,7 @@ class LogSegment:
     def _append_index_entries(self, offset: int, position: int) -> None:
         oi = self.offset_index
         ti = self.time_index
-        if _indexes.offset_is_full(oi) or _indexes.time_is_full(ti):
+        if oi.is_full() or ti.is_full():
             return
         oi.append(offset, position)
         ti.maybe_append(self._max_ts, self._max_ts_offset)
@@ -424,7 +428,7 @@ class LogSegment:
         pos = 0
         if self.log.size > 0 and (self._offset_index is not None
                                   or os.path.exists(self.offset_index_path)):
-            pos = _indexes.offset_lookup(self.offset_index, offset)[1]
+            pos = self.offset_index.lookup(offset).position
         start = max(pos, starting_file_position)
         h = self.log.search_for_offset_with_size(offset, start)
         if start > starting_file_position and (h is None or (
@@ -460,7 +464,7 @@ class LogSegment:
         pos = 0
         if self._offset_index is not None or os.path.exists(self.offset_index_path):
             oi = self.offset_index
-            pos = _indexes.offset_lookup(oi, _indexes.offset_last(oi))[1]
+            pos = oi.last_entry.position
         nxt = self.base_offset
         for h in self.log.iter_headers(pos):
             nxt = h.last_offset + 1
@@ -472,8 +476,8 @@ class LogSegment:
         (spec §4.7): time-index lookup, offset-index lookup, header walk, then one batch decoded."""
         if starting_offset is None:
             starting_offset = self.base_offset
-        ts_entry_offset = _indexes.time_lookup(self.time_index, timestamp)[1]
-        pos = _indexes.offset_lookup(self.offset_index, max(ts_entry_offset, starting_offset))[1]
+        ts_entry_offset = self.time_index.lookup(timestamp).offset
+        pos = self.offset_index.lookup(max(ts_entry_offset, starting_offset)).position
         for h in self.log.iter_headers(pos):
             if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
                 data = self.log.read_entry(h.position, h.size)
@@ -514,7 +518,7 @@ class LogSegment:
         kind = "clean"
         batches = 0
         first_ts: Optional[int] = None
-        latest_epoch = _indexes.epoch_latest(leader_epoch_cache) if leader_epoch_cache is not None else None
+        latest_epoch = leader_epoch_cache.latest_epoch() if leader_epoch_cache is not None else None
         mm = None
         expect_next = base      # offsets must increase from batch to batch (fields outside the CRC)
         if size > 0:
@@ -579,16 +583,16 @@ class LogSegment:
                     mts = ts
                     moff = last
                 if valid - last_index_pos > interval:
-                    if not (_indexes.offset_is_full(oi) or _indexes.time_is_full(ti)):
+                    if not (oi.is_full() or ti.is_full()):
                         oi.append(last, valid)
                         ti.maybe_append(mts, moff)
                     last_index_pos = valid
                 if magic >= 2:
                     if leader_epoch_cache is not None and ple >= 0 and (latest_epoch is None or ple > latest_epoch):
-                        _indexes.epoch_assign(leader_epoch_cache, ple, offset)
+                        leader_epoch_cache.assign(ple, offset)
                         latest_epoch = ple
                     if producer_state_manager is not None:
-                        aborted = _indexes.producer_update(producer_state_manager, mv[pos:pos + sz])
+                        aborted = producer_state_manager.update_from_batch(mv[pos:pos + sz])
                         for a in aborted:
                             txn.append(a)
                 elif leader_epoch_cache is not None:
@@ -622,9 +626,9 @@ class LogSegment:
         self._max_ts = mts
         self._max_ts_offset = moff
         self.bytes_since_last_index_entry = valid - last_index_pos
-        _indexes.trim(oi)
+        oi.trim_to_valid_size()
         ti.maybe_append(mts, moff, skip_full_check=True)
-        _indexes.trim(ti)
+        ti.trim_to_valid_size()
         self.last_recovery = SegmentRecovery(self.log.path, valid, truncated, reason,
                                              bad_pos, kind, follows, next_valid, batches)
         return truncated
@@ -648,8 +652,8 @@ class LogSegment:
             self.rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
         if self._max_ts is not None:
-            ts, off = _indexes.time_last_entry(ti)
-            pos = _indexes.offset_lookup(oi, off)[1] if _indexes.time_entries(ti) > 0 else 0
+            ts, off = ti.last_entry
+            pos = oi.lookup(off).position if ti.entries > 0 else 0
             for h in self.log.iter_headers(pos):
                 if h.max_timestamp > ts:
                     ts = h.max_timestamp
@@ -664,8 +668,8 @@ class LogSegment:
         """On roll: final time-index entry, trim both indexes and the ``.log`` (spec §2.5)."""
         self._load_max_ts()
         self.time_index.maybe_append(self._max_ts, self._max_ts_offset, skip_full_check=True)
-        _indexes.trim(self.offset_index)
-        _indexes.trim(self.time_index)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         self.log.trim()
 
     def flush(self) -> None:
@@ -700,7 +704,10 @@ class LogSegment:
         """Close file handles without trimming or writing anything (used before deletion)."""
         for idx in (self._offset_index, self._time_index, self._txn_index):
             if idx is not None:
-                _indexes.close_quietly(idx)
+                try:
+                    idx.close_handler()
+                except Exception:  # noqa: BLE001 - closing before deletion must not fail it
+                    pass
         if self.log.fd >= 0:
             os.close(self.log.fd)
             self.log.fd = -1
@@ -717,7 +724,7 @@ class LogSegment:
                             (TXN_INDEX_SUFFIX, self._txn_index)):
             cur = self._path(suffix)
             if idx is not None:
-                _indexes.rename(idx, renamed(cur))
+                idx.rename_to(renamed(cur))
             elif os.path.exists(cur):
                 os.rename(cur, renamed(cur))
         self.file_suffix = new_suffix

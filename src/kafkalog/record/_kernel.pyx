@@ -1447,6 +1447,277 @@ def offset_map_filter_v2(bytearray table, int64_t slots, body, Py_ssize_t count,
         PyBuffer_Release(&view)
 
 
+# Cleaner kernel, second generation: map building that records superseded offsets, and the whole
+# per-batch decision + rewrite of the recopy pass in one call (hash / bitmap + map lookup, copy of
+# the retained records, header rebuild, CRC-32C). API docs: ``_kernel_py.offset_map_build_v2`` and
+# ``_kernel_py.offset_map_clean_v2``.
+
+cdef inline int _cl_put_old(unsigned char* t, int64_t slots, const unsigned char* h, int64_t offset,
+                            int64_t* old) noexcept nogil:
+    cdef int64_t attempt = 0
+    cdef Py_ssize_t pos = _cl_pos(h, 0, slots)
+    while not _cl_empty(t + pos):
+        if memcmp(t + pos, h, 16) == 0:
+            old[0] = _cl_rd_q(t + pos + 16)
+            _cl_wr_q(t + pos + 16, offset)
+            return 0
+        attempt += 1
+        pos = _cl_pos(h, attempt, slots)
+    memcpy(t + pos, h, 16)
+    _cl_wr_q(t + pos + 16, offset)
+    old[0] = -1
+    return 1
+
+
+cdef inline int32_t _cl_rd_i(const unsigned char* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8)
+                     | <uint32_t>p[3])
+
+
+cdef inline void _cl_wr_i(unsigned char* p, uint32_t v) noexcept nogil:
+    p[0] = <unsigned char>(v >> 24)
+    p[1] = <unsigned char>(v >> 16)
+    p[2] = <unsigned char>(v >> 8)
+    p[3] = <unsigned char>v
+
+
+def offset_map_build_v2(bytearray table, int64_t slots, int64_t entries, int64_t max_entries, body,
+                        Py_ssize_t count, int64_t base_offset, int64_t start_offset,
+                        bytearray superseded, int64_t superseded_base):
+    """See ``_kernel_py.offset_map_build_v2``."""
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef unsigned char* t
+    cdef unsigned char* bm = NULL
+    cdef Py_ssize_t n, pos = 0, i
+    cdef int64_t nbits = 0, rel
+    cdef _ClRec r
+    cdef unsigned char h[16]
+    cdef int64_t off, old = -1, last = -1, read = 0
+    if slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24 or max_entries > slots:
+        raise ValueError("bad offset map arguments")
+    if count < 0:
+        raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
+    t = <unsigned char*>PyByteArray_AS_STRING(table)
+    if superseded is not None:
+        bm = <unsigned char*>PyByteArray_AS_STRING(superseded)
+        nbits = <int64_t>PyByteArray_GET_SIZE(superseded) * 8
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        n = view.len
+        for i in range(count):
+            _cl_parse(p, n, &pos, i, count, &r)
+            off = base_offset + r.offset_delta
+            if r.klen >= 0 and off >= start_offset:
+                if entries >= max_entries:
+                    return entries, last, read, True
+                _cl_hash(p + r.kstart, r.klen, h)
+                if _cl_put_old(t, slots, h, off, &old):
+                    entries += 1
+                elif bm != NULL:
+                    rel = old - superseded_base
+                    if 0 <= rel < nbits:
+                        bm[rel >> 3] |= <unsigned char>(1 << (rel & 7))
+                last = off
+            read += 1
+        if pos != n:
+            raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in "
+                                     f"file ({n - pos} bytes after {count} records)", position=pos)
+    finally:
+        PyBuffer_Release(&view)
+    return entries, last, read, False
+
+
+cdef object _cl_empty_batch(const unsigned char* b, int attrs, crc32c):
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 61)
+    cdef unsigned char* w = <unsigned char*>PyBytes_AS_STRING(out)
+    memcpy(w, b, 61)
+    _cl_wr_i(w + 8, 49)
+    w[21] = 0
+    w[22] = <unsigned char>(attrs & 0x38)
+    _cl_wr_q(w + 27, -1)
+    _cl_wr_i(w + 57, 0)
+    _cl_wr_i(w + 17, <uint32_t>crc32c(memoryview(out)[21:]))
+    return out
+
+
+def offset_map_clean_v2(bytearray table, int64_t slots, bytearray superseded,
+                        int64_t superseded_base, buf, Py_ssize_t position, Py_ssize_t size, body,
+                        int64_t latest_offset, int64_t current_time, int64_t delete_retention_ms,
+                        bint retain_empty, bint discard_records, bint marker_for_empty_txn, crc32c):
+    """See ``_kernel_py.offset_map_clean_v2``."""
+    cdef Py_buffer view
+    cdef Py_buffer bview
+    cdef bint have_body = False
+    cdef const unsigned char* b
+    cdef const unsigned char* p
+    cdef const unsigned char* t
+    cdef const unsigned char* bm = NULL
+    cdef Py_ssize_t n, pos = 0, i, nkept = 0, out_size = 0, j, rl
+    cdef int64_t nbits = 0, rel
+    cdef _ClRec* recs = NULL
+    cdef int64_t* tss = NULL
+    cdef _ClRec r
+    cdef unsigned char h[16]
+    cdef int64_t base_offset, base_ts, hdr_max_ts, off, found, ts, nbase, max_ts = -1, max_off = -1
+    cdef int64_t d, lat, latest, keyless = 0, tomb_dropped = 0
+    cdef int32_t count
+    cdef int attrs, new_attrs
+    cdef bint keep, tomb_kept = False, is_control, has_horizon, retain_deletes, need_horizon
+    cdef bytes out
+    cdef unsigned char* w
+    cdef unsigned char* w0
+    cdef int dsz, hdr
+    if slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24:
+        raise ValueError("bad offset map arguments")
+    t = <const unsigned char*>PyByteArray_AS_STRING(table)
+    if superseded is not None:
+        bm = <const unsigned char*>PyByteArray_AS_STRING(superseded)
+        nbits = <int64_t>PyByteArray_GET_SIZE(superseded) * 8
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if position < 0 or size < 61 or size > view.len - position:
+            raise InvalidRecordError(f"Record batch is corrupt (size {size} at position "
+                                     f"{position} in a buffer of {view.len} bytes)",
+                                     position=position)
+        b = <const unsigned char*>view.buf + position
+        base_offset = _cl_rd_q(b)
+        attrs = b[22]
+        hdr_max_ts = _cl_rd_q(b + 35)
+        base_ts = _cl_rd_q(b + 27)
+        count = _cl_rd_i(b + 57)
+        is_control = (attrs & 0x20) != 0
+        has_horizon = (attrs & 0x40) != 0
+        if (attrs & 0x07) != 0 and body is None:
+            raise ValueError("a compressed batch needs its decompressed records")
+        if count == 0 or discard_records:
+            if retain_empty:
+                return (3, _cl_empty_batch(b, attrs, crc32c), 0, 0, 0, hdr_max_ts,
+                        base_offset + _cl_rd_i(b + 23), -1, attrs & 0x38)
+            return 0, None, 0, 0, 0, -1, -1, -1, 0
+        if count < 0:
+            raise InvalidRecordError(f"Invalid negative record count {count}",
+                                     position=position + 57)
+        lat = hdr_max_ts if attrs & 0x08 else -1
+        if is_control:
+            latest = -1                         # control records are always retained
+            retain_deletes = True
+        else:
+            latest = latest_offset
+            retain_deletes = not has_horizon or current_time < base_ts
+        if body is not None:
+            PyObject_GetBuffer(body, &bview, PyBUF_SIMPLE)
+            have_body = True
+            p = <const unsigned char*>bview.buf
+            n = bview.len
+            hdr = 0
+        else:
+            p = b + 61
+            n = size - 61
+            hdr = 61
+        try:
+            if count > n // 7 + 1:
+                raise InvalidRecordError(f"Found invalid record structure: expected {count} "
+                                         f"records in {n} bytes", position=n)
+            recs = <_ClRec*>malloc(sizeof(_ClRec) * (count + 1))
+            tss = <int64_t*>malloc(sizeof(int64_t) * (count + 1))
+            if recs == NULL or tss == NULL:
+                raise MemoryError()
+            for i in range(count):
+                _cl_parse(p, n, &pos, i, count, &r)
+                off = base_offset + r.offset_delta
+                if off > latest:
+                    keep = True
+                elif r.klen < 0:
+                    keyless += 1
+                    keep = False
+                else:
+                    rel = off - superseded_base
+                    if bm != NULL and 0 <= rel < nbits and (bm[rel >> 3] >> (rel & 7)) & 1:
+                        keep = False            # a later record of the cleaned range has its key
+                    else:
+                        _cl_hash(p + r.kstart, r.klen, h)
+                        found = _cl_get(t, slots, h)
+                        keep = off >= found
+                    keep = keep and (r.vlen >= 0 or retain_deletes)
+                if keep:
+                    if lat >= 0:
+                        ts = lat
+                    else:
+                        ts = <int64_t>(<uint64_t>base_ts + <uint64_t>r.ts_delta)
+                    recs[nkept] = r
+                    tss[nkept] = ts
+                    nkept += 1
+                    if ts > max_ts:
+                        max_ts = ts
+                        max_off = off
+                    if r.vlen < 0:
+                        tomb_kept = True
+                elif r.vlen < 0:
+                    tomb_dropped += 1
+            if pos != n:
+                raise InvalidRecordError(f"Incorrect declared batch size, records still remaining "
+                                         f"in file ({n - pos} bytes after {count} records)",
+                                         position=pos)
+        except InvalidRecordError as e:
+            if e.position is not None:          # positions in ``buf`` (as if uncompressed)
+                e.position += position + 61
+            raise
+        if nkept == 0:
+            if retain_empty:
+                return (3, _cl_empty_batch(b, attrs, crc32c), 0, keyless, tomb_dropped, hdr_max_ts,
+                        base_offset + _cl_rd_i(b + 23), -1, attrs & 0x38)
+            return 0, None, 0, keyless, tomb_dropped, -1, -1, -1, 0
+        need_horizon = (tomb_kept or marker_for_empty_txn) and not has_horizon
+        if nkept == count and not need_horizon:
+            return (1, None, nkept, keyless, tomb_dropped, hdr_max_ts,
+                    max_off if lat < 0 else base_offset, base_ts, attrs)
+        if need_horizon:
+            nbase = current_time + delete_retention_ms
+        elif has_horizon:
+            nbase = base_ts
+        else:
+            nbase = tss[0]
+        new_attrs = (attrs & 0x3F) | (0x40 if (need_horizon or has_horizon) else 0)
+        if lat >= 0:
+            max_ts = lat
+        for j in range(nkept):
+            d = <int64_t>(<uint64_t>tss[j] - <uint64_t>nbase)
+            dsz = _size_varlong(d)
+            rl = 1 + dsz + (recs[j].rend - recs[j].after_ts)
+            out_size += _size_varint(<int32_t>rl) + rl
+        out = PyBytes_FromStringAndSize(NULL, hdr + out_size)
+        w0 = <unsigned char*>PyBytes_AS_STRING(out)
+        w = w0 + hdr
+        for j in range(nkept):
+            d = <int64_t>(<uint64_t>tss[j] - <uint64_t>nbase)
+            dsz = _size_varlong(d)
+            w = _wr_varint(w, <int32_t>(1 + dsz + (recs[j].rend - recs[j].after_ts)))
+            w[0] = p[recs[j].ts_pos - 1]
+            w += 1
+            w = _wr_varlong(w, d)
+            memcpy(w, p + recs[j].after_ts, recs[j].rend - recs[j].after_ts)
+            w += recs[j].rend - recs[j].after_ts
+        if have_body:
+            return 4, out, nkept, keyless, tomb_dropped, max_ts, max_off, nbase, new_attrs
+        memcpy(w0, b, 61)
+        _cl_wr_i(w0 + 8, <uint32_t>(49 + out_size))
+        w0[21] = 0
+        w0[22] = <unsigned char>new_attrs
+        _cl_wr_q(w0 + 27, nbase)
+        _cl_wr_q(w0 + 35, max_ts)
+        _cl_wr_i(w0 + 57, <uint32_t>nkept)
+        _cl_wr_i(w0 + 17, <uint32_t>crc32c(memoryview(out)[21:]))
+        return 2, out, nkept, keyless, tomb_dropped, max_ts, max_off, nbase, new_attrs
+    finally:
+        free(recs)
+        free(tss)
+        if have_body:
+            PyBuffer_Release(&bview)
+        PyBuffer_Release(&view)
+
+
 # --------------------------------------------------------------------------------------------------
 # Columnar encode and partitioning for the Spark writer (kafkalog.spark.writer). Pure-Python
 # reference and API docs: ``_kernel_py.encode_columns_v2`` / ``_kernel_py.murmur2_partitions``.
@@ -1672,6 +1943,31 @@ cdef inline uint32_t _murmur2_c(const unsigned char* d, Py_ssize_t length) noexc
     h *= m
     h ^= h >> 15
     return h
+
+
+cdef inline uint32_t _murmur2_obj(object data) except? 0xFFFFFFFF:
+    cdef Py_buffer b
+    cdef uint32_t h
+    if PyBytes_CheckExact(data):
+        return _murmur2_c(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+    PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
+    h = _murmur2_c(<const unsigned char*>b.buf, b.len)
+    PyBuffer_Release(&b)
+    return h
+
+
+def murmur2(data):
+    """Kafka's ``Utils.murmur2`` of a bytes-like ``data`` as a signed Java int; see
+    ``_kernel_py.murmur2``."""
+    return <int32_t>_murmur2_obj(data)
+
+
+def partition_for_key(key, Py_ssize_t num_partitions):
+    """Kafka's default partitioner for a non-null key: ``toPositive(murmur2(key)) %
+    num_partitions``; see ``_kernel_py.partition_for_key``."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    return <Py_ssize_t>(_murmur2_obj(key) & 0x7FFFFFFFU) % num_partitions
 
 
 def murmur2_partitions(key, Py_ssize_t n, int num_partitions):

@@ -47,6 +47,19 @@ def write_v2_header(body: bytes, *, base_offset: int, attributes: int, last_offs
     return bytes(header) + bytes(body)
 
 
+def v2_header(body, *, base_offset: int, attributes: int, last_offset_delta: int,
+              base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+              base_sequence: int, count: int, partition_leader_epoch: int) -> bytes:
+    """Only the 61-byte header of :func:`write_v2_header` (CRC computed over header and ``body``),
+    for writers that write header and body without concatenating them (``os.writev``)."""
+    length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
+    header = bytearray(V2_HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes,
+                                      last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                                      producer_epoch, base_sequence, count))
+    _U32.pack_into(header, 17, crc32c(body, crc32c(memoryview(header)[CRC_START:])))
+    return bytes(header)
+
+
 def _unpack(rec):
     if isinstance(rec, tuple):
         n = len(rec)

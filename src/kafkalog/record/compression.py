@@ -24,6 +24,7 @@ compressed payload) where the problem was found.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from typing import Optional, Union
 
@@ -536,17 +537,25 @@ def _lz4_decompress(data: Buffer, magic: int, max_size: int) -> bytes:
 # --------------------------------------------------------------------------------------------------
 # zstd
 
-_zstd_compressors: dict[int, zstandard.ZstdCompressor] = {}
-_zstd_decompressor = zstandard.ZstdDecompressor()
 _ZSTD_CHUNK = 1 << 18
-_zstd_stream_decompressors: dict[int, zstandard.ZstdDecompressor] = {}
+# zstandard's (de)compressor objects are not thread-safe: one set per thread
+_zstd_tls = threading.local()
+
+
+def _zstd_state(name: str) -> dict:
+    d = getattr(_zstd_tls, name, None)
+    if d is None:
+        d = {}
+        setattr(_zstd_tls, name, d)
+    return d
 
 
 def _zstd_compress(data: Buffer, level: int) -> bytes:
-    c = _zstd_compressors.get(level)
+    comps = _zstd_state("compressors")
+    c = comps.get(level)
     if c is None:
         c = zstandard.ZstdCompressor(level=level, write_checksum=False, write_content_size=True)
-        _zstd_compressors[level] = c
+        comps[level] = c
     return c.compress(data)
 
 
@@ -625,7 +634,10 @@ def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
         raise CompressionError("zstd: premature end of stream", position=0)
     out: list[bytes] = []
     total = 0
-    d = _zstd_decompressor
+    dd = _zstd_state("decompressor")
+    d = dd.get(0)
+    if d is None:
+        d = dd[0] = zstandard.ZstdDecompressor()
     for start, end, bound, exact in _zstd_frames(mv):
         budget = max_size - total
         frame = mv[start:end]
@@ -660,10 +672,11 @@ def _zstd_stream_frame(frame: memoryview, budget: int, max_size: int, start: int
     window = 1 << 23
     while window < max_size and window < (1 << 27):
         window <<= 1
-    dctx = _zstd_stream_decompressors.get(window)
+    stream_dctxs = _zstd_state("stream_decompressors")
+    dctx = stream_dctxs.get(window)
     if dctx is None:
         dctx = zstandard.ZstdDecompressor(max_window_size=window)
-        _zstd_stream_decompressors[window] = dctx
+        stream_dctxs[window] = dctx
     reader = dctx.stream_reader(frame, read_size=max(len(frame), 1))
     parts: list[bytes] = []
     total = 0

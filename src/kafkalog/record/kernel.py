@@ -43,6 +43,9 @@ RecordsEncoder = getattr(_impl, "RecordsEncoder", _kernel_py.RecordsEncoder)
 decode_columns_v2 = getattr(_impl, "decode_columns_v2", _kernel_py.decode_columns_v2)
 encode_columns_v2 = getattr(_impl, "encode_columns_v2", _kernel_py.encode_columns_v2)
 murmur2_partitions = getattr(_impl, "murmur2_partitions", _kernel_py.murmur2_partitions)
+#: Kafka's murmur2 of one key (signed Java int) and the default partitioner for one key
+murmur2 = getattr(_impl, "murmur2", _kernel_py.murmur2)
+partition_for_key = getattr(_impl, "partition_for_key", _kernel_py.partition_for_key)
 #: the module in use (``_kernel`` or ``_kernel_py``)
 implementation_module = _impl
 

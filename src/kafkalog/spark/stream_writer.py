@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType
 from kafkalog.spark.commit import commit_staged, read_committed_batch, sink_commit_path
 from kafkalog.spark.options import parse_write_options
 from kafkalog.spark.writer import (
-    STAGING_DIR, ArrowStager, StagedWrite, remove_staging, staged_by_partition, task_tag,
+    StagedWrite, remove_staging, stage_task, staged_by_partition, staging_prefix,
     validate_sink_schema,
 )
 
@@ -48,13 +48,12 @@ class KafkalogStreamWriter(DataSourceStreamArrowWriter):
         self.sink_id = _sink_id(options, self.opts.topic)
         self.commit_file = sink_commit_path(self.opts.path, self.sink_id)
         # deterministic: Spark may build separate writer instances for tasks and for commit()
-        self.staging_dir = os.path.join(self.opts.path, STAGING_DIR, "stream-" + self.sink_id)
+        # staging files <DATA_DIR>/.kafkalog-staging.stream-<hash of sink id>.<task>.<n>
+        tag = hashlib.sha256(self.sink_id.encode("utf-8")).hexdigest()[:16]
+        self.staging_prefix = staging_prefix(self.opts.path, "stream-" + tag)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
-        stager = ArrowStager(self.opts, self.staging_dir, task_tag())
-        for batch in iterator:
-            stager.add_batch(batch)
-        return stager.finish()
+        return stage_task(self.opts, self.staging_prefix, iterator)
 
     def commit(self, messages: List[Optional[StagedWrite]], batchId: int) -> None:
         try:
@@ -75,4 +74,4 @@ class KafkalogStreamWriter(DataSourceStreamArrowWriter):
                     os.unlink(f.path)
                 except OSError:
                     pass
-        remove_staging(self.staging_dir)
+        remove_staging(self.staging_prefix)

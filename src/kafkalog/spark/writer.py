@@ -1,6 +1,9 @@
 """Batch sink of the ``kafkalog`` format: Spark's Kafka sink schema into a data directory.
 
-1. ``writer()`` (driver) picks a job id; staging lives in ``<DATA_DIR>/.kafkalog-staging/<job-id>/``.
+1. ``writer()`` (driver) picks a job id; staging files are regular files at the data-directory
+   root, ``<DATA_DIR>/.kafkalog-staging.<job-id>.<task>.<n>`` (never a subdirectory: a Kafka
+   broker takes every subdirectory of a log dir for a partition and refuses names that are not
+   ``<topic>-<partition>``; it ignores regular files).
 2. Each task (executor) receives Arrow batches (``DataSourceArrowWriter``) and works on whole
    columns: Kafka's murmur2 partitioner runs over the key column in the kernel
    (``murmur2_partitions``), an explicit ``partition`` column wins, rows with neither go to one
@@ -9,18 +12,18 @@
    record bodies of about ``kafka.batch.size`` bytes (``encode_columns_v2``), which become
    producer batches (``kafkalog.record.builder.write_v2_header``, compressed with
    ``kafkalog.record.compression``) appended to one staging file per topic-partition. The task
-   returns a :class:`StagedWrite` naming its files; a retried or speculative attempt writes other
-   files, which nobody commits.
+   returns a :class:`StagedWrite` naming its files (and their topic-partition); a retried or
+   speculative attempt writes other files, which nobody commits.
 3. ``commit()`` (driver) publishes everything all-or-nothing (:mod:`kafkalog.spark.commit`) and
-   deletes the staging directory.
-4. ``abort()`` deletes the staging directory: a failed job leaves no data and no staging files.
+   deletes every staging file of the job.
+4. ``abort()`` deletes every staging file of the job: a failed job leaves no data and no staging
+   files.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import shutil
 import time
 import uuid
 from collections import defaultdict
@@ -37,13 +40,15 @@ from kafkalog.log.config import parse_properties
 from kafkalog.log.manager import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
 from kafkalog.record import kernel
 from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
-from kafkalog.record.builder import write_v2_header
+from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress
-from kafkalog.spark.commit import commit_staged
+from kafkalog.spark.commit import (  # noqa: F401 - re-exported
+    STAGING_PREFIX, commit_staged, profile, remove_stale_staging, remove_staging, staging_files,
+    staging_prefix,
+)
 from kafkalog.spark.log_view import list_partitions
 from kafkalog.spark.options import InvalidOptionError, WriteOptions, parse_write_options
 
-STAGING_DIR = ".kafkalog-staging"
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
@@ -120,9 +125,9 @@ def _headers(arr: Optional[pa.Array]) -> Optional[list]:
 class ArrowStager:
     """Partitions Arrow batches of one task and encodes them into staging files."""
 
-    def __init__(self, opts: WriteOptions, staging_dir: str, task_tag: str) -> None:
+    def __init__(self, opts: WriteOptions, staging_prefix: str, task_tag: str) -> None:
         self.opts = opts
-        self.staging_dir = staging_dir
+        self.staging_prefix = staging_prefix   # <DATA_DIR>/.kafkalog-staging.<job>
         self.task_tag = task_tag
         self.counts = topic_partition_counts(opts.path)
         self.codec = CODEC_IDS[opts.compression_type]
@@ -130,6 +135,7 @@ class ArrowStager:
         self.handles: Dict[Tuple[str, int], object] = {}
         self.rng = random.Random()
         self._batch_bytes: Dict[str, int] = {}
+        self.write_seconds = 0.0
 
     def num_partitions(self, topic: str) -> int:
         return self.counts.get(topic) or self.opts.partitions
@@ -215,30 +221,53 @@ class ArrowStager:
             self._write((topic, partition), chunks, m)
 
     def _write(self, tp: Tuple[str, int], chunks: list, records: int) -> None:
-        out = self.handles.get(tp)
-        if out is None:
-            path = os.path.join(self.staging_dir, f"{tp[0]}-{tp[1]}", f"{self.task_tag}.batches")
+        t0 = time.perf_counter()
+        fd = self.handles.get(tp)
+        if fd is None:
+            path = f"{self.staging_prefix}.{self.task_tag}.{len(self.files)}"
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            out = self.handles[tp] = open(path, "wb")
+            fd = self.handles[tp] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             self.files[tp] = StagedFile(tp[0], tp[1], path, 0)
         codec = self.codec
+        parts = []
         for body, count, base_ts, max_ts in chunks:
             if codec:
                 body = compress(codec, body, magic=2)
-            out.write(write_v2_header(body, base_offset=0, attributes=codec,
-                                      last_offset_delta=count - 1, base_timestamp=base_ts,
-                                      max_timestamp=max_ts, producer_id=-1, producer_epoch=-1,
-                                      base_sequence=-1, count=count, partition_leader_epoch=-1))
+            parts.append(v2_header(body, base_offset=0, attributes=codec,
+                                   last_offset_delta=count - 1, base_timestamp=base_ts,
+                                   max_timestamp=max_ts, producer_id=-1, producer_epoch=-1,
+                                   base_sequence=-1, count=count, partition_leader_epoch=-1))
+            parts.append(body)
+        _write_all(fd, parts)  # header and body of each batch without concatenating them
         staged = self.files[tp]
         self.files[tp] = StagedFile(tp[0], tp[1], staged.path, staged.records + records)
+        self.write_seconds += time.perf_counter() - t0
 
     def finish(self) -> StagedWrite:
         # no fsync: staging files only need to survive until this job's commit, which fails (and
         # rolls back) on a missing or torn staging file; the commit fsyncs the logs it appends to
-        for out in self.handles.values():
-            out.close()
+        t0 = time.perf_counter()
+        for fd in self.handles.values():
+            os.close(fd)
         self.handles.clear()
+        self.write_seconds += time.perf_counter() - t0
         return StagedWrite(sorted(self.files.values(), key=lambda s: (s.topic, s.partition)))
+
+
+_IOV_MAX = 512
+
+
+def _write_all(fd: int, parts: list) -> None:
+    """``os.writev`` of ``parts`` (bytes-like), resuming after short writes."""
+    for i in range(0, len(parts), _IOV_MAX):
+        group = [memoryview(p) for p in parts[i:i + _IOV_MAX]]
+        while group:
+            done = os.writev(fd, group)
+            while group and done >= len(group[0]):
+                done -= len(group[0])
+                group.pop(0)
+            if group and done:
+                group[0] = group[0][done:]
 
 
 def staged_by_partition(messages: Sequence[Optional[StagedWrite]]) -> Dict[Tuple[str, int], List[str]]:
@@ -252,12 +281,24 @@ def staged_by_partition(messages: Sequence[Optional[StagedWrite]]) -> Dict[Tuple
     return by_tp
 
 
-def remove_staging(staging_dir: str) -> None:
-    shutil.rmtree(staging_dir, ignore_errors=True)
-    try:
-        os.rmdir(os.path.dirname(staging_dir))
-    except OSError:
-        pass
+def stage_task(opts: WriteOptions, prefix: str, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
+    """One task: stage every input batch (timed phases for ``$KAFKALOG_SPARK_PROFILE``)."""
+    stager = ArrowStager(opts, prefix, task_tag())
+    t0 = time.perf_counter()
+    waited = 0.0
+    while True:
+        t1 = time.perf_counter()
+        batch = next(iterator, None)
+        waited += time.perf_counter() - t1
+        if batch is None:
+            break
+        stager.add_batch(batch)
+    result = stager.finish()
+    total = time.perf_counter() - t0
+    profile("task.input", waited)
+    profile("task.encode", total - waited - stager.write_seconds)
+    profile("task.staging_write", stager.write_seconds)
+    return result
 
 
 def task_tag() -> str:
@@ -275,21 +316,20 @@ class KafkalogArrowWriter(DataSourceArrowWriter):
         self.opts = parse_write_options(options)
         validate_sink_schema(schema, self.opts)
         self.job_id = uuid.uuid4().hex
-        self.staging_dir = os.path.join(self.opts.path, STAGING_DIR, self.job_id)
+        self.staging_prefix = staging_prefix(self.opts.path, self.job_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
-        stager = ArrowStager(self.opts, self.staging_dir, task_tag())
-        for batch in iterator:
-            stager.add_batch(batch)
-        return stager.finish()
+        return stage_task(self.opts, self.staging_prefix, iterator)
 
     def commit(self, messages: List[Optional[StagedWrite]]) -> None:
+        t0 = time.perf_counter()
         try:
             commit_staged(self.opts.path, staged_by_partition(messages), job_id=self.job_id,
                           new_topic_partitions=self.opts.partitions,
                           topic_config=self.opts.topic_config_dict)
         finally:
-            remove_staging(self.staging_dir)
+            remove_staging(self.staging_prefix)
+            profile("commit.total", time.perf_counter() - t0)
 
     def abort(self, messages: List[Optional[StagedWrite]]) -> None:
         # Tasks of a failed job that are still being killed may stage files after the first
@@ -297,4 +337,4 @@ class KafkalogArrowWriter(DataSourceArrowWriter):
         for attempt in range(4):
             if attempt:
                 time.sleep(1.0)
-            remove_staging(self.staging_dir)
+            remove_staging(self.staging_prefix)
