@@ -129,3 +129,26 @@ def test_round_trip_property(tmp_path_factory, records, partitions):
                      for r in dl.consume("t"))
         want = sorted((k or b"", v or b"", k is None, v is None) for k, v in records)
         assert got == want
+
+
+def test_keyed_produce_many_and_key_forms(tmp_path):
+    keys = [b"user-%d" % i for i in range(500)]
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        dl.create_topic("t", partitions=5)
+        res = dl.produce_many("t", [(k, b"v" + k) for k in keys], batch_size=700)
+        assert res.count == 500 and res.batches > 5
+        for pnum in range(5):
+            got = [(r.key, r.value) for r in dl.consume("t", pnum)]
+            assert got == [(k, b"v" + k) for k in keys
+                           if (kp_murmur2(k) & 0x7FFFFFFF) % 5 == pnum]
+        with dl.producer() as p:
+            # str (UTF-8), bytearray and memoryview keys hash like the equal bytes
+            assert p.send("t", b"x", key="user-7") == p.send("t", b"x", key=b"user-7") \
+                == p.send("t", b"x", key=bytearray(b"user-7")) == p.send("t", b"x", key=memoryview(b"user-7")) \
+                == (kp_murmur2(b"user-7") & 0x7FFFFFFF) % 5
+            assert p.send("t", b"x", key=b"user-7", partition=4) == 4
+            with pytest.raises(InvalidTopicError):
+                p.send("t", b"x", key=b"k", partition=5)
+            with pytest.raises(InvalidTopicError):
+                p.send_many("t", [b"x"], partition=-1)
+        assert sum(dl.end_offsets("t").values()) == 505

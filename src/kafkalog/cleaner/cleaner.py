@@ -264,6 +264,7 @@ class Cleaner:
         """Kafka's ``buildOffsetMap``: map the dirty segments ``[start, end)``."""
         m = self.offset_map
         m.clear()
+        m.track_superseded(start, end)
         dirty = [s for s in log.segments_in_range(start, end)]
         txn = CleanedTransactionMetadata()
         txn.add_aborted_transactions(collect_aborted_txns(log.segments, start, end))

@@ -10,7 +10,7 @@
    sticky partition per input batch (Kafka's sticky partitioner); rows are grouped per partition
    with Arrow compute, and the kernel encodes each group straight from the Arrow buffers into v2
    record bodies of about ``kafka.batch.size`` bytes (``encode_columns_v2``), which become
-   producer batches (``kafkalog.record.builder.write_v2_header``, compressed with
+   producer batches (``kafkalog.record.builder.v2_header``, compressed with
    ``kafkalog.record.compression``) appended to one staging file per topic-partition. The task
    returns a :class:`StagedWrite` naming its files (and their topic-partition); a retried or
    speculative attempt writes other files, which nobody commits.
@@ -132,7 +132,7 @@ class ArrowStager:
         self.counts = topic_partition_counts(opts.path)
         self.codec = CODEC_IDS[opts.compression_type]
         self.files: Dict[Tuple[str, int], StagedFile] = {}
-        self.handles: Dict[Tuple[str, int], object] = {}
+        self.handles: Dict[Tuple[str, int], int] = {}  # open staging file descriptors
         self.rng = random.Random()
         self._batch_bytes: Dict[str, int] = {}
         self.write_seconds = 0.0
@@ -253,6 +253,17 @@ class ArrowStager:
         self.write_seconds += time.perf_counter() - t0
         return StagedWrite(sorted(self.files.values(), key=lambda s: (s.topic, s.partition)))
 
+    def discard(self) -> None:
+        """A failed task: close and delete what it staged (the job's abort sweeps again)."""
+        for fd in self.handles.values():
+            os.close(fd)
+        self.handles.clear()
+        for f in self.files.values():
+            try:
+                os.unlink(f.path)
+            except OSError:
+                pass
+
 
 _IOV_MAX = 512
 
@@ -286,14 +297,18 @@ def stage_task(opts: WriteOptions, prefix: str, iterator: Iterator[pa.RecordBatc
     stager = ArrowStager(opts, prefix, task_tag())
     t0 = time.perf_counter()
     waited = 0.0
-    while True:
-        t1 = time.perf_counter()
-        batch = next(iterator, None)
-        waited += time.perf_counter() - t1
-        if batch is None:
-            break
-        stager.add_batch(batch)
-    result = stager.finish()
+    try:
+        while True:
+            t1 = time.perf_counter()
+            batch = next(iterator, None)
+            waited += time.perf_counter() - t1
+            if batch is None:
+                break
+            stager.add_batch(batch)
+        result = stager.finish()
+    except BaseException:
+        stager.discard()
+        raise
     total = time.perf_counter() - t0
     profile("task.input", waited)
     profile("task.encode", total - waited - stager.write_seconds)
