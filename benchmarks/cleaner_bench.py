@@ -113,7 +113,8 @@ def main() -> None:
     a = ap.parse_args()
     from kafkalog.record import kernel
     impl = kernel.implementation_module
-    print(f"kernel={kernel.IMPLEMENTATION} md5={getattr(impl, 'CLEANER_MD5', 'hashlib')} "
+    md5 = getattr(impl, 'CLEANER_MD5', 'hashlib') + ("+sse2x4" if getattr(impl, "CLEANER_MD5_X4", False) else "")
+    print(f"kernel={kernel.IMPLEMENTATION} md5={md5} "
           f"size={a.size_mb} MiB keys={a.keys:,} dedupe={a.dedupe_mb} MiB (one cleaner, one core)")
     for vs, goal in ((100, ("rec_s", 1_000_000, "records/s")), (1000, ("mb_s", 150, "MB/s"))):
         r = run(a.size_mb, a.keys, vs, a.dedupe_mb)

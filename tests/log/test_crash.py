@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from kafkalog.log import _indexes
+from kafkalog.log import _indexes  # noqa: F401 (compat)
 from kafkalog.log.log import Log
 
 WRITER = os.path.join(os.path.dirname(__file__), "crash_writer.py")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 from kafkalog.errors import CorruptRecordError, LogSegmentOffsetOverflowError
-from kafkalog.log import _indexes
+from kafkalog.log import _indexes  # noqa: F401 (compat)
 from kafkalog.log.segment import LogSegment, RollParams
 
 from .conftest import BASE_TS, v2_batch, legacy_batch

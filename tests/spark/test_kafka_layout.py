@@ -83,3 +83,34 @@ def test_data_dir_stays_a_kafka_log_dir(spark, tmp_path):
         assert sorted(f"{t}-{p}" for t, p in mgr.partitions()) == _subdirs(data)
     rows = spark.read.format("kafkalog").option("subscribe", "copy").load(str(data)).count()
     assert rows == 3000
+
+
+def test_staged_but_uncommitted_files_are_not_directories(tmp_path):
+    """Between the tasks and the commit (when a broker could be started on the directory) the
+    staged data of batch and streaming writers is regular files only."""
+    import pyarrow as pa
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kafkalog.spark.stream_writer import KafkalogStreamWriter
+    from kafkalog.spark.writer import KafkalogArrowWriter
+
+    data = tmp_path / "data"
+    schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
+    batch = pa.record_batch({"key": pa.array([b"k%d" % i for i in range(500)], pa.binary()),
+                             "value": pa.array([b"v"] * 500, pa.binary())})
+    opts = {"path": str(data), "topic": "t", "partitions": "3"}
+    w = KafkalogArrowWriter(opts, schema)
+    msgs = [w.write(iter([batch])), w.write(iter([batch]))]
+    s = KafkalogStreamWriter({**opts, "checkpointLocation": str(tmp_path / "ckpt")}, schema)
+    smsg = s.write(iter([batch]))
+    staged = glob.glob(os.path.join(glob.escape(str(data)), STAGING_PREFIX + "*"))
+    assert len(staged) == 9 and all(os.path.isfile(p) for p in staged)
+    assert _subdirs(data) == []  # nothing a broker would try to parse
+    w.commit(msgs)
+    s.commit([smsg], 0)
+    _assert_kafka_layout(data)
+    assert _subdirs(data) == ["t-0", "t-1", "t-2"]
+    w2 = KafkalogArrowWriter(opts, schema)
+    failed = [w2.write(iter([batch])), None]
+    w2.abort(failed)
+    _assert_kafka_layout(data)

@@ -1,5 +1,6 @@
 """The crash-safe swap of cleaned segments into a live log (Kafka's ``LocalLog.replaceSegments``;
-spec §4.11 "Crash-safe swap protocol", §4.8 load-time rules).
+spec §4.11 "Crash-safe swap protocol", §4.8 load-time rules), through the log layer's
+:meth:`kafkalog.log.log.Log.replace_segments`:
 
 1. The new segments were written as ``<base>.*.cleaned`` and fsynced (by the caller).
 2. They are renamed ``.cleaned`` -> ``.swap`` in descending base-offset order; directory fsynced.
@@ -7,7 +8,11 @@ spec §4.11 "Crash-safe swap protocol", §4.8 load-time rules).
    in place of the old ones; the old segments are renamed ``.deleted``; directory fsynced.
 4. The ``.swap`` suffix is removed; directory fsynced. The old segments' files are deleted after
    ``file.delete.delay.ms`` through the log's scheduler, so a reader holding a snapshot with the
-   old segments keeps reading them (their file descriptors stay open until then).
+   old segments keeps reading them.
+
+The abort check (truncation, partition deletion, shutdown) runs under the same writer lock as the
+swap, and truncation marks the cleaning aborted under that lock too: either the truncation sees
+the swapped segments, or the swap is abandoned - a cleaning never resurrects truncated data.
 
 A crash anywhere leaves files the loader turns into either the old or the new segments. For
 tests, ``KAFKALOG_CLEANER_CRASH_AT=<step>`` kills the process with SIGKILL at a named step (see
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 from kafkalog.errors import KafkalogError
 
@@ -42,13 +47,24 @@ def crash_point(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def replace_segments(log, new_segments: Sequence, old_segments: Sequence) -> None:
-    """Swap ``new_segments`` (suffix ``.cleaned``, flushed) in for ``old_segments``.
+def replace_segments(log, new_segments: Sequence, old_segments: Sequence,
+                     check: Optional[Callable[[], None]] = None) -> None:
+    """Swap ``new_segments`` (suffix ``.cleaned`` or ``.swap``, flushed) in for ``old_segments``.
 
-    Raises :class:`CleaningAbortedError` (after deleting the new files) when an old segment is no
-    longer part of the log (removed concurrently by retention or truncation).
+    ``check`` runs under the log's writer lock right before the swap and raises
+    :class:`CleaningAbortedError` to abandon it. Raises :class:`CleaningAbortedError` (after
+    deleting the new files) when an old segment is no longer part of the log (removed
+    concurrently by retention or truncation) or the log is closed.
     """
-    if not log.replace_segments(new_segments, old_segments, abort_if_missing=True,
-                                step_hook=crash_point):
-        raise CleaningAbortedError("segments changed while cleaning; cleaning aborted",
-                                   file=log.dir)
+    with log._lock:
+        try:
+            if check is not None:
+                check()
+        except BaseException:
+            for s in new_segments:
+                s.delete()
+            raise
+        if not log.replace_segments(new_segments, old_segments, abort_if_missing=True,
+                                    step_hook=crash_point):
+            raise CleaningAbortedError("segments changed while cleaning; cleaning aborted",
+                                       file=log.dir)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 from kafkalog.errors import KafkalogError, LogDirError
-from kafkalog.log.file_records import INT64, RECORD_BATCH_OVERHEAD
+from kafkalog.log.file_records import INT64, INT_MAX, RECORD_BATCH_OVERHEAD
 from kafkalog.log.fsutil import fsync_dir
 from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
 from kafkalog.log.segment import LogSegment, _cfg, _now_ms, segment_file_name
@@ -59,6 +59,7 @@ class RecoveryReport:
     deleted_files: List[str] = field(default_factory=list)
     rebuilt_indexes: List[dict] = field(default_factory=list)
     completed_swaps: List[str] = field(default_factory=list)
+    split_segments: List[dict] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -71,7 +72,7 @@ class RecoveryReport:
                 "recoveredSegments": self.recovered_segments, "truncations": self.truncations,
                 "corruptions": self.corruptions, "deletedSegments": self.deleted_segments,
                 "deletedFiles": self.deleted_files, "rebuiltIndexes": self.rebuilt_indexes,
-                "completedSwaps": self.completed_swaps}
+                "completedSwaps": self.completed_swaps, "splitSegments": self.split_segments}
 
 
 @dataclass
@@ -196,6 +197,7 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
     segments: List[LogSegment] = []
     recovered_ids = set()
     tmp_psm = []
+    split_ids = set()           # segments made by an overflow split: offset gaps between them are real
 
     def recovery_psm(before: List[LogSegment], seg: LogSegment):
         """Kafka recovers a segment with a producer-state manager of its own, rebuilt up to the
@@ -212,6 +214,18 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
     contiguous = "compact" not in (policy if isinstance(policy, str) else ",".join(policy))
     for base in sorted(logs):
         seg = LogSegment.open(d, base, config, file_already_exists=True, clock=clock, preallocate=False)
+        if seg.size and seg.read_next_offset() - 1 - base > INT_MAX:
+            # legacy data whose offsets overflow the segment (KAFKA-6264): split, spec §4.12
+            parts = split_overflowed_segment(seg, config, clock)
+            delete_segment(seg, f"split into {len(parts)} segments (offset overflow)")
+            fsync_dir(d)
+            _finish_split(parts)
+            report.split_segments.append({"file": seg.log_path, "into": [p.base_offset for p in parts]})
+            for p in parts:
+                logs[p.base_offset] = segment_file_name(p.base_offset, LOG)
+                split_ids.add(id(p))
+            segments.extend(parts)
+            continue
         idx_missing = not os.path.exists(seg.offset_index_path)
         if not idx_missing and not os.path.exists(seg.time_index_path):
             fd = os.open(seg.time_index_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -256,7 +270,7 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
                                              recovery_psm(segments[:i], seg), leader_epoch_cache,
                                              contiguous)
             gap = None
-            if contiguous and i + 1 < len(segments) and truncated == 0:
+            if contiguous and i + 1 < len(segments) and truncated == 0 and id(seg) not in split_ids:
                 nxt = seg.read_next_offset()
                 if seg.size and nxt != segments[i + 1].base_offset:
                     # a never-compacted log has no offset gaps: a whole-batch cut or a damaged
@@ -359,6 +373,68 @@ def _replay_producer_batches(psm, seg: LogSegment, start: int, end: int) -> None
             continue
         psm.update_from_batch(log.read_entry(h.position, h.size) if h.is_control else head,
                               ORIGIN_REPLICATION)
+
+
+def split_overflowed_segment(seg: LogSegment, config, clock: Callable[[], int] = _now_ms,
+                             chunk_bytes: int = 1 << 20) -> List[LogSegment]:
+    """Kafka's ``LocalLog.splitOverflowedSegment`` (spec §4.12): copy the batches of ``seg``
+    unchanged into new segments ``<first offset>.*.cleaned`` (a new one whenever a batch's last
+    offset does not fit the current one), make them inactive, flush them, give them the old mtime,
+    then swap them in (``.cleaned`` -> ``.swap`` -> final names; the directory fsynced after each
+    step). The caller renames ``seg`` to ``.deleted`` after the returned segments are in place
+    (between the ``.swap`` and the final renames a crash is completed by the loader's swap pass)."""
+    from kafkalog.log.log import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+    from kafkalog.log.segment import _legacy_first_offset
+    d = seg.dir
+    parts: List[LogSegment] = []
+    cur: Optional[LogSegment] = None
+    pending: list = []          # (header) of the batches waiting to be appended to ``cur``
+
+    def flush_pending() -> None:
+        if not pending:
+            return
+        start = pending[0].position
+        data = seg.log.pread(start, pending[-1].position + pending[-1].size - start)
+        cur.append_batches(data, [h.position - start for h in pending], [h.last_offset for h in pending],
+                           [h.max_timestamp for h in pending])
+        pending.clear()
+
+    for h in seg.log.iter_headers(0):
+        first = h.base_offset
+        if h.magic < 2 and h.attributes & 0x07:
+            first = _legacy_first_offset(seg.log.read_entry(h.position, h.size), h.last_offset)
+        if cur is None or not cur.can_convert_to_relative_offset(h.last_offset):
+            flush_pending()
+            cur = LogSegment.open(d, first, config, file_suffix=CLEANED_FILE_SUFFIX,
+                                  preallocate=False, clock=clock)
+            parts.append(cur)
+        pending.append(h)
+        if h.position + h.size - pending[0].position >= chunk_bytes:
+            flush_pending()
+    flush_pending()
+    total = sum(p.size for p in parts)
+    if total != seg.size:
+        for p in parts:
+            p.delete()
+        raise KafkalogError(f"Inconsistent segment sizes after split: before {seg.size}, after "
+                            f"{total}", file=seg.log_path)
+    mtime = seg.last_modified_ms()
+    for p in parts:
+        p.on_become_inactive_segment()
+        p.flush()
+        p.set_last_modified_ms(mtime)
+    for p in sorted(parts, key=lambda s: s.base_offset, reverse=True):
+        p.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+    fsync_dir(d)
+    return parts
+
+
+def _finish_split(parts: List[LogSegment]) -> None:
+    from kafkalog.log.log import SWAP_FILE_SUFFIX
+    for p in sorted(parts, key=lambda s: s.base_offset, reverse=True):
+        p.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+    if parts:
+        fsync_dir(parts[0].dir)
 
 
 def _floor_base(logs: dict, recovery_point: int) -> int:

@@ -764,8 +764,6 @@ class Log:
         segs, bases, _ = self._view
         out: list = []
         for seg in segs[max(bisect_right(bases, start_offset) - 1, 0):]:
-            if seg.base_offset >= upper_bound_offset:
-                break
             r = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
             out.extend(r.aborted_transactions)
             if r.is_complete:
@@ -862,8 +860,9 @@ class Log:
                     if not self.compact and first > start:
                         raise CorruptRecordError(f"batch base offset {first} is above the requested "
                                                  f"offset {start}", file=self.dir, position=h.position)
-                elif first < expect or (not self.compact and first != expect):
-                    # baseOffset is outside the CRC; a never-compacted log has no gaps
+                elif first < expect or (not self.compact and first != expect and h.magic >= 2):
+                    # baseOffset is outside the CRC; a never-compacted v2 log has no gaps (legacy
+                    # data may: pre-0.11 compaction, split overflowed segments)
                     raise CorruptRecordError(f"batch base offset {first} where offset "
                                              f"{expect} was expected", file=self.dir,
                                              position=h.position)

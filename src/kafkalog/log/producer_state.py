@@ -417,7 +417,8 @@ class ProducerStateManager:
             try:
                 scratch.update_from_batch(mv, origin)
             except KafkalogError as e:
-                raise e.at(None, pos) from None
+                raise type(e)(e.message, file=e.file,
+                              position=pos if e.position is None else e.position + pos) from None
             copied.add(pid)
         return None
 

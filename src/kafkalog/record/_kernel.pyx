@@ -1481,6 +1481,158 @@ cdef inline void _cl_wr_i(unsigned char* p, uint32_t v) noexcept nogil:
     p[3] = <unsigned char>v
 
 
+# 4-lane MD5 (SSE2) for keys of up to 55 bytes (one MD5 block): the map-building loop hashes four
+# keys at a time, about twice the throughput of one-at-a-time OpenSSL MD5 on short keys. Checked
+# against hashlib at import (CLEANER_MD5_X4); without SSE2 every key goes through _cl_hash.
+cdef extern from *:
+    """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #define KL_HAVE_MD5X4 1
+    #define KL_V_ROL(x, n) _mm_or_si128(_mm_slli_epi32((x), (n)), _mm_srli_epi32((x), 32 - (n)))
+    #define KL_V_F(x, y, z) _mm_xor_si128((z), _mm_and_si128((x), _mm_xor_si128((y), (z))))
+    #define KL_V_G(x, y, z) _mm_xor_si128((y), _mm_and_si128((z), _mm_xor_si128((x), (y))))
+    #define KL_V_H(x, y, z) _mm_xor_si128(_mm_xor_si128((x), (y)), (z))
+    #define KL_V_I(x, y, z) _mm_xor_si128((y), _mm_or_si128((x), _mm_xor_si128((z), ones)))
+    #define KL_V_STEP(f, a, b, c, d, x, t, s) \\
+        (a) = _mm_add_epi32((a), _mm_add_epi32(f((b), (c), (d)), _mm_add_epi32((x), _mm_set1_epi32((int)(t))))); \\
+        (a) = _mm_add_epi32(KL_V_ROL((a), (s)), (b));
+    static inline uint32_t kl_le32(const unsigned char* p) {
+        return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    }
+    /* keys k[0..3] of n[j] <= 55 bytes -> 16-byte digests out[0..3] */
+    static void kl_md5x4(const unsigned char* const k[4], const size_t n[4], unsigned char* const out[4]) {
+        const __m128i ones = _mm_set1_epi32(-1);
+        unsigned char blk[4][64];
+        __m128i a = _mm_set1_epi32(0x67452301), b = _mm_set1_epi32((int)0xefcdab89u),
+                c = _mm_set1_epi32((int)0x98badcfeu), d = _mm_set1_epi32(0x10325476);
+        __m128i a0 = a, b0 = b, c0 = c, d0 = d;
+        __m128i X[16];
+        uint32_t r[4][4];
+        int i, j;
+        for (j = 0; j < 4; j++) {
+            uint64_t bits = (uint64_t)n[j] << 3;
+            memcpy(blk[j], k[j], n[j]);
+            blk[j][n[j]] = 0x80;
+            memset(blk[j] + n[j] + 1, 0, 55 - n[j]);
+            for (i = 0; i < 8; i++) blk[j][56 + i] = (unsigned char)(bits >> (8 * i));
+        }
+        for (i = 0; i < 16; i++)
+            X[i] = _mm_set_epi32((int)kl_le32(blk[3] + 4 * i), (int)kl_le32(blk[2] + 4 * i),
+                                 (int)kl_le32(blk[1] + 4 * i), (int)kl_le32(blk[0] + 4 * i));
+            KL_V_STEP(KL_V_F, a, b, c, d, X[0], 0xd76aa478u, 7)
+            KL_V_STEP(KL_V_F, d, a, b, c, X[1], 0xe8c7b756u, 12)
+            KL_V_STEP(KL_V_F, c, d, a, b, X[2], 0x242070dbu, 17)
+            KL_V_STEP(KL_V_F, b, c, d, a, X[3], 0xc1bdceeeu, 22)
+            KL_V_STEP(KL_V_F, a, b, c, d, X[4], 0xf57c0fafu, 7)
+            KL_V_STEP(KL_V_F, d, a, b, c, X[5], 0x4787c62au, 12)
+            KL_V_STEP(KL_V_F, c, d, a, b, X[6], 0xa8304613u, 17)
+            KL_V_STEP(KL_V_F, b, c, d, a, X[7], 0xfd469501u, 22)
+            KL_V_STEP(KL_V_F, a, b, c, d, X[8], 0x698098d8u, 7)
+            KL_V_STEP(KL_V_F, d, a, b, c, X[9], 0x8b44f7afu, 12)
+            KL_V_STEP(KL_V_F, c, d, a, b, X[10], 0xffff5bb1u, 17)
+            KL_V_STEP(KL_V_F, b, c, d, a, X[11], 0x895cd7beu, 22)
+            KL_V_STEP(KL_V_F, a, b, c, d, X[12], 0x6b901122u, 7)
+            KL_V_STEP(KL_V_F, d, a, b, c, X[13], 0xfd987193u, 12)
+            KL_V_STEP(KL_V_F, c, d, a, b, X[14], 0xa679438eu, 17)
+            KL_V_STEP(KL_V_F, b, c, d, a, X[15], 0x49b40821u, 22)
+            KL_V_STEP(KL_V_G, a, b, c, d, X[1], 0xf61e2562u, 5)
+            KL_V_STEP(KL_V_G, d, a, b, c, X[6], 0xc040b340u, 9)
+            KL_V_STEP(KL_V_G, c, d, a, b, X[11], 0x265e5a51u, 14)
+            KL_V_STEP(KL_V_G, b, c, d, a, X[0], 0xe9b6c7aau, 20)
+            KL_V_STEP(KL_V_G, a, b, c, d, X[5], 0xd62f105du, 5)
+            KL_V_STEP(KL_V_G, d, a, b, c, X[10], 0x02441453u, 9)
+            KL_V_STEP(KL_V_G, c, d, a, b, X[15], 0xd8a1e681u, 14)
+            KL_V_STEP(KL_V_G, b, c, d, a, X[4], 0xe7d3fbc8u, 20)
+            KL_V_STEP(KL_V_G, a, b, c, d, X[9], 0x21e1cde6u, 5)
+            KL_V_STEP(KL_V_G, d, a, b, c, X[14], 0xc33707d6u, 9)
+            KL_V_STEP(KL_V_G, c, d, a, b, X[3], 0xf4d50d87u, 14)
+            KL_V_STEP(KL_V_G, b, c, d, a, X[8], 0x455a14edu, 20)
+            KL_V_STEP(KL_V_G, a, b, c, d, X[13], 0xa9e3e905u, 5)
+            KL_V_STEP(KL_V_G, d, a, b, c, X[2], 0xfcefa3f8u, 9)
+            KL_V_STEP(KL_V_G, c, d, a, b, X[7], 0x676f02d9u, 14)
+            KL_V_STEP(KL_V_G, b, c, d, a, X[12], 0x8d2a4c8au, 20)
+            KL_V_STEP(KL_V_H, a, b, c, d, X[5], 0xfffa3942u, 4)
+            KL_V_STEP(KL_V_H, d, a, b, c, X[8], 0x8771f681u, 11)
+            KL_V_STEP(KL_V_H, c, d, a, b, X[11], 0x6d9d6122u, 16)
+            KL_V_STEP(KL_V_H, b, c, d, a, X[14], 0xfde5380cu, 23)
+            KL_V_STEP(KL_V_H, a, b, c, d, X[1], 0xa4beea44u, 4)
+            KL_V_STEP(KL_V_H, d, a, b, c, X[4], 0x4bdecfa9u, 11)
+            KL_V_STEP(KL_V_H, c, d, a, b, X[7], 0xf6bb4b60u, 16)
+            KL_V_STEP(KL_V_H, b, c, d, a, X[10], 0xbebfbc70u, 23)
+            KL_V_STEP(KL_V_H, a, b, c, d, X[13], 0x289b7ec6u, 4)
+            KL_V_STEP(KL_V_H, d, a, b, c, X[0], 0xeaa127fau, 11)
+            KL_V_STEP(KL_V_H, c, d, a, b, X[3], 0xd4ef3085u, 16)
+            KL_V_STEP(KL_V_H, b, c, d, a, X[6], 0x04881d05u, 23)
+            KL_V_STEP(KL_V_H, a, b, c, d, X[9], 0xd9d4d039u, 4)
+            KL_V_STEP(KL_V_H, d, a, b, c, X[12], 0xe6db99e5u, 11)
+            KL_V_STEP(KL_V_H, c, d, a, b, X[15], 0x1fa27cf8u, 16)
+            KL_V_STEP(KL_V_H, b, c, d, a, X[2], 0xc4ac5665u, 23)
+            KL_V_STEP(KL_V_I, a, b, c, d, X[0], 0xf4292244u, 6)
+            KL_V_STEP(KL_V_I, d, a, b, c, X[7], 0x432aff97u, 10)
+            KL_V_STEP(KL_V_I, c, d, a, b, X[14], 0xab9423a7u, 15)
+            KL_V_STEP(KL_V_I, b, c, d, a, X[5], 0xfc93a039u, 21)
+            KL_V_STEP(KL_V_I, a, b, c, d, X[12], 0x655b59c3u, 6)
+            KL_V_STEP(KL_V_I, d, a, b, c, X[3], 0x8f0ccc92u, 10)
+            KL_V_STEP(KL_V_I, c, d, a, b, X[10], 0xffeff47du, 15)
+            KL_V_STEP(KL_V_I, b, c, d, a, X[1], 0x85845dd1u, 21)
+            KL_V_STEP(KL_V_I, a, b, c, d, X[8], 0x6fa87e4fu, 6)
+            KL_V_STEP(KL_V_I, d, a, b, c, X[15], 0xfe2ce6e0u, 10)
+            KL_V_STEP(KL_V_I, c, d, a, b, X[6], 0xa3014314u, 15)
+            KL_V_STEP(KL_V_I, b, c, d, a, X[13], 0x4e0811a1u, 21)
+            KL_V_STEP(KL_V_I, a, b, c, d, X[4], 0xf7537e82u, 6)
+            KL_V_STEP(KL_V_I, d, a, b, c, X[11], 0xbd3af235u, 10)
+            KL_V_STEP(KL_V_I, c, d, a, b, X[2], 0x2ad7d2bbu, 15)
+            KL_V_STEP(KL_V_I, b, c, d, a, X[9], 0xeb86d391u, 21)
+        a = _mm_add_epi32(a, a0); b = _mm_add_epi32(b, b0);
+        c = _mm_add_epi32(c, c0); d = _mm_add_epi32(d, d0);
+        _mm_storeu_si128((__m128i*)r[0], a); _mm_storeu_si128((__m128i*)r[1], b);
+        _mm_storeu_si128((__m128i*)r[2], c); _mm_storeu_si128((__m128i*)r[3], d);
+        for (j = 0; j < 4; j++)
+            for (i = 0; i < 4; i++) {
+                out[j][4 * i] = (unsigned char)r[i][j];
+                out[j][4 * i + 1] = (unsigned char)(r[i][j] >> 8);
+                out[j][4 * i + 2] = (unsigned char)(r[i][j] >> 16);
+                out[j][4 * i + 3] = (unsigned char)(r[i][j] >> 24);
+            }
+    }
+    #else
+    #define KL_HAVE_MD5X4 0
+    static void kl_md5x4(const unsigned char* const k[4], const size_t n[4], unsigned char* const out[4]) {}
+    #endif
+    """
+    int KL_HAVE_MD5X4
+    void __builtin_prefetch(const void* p) noexcept nogil
+    void kl_md5x4(const unsigned char* const k[4], const size_t n[4], unsigned char* const out[4]) noexcept nogil
+
+
+cdef bint _cl_x4 = False
+
+
+def _cl_init_x4():
+    """Enable the 4-lane MD5 when it is compiled in and agrees with hashlib."""
+    global _cl_x4
+    import hashlib
+    cdef const unsigned char* k[4]
+    cdef size_t n[4]
+    cdef unsigned char* o[4]
+    cdef int j
+    if not KL_HAVE_MD5X4:
+        return False
+    keys = [b"", b"abc", b"k" * 55, bytes(range(40))]
+    outs = [bytearray(16) for _ in range(4)]
+    for j in range(4):
+        k[j] = <const unsigned char*>PyBytes_AS_STRING(keys[j])
+        n[j] = len(keys[j])
+        o[j] = <unsigned char*>PyByteArray_AS_STRING(outs[j])
+    kl_md5x4(k, n, o)
+    _cl_x4 = all(bytes(outs[j]) == hashlib.md5(keys[j]).digest() for j in range(4))
+    return _cl_x4
+
+
+CLEANER_MD5_X4 = _cl_init_x4()
+
+
 def offset_map_build_v2(bytearray table, int64_t slots, int64_t entries, int64_t max_entries, body,
                         Py_ssize_t count, int64_t base_offset, int64_t start_offset,
                         bytearray superseded, int64_t superseded_base):
@@ -1489,9 +1641,17 @@ def offset_map_build_v2(bytearray table, int64_t slots, int64_t entries, int64_t
     cdef const unsigned char* p
     cdef unsigned char* t
     cdef unsigned char* bm = NULL
-    cdef Py_ssize_t n, pos = 0, i
+    cdef Py_ssize_t n, pos = 0, i = 0, g, j, nx
     cdef int64_t nbits = 0, rel
     cdef _ClRec r
+    cdef _ClRec rr[4]
+    cdef int64_t offs[4]
+    cdef bint need[4]
+    cdef unsigned char hs[4][16]
+    cdef const unsigned char* kp[4]
+    cdef size_t kn[4]
+    cdef unsigned char* ho[4]
+    cdef int lane[4]
     cdef unsigned char h[16]
     cdef int64_t off, old = -1, last = -1, read = 0
     if slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24 or max_entries > slots:
@@ -1506,7 +1666,49 @@ def offset_map_build_v2(bytearray table, int64_t slots, int64_t entries, int64_t
     try:
         p = <const unsigned char*>view.buf
         n = view.len
-        for i in range(count):
+        while i < count:
+            if _cl_x4 and count - i >= 4 and entries + 4 <= max_entries:
+                # four records at a time: the map cannot fill up within the group
+                g = 4
+                nx = 0
+                for j in range(4):
+                    _cl_parse(p, n, &pos, i + j, count, &rr[j])
+                    offs[j] = base_offset + rr[j].offset_delta
+                    need[j] = rr[j].klen >= 0 and offs[j] >= start_offset
+                    if need[j] and rr[j].klen <= 55:
+                        lane[j] = nx
+                        kp[nx] = p + rr[j].kstart
+                        kn[nx] = <size_t>rr[j].klen
+                        ho[nx] = hs[j]
+                        nx += 1
+                    else:
+                        lane[j] = -1
+                if nx >= 2:
+                    for j in range(nx, 4):          # idle lanes hash the first key again
+                        kp[j] = kp[0]
+                        kn[j] = kn[0]
+                        ho[j] = h
+                    kl_md5x4(kp, kn, ho)
+                else:
+                    for j in range(4):
+                        lane[j] = -1
+                for j in range(4):
+                    if need[j]:
+                        if lane[j] < 0:
+                            _cl_hash(p + rr[j].kstart, rr[j].klen, hs[j])
+                        __builtin_prefetch(t + _cl_pos(hs[j], 0, slots))
+                for j in range(4):
+                    if need[j]:
+                        if _cl_put_old(t, slots, hs[j], offs[j], &old):
+                            entries += 1
+                        elif bm != NULL:
+                            rel = old - superseded_base
+                            if 0 <= rel < nbits:
+                                bm[rel >> 3] |= <unsigned char>(1 << (rel & 7))
+                        last = offs[j]
+                read += 4
+                i += 4
+                continue
             _cl_parse(p, n, &pos, i, count, &r)
             off = base_offset + r.offset_delta
             if r.klen >= 0 and off >= start_offset:
@@ -1521,6 +1723,7 @@ def offset_map_build_v2(bytearray table, int64_t slots, int64_t entries, int64_t
                         bm[rel >> 3] |= <unsigned char>(1 << (rel & 7))
                 last = off
             read += 1
+            i += 1
         if pos != n:
             raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in "
                                      f"file ({n - pos} bytes after {count} records)", position=pos)

@@ -15,7 +15,7 @@ fsync, rename, fsync dir):
 2. Write the intent ``{"state": "appending", "job", "start": [[topic, partition, log end offset]
    ...], "sink": ..., "batchId": ...}`` listing the log end offset of every partition about to be
    appended.
-3. Append every partition, then flush each log (data durable).
+3. Append every partition, then flush each log (data durable); partitions in parallel threads.
 4. Rewrite the intent with ``"state": "committed"``: **the commit point**.
 5. Streaming sink only: record ``batchId`` in ``<DATA_DIR>/.kafkalog-sink-<sink id>``.
 6. Delete the intent.
@@ -222,9 +222,15 @@ def _append_files(log, paths: Sequence[str]) -> int:
 
 
 def _append_partition(log, paths: Sequence[str], result: dict, tp: TopicPartition) -> None:
+    """Append the staging files of one partition, then fsync its log (data and indexes)."""
+    t0 = time.perf_counter()
     first = log.log_end_offset
     _append_files(log, paths)
     result[tp] = (first, log.log_end_offset)
+    t1 = time.perf_counter()
+    log.flush(include_active=True)
+    profile("commit.append", t1 - t0)
+    profile("commit.flush", time.perf_counter() - t1)
 
 
 def _parallel(fn, items: Sequence, after_each=None) -> None:
@@ -276,13 +282,12 @@ def commit_staged(data_dir: str, staged: Mapping[TopicPartition, List[str]], *, 
         _write_intent(data_dir, intent)
         result: Dict[TopicPartition, Tuple[int, int]] = {}
         try:
+            # each partition: append, then fsync at once (its disk writeback overlaps the
+            # appends of the other partitions)
             t_append = time.perf_counter()
             _parallel(lambda tp: _append_partition(logs[tp], staged[tp], result, tp), tps,
                       _after_partition_append)
-            t_flush = time.perf_counter()
-            _parallel(lambda tp: logs[tp].flush(include_active=True), tps)
-            profile("commit.append", t_flush - t_append)
-            profile("commit.flush", time.perf_counter() - t_flush)
+            profile("commit.append+flush", time.perf_counter() - t_append)
             intent["state"] = "committed"
             _write_intent(data_dir, intent)           # the commit point
             if _after_commit_point is not None:

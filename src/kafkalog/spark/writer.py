@@ -226,7 +226,7 @@ class ArrowStager:
         if fd is None:
             path = f"{self.staging_prefix}.{self.task_tag}.{len(self.files)}"
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = self.handles[tp] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = self.handles[tp] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             self.files[tp] = StagedFile(tp[0], tp[1], path, 0)
         codec = self.codec
         parts = []
