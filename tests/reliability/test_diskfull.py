@@ -112,16 +112,12 @@ except KafkalogError as e:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: index files are sparse (ftruncate) and written "
-                   "through mmap, so rebuilding an index on a full disk dies of SIGBUS instead of "
-                   "raising KafkalogIOError (kafkalog/log/_mmap_index.py resize/_load: allocate the "
-                   "pages, e.g. os.posix_fallocate, before writing through the mapping)")
 def test_reopen_on_full_disk_rebuilding_an_index(small_tmpfs):
     """Deterministic: a flushed log whose .index is missing, on a completely full file system.
     Opening it must either work or fail with a typed error -- never kill the process."""
     d = small_tmpfs / "data"
     m = LogManager(str(d), {}, background=False)
-    m.create_topic("t", 1, {"index.interval.bytes": 64})
+    m.create_topic("t", 1, {"index.interval.bytes": 64, "segment.index.bytes": 65536})
     log = m.get_log("t", 0)
     for i in range(3000):
         log.append(build_batch([(None, b"x" * 200, 1_700_000_000_000 + i, None)]))

@@ -132,6 +132,10 @@ class _CleanedOutput:
         self.txn_entries[id(seg)] = []
         self.current = seg
 
+    def set_buffer_size(self, size: int) -> None:
+        """The write buffer grows (and shrinks back) with the read buffer."""
+        self.buffer_size = size
+
     def _pending(self) -> int:
         return len(self._buf)
 
@@ -220,44 +224,63 @@ class Cleaner:
         self.throttler = throttler
         self.check_done = check_done or (lambda tp: None)
         self.clock = clock or (lambda: int(time.time() * 1000))
+        #: the largest read/write buffer size used so far (grown for large batches)
+        self.peak_buffer_size = self.io_buffer_size
 
     # --- reading ---------------------------------------------------------------------------------
-    def _batches(self, tp, seg: LogSegment, start: int, max_message_size: int) -> Iterator:
-        """Yield the CRC-verified batches of ``seg`` from byte ``start`` (chunked reads)."""
+    def _batches(self, tp, seg: LogSegment, start: int, max_message_size: int,
+                 on_grow: Optional[Callable[[int], None]] = None) -> Iterator:
+        """Yield the CRC-verified batches of ``seg`` from byte ``start`` (chunked reads).
+
+        When not even one complete batch fits the read buffer, the read and write buffers double
+        up to ``max(max.message.bytes, message.max.bytes)``; at that cap the batch's declared size
+        is used instead (so a batch larger than the current limit can still be cleaned), unless it
+        exceeds the bytes left in the segment: ``CorruptRecordError`` ("Log segment may be
+        corrupt"). The buffers shrink back to ``io_buffer_size`` afterwards (Kafka's
+        ``growBuffersOrFail`` / ``restoreBuffers``). ``on_grow`` gets every new buffer size (the
+        write buffer's flush threshold)."""
         end = seg.size
         pos = start
-        size = self.io_buffer_size
         cap = max(self.max_io_buffer_size, max_message_size)
         path = seg.log_path
-        while pos < end:
-            self.check_done(tp)
-            n = min(size, end - pos)
-            chunk = seg.log.pread(pos, n)
-            if self.throttler is not None:
-                self.throttler.maybe_throttle(len(chunk))
-            consumed = 0
-            try:
-                for b in iter_batches(chunk):
-                    b.ensure_valid()
-                    yield pos, b
-                    consumed = b.end_position
-            except KafkalogError as e:
-                raise e.at(path, pos) from None
-            if consumed == 0:
+        size = self.io_buffer_size
+        try:
+            while pos < end:
+                self.check_done(tp)
+                n = min(size, end - pos)
+                chunk = seg.log.pread(pos, n)
+                if self.throttler is not None:
+                    self.throttler.maybe_throttle(len(chunk))
+                consumed = 0
+                try:
+                    for b in iter_batches(chunk):
+                        b.ensure_valid()
+                        yield pos, b
+                        consumed = b.end_position
+                except KafkalogError as e:
+                    raise e.at(path, pos) from None
+                if consumed:
+                    pos += consumed
+                    continue
                 if len(chunk) < 12:
                     return                      # fewer bytes than a log overhead: a torn tail
                 declared = _I32.unpack_from(chunk, 8)[0] + 12
-                if declared > end - pos:
+                left = end - pos if len(chunk) >= n else len(chunk)     # the file may be short
+                if declared > left:
                     raise CorruptRecordError(
-                        f"Log segment may be corrupt: batch size {declared} at position {pos} "
-                        f"exceeds the {end - pos} bytes left in the segment", file=path,
-                        position=pos)
-                size = declared if size >= cap else max(min(size * 2, cap), declared if declared <= cap else 0)
-                if size < declared:
-                    size = declared
-                continue
-            pos += consumed
-            size = self.io_buffer_size
+                        f"Log segment may be corrupt, batch size {declared} > {left} bytes "
+                        f"left in segment at position {pos}", file=path, position=pos)
+                if declared <= size:
+                    raise CorruptRecordError(
+                        f"Batch size {declared} < buffer size {size}, but not processed at "
+                        f"position {pos}", file=path, position=pos)
+                size = declared if size >= cap else min(size * 2, cap)
+                self.peak_buffer_size = max(self.peak_buffer_size, size)
+                if on_grow is not None:
+                    on_grow(size)
+        finally:
+            if size != self.io_buffer_size and on_grow is not None:
+                on_grow(self.io_buffer_size)
 
     # --- the offset map --------------------------------------------------------------------------
     def build_offset_map(self, log, tp, start: int, end: int, stats: CleanerStats) -> None:
@@ -338,6 +361,7 @@ class Cleaner:
         txn = CleanedTransactionMetadata()
         segs = [s for s in log.segments if s.base_offset < end_offset]
         segs = [s for s in segs if s is not log.active_segment]
+        segs = self.split_overflowed_segments(log, tp, segs, stats)
         if not segs:
             stats.all_done()
             return end_offset, stats
@@ -350,6 +374,36 @@ class Cleaner:
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
         return end_offset, stats
+
+    def split_overflowed_segments(self, log, tp, segments: List, stats: CleanerStats) -> List:
+        """Split every segment of ``segments`` whose offsets overflow its base offset (legacy data,
+        KAFKA-6264; spec §4.12) and return the list with the parts in its place.
+
+        Kafka meets the overflow while recopying, splits the segment and aborts the round (the
+        next round retries); here the check comes first, the split parts are swapped into the
+        log with the same crash-safe protocol, and the round goes on with them. Split copies
+        batches byte for byte, so the offset map built over the old segment stays valid."""
+        out: List = []
+        for seg in segments:
+            if not seg.size or seg.read_next_offset() - 1 - seg.base_offset <= INT_MAX:
+                out.append(seg)
+                continue
+            self.check_done(tp)
+            from kafkalog.log.loader import split_overflowed_segment
+            clock = getattr(log, "clock", None) or self.clock
+            parts = split_overflowed_segment(seg, log.config, clock)
+            try:
+                replace_segments(log, parts, [seg], check=lambda: self.check_done(tp))
+            except BaseException:
+                for p in parts:
+                    try:
+                        p.delete()
+                    except OSError:
+                        pass
+                raise
+            stats.segments_split += 1
+            out.extend(sorted(parts, key=lambda p: p.base_offset))
+        return out
 
     def clean_segments(self, log, tp, segments: List, current_time: int, stats: CleanerStats,
                        txn: CleanedTransactionMetadata, legacy_delete_horizon_ms: int,
@@ -368,7 +422,8 @@ class Cleaner:
                          else seg.read_next_offset())
                 txn.add_aborted_transactions(collect_aborted_txns(all_segs, seg.base_offset, upper))
                 f.retain_legacy_deletes = seg.last_modified_ms() > legacy_delete_horizon_ms
-                for chunk_pos, batch in self._batches(tp, seg, 0, max_msg):
+                for chunk_pos, batch in self._batches(tp, seg, 0, max_msg,
+                                                      on_grow=out.set_buffer_size):
                     try:
                         fb = filter_batch(batch, f)
                     except KafkalogError as e:
@@ -379,7 +434,7 @@ class Cleaner:
                         out.append(fb, entries)
             new_segments = out.finish(segments[-1].last_modified_ms())
             crash_point("cleaned-written")
-            replace_segments(log, new_segments, segments)
+            replace_segments(log, new_segments, segments, check=lambda: self.check_done(tp))
             stats.segments_cleaned += len(segments)
         except BaseException:
             out.delete()

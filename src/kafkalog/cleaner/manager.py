@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
@@ -145,6 +146,7 @@ class LogCleanerManager:
         self.backoff_ms = max(int(backoff_ms), 1)
         self._lock = threading.RLock()
         self.in_progress: Dict[TopicPartition, str] = {}
+        self._watched = weakref.WeakSet()     # logs whose truncation hooks we registered
         self._aborted: set = set()
         self.uncleanable: Dict[TopicPartition, UncleanablePartition] = {}
         self.dirtiest_log_cleanable_ratio = 0.0
@@ -211,6 +213,7 @@ class LogCleanerManager:
             last_clean = self.all_cleaner_checkpoints(logs)
             candidates = []
             for tp, log in logs:
+                self.watch_log(tp, log)
                 if getattr(log, "_closed", False) or not is_compacted(log.config):
                     continue
                 if tp in self.in_progress or self._is_uncleanable(tp, now):
@@ -244,6 +247,7 @@ class LogCleanerManager:
         progress), or None when it is being cleaned or has nothing cleanable."""
         now = self.clock() if now is None else now
         with self._lock:
+            self.watch_log(tp, log)
             if tp in self.in_progress:
                 return None
             first_dirty, uncleanable, force = cleanable_offsets(
@@ -291,6 +295,37 @@ class LogCleanerManager:
 
     def is_aborted(self, tp: TopicPartition) -> bool:
         return tp in self._aborted
+
+    # --- truncation (spec §4.9, §4.11 "Cleaner checkpoint maintenance") --------------------------
+    def watch_log(self, tp: TopicPartition, log) -> None:
+        """Register with ``log``'s truncation hooks (once per log): before a truncation an
+        in-progress cleaning of ``tp`` is aborted (``cleaner_abort_hook``, called under the log's
+        writer lock - the swap re-checks under the same lock, so swapped segments never bring
+        truncated data back); after it the cleaner checkpoint is lowered to the active segment's
+        base offset when above it (``on_truncate``) and a cleaning that started meanwhile is
+        aborted too. Logs without the hooks are left alone."""
+        hooks = getattr(log, "on_truncate", None)
+        if not isinstance(hooks, list) or log in self._watched:
+            return
+        self._watched.add(log)
+        prev = getattr(log, "cleaner_abort_hook", None)
+
+        def abort(lg, tp=tp, prev=prev) -> None:
+            if prev is not None:
+                prev(lg)
+            self.abort_cleaning(tp)
+
+        log.cleaner_abort_hook = abort
+        hooks.append(lambda lg, active_base, tp=tp: self.on_log_truncated(lg, tp, active_base))
+
+    def on_log_truncated(self, log, tp: TopicPartition, active_base: int) -> None:
+        """After ``log`` was truncated: abort an in-progress cleaning, lower the checkpoint."""
+        self.abort_cleaning(tp)
+        try:
+            self.truncate_checkpoint(log, tp, active_base)
+        except (KafkalogError, OSError) as e:
+            logger.warning("Could not lower the cleaner checkpoint of %s after truncation: %s",
+                           tp, e)
 
     def remove_partition(self, tp: TopicPartition, data_dir: str) -> None:
         """Partition deleted: abort its cleaning and drop its checkpoint entry."""

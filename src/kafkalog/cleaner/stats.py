@@ -26,6 +26,7 @@ class CleanerStats:
     distinct_keys: int = 0
     segments_cleaned: int = 0
     segments_written: int = 0
+    segments_split: int = 0              # overflowed legacy segments split before cleaning (§4.12)
     start_time: float = field(default_factory=time.monotonic)
     map_complete_time: float = -1.0
     end_time: float = -1.0

@@ -10,6 +10,7 @@ use (Kafka's ``LazyIndex``).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -34,6 +35,26 @@ class IndexOffsetOverflowError(LogSegmentOffsetOverflowError):
 
 class ReadOnlyIndexError(KafkalogIOError):
     """A write to an index opened read-only."""
+
+
+def _allocate(fd: int, length: int) -> None:
+    """Give ``fd`` the length ``length`` with its blocks reserved (``posix_fallocate``).
+
+    Kafka preallocates index files sparsely (``setLength``); a memory-mapped write into a hole of a
+    full file system then kills the process with SIGBUS. Reserving the blocks up front turns a full
+    disk into an ``OSError`` (ENOSPC) at allocation time, which callers report as a typed
+    :class:`~kafkalog.errors.KafkalogIOError`. File systems without ``fallocate`` fall back to a
+    sparse ``ftruncate``.
+    """
+    if length <= 0:
+        os.ftruncate(fd, max(length, 0))
+        return
+    try:
+        os.posix_fallocate(fd, 0, length)
+    except OSError as err:
+        if err.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+        os.ftruncate(fd, length)
 
 
 class AbstractIndex:
@@ -97,7 +118,10 @@ class AbstractIndex:
                         raise InvalidConfigError(
                             f"Invalid max index size: {self.max_index_size} (smaller than the entry "
                             f"size {self.entry_size})", file=path)
-                    os.ftruncate(self._fd, self.max_index_size // self.entry_size * self.entry_size)
+                    _allocate(self._fd, self.max_index_size // self.entry_size * self.entry_size)
+                else:
+                    # A preallocated file (Kafka's are sparse) may have holes: reserve them now.
+                    _allocate(self._fd, os.fstat(self._fd).st_size)
             else:
                 self._fd = os.open(path, os.O_RDONLY)
                 newly_created = False
@@ -208,7 +232,10 @@ class AbstractIndex:
         # still be using it; it is unmapped when its last reference goes. Readers only touch
         # slots below the entry count, which stay inside the file.
         try:
-            os.ftruncate(self._fd, rounded)
+            if rounded > self._length:
+                _allocate(self._fd, rounded)
+            else:
+                os.ftruncate(self._fd, rounded)
         except OSError as err:
             raise io_error(err, self._path, "resize index") from err
         self._length = rounded

@@ -8,6 +8,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+import os
+import time
+
+from kafkalog.spark.commit import profile
 from kafkalog.spark.options import ReadOptions, parse_read_options
 from kafkalog.spark.planning import PushedFilters, ReadTask, plan_ranges, plan_tasks
 from kafkalog.spark.pushdown import apply_filters
@@ -18,11 +22,13 @@ def read_task(task: InputPartition, opts: ReadOptions) -> Iterator[pa.RecordBatc
     """Executor side: yield the Arrow batches of every range of ``task``."""
     if not isinstance(task, ReadTask):  # Spark's InputPartition(None) for an empty plan
         return
+    t0 = time.perf_counter()
     for r in task.ranges:
         yield from read_range(r.partition_dir, r.start, r.end,
                               include_headers=opts.include_headers,
                               read_committed=opts.read_committed,
                               max_rows=opts.max_records_per_batch)
+    profile("read.task", time.perf_counter() - t0)
 
 
 class KafkalogBatchReader(DataSourceReader):
@@ -33,7 +39,10 @@ class KafkalogBatchReader(DataSourceReader):
         self.pushed = PushedFilters()
 
     def partitions(self) -> List[InputPartition]:
-        return plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions)
+        t0 = time.perf_counter()
+        tasks = plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions)
+        profile(f"read.plan pid={os.getpid()}", time.perf_counter() - t0)
+        return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_task(partition, self.opts)
