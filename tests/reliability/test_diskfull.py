@@ -125,11 +125,10 @@ def test_reopen_on_full_disk_rebuilding_an_index(small_tmpfs):
     for name in os.listdir(d / "t-0"):
         if name.endswith(".index"):
             os.unlink(d / "t-0" / name)
-    with open(small_tmpfs / "filler", "wb") as f:
+    with open(small_tmpfs / "filler", "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 4096)
-                f.flush()
         except OSError:
             pass
     p = subprocess.run([sys.executable, "-c", REOPEN, str(d)], capture_output=True, text=True,
