@@ -8,7 +8,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-import os
 import time
 
 from kafkalog.spark.commit import profile
@@ -41,7 +40,7 @@ class KafkalogBatchReader(DataSourceReader):
     def partitions(self) -> List[InputPartition]:
         t0 = time.perf_counter()
         tasks = plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions)
-        profile(f"read.plan pid={os.getpid()}", time.perf_counter() - t0)
+        profile("read.plan", time.perf_counter() - t0)
         return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
