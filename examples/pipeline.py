@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -62,6 +63,32 @@ def show_stats(spark, data_dir: str, title: str) -> dict:
     return total
 
 
+def kafka_layout_ok(data_dir: str) -> bool:
+    """Would a Kafka broker load this directory? Every subdirectory must be ``<topic>-<partition>``
+    (Kafka's rule; kafkalog keeps its own state in regular files)."""
+    from kafkalog.errors import KafkalogError
+    from kafkalog.log.naming import parse_partition_dir_name
+    for entry in os.scandir(data_dir):
+        if entry.is_dir():
+            try:
+                parse_partition_dir_name(entry.name)
+            except KafkalogError:
+                return False
+    return True
+
+
+def print_summary(args, data_dir: str, before: dict, after: dict, users: int, took: dict) -> None:
+    print("\nsummary")
+    print(f"  data directory   {data_dir}" + ("" if args.data_dir else " (temporary, removed at exit)"))
+    print(f"  topic            {TOPIC}: {args.partitions} partitions, lz4, cleanup.policy=compact")
+    print(f"  written          {before['records']:,} events of {args.users:,} users "
+          f"({before['bytes']:,} bytes) in {took['write']:.1f} s")
+    print(f"  compacted        {after['records']:,} records left ({after['bytes']:,} bytes, "
+          f"{after['bytes'] / before['bytes']:.1%}) in {took['compact']:.1f} s")
+    print(f"  read back        {users:,} active users (latest state) in {took['read']:.1f} s")
+    print(f"  Kafka layout     {'ok: a broker can open it' if kafka_layout_ok(data_dir) else 'BROKEN'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data_dir", nargs="?", help="data directory (default: a new temp dir)")
@@ -75,7 +102,9 @@ def main() -> None:
              .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(spark)  # the "kafkalog" format + filter pushdown
+    took = {}
     try:
+        t0 = time.perf_counter()
         # 1. write: keyed records go where Kafka's producer would put them (murmur2 of the key)
         (generate_events(spark, args.events, args.users)
          .write.format("kafkalog").option("topic", TOPIC).option("partitions", args.partitions)
@@ -84,10 +113,13 @@ def main() -> None:
          .option("topic.segment.bytes", 1 << 18)
          .option("topic.min.cleanable.dirty.ratio", "0.01")
          .mode("append").save(data_dir))
+        took["write"] = time.perf_counter() - t0
         before = show_stats(spark, data_dir, f"before compaction ({data_dir})")
 
         # 2. compact: the real cleaner, partitions in parallel on the executors
+        t0 = time.perf_counter()
         results = jobs.compact(spark, data_dir, [TOPIC])
+        took["compact"] = time.perf_counter() - t0
         for r in results:
             if r["error"]:
                 raise SystemExit(f"compaction of {r['topic']}-{r['partition']} failed: {r['error']}")
@@ -104,9 +136,14 @@ def main() -> None:
                                         "user int, plan string, country string, logins int")
                             .alias("p")).select("p.*"))
         print("\nactive users per plan (latest state after compaction):")
-        (profiles.groupBy("plan").agg(F.count("*").alias("users"),
-                                      F.round(F.avg("logins"), 1).alias("avg_logins"))
-         .orderBy("plan").show())
+        t0 = time.perf_counter()
+        per_plan = (profiles.groupBy("plan").agg(F.count("*").alias("users"),
+                                                 F.round(F.avg("logins"), 1).alias("avg_logins"))
+                    .orderBy("plan").collect())
+        took["read"] = time.perf_counter() - t0
+        for r in per_plan:
+            print(f"  {r.plan:<11} {r.users:>6,} users, {r.avg_logins:>6} logins on average")
+        print_summary(args, data_dir, before, after, sum(r.users for r in per_plan), took)
     finally:
         spark.stop()
         if args.data_dir is None:

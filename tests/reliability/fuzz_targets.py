@@ -9,7 +9,6 @@ CRCs and length checks into the deep decoders.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
@@ -57,7 +56,6 @@ def t_batches_crc_fixed(data: bytes) -> None:
     count = body[0] % 8 if body else 0
     hdr = struct.pack(">bhiqqqhii", 2, attrs, max(count - 1, 0), 0, 0, -1, -1, -1, count)
     after_crc = hdr[1:] + body[1:]
-    batch = struct.pack(">qib", 0, 4 + 1 + 4 + len(after_crc), 2)[:13]
     batch = struct.pack(">qiib", 0, 9 + len(after_crc), -1, 2) + struct.pack(">I", crc32c(after_crc)) + after_crc
     _consume_batches(batch, strict=True)
 
@@ -139,14 +137,6 @@ def t_indexes(data: bytes) -> None:
         AbortedTxn.from_bytes(data, 0)
     except KafkalogError:
         pass
-
-
-def _takes_two(cls) -> bool:
-    import inspect
-    try:
-        return len(inspect.signature(cls).parameters) >= 2
-    except (TypeError, ValueError):
-        return True
 
 
 def t_checkpoints(data: bytes) -> None:

@@ -87,7 +87,9 @@ def main(argv=None) -> int:
                              "by_kind": tally.by_kind,
                              "undetected": len(tally.undetected), "wrong_prefix": len(tally.wrong_prefix),
                              "corrupt_records_to_readers": len(tally.reader_failures),
-                             "untyped_errors": len(tally.untyped), "examples": tally.failures[:20],
+                             "untyped_errors": len(tally.untyped),
+                             "legacy_offset_reader_unchecked": tally.legacy_offset_reader_unchecked,
+                             "examples": tally.failures[:20],
                              "seconds": round(time.time() - t)}
         ok = ok and not tally.failures
         log(f"corruption: { {k: v for k, v in res['corruption'].items() if k != 'examples'} }")

@@ -5,7 +5,6 @@ a time bound, allocates no more than the input justifies, and never writes outsi
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import tracemalloc

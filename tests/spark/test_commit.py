@@ -75,3 +75,56 @@ def test_stream_batch_id_survives_crash_after_commit_point(tmp_path):
     assert sum(_leo(tmp_path, p) for p in (0, 1)) == 1000
     assert _run(tmp_path, "s-1", "none", batch_id=1) == 0
     assert sum(_leo(tmp_path, p) for p in (0, 1)) == 2000
+
+
+def _batches(n, size=300):
+    from kafkalog.log._encode import encode_v2_batch
+    return b"".join(encode_v2_batch([(b"k%d" % i, b"v" * size)] * 20, default_timestamp=1000 + i)
+                    for i in range(n))
+
+
+def test_append_file_writes_what_append_writes(tmp_path):
+    """Log.append_file (the commit's copy from a private mapping) leaves the same segments,
+    indexes and offsets as Log.append of the same bytes, across segment rolls, and never
+    modifies the staged file."""
+    from kafkalog.log.log import Log
+    data = _batches(300)
+    staged = tmp_path / "staged"
+    staged.write_bytes(data + data[:40])  # + a torn batch, ignored by both
+    cfg = {"segment.bytes": 100_000, "index.interval.bytes": 4096}
+    a, b = Log.open(str(tmp_path / "a-0"), cfg), Log.open(str(tmp_path / "b-0"), cfg)
+    a.append(_batches(3))
+    b.append(_batches(3))
+    info_a = a.append(data + data[:40])
+    info_b = b.append_file(str(staged))
+    assert info_a == info_b and info_b.valid_bytes == len(data)
+    assert len(b.segments) > 3 and b.log_end_offset == 303 * 20
+    a.close()
+    b.close()
+    names = sorted(os.listdir(a.dir))
+    assert names == sorted(os.listdir(b.dir))
+    for name in names:
+        if name.endswith((".log", ".index", ".timeindex")):
+            assert (tmp_path / "a-0" / name).read_bytes() == (tmp_path / "b-0" / name).read_bytes(), name
+    assert staged.read_bytes() == data + data[:40]
+
+
+def test_corrupt_staging_file_rolls_the_commit_back(tmp_path):
+    from kafkalog.errors import CorruptRecordError
+    from kafkalog.spark.commit import commit_staged
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_bytes(_batches(10))
+    data = bytearray(_batches(10))
+    data[-5] ^= 0xFF  # payload of the last batch: its CRC no longer matches
+    bad.write_bytes(bytes(data))
+    import pytest
+    with pytest.raises(CorruptRecordError):
+        commit_staged(str(tmp_path / "d"), {("t", 0): [str(good)], ("t", 1): [str(bad)]},
+                      job_id="j", new_topic_partitions=2)
+    assert read_intent(str(tmp_path / "d")) is None
+    assert _leo(tmp_path / "d", 0) == 0 and _leo(tmp_path / "d", 1) == 0
+    torn = tmp_path / "torn"
+    torn.write_bytes(_batches(2)[:-7])
+    with pytest.raises(Exception, match="partial batch"):
+        commit_staged(str(tmp_path / "d"), {("t", 0): [str(torn)]}, job_id="k")
+    assert _leo(tmp_path / "d", 0) == 0

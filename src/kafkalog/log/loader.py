@@ -214,7 +214,11 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
     contiguous = "compact" not in (policy if isinstance(policy, str) else ",".join(policy))
     for base in sorted(logs):
         seg = LogSegment.open(d, base, config, file_already_exists=True, clock=clock, preallocate=False)
-        if seg.size and seg.read_next_offset() - 1 - base > INT_MAX:
+        try:
+            overflow = bool(seg.size) and seg.read_next_offset() - 1 - base > INT_MAX
+        except (KafkalogError, OSError):
+            overflow = False        # damaged data or index: the recovery below deals with it
+        if overflow:
             # legacy data whose offsets overflow the segment (KAFKA-6264): split, spec §4.12
             parts = split_overflowed_segment(seg, config, clock)
             delete_segment(seg, f"split into {len(parts)} segments (offset overflow)")
