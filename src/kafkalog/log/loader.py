@@ -215,7 +215,14 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
     for base in sorted(logs):
         seg = LogSegment.open(d, base, config, file_already_exists=True, clock=clock, preallocate=False)
         try:
-            overflow = bool(seg.size) and seg.read_next_offset() - 1 - base > INT_MAX
+            seg_next = seg.read_next_offset() if seg.size else base
+            later = [b for b in logs if b > base]
+            # Offsets overflow a segment only where compaction left gaps (KAFKA-6264: legacy data,
+            # or a compacted log), and still stay below the next segment; otherwise a damaged
+            # baseOffset (outside the CRC) looks like an overflow: recovery below truncates it.
+            legacy = seg.size > 16 and seg.log.pread(16, 1)[0] < 2    # magic of the first batch
+            overflow = (seg_next - 1 - base > INT_MAX and (legacy or not contiguous)
+                        and (not later or seg_next <= min(later)))
         except (KafkalogError, OSError):
             overflow = False        # damaged data or index: the recovery below deals with it
         if overflow:

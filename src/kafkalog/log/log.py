@@ -793,6 +793,10 @@ class Log:
             seg_end = pos
             for h in seg.log.iter_headers(pos, limit):
                 seg_end = h.position + h.size
+                if not 0 <= h.magic <= 2:
+                    # magic is outside the v2 CRC: never skip or decode such an entry silently
+                    raise CorruptRecordError(f"Invalid magic found in record: {h.magic}",
+                                             file=seg.log_path, position=h.position)
                 if h.last_offset < start:
                     continue
                 if h.base_offset >= stop and h.magic >= 2:
