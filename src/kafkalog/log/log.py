@@ -861,7 +861,8 @@ class Log:
                     recs = b.records()
                     first = recs[0].offset if recs else (start if expect is None else expect)
                 if expect is None:
-                    if not self.compact and first > start:
+                    # re-read the log start offset: retention may have raised it since ``start``
+                    if not self.compact and first > max(start, self.log_start_offset):
                         raise CorruptRecordError(f"batch base offset {first} is above the requested "
                                                  f"offset {start}", file=self.dir, position=h.position)
                 elif first < expect or (not self.compact and first != expect and h.magic >= 2):
@@ -1030,9 +1031,11 @@ class Log:
                 segs, _, _ = self._view
             ids = {id(s) for s in targets}
             keep = tuple(s for s in segs if id(s) not in ids)
+            # Raise the log start offset before readers can see the shorter segment list, so a
+            # reader never finds the first remaining batch above the log start offset it read.
+            self.maybe_increment_log_start_offset(keep[0].base_offset, reason)
             self._publish(keep, self.log_end_offset)
             self._remove_and_delete(targets, async_delete=True)
-            self.maybe_increment_log_start_offset(keep[0].base_offset, reason)
             return len(targets)
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:
