@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pyarrow as pa
+import pytest
 
 from kafkalog.spark.commit import (pending_bounds, read_committed_batch, read_intent,
                                    recover_data_dir, sink_commit_path)
@@ -21,6 +22,8 @@ _SCRIPT = textwrap.dedent("""
     from kafkalog.spark import commit, writer
     from kafkalog.spark.options import parse_write_options
     data, tag, crash = sys.argv[1], sys.argv[2], sys.argv[3]
+    if os.environ.get("KAFKALOG_TEST_MOVE") == "1":
+        commit.MOVE_MIN_BYTES = 0       # every staging file is moved into the log
     opts = parse_write_options({"path": data, "topic": "t", "partitions": "2"})
     stager = writer.ArrowStager(opts, writer.staging_prefix(data, tag), tag)
     n = 1000
@@ -37,18 +40,30 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+_MOVE = {"value": "0"}
+
+
 def _run(data, tag, crash, batch_id=None):
     args = [sys.executable, "-c", _SCRIPT, str(data), tag, crash]
     if batch_id is not None:
         args.append(str(batch_id))
-    return subprocess.run(args, capture_output=True, text=True, timeout=120).returncode
+    env = dict(os.environ, KAFKALOG_TEST_MOVE=_MOVE["value"])
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, env=env).returncode
+
+
+@pytest.fixture(params=["copy", "move"], autouse=True)
+def staging_mode(request):
+    """Every commit test runs with staging files copied into the logs and moved into them."""
+    _MOVE["value"] = "1" if request.param == "move" else "0"
+    yield request.param
+    _MOVE["value"] = "0"
 
 
 def _leo(data, p):
     return partition_bounds(PartitionDir("t", p, str(data / f"t-{p}"))).log_end_offset
 
 
-def test_crash_mid_append_is_invisible_then_rolled_back(tmp_path):
+def test_crash_mid_append_is_invisible_then_rolled_back(tmp_path, staging_mode):
     assert _run(tmp_path, "first", "none") == 0
     before = {p: _leo(tmp_path, p) for p in (0, 1)}
     assert sum(before.values()) == 1000
@@ -63,6 +78,10 @@ def test_crash_mid_append_is_invisible_then_rolled_back(tmp_path):
     assert read_committed_batch(sink_commit_path(str(tmp_path), "s1")) == -1
     assert _run(tmp_path, "third", "none") == 0  # the next commit works and appends once
     assert sum(_leo(tmp_path, p) for p in (0, 1)) == 2000
+    # moved: each successful commit's staging file became a segment of its own (the rolled-back
+    # one is gone); copied: both went into the one segment
+    logs = [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log")]
+    assert len(logs) == (2 if staging_mode == "move" else 1), logs
 
 
 def test_stream_batch_id_survives_crash_after_commit_point(tmp_path):

@@ -43,7 +43,8 @@ def _records(n=60, seed=7):
 
 def test_api_is_exported_by_both_kernels():
     for k in KERNELS:
-        for name in ("decode_columns_v2", "encode_columns_v2", "murmur2_partitions"):
+        for name in ("decode_columns_v2", "encode_columns_v2", "murmur2_partitions",
+                     "partition_groups"):
             assert callable(getattr(k, name)), (k, name)
 
 
@@ -145,3 +146,41 @@ def test_murmur2_partitions_match_kafka(kern):
     got = struct.unpack("=5i", kern.murmur2_partitions(_col(pa.array(
         [b"21", b"foobar", b"abc", b"key", b""], pa.binary())), 5, 12))
     assert list(got) == [0, 6, 3, 1, 9]
+
+
+@pytest.mark.parametrize("kern", KERNELS, ids=ids)
+def test_encode_columns_into_a_reused_buffer(kern):
+    """``out``: the same bodies as without it, as views of the one buffer, which grows only."""
+    records = _records(300)
+    keys = pa.array([r[0] for r in records], pa.binary())
+    values = pa.array([r[1] for r in records], pa.binary())
+    args = (None, 300, _col(keys), _col(values), None, 7, None, 2000)
+    want = kern.encode_columns_v2(*args)
+    out = bytearray()
+    got = kern.encode_columns_v2(*args, out)
+    assert [(bytes(b), c, t, m) for b, c, t, m in got] == want and len(want) > 3
+    assert all(isinstance(b, memoryview) and b.obj is out for b, _, _, _ in got)
+    size = len(out)
+    del got
+    small = kern.encode_columns_v2(None, 2, _col(keys), _col(values), None, 7, None, 2000, out)
+    assert [bytes(b) for b, _, _, _ in small] == [want[0][0][:len(small[0][0])]]
+    assert len(out) == size          # not shrunk
+    del small
+    with pytest.raises(TypeError):
+        kern.encode_columns_v2(*args, b"not a bytearray")
+
+
+@pytest.mark.parametrize("kern", KERNELS, ids=ids)
+def test_partition_groups_is_a_stable_counting_sort(kern):
+    rng = random.Random(5)
+    parts = [rng.randrange(5) for _ in range(1000)] + [4, 0]
+    order, bounds = kern.partition_groups(struct.pack(f"={len(parts)}i", *parts), len(parts), 6)
+    rows = struct.unpack(f"={len(parts)}q", order)
+    assert bounds == [0] + [sum(1 for q in parts if q <= p) for p in range(6)]
+    for p in range(6):
+        assert list(rows[bounds[p]:bounds[p + 1]]) == [i for i, q in enumerate(parts) if q == p]
+    for bad in ([0, 6], [-1]):
+        with pytest.raises(ValueError, match="not in"):
+            kern.partition_groups(struct.pack(f"={len(bad)}i", *bad), len(bad), 6)
+    with pytest.raises(ValueError):
+        kern.partition_groups(b"\0" * 4, 2, 6)

@@ -141,3 +141,27 @@ def test_failed_job_leaves_nothing_behind(spark, tmp_path):
     leftovers = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs]
     assert not any(f.endswith(".log") and os.path.getsize(f) for f in leftovers)
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".kafkalog-staging")]
+
+
+def test_big_staging_files_are_moved_into_the_logs(spark, tmp_path):
+    """Staging files of at least half a segment become segments of their own at commit (offsets
+    rewritten in place); smaller ones are copied. Two jobs into the same small-segment topic:
+    every row back once, offsets contiguous, segments that a full recovery keeps whole."""
+    from kafkalog.log.log import Log
+    for job in range(2):
+        (spark.range(job * 20000, (job + 1) * 20000, numPartitions=2)
+         .selectExpr("cast(concat('k', id) as binary) as key",
+                     "cast(concat('value-', id, repeat('x', 50)) as binary) as value")
+         .write.format("kafkalog").option("topic", "moved").option("partitions", 3)
+         .option("topic.segment.bytes", 65536).mode("append").save(str(tmp_path)))
+    rows = _read(spark, tmp_path, subscribe="moved").collect()
+    assert sorted(int(r.value[6:].rstrip(b"x")) for r in rows) == list(range(40000))
+    for p in range(3):
+        offs = sorted(r.offset for r in rows if r.partition == p)
+        assert offs == list(range(len(offs)))
+        pdir = tmp_path / f"moved-{p}"
+        segments = sorted(n for n in os.listdir(pdir) if n.endswith(".log"))
+        assert len(segments) > 4
+        with Log.open(str(pdir), {"segment.bytes": 65536}, recovery_point=0) as log:
+            assert log.log_end_offset == len(offs)      # a full recovery keeps everything
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".kafkalog-staging")]

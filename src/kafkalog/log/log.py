@@ -22,8 +22,8 @@ from crc32c import crc32c
 import zlib
 
 from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
-                             KafkalogError, OffsetOutOfRangeError, RecordBatchTooLargeError,
-                             RecordTooLargeError)
+                             KafkalogError, KafkalogIOError, OffsetOutOfRangeError,
+                             RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
 from kafkalog.record.constants import ControlRecordType
@@ -310,39 +310,62 @@ class Log:
         finally:
             lock.release()
 
-    def append_file(self, path: str) -> AppendInfo:
+    def append_file(self, path: str, *, move: bool = False) -> AppendInfo:
         """Append the whole batches of the file ``path`` exactly as :meth:`append` appends a buffer
         holding its bytes (leader semantics: same validation and CRC checks, offsets assigned,
         same segment rolls, indexes and result), without reading the file into Python memory.
-
-        The file is mapped copy-on-write (``MAP_PRIVATE``): validation reads it in place, the
-        base-offset rewrites copy only the pages holding batch headers, and each segment write is a
-        ``pwrite`` straight from the mapping (one kernel copy). ``path`` itself is never modified.
         A trailing partial batch is ignored, as by :meth:`append`: compare ``valid_bytes`` of the
-        result with the file size to detect one. Used for bulk loads from staged files (Spark)."""
+        result with the file size to detect one. Used for bulk loads from staged files (Spark).
+
+        Copy (default): the file is mapped copy-on-write (``MAP_PRIVATE``): validation reads it in
+        place, the base-offset rewrites copy only the pages holding batch headers, and each segment
+        write is a ``pwrite`` straight from the mapping (one kernel copy). ``path`` is not modified.
+
+        ``move=True``: the file itself becomes a new segment when it can (nothing but whole
+        batches, at most ``segment.bytes``, offsets within a segment's range): the offsets are
+        assigned by rewriting each batch's ``baseOffset`` in the file (8 bytes, outside the CRC),
+        the file is ``fdatasync``-ed, the log rolls at the log end offset and the file is renamed
+        over the new segment's ``.log``; its indexes are built from the validation pass. No data is
+        copied and nothing is written twice. Otherwise it is copied as above. Either way ``path``
+        belongs to the log afterwards: it may be gone or modified. It must be on the log's file
+        system. :meth:`flush` makes the result durable, as after any append."""
         import mmap
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        flags = os.O_RDWR if move else os.O_RDONLY
+        try:
+            fd = os.open(path, flags)
+        except OSError as e:
+            raise KafkalogIOError(f"cannot open file: {e.strerror}", file=path) from e
+        try:
+            size = os.fstat(fd).st_size
             if size == 0:
                 return AppendInfo(first_offset=-1, last_offset=-1, log_start_offset=self.log_start_offset)
-            # (no MAP_POPULATE: on a writable private mapping it would copy every page)
-            m = mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE,
-                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            if move:
+                # offsets are assigned straight into the file's pages
+                m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            else:
+                # (no MAP_POPULATE: on a writable private mapping it would copy every page)
+                m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
             if hasattr(m, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
                 m.madvise(mmap.MADV_SEQUENTIAL)
-        try:
-            with self._lock:
-                self._check_open()
-                try:
-                    return self._append_locked(m, True, None)
-                except _NeedsConversion:
-                    from kafkalog.log._encode import convert_legacy_wrappers
-                    return self._append_locked(bytearray(convert_legacy_wrappers(m)), True, None)
-        finally:
             try:
-                m.close()
-            except BufferError:  # a view is still alive (an exception traceback): the GC unmaps it
-                pass
+                with self._lock:
+                    self._check_open()
+                    try:
+                        return self._append_locked(m, True, None, adopt=(path, fd) if move else None)
+                    except _NeedsConversion:
+                        from kafkalog.log._encode import convert_legacy_wrappers
+                        return self._append_locked(bytearray(convert_legacy_wrappers(m)), True, None)
+            except KafkalogError as err:
+                if err.file is None:  # a validation error: name the file (positions are the file's)
+                    raise err.at(path) from None
+                raise
+            finally:
+                try:
+                    m.close()
+                except BufferError:  # a view is still alive (an exception traceback): the GC unmaps it
+                    pass
+        finally:
+            os.close(fd)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Append batches keeping their offsets (Kafka's appendAsFollower); the first offset must be
@@ -369,7 +392,8 @@ class Log:
             raise KafkalogError("log is closed", file=self.dir)
 
     def _append_locked(self, buf: bytearray, assign: bool, leader_epoch: Optional[int],
-                       origin: Optional[str] = None) -> AppendInfo:
+                       origin: Optional[str] = None, adopt: Optional[Tuple[str, int]] = None
+                       ) -> AppendInfo:
         if origin is None:
             origin = ORIGIN_CLIENT if assign else ORIGIN_REPLICATION
         n = len(buf)
@@ -425,7 +449,8 @@ class Log:
                         if attrs & 0x20 and origin == ORIGIN_CLIENT:
                             raise InvalidRecordError("Clients are not allowed to write control records",
                                                      position=pos)
-                        _pack_q(buf, pos, next_off)
+                        if offset != next_off:   # (a moved file's page stays clean)
+                            _pack_q(buf, pos, next_off)
                         last = next_off + lod
                         if attrs & 0x08 and not lat:
                             raise InvalidTimestampError("Producer should not set timestamp type to "
@@ -532,6 +557,10 @@ class Log:
         # write, chunked by segment.bytes (an oversize single batch cannot be stored)
         start_i = 0
         count_b = len(positions)
+        if (adopt is not None and valid == n and n <= self.segment_bytes
+                and last_offset - first_offset <= INT_MAX):
+            self._adopt_segment_file(adopt, n, positions, lasts, mtss, first_offset)
+            start_i = count_b
         mvb = memoryview(buf)
         try:
             while start_i < count_b:
@@ -570,6 +599,21 @@ class Log:
                           offset_of_max_timestamp=off_max, log_append_time=now if lat else -1,
                           log_start_offset=self.log_start_offset, valid_bytes=valid,
                           num_records=num_records, num_batches=count_b)
+
+    def _adopt_segment_file(self, adopt: Tuple[str, int], size: int, positions: List[int],
+                            lasts: List[int], mtss: List[int], first_offset: int) -> None:
+        """:meth:`append_file` ``move=True``: the validated file (offsets already assigned in its
+        pages) becomes the new active segment. Order: the file's data is made durable, then the
+        log rolls at ``first_offset`` (the log end offset) and the file replaces the new segment's
+        empty ``.log`` by a rename; :meth:`flush` fsyncs the directory, as for any roll."""
+        path, fd = adopt
+        try:
+            os.fdatasync(fd)
+        except OSError as e:
+            raise KafkalogIOError(f"fdatasync failed: {e.strerror}", file=path) from e
+        segment = self.roll(first_offset)
+        segment.adopt_log_file(path, size, positions, lasts, mtss)
+        self._publish(self._view[0], lasts[-1] + 1)
 
     def _check_timestamps(self, first_ts: int, max_ts: int, now: int, pos: int) -> None:
         # batch-granular: the header's base and max timestamps bound the records' timestamps

@@ -19,7 +19,7 @@ from typing import Callable, List, Optional, Sequence
 
 from crc32c import crc32c
 
-from kafkalog.errors import (CorruptRecordError, InvalidOffsetError, KafkalogError,
+from kafkalog.errors import (CorruptRecordError, InvalidOffsetError, KafkalogError, KafkalogIOError,
                              LogSegmentOffsetOverflowError)
 from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.time_index import TimeIndex
@@ -339,12 +339,40 @@ class LogSegment:
         if n == 0:
             return
         pos0 = self.log.size
-        if pos0 == 0:
-            self.rolling_based_timestamp = max_timestamps[0]
         self._ensure_offset_in_range(last_offsets[-1])
         if not self._indexes_touched:
             self.touch_indexes()
         self.log.append(data)
+        self._index_batches(pos0, n, positions, last_offsets, max_timestamps)
+
+    def adopt_log_file(self, path: str, size: int, positions: Sequence[int],
+                       last_offsets: Sequence[int], max_timestamps: Sequence[int]) -> None:
+        """Make the file ``path`` (``size`` bytes of whole, validated batches whose offsets are
+        already this segment's, its data already durable) this empty segment's ``.log``: it is
+        renamed over the empty ``.log`` and indexed as :meth:`append_batches` would have indexed
+        it (``Log.append_file(move=True)``)."""
+        if self.log.size:
+            raise KafkalogError("only an empty segment can adopt a file", file=self.log.path)
+        self._ensure_offset_in_range(last_offsets[-1])
+        target = self.log.path
+        self.log.close()
+        try:
+            os.rename(path, target)
+        except OSError as e:
+            self.log = FileRecords.open(target, file_already_exists=True)
+            raise KafkalogIOError(f"cannot move {path} into the log: {e.strerror}", file=target) from e
+        self.log = FileRecords.open(target, file_already_exists=True)
+        if self.log.size != size:
+            raise KafkalogError(f"adopted file has {self.log.size} bytes, expected {size}", file=target)
+        if not self._indexes_touched:
+            self.touch_indexes()
+        self._index_batches(0, size, positions, last_offsets, max_timestamps)
+
+    def _index_batches(self, pos0: int, n: int, positions: Sequence[int],
+                       last_offsets: Sequence[int], max_timestamps: Sequence[int]) -> None:
+        """Index entries and max timestamp for ``n`` bytes of batches just added at ``pos0``."""
+        if pos0 == 0:
+            self.rolling_based_timestamp = max_timestamps[0]
         self._load_max_ts()
         mts = self._max_ts
         moff = self._max_ts_offset

@@ -19,6 +19,7 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_Append
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_CheckExact, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
 from cpython.ref cimport PyObject, Py_INCREF
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, free, realloc
 from libc.string cimport memcpy
@@ -1983,9 +1984,11 @@ cdef inline bint _bincol_get(_BinCol* c, Py_ssize_t i, const unsigned char** p, 
 
 
 def encode_columns_v2(rows, Py_ssize_t n, key, value, timestamps, default_timestamp, headers,
-                      max_batch_bytes):
+                      max_batch_bytes, out=None):
     """Encode ``n`` rows of Arrow columns as v2 record bodies split into producer-sized chunks;
-    returns ``[(body, count, base_timestamp, max_timestamp)]`` (see ``_kernel_py``)."""
+    returns ``[(body, count, base_timestamp, max_timestamp)]`` (see ``_kernel_py``). With a
+    ``bytearray`` ``out`` the bodies are written into it (grown as needed, never shrunk) and
+    returned as memoryviews of it: no allocation per call once it has grown."""
     cdef _BinCol kc, vc
     cdef Py_buffer kbv, kbo, kbd, vbv, vbo, vbd, rv, tv, tvv
     cdef int kheld = 0, vheld = 0
@@ -2007,7 +2010,11 @@ def encode_columns_v2(rows, Py_ssize_t n, key, value, timestamps, default_timest
     cdef unsigned char* nb
     cdef bint want_headers = headers is not None
     cdef object hdrs, encoded
-    cdef list out = []
+    cdef list chunks = []
+    cdef Py_ssize_t start = 0, a
+    cdef bint into = out is not None
+    if into and not isinstance(out, bytearray):
+        raise TypeError("out must be a bytearray")
     try:
         _bincol_open(key, &kc, &kbv, &kbo, &kbd, &kheld)
         _bincol_open(value, &vc, &vbv, &vbo, &vbd, &vheld)
@@ -2026,10 +2033,17 @@ def encode_columns_v2(rows, Py_ssize_t n, key, value, timestamps, default_timest
             PyObject_GetBuffer(tsdata, &tv, PyBUF_SIMPLE)
             ts_held = True
             tp = <const int64_t*>tv.buf
-        cap = 1 << 16
-        buf = <unsigned char*>malloc(cap)
-        if buf == NULL:
-            raise MemoryError()
+        if into:
+            cap = len(out)
+            if cap < (1 << 16):
+                cap = 1 << 16
+                out[:] = b"\0" * cap
+            buf = <unsigned char*>PyByteArray_AS_STRING(out)
+        else:
+            cap = 1 << 16
+            buf = <unsigned char*>malloc(cap)
+            if buf == NULL:
+                raise MemoryError()
         for i in range(n):
             r = rp[i] if have_rows else i
             has_k = _bincol_get(&kc, r, &kp, &klen)
@@ -2063,23 +2077,28 @@ def encode_columns_v2(rows, Py_ssize_t n, key, value, timestamps, default_timest
                     inner += 1
                     rec = _size_varint(inner) + inner
                 if count and body_len + rec > c_max:
-                    out.append((PyBytes_FromStringAndSize(<const char*>buf, body_len), count,
-                                base_ts, max_ts))
+                    chunks.append((start, body_len, count, base_ts, max_ts))
+                    start += body_len
                     body_len = 0
                     count = 0
                     base_ts = ts
                     max_ts = ts
                     continue
                 break
-            need = body_len + rec
+            need = start + body_len + rec
             if need > cap:
                 while cap < need:
                     cap *= 2
-                nb = <unsigned char*>realloc(buf, cap)
-                if nb == NULL:
-                    raise MemoryError()
-                buf = nb
-            w = buf + body_len
+                if into:
+                    if PyByteArray_Resize(out, cap) < 0:
+                        raise MemoryError()
+                    buf = <unsigned char*>PyByteArray_AS_STRING(out)
+                else:
+                    nb = <unsigned char*>realloc(buf, cap)
+                    if nb == NULL:
+                        raise MemoryError()
+                    buf = nb
+            w = buf + start + body_len
             if encoded is not None:
                 memcpy(w, PyBytes_AS_STRING(encoded), rec)
             else:
@@ -2101,16 +2120,24 @@ def encode_columns_v2(rows, Py_ssize_t n, key, value, timestamps, default_timest
                 else:
                     w = _wr_varint(w, -1)
                 w[0] = 0
-            body_len = need
+            body_len = need - start
             count += 1
             if ts > max_ts:
                 max_ts = ts
         if count:
-            out.append((PyBytes_FromStringAndSize(<const char*>buf, body_len), count, base_ts,
-                        max_ts))
-        return out
+            chunks.append((start, body_len, count, base_ts, max_ts))
+        if into:
+            view = memoryview(out)
+            return [(view[a:a + m], c, b, x) for a, m, c, b, x in chunks]
+        result = []
+        for chunk in chunks:
+            a = chunk[0]
+            j = chunk[1]
+            result.append((PyBytes_FromStringAndSize(<const char*>(buf + a), j),) + chunk[2:])
+        return result
     finally:
-        free(buf)
+        if not into:
+            free(buf)
         _bincol_close(&kbv, &kbo, &kbd, kheld)
         _bincol_close(&vbv, &vbo, &vbd, vheld)
         if rows_held:
@@ -2171,6 +2198,48 @@ def partition_for_key(key, Py_ssize_t num_partitions):
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     return <Py_ssize_t>(_murmur2_obj(key) & 0x7FFFFFFFU) % num_partitions
+
+
+def partition_groups(parts, Py_ssize_t n, int num_partitions):
+    """Rows grouped by partition (a stable counting sort); see ``_kernel_py.partition_groups``."""
+    cdef Py_buffer pv
+    cdef const int32_t* pp
+    cdef int64_t* order
+    cdef Py_ssize_t* pos
+    cdef Py_ssize_t i
+    cdef int32_t q
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    PyObject_GetBuffer(parts, &pv, PyBUF_SIMPLE)
+    pos = <Py_ssize_t*>malloc((num_partitions + 1) * sizeof(Py_ssize_t))
+    try:
+        if pos == NULL:
+            raise MemoryError()
+        if pv.len < 4 * n:
+            raise ValueError(f"parts buffer holds {pv.len // 4} partitions, need {n}")
+        pp = <const int32_t*>pv.buf
+        for i in range(num_partitions + 1):
+            pos[i] = 0
+        for i in range(n):
+            q = pp[i]
+            if q < 0 or q >= num_partitions:
+                raise ValueError(f"row {i}: partition {q} is not in [0, {num_partitions})")
+            pos[q + 1] += 1
+        bounds = [0] * (num_partitions + 1)
+        for i in range(num_partitions):
+            pos[i + 1] += pos[i]
+            bounds[i + 1] = pos[i + 1]
+        result = PyBytes_FromStringAndSize(NULL, 8 * n)
+        order = <int64_t*>PyBytes_AS_STRING(result)
+        with nogil:
+            for i in range(n):
+                q = pp[i]
+                order[pos[q]] = i
+                pos[q] += 1
+        return result, bounds
+    finally:
+        free(pos)
+        PyBuffer_Release(&pv)
 
 
 def murmur2_partitions(key, Py_ssize_t n, int num_partitions):

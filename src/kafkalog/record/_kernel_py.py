@@ -915,7 +915,7 @@ def _col_ts(col, i: int, default: int) -> int:
 
 
 def encode_columns_v2(rows, n: int, key, value, timestamps, default_timestamp: int, headers,
-                      max_batch_bytes: int) -> list:
+                      max_batch_bytes: int, out: Optional[bytearray] = None) -> list:
     """Encode ``n`` rows of Arrow columns as v2 record bodies, split into producer-sized chunks.
 
     ``rows``: None (rows ``0..n-1``) or a buffer of ``n`` native int64 row indices, in output
@@ -927,8 +927,13 @@ def encode_columns_v2(rows, n: int, key, value, timestamps, default_timestamp: i
     A chunk ends before the record that would take its body over ``max_batch_bytes`` (a chunk
     always holds at least one record). Returns ``[(body, count, base_timestamp, max_timestamp)]``
     with offset deltas ``0..count-1`` and timestamp deltas from the chunk's first timestamp.
+    With a ``bytearray`` ``out`` the bodies are written into it one after the other (it is grown
+    as needed, never shrunk) and returned as memoryviews of it, so a caller that reuses ``out``
+    allocates nothing per call (the views must be released before the next call).
     """
-    out = []
+    if out is not None and not isinstance(out, bytearray):
+        raise TypeError("out must be a bytearray")
+    chunks = []
     body = bytearray()
     count = 0
     base_ts = max_ts = 0
@@ -943,7 +948,7 @@ def encode_columns_v2(rows, n: int, key, value, timestamps, default_timestamp: i
             base_ts = max_ts = ts
         _encode_one(rec, k, v, ts - base_ts, count, hdrs)
         if count and len(body) + len(rec) > max_batch_bytes:
-            out.append((bytes(body), count, base_ts, max_ts))
+            chunks.append((bytes(body), count, base_ts, max_ts))
             body = bytearray()
             count = 0
             base_ts = max_ts = ts
@@ -954,8 +959,19 @@ def encode_columns_v2(rows, n: int, key, value, timestamps, default_timestamp: i
         if ts > max_ts:
             max_ts = ts
     if count:
-        out.append((bytes(body), count, base_ts, max_ts))
-    return out
+        chunks.append((bytes(body), count, base_ts, max_ts))
+    if out is None:
+        return chunks
+    total = sum(len(c[0]) for c in chunks)
+    if len(out) < total:
+        out.extend(bytes(total - len(out)))
+    view = memoryview(out)
+    result, pos = [], 0
+    for body, count, base_ts, max_ts in chunks:
+        view[pos:pos + len(body)] = body
+        result.append((view[pos:pos + len(body)], count, base_ts, max_ts))
+        pos += len(body)
+    return result
 
 
 def _murmur2(data) -> int:
@@ -980,6 +996,29 @@ def _murmur2(data) -> int:
     h = (h * m) & 0xFFFFFFFF
     h ^= h >> 15
     return h
+
+
+def partition_groups(parts, n: int, num_partitions: int):
+    """Group ``n`` rows by partition: ``parts`` is a buffer of native int32 partitions (each in
+    ``[0, num_partitions)``, else ``ValueError``). Returns ``(order, bounds)``: ``order`` a bytes
+    buffer of int64 row indices sorted by partition (rows of one partition in their original
+    order) and ``bounds`` a list of ``num_partitions + 1`` positions in it: the rows of partition
+    ``p`` are ``order[bounds[p]:bounds[p + 1]]`` (in int64 units)."""
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    view = memoryview(parts).cast("B")
+    if len(view) < 4 * n:
+        raise ValueError(f"parts buffer holds {len(view) // 4} partitions, need {n}")
+    groups = [[] for _ in range(num_partitions)]
+    for i in range(n):
+        q = _COL_I.unpack_from(view, 4 * i)[0]
+        if not 0 <= q < num_partitions:
+            raise ValueError(f"row {i}: partition {q} is not in [0, {num_partitions})")
+        groups[q].append(i)
+    bounds = [0]
+    for g in groups:
+        bounds.append(bounds[-1] + len(g))
+    return _struct.pack(f"={n}q", *(i for g in groups for i in g)), bounds
 
 
 def murmur2_partitions(key, n: int, num_partitions: int) -> bytes:

@@ -39,10 +39,11 @@ write_varint = _impl.write_varint
 write_varlong = _impl.write_varlong
 RecordsEncoder = getattr(_impl, "RecordsEncoder", _kernel_py.RecordsEncoder)
 #: columnar (Arrow) kernels of kafkalog.spark: decode v2 bodies into column buffers, encode Arrow
-#: columns into v2 bodies, Kafka's murmur2 partitioner over a binary column
+#: columns into v2 bodies, Kafka's murmur2 partitioner over a binary column, rows by partition
 decode_columns_v2 = getattr(_impl, "decode_columns_v2", _kernel_py.decode_columns_v2)
 encode_columns_v2 = getattr(_impl, "encode_columns_v2", _kernel_py.encode_columns_v2)
 murmur2_partitions = getattr(_impl, "murmur2_partitions", _kernel_py.murmur2_partitions)
+partition_groups = getattr(_impl, "partition_groups", _kernel_py.partition_groups)
 #: Kafka's murmur2 of one key (signed Java int) and the default partitioner for one key
 murmur2 = getattr(_impl, "murmur2", _kernel_py.murmur2)
 partition_for_key = getattr(_impl, "partition_for_key", _kernel_py.partition_for_key)

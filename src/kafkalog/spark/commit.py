@@ -205,15 +205,25 @@ def recover_data_dir(data_dir: str) -> Optional[str]:
         return recover(mgr)
 
 
+#: a staging file at least this big (or half the topic's ``segment.bytes``) is moved into the log
+#: as a segment of its own; smaller ones are copied into the active segment
+MOVE_MIN_BYTES = 16 << 20
+
+
 def _append_files(log, paths: Sequence[str]) -> int:
     """Append the batches of staging files to ``log`` with :meth:`Log.append_file
-    <kafkalog.log.log.Log.append_file>` (validated and offset-assigned by the log layer, copied
-    from a private mapping of the file into the segment: no read into Python memory, no
-    re-encoding); returns the number of bytes appended."""
+    <kafkalog.log.log.Log.append_file>` (validated and offset-assigned by the log layer, no read
+    into Python memory, no re-encoding). Big files are moved into the log as new segments (their
+    ``baseOffset`` fields rewritten in place, then ``fdatasync``: no copy, nothing written twice);
+    small ones are copied into the active segment. Returns the number of bytes appended."""
     total = 0
+    move_min = min(MOVE_MIN_BYTES, max(log.segment_bytes // 2, 1))
     for path in paths:
-        info = log.append_file(path)
-        size = os.path.getsize(path)
+        try:
+            size = os.path.getsize(path)
+        except OSError as e:
+            raise KafkalogError(f"staging file missing: {e.strerror}", file=path) from None
+        info = log.append_file(path, move=size >= move_min)
         if max(info.valid_bytes, 0) != size:
             raise KafkalogError("staging file ends with a partial batch", file=path,
                                 position=max(info.valid_bytes, 0))

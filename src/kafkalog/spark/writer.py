@@ -35,8 +35,9 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from kafkalog.errors import InvalidRecordError
-from kafkalog.log.config import parse_properties
+from kafkalog.errors import InvalidRecordError, KafkalogError
+from kafkalog.log import fsutil
+from kafkalog.log.config import LogConfig, parse_properties
 from kafkalog.log.manager import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
 from kafkalog.record import kernel
 from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
@@ -131,33 +132,41 @@ class ArrowStager:
         self.task_tag = task_tag
         self.counts = topic_partition_counts(opts.path)
         self.codec = CODEC_IDS[opts.compression_type]
-        self.files: Dict[Tuple[str, int], StagedFile] = {}
-        self.handles: Dict[Tuple[str, int], int] = {}  # open staging file descriptors
+        self.files: List[StagedFile] = []      # in the order written
+        self.current: Dict[Tuple[str, int], _OpenStaging] = {}  # the file each tp is writing
         self.rng = random.Random()
-        self._batch_bytes: Dict[str, int] = {}
+        self.flusher = fsutil.BackgroundFlusher()
+        self.scratch = bytearray()             # record bodies of one encode call
+        self._limits: Dict[str, Tuple[int, int]] = {}
         self.write_seconds = 0.0
 
     def num_partitions(self, topic: str) -> int:
         return self.counts.get(topic) or self.opts.partitions
 
-    def max_batch_bytes(self, topic: str) -> int:
-        """``kafka.batch.size``, capped so that a batch fits the topic's ``segment.bytes`` (the
-        persisted topic config of an existing topic, else the ``topic.segment.bytes`` option)."""
-        cached = self._batch_bytes.get(topic)
+    def _topic_limits(self, topic: str) -> Tuple[int, int]:
+        """``(max batch bytes, max staging file bytes)`` of ``topic``: batches of
+        ``kafka.batch.size`` capped to fit ``max.message.bytes`` and ``segment.bytes`` (the
+        persisted config of an existing topic, else the ``topic.*`` options), staging files of at
+        most ``segment.bytes`` (each can become one segment at commit)."""
+        cached = self._limits.get(topic)
         if cached is None:
-            segment_bytes = None
+            conf: Mapping[str, str] = {}
             if topic in self.counts:
                 path = os.path.join(self.opts.path, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
                 if os.path.exists(path):
                     with open(path, "r", encoding="utf-8") as f:
-                        segment_bytes = parse_properties(f.read(1 << 20), file=path).get("segment.bytes")
+                        conf = parse_properties(f.read(1 << 20), file=path)
             else:
-                segment_bytes = self.opts.topic_config_dict.get("segment.bytes")
-            cached = self.opts.batch_size
-            if segment_bytes is not None:
-                cached = max(1, min(cached, int(segment_bytes) - RECORD_BATCH_OVERHEAD))
-            self._batch_bytes[topic] = cached
+                conf = self.opts.topic_config_dict
+            cfg = LogConfig(conf)
+            segment_bytes = cfg.segment_bytes
+            batch = min(self.opts.batch_size, cfg.max_message_bytes - RECORD_BATCH_OVERHEAD,
+                        segment_bytes - RECORD_BATCH_OVERHEAD)
+            cached = self._limits[topic] = (max(1, batch), segment_bytes)
         return cached
+
+    def max_batch_bytes(self, topic: str) -> int:
+        return self._topic_limits(topic)[0]
 
     def add_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
@@ -202,68 +211,118 @@ class ArrowStager:
             if parts is None:
                 groups = [(self.rng.randrange(count), None)]
             else:
-                uniq = pc.unique(parts).to_pylist()
-                if len(uniq) == 1:
-                    groups = [(uniq[0], None)]
+                if parts.offset:
+                    parts = pa.concat_arrays([parts])   # (a sliced array: its own buffer)
+                order, bounds = kernel.partition_groups(parts.buffers()[1], n, count)
+                present = [p for p in range(count) if bounds[p + 1] > bounds[p]]
+                if len(present) == 1:
+                    groups = [(present[0], None)]
                 else:
-                    groups = [(p, pc.indices_nonzero(pc.equal(parts, p)).cast(pa.int64()))
-                              for p in sorted(uniq)]
+                    view = memoryview(order)
+                    groups = [(p, view[8 * bounds[p]:8 * bounds[p + 1]]) for p in present]
         keys = _binary_buffers(key)
         values = _binary_buffers(cols["value"])
         stamps = _timestamp_buffers(cols.get("timestamp"))
         headers = _headers(cols.get("headers")) if self.opts.include_headers else None
         now_ms = int(time.time() * 1000)
-        for partition, idx in groups:
-            rows = None if idx is None else idx.buffers()[1]
-            m = n if idx is None else len(idx)
-            chunks = kernel.encode_columns_v2(rows, m, keys, values, stamps, now_ms, headers,
-                                              self.max_batch_bytes(topic))
-            self._write((topic, partition), chunks, m)
+        for partition, rows in groups:
+            m = n if rows is None else len(rows) // 8
+            # bodies are encoded into the reused scratch buffer (views of it, released when
+            # _write returns: nothing else may hold them)
+            self._write((topic, partition), kernel.encode_columns_v2(
+                rows, m, keys, values, stamps, now_ms, headers, self.max_batch_bytes(topic),
+                self.scratch), m)
 
     def _write(self, tp: Tuple[str, int], chunks: list, records: int) -> None:
         t0 = time.perf_counter()
-        fd = self.handles.get(tp)
-        if fd is None:
-            path = f"{self.staging_prefix}.{self.task_tag}.{len(self.files)}"
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = self.handles[tp] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            self.files[tp] = StagedFile(tp[0], tp[1], path, 0)
         codec = self.codec
-        parts = []
-        for body, count, base_ts, max_ts in chunks:
+        file_limit = self._topic_limits(tp[0])[1]
+        cur = self.current.get(tp)
+        in_file = (cur.size, cur.records) if cur is not None else (0, 0)  # before `parts`
+        parts: list = []
+        size = 0
+        count = 0
+        for body, n, base_ts, max_ts in chunks:
             if codec:
                 body = compress(codec, body, magic=2)
-            parts.append(v2_header(body, base_offset=0, attributes=codec,
-                                   last_offset_delta=count - 1, base_timestamp=base_ts,
+            if in_file[0] and in_file[0] + size + len(body) + RECORD_BATCH_OVERHEAD > file_limit:
+                self._flush_parts(tp, parts, size, count)   # this file is full: start the next
+                self._close(tp)
+                parts, size, count, in_file = [], 0, 0, (0, 0)
+            # offsets counted from 0 in each staging file: a file that starts a new partition
+            # needs no offset rewrite at commit
+            parts.append(v2_header(body, base_offset=in_file[1] + count, attributes=codec,
+                                   last_offset_delta=n - 1, base_timestamp=base_ts,
                                    max_timestamp=max_ts, producer_id=-1, producer_epoch=-1,
-                                   base_sequence=-1, count=count, partition_leader_epoch=-1))
-            parts.append(body)
-        _write_all(fd, parts)  # header and body of each batch without concatenating them
-        staged = self.files[tp]
-        self.files[tp] = StagedFile(tp[0], tp[1], staged.path, staged.records + records)
+                                   base_sequence=-1, count=n, partition_leader_epoch=-1))
+            parts.append(body)   # header and body of each batch, written without concatenating
+            size += RECORD_BATCH_OVERHEAD + len(body)
+            count += n
+        self._flush_parts(tp, parts, size, count)
         self.write_seconds += time.perf_counter() - t0
 
+    def _flush_parts(self, tp: Tuple[str, int], parts: list, size: int, records: int) -> None:
+        if not parts:
+            return
+        cur = self.current.get(tp)
+        if cur is None:
+            path = f"{self.staging_prefix}.{self.task_tag}.{len(self.files)}"
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            cur = self.current[tp] = _OpenStaging(fd, path, len(self.files))
+            self.files.append(StagedFile(tp[0], tp[1], path, 0))
+        _write_all(cur.fd, parts)
+        cur.size += size
+        cur.records += records
+        if cur.size - cur.synced >= _SYNC_BYTES:
+            # make the file durable while Spark computes the next rows (disk writes at the pace
+            # of the task, not in one burst in the commit, whose fdatasync then has little to do)
+            self.flusher.submit(cur.fd, cur.path)
+            cur.synced = cur.size
+        staged = self.files[cur.index]
+        self.files[cur.index] = StagedFile(tp[0], tp[1], staged.path, staged.records + records)
+
+    def _close(self, tp: Tuple[str, int]) -> None:
+        cur = self.current.pop(tp)
+        self.flusher.release(cur.fd, cur.path)
+
     def finish(self) -> StagedWrite:
-        # no fsync: staging files only need to survive until this job's commit, which fails (and
-        # rolls back) on a missing or torn staging file; the commit fsyncs the logs it appends to
+        # a staging file missing or torn at commit fails the commit, which rolls back
         t0 = time.perf_counter()
-        for fd in self.handles.values():
-            os.close(fd)
-        self.handles.clear()
+        for tp in list(self.current):
+            self._close(tp)
+        self.flusher.close()      # staging files durable: the commit only syncs its own changes
         self.write_seconds += time.perf_counter() - t0
-        return StagedWrite(sorted(self.files.values(), key=lambda s: (s.topic, s.partition)))
+        return StagedWrite(sorted(self.files, key=lambda s: (s.topic, s.partition)))
 
     def discard(self) -> None:
         """A failed task: close and delete what it staged (the job's abort sweeps again)."""
-        for fd in self.handles.values():
-            os.close(fd)
-        self.handles.clear()
-        for f in self.files.values():
+        for cur in self.current.values():
+            self.flusher.release(cur.fd, cur.path)
+        self.current.clear()
+        try:
+            self.flusher.close()
+        except KafkalogError:
+            pass
+        for f in self.files:
             try:
                 os.unlink(f.path)
             except OSError:
                 pass
 
+
+@dataclass
+class _OpenStaging:
+    fd: int
+    path: str
+    index: int            # in ArrowStager.files
+    size: int = 0
+    records: int = 0
+    synced: int = 0       # bytes handed to the flusher
+
+
+#: a staging file is synced in the background every this many bytes
+_SYNC_BYTES = 8 << 20
 
 _IOV_MAX = 512
 

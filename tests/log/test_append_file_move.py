@@ -1,0 +1,105 @@
+"""``Log.append_file(path, move=True)``: a staged file of whole batches becomes a segment of its
+own (offsets rewritten in place, no copy), with exactly the bytes, indexes and result that
+rolling and appending the same batches would give; everything else falls back to the copy."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.log._encode import encode_v2_batch
+from kafkalog.log.log import Log
+
+CFG = {"segment.bytes": 1_000_000, "index.interval.bytes": 4096}
+
+
+def _batches(n: int, start: int = 0, size: int = 300) -> bytes:
+    return b"".join(encode_v2_batch([(b"k%d" % (start + i), b"v" * size)] * 20,
+                                    default_timestamp=1000 + start + i) for i in range(n))
+
+
+def _files(log_dir) -> dict:
+    return {name: open(os.path.join(log_dir, name), "rb").read()
+            for name in sorted(os.listdir(log_dir)) if name.endswith((".log", ".index", ".timeindex"))}
+
+
+def _records(log):
+    return [(r.offset, r.key, r.value, r.timestamp) for r in log.records()]
+
+
+def test_moved_file_is_the_segment_a_roll_and_append_would_build(tmp_path):
+    data = _batches(100, start=10)
+    staged = tmp_path / "staged"
+    staged.write_bytes(data)
+    moved, ref = Log.open(str(tmp_path / "moved-0"), CFG), Log.open(str(tmp_path / "ref-0"), CFG)
+    for log in (moved, ref):
+        log.append(_batches(3))
+    ref.roll()
+    info_ref = ref.append(data)
+    info = moved.append_file(str(staged), move=True)
+    assert info == info_ref and info.first_offset == 60 and info.num_records == 2000
+    assert not staged.exists()                                    # moved, not copied
+    assert [s.base_offset for s in moved.segments] == [0, 60]
+    assert _records(moved) == _records(ref)
+    moved.append(_batches(2, start=500))                          # the moved segment is active
+    ref.append(_batches(2, start=500))
+    assert [s.base_offset for s in moved.segments] == [0, 60]
+    moved.close()
+    ref.close()
+    assert _files(moved.dir) == _files(ref.dir)                   # same .log and index bytes
+    for recovery_point in (None, 0):                              # clean open, full recovery
+        kwargs = {} if recovery_point is None else {"recovery_point": recovery_point}
+        with Log.open(str(tmp_path / "moved-0"), CFG, **kwargs) as again:
+            assert again.log_end_offset == 60 + 2000 + 40
+            assert _records(again)[-1][0] == 2099
+
+
+def test_move_into_a_new_log_replaces_its_empty_segment(tmp_path):
+    staged = tmp_path / "staged"
+    staged.write_bytes(_batches(10))
+    log = Log.open(str(tmp_path / "t-0"), CFG)
+    info = log.append_file(str(staged), move=True)
+    assert (info.first_offset, info.last_offset) == (0, 199)
+    assert [s.base_offset for s in log.segments] == [0] and log.active_segment.size == len(_batches(10))
+    assert [r.offset for r in log.records()] == list(range(200))
+    log.close()
+    assert sorted(n for n in os.listdir(log.dir) if ".log" in n or "index" in n) == [
+        "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"]
+
+
+def test_move_falls_back_to_copy_when_the_file_is_not_one_segment(tmp_path):
+    """Bigger than segment.bytes: copied in segment-sized chunks exactly as append() would."""
+    data = _batches(300)
+    assert len(data) > 2 * 100_000
+    cfg = dict(CFG, **{"segment.bytes": 100_000})
+    staged = tmp_path / "staged"
+    staged.write_bytes(data)
+    a, b = Log.open(str(tmp_path / "a-0"), cfg), Log.open(str(tmp_path / "b-0"), cfg)
+    assert b.append_file(str(staged), move=True) == a.append(data)
+    a.close()
+    b.close()
+    assert _files(a.dir) == _files(b.dir)
+
+
+def test_move_keeps_nothing_of_a_torn_or_corrupt_file(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), CFG)
+    log.append(_batches(2))
+    torn = tmp_path / "torn"
+    torn.write_bytes(_batches(5) + _batches(1)[:30])
+    info = log.append_file(str(torn), move=True)
+    # whole batches are appended (copied), the torn tail is not: valid_bytes says where it ends
+    assert info.valid_bytes == len(_batches(5)) and log.log_end_offset == 140
+    assert [s.base_offset for s in log.segments] == [0]           # not moved
+    bad = bytearray(_batches(5))
+    bad[-3] ^= 0x01
+    corrupt = tmp_path / "corrupt"
+    corrupt.write_bytes(bytes(bad))
+    with pytest.raises(CorruptRecordError) as err:
+        log.append_file(str(corrupt), move=True)
+    assert err.value.file == str(corrupt) and err.value.position == len(_batches(4))
+    assert log.log_end_offset == 140 and [s.base_offset for s in log.segments] == [0]
+    with pytest.raises(KafkalogError, match="cannot open"):
+        log.append_file(str(tmp_path / "missing"), move=True)
+    log.close()
