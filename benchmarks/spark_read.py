@@ -8,8 +8,10 @@ through Spark, then measures (same run, same session, best of 2):
 * reading 1,000 records at a known offset with pushdown vs the same read without pushdown
   (goal >= 100x at 10 M records), the same 1,000 records found by timestamp through the
   ``.timeindex`` (``startingTimestamp``/``endingTimestamp``, the Kafka source's offsetsForTimes),
-  and, for scale, the fixed cost of a Spark query: ``spark.range(1000).collect()`` and a trivial
-  Python data source (one task, one row) with ``pushFilters``.
+  and, for scale, the fixed cost of a Spark query: ``spark.range(1000).collect()``, a trivial
+  Python data source (one task, one row) with ``pushFilters``, and a source returning the same
+  1,000 rows pre-built (the floor of any point read through the Python Data Source API); the
+  bytes of ``.log`` each read walks (``read.bytes`` of ``$KAFKALOG_SPARK_PROFILE``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import tempfile
 import time
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+PROFILE = tempfile.mktemp(prefix="kafkalog-rprof-")
+os.environ["KAFKALOG_SPARK_PROFILE"] = PROFILE  # inherited by the executors' Python workers
 
 import pyarrow as pa  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
@@ -67,6 +71,37 @@ class ArrowReference(DataSource):
 
     def reader(self, schema):
         return _RefReader(int(self.options["rows"]), int(self.options["parts"]))
+
+
+class _Rows1000Reader(DataSourceReader):
+    """The floor of the point read: the same 1,000 rows (same schema) as one pre-built Arrow
+    batch from one task, with ``pushFilters`` (every filter left to Spark)."""
+
+    def pushFilters(self, filters):
+        return list(filters)
+
+    def partitions(self):
+        return [InputPartition(0)]
+
+    def read(self, part):
+        n = 1000
+        yield pa.RecordBatch.from_arrays([
+            pa.array([b"k" * 16] * n, pa.binary()), pa.array([b"v" * 100] * n, pa.binary()),
+            pa.array(["bench"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
+            pa.array(range(n), pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array([0] * n, pa.int32())], schema=source_arrow_schema(False))
+
+
+class Rows1000Source(DataSource):
+    @classmethod
+    def name(cls):
+        return "kafkalog_bench_rows1000"
+
+    def schema(self):
+        return source_schema(False)
+
+    def reader(self, schema):
+        return _Rows1000Reader()
 
 
 class _TrivialReader(DataSourceReader):
@@ -127,6 +162,19 @@ def fixed_costs(spark):
             min(timed(plain.collect) for _ in range(5)))
 
 
+def profile_sum(name: str) -> float:
+    """Sum of the ``name`` lines of the profile written since the last call (then cleared)."""
+    total = 0.0
+    if os.path.exists(PROFILE):
+        with open(PROFILE) as f:
+            for line in f:
+                key, value = line.split()
+                if key == name:
+                    total += float(value)
+        os.unlink(PROFILE)
+    return total
+
+
 def timed(fn) -> float:
     t = time.perf_counter()
     fn()
@@ -174,10 +222,22 @@ def main() -> None:
         nopush = spark.read.format("kafkalog").option("subscribe", "bench") \
             .option("pushFilters", "false").load(data)
         assert kl.filter(where).count() == 1000
+        profile_sum("read.bytes")
         t_push = min(timed(lambda: kl.filter(where).collect()) for _ in range(5))
+        bytes_push = profile_sum("read.bytes") / 5
         t_nopush = timed(lambda: nopush.filter(where).collect())
+        bytes_nopush = profile_sum("read.bytes")
         print(f"1,000 records at offset {at}: pushdown {t_push:.3f} s, no pushdown {t_nopush:.2f} s, "
               f"ratio {t_nopush / t_push:.0f}x (target >= 100x at 10 M records)")
+        print(f"  .log bytes walked: pushdown {bytes_push:,.0f}, no pushdown {bytes_nopush:,.0f} "
+              f"({bytes_nopush / max(bytes_push, 1):,.0f}x less with pushdown)")
+        spark.dataSource.register(Rows1000Source)
+        floor_df = spark.read.format("kafkalog_bench_rows1000").load().filter("partition = 0")
+        floor_df.collect()
+        t_floor = min(timed(floor_df.collect) for _ in range(5))
+        print(f"  floor: a source returning the same 1,000 rows pre-built (one task) {t_floor:.3f} s; "
+              f"the pushdown read costs {t_push / t_floor:.2f}x that floor; no pushdown / floor = "
+              f"{t_nopush / t_floor:.0f}x is the highest ratio any source can show here")
         by_opts = spark.read.format("kafkalog").option("assign", '{"bench":[0]}') \
             .option("startingOffsets", '{"bench":{"0":%d}}' % at) \
             .option("endingOffsets", '{"bench":{"0":%d}}' % (at + 1000)) \
@@ -205,6 +265,8 @@ def main() -> None:
     finally:
         shutil.rmtree(data, ignore_errors=True)
         shutil.rmtree(data + "-parquet", ignore_errors=True)
+        if os.path.exists(PROFILE):
+            os.unlink(PROFILE)
         spark.stop()
 
 

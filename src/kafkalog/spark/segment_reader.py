@@ -24,6 +24,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.record.constants import TimestampType
 from kafkalog.record.control import parse_control_key
 from kafkalog.spark.arrow_batches import MAX_DATA_BYTES, ColumnBuilder
+from kafkalog.spark.commit import profile
 from kafkalog.spark.log_view import PartitionDir, iter_segment_batches
 
 CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE = 0, 1, -1
@@ -123,7 +124,9 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
         if start >= end:
             return
     builder = ColumnBuilder(pdir.topic, pdir.partition, include_headers)
+    visited = 0                        # bytes of .log walked (for $KAFKALOG_SPARK_PROFILE)
     for seg, batch in iter_segment_batches(pdir, start):
+        visited += batch.end_position - batch.position
         if batch.last_offset < start:
             continue
         if batch.magic >= 2 and batch.base_offset >= end:
@@ -139,6 +142,7 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
         if batch.last_offset >= end - 1:
             break
     last = builder.flush()
+    profile("read.bytes", visited)
     if last is not None:
         yield last
 
