@@ -5,7 +5,7 @@ Writes N records (16-byte keys, 100-byte values) through Spark into a kafkalog t
 the log layer) and, in the same session, into an Arrow writer that discards its input; prints both
 times and the ratio (goal >= 80%), with the time of each phase of the kafkalog write (from
 ``$KAFKALOG_SPARK_PROFILE``: per task the wait for Spark's input, the kernel encode, the staging
-write; in the driver's commit the append into the logs, the fsync, the whole commit) and the ratio
+write and, part of it, the final sync; in the driver's commit the append into the logs, the fsync, the whole commit) and the ratio
 of each alternating pair of runs (the machine is noisy).
 """
 
@@ -108,7 +108,8 @@ def main() -> None:
               f"{', '.join(f'{t:.2f}' for t in times)} s")
         print("phases of the best kafkalog write (task phases: mean per task, "
               f"{args.partitions} tasks in parallel; commit phases: per partition, in parallel):")
-        for name in ("task.input", "task.encode", "task.staging_write", "commit.append",
+        for name in ("task.input", "task.encode", "task.staging_write", "task.final_sync",
+                     "commit.append",
                      "commit.flush", "commit.append+flush", "commit.total"):
             total, count = prof.get(name, (0.0, 0))
             print(f"  {name:<20} {total / max(count, 1):6.2f} s")

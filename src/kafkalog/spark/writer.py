@@ -139,6 +139,7 @@ class ArrowStager:
         self.scratch = bytearray()             # record bodies of one encode call
         self._limits: Dict[str, Tuple[int, int]] = {}
         self.write_seconds = 0.0
+        self.finish_seconds = 0.0
 
     def num_partitions(self, topic: str) -> int:
         return self.counts.get(topic) or self.opts.partitions
@@ -292,7 +293,8 @@ class ArrowStager:
         for tp in list(self.current):
             self._close(tp)
         self.flusher.close()      # staging files durable: the commit only syncs its own changes
-        self.write_seconds += time.perf_counter() - t0
+        self.finish_seconds = time.perf_counter() - t0
+        self.write_seconds += self.finish_seconds
         return StagedWrite(sorted(self.files, key=lambda s: (s.topic, s.partition)))
 
     def discard(self) -> None:
@@ -372,6 +374,7 @@ def stage_task(opts: WriteOptions, prefix: str, iterator: Iterator[pa.RecordBatc
     profile("task.input", waited)
     profile("task.encode", total - waited - stager.write_seconds)
     profile("task.staging_write", stager.write_seconds)
+    profile("task.final_sync", stager.finish_seconds)
     return result
 
 
