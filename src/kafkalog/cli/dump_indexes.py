@@ -33,12 +33,16 @@ def _sibling_scan(path: str, suffix: str):
     return scan_log(log) if os.path.exists(log) else None
 
 
-def dump_offset_index(path: str, opts: DumpOptions) -> int:
-    """``.index``: entries, ``--index-sanity-check``, ``--verify-index-only``, mismatches."""
-    size = os.path.getsize(path)
+def _sanity_check_or_empty(path: str, opts: DumpOptions, kind: str, entry_size: int):
+    """What the offset and time index dumpers share: ``--index-sanity-check`` (Kafka's
+    ``sanityCheck`` of the ``OffsetIndex``/``TimeIndex``) and the empty-file report. Returns the
+    exit code when one of them answered, None when the entries are to be dumped."""
     if opts.index_sanity_check:
-        from kafkalog.log.offset_index import OffsetIndex
-        idx = OffsetIndex.open_read_only(path)
+        if kind == "offset_index":
+            from kafkalog.log.offset_index import OffsetIndex as index_cls
+        else:
+            from kafkalog.log.time_index import TimeIndex as index_cls
+        idx = index_cls.open_read_only(path)
         try:
             idx.sanity_check()
         finally:
@@ -50,12 +54,20 @@ def dump_offset_index(path: str, opts: DumpOptions) -> int:
         else:
             opts.out.write(f"{path} passed sanity check.\n")
         return 0
-    if size < 8:
+    if os.path.getsize(path) < entry_size:
         if opts.json:
             _j(opts, {"type": "summary", "file": path, "entries": 0, "empty": True})
         else:
             opts.out.write(f"{path} is empty.\n")
         return 0
+    return None
+
+
+def dump_offset_index(path: str, opts: DumpOptions) -> int:
+    """``.index``: entries, ``--index-sanity-check``, ``--verify-index-only``, mismatches."""
+    done = _sanity_check_or_empty(path, opts, "offset_index", 8)
+    if done is not None:
+        return done
     res = check_offset_index(path, _sibling_scan(path, ".index"))
     if opts.json:
         if not opts.verify_index_only:
@@ -82,27 +94,9 @@ def dump_offset_index(path: str, opts: DumpOptions) -> int:
 def dump_time_index(path: str, opts: DumpOptions) -> int:
     """``.timeindex``: entries, ``--index-sanity-check``, ``--verify-index-only``, the three
     reports of kafka-dump-log.sh."""
-    size = os.path.getsize(path)
-    if opts.index_sanity_check:
-        from kafkalog.log.time_index import TimeIndex
-        idx = TimeIndex.open_read_only(path)
-        try:
-            idx.sanity_check()
-        finally:
-            close = getattr(idx, "close_handler", None) or getattr(idx, "close", None)
-            if callable(close):
-                close()
-        if opts.json:
-            _j(opts, {"type": "sanityCheck", "file": path, "passed": True})
-        else:
-            opts.out.write(f"{path} passed sanity check.\n")
-        return 0
-    if size < 12:
-        if opts.json:
-            _j(opts, {"type": "summary", "file": path, "entries": 0, "empty": True})
-        else:
-            opts.out.write(f"{path} is empty.\n")
-        return 0
+    done = _sanity_check_or_empty(path, opts, "time_index", 12)
+    if done is not None:
+        return done
     res = check_time_index(path, _sibling_scan(path, ".timeindex"))
     ap = os.path.abspath(path)
     if opts.json:
