@@ -4,9 +4,9 @@ The driver-side ``commit()`` of a Spark write opens the data directory with the 
 :class:`~kafkalog.log.manager.LogManager` (which takes ``.lock``, recovers after an unclean
 shutdown, and on close writes the checkpoints and ``.kafka_cleanshutdown``), creates missing topics
 with their ``topic.<key>`` configs (persisted by ``LogManager.create_topic``) and appends the
-staged batches with :meth:`kafkalog.log.log.Log.append` (many producer-built batches per call,
-offsets assigned in place, never re-encoded; producer state, indexes, rolls and the recovery point
-are the log's).
+staging files with :meth:`kafkalog.log.log.Log.append_file` (validated like ``Log.append``,
+offsets assigned in place, never re-encoded; big files are moved into the log as segments, small
+ones copied; producer state, indexes, rolls and the recovery point are the log's).
 
 Commit protocol (``<DATA_DIR>/.kafkalog-commit``, a JSON file written atomically: ``.tmp``,
 fsync, rename, fsync dir):
@@ -16,6 +16,8 @@ fsync, rename, fsync dir):
    ...], "sink": ..., "batchId": ...}`` listing the log end offset of every partition about to be
    appended.
 3. Append every partition, then flush each log (data durable); partitions in parallel threads.
+   A moved staging file is ``fdatasync``-ed before it is renamed into its partition directory,
+   so a crash leaves either the staging file or a complete segment (removed by the rollback).
 4. Rewrite the intent with ``"state": "committed"``: **the commit point**.
 5. Streaming sink only: record ``batchId`` in ``<DATA_DIR>/.kafkalog-sink-<sink id>``.
 6. Delete the intent.
