@@ -24,10 +24,9 @@ def _too_long(what: str, pos: int) -> InvalidRecordError:
     return InvalidRecordError(f"Found invalid record structure: {what} is too long", position=pos)
 
 
-def read_unsigned_varint(buf, pos: int, end: int | None = None, what: str = "varint") -> tuple[int, int]:
-    """Read an unsigned 32-bit varint at ``pos``; returns ``(value, new_pos)``."""
-    if end is None:
-        end = len(buf)
+def _read_unsigned(buf, pos: int, end: int, what: str, max_shift: int, mask: int) -> tuple[int, int]:
+    """The varint loop: at most ``max_shift // 7 + 1`` bytes (5 for a varint, 10 for a varlong),
+    the value masked to 32 or 64 bits; returns ``(value, new_pos)``."""
     start = pos
     value = 0
     shift = 0
@@ -39,25 +38,34 @@ def read_unsigned_varint(buf, pos: int, end: int | None = None, what: str = "var
         if b & 0x80:
             value |= (b & 0x7F) << shift
             shift += 7
-            if shift > 28:
+            if shift > max_shift:
                 raise _too_long(what, start)
         else:
             value |= b << shift
-            return value & _M32, pos
+            return value & mask, pos
+
+
+def _check_position(pos: int, end: int) -> None:
+    if pos < 0 or pos > end:
+        raise InvalidRecordError(f"Found invalid record structure: position {pos} outside the buffer",
+                                 position=pos)
+
+
+def read_unsigned_varint(buf, pos: int, end: int | None = None, what: str = "varint") -> tuple[int, int]:
+    """Read an unsigned 32-bit varint at ``pos``; returns ``(value, new_pos)``."""
+    return _read_unsigned(buf, pos, len(buf) if end is None else end, what, 28, _M32)
 
 
 def read_varint(buf, pos: int, end: int | None = None, what: str = "varint") -> tuple[int, int]:
     """Read a zig-zag varint at ``pos``; returns ``(value, new_pos)``."""
     if end is None:
         end = len(buf)
-    if pos < 0 or pos > end:
-        raise InvalidRecordError(f"Found invalid record structure: position {pos} outside the buffer",
-                                 position=pos)
+    _check_position(pos, end)
     if pos < end:
         b = buf[pos]
         if not b & 0x80:
             return (b >> 1) ^ -(b & 1), pos + 1
-    v, pos = read_unsigned_varint(buf, pos, end, what)
+    v, pos = _read_unsigned(buf, pos, end, what, 28, _M32)
     return (v >> 1) ^ -(v & 1), pos
 
 
@@ -65,26 +73,9 @@ def read_varlong(buf, pos: int, end: int | None = None, what: str = "varlong") -
     """Read a zig-zag varlong at ``pos``; returns ``(value, new_pos)``."""
     if end is None:
         end = len(buf)
-    if pos < 0 or pos > end:
-        raise InvalidRecordError(f"Found invalid record structure: position {pos} outside the buffer",
-                                 position=pos)
-    start = pos
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _underflow(what, start)
-        b = buf[pos]
-        pos += 1
-        if b & 0x80:
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if shift > 63:
-                raise _too_long(what, start)
-        else:
-            value |= b << shift
-            value &= _M64
-            return (value >> 1) ^ -(value & 1), pos
+    _check_position(pos, end)
+    v, pos = _read_unsigned(buf, pos, end, what, 63, _M64)
+    return (v >> 1) ^ -(v & 1), pos
 
 
 def write_unsigned_varint(value: int) -> bytes:
