@@ -188,3 +188,23 @@ def test_installed_command_subprocess(data_dir):
     p = subprocess.run([exe, "verify", str(data_dir / "nope")], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_verify_finds_a_base_offset_off_by_one(tmp_path):
+    """A v2 batch whose baseOffset gained 1 leaves a gap (legal after compaction) and overlaps
+    the next batch (never legal): verify reports the overlap."""
+    from kafkalog.log._encode import encode_v2_batch
+    from kafkalog.log.log import Log
+    log = Log.open(str(tmp_path / "t-0"), {})
+    for i in range(3):
+        log.append(encode_v2_batch([(b"k", b"v%d" % i)] * 3, default_timestamp=1000 + i))
+    second = log.segments[0].log.size // 3        # the batches are the same size
+    log.close()
+    path = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[second + 7] ^= 1                          # baseOffset 3 -> 2: overlaps batch 0..2
+    path.write_bytes(bytes(data))
+    res = CliRunner().invoke(main, ["verify", "--no-progress", str(tmp_path / "t-0")])
+    assert res.exit_code == 1
+    findings = [json.loads(line) for line in res.output.splitlines() if '"finding"' in line]
+    assert [(f["check"], f["position"]) for f in findings] == [("offsets", second)]

@@ -13,7 +13,6 @@ import time
 
 import pytest
 
-from kafkalog.log import _indexes  # noqa: F401 (compat)
 from kafkalog.log.log import Log
 
 WRITER = os.path.join(os.path.dirname(__file__), "crash_writer.py")
@@ -54,13 +53,13 @@ def _verify(path: str, expected: dict) -> int:
         # indexes agree with the data
         for seg in log.segments:
             oi = seg.offset_index
-            for n in range(_indexes.offset_entries(oi)):
+            for n in range(oi.entries):
                 off, pos = _entry(oi, n)
                 h = next(seg.log.iter_headers(pos))
                 assert h.last_offset == off and h.position == pos
             ti = seg.time_index
             prev = -2
-            for n in range(_indexes.time_entries(ti)):
+            for n in range(ti.entries):
                 ts, off = _tentry(ti, n)
                 assert ts > prev and seg.base_offset <= off < leo
                 prev = ts

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 from kafkalog.errors import CorruptRecordError, LogSegmentOffsetOverflowError
-from kafkalog.log import _indexes  # noqa: F401 (compat)
 from kafkalog.log.segment import LogSegment, RollParams
 
 from .conftest import BASE_TS, v2_batch, legacy_batch
@@ -99,9 +98,9 @@ def test_truncate_resizes_indexes_of_reopened_segment(seg_dir):
     s.on_become_inactive_segment()
     s.close()
     s2 = seg(seg_dir, file_already_exists=True)
-    assert _indexes.offset_is_full(s2.offset_index)
+    assert s2.offset_index.is_full()
     s2.truncate_to(0)
-    assert not _indexes.offset_is_full(s2.offset_index)
+    assert not s2.offset_index.is_full()
     assert not s2.should_roll(RollParams(10**9, 10**9, BASE_TS, 0, 10, BASE_TS))
 
 
@@ -153,14 +152,14 @@ def test_recover_rebuilds_garbage_indexes(seg_dir):
     s = seg(seg_dir)
     for i in range(50):
         put(s, i)
-    n_entries = _indexes.offset_entries(s.offset_index)
+    n_entries = s.offset_index.entries
     s.close()
     for suffix in (".index", ".timeindex"):
         p = seg_dir / f"{0:020d}{suffix}"
         p.write_bytes(os.urandom(p.stat().st_size))
     s = seg(seg_dir, file_already_exists=True)
     assert s.recover() == 0
-    assert _indexes.offset_entries(s.offset_index) == n_entries
+    assert s.offset_index.entries == n_entries
     for i in range(50):
         assert s.read(i, 1).fetch_offset_metadata.message_offset == i
         assert int.from_bytes(s.read(i, 10).read()[:8], "big") == i

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log import _indexes
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
 
@@ -318,7 +317,7 @@ def _check_indexes(log, fail) -> None:
                      f"range [{seg.base_offset}, {nxt})")
         oi = seg.offset_index
         prev = (-1, -1)
-        for n in range(_indexes.offset_entries(oi)):
+        for n in range(oi.entries):
             e = oi.entry(n)
             off, pos = (e[0], e[1])
             if pos not in heads:
@@ -328,7 +327,7 @@ def _check_indexes(log, fail) -> None:
             prev = (off, pos)
         ti = seg.time_index
         prev_ts = None
-        for n in range(_indexes.time_entries(ti)):
+        for n in range(ti.entries):
             e = ti.entry(n)
             ts, off = e[0], e[1]
             if not (seg.base_offset <= off < max(nxt, seg.base_offset + 1)) or \

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional
 
 from kafkalog.errors import CleanerError, CorruptRecordError, KafkalogError
-from kafkalog.log import _indexes, fsutil
+from kafkalog.log import fsutil
 from kafkalog.log.segment import LogSegment
 from kafkalog.record.records import iter_batches
 
@@ -145,8 +145,8 @@ class _CleanedOutput:
         if seg.size + self._pending() > 0 and (
                 seg.size + self._pending() + size > self.segment_bytes
                 or fb.last_offset - seg.base_offset > INT_MAX
-                or _indexes.offset_is_full(seg.offset_index)
-                or _indexes.time_is_full(seg.time_index)):
+                or seg.offset_index.is_full()
+                or seg.time_index.is_full()):
             self.flush()
             self._finish_segment(seg, None)
             base = fb.base_offset if fb.base_offset >= 0 else fb.last_offset
@@ -303,7 +303,7 @@ class Cleaner:
                      txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
         m = self.offset_map
         try:
-            position = _indexes.offset_lookup(seg.offset_index, start)[1] if seg.size else 0
+            position = seg.offset_index.lookup(start)[1] if seg.size else 0
         except KafkalogError:
             position = 0
         if position > seg.size:

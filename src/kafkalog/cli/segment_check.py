@@ -165,6 +165,11 @@ def scan_log(path: str, *, deep: bool = False) -> LogScan:
             if last <= prev_last:
                 add(Finding("error", "offsets", path, pos, f"offsets not increasing: {last} after "
                             f"{prev_last}", {"lastOffset": last, "previousLastOffset": prev_last}))
+            elif magic == 2 and offset <= prev_last:
+                # a v2 batch starts after the previous one ends (gaps are legal: compaction)
+                add(Finding("error", "offsets", path, pos, f"batch {offset}..{last} overlaps the "
+                            f"previous batch, which ends at {prev_last}",
+                            {"baseOffset": offset, "previousLastOffset": prev_last}))
             if last - base > INT_MAX:
                 add(Finding("error", "offsets", path, pos, f"offset {last} cannot be stored relative to "
                             f"the base offset {base} (int32 overflow)"))
