@@ -147,3 +147,29 @@ def test_corrupt_staging_file_rolls_the_commit_back(tmp_path):
     with pytest.raises(Exception, match="partial batch"):
         commit_staged(str(tmp_path / "d"), {("t", 0): [str(torn)]}, job_id="k")
     assert _leo(tmp_path / "d", 0) == 0
+
+
+def test_staging_files_are_rolled_at_segment_bytes(tmp_path):
+    """Every staging file fits one segment (so the commit can move it), offsets count from 0 in
+    each file, and the files hold every row once, in order."""
+    from kafkalog.record.records import iter_batches
+    from kafkalog.spark import writer
+    from kafkalog.spark.options import parse_write_options
+    opts = parse_write_options({"path": str(tmp_path), "topic": "t", "partitions": "1",
+                                "topic.segment.bytes": "65536"})
+    stager = writer.ArrowStager(opts, writer.staging_prefix(str(tmp_path), "job"), "task")
+    for lo in range(0, 20000, 7000):   # input batches bigger than a segment
+        n = min(7000, 20000 - lo)
+        stager.add_batch(pa.record_batch({"value": pa.array([b"v%06d" % i + b"x" * 40
+                                                             for i in range(lo, lo + n)])}))
+    staged = stager.finish()
+    assert len(staged.files) > 10 and sum(f.records for f in staged.files) == 20000
+    values = []
+    for f in staged.files:
+        data = open(f.path, "rb").read()
+        assert len(data) <= 65536
+        batches = list(iter_batches(data))
+        assert batches[0].base_offset == 0
+        assert all(b.base_offset == a.last_offset + 1 for a, b in zip(batches, batches[1:]))
+        values += [r.value[:7] for b in batches for r in b]
+    assert values == [b"v%06d" % i for i in range(20000)]

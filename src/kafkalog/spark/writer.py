@@ -246,7 +246,8 @@ class ArrowStager:
         for body, n, base_ts, max_ts in chunks:
             if codec:
                 body = compress(codec, body, magic=2)
-            if in_file[0] and in_file[0] + size + len(body) + RECORD_BATCH_OVERHEAD > file_limit:
+            if (in_file[0] or size) and \
+                    in_file[0] + size + len(body) + RECORD_BATCH_OVERHEAD > file_limit:
                 self._flush_parts(tp, parts, size, count)   # this file is full: start the next
                 self._close(tp)
                 parts, size, count, in_file = [], 0, 0, (0, 0)
