@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
 
 from kafkalog.cli.dump import DumpOptions, register_dumper
-from kafkalog.cli.segment_check import (check_offset_index, check_time_index, read_txn_index,
-                                        scan_log)
+from kafkalog.cli.segment_check import (IndexCheck, LogScan, check_offset_index, check_time_index,
+                                        read_txn_index, scan_log)
 
 CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                     "replication-offset-checkpoint", "cleaner-offset-checkpoint")
@@ -63,75 +65,103 @@ def _sanity_check_or_empty(path: str, opts: DumpOptions, kind: str, entry_size: 
     return None
 
 
-def dump_offset_index(path: str, opts: DumpOptions) -> int:
-    """``.index``: entries, ``--index-sanity-check``, ``--verify-index-only``, mismatches."""
-    done = _sanity_check_or_empty(path, opts, "offset_index", 8)
+@dataclass(frozen=True)
+class _IndexReport:
+    """One report kafka-dump-log.sh prints after the entries of an index: the (index value, log
+    value) pairs of an :class:`IndexCheck` list, as JSON lines on ``out`` or as text on ``err``."""
+
+    field: str                  # the IndexCheck list, e.g. "mismatches"
+    summary_key: str            # its count in the JSON summary
+    json_type: str
+    json_keys: Tuple[str, str]
+    header: str                 # text header; ``{file}`` is the index's absolute path
+    line: str                   # text line of one pair, ``{0}`` and ``{1}``
+
+
+@dataclass(frozen=True)
+class _IndexFormat:
+    """What tells the ``.index`` and ``.timeindex`` dumps apart (see :func:`_dump_index`)."""
+
+    kind: str                   # "offset_index" / "time_index", for --index-sanity-check
+    suffix: str
+    entry_size: int
+    check: Callable[[str, Optional[LogScan]], IndexCheck]
+    entry_type: str             # JSON ``type`` of an entry
+    entry_keys: Tuple[str, str]
+    entry_line: str             # text line of an entry, ``{0}`` and ``{1}``
+    reports: Tuple[_IndexReport, ...]
+    json_findings: Optional[Tuple[str, ...]] = None   # the finding checks printed (None: all)
+
+
+_OFFSET_INDEX = _IndexFormat(
+    "offset_index", ".index", 8, check_offset_index,
+    "indexEntry", ("offset", "position"), "offset: {0} position: {1}\n",
+    (_IndexReport("mismatches", "mismatches", "mismatch", ("indexOffset", "logOffset"),
+                  "Mismatches in :{file}\n", "  Index offset: {0}, log offset: {1}\n"),))
+
+_TIME_INDEX = _IndexFormat(
+    "time_index", ".timeindex", 12, check_time_index,
+    "timeIndexEntry", ("timestamp", "offset"), "timestamp: {0} offset: {1}\n",
+    (_IndexReport("mismatches", "mismatches", "mismatch", ("indexTimestamp", "logTimestamp"),
+                  "Found timestamp mismatch in :{file}\n",
+                  "  Index timestamp: {0}, log timestamp: {1}\n"),
+     _IndexReport("out_of_order", "outOfOrder", "outOfOrder",
+                  ("indexTimestamp", "previousTimestamp"),
+                  "Found out of order timestamp in :{file}\n",
+                  "  Index timestamp: {0}, Previously indexed timestamp: {1}\n"),
+     _IndexReport("not_found", "notFound", "notFound", ("indexOffset", "logOffset"),
+                  "The following indexed offsets are not found in the log.\n",
+                  "Indexed offset: {0}, found log offset: {1}\n")),
+    json_findings=("zero-filled-tail", "index-size"))
+
+
+def _dump_index(path: str, opts: DumpOptions, fmt: _IndexFormat) -> int:
+    """The dump of an offset or time index: entries (unless ``--verify-index-only``), then the
+    reports checked against the sibling ``.log``, then in JSON the findings and a summary."""
+    done = _sanity_check_or_empty(path, opts, fmt.kind, fmt.entry_size)
     if done is not None:
         return done
-    res = check_offset_index(path, _sibling_scan(path, ".index"))
+    res = fmt.check(path, _sibling_scan(path, fmt.suffix))
+    ap = os.path.abspath(path)
     if opts.json:
         if not opts.verify_index_only:
-            for off, pos in res.entries:
-                _j(opts, {"type": "indexEntry", "offset": off, "position": pos})
-        for io, lo in res.mismatches:
-            _j(opts, {"type": "mismatch", "file": os.path.abspath(path), "indexOffset": io,
-                      "logOffset": lo})
+            k0, k1 = fmt.entry_keys
+            for a, b in res.entries:
+                _j(opts, {"type": fmt.entry_type, k0: a, k1: b})
+        for rep in fmt.reports:
+            k0, k1 = rep.json_keys
+            for a, b in getattr(res, rep.field):
+                _j(opts, {"type": rep.json_type, "file": ap, k0: a, k1: b})
         for f in res.findings:
-            _j(opts, {"type": "finding", **f.to_json()})
-        _j(opts, {"type": "summary", "file": path, "entries": len(res.entries),
-                  "mismatches": len(res.mismatches), "zeroFilledTailAt": res.zero_tail_at})
+            if fmt.json_findings is None or f.check in fmt.json_findings:
+                _j(opts, {"type": "finding", **f.to_json()})
+        summary = {"type": "summary", "file": path, "entries": len(res.entries)}
+        for rep in fmt.reports:
+            summary[rep.summary_key] = len(getattr(res, rep.field))
+        summary["zeroFilledTailAt"] = res.zero_tail_at
+        _j(opts, summary)
     else:
         if not opts.verify_index_only:
-            for off, pos in res.entries:
-                opts.out.write(f"offset: {off} position: {pos}\n")
-        if res.mismatches:
-            opts.err.write(f"Mismatches in :{os.path.abspath(path)}\n")
-            for io, lo in res.mismatches:
-                opts.err.write(f"  Index offset: {io}, log offset: {lo}\n")
+            for a, b in res.entries:
+                opts.out.write(fmt.entry_line.format(a, b))
+        for rep in fmt.reports:
+            pairs = getattr(res, rep.field)
+            if pairs:
+                opts.err.write(rep.header.format(file=ap))
+                for a, b in pairs:
+                    opts.err.write(rep.line.format(a, b))
     return 1 if any(f.level == "error" for f in res.findings) else 0
+
+
+def dump_offset_index(path: str, opts: DumpOptions) -> int:
+    """``.index``: entries, ``--index-sanity-check``, ``--verify-index-only``, mismatches."""
+    return _dump_index(path, opts, _OFFSET_INDEX)
 
 
 def dump_time_index(path: str, opts: DumpOptions) -> int:
     """``.timeindex``: entries, ``--index-sanity-check``, ``--verify-index-only``, the three
     reports of kafka-dump-log.sh."""
-    done = _sanity_check_or_empty(path, opts, "time_index", 12)
-    if done is not None:
-        return done
-    res = check_time_index(path, _sibling_scan(path, ".timeindex"))
-    ap = os.path.abspath(path)
-    if opts.json:
-        if not opts.verify_index_only:
-            for ts, off in res.entries:
-                _j(opts, {"type": "timeIndexEntry", "timestamp": ts, "offset": off})
-        for a, b in res.mismatches:
-            _j(opts, {"type": "mismatch", "file": ap, "indexTimestamp": a, "logTimestamp": b})
-        for a, b in res.out_of_order:
-            _j(opts, {"type": "outOfOrder", "file": ap, "indexTimestamp": a, "previousTimestamp": b})
-        for a, b in res.not_found:
-            _j(opts, {"type": "notFound", "file": ap, "indexOffset": a, "logOffset": b})
-        for f in res.findings:
-            if f.check in ("zero-filled-tail", "index-size"):
-                _j(opts, {"type": "finding", **f.to_json()})
-        _j(opts, {"type": "summary", "file": path, "entries": len(res.entries),
-                  "mismatches": len(res.mismatches), "outOfOrder": len(res.out_of_order),
-                  "notFound": len(res.not_found), "zeroFilledTailAt": res.zero_tail_at})
-    else:
-        if not opts.verify_index_only:
-            for ts, off in res.entries:
-                opts.out.write(f"timestamp: {ts} offset: {off}\n")
-        if res.mismatches:
-            opts.err.write(f"Found timestamp mismatch in :{ap}\n")
-            for a, b in res.mismatches:
-                opts.err.write(f"  Index timestamp: {a}, log timestamp: {b}\n")
-        if res.out_of_order:
-            opts.err.write(f"Found out of order timestamp in :{ap}\n")
-            for a, b in res.out_of_order:
-                opts.err.write(f"  Index timestamp: {a}, Previously indexed timestamp: {b}\n")
-        if res.not_found:
-            opts.err.write("The following indexed offsets are not found in the log.\n")
-            for a, b in res.not_found:
-                opts.err.write(f"Indexed offset: {a}, found log offset: {b}\n")
-    return 1 if any(f.level == "error" for f in res.findings) else 0
+    return _dump_index(path, opts, _TIME_INDEX)
 
 
 def dump_txn_index(path: str, opts: DumpOptions) -> int:

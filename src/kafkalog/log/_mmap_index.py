@@ -18,6 +18,7 @@ from typing import Optional
 
 from kafkalog.errors import (InvalidConfigError, KafkalogError, KafkalogIOError,
                              LogSegmentOffsetOverflowError)
+from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
 
 INT_MAX = 2**31 - 1
@@ -57,8 +58,9 @@ def _allocate(fd: int, length: int) -> None:
         os.ftruncate(fd, length)
 
 
-class AbstractIndex:
-    """Base of :class:`OffsetIndex` and :class:`TimeIndex`.
+class AbstractIndex(IndexFile):
+    """Base of :class:`OffsetIndex` and :class:`TimeIndex` (path, renaming and deletion from
+    :class:`~kafkalog.log._index_file.IndexFile`).
 
     Args:
         path: the index file.
@@ -85,15 +87,6 @@ class AbstractIndex:
         self._max_entries = 0
 
     # --- lazy loading ---------------------------------------------------------------------------
-
-    @property
-    def path(self) -> str:
-        """Current file path."""
-        return self._path
-
-    @property
-    def file(self) -> str:
-        return self._path
 
     @property
     def is_loaded(self) -> bool:
@@ -288,42 +281,6 @@ class AbstractIndex:
             os.close(self._fd)
             self._fd = -1
         self._loaded = False
-
-    def delete_if_exists(self) -> bool:
-        """Unmap, close and delete the file; returns whether it existed."""
-        self.close_handler()
-        try:
-            os.unlink(self._path)
-            return True
-        except FileNotFoundError:
-            return False
-        except OSError as err:
-            raise io_error(err, self._path, "delete index") from err
-
-    delete = delete_if_exists
-
-    def rename_to(self, new_path: os.PathLike | str) -> None:
-        """Rename the file (if it exists on disk) and remember the new path."""
-        new_path = os.fspath(new_path)
-        try:
-            os.replace(self._path, new_path)
-        except FileNotFoundError:
-            pass
-        except OSError as err:
-            raise io_error(err, self._path, f"rename to {new_path}") from err
-        self._path = new_path
-
-    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename ``<name><old_suffix>`` to ``<name><new_suffix>`` (e.g. ``.index`` ->
-        ``.index.deleted``; ``old_suffix`` ``""`` appends)."""
-        p = self._path
-        if old_suffix and p.endswith(old_suffix):
-            p = p[: -len(old_suffix)]
-        self.rename_to(p + new_suffix)
-
-    def update_parent_dir(self, parent: os.PathLike | str) -> None:
-        """Point at the same file name inside another directory (after a directory rename)."""
-        self._path = os.path.join(os.fspath(parent), os.path.basename(self._path))
 
     # --- KAFKA-10207 ----------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import struct
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError, KafkalogIOError
+from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexSearchResult", "ENTRY_SIZE", "CURRENT_VERSION"]
@@ -58,8 +59,9 @@ class TxnIndexSearchResult(NamedTuple):
     is_complete: bool
 
 
-class TransactionIndex:
-    """A segment's ``.txnindex``.
+class TransactionIndex(IndexFile):
+    """A segment's ``.txnindex`` (path, renaming and deletion from
+    :class:`~kafkalog.log._index_file.IndexFile`).
 
     Args:
         start_offset: the segment's base offset (used by :meth:`sanity_check`).
@@ -79,15 +81,9 @@ class TransactionIndex:
                 last = txn.last_offset
             self._last_offset = last
 
+    _file_kind = "transaction index"
+
     # --- file handling --------------------------------------------------------------------------
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def file(self) -> str:
-        return self._path
 
     @property
     def base_offset(self) -> int:
@@ -205,39 +201,6 @@ class TransactionIndex:
             self._fd = -1
 
     close_handler = close
-
-    def delete_if_exists(self) -> bool:
-        """Close and delete the file; returns whether it existed."""
-        self.close()
-        try:
-            os.unlink(self._path)
-            return True
-        except FileNotFoundError:
-            return False
-        except OSError as err:
-            raise io_error(err, self._path, "delete transaction index") from err
-
-    delete = delete_if_exists
-
-    def rename_to(self, new_path: os.PathLike | str) -> None:
-        """Rename the file if it exists (a missing ``.txnindex`` is normal); remember the path."""
-        new_path = os.fspath(new_path)
-        try:
-            os.replace(self._path, new_path)
-        except FileNotFoundError:
-            pass
-        except OSError as err:
-            raise io_error(err, self._path, f"rename to {new_path}") from err
-        self._path = new_path
-
-    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        p = self._path
-        if old_suffix and p.endswith(old_suffix):
-            p = p[: -len(old_suffix)]
-        self.rename_to(p + new_suffix)
-
-    def update_parent_dir(self, parent: os.PathLike | str) -> None:
-        self._path = os.path.join(os.fspath(parent), os.path.basename(self._path))
 
     @property
     def is_empty(self) -> bool:

@@ -113,21 +113,20 @@ def write_varlong(value: int) -> bytes:
     return write_unsigned_varint(((value << 1) ^ (value >> 63)) & _M64)
 
 
-def size_of_varint(value: int) -> int:
-    """Encoded size of a zig-zag varint."""
-    v = ((value << 1) ^ (value >> 31)) & _M32
+def _size_of_unsigned(v: int) -> int:
+    """Encoded size of an unsigned varint (``v`` >= 0): one byte per 7 bits, at least one."""
     n = 1
     while v >= 0x80:
         v >>= 7
         n += 1
     return n
+
+
+def size_of_varint(value: int) -> int:
+    """Encoded size of a zig-zag varint."""
+    return _size_of_unsigned(((value << 1) ^ (value >> 31)) & _M32)
 
 
 def size_of_varlong(value: int) -> int:
     """Encoded size of a zig-zag varlong."""
-    v = ((value << 1) ^ (value >> 63)) & _M64
-    n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
+    return _size_of_unsigned(((value << 1) ^ (value >> 63)) & _M64)
