@@ -73,23 +73,15 @@ class ArrowReference(DataSource):
         return _RefReader(int(self.options["rows"]), int(self.options["parts"]))
 
 
-class _Rows1000Reader(DataSourceReader):
-    """The floor of the point read: the same 1,000 rows (same schema) as one pre-built Arrow
-    batch from one task, with ``pushFilters`` (every filter left to Spark)."""
+class _Rows1000Reader(_RefReader):
+    """The floor of the point read: 1,000 rows of the same shape as one pre-built Arrow batch from
+    one task, with ``pushFilters`` (every filter left to Spark)."""
+
+    def __init__(self) -> None:
+        super().__init__(1000, 1)
 
     def pushFilters(self, filters):
         return list(filters)
-
-    def partitions(self):
-        return [InputPartition(0)]
-
-    def read(self, part):
-        n = 1000
-        yield pa.RecordBatch.from_arrays([
-            pa.array([b"k" * 16] * n, pa.binary()), pa.array([b"v" * 100] * n, pa.binary()),
-            pa.array(["bench"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
-            pa.array(range(n), pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            pa.array([0] * n, pa.int32())], schema=source_arrow_schema(False))
 
 
 class Rows1000Source(DataSource):

@@ -51,9 +51,9 @@ def _run(data, tag, crash, batch_id=None):
     return subprocess.run(args, capture_output=True, text=True, timeout=120, env=env).returncode
 
 
-@pytest.fixture(params=["copy", "move"], autouse=True)
+@pytest.fixture(params=["copy", "move"])
 def staging_mode(request):
-    """Every commit test runs with staging files copied into the logs and moved into them."""
+    """The crash tests run with staging files copied into the logs and moved into them."""
     _MOVE["value"] = "1" if request.param == "move" else "0"
     yield request.param
     _MOVE["value"] = "0"
@@ -84,7 +84,7 @@ def test_crash_mid_append_is_invisible_then_rolled_back(tmp_path, staging_mode):
     assert len(logs) == (2 if staging_mode == "move" else 1), logs
 
 
-def test_stream_batch_id_survives_crash_after_commit_point(tmp_path):
+def test_stream_batch_id_survives_crash_after_commit_point(tmp_path, staging_mode):
     assert _run(tmp_path, "s-0", "commit-point", batch_id=0) == 17
     assert read_intent(str(tmp_path))["state"] == "committed"
     assert sum(_leo(tmp_path, p) for p in (0, 1)) == 1000  # the data is complete and visible
@@ -173,3 +173,34 @@ def test_staging_files_are_rolled_at_segment_bytes(tmp_path):
         assert all(b.base_offset == a.last_offset + 1 for a, b in zip(batches, batches[1:]))
         values += [r.value[:7] for b in batches for r in b]
     assert values == [b"v%06d" % i for i in range(20000)]
+
+
+_FULL_DISK = textwrap.dedent("""
+    import os, resource, signal, sys, pyarrow as pa
+    from kafkalog.errors import KafkalogIOError
+    from kafkalog.spark import writer
+    from kafkalog.spark.options import parse_write_options
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # writes past the limit fail with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+    data = sys.argv[1]
+    opts = parse_write_options({"path": data, "topic": "t"})
+    stager = writer.ArrowStager(opts, writer.staging_prefix(data, "job"), "task")
+    try:
+        for _ in range(20):
+            stager.add_batch(pa.record_batch({"value": pa.array([b"x" * 1000] * 10)}))
+        stager.finish()
+    except KafkalogIOError as err:
+        stager.discard()
+        print("typed", err.file)
+""")
+
+
+def test_staging_write_on_a_full_disk_is_a_typed_error(tmp_path):
+    """A staging write that the file system refuses (EFBIG from RLIMIT_FSIZE, as ENOSPC would be)
+    raises KafkalogIOError naming the staging file, and the failed task leaves no staging file."""
+    p = subprocess.run([sys.executable, "-c", _FULL_DISK, str(tmp_path)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    kind, path = p.stdout.split()
+    assert kind == "typed" and os.path.basename(path).startswith(".kafkalog-staging.job.task")
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".kafkalog-staging")]

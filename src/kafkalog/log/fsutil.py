@@ -184,7 +184,6 @@ def ensure_dir(path: os.PathLike | str) -> None:
     fsync_dir(parent_dir(p))
 
 
-
 def _load_sync_file_range():
     """libc's ``sync_file_range`` (Linux), or None."""
     try:

@@ -25,6 +25,7 @@ from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTime
                              KafkalogError, KafkalogIOError, OffsetOutOfRangeError,
                              RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
+from kafkalog.log.fsutil import wrap_os_errors
 from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import control_record_type
@@ -607,10 +608,8 @@ class Log:
         log rolls at ``first_offset`` (the log end offset) and the file replaces the new segment's
         empty ``.log`` by a rename; :meth:`flush` fsyncs the directory, as for any roll."""
         path, fd = adopt
-        try:
+        with wrap_os_errors(path, "fdatasync"):
             os.fdatasync(fd)
-        except OSError as e:
-            raise KafkalogIOError(f"fdatasync failed: {e.strerror}", file=path) from e
         segment = self.roll(first_offset)
         segment.adopt_log_file(path, size, positions, lasts, mtss)
         self._publish(self._view[0], lasts[-1] + 1)

@@ -132,7 +132,7 @@ class ArrowStager:
         self.task_tag = task_tag
         self.counts = topic_partition_counts(opts.path)
         self.codec = CODEC_IDS[opts.compression_type]
-        self.files: List[StagedFile] = []      # in the order written
+        self.staged: List[_OpenStaging] = []   # every staging file, in the order written
         self.current: Dict[Tuple[str, int], _OpenStaging] = {}  # the file each tp is writing
         self.rng = random.Random()
         self.flusher = fsutil.BackgroundFlusher()
@@ -268,21 +268,22 @@ class ArrowStager:
             return
         cur = self.current.get(tp)
         if cur is None:
-            path = f"{self.staging_prefix}.{self.task_tag}.{len(self.files)}"
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            cur = self.current[tp] = _OpenStaging(fd, path, len(self.files))
-            self.files.append(StagedFile(tp[0], tp[1], path, 0))
-        _write_all(cur.fd, parts)
+            path = f"{self.staging_prefix}.{self.task_tag}.{len(self.staged)}"
+            with fsutil.wrap_os_errors(path, "create staging file"):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            cur = self.current[tp] = _OpenStaging(tp, fd, path)
+            self.staged.append(cur)
+        with fsutil.wrap_os_errors(cur.path, f"write at byte {cur.size} of staging file"):
+            _write_all(cur.fd, parts)   # (a full disk: a typed error naming the file; the task
+                                        # fails and its staging files are deleted)
         cur.size += size
         cur.records += records
         if cur.size - cur.synced >= _SYNC_BYTES:
-            # make the file durable while Spark computes the next rows (disk writes at the pace
-            # of the task, not in one burst in the commit, whose fdatasync then has little to do)
+            # write the file out while Spark computes the next rows (disk writes at the pace of
+            # the task, not in one burst at its end, whose fdatasync then has little to do)
             self.flusher.submit(cur.fd, cur.path)
             cur.synced = cur.size
-        staged = self.files[cur.index]
-        self.files[cur.index] = StagedFile(tp[0], tp[1], staged.path, staged.records + records)
 
     def _close(self, tp: Tuple[str, int]) -> None:
         cur = self.current.pop(tp)
@@ -296,7 +297,8 @@ class ArrowStager:
         self.flusher.close()      # staging files durable: the commit only syncs its own changes
         self.finish_seconds = time.perf_counter() - t0
         self.write_seconds += self.finish_seconds
-        return StagedWrite(sorted(self.files, key=lambda s: (s.topic, s.partition)))
+        files = [StagedFile(s.tp[0], s.tp[1], s.path, s.records) for s in self.staged]
+        return StagedWrite(sorted(files, key=lambda f: (f.topic, f.partition)))
 
     def discard(self) -> None:
         """A failed task: close and delete what it staged (the job's abort sweeps again)."""
@@ -307,7 +309,7 @@ class ArrowStager:
             self.flusher.close()
         except KafkalogError:
             pass
-        for f in self.files:
+        for f in self.staged:
             try:
                 os.unlink(f.path)
             except OSError:
@@ -316,9 +318,10 @@ class ArrowStager:
 
 @dataclass
 class _OpenStaging:
+    """One staging file of a task (``fd`` is open while ``tp`` writes to it)."""
+    tp: Tuple[str, int]
     fd: int
     path: str
-    index: int            # in ArrowStager.files
     size: int = 0
     records: int = 0
     synced: int = 0       # bytes handed to the flusher
