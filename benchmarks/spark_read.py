@@ -179,6 +179,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=2)
     args = ap.parse_args()
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(spark)

@@ -75,6 +75,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=None, help="kafka.batch.size (default: the sink's)")
     args = ap.parse_args()
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(spark)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError
 from kafkalog.log._encode import encode_v2_batch
 from kafkalog.log.log import Log
 
@@ -102,4 +102,97 @@ def test_move_keeps_nothing_of_a_torn_or_corrupt_file(tmp_path):
     assert log.log_end_offset == 140 and [s.base_offset for s in log.segments] == [0]
     with pytest.raises(KafkalogError, match="cannot open"):
         log.append_file(str(tmp_path / "missing"), move=True)
+    log.close()
+
+
+BIG = dict(CFG, **{"segment.bytes": 16 << 20})
+
+
+def _big_batches(n: int, records: int = 200, size: int = 1000) -> bytes:
+    """``n`` batches of ~200 KB: several pages of payload between two batch headers."""
+    return b"".join(encode_v2_batch([(b"k%d" % i, bytes([i % 251]) * size)] * records,
+                                    default_timestamp=5000 + i) for i in range(n))
+
+
+def test_trusted_move_builds_the_same_segment_as_a_verified_one(tmp_path):
+    data = _big_batches(8)
+    logs = {}
+    for verify in (True, False):
+        staged = tmp_path / f"staged-{verify}"
+        staged.write_bytes(data)
+        log = Log.open(str(tmp_path / f"v{int(verify)}-0"), BIG)
+        log.append(_batches(2))
+        logs[verify] = (log.append_file(str(staged), move=True, verify_crc=verify), log)
+        assert not staged.exists()
+    (info_v, verified), (info_t, trusted) = logs[True], logs[False]
+    assert info_t == info_v and info_t.num_records == 1600
+    assert _records(trusted) == _records(verified)
+    verified.close()
+    trusted.close()
+    assert _files(verified.dir) == _files(trusted.dir)
+
+
+def test_trusted_move_still_checks_every_batch_header(tmp_path):
+    """Only the payload checksum is trusted: a header that does not add up is refused, with the
+    file and a position, before anything is appended; so is anything but whole batches (a damaged
+    length field must not pass for a torn tail)."""
+    one = len(_big_batches(1))
+    log = Log.open(str(tmp_path / "t-0"), BIG)
+    log.append(_batches(1))
+    cases = {
+        "magic": (one + 16, 7, CorruptRecordError, one),          # magic byte of the 2nd batch
+        "count": (2 * one + 60, 1, InvalidRecordError, 2 * one),  # record count of the 3rd batch
+        "shorter": (11, 0x7F, CorruptRecordError, None),          # 1st batch's length - up to 127
+        "longer": (10, 0x01, CorruptRecordError, None),           # 1st batch's length + 256
+        "last longer": (3 * one + 10, 0x01, CorruptRecordError, 3 * one),  # past the end
+        "torn": (None, None, CorruptRecordError, 4 * one),        # a partial 5th batch
+    }
+    for name, (at, flip, error, position) in cases.items():
+        bad = bytearray(_big_batches(4))
+        if at is None:
+            bad += _big_batches(1)[:100]
+        else:
+            bad[at] ^= flip
+        path = tmp_path / name
+        path.write_bytes(bytes(bad))
+        with pytest.raises(error) as err:
+            log.append_file(str(path), move=True, verify_crc=False)
+        assert err.value.file == str(path), name
+        if position is not None:
+            assert err.value.position == position, name
+        assert log.log_end_offset == 20 and [s.base_offset for s in log.segments] == [0], name
+        assert _records(log)[-1][0] == 19
+    log.close()
+
+
+def test_trusted_move_of_a_damaged_payload_is_caught_by_readers(tmp_path):
+    """The contract of ``verify_crc=False``: a payload that does not match its checksum is not
+    re-checked at append, but it is never served silently - reading it raises."""
+    bad = bytearray(_big_batches(4))
+    bad[len(_big_batches(2)) + 5000] ^= 0x10               # inside the 3rd batch's records
+    staged = tmp_path / "staged"
+    staged.write_bytes(bytes(bad))
+    log = Log.open(str(tmp_path / "t-0"), BIG)
+    assert log.append_file(str(staged), move=True, verify_crc=False).num_records == 800
+    with pytest.raises(CorruptRecordError):
+        list(log.records())
+    log.close()
+
+
+def test_trusted_move_reads_only_the_header_pages(tmp_path):
+    """The staged data is not in the page cache (the Spark tasks drop it behind them); a trusted
+    move touches the pages of the batch headers and no other."""
+    from tests.pagecache import PAGE, evict, resident
+    data = _big_batches(12)
+    staged = tmp_path / "staged"
+    staged.write_bytes(data)
+    evict(str(staged))
+    log = Log.open(str(tmp_path / "t-0"), BIG)
+    log.append_file(str(staged), move=True, verify_crc=False)
+    log.flush(include_active=True)
+    pages = resident(log.active_segment.log.path)
+    one = len(_big_batches(1))
+    header_pages = {(i * one) // PAGE for i in range(12)} | {(i * one + 60) // PAGE for i in range(12)}
+    assert sum(pages) <= len(header_pages) + 2, (sum(pages), len(pages))   # of ~590 pages
+    assert sum(pages) >= 1
     log.close()

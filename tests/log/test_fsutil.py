@@ -39,3 +39,36 @@ def test_mtime_and_tmp_cleanup(tmp_path):
     assert fsutil.delete_tmp_files(tmp_path) == [str(tmp_path / "x.tmp")]
     fsutil.ensure_dir(tmp_path / "a" / "b")
     assert (tmp_path / "a" / "b").is_dir()
+
+
+def test_background_flusher_drops_written_ranges_behind_it(tmp_path):
+    """Drop-behind: ranges handed to ``submit``/``release`` leave the page cache once written
+    out; what was not handed over stays; the file's bytes are intact and durable."""
+    from tests.pagecache import PAGE, require_eviction, resident
+    require_eviction(str(tmp_path))
+    path = str(tmp_path / "f")
+    chunk = os.urandom(64 << 10)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    flusher = fsutil.BackgroundFlusher()
+    for _ in range(32):                                    # 2 MiB
+        os.write(fd, chunk)
+    flusher.submit(fd, path, [(0, 1 << 20)])
+    for _ in range(32):                                    # 4 MiB
+        os.write(fd, chunk)
+    flusher.release(fd, path, [(1 << 20, 3 << 20)])        # fdatasync, drop, close
+    flusher.close()
+    pages = resident(path)
+    assert not any(pages[:(3 << 20) // PAGE])             # dropped
+    assert all(pages[(3 << 20) // PAGE:])                 # never handed over: still cached
+    with open(path, "rb") as f:
+        assert f.read() == chunk * 64
+
+
+def test_drop_cached_ignores_what_it_cannot_do(tmp_path):
+    path = str(tmp_path / "f")
+    with open(path, "wb") as f:
+        f.write(b"x" * 10000)
+    fd = os.open(path, os.O_RDONLY)
+    os.close(fd)
+    fsutil.drop_cached(fd, [(0, 4096)])                    # a closed descriptor: advice only
+    fsutil.drop_cached(-1, [])

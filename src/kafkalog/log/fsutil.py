@@ -11,7 +11,7 @@ import contextlib
 import errno
 import os
 import time
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence, Tuple
 
 from kafkalog.errors import KafkalogIOError
 
@@ -219,6 +219,33 @@ def write_out_data(fd: int) -> None:
     os.fdatasync(fd)
 
 
+def drop_cached(fd: int, ranges: Sequence[Tuple[int, int]]) -> None:
+    """Evict the ``(start, end)`` byte ranges of ``fd`` from the page cache
+    (``POSIX_FADV_DONTNEED``: clean pages are dropped at once, dirty ones are left alone; only
+    advice, so errors are ignored). A no-op where the call does not exist."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    for start, end in ranges:
+        try:
+            advise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            return
+
+
+def read_ahead(fd: int, ranges: Sequence[Tuple[int, int]]) -> None:
+    """Start reading the ``(start, end)`` byte ranges of ``fd`` into the page cache without waiting
+    (``POSIX_FADV_WILLNEED``; advice, errors ignored)."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    for start, end in ranges:
+        try:
+            advise(fd, start, end - start, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            return
+
+
 class BackgroundFlusher:
     """A thread that writes files out while their writer goes on writing them, so that data
     reaches the disk at the pace it is produced instead of in one burst at the end (the page
@@ -227,7 +254,14 @@ class BackgroundFlusher:
     (:func:`write_out_data`) and gives it up with :meth:`release` (one ``fdatasync``, then the
     thread closes it, so a descriptor is never reused while a sync of it is pending).
     :meth:`close` returns once every released file is durable, and raises
-    :class:`KafkalogIOError` if a sync failed."""
+    :class:`KafkalogIOError` if a sync failed.
+
+    Drop-behind: both calls take byte ranges that nobody will read soon; once they are on disk
+    they are evicted from the page cache (:func:`drop_cached`), so a bulk write recycles a few
+    megabytes of page cache instead of filling it (and evicting everybody else's data) with
+    gigabytes of its own; and ranges to read back in at once (asynchronously: the few bytes that
+    a reader will want soon, evicted with the rest because the page cache evicts whole folios,
+    which can span megabytes)."""
 
     def __init__(self) -> None:
         import queue
@@ -243,13 +277,15 @@ class BackgroundFlusher:
             item = self._queue.get()
             if item is None:
                 return
-            fd, path, close = item
+            fd, path, close, drop, reload = item
             try:
                 if self._error is None:
                     if close:
                         os.fdatasync(fd)       # the durability point of the file
                     else:
                         write_out_data(fd)     # data to disk, no journal commit
+                    drop_cached(fd, drop)      # (clean now: evicted at once)
+                    read_ahead(fd, reload)
             except OSError as err:
                 self._error = io_error(err, path, "fdatasync")
             finally:
@@ -259,13 +295,17 @@ class BackgroundFlusher:
                     except OSError:
                         pass
 
-    def submit(self, fd: int, path: str = "") -> None:
-        """Sync ``fd`` soon (what was written to it so far)."""
-        self._queue.put((fd, path, False))
+    def submit(self, fd: int, path: str = "", drop: Sequence[Tuple[int, int]] = (),
+               reload: Sequence[Tuple[int, int]] = ()) -> None:
+        """Write ``fd`` out soon (what was written to it so far), then evict the ``drop`` ranges
+        (``(start, end)`` byte offsets, written before this call) from the page cache and start
+        reading the ``reload`` ranges back."""
+        self._queue.put((fd, path, False, drop, reload))
 
-    def release(self, fd: int, path: str = "") -> None:
-        """Sync ``fd`` a last time, then close it."""
-        self._queue.put((fd, path, True))
+    def release(self, fd: int, path: str = "", drop: Sequence[Tuple[int, int]] = (),
+                reload: Sequence[Tuple[int, int]] = ()) -> None:
+        """Sync ``fd`` a last time, evict ``drop``, read back ``reload``, then close it."""
+        self._queue.put((fd, path, True, drop, reload))
 
     def close(self) -> None:
         """Wait until every submitted sync is done; raise the first sync error, if any."""

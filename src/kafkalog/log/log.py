@@ -12,6 +12,7 @@ produce request; an embedded log is fed whole buffers from bulk loads and Spark 
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import threading
@@ -311,7 +312,7 @@ class Log:
         finally:
             lock.release()
 
-    def append_file(self, path: str, *, move: bool = False) -> AppendInfo:
+    def append_file(self, path: str, *, move: bool = False, verify_crc: bool = True) -> AppendInfo:
         """Append the whole batches of the file ``path`` exactly as :meth:`append` appends a buffer
         holding its bytes (leader semantics: same validation and CRC checks, offsets assigned,
         same segment rolls, indexes and result), without reading the file into Python memory.
@@ -329,8 +330,19 @@ class Log:
         over the new segment's ``.log``; its indexes are built from the validation pass. No data is
         copied and nothing is written twice. Otherwise it is copied as above. Either way ``path``
         belongs to the log afterwards: it may be gone or modified. It must be on the log's file
-        system. :meth:`flush` makes the result durable, as after any append."""
-        import mmap
+        system. :meth:`flush` makes the result durable, as after any append.
+
+        ``verify_crc=False`` trusts the batches' payload checksums (CRC-32C of v2 batches, CRC-32 of
+        v0/v1 messages): every other check of :meth:`append` still runs on every batch header
+        (sizes, magic, record counts, attributes, timestamps, producer state), the file must hold
+        whole batches and nothing else (a partial batch at the end raises
+        :class:`~kafkalog.errors.CorruptRecordError`: without the checksums, a damaged length
+        field could otherwise pass for a torn tail), and with ``move`` the file is mapped for random
+        access, so only the pages holding batch headers are read. It is
+        meant for files whose batches were built by kafkalog itself and whose checksums were
+        computed from the very bytes written (the Spark commit's staging files, written out and
+        dropped from the page cache by their task: checking them again would read every byte back
+        from disk). Readers, ``kafkalog verify`` and recovery check the checksums as always."""
         flags = os.O_RDWR if move else os.O_RDONLY
         try:
             fd = os.open(path, flags)
@@ -346,13 +358,15 @@ class Log:
             else:
                 # (no MAP_POPULATE: on a writable private mapping it would copy every page)
                 m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-            if hasattr(m, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-                m.madvise(mmap.MADV_SEQUENTIAL)
+            if hasattr(m, "madvise"):
+                # a trusted move reads the batch headers only; anything else reads every byte
+                m.madvise(mmap.MADV_RANDOM if move and not verify_crc else mmap.MADV_SEQUENTIAL)
             try:
                 with self._lock:
                     self._check_open()
                     try:
-                        return self._append_locked(m, True, None, adopt=(path, fd) if move else None)
+                        return self._append_locked(m, True, None, adopt=(path, fd) if move else None,
+                                                   verify_crc=verify_crc)
                     except _NeedsConversion:
                         from kafkalog.log._encode import convert_legacy_wrappers
                         return self._append_locked(bytearray(convert_legacy_wrappers(m)), True, None)
@@ -393,8 +407,8 @@ class Log:
             raise KafkalogError("log is closed", file=self.dir)
 
     def _append_locked(self, buf: bytearray, assign: bool, leader_epoch: Optional[int],
-                       origin: Optional[str] = None, adopt: Optional[Tuple[str, int]] = None
-                       ) -> AppendInfo:
+                       origin: Optional[str] = None, adopt: Optional[Tuple[str, int]] = None,
+                       verify_crc: bool = True) -> AppendInfo:
         if origin is None:
             origin = ORIGIN_CLIENT if assign else ORIGIN_REPLICATION
         n = len(buf)
@@ -439,7 +453,7 @@ class Log:
                         raise CorruptRecordError(f"Record batch size {sz} is smaller than the minimum "
                                                  f"allowed overhead 61", position=pos)
                     crc, attrs, lod, bts, mts = _unpack_v2(buf, pos + 17)
-                    if crc != crc32c(mv[pos + 21:pos + sz]):
+                    if verify_crc and crc != crc32c(mv[pos + 21:pos + sz]):
                         raise CorruptRecordError(f"Record is corrupt (stored crc = {crc}, computed crc = "
                                                  f"{crc32c(mv[pos + 21:pos + sz])})", position=pos)
                     count = _unpack_i(buf, pos + 57)[0]
@@ -479,7 +493,7 @@ class Log:
                         epochs.append((ple, last - lod))
                 elif magic == 0 or magic == 1:
                     stored = _unpack_u(buf, pos + 12)[0]
-                    if stored != zlib.crc32(mv[pos + 16:pos + sz]):
+                    if verify_crc and stored != zlib.crc32(mv[pos + 16:pos + sz]):
                         raise CorruptRecordError(f"Record is corrupt (stored crc = {stored}, computed crc = "
                                                  f"{zlib.crc32(mv[pos + 16:pos + sz])})", position=pos)
                     legacy_seen = True
@@ -525,6 +539,11 @@ class Log:
         finally:
             mv.release()
         valid = pos if positions else 0
+        if not verify_crc and valid != n:
+            # without the checksums, a damaged length field would read as a torn tail after a
+            # batch cut short: a trusted buffer must hold whole batches, nothing else
+            raise CorruptRecordError(f"{n - valid} bytes after the last whole batch (a partial or "
+                                     f"damaged batch)", position=valid)
         if not positions:
             return AppendInfo(first_offset=-1, last_offset=-1, log_start_offset=self.log_start_offset)
         if assign:
@@ -562,6 +581,8 @@ class Log:
                 and last_offset - first_offset <= INT_MAX):
             self._adopt_segment_file(adopt, n, positions, lasts, mtss, first_offset)
             start_i = count_b
+        if adopt is not None and start_i < count_b:
+            buf.madvise(mmap.MADV_SEQUENTIAL)   # not moved after all: copied, every byte read
         mvb = memoryview(buf)
         try:
             while start_i < count_b:

@@ -212,20 +212,33 @@ def recover_data_dir(data_dir: str) -> Optional[str]:
 MOVE_MIN_BYTES = 16 << 20
 
 
+def move_threshold(segment_bytes: int) -> int:
+    """Size from which a staging file of a topic with this ``segment.bytes`` is moved into the log
+    instead of copied (the task drops such a file's data from the page cache as it writes it)."""
+    return min(MOVE_MIN_BYTES, max(segment_bytes // 2, 1))
+
+
 def _append_files(log, paths: Sequence[str]) -> int:
     """Append the batches of staging files to ``log`` with :meth:`Log.append_file
     <kafkalog.log.log.Log.append_file>` (validated and offset-assigned by the log layer, no read
     into Python memory, no re-encoding). Big files are moved into the log as new segments (their
     ``baseOffset`` fields rewritten in place, then ``fdatasync``: no copy, nothing written twice);
-    small ones are copied into the active segment. Returns the number of bytes appended."""
+    small ones are copied into the active segment. Returns the number of bytes appended.
+
+    A moved file's batch headers are all checked, but not the payload checksums: the job's own
+    tasks computed them from the very bytes they wrote, then wrote the data out and dropped it
+    from the page cache, keeping only the pages that hold batch headers (``ArrowStager``), so the
+    commit reads and rewrites those pages and nothing else. A copied file is read anyway, and
+    verified in full."""
     total = 0
-    move_min = min(MOVE_MIN_BYTES, max(log.segment_bytes // 2, 1))
+    move_min = move_threshold(log.segment_bytes)
     for path in paths:
         try:
             size = os.path.getsize(path)
         except OSError as e:
             raise KafkalogError(f"staging file missing: {e.strerror}", file=path) from None
-        info = log.append_file(path, move=size >= move_min)
+        move = size >= move_min
+        info = log.append_file(path, move=move, verify_crc=not move)
         if max(info.valid_bytes, 0) != size:
             raise KafkalogError("staging file ends with a partial batch", file=path,
                                 position=max(info.valid_bytes, 0))

@@ -22,10 +22,12 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import random
 import time
 import uuid
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -44,8 +46,8 @@ from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress
 from kafkalog.spark.commit import (  # noqa: F401 - re-exported
-    STAGING_PREFIX, commit_staged, profile, remove_stale_staging, remove_staging, staging_files,
-    staging_prefix,
+    STAGING_PREFIX, commit_staged, move_threshold, profile, remove_stale_staging, remove_staging,
+    staging_files, staging_prefix,
 )
 from kafkalog.spark.log_view import list_partitions
 from kafkalog.spark.options import InvalidOptionError, WriteOptions, parse_write_options
@@ -241,6 +243,7 @@ class ArrowStager:
         cur = self.current.get(tp)
         in_file = (cur.size, cur.records) if cur is not None else (0, 0)  # before `parts`
         parts: list = []
+        headers: List[int] = []    # file positions of the batch headers in ``parts``
         size = 0
         count = 0
         for body, n, base_ts, max_ts in chunks:
@@ -248,9 +251,9 @@ class ArrowStager:
                 body = compress(codec, body, magic=2)
             if (in_file[0] or size) and \
                     in_file[0] + size + len(body) + RECORD_BATCH_OVERHEAD > file_limit:
-                self._flush_parts(tp, parts, size, count)   # this file is full: start the next
+                self._flush_parts(tp, parts, size, count, headers)   # this file is full
                 self._close(tp)
-                parts, size, count, in_file = [], 0, 0, (0, 0)
+                parts, headers, size, count, in_file = [], [], 0, 0, (0, 0)
             # offsets counted from 0 in each staging file: a file that starts a new partition
             # needs no offset rewrite at commit
             parts.append(v2_header(body, base_offset=in_file[1] + count, attributes=codec,
@@ -258,12 +261,14 @@ class ArrowStager:
                                    max_timestamp=max_ts, producer_id=-1, producer_epoch=-1,
                                    base_sequence=-1, count=n, partition_leader_epoch=-1))
             parts.append(body)   # header and body of each batch, written without concatenating
+            headers.append(in_file[0] + size)
             size += RECORD_BATCH_OVERHEAD + len(body)
             count += n
-        self._flush_parts(tp, parts, size, count)
+        self._flush_parts(tp, parts, size, count, headers)
         self.write_seconds += time.perf_counter() - t0
 
-    def _flush_parts(self, tp: Tuple[str, int], parts: list, size: int, records: int) -> None:
+    def _flush_parts(self, tp: Tuple[str, int], parts: list, size: int, records: int,
+                     headers: List[int]) -> None:
         if not parts:
             return
         cur = self.current.get(tp)
@@ -272,22 +277,24 @@ class ArrowStager:
             with fsutil.wrap_os_errors(path, "create staging file"):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            cur = self.current[tp] = _OpenStaging(tp, fd, path)
+            cur = self.current[tp] = _OpenStaging(
+                tp, fd, path, move_min=move_threshold(self._topic_limits(tp[0])[1]))
             self.staged.append(cur)
         with fsutil.wrap_os_errors(cur.path, f"write at byte {cur.size} of staging file"):
             _write_all(cur.fd, parts)   # (a full disk: a typed error naming the file; the task
                                         # fails and its staging files are deleted)
         cur.size += size
         cur.records += records
+        cur.headers.extend(headers)
         if cur.size - cur.synced >= _SYNC_BYTES:
             # write the file out while Spark computes the next rows (disk writes at the pace of
             # the task, not in one burst at its end, whose fdatasync then has little to do)
-            self.flusher.submit(cur.fd, cur.path)
+            self.flusher.submit(cur.fd, cur.path, *cur.take_drop_behind())
             cur.synced = cur.size
 
     def _close(self, tp: Tuple[str, int]) -> None:
         cur = self.current.pop(tp)
-        self.flusher.release(cur.fd, cur.path)
+        self.flusher.release(cur.fd, cur.path, *cur.take_drop_behind())
 
     def finish(self) -> StagedWrite:
         # a staging file missing or torn at commit fails the commit, which rolls back
@@ -318,13 +325,46 @@ class ArrowStager:
 
 @dataclass
 class _OpenStaging:
-    """One staging file of a task (``fd`` is open while ``tp`` writes to it)."""
+    """One staging file of a task (``fd`` is open while ``tp`` writes to it).
+
+    Drop-behind: once the file is big enough to be moved into the log at commit (``move_min``),
+    what was written out leaves the page cache, and the pages holding batch headers are read back
+    at once (asynchronously): the commit reads and rewrites the headers and nothing else
+    (:func:`kafkalog.spark.commit._append_files`), so a write of gigabytes recycles a few megabytes
+    of page cache instead of filling it. (On a VM whose free memory goes back to its host, each
+    page the page cache grows into costs a host fault: ~1.5 CPU-seconds per 600 MB here, more
+    than the write itself.) Where batches average under ``DROP_MIN_BATCH`` bytes, reading their
+    headers back would read most pages again, so those stay cached; so does a smaller file, which
+    the commit copies (reading all of it)."""
     tp: Tuple[str, int]
     fd: int
     path: str
+    move_min: int = 0     # size from which the commit moves the file (commit.move_threshold)
     size: int = 0
     records: int = 0
     synced: int = 0       # bytes handed to the flusher
+    headers: List[int] = field(default_factory=list)   # batch header positions >= dropped_to
+    dropped_to: int = 0   # page-aligned: what is before it was dropped (or left cached)
+
+    def take_drop_behind(self) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:
+        """``(ranges to drop, ranges to read back)`` for what was written since the last call."""
+        if self.size < self.move_min:
+            return [], []
+        start, end = self.dropped_to, self.size - self.size % _PAGE
+        if end <= start:
+            return [], []
+        cut = bisect_left(self.headers, end)
+        inside, self.headers = self.headers[:cut], self.headers[cut:]
+        self.dropped_to = end
+        if inside and (end - start) // len(inside) < DROP_MIN_BATCH:
+            return [], []
+        return [(start, end)], [(h, h + RECORD_BATCH_OVERHEAD) for h in inside]
+
+
+_PAGE = mmap.PAGESIZE
+
+#: batches smaller than this on average stay in the page cache (their headers are too dense)
+DROP_MIN_BATCH = 32 << 10
 
 
 #: a staging file is synced in the background every this many bytes
