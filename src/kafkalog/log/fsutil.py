@@ -219,31 +219,30 @@ def write_out_data(fd: int) -> None:
     os.fdatasync(fd)
 
 
-def drop_cached(fd: int, ranges: Sequence[Tuple[int, int]]) -> None:
-    """Evict the ``(start, end)`` byte ranges of ``fd`` from the page cache
-    (``POSIX_FADV_DONTNEED``: clean pages are dropped at once, dirty ones are left alone; only
-    advice, so errors are ignored). A no-op where the call does not exist."""
+def _advise(fd: int, ranges: Sequence[Tuple[int, int]], advice_name: str) -> None:
+    """``posix_fadvise`` over the ``(start, end)`` byte ranges of ``fd``: only advice, so errors
+    end it quietly, and it is a no-op where the call does not exist."""
     advise = getattr(os, "posix_fadvise", None)
     if advise is None:
         return
+    advice = getattr(os, advice_name)
     for start, end in ranges:
         try:
-            advise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
+            advise(fd, start, end - start, advice)
         except OSError:
             return
+
+
+def drop_cached(fd: int, ranges: Sequence[Tuple[int, int]]) -> None:
+    """Evict the ``(start, end)`` byte ranges of ``fd`` from the page cache
+    (``POSIX_FADV_DONTNEED``: clean pages are dropped at once, dirty ones are left alone)."""
+    _advise(fd, ranges, "POSIX_FADV_DONTNEED")
 
 
 def read_ahead(fd: int, ranges: Sequence[Tuple[int, int]]) -> None:
     """Start reading the ``(start, end)`` byte ranges of ``fd`` into the page cache without waiting
-    (``POSIX_FADV_WILLNEED``; advice, errors ignored)."""
-    advise = getattr(os, "posix_fadvise", None)
-    if advise is None:
-        return
-    for start, end in ranges:
-        try:
-            advise(fd, start, end - start, os.POSIX_FADV_WILLNEED)
-        except OSError:
-            return
+    (``POSIX_FADV_WILLNEED``)."""
+    _advise(fd, ranges, "POSIX_FADV_WILLNEED")
 
 
 class BackgroundFlusher:
