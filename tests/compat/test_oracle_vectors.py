@@ -14,7 +14,9 @@ from kafkalog.errors import InvalidRecordError
 from kafkalog.record.control import EndTransactionMarker, parse_control_key
 from kafkalog.record.constants import ControlRecordType
 
-VECTORS = os.environ.get("KAFKALOG_ORACLE_VECTORS", "/work/shared/oracle/vectors")
+from tests.oracle import VECTORS_ROOT
+
+VECTORS = VECTORS_ROOT
 
 
 def _hex_file(path: str) -> bytes:

@@ -370,8 +370,7 @@ def test_exact_limit_is_allowed():
 
 # --- payloads written by Kafka's own Java codecs (oracle vectors) ----------------------------------
 
-VECTORS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "oracle", "vectors",
-                       "kafka-clients-3.9.1")
+from tests.oracle import KAFKA_CLIENTS as VECTORS  # noqa: E402
 
 
 def _compressed_payloads(buf: bytes):

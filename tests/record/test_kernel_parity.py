@@ -138,13 +138,12 @@ def test_bytes_like_inputs(K):
 @kernels
 def test_kafka_written_records_decode(K):
     """Bodies from real Kafka (kafka-clients 3.9.1) decode to what Kafka's own reader saw."""
-    base = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "oracle", "vectors",
-                        "kafka-clients-3.9.1")
-    path = os.path.join(base, "v2-none.hex")
+    from tests.oracle import KAFKA_CLIENTS
+    path = os.path.join(KAFKA_CLIENTS, "v2-none.hex")
     if not os.path.exists(path):
         pytest.skip("oracle vectors not available")
     buf = bytes.fromhex(open(path).read().replace("\n", "").strip())
-    want = [r for r in map(json.loads, open(os.path.join(base, "v2-none.oracle.jsonl")))
+    want = [r for r in map(json.loads, open(os.path.join(KAFKA_CLIENTS, "v2-none.oracle.jsonl")))
             if r.get("type") == "record"]
     got = []
     pos = 0

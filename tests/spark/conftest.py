@@ -11,7 +11,6 @@ os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
 
 pyspark = pytest.importorskip("pyspark")
 
-VECTORS = "/work/shared/oracle/vectors/kafka-clients-3.9.1"
 
 
 @pytest.fixture(scope="session")

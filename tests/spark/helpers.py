@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-VECTORS = "/work/shared/oracle/vectors/kafka-clients-3.9.1"
+from tests.oracle import KAFKA_CLIENTS as VECTORS  # noqa: F401 - used by the tests
 
 
 def vector_bytes(name: str) -> bytes:
