@@ -287,7 +287,7 @@ def dump(files, deep_iteration, print_data_log, skip_record_metadata, max_bytes,
                        skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,
                        max_message_size=max_message_size, verify_index_only=verify_index_only,
                        index_sanity_check=index_sanity_check, json=fmt == "json",
-                       out=click.get_text_stream("stdout"), err=click.get_text_stream("stderr"))
+                       out=sys.stdout, err=sys.stderr)
     status = 0
     for path in files:
         fn = dump_records_file if as_records else DUMPERS.get(_suffix(path))

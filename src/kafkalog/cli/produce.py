@@ -68,7 +68,7 @@ def produce(data_dir: str, topic: str, b64: bool, partitions: int, compression: 
             dl.create_topic(topic, partitions, cfg)
         p = dl.producer(compression=compression, batch_size=batch_size)
         n = 0
-        stdin = click.get_text_stream("stdin")
+        stdin = sys.stdin
         for lineno, line in enumerate(stdin, 1):
             if not line.strip():
                 continue
