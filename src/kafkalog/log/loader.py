@@ -194,146 +194,160 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
             continue
         if any(name.endswith(s) for s in INDEX_SUFFIXES) and off not in logs:
             _unlink(os.path.join(d, name), report)           # orphaned index file
-    segments: List[LogSegment] = []
-    recovered_ids = set()
-    tmp_psm = []
-    split_ids = set()           # segments made by an overflow split: offset gaps between them are real
+    opened: List[LogSegment] = []      # every segment this load opens: released if it fails
 
-    def recovery_psm(before: List[LogSegment], seg: LogSegment):
-        """Kafka recovers a segment with a producer-state manager of its own, rebuilt up to the
-        segment's base offset (so aborted transactions starting earlier are indexed right)."""
-        if producer_state_manager is None:
-            return None
-        if not tmp_psm:
-            tmp_psm.append(ProducerStateManager(d, producer_state_manager.producer_id_expiration_ms))
-        psm = tmp_psm[0]
-        if psm.map_end_offset != seg.base_offset or not before:
-            rebuild_producer_state(psm, before, log_start_offset, seg.base_offset, clock())
-        return psm
-    policy = get("cleanup.policy")
-    contiguous = "compact" not in (policy if isinstance(policy, str) else ",".join(policy))
-    for base in sorted(logs):
-        seg = LogSegment.open(d, base, config, file_already_exists=True, clock=clock, preallocate=False)
-        try:
-            seg_next = seg.read_next_offset() if seg.size else base
-            later = [b for b in logs if b > base]
-            # Offsets overflow a segment only where compaction left gaps (KAFKA-6264: legacy data,
-            # or a compacted log), and still stay below the next segment; otherwise a damaged
-            # baseOffset (outside the CRC) looks like an overflow: recovery below truncates it.
-            legacy = seg.size > 16 and seg.log.pread(16, 1)[0] < 2    # magic of the first batch
-            overflow = (seg_next - 1 - base > INT_MAX and (legacy or not contiguous)
-                        and (not later or seg_next <= min(later)))
-        except (KafkalogError, OSError):
-            overflow = False        # damaged data or index: the recovery below deals with it
-        if overflow:
-            # legacy data whose offsets overflow the segment (KAFKA-6264): split, spec §4.12
-            parts = split_overflowed_segment(seg, config, clock)
-            delete_segment(seg, f"split into {len(parts)} segments (offset overflow)")
-            fsync_dir(d)
-            _finish_split(parts)
-            report.split_segments.append({"file": seg.log_path, "into": [p.base_offset for p in parts]})
-            for p in parts:
-                logs[p.base_offset] = segment_file_name(p.base_offset, LOG)
-                split_ids.add(id(p))
-            segments.extend(parts)
-            continue
-        idx_missing = not os.path.exists(seg.offset_index_path)
-        if not idx_missing and not os.path.exists(seg.time_index_path):
-            fd = os.open(seg.time_index_path, os.O_RDWR | os.O_CREAT, 0o644)
-            os.close(fd)                                      # recreated empty (spec §2.8)
-        reason = None
-        if idx_missing:
-            reason = "offset index file missing"
-        else:
+    def open_segment(*args, **kwargs) -> LogSegment:
+        seg = LogSegment.open(*args, **kwargs)
+        opened.append(seg)
+        return seg
+    try:
+        segments: List[LogSegment] = []
+        recovered_ids = set()
+        tmp_psm = []
+        split_ids = set()           # segments made by an overflow split: offset gaps between them are real
+
+        def recovery_psm(before: List[LogSegment], seg: LogSegment):
+            """Kafka recovers a segment with a producer-state manager of its own, rebuilt up to the
+            segment's base offset (so aborted transactions starting earlier are indexed right)."""
+            if producer_state_manager is None:
+                return None
+            if not tmp_psm:
+                tmp_psm.append(ProducerStateManager(d, producer_state_manager.producer_id_expiration_ms))
+            psm = tmp_psm[0]
+            if psm.map_end_offset != seg.base_offset or not before:
+                rebuild_producer_state(psm, before, log_start_offset, seg.base_offset, clock())
+            return psm
+        policy = get("cleanup.policy")
+        contiguous = "compact" not in (policy if isinstance(policy, str) else ",".join(policy))
+        for base in sorted(logs):
+            seg = open_segment(d, base, config, file_already_exists=True, clock=clock, preallocate=False)
             try:
-                if os.path.exists(seg.txn_index_path):
-                    seg.txn_index.sanity_check()
-            except KafkalogError as e:
-                reason = f"corrupt transaction index: {e.message}"
-        if reason is None and (had_clean_shutdown or base < _floor_base(logs, recovery_point)):
-            reason = _validate_indexes(seg)
-        if reason is not None:
-            _recover_segment(seg, report, reason, recovery_psm(segments, seg), leader_epoch_cache,
-                             contiguous)
-            recovered_ids.add(id(seg))
-        segments.append(seg)
-
-    # a segment truncated by the index-triggered recovery above ends the log there, as in step 4
-    # (recovery keeps the valid prefix; never a silent gap of offsets)
-    for i, seg in enumerate(segments):
-        r = seg.last_recovery
-        if id(seg) in recovered_ids and r is not None and r.truncated_bytes > 0:
-            for later in segments[i + 1:]:
-                delete_segment(later, f"follows truncated segment {seg.log_path}")
-            del segments[i + 1:]
-            break
-
-    # 4. recovery after an unclean shutdown
-    if not had_clean_shutdown and segments:
-        floor = _floor_base(logs, recovery_point)
-        for i, seg in enumerate(segments):
-            if seg.base_offset < floor:
+                seg_next = seg.read_next_offset() if seg.size else base
+                later = [b for b in logs if b > base]
+                # Offsets overflow a segment only where compaction left gaps (KAFKA-6264: legacy data,
+                # or a compacted log), and still stay below the next segment; otherwise a damaged
+                # baseOffset (outside the CRC) looks like an overflow: recovery below truncates it.
+                legacy = seg.size > 16 and seg.log.pread(16, 1)[0] < 2    # magic of the first batch
+                overflow = (seg_next - 1 - base > INT_MAX and (legacy or not contiguous)
+                            and (not later or seg_next <= min(later)))
+            except (KafkalogError, OSError):
+                overflow = False        # damaged data or index: the recovery below deals with it
+            if overflow:
+                # legacy data whose offsets overflow the segment (KAFKA-6264): split, spec §4.12
+                parts = split_overflowed_segment(seg, config, clock)
+                opened.extend(parts)
+                delete_segment(seg, f"split into {len(parts)} segments (offset overflow)")
+                fsync_dir(d)
+                _finish_split(parts)
+                report.split_segments.append({"file": seg.log_path, "into": [p.base_offset for p in parts]})
+                for p in parts:
+                    logs[p.base_offset] = segment_file_name(p.base_offset, LOG)
+                    split_ids.add(id(p))
+                segments.extend(parts)
                 continue
-            if id(seg) in recovered_ids:
-                truncated = seg.last_recovery.truncated_bytes if seg.last_recovery else 0
+            idx_missing = not os.path.exists(seg.offset_index_path)
+            if not idx_missing and not os.path.exists(seg.time_index_path):
+                fd = os.open(seg.time_index_path, os.O_RDWR | os.O_CREAT, 0o644)
+                os.close(fd)                                      # recreated empty (spec §2.8)
+            reason = None
+            if idx_missing:
+                reason = "offset index file missing"
             else:
-                truncated = _recover_segment(seg, report, "unclean shutdown",
-                                             recovery_psm(segments[:i], seg), leader_epoch_cache,
-                                             contiguous)
-            gap = None
-            if contiguous and i + 1 < len(segments) and truncated == 0 and id(seg) not in split_ids:
-                nxt = seg.read_next_offset()
-                if seg.size and nxt != segments[i + 1].base_offset:
-                    # a never-compacted log has no offset gaps: a whole-batch cut or a damaged
-                    # baseOffset at the end of this segment (fields outside the CRC)
-                    gap = (f"segment ends at offset {nxt} but the next segment starts at "
-                           f"{segments[i + 1].base_offset}")
-                    entry = {"file": seg.log_path, "position": seg.size, "bytes": 0,
-                             "kind": "corruption", "reason": gap}
-                    report.truncations.append(entry)
-                    report.corruptions.append(dict(entry, validDataFollows=True,
-                                                   nextValidPosition=None))
-            if truncated > 0 or gap is not None:
+                try:
+                    if os.path.exists(seg.txn_index_path):
+                        seg.txn_index.sanity_check()
+                except KafkalogError as e:
+                    reason = f"corrupt transaction index: {e.message}"
+            if reason is None and (had_clean_shutdown or base < _floor_base(logs, recovery_point)):
+                reason = _validate_indexes(seg)
+            if reason is not None:
+                _recover_segment(seg, report, reason, recovery_psm(segments, seg), leader_epoch_cache,
+                                 contiguous)
+                recovered_ids.add(id(seg))
+            segments.append(seg)
+
+        # a segment truncated by the index-triggered recovery above ends the log there, as in step 4
+        # (recovery keeps the valid prefix; never a silent gap of offsets)
+        for i, seg in enumerate(segments):
+            r = seg.last_recovery
+            if id(seg) in recovered_ids and r is not None and r.truncated_bytes > 0:
                 for later in segments[i + 1:]:
                     delete_segment(later, f"follows truncated segment {seg.log_path}")
                 del segments[i + 1:]
                 break
 
-    next_offset = segments[-1].read_next_offset() if segments else log_start_offset
-    if segments and next_offset < log_start_offset:
-        for seg in segments:
-            delete_segment(seg, f"log end offset {next_offset} is below the log start offset "
-                                f"{log_start_offset}")
-        segments = []
-        c = leader_epoch_cache
-        if c is not None and callable(getattr(c, "clear", None)):
-            c.clear()
-    if not segments:
-        segments = [LogSegment.open(d, log_start_offset, config, clock=clock)]
-        next_offset = log_start_offset
-    if had_clean_shutdown:
-        new_recovery_point = next_offset
-    else:
-        new_recovery_point = min(recovery_point, next_offset)
-    segments[-1].resize_indexes(int(get("segment.index.bytes")))
-    # 6. leader epochs, 7. log start offset, 8. producer state (spec §4.8)
-    if leader_epoch_cache is not None:
-        leader_epoch_cache.truncate_from_end(next_offset)
-        leader_epoch_cache.truncate_from_start(log_start_offset)
-    new_log_start = max(log_start_offset, segments[0].base_offset)
-    if producer_state_manager is not None:
-        psm = producer_state_manager
-        psm.snapshots = psm._load_snapshots()          # recovery may have written some
-        psm.remove_stray_snapshots([s.base_offset for s in segments])
-        rebuild_producer_state(psm, segments, new_log_start, next_offset, clock(),
-                               reload_from_clean_shutdown=had_clean_shutdown)
-    if doomed:
-        fsync_dir(d)
-        from kafkalog.log.log import delete_segments_later
-        delete_segments_later(scheduler, int(get("file.delete.delay.ms")), doomed)
-    report.recovery_point = new_recovery_point
-    report.log_end_offset = next_offset
-    return LoadedLog(segments, new_log_start, new_recovery_point, next_offset, report)
+        # 4. recovery after an unclean shutdown
+        if not had_clean_shutdown and segments:
+            floor = _floor_base(logs, recovery_point)
+            for i, seg in enumerate(segments):
+                if seg.base_offset < floor:
+                    continue
+                if id(seg) in recovered_ids:
+                    truncated = seg.last_recovery.truncated_bytes if seg.last_recovery else 0
+                else:
+                    truncated = _recover_segment(seg, report, "unclean shutdown",
+                                                 recovery_psm(segments[:i], seg), leader_epoch_cache,
+                                                 contiguous)
+                gap = None
+                if contiguous and i + 1 < len(segments) and truncated == 0 and id(seg) not in split_ids:
+                    nxt = seg.read_next_offset()
+                    if seg.size and nxt != segments[i + 1].base_offset:
+                        # a never-compacted log has no offset gaps: a whole-batch cut or a damaged
+                        # baseOffset at the end of this segment (fields outside the CRC)
+                        gap = (f"segment ends at offset {nxt} but the next segment starts at "
+                               f"{segments[i + 1].base_offset}")
+                        entry = {"file": seg.log_path, "position": seg.size, "bytes": 0,
+                                 "kind": "corruption", "reason": gap}
+                        report.truncations.append(entry)
+                        report.corruptions.append(dict(entry, validDataFollows=True,
+                                                       nextValidPosition=None))
+                if truncated > 0 or gap is not None:
+                    for later in segments[i + 1:]:
+                        delete_segment(later, f"follows truncated segment {seg.log_path}")
+                    del segments[i + 1:]
+                    break
+
+        next_offset = segments[-1].read_next_offset() if segments else log_start_offset
+        if segments and next_offset < log_start_offset:
+            for seg in segments:
+                delete_segment(seg, f"log end offset {next_offset} is below the log start offset "
+                                    f"{log_start_offset}")
+            segments = []
+            c = leader_epoch_cache
+            if c is not None and callable(getattr(c, "clear", None)):
+                c.clear()
+        if not segments:
+            segments = [open_segment(d, log_start_offset, config, clock=clock)]
+            next_offset = log_start_offset
+        if had_clean_shutdown:
+            new_recovery_point = next_offset
+        else:
+            new_recovery_point = min(recovery_point, next_offset)
+        segments[-1].resize_indexes(int(get("segment.index.bytes")))
+        # 6. leader epochs, 7. log start offset, 8. producer state (spec §4.8)
+        if leader_epoch_cache is not None:
+            leader_epoch_cache.truncate_from_end(next_offset)
+            leader_epoch_cache.truncate_from_start(log_start_offset)
+        new_log_start = max(log_start_offset, segments[0].base_offset)
+        if producer_state_manager is not None:
+            psm = producer_state_manager
+            psm.snapshots = psm._load_snapshots()          # recovery may have written some
+            psm.remove_stray_snapshots([s.base_offset for s in segments])
+            rebuild_producer_state(psm, segments, new_log_start, next_offset, clock(),
+                                   reload_from_clean_shutdown=had_clean_shutdown)
+        if doomed:
+            fsync_dir(d)
+            from kafkalog.log.log import delete_segments_later
+            delete_segments_later(scheduler, int(get("file.delete.delay.ms")), doomed)
+        report.recovery_point = new_recovery_point
+        report.log_end_offset = next_offset
+        return LoadedLog(segments, new_log_start, new_recovery_point, next_offset, report)
+    except BaseException:
+        # a load that fails (a typed error: damage it must not repair, a full disk...) leaves no
+        # file open behind it, and writes nothing more while closing
+        for seg in opened:
+            seg.close_handlers()
+        raise
 
 
 def rebuild_producer_state(psm, segments, log_start_offset: int, last_offset: int, now: int,
@@ -410,33 +424,38 @@ def split_overflowed_segment(seg: LogSegment, config, clock: Callable[[], int] =
                            [h.max_timestamp for h in pending])
         pending.clear()
 
-    for h in seg.log.iter_headers(0):
-        first = h.base_offset
-        if h.magic < 2 and h.attributes & 0x07:
-            first = _legacy_first_offset(seg.log.read_entry(h.position, h.size), h.last_offset)
-        if cur is None or not cur.can_convert_to_relative_offset(h.last_offset):
-            flush_pending()
-            cur = LogSegment.open(d, first, config, file_suffix=CLEANED_FILE_SUFFIX,
-                                  preallocate=False, clock=clock)
-            parts.append(cur)
-        pending.append(h)
-        if h.position + h.size - pending[0].position >= chunk_bytes:
-            flush_pending()
-    flush_pending()
-    total = sum(p.size for p in parts)
-    if total != seg.size:
+    try:
+        for h in seg.log.iter_headers(0):
+            first = h.base_offset
+            if h.magic < 2 and h.attributes & 0x07:
+                first = _legacy_first_offset(seg.log.read_entry(h.position, h.size), h.last_offset)
+            if cur is None or not cur.can_convert_to_relative_offset(h.last_offset):
+                flush_pending()
+                cur = LogSegment.open(d, first, config, file_suffix=CLEANED_FILE_SUFFIX,
+                                      preallocate=False, clock=clock)
+                parts.append(cur)
+            pending.append(h)
+            if h.position + h.size - pending[0].position >= chunk_bytes:
+                flush_pending()
+        flush_pending()
+        total = sum(p.size for p in parts)
+        if total != seg.size:
+            raise KafkalogError(f"Inconsistent segment sizes after split: before {seg.size}, "
+                                f"after {total}", file=seg.log_path)
+        mtime = seg.last_modified_ms()
+        for p in parts:
+            p.on_become_inactive_segment()
+            p.flush()
+            p.set_last_modified_ms(mtime)
+        for p in sorted(parts, key=lambda s: s.base_offset, reverse=True):
+            p.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+        fsync_dir(d)
+    except BaseException:
+        # nothing of a failed split stays (the segment being split is untouched until the caller
+        # renames it): its parts are closed and deleted, whatever suffix they have reached
         for p in parts:
             p.delete()
-        raise KafkalogError(f"Inconsistent segment sizes after split: before {seg.size}, after "
-                            f"{total}", file=seg.log_path)
-    mtime = seg.last_modified_ms()
-    for p in parts:
-        p.on_become_inactive_segment()
-        p.flush()
-        p.set_last_modified_ms(mtime)
-    for p in sorted(parts, key=lambda s: s.base_offset, reverse=True):
-        p.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-    fsync_dir(d)
+        raise
     return parts
 
 
