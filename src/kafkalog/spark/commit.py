@@ -5,8 +5,9 @@ The driver-side ``commit()`` of a Spark write opens the data directory with the 
 shutdown, and on close writes the checkpoints and ``.kafka_cleanshutdown``), creates missing topics
 with their ``topic.<key>`` configs (persisted by ``LogManager.create_topic``) and appends the
 staging files with :meth:`kafkalog.log.log.Log.append_file` (validated like ``Log.append``,
-offsets assigned in place, never re-encoded; big files are moved into the log as segments, small
-ones copied; producer state, indexes, rolls and the recovery point are the log's).
+offsets assigned in place, never re-encoded; big files are moved into the log as segments, their
+batch headers checked and their payload checksums trusted, see :func:`_append_files`; small ones
+copied and checked in full; producer state, indexes, rolls and the recovery point are the log's).
 
 Commit protocol (``<DATA_DIR>/.kafkalog-commit``, a JSON file written atomically: ``.tmp``,
 fsync, rename, fsync dir):
