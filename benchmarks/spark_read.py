@@ -124,13 +124,17 @@ class TrivialSource(DataSource):
         return _TrivialReader()
 
 
-def per_query(make, reps: int = 15):
-    """``(min, median)`` seconds of ``make().collect()`` over ``reps`` runs after two warm-ups: a
-    new DataFrame every time, as user code builds one per query (re-running one DataFrame reuses
+#: a point-read variant runs WARM_UPS + QUERIES times (read.bytes is averaged over all of them)
+WARM_UPS, QUERIES = 2, 15
+
+
+def per_query(make):
+    """``(min, median)`` seconds of ``make().collect()`` over ``QUERIES`` runs after ``WARM_UPS``:
+    a new DataFrame every time, as user code builds one per query (re-running one DataFrame reuses
     Spark's physical plan and skips the source's planning)."""
-    for _ in range(2):
+    for _ in range(WARM_UPS):
         make().collect()
-    times = sorted(timed(lambda: make().collect()) for _ in range(reps))
+    times = sorted(timed(lambda: make().collect()) for _ in range(QUERIES))
     return times[0], statistics.median(times)
 
 
@@ -215,7 +219,7 @@ def main() -> None:
         assert by_offsets().count() == 1000 and by_timestamps().count() == 1000
         profile_sum("read.bytes")
         push = per_query(lambda: kl.filter(where))
-        bytes_push = profile_sum("read.bytes") / 17
+        bytes_push = profile_sum("read.bytes") / (WARM_UPS + QUERIES)
         nopush_df = spark.read.format("kafkalog").option("subscribe", "bench") \
             .option("pushFilters", "false").load(data)
         t_nopush = min(timed(lambda: nopush_df.filter(where).collect()) for _ in range(2))
@@ -227,7 +231,7 @@ def main() -> None:
         trivial = per_query(lambda: spark.read.format("kafkalog_bench_trivial").load()
                             .filter("x > 0"))
         jvm = per_query(lambda: spark.range(1000))
-        print(f"1,000 records at offset {at} of a {n:,}-record topic (min / median of 15 queries, "
+        print(f"1,000 records at offset {at} of a {n:,}-record topic (min / median of {QUERIES} queries, "
               f"a new DataFrame each):")
         print(f"  no pushdown (Spark filters a full scan)            {t_nopush:7.3f} s (best of 2)")
         for label, (t_min, t_med) in (

@@ -227,8 +227,8 @@ def _append_files(log, paths: Sequence[str]) -> int:
     small ones are copied into the active segment. Returns the number of bytes appended.
 
     A moved file's batch headers are all checked, but not the payload checksums: the job's own
-    tasks computed them from the very bytes they wrote, then wrote the data out and dropped it
-    from the page cache, keeping only the pages that hold batch headers (``ArrowStager``), so the
+    tasks computed them from the very bytes they wrote, then wrote the data out, dropped it from
+    the page cache and read back only the pages that hold batch headers (``ArrowStager``), so the
     commit reads and rewrites those pages and nothing else. A copied file is read anyway, and
     verified in full."""
     total = 0
