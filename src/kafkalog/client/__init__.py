@@ -1,0 +1,5 @@
+"""The embedded client: a Kafka data directory used from Python with Kafka's semantics."""
+
+from kafkalog.client.datalog import ConsumerRecord, DataLog, ProduceResult, Producer, RecordMetadata, open
+
+__all__ = ["open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult"]
