@@ -246,3 +246,43 @@ def test_every_option_has_help_and_the_summaries_are_whole() -> None:
     for name, cmd in group.commands.items():
         whole = cmd.get_short_help_str(limit=1000)         # the first sentence, never cut with "..."
         assert f"{name} {whole}" in flat and not whole.endswith("..."), name
+
+
+def test_sigkill_of_a_streaming_produce_keeps_what_lingered(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    cmd = [EXE] if EXE else [sys.executable, "-m", "kafkalog.cli.main"]
+    p = subprocess.Popen([*cmd, "produce", str(d), "s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdin is not None
+    sent = 0
+    for window in range(5):                       # five linger windows, each followed by a pause
+        for _ in range(20):
+            p.stdin.write(json.dumps({"key": f"k{sent}", "value": f"v{sent}"}) + "\n")
+            sent += 1
+        p.stdin.flush()
+        if window == 0:                            # the process is up and the first window landed
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (d / "s-0").exists():
+                time.sleep(0.05)
+        time.sleep(0.5)
+    p.kill()                                       # SIGKILL: no flush, no summary
+    p.communicate(timeout=30)
+    with kafkalog.open(d, read_only=True) as dl:
+        got = [r.value for r in dl.consume("s")]
+    assert got == [b"v%d" % i for i in range(sent)]
+
+
+@pytest.mark.spark
+def test_the_pipeline_run_twice_reports_this_run_and_what_was_there(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
+    d = tmp_path / "pipe"
+    runs = []
+    for _ in range(2):
+        res = subprocess.run([sys.executable, str(example), str(d), "--events", "3000", "--users", "200",
+                              "--partitions", "2"], capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        runs.append(res.stdout)
+    assert "written          3,000 events of 200 users this run" in runs[1]
+    assert "before this run  0 records" in runs[0]
+    prior = [line for line in runs[1].splitlines() if "before this run" in line][0]
+    assert " 0 records" not in prior
