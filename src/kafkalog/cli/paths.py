@@ -30,8 +30,9 @@ def _is_partition_name(name: str) -> bool:
 
 
 def is_partition_dir(path: str) -> bool:
-    """A ``<topic>-<partition>`` directory holding segment files or a partition's metadata."""
-    if not os.path.isdir(path) or not _is_partition_name(os.path.basename(os.path.abspath(path))):
+    """A directory holding segment files or a partition's metadata (normally named
+    ``<topic>-<partition>``; a copy of one under another name counts too)."""
+    if not os.path.isdir(path):
         return False
     for name in os.listdir(path):
         if name.endswith(".log") and name.split(".")[0].isdigit():
