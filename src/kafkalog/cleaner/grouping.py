@@ -10,11 +10,11 @@ check (so empty segments left every 2^31 offsets are absorbed).
 from __future__ import annotations
 
 import os
+from kafkalog.record.constants import INT32_MAX
 from typing import List, Sequence
 
 __all__ = ["group_segments_by_size", "index_size_bytes"]
 
-INT_MAX = 2**31 - 1
 
 
 def index_size_bytes(seg) -> tuple:
@@ -60,7 +60,7 @@ def group_segments_by_size(segments: Sequence, max_size: int, max_index_size: in
                     and index_size + oi <= max_index_size
                     and time_index_size + ti <= max_index_size
                     and (s.size == 0 or _last_offset_for_first(segs, i, first_uncleanable_offset)
-                         - group[0].base_offset <= INT_MAX)):
+                         - group[0].base_offset <= INT32_MAX)):
                 break
             group.append(s)
             log_size += s.size

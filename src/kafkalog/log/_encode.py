@@ -28,11 +28,10 @@ def _normalise(rec, default_ts: int):
             default_ts if ts is None or ts < 0 else ts, getattr(rec, "headers", None))
 
 
-def codec_id(compression) -> int:
+def codec_id(compression: "int | str") -> int:
     """A codec id from an id or a ``compression.type`` name (``uncompressed`` = ``none``)."""
     if isinstance(compression, str):
-        name = compression.lower()
-        return int(CompressionType.for_name("none" if name == "uncompressed" else name))
+        return int(CompressionType.for_name(compression))
     return int(compression)
 
 

@@ -20,8 +20,8 @@ from kafkalog.errors import (InvalidConfigError, KafkalogError, KafkalogIOError,
                              LogSegmentOffsetOverflowError)
 from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
+from kafkalog.record.constants import INT32_MAX
 
-INT_MAX = 2**31 - 1
 _ZERO_CHUNK = 1 << 16
 
 
@@ -189,14 +189,14 @@ class AbstractIndex(IndexFile):
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset``; :class:`IndexOffsetOverflowError` outside ``0..Int.MAX``."""
         rel = offset - self.base_offset
-        if rel < 0 or rel > INT_MAX:
+        if rel < 0 or rel > INT32_MAX:
             raise IndexOffsetOverflowError(
                 f"Integer overflow for offset: {offset} ({self._path})", file=self._path)
         return rel
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset`` can be stored relative to ``base_offset``."""
-        return 0 <= offset - self.base_offset <= INT_MAX
+        return 0 <= offset - self.base_offset <= INT32_MAX
 
     def _check_writable(self) -> None:
         if not self.writable:

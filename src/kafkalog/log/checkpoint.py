@@ -30,26 +30,21 @@ from kafkalog.errors import CorruptCheckpointError, KafkalogIOError
 from kafkalog.log.config import format_properties, parse_properties
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log.fsutil import atomic_write, io_error, wrap_os_errors
-from kafkalog.log.naming import TopicPartition
+from kafkalog.log.naming import (CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT_FILE,
+                                 LEADER_EPOCH_CHECKPOINT_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
+                                 META_PROPERTIES_FILE, PARTITION_METADATA_FILE,
+                                 RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
+                                 TopicPartition)
+from kafkalog.record.constants import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 T = TypeVar("T")
 
-RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
-LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
-PARTITION_METADATA_FILE = "partition.metadata"
-META_PROPERTIES_FILE = "meta.properties"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 _WS = re.compile(r"[ \t\n\x0b\f\r]+")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 
 
-def parse_java_int(text: str, lo: int = INT_MIN, hi: int = INT_MAX) -> Optional[int]:
+def parse_java_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> Optional[int]:
     """``Integer.parseInt`` / ``Long.parseLong`` (ASCII digits): the value, or ``None``."""
     if not _INT_RE.fullmatch(text):
         return None
@@ -204,7 +199,7 @@ class _OffsetFormatter(EntryFormatter[Tuple[TopicPartition, int]]):
         if len(parts) != 3 or not parts[0]:
             return None
         p = parse_java_int(parts[1])
-        o = parse_java_int(parts[2], LONG_MIN, LONG_MAX)
+        o = parse_java_int(parts[2], INT64_MIN, INT64_MAX)
         if p is None or o is None:
             return None
         return (TopicPartition(parts[0], p), o)
@@ -254,7 +249,7 @@ class _EpochFormatter(EntryFormatter[EpochEntry]):
         if len(parts) != 2:
             return None
         e = parse_java_int(parts[0])
-        o = parse_java_int(parts[1], LONG_MIN, LONG_MAX)
+        o = parse_java_int(parts[1], INT64_MIN, INT64_MAX)
         if e is None or o is None:
             return None
         return EpochEntry(e, o)

@@ -15,7 +15,7 @@ from typing import Iterator, Optional, Sequence, Tuple
 
 from kafkalog.errors import KafkalogIOError
 
-TMP_SUFFIX = ".tmp"
+from kafkalog.log.naming import TMP_FILE_SUFFIX
 
 
 def io_error(err: OSError, path: os.PathLike | str, action: str) -> KafkalogIOError:
@@ -82,7 +82,7 @@ def atomic_write(path: os.PathLike | str, data: bytes, *, sync: bool = True) -> 
     flushes them later); the rename is still atomic.
     """
     path = os.fspath(path)
-    tmp = path + TMP_SUFFIX
+    tmp = path + TMP_FILE_SUFFIX
     with wrap_os_errors(tmp, "write"):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -145,7 +145,7 @@ def delete_tmp_files(dir_: os.PathLike | str) -> list[str]:
     with wrap_os_errors(dir_, "list directory"):
         names = os.listdir(dir_)
     for n in names:
-        if n.endswith(TMP_SUFFIX):
+        if n.endswith(TMP_FILE_SUFFIX):
             p = os.path.join(os.fspath(dir_), n)
             if os.path.isfile(p):
                 delete_if_exists(p)

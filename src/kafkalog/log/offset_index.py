@@ -11,7 +11,8 @@ import struct
 from typing import NamedTuple, Optional, Union
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log._mmap_index import (INT_MAX, AbstractIndex, IndexEntryOutOfRangeError,
+from kafkalog.record.constants import INT32_MAX
+from kafkalog.log._mmap_index import (AbstractIndex, IndexEntryOutOfRangeError,
                                       IndexOffsetOverflowError, ReadOnlyIndexError)
 
 __all__ = ["OffsetIndex", "OffsetPosition", "IndexEntryOutOfRangeError", "IndexOffsetOverflowError",
@@ -86,10 +87,10 @@ class OffsetIndex(AbstractIndex):
                 f"offset appended ({self._last_offset}) to {self._path}.",
                 file=self._path, position=n * 8)
         rel = offset - self.base_offset
-        if rel < 0 or rel > INT_MAX:
+        if rel < 0 or rel > INT32_MAX:
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})",
                                            file=self._path, position=n * 8)
-        if position < 0 or position > INT_MAX:
+        if position < 0 or position > INT32_MAX:
             raise InvalidOffsetError(f"Invalid position {position} for offset {offset}",
                                      file=self._path, position=n * 8)
         _pack_into(self._mm, n * 8, rel, position)

@@ -12,7 +12,8 @@ import struct
 from typing import NamedTuple, Optional
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log._mmap_index import (INT_MAX, AbstractIndex, IndexEntryOutOfRangeError,
+from kafkalog.record.constants import INT32_MAX
+from kafkalog.log._mmap_index import (AbstractIndex, IndexEntryOutOfRangeError,
                                       IndexOffsetOverflowError, ReadOnlyIndexError)
 
 __all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY_SIZE",
@@ -106,7 +107,7 @@ class TimeIndex(AbstractIndex):
                 raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
                                      file=self._path, position=n * 12)
             rel = offset - self.base_offset
-            if rel < 0 or rel > INT_MAX:
+            if rel < 0 or rel > INT32_MAX:
                 raise IndexOffsetOverflowError(
                     f"Integer overflow for offset: {offset} ({self._path})",
                     file=self._path, position=n * 12)
