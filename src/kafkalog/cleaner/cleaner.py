@@ -22,15 +22,8 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
-
-from kafkalog.errors import CleanerError, CorruptRecordError, KafkalogError
-from kafkalog.log import fsutil
-from kafkalog.log.log import Log
-from kafkalog.log.naming import TopicPartition
-from kafkalog.log.segment import LogSegment
-from kafkalog.record.records import iter_batches
 
 from kafkalog.cleaner.filter import CleanerFilter, FilteredBatch, LastRecord, filter_batch
 from kafkalog.cleaner.grouping import group_segments_by_size
@@ -38,8 +31,14 @@ from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.cleaner.stats import CleanerStats, Throttler
 from kafkalog.cleaner.swap import CleaningAbortedError, crash_point, replace_segments
 from kafkalog.cleaner.txn import CleanedTransactionMetadata, collect_aborted_txns
-from kafkalog.log.naming import CLEANED_FILE_SUFFIX, SEGMENT_SUFFIXES
+from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.log import fsutil
+from kafkalog.log.log import Log
+from kafkalog.log.naming import CLEANED_FILE_SUFFIX, SEGMENT_SUFFIXES, TopicPartition
+from kafkalog.log.txn_index import AbortedTxn
+from kafkalog.log.segment import LogSegment
 from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.records import iter_batches
 
 __all__ = ["Cleaner", "LogToClean", "last_records_of_active_producers", "CleaningAbortedError"]
 
@@ -115,15 +114,14 @@ class _CleanedOutput:
         self.throttler = throttler
         self.stats = stats
         self.segments: List[LogSegment] = []
-        self.txn_entries: Dict[int, list] = {}
-        self.current: Optional[LogSegment] = None
+        self.txn_entries: Dict[int, List[AbortedTxn]] = {}
         self._buf = bytearray()
         self._positions: List[int] = []
         self._lasts: List[int] = []
         self._mts: List[int] = []
-        self._open(first_base)
+        self.current: LogSegment = self._open(first_base)
 
-    def _open(self, base: int) -> None:
+    def _open(self, base: int) -> LogSegment:
         d = self.log.dir
         for suffix in SEGMENT_SUFFIXES:
             fsutil.delete_if_exists(os.path.join(d, f"{base:020d}{suffix}{CLEANED_FILE_SUFFIX}"))
@@ -131,6 +129,7 @@ class _CleanedOutput:
         self.segments.append(seg)
         self.txn_entries[id(seg)] = []
         self.current = seg
+        return seg
 
     def set_buffer_size(self, size: int) -> None:
         """The write buffer grows (and shrinks back) with the read buffer."""
@@ -139,7 +138,7 @@ class _CleanedOutput:
     def _pending(self) -> int:
         return len(self._buf)
 
-    def append(self, fb: FilteredBatch, txn_entries: list) -> None:
+    def append(self, fb: FilteredBatch, txn_entries: List[AbortedTxn]) -> None:
         seg = self.current
         size = len(fb.data)
         if seg.size + self._pending() > 0 and (
@@ -150,8 +149,7 @@ class _CleanedOutput:
             self.flush()
             self._finish_segment(seg, None)
             base = fb.base_offset if fb.base_offset >= 0 else fb.last_offset
-            self._open(base)
-            seg = self.current
+            seg = self._open(base)
         self._positions.append(len(self._buf))
         self._buf += fb.data
         self._lasts.append(fb.last_offset)
@@ -288,7 +286,7 @@ class Cleaner:
         m = self.offset_map
         m.clear()
         m.track_superseded(start, end)
-        dirty = [s for s in log.segments_in_range(start, end)]
+        dirty = list(log.segments_in_range(start, end))
         txn = CleanedTransactionMetadata()
         txn.add_aborted_transactions(collect_aborted_txns(log.segments, start, end))
         max_msg = log.config.max_message_bytes
@@ -404,7 +402,8 @@ class Cleaner:
             out.extend(sorted(parts, key=lambda p: p.base_offset))
         return out
 
-    def clean_segments(self, log: Log, tp: TopicPartition, segments: List[LogSegment], current_time: int, stats: CleanerStats,
+    def clean_segments(self, log: Log, tp: TopicPartition, segments: List[LogSegment],
+                       current_time: int, stats: CleanerStats,
                        txn: CleanedTransactionMetadata, legacy_delete_horizon_ms: int,
                        upper_bound_offset: int, delete_retention_ms: int,
                        producers: Dict[int, LastRecord]) -> None:

@@ -18,15 +18,14 @@ import struct
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-from kafkalog.errors import KafkalogError
-from kafkalog.record import compression as _compression
-from kafkalog.record.builder import build_batch, write_v2_header
-from kafkalog.record.crc import crc32c
-from kafkalog.record.constants import TimestampType
-
 from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.cleaner.stats import CleanerStats
 from kafkalog.cleaner.txn import CleanedTransactionMetadata
+from kafkalog.errors import KafkalogError
+from kafkalog.record import compression as _compression
+from kafkalog.record.builder import build_batch, write_v2_header
+from kafkalog.record.constants import TimestampType
+from kafkalog.record.crc import crc32c
 
 __all__ = ["LastRecord", "CleanerFilter", "filter_batch", "FilteredBatch"]
 
@@ -48,7 +47,7 @@ class LastRecord:
 class FilteredBatch:
     """Bytes to append to the cleaned segment plus the facts its indexes need."""
 
-    data: object                      # bytes or memoryview
+    data: bytes | memoryview
     base_offset: int
     last_offset: int
     max_timestamp: int
@@ -100,9 +99,8 @@ def filter_batch(batch, f: CleanerFilter) -> Optional[FilteredBatch]:
         if can_discard:
             stats.aborted_batches_removed += 1
     marker_for_empty_txn = can_discard and is_control
-    if is_v2 and batch.producer_id > -1 and f.is_last_batch_of_producer(batch):
-        retain_empty = True
-    elif batch.next_offset == f.upper_bound_offset:
+    if (is_v2 and batch.producer_id > -1 and f.is_last_batch_of_producer(batch)) \
+            or batch.next_offset == f.upper_bound_offset:
         retain_empty = True
     elif discard_records:
         count = batch.count if is_v2 else len(batch.records())

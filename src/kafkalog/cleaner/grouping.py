@@ -10,8 +10,9 @@ check (so empty segments left every 2^31 offsets are absorbed).
 from __future__ import annotations
 
 import os
-from kafkalog.record.constants import INT32_MAX
 from typing import List, Sequence
+
+from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["group_segments_by_size", "index_size_bytes"]
 

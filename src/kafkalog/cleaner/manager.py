@@ -19,19 +19,18 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import weakref
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from kafkalog.cleaner.cleaner import LogToClean
 from kafkalog.errors import KafkalogError
 from kafkalog.log.checkpoint import OffsetCheckpointFile
 from kafkalog.log.log import Log
 from kafkalog.log.naming import CLEANER_OFFSET_CHECKPOINT_FILE, TopicPartition, parse_topic_partition
 from kafkalog.log.segment import LogSegment
 from kafkalog.record.constants import INT64_MAX
-
-from kafkalog.cleaner.cleaner import LogToClean
 
 __all__ = ["LogCleanerManager", "UncleanablePartition", "cleanable_offsets",
            "calculate_cleanable_bytes", "max_compaction_delay", "log_to_clean", "tp_of_log"]
@@ -120,7 +119,8 @@ def max_compaction_delay(log: Log, first_dirty: int, now: int) -> int:
     return clean_until - earliest if earliest < clean_until else 0
 
 
-def log_to_clean(tp: TopicPartition, log: Log, first_dirty: int, uncleanable: int, need_now: bool = False) -> LogToClean:
+def log_to_clean(tp: TopicPartition, log: Log, first_dirty: int, uncleanable: int,
+                 need_now: bool = False) -> LogToClean:
     clean_bytes = sum(s.size for s in _segments_overlapping(log, -1, first_dirty))
     first_uncleanable, cleanable = calculate_cleanable_bytes(log, first_dirty, uncleanable)
     return LogToClean(tp, log, first_dirty, first_uncleanable, clean_bytes, cleanable, need_now)
@@ -321,7 +321,10 @@ class LogCleanerManager:
             self.abort_cleaning(tp)
 
         log.cleaner_abort_hook = abort
-        log.on_truncate.append(lambda lg, active_base, tp=tp: self.on_log_truncated(lg, tp, active_base))
+        def truncated(lg: Log, active_base: int, tp: TopicPartition = tp) -> None:
+            self.on_log_truncated(lg, tp, active_base)
+
+        log.on_truncate.append(truncated)
 
     def on_log_truncated(self, log: Log, tp: TopicPartition, active_base: int) -> None:
         """After ``log`` was truncated: abort an in-progress cleaning, lower the checkpoint."""

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
+from kafkalog.cleaner.config import CleanerConfig
+from kafkalog.cleaner.threads import CleanResult, LogCleaner
 from kafkalog.errors import KafkalogError
 from kafkalog.log.config import BrokerConfig
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition
-
-from kafkalog.cleaner.config import CleanerConfig
-from kafkalog.cleaner.threads import CleanResult, LogCleaner
 
 __all__ = ["compact_log", "compact_data_dir", "ProgressFn"]
 
@@ -43,7 +42,7 @@ def compact_log(cleaner: LogCleaner, tp: TopicPartition, log: Log, *, max_rounds
 
 
 def compact_data_dir(data_dir: str, topic: Optional[str] = None, *,
-                     broker_config: "Optional[BrokerConfig | Mapping[str, Any]]" = None,
+                     broker_config: Optional[BrokerConfig | Mapping[str, Any]] = None,
                      force: bool = False, progress: Optional[ProgressFn] = None,
                      on_open: Optional[Callable[[List[Tuple[TopicPartition, Log]]], None]] = None
                      ) -> List[CleanResult]:

@@ -19,17 +19,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from kafkalog.errors import CleanerError, KafkalogError
-from kafkalog.log.log import Log
-from kafkalog.log.manager import LogManager
-from kafkalog.log.naming import TopicPartition
-from kafkalog.log.retention import delete_old_segments
-
 from kafkalog.cleaner.cleaner import Cleaner, CleaningAbortedError, LogToClean
 from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.manager import LogCleanerManager
 from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.cleaner.stats import CleanerStats, Throttler
+from kafkalog.errors import CleanerError, KafkalogError
+from kafkalog.log.log import Log
+from kafkalog.log.manager import LogManager
+from kafkalog.log.naming import TopicPartition
+from kafkalog.log.retention import delete_old_segments
 
 __all__ = ["LogCleaner", "CleanResult"]
 
@@ -159,7 +158,7 @@ class LogCleaner:
         except CleaningAbortedError as e:
             result.error = str(e)
             self.manager.done_cleaning(ltc, None)
-        except Exception as e:  # noqa: BLE001 - one partition must never stop the cleaner
+        except Exception as e:
             result.error = f"{type(e).__name__}: {e}"
             self.manager.mark_uncleanable(ltc.topic_partition, e)
         result.size_after = log.size
@@ -193,7 +192,7 @@ class LogCleaner:
                 if cleaner is None:
                     cleaner = self.new_cleaner()
                 did = self.clean_filthiest(cleaner)
-            except Exception:  # noqa: BLE001 - the thread must survive anything
+            except Exception:
                 logger.exception("Unexpected error in the log cleaner thread; continuing")
             if did is None:
                 self._stop.wait(self.config.backoff_ms / 1000.0)

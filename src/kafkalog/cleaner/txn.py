@@ -116,7 +116,7 @@ class CleanedTransactionMetadata:
         try:
             ctype = control_record_type(recs[0].key)
         except KafkalogError as e:
-            raise e.at(None, batch.position)
+            raise e.at(None, batch.position) from None
         pid = batch.producer_id
         if ctype == ControlRecordType.ABORT:
             meta = self._ongoing_aborted.pop(pid, None)

@@ -14,10 +14,9 @@ import errno
 import mmap
 import os
 import struct
-from typing import Optional
+from typing import Optional, Self
 
-from kafkalog.errors import (InvalidConfigError, KafkalogError, KafkalogIOError,
-                             LogSegmentOffsetOverflowError)
+from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
 from kafkalog.record.constants import INT32_MAX
@@ -73,7 +72,7 @@ class AbstractIndex(IndexFile):
     entry_size: int = 8
     _rel_struct = struct.Struct(">i")
 
-    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+    def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
         self._path = os.fspath(path)
         self.base_offset = base_offset
@@ -311,10 +310,10 @@ class AbstractIndex(IndexFile):
             pos = start
         return self._entries
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -20,7 +20,6 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 from kafkalog.errors import InvalidConfigError
 from kafkalog.record.constants import DOUBLE_MAX, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, TOPIC_COMPRESSION_TYPES
 
-
 # --- value types ----------------------------------------------------------------------------------
 
 INT, LONG, DOUBLE, BOOLEAN, STRING, LIST = "int", "long", "double", "boolean", "string", "list"
@@ -106,17 +105,17 @@ def parse_value(name: str, type_: str, raw: Any) -> Any:
         if isinstance(raw, bool):
             raise bad("Expected value to be a double")
         if isinstance(raw, (int, float)):
-            v = float(raw)
+            d = float(raw)
         elif isinstance(raw, str):
             try:
-                v = float(raw.strip())
+                d = float(raw.strip())
             except ValueError:
                 raise bad("Not a number of type DOUBLE") from None
         else:
             raise bad("Expected value to be a double")
-        if v != v:
+        if d != d:
             raise bad("Not a number of type DOUBLE")
-        return v
+        return d
     if type_ == BOOLEAN:
         if isinstance(raw, bool):
             return raw
@@ -330,7 +329,7 @@ class LogConfig:
     retention_future_timestamp_tolerance_ms: int
 
     def __init__(self, overrides: Optional[Mapping[str, Any]] = None,
-                 broker: "Optional[Mapping[str, Any] | BrokerConfig]" = None) -> None:
+                 broker: Optional[Mapping[str, Any] | BrokerConfig] = None) -> None:
         overrides = dict(overrides or {})
         if isinstance(broker, BrokerConfig):
             broker_values = broker.synonym_values()
@@ -389,19 +388,14 @@ class LogConfig:
         """True when ``key`` was given as a topic override."""
         return key in self._overrides
 
-    def with_overrides(self, more: Mapping[str, Any]) -> "LogConfig":
+    def with_overrides(self, more: Mapping[str, Any]) -> LogConfig:
         """A new config with ``more`` added to this one's overrides (broker defaults kept)."""
         new = dict(self._overrides)
         new.update(more)
         base = {k: v for k, v in self._values.items() if k not in self._overrides}
-        cfg = LogConfig.__new__(LogConfig)
         # re-resolve: defaults/broker values of this config act as broker values
-        broker_like = {}
-        for k, v in base.items():
-            if v != TOPIC_CONFIGS[k].default:
-                broker_like[k] = v
-        cfg.__init__(new, _TopicValues(broker_like))  # type: ignore[arg-type]
-        return cfg
+        broker_like = _TopicValues({k: v for k, v in base.items() if v != TOPIC_CONFIGS[k].default})
+        return LogConfig(new, broker_like)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LogConfig) and self._values == other._values
@@ -459,13 +453,13 @@ class LogConfig:
                                   for k, v in self._overrides.items()})
 
     @classmethod
-    def from_properties(cls, text: str, broker: "Optional[Mapping[str, Any] | BrokerConfig]" = None
-                        ) -> "LogConfig":
+    def from_properties(cls, text: str, broker: Optional[Mapping[str, Any] | BrokerConfig] = None
+                        ) -> LogConfig:
         """Parse ``key=value`` text (see :func:`parse_properties`) as topic overrides."""
         return cls(parse_properties(text), broker)
 
 
-class _TopicValues(dict):
+class _TopicValues(Dict[str, Any]):
     """Internal: already-resolved topic values passed as the 'broker' layer."""
 
 

@@ -43,20 +43,34 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from kafkalog.errors import (CorruptCheckpointError, InvalidConfigError, InvalidTopicError,
-                             KafkalogError, LogDirError)
+from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError, LogDirError
 from kafkalog.log import fsutil
-from kafkalog.log.checkpoint import (CleanShutdownFile, MetaProperties, OffsetCheckpointFile,
-                                     uuid_to_kafka_string)
-from kafkalog.log.config import (TOPIC_CONFIGS, BrokerConfig, LogConfig, format_properties, format_value,
-                                 parse_properties)
+from kafkalog.log.checkpoint import CleanShutdownFile, MetaProperties, OffsetCheckpointFile, uuid_to_kafka_string
+from kafkalog.log.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    LogConfig,
+    format_properties,
+    format_value,
+    parse_properties,
+)
 from kafkalog.log.loader import RecoveryReport
 from kafkalog.log.log import Log
-from kafkalog.log.naming import (IGNORED_DIRS, LOCK_FILE, META_PROPERTIES_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
-                                 RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
-                                 TopicPartition, log_delete_dir_name, parse_partition_dir_name,
-                                 parse_topic_config_file_name, partition_dir_name,
-                                 topic_config_file_name, validate_topic)
+from kafkalog.log.naming import (
+    IGNORED_DIRS,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    META_PROPERTIES_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    TopicPartition,
+    log_delete_dir_name,
+    parse_partition_dir_name,
+    parse_topic_config_file_name,
+    partition_dir_name,
+    topic_config_file_name,
+    validate_topic,
+)
 from kafkalog.log.protocols import Cleaner, CleanerFactory
 from kafkalog.log.retention import RetentionResult, delete_old_segments
 from kafkalog.log.scheduler import Scheduler
@@ -69,7 +83,7 @@ ProgressCallback = Callable[[int, int, str], None]
 
 # Directories locked by a LogManager of this process (POSIX locks do not conflict within a process,
 # and closing any fd of the file would drop them, so the process keeps its own registry).
-_LOCKED: Dict[str, "LogManager"] = {}
+_LOCKED: Dict[str, LogManager] = {}
 _LOCKED_GUARD = threading.Lock()
 
 
@@ -112,7 +126,7 @@ class PartitionInfo:
     num_segments: int
     dir: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition,
                 "logStartOffset": self.log_start_offset, "logEndOffset": self.log_end_offset,
                 "highWatermark": self.high_watermark, "recoveryPoint": self.recovery_point,
@@ -125,12 +139,12 @@ class LoadResult:
 
     had_clean_shutdown: bool
     loaded: List[str] = field(default_factory=list)
-    skipped_dirs: List[dict] = field(default_factory=list)
+    skipped_dirs: List[Dict[str, str]] = field(default_factory=list)
     deleted_dirs: List[str] = field(default_factory=list)
-    checkpoint_errors: List[dict] = field(default_factory=list)
+    checkpoint_errors: List[Dict[str, Any]] = field(default_factory=list)
     recovery_reports: Dict[str, RecoveryReport] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"hadCleanShutdown": self.had_clean_shutdown, "loaded": self.loaded,
                 "skippedDirs": self.skipped_dirs, "deletedDirs": self.deleted_dirs,
                 "checkpointErrors": self.checkpoint_errors,
@@ -158,7 +172,7 @@ class LogManager:
             ``full`` (recover every segment of every partition: ``kafkalog recover``).
     """
 
-    def __init__(self, data_dir: os.PathLike | str, broker_config: Any = None, *,
+    def __init__(self, data_dir: os.PathLike[str] | str, broker_config: Any = None, *,
                  background: bool = True, progress: Optional[ProgressCallback] = None,
                  clock: Optional[Callable[[], int]] = None, recovery: str = "auto",
                  cleaner_factory: Optional[CleanerFactory] = None) -> None:
@@ -267,7 +281,7 @@ class LogManager:
             path = os.path.join(self.data_dir, name)
             try:
                 validate_topic(topic)
-                with open(path, "r", encoding="utf-8") as f:
+                with open(path, encoding="utf-8") as f:
                     text = f.read(1 << 20)
                 self._topic_configs[topic] = LogConfig(parse_properties(text, file=path),
                                                        self.broker_config)
@@ -281,7 +295,7 @@ class LogManager:
         return cfg if cfg is not None else LogConfig({}, self.broker_config)
 
     def _persist_topic_config(self, topic: str, cfg: LogConfig) -> None:
-        text = format_properties({k: v for k, v in _properties_of(cfg).items()},
+        text = format_properties(_properties_of(cfg),
                                  comments=[f" kafkalog topic config of {topic} (Kafka keeps topic "
                                            f"configs in its metadata log)"])
         fsutil.atomic_write(self._topic_config_path(topic), text.encode("utf-8"))
@@ -365,7 +379,7 @@ class LogManager:
             cleaner = self.cleaner_factory(self)
             cleaner.startup()
             self.cleaner = cleaner
-        except Exception:  # noqa: BLE001 - the cleaner must never prevent opening the data dir
+        except Exception:
             logger.error("Could not start the log cleaner", exc_info=True)
             self.cleaner = None
 
@@ -442,10 +456,10 @@ class LogManager:
                 for p in parts:
                     try:
                         self.cleaner.abort_cleaning(TopicPartition(topic, p))
-                    except Exception:  # noqa: BLE001
+                    except Exception:
                         logger.warning("cleaner abort failed for %s-%d", topic, p, exc_info=True)
 
-            def remove(dirs=tuple(renamed)) -> None:
+            def remove(dirs: Tuple[str, ...] = tuple(renamed)) -> None:
                 for d in dirs:
                     shutil.rmtree(d, ignore_errors=True)
             if self._background and delay > 0:
@@ -586,7 +600,7 @@ class LogManager:
         for log in list(self._logs.values()):
             try:
                 log.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self._logs.clear()
 
@@ -601,7 +615,7 @@ class LogManager:
         if self.cleaner is not None:
             try:
                 self.cleaner.shutdown()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 logger.error("Cleaner shutdown failed", exc_info=True)
         self.scheduler.shutdown(run_pending=True)
         with self._lock:
@@ -632,10 +646,10 @@ class LogManager:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> "LogManager":
+    def __enter__(self) -> LogManager:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

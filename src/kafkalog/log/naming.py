@@ -94,7 +94,7 @@ def filename_prefix_from_offset(offset: int) -> str:
     """``%020d`` of ``offset`` (Kafka's ``LogFileUtils.filenamePrefixFromOffset``)."""
     if offset < 0:
         raise ValueError(f"negative offset {offset} has no file name")
-    return "%020d" % offset
+    return f"{offset:020d}"
 
 
 def offset_from_file_name(name: str) -> int:
@@ -112,31 +112,31 @@ def offset_from_file_name(name: str) -> int:
     return value
 
 
-def _file(dir_: os.PathLike | str, offset: int, suffix: str, extra: str = "") -> str:
+def _file(dir_: os.PathLike[str] | str, offset: int, suffix: str, extra: str = "") -> str:
     return os.path.join(os.fspath(dir_), filename_prefix_from_offset(offset) + suffix + extra)
 
 
-def log_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def log_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.log`` (+ ``extra`` suffix such as ``.deleted``)."""
     return _file(dir_, offset, LOG_FILE_SUFFIX, extra)
 
 
-def offset_index_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def offset_index_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.index``."""
     return _file(dir_, offset, INDEX_FILE_SUFFIX, extra)
 
 
-def time_index_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def time_index_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.timeindex``."""
     return _file(dir_, offset, TIME_INDEX_FILE_SUFFIX, extra)
 
 
-def transaction_index_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def transaction_index_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.txnindex``."""
     return _file(dir_, offset, TXN_INDEX_FILE_SUFFIX, extra)
 
 
-def producer_snapshot_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def producer_snapshot_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.snapshot``."""
     return _file(dir_, offset, PRODUCER_SNAPSHOT_FILE_SUFFIX, extra)
 
@@ -235,7 +235,7 @@ def log_future_dir_name(topic: str, partition: int, unique_id: Optional[str] = N
     return _suffixed_dir_name(topic, partition, FUTURE_DIR_SUFFIX, unique_id, False)
 
 
-def parse_partition_dir_name(name: os.PathLike | str) -> PartitionDirName:
+def parse_partition_dir_name(name: os.PathLike[str] | str) -> PartitionDirName:
     """Kafka's ``LocalLog.parseTopicPartitionName`` on the last path component of ``name``.
 
     Raises :class:`LogDirError` ("is not in the form of topic-partition or
@@ -280,7 +280,7 @@ def parse_partition_dir_name(name: os.PathLike | str) -> PartitionDirName:
     return PartitionDirName(topic, partition, kind, uid)
 
 
-def parse_topic_partition(name: os.PathLike | str) -> TopicPartition:
+def parse_topic_partition(name: os.PathLike[str] | str) -> TopicPartition:
     """(topic, partition) of a partition directory name (any kind)."""
     p = parse_partition_dir_name(name)
     return TopicPartition(p.topic, p.partition)

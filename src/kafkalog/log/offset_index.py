@@ -11,9 +11,13 @@ import struct
 from typing import NamedTuple, Optional, Union
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from kafkalog.log._mmap_index import (
+    AbstractIndex,
+    IndexEntryOutOfRangeError,
+    IndexOffsetOverflowError,
+    ReadOnlyIndexError,
+)
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.log._mmap_index import (AbstractIndex, IndexEntryOutOfRangeError,
-                                      IndexOffsetOverflowError, ReadOnlyIndexError)
 
 __all__ = ["OffsetIndex", "OffsetPosition", "IndexEntryOutOfRangeError", "IndexOffsetOverflowError",
            "ReadOnlyIndexError", "ENTRY_SIZE"]
@@ -39,7 +43,7 @@ class OffsetIndex(AbstractIndex):
 
     entry_size = ENTRY_SIZE
 
-    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+    def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
         self._last_offset = base_offset
@@ -208,7 +212,7 @@ class OffsetIndex(AbstractIndex):
         return None
 
     @classmethod
-    def open_read_only(cls, path: os.PathLike | str, base_offset: Optional[int] = None) -> "OffsetIndex":
+    def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> OffsetIndex:
         """Open an existing ``.index`` read-only (tools); base offset from the file name by default."""
         if base_offset is None:
             from kafkalog.log.naming import offset_from_file_name

@@ -217,5 +217,5 @@ def _delete_time_breached(log: Log, now: int, future_bases: Set[int], result: Re
             ts = seg.last_modified_ms()
         else:
             ts = seg.largest_timestamp()
-        return now - ts > retention_ms
+        return bool(now - ts > retention_ms)
     _delete(log, deletable_segments(log, pred, high_watermark=hw), "retention-time", result)

@@ -12,9 +12,13 @@ import struct
 from typing import NamedTuple, Optional
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from kafkalog.log._mmap_index import (
+    AbstractIndex,
+    IndexEntryOutOfRangeError,
+    IndexOffsetOverflowError,
+    ReadOnlyIndexError,
+)
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.log._mmap_index import (AbstractIndex, IndexEntryOutOfRangeError,
-                                      IndexOffsetOverflowError, ReadOnlyIndexError)
 
 __all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY_SIZE",
            "IndexEntryOutOfRangeError", "IndexOffsetOverflowError", "ReadOnlyIndexError"]
@@ -42,7 +46,7 @@ class TimeIndex(AbstractIndex):
 
     entry_size = ENTRY_SIZE
 
-    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+    def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
         self._last_ts = -1
@@ -206,7 +210,7 @@ class TimeIndex(AbstractIndex):
         return None
 
     @classmethod
-    def open_read_only(cls, path: os.PathLike | str, base_offset: Optional[int] = None) -> "TimeIndex":
+    def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> TimeIndex:
         """Open an existing ``.timeindex`` read-only (tools)."""
         if base_offset is None:
             from kafkalog.log.naming import offset_from_file_name

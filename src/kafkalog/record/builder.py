@@ -19,11 +19,20 @@ from typing import Iterable, List, Optional, Sequence
 from kafkalog.record import compression as _compression
 from kafkalog.record import kernel
 from kafkalog.record.batch import InvalidArgumentError
-from kafkalog.record.constants import (CONTROL_FLAG_MASK, CRC_START, DELETE_HORIZON_FLAG_MASK,
-                                       LEGACY_TIMESTAMP_TYPE_MASK, LOG_OVERHEAD,
-                                       RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
-                                       TRANSACTIONAL_FLAG_MASK, V2_HEADER, CompressionType,
-                                       ControlRecordType, TimestampType)
+from kafkalog.record.constants import (
+    CONTROL_FLAG_MASK,
+    CRC_START,
+    DELETE_HORIZON_FLAG_MASK,
+    LEGACY_TIMESTAMP_TYPE_MASK,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    V2_HEADER,
+    CompressionType,
+    ControlRecordType,
+    TimestampType,
+)
 from kafkalog.record.control import EndTransactionMarker, control_key
 from kafkalog.record.crc import crc32c
 from kafkalog.record.legacy import encode_legacy_message
@@ -108,7 +117,7 @@ class BatchBuilder:
         if magic == 0:
             timestamp_type = TimestampType.NO_TIMESTAMP_TYPE
         elif timestamp_type == TimestampType.NO_TIMESTAMP_TYPE:
-            raise InvalidArgumentError(f"TimestampType must be set for magic >= 1")
+            raise InvalidArgumentError("TimestampType must be set for magic >= 1")
         if timestamp_type == TimestampType.LOG_APPEND_TIME and log_append_time is None:
             raise InvalidArgumentError("LogAppendTime needs log_append_time")
         if is_transactional and producer_id < 0:

@@ -99,12 +99,12 @@ class CompressionType(enum.IntEnum):
         return self.name.lower()
 
     @classmethod
-    def for_id(cls, codec_id: int) -> "CompressionType":
+    def for_id(cls, codec_id: int) -> CompressionType:
         """The codec for ``codec_id``; ValueError for 5-7 (callers wrap it)."""
         return cls(codec_id)
 
     @classmethod
-    def for_name(cls, name: str, producer: "Optional[CompressionType]" = None) -> "CompressionType":
+    def for_name(cls, name: str, producer: Optional[CompressionType] = None) -> CompressionType:
         """The codec a ``compression.type`` value names, case-insensitively: the producer's
         ``none``/``gzip``/``snappy``/``lz4``/``zstd``, and the topic's ``uncompressed`` (= none)
         and ``producer`` (keep the producer's codec: ``producer``, which must then be given).
@@ -162,7 +162,7 @@ class ControlRecordType(enum.IntEnum):
     KRAFT_VOTERS = 6
 
     @classmethod
-    def from_type_id(cls, type_id: int) -> "ControlRecordType":
+    def from_type_id(cls, type_id: int) -> ControlRecordType:
         try:
             t = cls(type_id)
         except ValueError:

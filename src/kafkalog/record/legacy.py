@@ -11,12 +11,23 @@ from __future__ import annotations
 import struct
 from typing import List, Optional
 
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, KafkalogError,
-                             UnsupportedCompressionTypeError, UnsupportedMagicError)
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkalogError,
+    UnsupportedCompressionTypeError,
+    UnsupportedMagicError,
+)
 from kafkalog.record.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, InvalidArgumentError, RecordBatch
-from kafkalog.record.constants import (LEGACY_COMPRESSION_CODEC_MASK, LEGACY_TIMESTAMP_TYPE_MASK,
-                                       LOG_OVERHEAD, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1,
-                                       CompressionType, TimestampType)
+from kafkalog.record.constants import (
+    LEGACY_COMPRESSION_CODEC_MASK,
+    LEGACY_TIMESTAMP_TYPE_MASK,
+    LOG_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    CompressionType,
+    TimestampType,
+)
 from kafkalog.record.crc import crc32
 
 __all__ = ["LegacyRecordBatch", "LegacyRecord", "encode_legacy_message", "legacy_record_size"]
