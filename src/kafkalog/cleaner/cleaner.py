@@ -30,13 +30,13 @@ from kafkalog.cleaner.grouping import group_segments_by_size
 from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.cleaner.stats import CleanerStats, Throttler
 from kafkalog.cleaner.swap import CleaningAbortedError, crash_point, replace_segments
-from kafkalog.cleaner.txn import CleanedTransactionMetadata, collect_aborted_txns
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.errors import CorruptRecordError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.log import Log
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, SEGMENT_SUFFIXES, TopicPartition
-from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.log.segment import LogSegment
+from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.record.records import iter_batches
 
@@ -288,7 +288,7 @@ class Cleaner:
         m.track_superseded(start, end)
         dirty = list(log.segments_in_range(start, end))
         txn = CleanedTransactionMetadata()
-        txn.add_aborted_transactions(collect_aborted_txns(log.segments, start, end))
+        txn.add_aborted_transactions(log.collect_aborted_transactions(start, end))
         max_msg = log.config.max_message_bytes
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
@@ -414,11 +414,10 @@ class Cleaner:
                           delete_retention_ms, stats)
         txn.cleaned_index = []
         try:
-            all_segs = log.segments
             for i, seg in enumerate(segments):
                 upper = (segments[i + 1].base_offset if i + 1 < len(segments)
                          else seg.read_next_offset())
-                txn.add_aborted_transactions(collect_aborted_txns(all_segs, seg.base_offset, upper))
+                txn.add_aborted_transactions(log.collect_aborted_transactions(seg.base_offset, upper))
                 f.retain_legacy_deletes = seg.last_modified_ms() > legacy_delete_horizon_ms
                 for chunk_pos, batch in self._batches(tp, seg, 0, max_msg,
                                                       on_grow=out.set_buffer_size):

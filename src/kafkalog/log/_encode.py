@@ -12,7 +12,6 @@ from kafkalog.record.constants import CompressionType
 from kafkalog.record.legacy import LegacyRecordBatch
 from kafkalog.record.records import iter_batches
 
-
 #: ``(key, value, timestamp, headers)`` of one record to encode
 _Record = Tuple[Any, Any, int, Any]
 

@@ -14,7 +14,7 @@ import errno
 import mmap
 import os
 import struct
-from typing import Optional, Self
+from typing import Self
 
 from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log._index_file import IndexFile
@@ -79,7 +79,8 @@ class AbstractIndex(IndexFile):
         self.max_index_size = max_index_size
         self.writable = writable
         self._fd = -1
-        self._mm: Optional[mmap.mmap] = None
+        #: the mapped file; an empty buffer while unmapped (there are no entries to read then)
+        self._mm: mmap.mmap | bytearray = bytearray()
         self._loaded = False
         self._length = 0
         self._entries = 0
@@ -131,7 +132,7 @@ class AbstractIndex(IndexFile):
     def _map(self) -> None:
         mapped = self._length - self._length % self.entry_size
         if mapped <= 0:
-            self._mm = None
+            self._mm = bytearray()
         else:
             try:
                 self._mm = mmap.mmap(self._fd, mapped,
@@ -141,12 +142,12 @@ class AbstractIndex(IndexFile):
         self._max_entries = mapped // self.entry_size
 
     def _unmap(self) -> None:
-        if self._mm is not None:
+        if isinstance(self._mm, mmap.mmap):
             try:
                 self._mm.close()
             except BufferError:  # pragma: no cover - exported views still alive
                 pass
-            self._mm = None
+            self._mm = bytearray()
 
     def _refresh_last(self) -> None:
         """Recompute the cached last entry (subclasses)."""
@@ -261,7 +262,7 @@ class AbstractIndex(IndexFile):
 
     def flush(self) -> None:
         """``mmap.flush()`` (Kafka's ``MappedByteBuffer.force``); no-op if never loaded."""
-        if self._mm is not None and self.writable:
+        if isinstance(self._mm, mmap.mmap) and self.writable:
             try:
                 self._mm.flush()
             except OSError as err:
@@ -295,7 +296,7 @@ class AbstractIndex(IndexFile):
         if not self._loaded:
             self._load()
         mm = self._mm
-        if mm is None or self._entries == 0:
+        if not isinstance(mm, mmap.mmap) or self._entries == 0:
             return 0
         end = self._entries * self.entry_size
         pos = end

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import NamedTuple, Optional, Union
+from typing import Iterator, NamedTuple, Optional, Union
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from kafkalog.log._mmap_index import (
@@ -49,7 +49,7 @@ class OffsetIndex(AbstractIndex):
         self._last_offset = base_offset
 
     def _refresh_last(self) -> None:
-        if self._entries and self._mm is not None:
+        if self._entries:
             self._last_offset = self.base_offset + _rel_from(self._mm, (self._entries - 1) * 8)[0]
         else:
             self._last_offset = self.base_offset
@@ -110,7 +110,7 @@ class OffsetIndex(AbstractIndex):
     def __len__(self) -> int:
         return self.entries
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[OffsetPosition]:
         for i in range(self.entries):
             yield self.entry(i)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from kafkalog.log._mmap_index import (
@@ -53,7 +53,7 @@ class TimeIndex(AbstractIndex):
         self._last_off = base_offset
 
     def _refresh_last(self) -> None:
-        if self._entries and self._mm is not None:
+        if self._entries:
             ts, rel = _unpack_from(self._mm, (self._entries - 1) * 12)
             self._last_ts, self._last_off = ts, self.base_offset + rel
         else:
@@ -131,7 +131,7 @@ class TimeIndex(AbstractIndex):
     def __len__(self) -> int:
         return self.entries
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[TimestampOffset]:
         for i in range(self.entries):
             yield self.entry(i)
 

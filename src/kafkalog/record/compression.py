@@ -284,8 +284,9 @@ def _snappy_raw_length(buf: memoryview, pos: int, end: int) -> int:
 _snappy_raw_len = cramjam.snappy.decompress_raw_len
 
 
-def _snappy_block(buf: memoryview, start: int, end: int, budget: int, max_size: int) -> Buffer:
-    """One raw Snappy block as a bytes-like object (its declared size checked before allocation)."""
+def _snappy_block(buf: memoryview, start: int, end: int, budget: int, max_size: int) -> Any:
+    """One raw Snappy block as a bytes-like object (a ``cramjam.Buffer``; its declared size checked
+    before allocation)."""
     block = buf[start:end]
     try:
         size = _snappy_raw_len(block)
@@ -316,7 +317,7 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
     if compat > 1:
         raise CompressionError(f"snappy: incompatible xerial stream version {compat}", position=12)
     pos = _XERIAL_HEADER_LEN
-    out: List[Buffer] = []
+    out: List[Any] = []
     total = 0
     while pos < n:
         if n - pos < 4:
