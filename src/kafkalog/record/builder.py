@@ -16,8 +16,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
-from kafkalog.record import compression as _compression
 from kafkalog.record import _kernel_py, kernel
+from kafkalog.record import compression as _compression
 from kafkalog.record.batch import InvalidArgumentError
 from kafkalog.record.constants import (
     CONTROL_FLAG_MASK,
