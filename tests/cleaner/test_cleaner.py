@@ -1,5 +1,6 @@
 """Port of the intent of Kafka's LogCleanerTest (spec §5.15) on real files."""
 import os
+import types
 
 import pytest
 
@@ -142,6 +143,7 @@ def test_group_segments_by_size(tmp_path):
         def __init__(self, base, size=10):
             self.base_offset, self.size = base, size
             self.offset_index_path = self.time_index_path = "/nonexistent"
+            self.offset_index = self.time_index = types.SimpleNamespace(is_loaded=False, entry_size=8)
     fake = [S(0), S(10), S(2**31 + 20), S(2**31 + 30)]
     gs = group_segments_by_size(fake, 1 << 30, 1 << 20, 2**31 + 40)
     assert [len(g) for g in gs] == [1, 1, 2]      # span = next base - 1 - group base
