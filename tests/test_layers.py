@@ -90,3 +90,16 @@ def test_open_with_the_cleaner_disabled_starts_none(tmp_path):
         assert dl.manager.cleaner is None
     with kafkalog.open(str(tmp_path / "e"), {"log.cleaner.enable": True}) as dl:
         assert dl.manager.cleaner is not None
+
+
+def test_typed_errors_are_reexported_from_kafkalog():
+    import kafkalog.errors
+    assert "KafkalogError" in kafkalog.errors.__all__
+    for name in kafkalog.errors.__all__:
+        assert getattr(kafkalog, name) is getattr(kafkalog.errors, name)
+        assert issubclass(getattr(kafkalog, name), kafkalog.KafkalogError)
+        assert name in kafkalog.__all__
+    star: dict = {}
+    exec("from kafkalog import *", star)
+    assert star["LogDirError"] is kafkalog.errors.LogDirError
+    assert star.get("open", open) is open          # the builtin is not shadowed

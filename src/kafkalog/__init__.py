@@ -6,45 +6,17 @@ on first use; the typed errors (:mod:`kafkalog.errors`) are re-exported here.
 
 from typing import Any
 
-from kafkalog.errors import (
-    CleanerError,
-    CompressionError,
-    CorruptCheckpointError,
-    CorruptIndexError,
-    CorruptRecordError,
-    CorruptSnapshotError,
-    IndexFullError,
-    InvalidConfigError,
-    InvalidOffsetError,
-    InvalidRecordError,
-    InvalidTimestampError,
-    InvalidTopicError,
-    KafkalogError,
-    KafkalogIOError,
-    LogDirError,
-    LogSegmentOffsetOverflowError,
-    OffsetOutOfRangeError,
-    ProducerStateError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
-    UnsupportedCompressionTypeError,
-    UnsupportedMagicError,
-)
+from kafkalog import errors
+from kafkalog.errors import *  # noqa: F403 - the typed errors, as listed in kafkalog.errors.__all__
 
 __version__ = "0.1.0"
 
 _CLIENT_NAMES = ("open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult")
 
 #: ``open`` is left out of ``__all__`` so that ``from kafkalog import *`` keeps the builtin ``open``
-__all__ = [
-    "__version__", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult",
-    "KafkalogError", "CorruptRecordError", "InvalidRecordError", "CompressionError",
-    "UnsupportedCompressionTypeError", "UnsupportedMagicError", "RecordTooLargeError",
-    "RecordBatchTooLargeError", "CorruptIndexError", "InvalidOffsetError", "IndexFullError",
-    "LogSegmentOffsetOverflowError", "OffsetOutOfRangeError", "InvalidTimestampError",
-    "CorruptSnapshotError", "CorruptCheckpointError", "InvalidTopicError", "InvalidConfigError",
-    "LogDirError", "KafkalogIOError", "ProducerStateError", "CleanerError",
-]
+__all__ = ["__version__", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata",  # noqa: F405 - lazy
+           "ProduceResult"]
+__all__ += errors.__all__
 
 
 def __getattr__(name: str) -> Any:
