@@ -26,7 +26,7 @@ from kafkalog.record.records import iter_batches
 __all__ = ["dump", "DumpOptions", "DUMPERS", "register_dumper", "dump_records_file",
            "batch_json", "record_json", "dump_record_set"]
 
-INT_MAX = 2**31 - 1
+from kafkalog.record.constants import INT32_MAX as INT_MAX
 
 
 @dataclass

@@ -58,7 +58,7 @@ def _recover_partition(path: str) -> dict:
         cfg = None
         topic_cfg = None
         try:
-            from kafkalog.log.manager import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
+            from kafkalog.log.naming import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
             from kafkalog.log.naming import parse_partition_dir_name
             from kafkalog.log.config import LogConfig, parse_properties
             topic = parse_partition_dir_name(path).topic

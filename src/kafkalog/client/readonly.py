@@ -324,7 +324,8 @@ class _ReadOnlyManager:
 
     def topic_config(self, topic: str):
         from kafkalog.log.config import LogConfig, parse_properties
-        path = os.path.join(self.data_dir, f"kafkalog-topic-{topic}.properties")
+        from kafkalog.log.naming import topic_config_file_name
+        path = os.path.join(self.data_dir, topic_config_file_name(topic))
         if not os.path.exists(path):
             return LogConfig({})
         with open(path, "r", encoding="utf-8") as f:

@@ -27,6 +27,7 @@ from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTime
                              RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.fsutil import wrap_os_errors
+from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import control_record_type
@@ -40,9 +41,6 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
-DELETED_FILE_SUFFIX = ".deleted"
-CLEANED_FILE_SUFFIX = ".cleaned"
-SWAP_FILE_SUFFIX = ".swap"
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 
@@ -1139,7 +1137,8 @@ class Log:
 
     def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment],
                          *, abort_if_missing: bool = False,
-                         step_hook: Optional[Callable[[str], None]] = None) -> bool:
+                         step_hook: Optional[Callable[[str], None]] = None,
+                         check: Optional[Callable[[], None]] = None) -> bool:
         """Swap ``new_segments`` (files suffixed ``.cleaned`` or ``.swap``, flushed) in for
         ``old_segments`` with the crash-safe protocol of spec §4.11 (Kafka's
         ``LocalLog.replaceSegments``): ``.cleaned`` -> ``.swap`` highest base offset first; publish
@@ -1150,11 +1149,22 @@ class Log:
         Old segments no longer in the log are skipped, as by Kafka, unless ``abort_if_missing``:
         then the new segments are deleted, nothing changes and False is returned. ``step_hook`` is
         called with ``swap-partial``, ``swap-renamed``, ``deleted-partial``, ``old-deleted``,
-        ``unswap-partial``, ``swapped`` (crash tests)."""
+        ``unswap-partial``, ``swapped`` (crash tests).
+
+        ``check`` runs under the writer lock before anything changes (the cleaner's abort check:
+        truncation marks a cleaning aborted under this lock too); when it raises, the new segments
+        are deleted and the exception propagates."""
         from kafkalog.log.fsutil import fsync_dir
         hook = step_hook if step_hook is not None else (lambda step: None)
         new_desc = sorted(new_segments, key=lambda s: s.base_offset, reverse=True)
         with self._lock:
+            if check is not None:
+                try:
+                    check()
+                except BaseException:
+                    for s in new_segments:
+                        s.delete()
+                    raise
             segs = self._view[0]
             present = {id(s) for s in segs}
             if self._closed or (abort_if_missing and any(id(s) not in present for s in old_segments)):

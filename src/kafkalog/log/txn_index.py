@@ -12,7 +12,7 @@ import os
 import struct
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
-from kafkalog.errors import CorruptIndexError, InvalidOffsetError, KafkalogIOError
+from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
 
@@ -39,7 +39,7 @@ class AbortedTxn(NamedTuple):
                            self.last_stable_offset)
 
     @classmethod
-    def from_bytes(cls, buf, pos: int = 0, file: Optional[str] = None) -> "AbortedTxn":
+    def from_bytes(cls, buf: bytes | bytearray | memoryview, pos: int = 0, file: Optional[str] = None) -> AbortedTxn:
         """Parse the 34-byte entry at ``pos``; :class:`CorruptIndexError` on a version > 0 (the
         version is read from the first byte only, like Kafka) or a short buffer."""
         if len(buf) - pos < ENTRY_SIZE:
@@ -68,7 +68,7 @@ class TransactionIndex(IndexFile):
         path: the file; it need not exist (created on first :meth:`append`).
     """
 
-    def __init__(self, start_offset: int, path: os.PathLike | str) -> None:
+    def __init__(self, start_offset: int, path: os.PathLike[str] | str) -> None:
         self.start_offset = start_offset
         self._path = os.fspath(path)
         self._fd = -1

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from kafkalog.errors import InvalidConfigError
+from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES
 
 TopicPartition = Tuple[str, int]
 
@@ -243,7 +244,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     )
 
 
-_CODECS = ("none", "gzip", "snappy", "lz4", "zstd", "producer", "uncompressed")
+_CODECS = PRODUCER_COMPRESSION_TYPES + ("producer", "uncompressed")
 
 
 #: ``kafka.batch.size`` of the sink: as big as the topic accepts (capped by its
