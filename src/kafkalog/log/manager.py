@@ -49,8 +49,10 @@ from kafkalog.log.checkpoint import (CleanShutdownFile, MetaProperties, OffsetCh
                                      uuid_to_kafka_string)
 from kafkalog.log.config import (BrokerConfig, LogConfig, format_properties, parse_properties)
 from kafkalog.log.log import Log
-from kafkalog.log.naming import (TopicPartition, log_delete_dir_name, parse_partition_dir_name,
-                                 partition_dir_name, validate_topic)
+from kafkalog.log.naming import (TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX,  # noqa: F401 (re-exported)
+                                 TopicPartition, log_delete_dir_name, parse_partition_dir_name,
+                                 partition_dir_name, topic_config_file, topic_of_config_file,
+                                 validate_topic)
 from kafkalog.log.retention import RetentionResult, delete_old_segments
 from kafkalog.log.scheduler import Scheduler
 
@@ -63,8 +65,6 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-TOPIC_CONFIG_PREFIX = "kafkalog-topic-"
-TOPIC_CONFIG_SUFFIX = ".properties"
 #: directories Kafka's LogManager does not load as partitions
 IGNORED_DIRS = ("remote-log-index-cache", "__cluster_metadata-0")
 LONG_MAX = 2**63 - 1
@@ -257,13 +257,13 @@ class LogManager:
     # --- topic configs ------------------------------------------------------------------------------
 
     def _topic_config_path(self, topic: str) -> str:
-        return os.path.join(self.data_dir, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+        return topic_config_file(self.data_dir, topic)
 
     def _load_topic_configs(self) -> None:
         for name in os.listdir(self.data_dir):
-            if not (name.startswith(TOPIC_CONFIG_PREFIX) and name.endswith(TOPIC_CONFIG_SUFFIX)):
+            topic = topic_of_config_file(name)
+            if topic is None:
                 continue
-            topic = name[len(TOPIC_CONFIG_PREFIX):-len(TOPIC_CONFIG_SUFFIX)]
             path = os.path.join(self.data_dir, name)
             try:
                 validate_topic(topic)

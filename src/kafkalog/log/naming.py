@@ -26,6 +26,10 @@ SWAP_FILE_SUFFIX = ".swap"
 TMP_FILE_SUFFIX = ".tmp"
 CHECKPOINT_DELETED_SUFFIX = ".checkpoint.deleted"
 
+#: kafkalog's per-topic config overrides, a Java properties file at the top of a data directory
+TOPIC_CONFIG_PREFIX = "kafkalog-topic-"
+TOPIC_CONFIG_SUFFIX = ".properties"
+
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
@@ -92,6 +96,18 @@ def transaction_index_file(dir_: os.PathLike | str, offset: int, extra: str = ""
 def producer_snapshot_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.snapshot``."""
     return _file(dir_, offset, PRODUCER_SNAPSHOT_FILE_SUFFIX, extra)
+
+
+def topic_config_file(data_dir: os.PathLike | str, topic: str) -> str:
+    """``<data_dir>/kafkalog-topic-<topic>.properties``: the config overrides of ``topic``."""
+    return os.path.join(os.fspath(data_dir), f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+
+
+def topic_of_config_file(name: str) -> Optional[str]:
+    """The topic whose config file is named ``name``, None for any other name."""
+    if name.startswith(TOPIC_CONFIG_PREFIX) and name.endswith(TOPIC_CONFIG_SUFFIX):
+        return name[len(TOPIC_CONFIG_PREFIX):-len(TOPIC_CONFIG_SUFFIX)]
+    return None
 
 
 def is_log_file(name: str) -> bool:
