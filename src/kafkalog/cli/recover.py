@@ -61,9 +61,8 @@ def _recover_partition(path: str) -> dict:
         cfg = None
         topic_cfg = None
         try:
-            from kafkalog.log.naming import topic_config_file
-            from kafkalog.log.naming import parse_partition_dir_name
             from kafkalog.log.config import LogConfig, parse_properties
+            from kafkalog.log.naming import parse_partition_dir_name, topic_config_file
             topic = parse_partition_dir_name(path).topic
             topic_cfg = topic_config_file(parent, topic)
             if os.path.exists(topic_cfg):

@@ -13,7 +13,7 @@ from typing import Any, Iterator, List, Tuple, Union
 
 from kafkalog.errors import LogDirError
 from kafkalog.log.data_dir_view import DataDirView
-from kafkalog.log.log import Log, READ_UNCOMMITTED
+from kafkalog.log.log import READ_UNCOMMITTED, Log
 from kafkalog.log.manager import PartitionInfo
 from kafkalog.log.partition_view import PartitionView, ViewBatch
 from kafkalog.log.partition_view import is_abort_marker as _is_abort_marker  # noqa: F401 (consumer)

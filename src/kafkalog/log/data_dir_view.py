@@ -11,10 +11,17 @@ from __future__ import annotations
 from typing import Dict, List, NamedTuple, Optional
 
 from kafkalog.errors import InvalidTopicError, KafkalogError, LogDirError
-from kafkalog.log.checkpoint import (CLEANER_OFFSET_CHECKPOINT_FILE,
-                                     LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile)
-from kafkalog.log.config import LogConfig, parse_properties
-from kafkalog.log.naming import TopicPartition, parse_partition_dir_name, topic_config_file
+from kafkalog.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+)
+from kafkalog.log.config import BrokerConfig, LogConfig, parse_properties
+from kafkalog.log.naming import (
+    TopicPartition,
+    parse_partition_dir_name,
+    topic_config_file,
+)
 from kafkalog.log.partition_view import PartitionView
 from kafkalog.log.view_files import LocalFiles, ViewFiles
 
@@ -67,7 +74,7 @@ def read_offset_checkpoint(files: ViewFiles, data_dir: str, name: str) -> Dict[T
     return {TopicPartition(tp[0], tp[1]): off for tp, off in parsed.items()}
 
 
-def parse_topic_config(raw: bytes, path: str, broker_config: Optional[object] = None) -> LogConfig:
+def parse_topic_config(raw: bytes, path: str, broker_config: Optional[BrokerConfig] = None) -> LogConfig:
     """The :class:`LogConfig` of a topic config file's bytes (:class:`InvalidConfigError` naming
     the file when it is not a properties file of valid topic configs)."""
     if len(raw) > MAX_TOPIC_CONFIG_BYTES:

@@ -24,17 +24,38 @@ be live). What is here:
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import (Dict, Iterable, Iterator, List, NamedTuple, Optional, Protocol, Sequence,
-                    Set, Tuple, cast)
+from typing import (
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    cast,
+)
 
 from kafkalog.errors import CorruptRecordError, KafkalogError
-from kafkalog.log.naming import (is_log_file, log_file, offset_from_file_name, offset_index_file,
-                                 time_index_file, transaction_index_file)
+from kafkalog.log.naming import (
+    is_log_file,
+    log_file,
+    offset_from_file_name,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
 from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.segment import LogSegment, TimestampAndOffset
 from kafkalog.log.time_index import TimeIndex
-from kafkalog.log.txn_index import (AbortedTxn, TxnIndexSearchResult, collect_aborted_txns,
-                                    parse_txn_index)
+from kafkalog.log.txn_index import (
+    AbortedTxn,
+    TxnIndexSearchResult,
+    collect_aborted_txns,
+    parse_txn_index,
+)
 from kafkalog.log.view_files import Buffer, LocalFiles, SegmentBytes, ViewFiles
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import control_record_type
@@ -174,7 +195,8 @@ class LiveSegment:
         return bool(self.segment.size) and self.segment.largest_timestamp() >= timestamp
 
     def collect_aborted_txns(self, start: int, upper: int) -> TxnIndexSearchResult:
-        return self.segment.txn_index.collect_aborted_txns(start, upper)
+        found: TxnIndexSearchResult = self.segment.txn_index.collect_aborted_txns(start, upper)
+        return found
 
 
 class SegmentSnapshot:

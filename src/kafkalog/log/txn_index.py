@@ -12,7 +12,7 @@ import os
 import struct
 from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
-from kafkalog.errors import CorruptIndexError, InvalidOffsetError, KafkalogIOError
+from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
 

@@ -10,12 +10,18 @@ the few calls the planner, the streaming reader and the jobs make, over local fi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from kafkalog.log.checkpoint import (CLEANER_OFFSET_CHECKPOINT_FILE,
-                                     LOG_START_OFFSET_CHECKPOINT_FILE)
-from kafkalog.log.data_dir_view import PartitionDir, list_partition_dirs, read_offset_checkpoint
-from kafkalog.log.naming import TopicPartition, log_file
+from kafkalog.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+)
+from kafkalog.log.data_dir_view import (
+    PartitionDir,
+    list_partition_dirs,
+    read_offset_checkpoint,
+)
+from kafkalog.log.naming import log_file
 from kafkalog.log.partition_view import PartitionView
 from kafkalog.log.partition_view import segment_bases as _segment_bases
 from kafkalog.log.view_files import LocalFiles
@@ -46,13 +52,18 @@ def open_partition(pdir: PartitionDir, log_start_checkpoint: Optional[int] = Non
     return PartitionView(pdir.path, log_start_checkpoint, files=_FILES)
 
 
-def read_log_start_checkpoint(data_dir: str) -> Dict[TopicPartition, int]:
-    return read_offset_checkpoint(_FILES, data_dir, LOG_START_OFFSET_CHECKPOINT_FILE)
+def _checkpoint(data_dir: str, name: str) -> Dict[Tuple[str, int], int]:
+    return {(tp.topic, tp.partition): off
+            for tp, off in read_offset_checkpoint(_FILES, data_dir, name).items()}
 
 
-def read_cleaner_checkpoint(data_dir: str) -> Dict[TopicPartition, int]:
+def read_log_start_checkpoint(data_dir: str) -> Dict[Tuple[str, int], int]:
+    return _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT_FILE)
+
+
+def read_cleaner_checkpoint(data_dir: str) -> Dict[Tuple[str, int], int]:
     """``cleaner-offset-checkpoint``: the first dirty offset of each compacted partition."""
-    return read_offset_checkpoint(_FILES, data_dir, CLEANER_OFFSET_CHECKPOINT_FILE)
+    return _checkpoint(data_dir, CLEANER_OFFSET_CHECKPOINT_FILE)
 
 
 @dataclass(frozen=True)
@@ -62,11 +73,11 @@ class PartitionBounds:
     log_end_offset: int
 
 
-def partition_bounds(pdir: PartitionDir, checkpoint: Optional[Dict[TopicPartition, int]] = None
+def partition_bounds(pdir: PartitionDir, checkpoint: Optional[Dict[Tuple[str, int], int]] = None
                      ) -> PartitionBounds:
     """Log start offset (first segment base, raised by ``log-start-offset-checkpoint``) and log
     end offset."""
-    cp = (checkpoint or {}).get(TopicPartition(pdir.topic, pdir.partition))
+    cp = (checkpoint or {}).get((pdir.topic, pdir.partition))
     with open_partition(pdir, cp) as view:
         return PartitionBounds(view.log_start_offset, view.log_end_offset)
 

@@ -21,8 +21,8 @@ from typing import Iterator, Optional
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.record.constants import TimestampType
 from kafkalog.log.partition_view import AbortedTxnFilter
+from kafkalog.record.constants import TimestampType
 from kafkalog.spark.arrow_batches import MAX_DATA_BYTES, ColumnBuilder
 from kafkalog.spark.commit import profile
 from kafkalog.spark.log_view import PartitionDir, open_partition
