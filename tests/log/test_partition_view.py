@@ -18,34 +18,14 @@ from kafkalog.log.data_dir_view import DataDirView
 from kafkalog.log.log import Log
 from kafkalog.log.naming import log_file, offset_index_file, time_index_file
 from kafkalog.log.partition_view import PartitionView
-from kafkalog.record.builder import build_batch, build_end_txn_marker
-from kafkalog.record.constants import ControlRecordType
+from kafkalog.record.builder import build_batch
 from kafkalog.spark import log_view as spark_view
 from kafkalog.spark.segment_reader import last_stable_offset as spark_lso
 from kafkalog.spark.segment_reader import read_range
 from tests.oracle import KAFKA_CLIENTS
+from tests.test_client_readonly import _txn_log  # plain, aborted (pid 7), committed (8), open (9)
 
 SMALL = {"segment.bytes": 1024, "index.interval.bytes": 1}
-
-
-def _txn_log(log: Log) -> None:
-    """plain, an aborted txn (pid 7), a committed txn (pid 8), plain, then a txn still open (pid
-    9) and a record after it; timestamps = offset + 1."""
-    log.append(build_batch([(None, b"plain", 1)]))
-    log.append(build_batch([(None, b"aborted", 2)], producer_id=7, producer_epoch=0,
-                           base_sequence=0, is_transactional=True))
-    log.append(build_batch([(None, b"committed", 3)], producer_id=8, producer_epoch=0,
-                           base_sequence=0, is_transactional=True))
-    log.append_as_follower(build_end_txn_marker(ControlRecordType.ABORT, producer_id=7,
-                                                producer_epoch=0, coordinator_epoch=0,
-                                                timestamp=4, base_offset=log.log_end_offset))
-    log.append_as_follower(build_end_txn_marker(ControlRecordType.COMMIT, producer_id=8,
-                                                producer_epoch=0, coordinator_epoch=0,
-                                                timestamp=5, base_offset=log.log_end_offset))
-    log.append(build_batch([(None, b"after", 6)]))
-    log.append(build_batch([(None, b"open", 7)], producer_id=9, producer_epoch=0,
-                           base_sequence=0, is_transactional=True))
-    log.append(build_batch([(None, b"beyond-lso", 8)]))
 
 
 def _values(view: PartitionView, start: int, end: int) -> list:
