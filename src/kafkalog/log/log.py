@@ -28,7 +28,7 @@ from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTime
 from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.fsutil import wrap_os_errors
 from kafkalog.log.partition_view import (AbortedTxnFilter, LiveSegment, collect_aborted_transactions,
-                                         find_offset_for_timestamp)
+                                         find_offset_for_timestamp, walk_batches)
 from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
 from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, RECORD_BATCH_OVERHEAD,
@@ -824,15 +824,17 @@ class Log:
         """The aborted transactions (:class:`~kafkalog.log.txn_index.AbortedTxn`) overlapping
         ``[start_offset, upper_bound_offset)``, from the ``.txnindex`` of the segment holding
         ``start_offset`` and the following ones until a search is complete (spec §2.4)."""
-        return collect_aborted_transactions(self._read_view(), start_offset, upper_bound_offset)
+        return collect_aborted_transactions(self._read_view(start_offset), start_offset,
+                                            upper_bound_offset)
 
-    def _read_view(self) -> List[LiveSegment]:
-        """The segments as the read rules of :mod:`kafkalog.log.partition_view` see them, up to
-        the log end of this moment."""
-        segs, _bases, end = self._view
+    def _read_view(self, from_offset: Optional[int] = None) -> List[LiveSegment]:
+        """The segments (from the one holding ``from_offset``) as the read rules of
+        :mod:`kafkalog.log.partition_view` see them, up to the log end of this moment."""
+        segs, bases, end = self._view
+        first = 0 if from_offset is None else max(bisect_right(bases, from_offset) - 1, 0)
         last = len(segs) - 1
-        return [LiveSegment(s, end.relative_position_in_segment if k == last else s.size)
-                for k, s in enumerate(segs)]
+        return [LiveSegment(segs[k], end.relative_position_in_segment if k == last else segs[k].size)
+                for k in range(first, len(segs))]
 
     def send_to(self, sock_or_fd, start_offset: int, max_bytes: int) -> int:
         """Zero-copy: ``os.sendfile`` the slice :meth:`read` would return to a socket or fd; returns
@@ -897,11 +899,10 @@ class Log:
                 yield batch
 
     def _batches(self, from_offset: Optional[int] = None, to_offset: Optional[int] = None) -> Iterator:
-        from kafkalog.record.records import iter_batches
         expect = None
         start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
         for h, data in self.iter_batch_bytes(from_offset, to_offset):
-            for b in iter_batches(data):
+            for b in walk_batches(data):
                 try:
                     b.ensure_valid()        # never hand a corrupt batch to a reader
                 except KafkalogError as e:
@@ -957,20 +958,17 @@ class Log:
                 return None
             target = best.max_timestamp_so_far
             return best.find_offset_by_timestamp(target, max(best.base_offset, self.log_start_offset))
-        return find_offset_for_timestamp(self._read_view(), timestamp, self.log_start_offset)
+        return find_offset_for_timestamp(self._read_view(self.log_start_offset), timestamp,
+                                         self.log_start_offset)
 
-    def _earliest_epoch(self):
+    def _earliest_epoch(self) -> Optional[int]:
         c = self.leader_epoch_cache
-        if c is None:
-            return None
-        fn = getattr(c, "earliest_entry", None)
-        e = fn() if callable(fn) else None
+        e = None if c is None else c.earliest_entry()
         if e is None:
             return None
-        epoch, start = (e[0], e[1]) if isinstance(e, tuple) else (e.epoch, e.start_offset)
-        return epoch if start <= self.log_start_offset else None
+        return e.epoch if e.start_offset <= self.log_start_offset else None
 
-    def _latest_epoch(self):
+    def _latest_epoch(self) -> Optional[int]:
         return None if self.leader_epoch_cache is None else self.leader_epoch_cache.latest_epoch()
 
     # --- truncation ------------------------------------------------------------------------------
