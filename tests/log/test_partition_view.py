@@ -233,3 +233,25 @@ def test_three_read_paths_agree(tmp_path):
     # the committed records up to the LSO: the aborted transaction's record is not among them
     assert spark[1] == [b"p%d" % i for i in range(30)] + [b"plain", b"committed", b"after"]
     assert writable[2] == read_only[2] == spark[2] == [0, 0, 10, 38, 67, None]
+
+
+def test_local_files_interface(tmp_path):
+    """The view's file access (what an object-store implementation will provide): sizes, ranged
+    reads, small files read whole, a missing file as None, never a file created."""
+    from kafkalog.log.view_files import LocalFiles
+    files = LocalFiles()
+    path = str(tmp_path / "f.log")
+    with open(path, "wb") as f:
+        f.write(bytes(range(100)))
+    assert files.size(path) == 100
+    assert files.read_range(path, 10, 5) == bytes(range(10, 15))
+    assert files.read_range(path, 98, 10) == bytes([98, 99])
+    assert files.read_small(path) == bytes(range(100))
+    seg = files.open_segment(path)
+    assert seg is not None and seg.size == 100 and bytes(seg.buf[:3]) == b"\0\1\2"
+    seg.close()
+    missing = str(tmp_path / "missing")
+    assert files.size(missing) is None and files.read_small(missing) is None
+    assert files.open_segment(missing) is None and not os.path.exists(missing)
+    with pytest.raises(LogDirError):
+        files.list_dir(missing)

@@ -1,6 +1,7 @@
 """The file access of the read-only view (:mod:`kafkalog.log.partition_view`,
 :mod:`kafkalog.log.data_dir_view`): every byte the view reads goes through one small interface,
-:class:`ViewFiles`, so the same view reads a local data directory today and an object store
+:class:`ViewFiles` (list a directory, size, read a small file whole, read a byte range, open a
+``.log`` as a buffer), so the same view reads a local data directory today and an object store
 (``pyarrow.fs``: listing, whole small files, ranged reads of ``.log`` files) later.
 
 :class:`LocalFiles` is the POSIX implementation: listings with ``os.listdir``, small files read
@@ -65,6 +66,15 @@ class ViewFiles(Protocol):
         """The whole content of a small file (index, checkpoint, config); None when missing."""
         ...
 
+    def size(self, path: str) -> Optional[int]:
+        """The size of a file in bytes; None when it does not exist."""
+        ...
+
+    def read_range(self, path: str, position: int, length: int) -> bytes:
+        """Up to ``length`` bytes of a file from ``position`` (fewer at its end): a ranged GET on
+        object stores."""
+        ...
+
     def open_segment(self, path: str) -> Optional[SegmentBytes]:
         """The bytes of a ``.log`` file as of now; None when it no longer exists."""
         ...
@@ -100,9 +110,24 @@ class LocalFiles:
         except OSError as err:
             raise io_error(err, path, "read") from err
 
+    def size(self, path: str) -> Optional[int]:
+        try:
+            return os.stat(path).st_size
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise io_error(err, path, "stat") from err
+
+    def read_range(self, path: str, position: int, length: int) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return os.pread(f.fileno(), length, position)
+        except OSError as err:
+            raise io_error(err, path, "read") from err
+
     def open_segment(self, path: str) -> Optional[SegmentBytes]:
         try:
-            f = open(path, "rb")
+            f = open(path, "rb")  # noqa: SIM115 (closed below; the map outlives it)
         except FileNotFoundError:                  # deleted by a writer since the listing
             return None
         except OSError as err:
