@@ -255,3 +255,25 @@ def test_local_files_interface(tmp_path):
     assert files.open_segment(missing) is None and not os.path.exists(missing)
     with pytest.raises(LogDirError):
         files.list_dir(missing)
+
+
+def test_segment_deleted_after_the_listing(tmp_path):
+    """The default view opens every segment at once: one deleted later stays readable. A range
+    reader's view (``open_all=False``, the Spark tasks') opens segments as it reads them and
+    says so with a typed error when retention removed one meanwhile."""
+    d = str(tmp_path / "d")
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 1, config=SMALL)
+        for i in range(100):
+            dl.produce("t", value=b"y" * 50, partition=0)
+    pdir = os.path.join(d, "t-0")
+    eager, lazy = PartitionView(pdir), PartitionView(pdir, open_all=False)
+    try:
+        os.unlink(log_file(pdir, 0))
+        assert sum(1 for _ in eager.batches(0, 100)) == 100
+        with pytest.raises(kafkalog.errors.OffsetOutOfRangeError) as e:
+            list(lazy.batches(0, 100))
+        assert e.value.file == log_file(pdir, 0)
+    finally:
+        eager.close()
+        lazy.close()

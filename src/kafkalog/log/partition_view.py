@@ -38,7 +38,7 @@ from typing import (
     cast,
 )
 
-from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.errors import CorruptRecordError, KafkalogError, OffsetOutOfRangeError
 from kafkalog.log.naming import (
     is_log_file,
     log_file,
@@ -206,12 +206,11 @@ class SegmentSnapshot:
     the snapshot's log end offset) ignored, a missing or unreadable index meaning a walk from the
     segment's first byte."""
 
-    def __init__(self, files: ViewFiles, directory: str, base_offset: int,
-                 data: SegmentBytes) -> None:
+    def __init__(self, files: ViewFiles, directory: str, base_offset: int) -> None:
         self.files = files
         self.directory = directory
         self._base = base_offset
-        self.data = data
+        self._data: Optional[SegmentBytes] = None
         #: the offset after the last batch of the snapshot, when known (set by the partition view)
         self.end_offset = MAX_OFFSET
         self._offset_index: Optional[OffsetIndex] = None
@@ -224,7 +223,22 @@ class SegmentSnapshot:
 
     @property
     def log_path(self) -> str:
-        return self.data.path
+        return log_file(self.directory, self._base)
+
+    def open(self) -> bool:
+        """Take the snapshot of the ``.log`` now (False when the file no longer exists)."""
+        if self._data is None:
+            self._data = self.files.open_segment(self.log_path)
+        return self._data is not None
+
+    @property
+    def data(self) -> SegmentBytes:
+        """The ``.log`` bytes, snapshotted on first use unless :meth:`open` was called."""
+        if not self.open():
+            raise OffsetOutOfRangeError("the segment was deleted (retention or compaction) "
+                                        "after the partition was listed", file=self.log_path)
+        assert self._data is not None
+        return self._data
 
     @property
     def size(self) -> int:
@@ -299,7 +313,8 @@ class SegmentSnapshot:
         return collect_aborted_txns(self.aborted_txns(), start, upper)
 
     def close(self) -> None:
-        self.data.close()
+        if self._data is not None:
+            self._data.close()
 
 
 # --- Kafka's read-side rules over a segment list ---------------------------------------------------
@@ -442,17 +457,25 @@ class PartitionView:
     not yet recovered) ends the log; a partial batch in an older segment raises
     :class:`CorruptRecordError`. ``log_start_checkpoint`` is this partition's entry of the
     ``log-start-offset-checkpoint`` (it raises the log start offset above the first segment's
-    base offset)."""
+    base offset).
+
+    ``open_all=False`` (a reader of a range, such as a Spark task) opens a segment's ``.log`` only
+    when it is read; one deleted by retention before that raises
+    :class:`~kafkalog.errors.OffsetOutOfRangeError`."""
 
     def __init__(self, path: str, log_start_checkpoint: Optional[int] = None, *,
-                 files: Optional[ViewFiles] = None) -> None:
+                 files: Optional[ViewFiles] = None, open_all: bool = True) -> None:
         self.dir = path
         self.files: ViewFiles = files if files is not None else LocalFiles()
         self._segs: List[SegmentSnapshot] = []
         for base in segment_bases(self.files, path):
-            data = self.files.open_segment(log_file(path, base))
-            if data is not None:
-                self._segs.append(SegmentSnapshot(self.files, path, base, data))
+            seg = SegmentSnapshot(self.files, path, base)
+            if not open_all or seg.open():
+                self._segs.append(seg)
+        last = len(self._segs) - 1
+        while last >= 0 and not self._segs[last].open():  # (open_all=False: deleted meanwhile)
+            del self._segs[last]
+            last -= 1
         self.bases = [s.base_offset for s in self._segs]
         self.log_end_offset = self._find_log_end_offset()
         for s in self._segs:

@@ -49,7 +49,7 @@ def segment_path(partition_dir: str, base: int) -> str:
 
 def open_partition(pdir: PartitionDir, log_start_checkpoint: Optional[int] = None) -> PartitionView:
     """A read-only snapshot of one partition directory (close it, or use it as a context)."""
-    return PartitionView(pdir.path, log_start_checkpoint, files=_FILES)
+    return PartitionView(pdir.path, log_start_checkpoint, files=_FILES, open_all=False)
 
 
 def _checkpoint(data_dir: str, name: str) -> Dict[Tuple[str, int], int]:
