@@ -515,6 +515,10 @@ class PartitionView:
                 return seg.base_offset                 # an empty active segment
         return self.bases[-1] if self.bases else 0
 
+    def log_path_of(self, offset: int) -> str:
+        """The ``.log`` file of the segment holding ``offset`` (for errors)."""
+        return log_file(self.dir, self.bases[_floor(self.bases, offset)] if self.bases else 0)
+
     # --- batches ---------------------------------------------------------------------------------
 
     def batches(self, start: int, end: int) -> Iterator[ViewBatch]:

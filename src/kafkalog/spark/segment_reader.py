@@ -88,7 +88,7 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
         for batch in view.batches(start, end):
             visited += batch.size_in_bytes
             if not (batch.is_control or (skip is not None and skip.skip(batch))):
-                decode_entry(batch, builder, start, end, pdir.path)
+                decode_entry(batch, builder, start, end, view.log_path_of(batch.base_offset))
                 if builder.rows >= max_rows or builder.data_bytes >= MAX_DATA_BYTES:
                     yield builder.flush()
         last = builder.flush()
