@@ -182,13 +182,18 @@ def test_index_with_a_zero_tail_and_entries_past_the_log(tmp_path):
         assert spark_view.offset_for_timestamp(spark_view.list_partitions(d)[0], 15, 0) == 5
 
 
-def test_partial_batch_in_an_older_segment_is_corruption(tmp_path):
+def _segmented_partition(tmp_path) -> str:
+    """A partition directory of 100 records in several segments."""
     d = str(tmp_path / "d")
     with kafkalog.open(d, background=False) as dl:
         dl.create_topic("t", 1, config=SMALL)
-        for i in range(100):
+        for _ in range(100):
             dl.produce("t", value=b"x" * 50, partition=0)
-    pdir = os.path.join(d, "t-0")
+    return os.path.join(d, "t-0")
+
+
+def test_partial_batch_in_an_older_segment_is_corruption(tmp_path):
+    pdir = _segmented_partition(tmp_path)
     first = log_file(pdir, 0)
     with open(first, "r+b") as f:
         f.truncate(os.path.getsize(first) - 5)
@@ -261,12 +266,7 @@ def test_segment_deleted_after_the_listing(tmp_path):
     """The default view opens every segment at once: one deleted later stays readable. A range
     reader's view (``open_all=False``, the Spark tasks') opens segments as it reads them and
     says so with a typed error when retention removed one meanwhile."""
-    d = str(tmp_path / "d")
-    with kafkalog.open(d, background=False) as dl:
-        dl.create_topic("t", 1, config=SMALL)
-        for i in range(100):
-            dl.produce("t", value=b"y" * 50, partition=0)
-    pdir = os.path.join(d, "t-0")
+    pdir = _segmented_partition(tmp_path)
     eager, lazy = PartitionView(pdir), PartitionView(pdir, open_all=False)
     try:
         os.unlink(log_file(pdir, 0))
