@@ -58,11 +58,10 @@ def _recover_partition(path: str) -> dict:
         cfg = None
         topic_cfg = None
         try:
-            from kafkalog.log.naming import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
-            from kafkalog.log.naming import parse_partition_dir_name
             from kafkalog.log.config import LogConfig, parse_properties
+            from kafkalog.log.naming import parse_partition_dir_name, topic_config_file
             topic = parse_partition_dir_name(path).topic
-            topic_cfg = os.path.join(parent, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+            topic_cfg = topic_config_file(parent, topic)
             if os.path.exists(topic_cfg):
                 with open(topic_cfg, encoding="utf-8") as f:
                     cfg = LogConfig(parse_properties(f.read(1 << 20), file=topic_cfg))

@@ -14,7 +14,7 @@ import errno
 import mmap
 import os
 import struct
-from typing import Self
+from typing import Optional, Self
 
 from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log._index_file import IndexFile
@@ -140,6 +140,29 @@ class AbstractIndex(IndexFile):
             except (OSError, ValueError) as err:
                 raise KafkalogIOError(f"mmap failed: {err}", file=self._path) from err
         self._max_entries = mapped // self.entry_size
+
+    @classmethod
+    def from_bytes(cls, path: os.PathLike | str, base_offset: int, data: bytes,
+                   max_position: Optional[int] = None) -> "AbstractIndex":
+        """A read-only index over ``data`` (the bytes of ``path``, read through a read-only view's
+        file access): a preallocated all-zero tail is not counted (KAFKA-10207), and with
+        ``max_position`` neither are the entries pointing at or past that ``.log`` position (a
+        writer's entries beyond a reader's snapshot)."""
+        idx = cls(path, base_offset, -1, writable=False)
+        usable = len(data) - len(data) % idx.entry_size
+        idx._mm = data[:usable] if usable else None  # type: ignore[assignment]
+        idx._length = len(data)
+        idx._max_entries = idx._entries = usable // idx.entry_size
+        idx._loaded = True
+        idx._entries -= idx.zero_filled_tail_entries()
+        if max_position is not None:
+            idx._entries = idx._entries_below_position(max_position)
+        idx._refresh_last()
+        return idx
+
+    def _entries_below_position(self, max_position: int) -> int:
+        """The number of leading entries (subclasses that hold positions: all of them)."""
+        return self._entries
 
     def _unmap(self) -> None:
         if isinstance(self._mm, mmap.mmap):

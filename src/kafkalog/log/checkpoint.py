@@ -246,6 +246,11 @@ class OffsetCheckpointFile:
         """All offsets; empty when the file is missing or empty."""
         return dict(self._file.read())
 
+    @classmethod
+    def parse(cls, data: bytes, file: Optional[str] = None) -> Dict[TopicPartition, int]:
+        """The offsets of a checkpoint file's bytes (read by the caller, e.g. a read-only view)."""
+        return dict(parse_checkpoint(data, cls.VERSION, _OffsetFormatter(), file=file))
+
 
 # --- leader epochs --------------------------------------------------------------------------------
 

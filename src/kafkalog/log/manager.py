@@ -68,7 +68,7 @@ from kafkalog.log.naming import (
     parse_partition_dir_name,
     parse_topic_config_file_name,
     partition_dir_name,
-    topic_config_file_name,
+    topic_config_file,
     validate_topic,
 )
 from kafkalog.log.protocols import Cleaner, CleanerFactory
@@ -271,7 +271,7 @@ class LogManager:
     # --- topic configs ------------------------------------------------------------------------------
 
     def _topic_config_path(self, topic: str) -> str:
-        return os.path.join(self.data_dir, topic_config_file_name(topic))
+        return topic_config_file(self.data_dir, topic)
 
     def _load_topic_configs(self) -> None:
         for name in os.listdir(self.data_dir):

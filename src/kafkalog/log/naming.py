@@ -25,7 +25,7 @@ __all__ = [
     "PARTITION_METADATA_FILE", "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
     "REPLICATION_OFFSET_CHECKPOINT_FILE", "CLEANER_OFFSET_CHECKPOINT_FILE",
     "LEADER_EPOCH_CHECKPOINT_FILE", "TOPIC_CONFIG_PREFIX", "TOPIC_CONFIG_SUFFIX", "IGNORED_DIRS",
-    "topic_config_file_name", "parse_topic_config_file_name",
+    "topic_config_file_name", "parse_topic_config_file_name", "topic_config_file",
     "filename_prefix_from_offset", "offset_from_file_name", "log_file", "offset_index_file",
     "time_index_file", "transaction_index_file", "producer_snapshot_file", "is_log_file",
     "is_index_file", "is_snapshot_file", "strip_suffix", "validate_topic", "has_collision_chars",
@@ -139,6 +139,11 @@ def transaction_index_file(dir_: os.PathLike[str] | str, offset: int, extra: str
 def producer_snapshot_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.snapshot``."""
     return _file(dir_, offset, PRODUCER_SNAPSHOT_FILE_SUFFIX, extra)
+
+
+def topic_config_file(data_dir: os.PathLike | str, topic: str) -> str:
+    """``<data_dir>/kafkalog-topic-<topic>.properties``: the config overrides of ``topic``."""
+    return os.path.join(os.fspath(data_dir), topic_config_file_name(topic))
 
 
 def is_log_file(name: str) -> bool:

@@ -114,6 +114,21 @@ class OffsetIndex(AbstractIndex):
         for i in range(self.entries):
             yield self.entry(i)
 
+    def _entries_below_position(self, max_position: int) -> int:
+        """The number of leading entries whose position is below ``max_position`` (positions
+        increase)."""
+        mm = self._mm
+        if mm is None:
+            return 0
+        lo, hi = 0, self._entries
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _POS_FROM(mm, mid << 3)[0] < max_position:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     # --- search ---------------------------------------------------------------------------------
 
     def _largest_lower_bound_slot(self, target: int) -> int:

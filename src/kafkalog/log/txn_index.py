@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterator, List, NamedTuple, Optional, Tuple
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.log._index_file import IndexFile
@@ -57,6 +57,27 @@ class TxnIndexSearchResult(NamedTuple):
     """Result of :meth:`TransactionIndex.collect_aborted_txns`."""
     aborted_transactions: List[AbortedTxn]
     is_complete: bool
+
+
+def collect_aborted_txns(entries: Iterable[AbortedTxn], fetch_offset: int,
+                         upper_bound_offset: int) -> TxnIndexSearchResult:
+    """Kafka's ``TransactionIndex.collectAbortedTxns`` over the entries of one ``.txnindex``:
+    those with ``last_offset >= fetch_offset and first_offset < upper_bound_offset``, complete
+    (stop) at the first entry with ``last_stable_offset >= upper_bound_offset``."""
+    out: List[AbortedTxn] = []
+    for txn in entries:
+        if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+            out.append(txn)
+        if txn.last_stable_offset >= upper_bound_offset:
+            return TxnIndexSearchResult(out, True)
+    return TxnIndexSearchResult(out, False)
+
+
+def parse_txn_index(data: bytes, file: Optional[str] = None) -> List[AbortedTxn]:
+    """Every complete entry of the bytes of a ``.txnindex`` (a trailing partial entry is
+    ignored, as by :class:`TransactionIndex`)."""
+    usable = len(data) // ENTRY_SIZE * ENTRY_SIZE
+    return [AbortedTxn.from_bytes(data, off, file) for off in range(0, usable, ENTRY_SIZE)]
 
 
 class TransactionIndex(IndexFile):
@@ -147,13 +168,7 @@ class TransactionIndex(IndexFile):
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Entries with ``last_offset >= fetch_offset and first_offset < upper_bound_offset``;
         complete (stop) at the first entry with ``last_stable_offset >= upper_bound_offset``."""
-        out: List[AbortedTxn] = []
-        for txn, _ in self._iterate():
-            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                out.append(txn)
-            if txn.last_stable_offset >= upper_bound_offset:
-                return TxnIndexSearchResult(out, True)
-        return TxnIndexSearchResult(out, False)
+        return collect_aborted_txns((t for t, _ in self._iterate()), fetch_offset, upper_bound_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Truncate the file at the first entry whose ``last_offset >= offset``."""

@@ -40,7 +40,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
-from kafkalog.log.naming import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
+from kafkalog.log.naming import topic_config_file
 from kafkalog.record import kernel
 from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, RECORD_BATCH_OVERHEAD, CompressionType
 from kafkalog.record.builder import v2_header
@@ -155,7 +155,7 @@ class ArrowStager:
         if cached is None:
             conf: Mapping[str, str] = {}
             if topic in self.counts:
-                path = os.path.join(self.opts.path, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+                path = topic_config_file(self.opts.path, topic)
                 if os.path.exists(path):
                     with open(path, "r", encoding="utf-8") as f:
                         conf = parse_properties(f.read(1 << 20), file=path)
