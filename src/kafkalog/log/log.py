@@ -26,7 +26,7 @@ from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTime
                              KafkalogError, KafkalogIOError, OffsetOutOfRangeError,
                              RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
-from kafkalog.log.fsutil import wrap_os_errors
+from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import control_record_type
@@ -71,19 +71,6 @@ def _lom(message_offset: int, segment_base_offset: int, relative_position: int) 
 
 if "__slots__" in LogOffsetMetadata.__dict__ or not LogOffsetMetadata.__dataclass_params__.frozen:
     _lom = LogOffsetMetadata  # noqa: F811 - the trick above needs an instance __dict__
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class Log:
@@ -738,7 +725,7 @@ class Log:
                 if s.base_offset >= self.recovery_point:
                     new_segment = True
             if new_segment or include_active:
-                _fsync_dir(self.dir)
+                fsync_dir(self.dir)   # raises: a failed fsync fails the flush
             if up_to > self.recovery_point:
                 self.recovery_point = up_to
             self.last_flush_time = self.clock()
