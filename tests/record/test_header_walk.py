@@ -10,9 +10,11 @@ import zlib
 
 import pytest
 from crc32c import crc32c
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from kafkalog.record import _header_walk_py, header_walk as hw
+from kafkalog.record import _header_walk_py
+from kafkalog.record import header_walk as hw
 from kafkalog.record.header_walk import FindingKind, walk
 
 from ..log.conftest import BASE_TS, legacy_batch, v2_batch
@@ -31,9 +33,9 @@ IMPLS = _impls()
 
 
 def _run(mod, buf, **kw):
-    args = dict(start=0, end=-1, verify_crc=True, expect_next=-(2**63), check_next=False,
-                contiguous=False, segment_base=0, check_range=False, max_batches=-1, max_size=-1,
-                max_ts=-1, max_ts_offset=-1, latest_epoch=-1)
+    args = {"start": 0, "end": -1, "verify_crc": True, "expect_next": -(2**63), "check_next": False,
+                "contiguous": False, "segment_base": 0, "check_range": False, "max_batches": -1, "max_size": -1,
+                "max_ts": -1, "max_ts_offset": -1, "latest_epoch": -1}
     args.update(kw)
     return hw.HeaderWalk(mod.walk(buf, args["start"], args["end"], args["verify_crc"],
                                   args["expect_next"], args["check_next"], args["contiguous"],
@@ -138,8 +140,8 @@ def test_compiled_and_pure_walkers_agree(buf, flips, cut, verify, check, contigu
             data[at] ^= x
     data = bytes(data[:cut])
     start = start if start < len(data) and start in (0, 17) else 0
-    kw = dict(start=start, verify_crc=verify, check_next=check, expect_next=0, contiguous=contiguous,
-              check_range=check, max_batches=max_batches)
+    kw = {"start": start, "verify_crc": verify, "check_next": check, "expect_next": 0, "contiguous": contiguous,
+              "check_range": check, "max_batches": max_batches}
     a, b = (_run(m, data, **kw) for m in IMPLS)
     assert (a.count, a.end, a.finding, a.rows(), a.max_timestamp, a.offset_of_max_timestamp,
             a.producer_batches, a.legacy_batches, a.epoch_starts) == \

@@ -331,7 +331,7 @@ def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point
         new_log_start = max(log_start_offset, segments[0].base_offset)
         if producer_state_manager is not None:
             psm = producer_state_manager
-            psm.snapshots = psm._load_snapshots()          # recovery may have written some
+            psm.load_snapshots()          # recovery may have written some
             psm.remove_stray_snapshots([s.base_offset for s in segments])
             rebuild_producer_state(psm, segments, new_log_start, next_offset, clock(),
                                    reload_from_clean_shutdown=had_clean_shutdown)

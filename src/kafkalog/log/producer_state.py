@@ -246,9 +246,17 @@ class ProducerStateManager:
         self.unreplicated_txns: Dict[int, TxnMetadata] = {}
         self.last_map_offset = 0
         self.last_snap_offset = 0
-        self.snapshots: Dict[int, str] = self._load_snapshots()
+        self.snapshots: Dict[int, str] = {}
+        self.load_snapshots()
 
-    def _load_snapshots(self) -> Dict[int, str]:
+    def load_snapshots(self) -> Dict[int, str]:
+        """(Re)list the ``.snapshot`` files of the log directory into :attr:`snapshots` (offset ->
+        path, ascending) and return them (Kafka's ``loadSnapshots``; the loader calls it after
+        recovery, which may have written some)."""
+        self.snapshots = self._list_snapshots()
+        return self.snapshots
+
+    def _list_snapshots(self) -> Dict[int, str]:
         out: Dict[int, str] = {}
         try:
             names = os.listdir(self.log_dir)

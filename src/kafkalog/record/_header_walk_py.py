@@ -5,7 +5,8 @@ offsets wrap at 64 bits as ``baseOffset + lastOffsetDelta`` does in Kafka."""
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, List, Tuple
+from collections.abc import Callable
+from typing import Any
 
 IMPLEMENTATION = "python"
 
@@ -39,7 +40,7 @@ def crc32c_of(buf: Any, start: int, end: int) -> int:
 def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, check_next: bool,
          contiguous: bool, segment_base: int, check_range: bool, max_batches: int, max_size: int,
          max_ts: int, max_ts_offset: int, latest_epoch: int, crc32c_fn: Callable[[Any], int],
-         crc32_fn: Callable[[Any], int]) -> Tuple[Any, ...]:
+         crc32_fn: Callable[[Any], int]) -> tuple[Any, ...]:
     """See ``kafkalog.record.header_walk.walk``."""
     mv = memoryview(buf)
     size = len(mv)
@@ -52,7 +53,7 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
     stop_pos = 0
     d1 = d2 = d3 = 0
     n_producer = n_legacy = 0
-    epoch_starts: List[Tuple[int, int]] = []
+    epoch_starts: list[tuple[int, int]] = []
     pack = _ROW.pack
     try:
         while True:

@@ -35,7 +35,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from crc32c import crc32c
 
@@ -124,39 +124,48 @@ class HeaderWalk:
     id), ``legacy_batches`` (v0/v1 entries) and ``epoch_starts`` (``(epoch, start offset)`` for each
     partition leader epoch above ``latest_epoch``, in order)."""
 
-    __slots__ = ("facts", "count", "end", "finding", "max_timestamp", "offset_of_max_timestamp",
-                 "producer_batches", "legacy_batches", "epoch_starts")
+    __slots__ = (
+        "count",
+        "end",
+        "epoch_starts",
+        "facts",
+        "finding",
+        "legacy_batches",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "producer_batches",
+    )
 
-    def __init__(self, r: Tuple[Any, ...]) -> None:
+    def __init__(self, r: tuple[Any, ...]) -> None:
         (self.facts, self.count, self.end, stop, pos, a, b, c, self.max_timestamp,
          self.offset_of_max_timestamp, self.producer_batches, self.legacy_batches,
          self.epoch_starts) = r
-        self.finding: Optional[Finding] = Finding(_KINDS[stop], pos, a, b, c) if stop else None
+        self.finding: Finding | None = Finding(_KINDS[stop], pos, a, b, c) if stop else None
 
     def __len__(self) -> int:
         return self.count
 
-    def batch(self, i: int) -> Tuple[int, ...]:
+    def batch(self, i: int) -> tuple[int, ...]:
         """Row ``i`` as a tuple indexed by the ``F_*`` numbers."""
         if not 0 <= i < self.count:
             raise IndexError(i)
         return _ROW.unpack_from(self.facts, i * _ROW.size)
 
-    def column(self, field: int) -> List[int]:
+    def column(self, field: int) -> list[int]:
         """Field ``field`` of every batch."""
         if self.count == 0:
             return []
         return memoryview(self.facts).cast("q")[field::NF].tolist()
 
-    def rows(self) -> List[Tuple[int, ...]]:
+    def rows(self) -> list[tuple[int, ...]]:
         return list(_ROW.iter_unpack(self.facts))
 
 
-def walk(buf: Any, start: int = 0, end: Optional[int] = None, *, verify_crc: bool = True,
-         expect_next: Optional[int] = None, contiguous: bool = False,
-         segment_base: Optional[int] = None, max_batches: int = -1, max_size: int = -1,
+def walk(buf: Any, start: int = 0, end: int | None = None, *, verify_crc: bool = True,
+         expect_next: int | None = None, contiguous: bool = False,
+         segment_base: int | None = None, max_batches: int = -1, max_size: int = -1,
          max_timestamp: int = -1, offset_of_max_timestamp: int = -1,
-         latest_epoch: Optional[int] = None) -> HeaderWalk:
+         latest_epoch: int | None = None) -> HeaderWalk:
     """Walk the entries of ``buf[start:end]`` (see the module docstring). ``max_timestamp`` /
     ``offset_of_max_timestamp`` seed the running maximum (to continue a walk in windows),
     ``latest_epoch`` the leader-epoch starts."""
@@ -168,8 +177,28 @@ def walk(buf: Any, start: int = 0, end: Optional[int] = None, *, verify_crc: boo
                             -1 if latest_epoch is None else latest_epoch, crc32c, zlib.crc32))
 
 
-__all__ = ["walk", "HeaderWalk", "Finding", "FindingKind", "all_zero", "IMPLEMENTATION", "NF",
-           "F_POSITION", "F_SIZE", "F_BASE_OFFSET", "F_LAST_OFFSET", "F_MAGIC", "F_ATTRIBUTES",
-           "F_MAX_TIMESTAMP", "F_FIRST_TIMESTAMP", "F_PARTITION_LEADER_EPOCH", "F_PRODUCER_ID",
-           "F_PRODUCER_EPOCH", "F_BASE_SEQUENCE", "F_RECORD_COUNT", "F_CRC_OK",
-           "F_MAX_TIMESTAMP_SO_FAR", "F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR"]
+__all__ = [
+    "F_ATTRIBUTES",
+    "F_BASE_OFFSET",
+    "F_BASE_SEQUENCE",
+    "F_CRC_OK",
+    "F_FIRST_TIMESTAMP",
+    "F_LAST_OFFSET",
+    "F_MAGIC",
+    "F_MAX_TIMESTAMP",
+    "F_MAX_TIMESTAMP_SO_FAR",
+    "F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR",
+    "F_PARTITION_LEADER_EPOCH",
+    "F_POSITION",
+    "F_PRODUCER_EPOCH",
+    "F_PRODUCER_ID",
+    "F_RECORD_COUNT",
+    "F_SIZE",
+    "IMPLEMENTATION",
+    "NF",
+    "Finding",
+    "FindingKind",
+    "HeaderWalk",
+    "all_zero",
+    "walk",
+]
