@@ -619,14 +619,19 @@ class LogSegment:
         positions = cols[F_POSITION:n * NF:NF]
         oi = self.offset_index
         ti = self.time_index
+        room = min(oi.max_entries - oi.entries, ti.max_entries - 1 - ti.entries)   # is_full()
+        append, time_append = oi.append, ti.maybe_append
         interval = self.index_interval_bytes
         i = bisect_right(positions, scan.last_index_pos + interval)
         while i < n:
             r = i * NF
             pos = cols[r + F_POSITION]
-            if not (oi.is_full() or ti.is_full()):
-                oi.append(cols[r + F_LAST_OFFSET], pos)
-                ti.maybe_append(cols[r + F_MAX_TIMESTAMP_SO_FAR], cols[r + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR])
+            if room > 0:
+                append(cols[r + F_LAST_OFFSET], pos)
+                time_append(cols[r + F_MAX_TIMESTAMP_SO_FAR], cols[r + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR])
+                room -= 1
+                if room == 0:
+                    room = min(oi.max_entries - oi.entries, ti.max_entries - 1 - ti.entries)
             scan.last_index_pos = pos
             i = bisect_right(positions, pos + interval, i + 1)
         positions.release()
