@@ -16,19 +16,18 @@ import time as _time
 import zlib
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from crc32c import crc32c
 
-from kafkalog.errors import (CorruptRecordError, InvalidOffsetError, KafkalogError, KafkalogIOError,
+from kafkalog.errors import (KafkalogError, KafkalogIOError,
                              LogSegmentOffsetOverflowError)
 from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.time_index import TimeIndex
 from kafkalog.log.txn_index import TransactionIndex
 from kafkalog.log.fetch import FetchDataInfo, FileSlice, LogOffsetMetadata, EMPTY_SLICE
 from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, PREFIX_SIZE,
-                                       RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, UINT32, V1_TIMESTAMP,
-                                       V2_FIELDS, BatchHeader, FileRecords)
+                                       RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, UINT32, BatchHeader, FileRecords)
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.record.header_walk import (F_ATTRIBUTES, F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC,
                                          F_MAX_TIMESTAMP, F_MAX_TIMESTAMP_SO_FAR,

@@ -317,3 +317,31 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
         PyByteArray_Resize(facts, n * NF * 8)
     return (facts, n, pos, stop, stop_pos, d1, d2, d3, max_ts, max_ts_offset, n_producer, n_legacy,
             epoch_starts)
+
+
+def one_v2_data_batch(buf, Py_ssize_t max_size):
+    """``(lastOffsetDelta, maxTimestamp, producerId, partitionLeaderEpoch)`` when ``buf`` is exactly
+    one valid v2 data batch as a producer sends it (size within ``max_size``, CRC-32C ok, not a
+    control batch, no LogAppendTime bit, recordsCount == lastOffsetDelta + 1 > 0), else None (the
+    general walk then finds out what is wrong)."""
+    cdef Py_buffer view
+    cdef const unsigned char* e
+    cdef Py_ssize_t n
+    cdef int32_t lod, count
+    cdef int16_t attrs
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        n = view.len
+        e = <const unsigned char*>view.buf
+        if n < 61 or n > max_size or e[16] != 2 or <Py_ssize_t>(<int32_t>_u(e + 8)) + 12 != n:
+            return None
+        attrs = _h(e + 21)
+        lod = <int32_t>_u(e + 23)
+        count = <int32_t>_u(e + 57)
+        if attrs & 0x28 or lod < 0 or count != lod + 1:
+            return None
+        if _u(e + 17) != hw_crc32c(e + 21, n - 21):
+            return None
+        return (lod, _q(e + 35), _q(e + 43), <int32_t>_u(e + 12))
+    finally:
+        PyBuffer_Release(&view)

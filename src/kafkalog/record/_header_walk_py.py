@@ -136,3 +136,18 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
         mv.release()
     return (facts, n, pos, stop, stop_pos, d1, d2, d3, max_ts, max_ts_offset, n_producer, n_legacy,
             epoch_starts)
+
+
+def one_v2_data_batch(buf: Any, max_size: int) -> tuple[int, int, int, int] | None:
+    """See ``_header_walk.one_v2_data_batch``."""
+    from crc32c import crc32c
+    n = len(buf)
+    if n < 61 or n > max_size:
+        return None
+    _offset, length, ple, magic = _PREFIX.unpack_from(buf, 0)
+    if magic != 2 or length + 12 != n:
+        return None
+    stored, attrs, lod, _bts, mts, pid, _epoch, _seq, count = _V2.unpack_from(buf, 17)
+    if attrs & 0x28 or lod < 0 or count != lod + 1 or stored != crc32c(memoryview(buf)[21:]):
+        return None
+    return lod, mts, pid, ple

@@ -56,6 +56,10 @@ IMPLEMENTATION: str = _impl.IMPLEMENTATION
 _walk = _impl.walk
 #: True when ``buf[start:end]`` holds only zero bytes
 all_zero = _impl.all_zero
+#: ``(lastOffsetDelta, maxTimestamp, producerId, partitionLeaderEpoch)`` of a buffer that is exactly
+#: one valid v2 data batch as a producer sends it (within ``max_size``), else None: the walk of
+#: ``Log.append``'s one-batch path (the general :func:`walk` says what is wrong otherwise)
+one_v2_data_batch = _impl.one_v2_data_batch
 
 NF = 16
 (F_POSITION, F_SIZE, F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC, F_ATTRIBUTES, F_MAX_TIMESTAMP,
@@ -200,5 +204,6 @@ __all__ = [
     "FindingKind",
     "HeaderWalk",
     "all_zero",
+    "one_v2_data_batch",
     "walk",
 ]
