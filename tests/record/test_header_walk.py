@@ -159,3 +159,22 @@ def test_large_batches_and_zero_fill(mod):
     assert _run(mod, big + bad).finding.kind is FindingKind.CRC_MISMATCH
     assert mod.all_zero(bytes(100) + b"\1", 0, 100) and not mod.all_zero(bytes(100) + b"\1", 0, 101)
     assert mod.crc32c_of(big, 21, len(big)) == crc32c(bytes(big[21:]))
+
+
+@pytest.mark.parametrize("mod", IMPLS, ids=lambda m: m.IMPLEMENTATION)
+def test_windows_of_a_file_give_the_rows_of_one_walk(mod):
+    """Header-only walks over small windows (``base``), refilled at NEED_MORE, see what one walk
+    over the whole buffer sees, with file positions."""
+    data = b"".join(v2_batch([b"x" * (7 * i)], base_offset=i) for i in range(40))
+    whole = _run(mod, data, verify_crc=False)
+    rows, pos = [], 0
+    while True:
+        window = data[pos:pos + 100]
+        w = hw.HeaderWalk(mod.walk(window, pos, len(data), False, -(2**63), False, False, 0, False,
+                                   -1, -1, -1, -1, -1, crc32c, zlib.crc32, pos))
+        rows += w.rows()
+        if w.finding is None:
+            break
+        assert w.finding.kind is FindingKind.NEED_MORE
+        pos = w.finding.position
+    assert [r[:13] for r in rows] == [r[:13] for r in whole.rows()] and len(rows) == 40

@@ -91,6 +91,7 @@ cdef enum:
     STOP_OVERLAP = 7
     STOP_RANGE = 8
     STOP_TOO_LARGE = 9
+    STOP_NEED_MORE = 10      # the buffer ends before the header (or, with CRCs, the entry) does
     BIG_CRC = 16384          # above this, the crc32c package's interleaved CRC is faster
 
 cdef int64_t INT32_MAX = 2147483647
@@ -137,13 +138,13 @@ def crc32c_of(buf, Py_ssize_t start, Py_ssize_t end):
 def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_next, bint check_next,
          bint contiguous, int64_t segment_base, bint check_range, Py_ssize_t max_batches,
          Py_ssize_t max_size, int64_t max_ts, int64_t max_ts_offset, int32_t latest_epoch,
-         crc32c_fn, crc32_fn):
+         crc32c_fn, crc32_fn, Py_ssize_t base=0):
     """See ``kafkalog.record.header_walk.walk``. Returns ``(facts, n, end_pos, stop, stop_pos, d1,
     d2, d3, max_ts, max_ts_offset, n_producer, n_legacy, epoch_starts)``."""
     cdef Py_buffer view
     cdef const unsigned char* b
     cdef const unsigned char* e
-    cdef Py_ssize_t pos, sz, left, cap = 0, n = 0
+    cdef Py_ssize_t pos, sz, left, cap = 0, n = 0, blen, need
     cdef int64_t offset, last, first, ts, first_ts, pid, rem
     cdef int32_t length, lod, ple, count, seq
     cdef int16_t attrs, epoch
@@ -159,10 +160,11 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
     cdef list epoch_starts = []
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
-        b = <const unsigned char*>view.buf
-        if end < 0 or end > view.len:
-            end = view.len
-        pos = start if start > 0 else 0
+        b = <const unsigned char*>view.buf - base      # b + pos: file position pos
+        blen = base + view.len
+        if end < 0:
+            end = blen
+        pos = start if start > base else base
         rem = end - pos
         if rem < 0:
             rem = 0
@@ -183,6 +185,10 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
                 stop_pos = pos
                 d1 = left
                 break
+            if pos + 17 > blen:
+                stop = STOP_NEED_MORE
+                stop_pos = pos
+                break
             e = b + pos
             offset = _q(e)
             length = <int32_t>_u(e + 8)
@@ -200,6 +206,11 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
                 d1 = sz
                 d2 = magic
                 d3 = offset
+                break
+            need = sz if verify_crc else min(sz, 61 if magic == 2 else 34)
+            if pos + need > blen:
+                stop = STOP_NEED_MORE
+                stop_pos = pos
                 break
             if max_size >= 0 and sz > max_size:
                 stop = STOP_TOO_LARGE
@@ -223,7 +234,7 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
                 count = <int32_t>_u(e + 57)
                 if verify_crc:
                     if sz - 21 > BIG_CRC:
-                        computed = crc32c_fn(memoryview(buf)[pos + 21:pos + sz])
+                        computed = crc32c_fn(memoryview(buf)[pos - base + 21:pos - base + sz])
                     else:
                         computed = hw_crc32c(e + 21, sz - 21)
                     if stored != computed:
@@ -243,7 +254,7 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
             elif magic == 0 or magic == 1:
                 stored = _u(e + 12)
                 if verify_crc:
-                    computed = crc32_fn(memoryview(buf)[pos + 16:pos + sz])
+                    computed = crc32_fn(memoryview(buf)[pos - base + 16:pos - base + sz])
                     if stored != computed:
                         stop = STOP_CRC
                         stop_pos = pos

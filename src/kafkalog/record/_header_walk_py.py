@@ -12,7 +12,7 @@ IMPLEMENTATION = "python"
 
 NF = 16
 STOP_NONE, STOP_SHORT_TAIL, STOP_PARTIAL, STOP_BAD_SIZE, STOP_BAD_MAGIC, STOP_SMALL_BATCH, \
-    STOP_CRC, STOP_OVERLAP, STOP_RANGE, STOP_TOO_LARGE = range(10)
+    STOP_CRC, STOP_OVERLAP, STOP_RANGE, STOP_TOO_LARGE, STOP_NEED_MORE = range(11)
 _INT32_MAX = 2**31 - 1
 _PREFIX = struct.Struct(">qiib")
 _V2 = struct.Struct(">Ihiqqqhii")
@@ -40,13 +40,14 @@ def crc32c_of(buf: Any, start: int, end: int) -> int:
 def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, check_next: bool,
          contiguous: bool, segment_base: int, check_range: bool, max_batches: int, max_size: int,
          max_ts: int, max_ts_offset: int, latest_epoch: int, crc32c_fn: Callable[[Any], int],
-         crc32_fn: Callable[[Any], int]) -> tuple[Any, ...]:
+         crc32_fn: Callable[[Any], int], base: int = 0) -> tuple[Any, ...]:
     """See ``kafkalog.record.header_walk.walk``."""
     mv = memoryview(buf)
-    size = len(mv)
-    if end < 0 or end > size:
-        end = size
-    pos = max(start, 0)
+    blen = base + len(mv)
+    if end < 0:
+        end = blen
+    pos = max(start, base)
+    b = -base                       # mv[b + pos]: file position pos
     facts = bytearray()
     n = 0
     stop = STOP_NONE
@@ -65,13 +66,20 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
             if left <= 17:
                 stop, stop_pos, d1 = STOP_SHORT_TAIL, pos, left
                 break
-            offset, length, ple, magic = _PREFIX.unpack_from(mv, pos)
+            if pos + 17 > blen:
+                stop, stop_pos = STOP_NEED_MORE, pos
+                break
+            offset, length, ple, magic = _PREFIX.unpack_from(mv, b + pos)
             if length < 14:
                 stop, stop_pos, d1 = STOP_BAD_SIZE, pos, length
                 break
             sz = length + 12
             if sz > left:
                 stop, stop_pos, d1, d2, d3 = STOP_PARTIAL, pos, sz, magic, offset
+                break
+            need = sz if verify_crc else min(sz, 61 if magic == 2 else 34)
+            if pos + need > blen:
+                stop, stop_pos = STOP_NEED_MORE, pos
                 break
             if max_size >= 0 and sz > max_size:
                 stop, stop_pos, d1 = STOP_TOO_LARGE, pos, sz
@@ -80,9 +88,9 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
                 if sz < 61:
                     stop, stop_pos, d1 = STOP_SMALL_BATCH, pos, sz
                     break
-                stored, attrs, lod, first_ts, ts, pid, epoch, seq, count = _V2.unpack_from(mv, pos + 17)
+                stored, attrs, lod, first_ts, ts, pid, epoch, seq, count = _V2.unpack_from(mv, b + pos + 17)
                 if verify_crc:
-                    computed = crc32c_fn(mv[pos + 21:pos + sz])
+                    computed = crc32c_fn(mv[b + pos + 21:b + pos + sz])
                     if stored != computed:
                         stop, stop_pos, d1, d2, d3 = STOP_CRC, pos, stored, computed, offset
                         break
@@ -95,15 +103,15 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
                     latest_epoch = ple
                 attrs &= 0xFFFF
             elif magic == 0 or magic == 1:
-                stored = _U32.unpack_from(mv, pos + 12)[0]
+                stored = _U32.unpack_from(mv, b + pos + 12)[0]
                 if verify_crc:
-                    computed = crc32_fn(mv[pos + 16:pos + sz])
+                    computed = crc32_fn(mv[b + pos + 16:b + pos + sz])
                     if stored != computed:
                         stop, stop_pos, d1, d2, d3 = STOP_CRC, pos, stored, computed, offset
                         break
-                attrs = mv[pos + 17]
+                attrs = mv[b + pos + 17]
                 lod = 0
-                ts = _Q.unpack_from(mv, pos + 18)[0] if magic == 1 and sz >= 34 else -1
+                ts = _Q.unpack_from(mv, b + pos + 18)[0] if magic == 1 and sz >= 34 else -1
                 first_ts = ts
                 pid = epoch = seq = ple = -1
                 count = -1 if attrs & 0x07 else 1

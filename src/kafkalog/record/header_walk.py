@@ -81,6 +81,7 @@ class FindingKind(enum.Enum):
     OFFSET_OVERLAP = 7    # offsets do not follow the previous batch's
     OFFSET_RANGE = 8      # offsets not storable relative to the segment base, or lastOffsetDelta < 0
     TOO_LARGE = 9         # entry larger than max_size
+    NEED_MORE = 10        # the buffer (a window of a file, ``base``) ends inside the next header
 
 
 _KINDS = {k.value: k for k in FindingKind}
@@ -118,6 +119,8 @@ class Finding:
             return f"batch offsets {a}..{b} are not above the previous batch's (next offset {c})"
         if k is FindingKind.OFFSET_RANGE:
             return f"batch offsets {a}..{b} outside the range of the segment"
+        if k is FindingKind.NEED_MORE:
+            return "the buffer ends inside the next entry's header"
         return f"entry of {a} bytes is larger than allowed"
 
 
@@ -169,16 +172,22 @@ def walk(buf: Any, start: int = 0, end: int | None = None, *, verify_crc: bool =
          expect_next: int | None = None, contiguous: bool = False,
          segment_base: int | None = None, max_batches: int = -1, max_size: int = -1,
          max_timestamp: int = -1, offset_of_max_timestamp: int = -1,
-         latest_epoch: int | None = None) -> HeaderWalk:
+         latest_epoch: int | None = None, base: int = 0) -> HeaderWalk:
     """Walk the entries of ``buf[start:end]`` (see the module docstring). ``max_timestamp`` /
     ``offset_of_max_timestamp`` seed the running maximum (to continue a walk in windows),
-    ``latest_epoch`` the leader-epoch starts."""
+    ``latest_epoch`` the leader-epoch starts.
+
+    Windows of a file: ``buf`` holds the file's bytes from position ``base``; ``start``, ``end``
+    (the file's size) and every position are file positions. Without ``verify_crc`` only the fixed
+    header of an entry must be in ``buf``; a walk that reaches the end of ``buf`` first stops with
+    :attr:`FindingKind.NEED_MORE` (read the next window from its position)."""
     return HeaderWalk(_walk(buf, start, -1 if end is None else end, verify_crc,
                             _NO_LIMIT if expect_next is None else expect_next,
                             expect_next is not None, contiguous,
                             0 if segment_base is None else segment_base, segment_base is not None,
                             max_batches, max_size, max_timestamp, offset_of_max_timestamp,
-                            -1 if latest_epoch is None else latest_epoch, crc32c, zlib.crc32))
+                            -1 if latest_epoch is None else latest_epoch, crc32c, zlib.crc32,
+                            base))
 
 
 __all__ = [
