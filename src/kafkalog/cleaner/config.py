@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalog.log.segment import DEFAULTS as _LOG_DEFAULTS
-from kafkalog.log.segment import _cfg
+from kafkalog.log.config import LogConfig, as_log_config
 
 __all__ = ["topic_value", "is_compacted", "is_compact_and_delete", "CleanerConfig",
            "TOPIC_DEFAULTS"]
@@ -14,25 +13,13 @@ __all__ = ["topic_value", "is_compacted", "is_compact_and_delete", "CleanerConfi
 LONG_MAX = 2**63 - 1
 DOUBLE_MAX = 1.7976931348623157e308
 
-#: Kafka's defaults of the topic keys the cleaner reads
-TOPIC_DEFAULTS = dict(_LOG_DEFAULTS)
-TOPIC_DEFAULTS.update({
-    "delete.retention.ms": 86_400_000, "min.compaction.lag.ms": 0, "max.compaction.lag.ms": LONG_MAX,
-    "min.cleanable.dirty.ratio": 0.5, "cleanup.policy": "delete", "segment.bytes": 1073741824,
-    "segment.index.bytes": 10485760, "max.message.bytes": 1048588,
-})
+#: Kafka's defaults of the topic keys (the cleaner reads some of them)
+TOPIC_DEFAULTS = LogConfig().values()
 
 
 def topic_value(config, key: str) -> Any:
-    """A topic config value from a ``LogConfig``, a mapping or None, with Kafka's default."""
-    get = _cfg(config)
-    try:
-        v = get(key)
-    except (KeyError, TypeError):
-        v = None
-    if v is None:
-        return TOPIC_DEFAULTS[key]
-    return v
+    """A topic config value of a ``LogConfig`` (or topic overrides by key, or None: defaults)."""
+    return as_log_config(config).get(key)
 
 
 def _policies(config) -> list:

@@ -33,7 +33,8 @@ from kafkalog.log.fsutil import fsync_dir
 from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.log.segment import LogSegment, _cfg, _now_ms, segment_file_name
+from kafkalog.log.config import LogConfig, as_log_config
+from kafkalog.log.segment import LogSegment, _now_ms, segment_file_name
 
 LOG = ".log"
 INDEX = ".index"
@@ -126,8 +127,7 @@ class LogLoader:
                  producer_state_manager: Optional[ProducerStateLike] = None,
                  leader_epoch_cache: Optional[LeaderEpochCacheLike] = None, scheduler=None) -> None:
         self.dir = os.fspath(dir_path)
-        self.config = config
-        self.get = _cfg(config)
+        self.config: LogConfig = as_log_config(config)
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.had_clean_shutdown = had_clean_shutdown
@@ -143,8 +143,7 @@ class LogLoader:
         self.recovered_ids: Set[int] = set()
         self.split_ids: Set[int] = set()         # made by an overflow split: offset gaps are real
         self._tmp_psm: Optional[ProducerStateManager] = None
-        policy = self.get("cleanup.policy")
-        self.contiguous = "compact" not in (policy if isinstance(policy, str) else ",".join(policy))
+        self.contiguous = not self.config.compact
 
     def load(self) -> LoadedLog:
         """Run the steps; a load that fails (a typed error: damage it must not repair, a full
@@ -218,8 +217,8 @@ class LogLoader:
 
     def _swap_next_offset(self, base: int) -> int:
         seg = LogSegment(self.dir, base, file_already_exists=True, file_suffix=SWAP,
-                         index_interval_bytes=int(self.get("index.interval.bytes")),
-                         max_index_size=int(self.get("segment.index.bytes")), clock=self.clock)
+                         index_interval_bytes=self.config.index_interval_bytes,
+                         max_index_size=self.config.segment_index_bytes, clock=self.clock)
         try:
             return _read_next_offset_by_scan(seg)
         finally:
@@ -295,7 +294,7 @@ class LogLoader:
             next_offset = self.log_start_offset
         segments = self.segments
         recovery_point = next_offset if self.had_clean_shutdown else min(self.recovery_point, next_offset)
-        segments[-1].resize_indexes(int(self.get("segment.index.bytes")))
+        segments[-1].resize_indexes(self.config.segment_index_bytes)
         if self.cache is not None:
             self.cache.truncate_from_end(next_offset)
             self.cache.truncate_from_start(self.log_start_offset)
@@ -308,7 +307,7 @@ class LogLoader:
         if self.doomed:
             fsync_dir(self.dir)
             from kafkalog.log.log import delete_segments_later
-            delete_segments_later(self.scheduler, int(self.get("file.delete.delay.ms")), self.doomed)
+            delete_segments_later(self.scheduler, self.config.file_delete_delay_ms, self.doomed)
         self.report.recovery_point = recovery_point
         self.report.log_end_offset = next_offset
         return LoadedLog(segments, new_log_start, recovery_point, next_offset, self.report)
@@ -454,7 +453,7 @@ def _replay_producer_batches(psm, seg: LogSegment, start: int, end: int) -> None
                               ORIGIN_REPLICATION)
 
 
-def split_overflowed_segment(seg: LogSegment, config, clock: Callable[[], int] = _now_ms,
+def split_overflowed_segment(seg: LogSegment, config: LogConfig, clock: Callable[[], int] = _now_ms,
                              chunk_bytes: int = 1 << 20) -> List[LogSegment]:
     """Kafka's ``LocalLog.splitOverflowedSegment`` (spec §4.12): copy the batches of ``seg``
     unchanged into new segments ``<first offset>.*.cleaned`` (a new one whenever a batch's last

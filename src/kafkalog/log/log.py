@@ -22,6 +22,8 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 from kafkalog.errors import (CorruptRecordError, KafkalogError, KafkalogIOError, OffsetOutOfRangeError,
                              RecordBatchTooLargeError)
+from kafkalog.log.config import LogConfig, as_log_config
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.fetch import AppendInfo, FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
@@ -32,7 +34,7 @@ from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import control_record_type
 from kafkalog.log.file_records import BatchHeader
 from kafkalog.log.segment import (LONG_MAX, LogSegment, RollParams, TimestampAndOffset,
-                                  _cfg, _now_ms, segment_file_name)
+                                  _now_ms, segment_file_name)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -74,11 +76,12 @@ class Log:
     def __init__(self, dir_path: str, config=None, *, segments: Sequence[LogSegment],
                  log_start_offset: int, recovery_point: int, next_offset: int,
                  scheduler: Optional[Callable[[float, Callable[[], None]], object]] = None,
-                 clock: Callable[[], int] = _now_ms, producer_state_manager=None,
-                 leader_epoch_cache=None, recovery_report=None) -> None:
+                 clock: Callable[[], int] = _now_ms,
+                 producer_state_manager: Optional[ProducerStateLike] = None,
+                 leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
+                 recovery_report=None) -> None:
         self.dir = os.fspath(dir_path)
-        self.config = config
-        self._get = _cfg(config)
+        self.config: LogConfig = as_log_config(config)
         self.clock = clock
         self.scheduler = scheduler
         self.producer_state_manager = producer_state_manager
@@ -108,11 +111,11 @@ class Log:
         os.makedirs(os.fspath(dir_path), exist_ok=True)
         if producer_state_manager is None:
             from kafkalog.log.producer_state import ProducerStateManager
-            producer_state_manager = ProducerStateManager(
-                dir_path, int(_cfg(config)("producer.id.expiration.ms")))
+            producer_state_manager = ProducerStateManager(dir_path)
         if leader_epoch_cache is None:
             from kafkalog.log.leader_epoch import LeaderEpochFileCache
             leader_epoch_cache = LeaderEpochFileCache(dir_path)
+        config = as_log_config(config)
         loaded = load_log(dir_path, config, log_start_offset=log_start_offset,
                           recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
                           clock=clock, producer_state_manager=producer_state_manager,
@@ -124,22 +127,17 @@ class Log:
                    leader_epoch_cache=leader_epoch_cache, recovery_report=loaded.report)
 
     def _reload_config(self) -> None:
-        g = self._get
-        self.segment_bytes = int(g("segment.bytes"))
-        self.max_message_bytes = int(g("max.message.bytes"))
-        self.flush_messages = int(g("flush.messages"))
-        self.flush_ms = int(g("flush.ms"))
-        self.file_delete_delay_ms = int(g("file.delete.delay.ms"))
-        ts_type = str(g("message.timestamp.type"))
-        self.log_append_time_type = ts_type.lower().replace("_", "") == "logappendtime"
-        self.ts_before_max = int(g("message.timestamp.before.max.ms"))
-        self.ts_after_max = int(g("message.timestamp.after.max.ms"))
-        seg_ms = int(g("segment.ms"))
-        policy = g("cleanup.policy")
-        policy = policy if isinstance(policy, str) else ",".join(policy)
-        self.compact = "compact" in policy
-        lag = int(g("max.compaction.lag.ms"))
-        self.max_segment_ms = min(lag, seg_ms) if self.compact and lag > 0 else seg_ms
+        c = self.config
+        self.segment_bytes = c.segment_bytes
+        self.max_message_bytes = c.max_message_bytes
+        self.flush_messages = c.flush_messages
+        self.flush_ms = c.flush_ms
+        self.file_delete_delay_ms = c.file_delete_delay_ms
+        self.log_append_time_type = c.log_append_time
+        self.ts_before_max = c.message_timestamp_before_max_ms
+        self.ts_after_max = c.message_timestamp_after_max_ms
+        self.compact = c.compact
+        self.max_segment_ms = c.max_segment_ms
         # single-batch fast path of append(): CreateTime without timestamp bounds
         self._fast_append = (not self.log_append_time_type and self.ts_before_max == LONG_MAX
                              and self.ts_after_max == LONG_MAX)
@@ -149,8 +147,7 @@ class Log:
     def update_config(self, config) -> None:
         """Swap the configuration (Kafka's dynamic topic config update)."""
         with self._lock:
-            self.config = config
-            self._get = _cfg(config)
+            self.config = as_log_config(config)
             self._reload_config()
 
     def _publish(self, segs: Tuple[LogSegment, ...], next_offset: int) -> None:
@@ -188,11 +185,9 @@ class Log:
         psm = self.producer_state_manager
         hw = self.high_watermark
         if psm is not None:
-            fn = getattr(psm, "first_unstable_offset", None)
-            v = fn() if callable(fn) else fn
+            v = psm.first_unstable_offset()
             if v is not None:
-                v = getattr(v, "message_offset", v)
-                return min(int(v), hw)
+                return min(v, hw)
         return hw
 
     @property
@@ -559,12 +554,8 @@ class Log:
         psm = self.producer_state_manager
         if psm is None:
             return
-        upd = getattr(psm, "update_map_end_offset", None)
-        if callable(upd):
-            upd(offset)
-        fn = getattr(psm, "take_snapshot", None)
-        if callable(fn):
-            fn()
+        psm.update_map_end_offset(offset)
+        psm.take_snapshot()
 
     # --- flush -----------------------------------------------------------------------------------
 
@@ -835,12 +826,10 @@ class Log:
         c = self.leader_epoch_cache
         if c is None:
             return None
-        fn = getattr(c, "earliest_entry", None)
-        e = fn() if callable(fn) else None
+        e = c.earliest_entry()
         if e is None:
             return None
-        epoch, start = (e[0], e[1]) if isinstance(e, tuple) else (e.epoch, e.start_offset)
-        return epoch if start <= self.log_start_offset else None
+        return e.epoch if e.start_offset <= self.log_start_offset else None
 
     def _latest_epoch(self):
         return None if self.leader_epoch_cache is None else self.leader_epoch_cache.latest_epoch()
@@ -910,15 +899,14 @@ class Log:
         self.log_start_offset = new_offset
         self.recovery_point = new_offset
         c = self.leader_epoch_cache
-        if c is not None and callable(getattr(c, "clear", None)):
+        if c is not None:
             c.clear()
         self._reset_producer_state(new_offset, truncate=False)
 
     def _truncate_epochs_from_end(self, offset: int) -> None:
         c = self.leader_epoch_cache
-        fn = getattr(c, "truncate_from_end", None) if c is not None else None
-        if callable(fn):
-            fn(offset)
+        if c is not None:
+            c.truncate_from_end(offset)
 
     def _reset_producer_state(self, offset: int, truncate: bool) -> None:
         psm = self.producer_state_manager
@@ -966,9 +954,8 @@ class Log:
             if new_log_start_offset > self.log_start_offset:
                 self.log_start_offset = new_log_start_offset
                 c = self.leader_epoch_cache
-                fn = getattr(c, "truncate_from_start", None) if c is not None else None
-                if callable(fn):
-                    fn(new_log_start_offset)
+                if c is not None:
+                    c.truncate_from_start(new_log_start_offset)
                 if self.producer_state_manager is not None:
                     self.producer_state_manager.on_log_start_offset_incremented(new_log_start_offset)
                 return True

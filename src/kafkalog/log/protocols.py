@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Protocol, Tuple
 
+from kafkalog.log.checkpoint import EpochEntry
+
 # --- producer state and leader-epoch cache (the log's own seams; helper "walker") -----------------
 
 
@@ -50,7 +52,7 @@ class LeaderEpochCacheLike(Protocol):
 
     def latest_epoch(self) -> Optional[int]: ...
 
-    def earliest_entry(self) -> Optional[Any]: ...
+    def earliest_entry(self) -> Optional[EpochEntry]: ...
 
     def assign(self, epoch: int, start_offset: int) -> bool: ...
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import random
 import time as _time
 import zlib
 from bisect import bisect_right
@@ -22,6 +21,7 @@ from crc32c import crc32c
 
 from kafkalog.errors import (KafkalogError, KafkalogIOError,
                              LogSegmentOffsetOverflowError)
+from kafkalog.log.config import LogConfig
 from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.time_index import TimeIndex
 from kafkalog.log.txn_index import TransactionIndex
@@ -54,39 +54,6 @@ def _now_ms() -> int:
 
 
 LONG_MAX = 2**63 - 1
-# Kafka's defaults (spec §4.13) for the keys the log layer reads, used when a config lacks a key.
-DEFAULTS = {
-    "segment.bytes": 1073741824, "segment.ms": 604800000, "segment.jitter.ms": 0,
-    "segment.index.bytes": 10485760, "index.interval.bytes": 4096, "flush.messages": LONG_MAX,
-    "flush.ms": LONG_MAX, "max.message.bytes": 1048588, "file.delete.delay.ms": 60000,
-    "preallocate": False, "message.timestamp.type": "CreateTime",
-    "message.timestamp.before.max.ms": LONG_MAX, "message.timestamp.after.max.ms": LONG_MAX,
-    "cleanup.policy": "delete", "max.compaction.lag.ms": LONG_MAX, "compression.type": "producer",
-    "producer.id.expiration.ms": 86400000,
-}
-
-
-def _cfg(config) -> Callable[[str], object]:
-    """A getter for Kafka config keys over a ``LogConfig``, a mapping, or None (defaults)."""
-    def get(key: str):
-        if config is None:
-            return DEFAULTS[key]
-        attr = key.replace(".", "_")
-        if hasattr(config, attr):
-            return getattr(config, attr)
-        getter = getattr(config, "get", None)
-        if callable(getter):
-            try:
-                v = getter(key)
-            except KafkalogError:        # a key that is not a topic config (broker-level)
-                return DEFAULTS[key]
-            if v is not None:
-                return v
-        try:
-            return config[key]
-        except (KeyError, TypeError, IndexError):
-            return DEFAULTS[key]
-    return get
 
 
 @dataclass(frozen=True)
@@ -165,22 +132,17 @@ class LogSegment:
         self._indexes_touched = False
 
     @classmethod
-    def open(cls, dir_path: str, base_offset: int, config, *, file_already_exists: bool = False,
-             file_suffix: str = "", preallocate: Optional[bool] = None,
-             clock: Callable[[], int] = _now_ms) -> "LogSegment":
+    def open(cls, dir_path: str, base_offset: int, config: LogConfig, *,
+             file_already_exists: bool = False, file_suffix: str = "",
+             preallocate: Optional[bool] = None, clock: Callable[[], int] = _now_ms) -> "LogSegment":
         """Open or create a segment using a ``LogConfig`` (``index.interval.bytes``,
         ``segment.index.bytes``, ``preallocate``, ``segment.bytes``, jitter)."""
-        g = _cfg(config)
-        pre = g("preallocate") if preallocate is None else preallocate
-        jitter = g("segment.jitter.ms")
-        seg_ms = g("segment.ms")
-        roll_jitter = 0
-        if jitter and jitter > 0:
-            roll_jitter = random.randint(0, 2**31 - 1) % min(jitter, seg_ms)
-        return cls(dir_path, base_offset, index_interval_bytes=g("index.interval.bytes"),
-                   max_index_size=g("segment.index.bytes"), roll_jitter_ms=roll_jitter,
+        pre = config.preallocate if preallocate is None else preallocate
+        return cls(dir_path, base_offset, index_interval_bytes=config.index_interval_bytes,
+                   max_index_size=config.segment_index_bytes,
+                   roll_jitter_ms=config.random_segment_jitter(),
                    file_already_exists=file_already_exists,
-                   init_file_size=g("segment.bytes") if pre else 0, preallocate=bool(pre),
+                   init_file_size=config.segment_bytes if pre else 0, preallocate=bool(pre),
                    file_suffix=file_suffix, clock=clock)
 
     # --- files -----------------------------------------------------------------------------------
