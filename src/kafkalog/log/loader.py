@@ -31,20 +31,17 @@ from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.file_records import INT64, RECORD_BATCH_OVERHEAD
 from kafkalog.log.fsutil import fsync_dir
 from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
+from kafkalog.log.naming import (CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, INDEX_SUFFIXES,
+                                  LOG_FILE_SUFFIX, SEGMENT_SUFFIXES, SWAP_FILE_SUFFIX)
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.segment import LogSegment, _now_ms, segment_file_name
 
-LOG = ".log"
-INDEX = ".index"
-TIMEINDEX = ".timeindex"
-TXNINDEX = ".txnindex"
-DELETED = ".deleted"
-CLEANED = ".cleaned"
-SWAP = ".swap"
-SEGMENT_SUFFIXES = (LOG, INDEX, TIMEINDEX, TXNINDEX)
-INDEX_SUFFIXES = (INDEX, TIMEINDEX, TXNINDEX)
+LOG = LOG_FILE_SUFFIX
+DELETED = DELETED_FILE_SUFFIX
+CLEANED = CLEANED_FILE_SUFFIX
+SWAP = SWAP_FILE_SUFFIX
 
 
 @dataclass
@@ -461,7 +458,6 @@ def split_overflowed_segment(seg: LogSegment, config: LogConfig, clock: Callable
     then swap them in (``.cleaned`` -> ``.swap`` -> final names; the directory fsynced after each
     step). The caller renames ``seg`` to ``.deleted`` after the returned segments are in place
     (between the ``.swap`` and the final renames a crash is completed by the loader's swap pass)."""
-    from kafkalog.log.log import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
     from kafkalog.log.segment import _legacy_first_offset
     d = seg.dir
     parts: List[LogSegment] = []
@@ -513,7 +509,6 @@ def split_overflowed_segment(seg: LogSegment, config: LogConfig, clock: Callable
 
 
 def _finish_split(parts: List[LogSegment]) -> None:
-    from kafkalog.log.log import SWAP_FILE_SUFFIX
     for p in sorted(parts, key=lambda s: s.base_offset, reverse=True):
         p.change_file_suffixes(SWAP_FILE_SUFFIX, "")
     if parts:

@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 from kafkalog.errors import (CorruptRecordError, KafkalogError, KafkalogIOError, OffsetOutOfRangeError,
                              RecordBatchTooLargeError)
 from kafkalog.log.config import LogConfig, as_log_config
+from kafkalog.log.naming import (CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX,  # noqa: F401 - re-exported
+                                  SWAP_FILE_SUFFIX)
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.fetch import AppendInfo, FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
@@ -41,9 +43,6 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
-DELETED_FILE_SUFFIX = ".deleted"
-CLEANED_FILE_SUFFIX = ".cleaned"
-SWAP_FILE_SUFFIX = ".swap"
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 

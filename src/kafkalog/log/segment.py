@@ -26,19 +26,22 @@ from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.time_index import TimeIndex
 from kafkalog.log.txn_index import TransactionIndex
 from kafkalog.log.fetch import FetchDataInfo, FileSlice, LogOffsetMetadata, EMPTY_SLICE
-from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, PREFIX_SIZE,
+from kafkalog.log.file_records import (LOG_OVERHEAD, PREFIX, PREFIX_SIZE,
                                        RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, UINT32, BatchHeader, FileRecords)
+from kafkalog.log.naming import (INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+                                  TXN_INDEX_FILE_SUFFIX)
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
+from kafkalog.record.constants import INT32_MAX
 from kafkalog.record.header_walk import (F_ATTRIBUTES, F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC,
                                          F_MAX_TIMESTAMP, F_MAX_TIMESTAMP_SO_FAR,
                                          F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR, F_POSITION,
                                          F_PRODUCER_ID, F_SIZE, NF, Finding, FindingKind,
                                          HeaderWalk, all_zero, walk)
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
+LOG_SUFFIX = LOG_FILE_SUFFIX
+INDEX_SUFFIX = INDEX_FILE_SUFFIX
+TIME_INDEX_SUFFIX = TIME_INDEX_FILE_SUFFIX
+TXN_INDEX_SUFFIX = TXN_INDEX_FILE_SUFFIX
 NO_TIMESTAMP = -1
 # how far past a corrupt entry recovery looks for further valid batches (report only)
 _CORRUPTION_PROBE_WINDOW = 1 << 20
@@ -268,7 +271,7 @@ class LogSegment:
                 or not self.can_convert_to_relative_offset(p.max_offset_in_messages))
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= INT_MAX
+        return 0 <= offset - self.base_offset <= INT32_MAX
 
     # --- append ----------------------------------------------------------------------------------
 
@@ -376,7 +379,7 @@ class LogSegment:
         t = self.rolling_based_timestamp
         mts = self._max_ts
         if (pos0 == 0 or pos0 > max_segment_bytes - size or not self._indexes_touched
-                or t is None or mts is None or not 0 <= last_offset - self.base_offset <= INT_MAX):
+                or t is None or mts is None or not 0 <= last_offset - self.base_offset <= INT32_MAX):
             return False
         waited = max_timestamp - t if t >= 0 else self.clock() - self.created_ms
         if waited > max_segment_ms - self.roll_jitter_ms:
