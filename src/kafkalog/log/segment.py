@@ -15,7 +15,7 @@ import time as _time
 import zlib
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from crc32c import crc32c
 
@@ -584,20 +584,20 @@ class LogSegment:
         oi = self.offset_index
         ti = self.time_index
         room = min(oi.max_entries - oi.entries, ti.max_entries - 1 - ti.entries)   # is_full()
-        append, time_append = oi.append, ti.maybe_append
         interval = self.index_interval_bytes
+        rows: List[int] = []
         i = bisect_right(positions, scan.last_index_pos + interval)
         while i < n:
             r = i * NF
-            pos = cols[r + F_POSITION]
-            if room > 0:
-                append(cols[r + F_LAST_OFFSET], pos)
-                time_append(cols[r + F_MAX_TIMESTAMP_SO_FAR], cols[r + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR])
-                room -= 1
-                if room == 0:
-                    room = min(oi.max_entries - oi.entries, ti.max_entries - 1 - ti.entries)
-            scan.last_index_pos = pos
-            i = bisect_right(positions, pos + interval, i + 1)
+            if len(rows) < room:
+                rows.append(r)
+            scan.last_index_pos = cols[r + F_POSITION]
+            i = bisect_right(positions, scan.last_index_pos + interval, i + 1)
+        if rows:
+            oi.append_entries([cols[r + F_LAST_OFFSET] for r in rows],
+                              [cols[r + F_POSITION] for r in rows])
+            ti.maybe_append_entries([cols[r + F_MAX_TIMESTAMP_SO_FAR] for r in rows],
+                                    [cols[r + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR] for r in rows])
         positions.release()
 
     def _finish_recovery(self, scan: "_RecoveryScan") -> None:
