@@ -178,3 +178,23 @@ def test_windows_of_a_file_give_the_rows_of_one_walk(mod):
         assert w.finding.kind is FindingKind.NEED_MORE
         pos = w.finding.position
     assert [r[:13] for r in rows] == [r[:13] for r in whole.rows()] and len(rows) == 40
+
+
+@pytest.mark.parametrize("mod", IMPLS, ids=lambda m: m.IMPLEMENTATION)
+def test_one_v2_data_batch(mod):
+    """The one-batch produce path: facts of exactly one valid v2 data batch, else None."""
+    b = v2_batch([b"a", b"b"], producer_id=5, leader_epoch=3)
+    assert mod.one_v2_data_batch(b, 1 << 20) == (1, BASE_TS + 1, 5, 3)
+    assert mod.one_v2_data_batch(b, len(b) - 1) is None              # max.message.bytes
+    assert mod.one_v2_data_batch(b + b, 1 << 20) is None              # two batches
+    bad = bytearray(b)
+    bad[-1] ^= 1
+    assert mod.one_v2_data_batch(bad, 1 << 20) is None                # CRC
+    ctl = bytearray(b)
+    struct.pack_into(">h", ctl, 21, 0x20)
+    _fix_crc(ctl)
+    assert mod.one_v2_data_batch(ctl, 1 << 20) is None                # control batch
+    cnt = bytearray(b)
+    struct.pack_into(">i", cnt, 57, 3)
+    _fix_crc(cnt)
+    assert mod.one_v2_data_batch(cnt, 1 << 20) is None                # count != lastOffsetDelta + 1
