@@ -7,7 +7,8 @@ from __future__ import annotations
 import struct
 
 from crc32c import crc32c
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog.record import _kernel_py, constants
 from kafkalog.record.batch import DefaultRecordBatch

@@ -14,18 +14,35 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from crc32c import crc32c
 
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
-                             KafkalogError, RecordTooLargeError)
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkalogError,
+    RecordTooLargeError,
+)
 from kafkalog.log.producer_state import ORIGIN_CLIENT
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.record.header_walk import (F_ATTRIBUTES, F_BASE_OFFSET, F_FIRST_TIMESTAMP,
-                                         F_LAST_OFFSET, F_MAGIC, F_MAX_TIMESTAMP,
-                                         F_PARTITION_LEADER_EPOCH, F_POSITION, F_RECORD_COUNT,
-                                         F_SIZE, Finding, FindingKind, HeaderWalk, walk)
+from kafkalog.record.header_walk import (
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_FIRST_TIMESTAMP,
+    F_LAST_OFFSET,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    F_PARTITION_LEADER_EPOCH,
+    F_POSITION,
+    F_RECORD_COUNT,
+    F_SIZE,
+    Finding,
+    FindingKind,
+    HeaderWalk,
+    walk,
+)
 
 LONG_MAX = 2**63 - 1
 _INT64 = struct.Struct(">q")
@@ -64,9 +81,9 @@ class ValidatedAppend:
     max timestamp and its offset, record count, whether v0/v1 entries were seen, the leader epochs
     with their start offsets (v2 batches carrying one) and the LogAppendTime used (-1: none)."""
 
-    positions: List[int] = field(default_factory=list)
-    last_offsets: List[int] = field(default_factory=list)
-    max_timestamps: List[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    last_offsets: list[int] = field(default_factory=list)
+    max_timestamps: list[int] = field(default_factory=list)
     valid_bytes: int = 0
     first_offset: int = -1
     last_offset: int = -1
@@ -74,14 +91,14 @@ class ValidatedAppend:
     offset_of_max_timestamp: int = -1
     num_records: int = 0
     legacy: bool = False
-    epochs: List[Tuple[int, int]] = field(default_factory=list)
+    epochs: list[tuple[int, int]] = field(default_factory=list)
     log_append_time: int = -1
 
     @property
     def num_batches(self) -> int:
         return len(self.positions)
 
-    def producer_batches(self, buf: Any) -> List[Tuple[int, memoryview]]:
+    def producer_batches(self, buf: Any) -> list[tuple[int, memoryview]]:
         """``(position, bytes)`` of the v2 batches that carry a producer id."""
         out = []
         n = len(self.positions)
@@ -93,7 +110,7 @@ class ValidatedAppend:
 
 
 def validate_append(buf: Any, log_end_offset: int, rules: AppendRules, now: int, *, assign: bool,
-                    origin: str, leader_epoch: Optional[int], verify_crc: bool) -> ValidatedAppend:
+                    origin: str, leader_epoch: int | None, verify_crc: bool) -> ValidatedAppend:
     """Walk and validate ``buf`` (see the module docstring); ``now`` is the clock's time when
     ``rules.needs_clock`` (else ignored). Raises the typed error of the first bad batch, with its
     byte position."""
@@ -122,8 +139,8 @@ def validate_append(buf: Any, log_end_offset: int, rules: AppendRules, now: int,
     return v
 
 
-def _assign_batch(buf: Any, row: Tuple[int, ...], next_off: int, rules: AppendRules, now: int,
-                  origin: str, leader_epoch: Optional[int], v: ValidatedAppend) -> int:
+def _assign_batch(buf: Any, row: tuple[int, ...], next_off: int, rules: AppendRules, now: int,
+                  origin: str, leader_epoch: int | None, v: ValidatedAppend) -> int:
     """Leader rules for one batch, offsets from ``next_off`` written in place; returns the next
     offset."""
     pos, sz, magic = row[F_POSITION], row[F_SIZE], row[F_MAGIC]
@@ -169,7 +186,7 @@ def _assign_batch(buf: Any, row: Tuple[int, ...], next_off: int, rules: AppendRu
     return next_off + count
 
 
-def _check_follower_batch(row: Tuple[int, ...], v: ValidatedAppend) -> None:
+def _check_follower_batch(row: tuple[int, ...], v: ValidatedAppend) -> None:
     """Follower rules for one batch (offset order is checked by the walk)."""
     pos, magic, last = row[F_POSITION], row[F_MAGIC], row[F_LAST_OFFSET]
     if magic == 2:
@@ -266,4 +283,4 @@ def _set_v1_log_append_time(buf: Any, pos: int, sz: int, now: int) -> None:
         _UINT32.pack_into(buf, pos + 12, zlib.crc32(mv[pos + 16:pos + sz]))
 
 
-__all__ = ["AppendRules", "NeedsConversion", "ValidatedAppend", "validate_append", "INT32_MAX"]
+__all__ = ["INT32_MAX", "AppendRules", "NeedsConversion", "ValidatedAppend", "validate_append"]

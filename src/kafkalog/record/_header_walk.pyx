@@ -232,36 +232,19 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
                 epoch = _h(e + 51)
                 seq = <int32_t>_u(e + 53)
                 count = <int32_t>_u(e + 57)
+                computed = stored
                 if verify_crc:
                     if sz - 21 > BIG_CRC:
                         computed = crc32c_fn(memoryview(buf)[pos - base + 21:pos - base + sz])
                     else:
                         computed = hw_crc32c(e + 21, sz - 21)
-                    if stored != computed:
-                        stop = STOP_CRC
-                        stop_pos = pos
-                        d1 = stored
-                        d2 = computed
-                        d3 = offset
-                        break
                 last = hw_wrap_add(offset, lod)
                 first = offset
-                if pid >= 0:
-                    n_producer += 1
-                if ple >= 0 and ple > latest_epoch:
-                    epoch_starts.append((ple, offset))
-                    latest_epoch = ple
             elif magic == 0 or magic == 1:
                 stored = _u(e + 12)
+                computed = stored
                 if verify_crc:
                     computed = crc32_fn(memoryview(buf)[pos - base + 16:pos - base + sz])
-                    if stored != computed:
-                        stop = STOP_CRC
-                        stop_pos = pos
-                        d1 = stored
-                        d2 = computed
-                        d3 = offset
-                        break
                 attrs = e[17]
                 lod = 0
                 ts = _q(e + 18) if magic == 1 and sz >= 34 else -1
@@ -273,11 +256,17 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
                 ple = -1
                 last = offset
                 first = offset
-                n_legacy += 1
             else:
                 stop = STOP_BAD_MAGIC
                 stop_pos = pos
                 d1 = magic
+                break
+            if stored != computed:
+                stop = STOP_CRC
+                stop_pos = pos
+                d1 = stored
+                d2 = computed
+                d3 = offset
                 break
             if check_range and (lod < 0 or offset < segment_base
                                 or offset - segment_base > INT32_MAX - lod):
@@ -300,6 +289,13 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
                     d3 = expect_next
                     break
                 expect_next = hw_wrap_add(last, 1)
+            if magic < 2:
+                n_legacy += 1
+            elif pid >= 0:
+                n_producer += 1
+            if ple >= 0 and ple > latest_epoch:       # (ple is -1 for v0/v1)
+                epoch_starts.append((ple, offset))
+                latest_epoch = ple
             if ts > max_ts:
                 max_ts = ts
                 max_ts_offset = last

@@ -89,26 +89,13 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
                     stop, stop_pos, d1 = STOP_SMALL_BATCH, pos, sz
                     break
                 stored, attrs, lod, first_ts, ts, pid, epoch, seq, count = _V2.unpack_from(mv, b + pos + 17)
-                if verify_crc:
-                    computed = crc32c_fn(mv[b + pos + 21:b + pos + sz])
-                    if stored != computed:
-                        stop, stop_pos, d1, d2, d3 = STOP_CRC, pos, stored, computed, offset
-                        break
+                computed = crc32c_fn(mv[b + pos + 21:b + pos + sz]) if verify_crc else stored
                 last = wrap_long(offset + lod)
                 first = offset
-                if pid >= 0:
-                    n_producer += 1
-                if ple >= 0 and ple > latest_epoch:
-                    epoch_starts.append((ple, offset))
-                    latest_epoch = ple
                 attrs &= 0xFFFF
             elif magic == 0 or magic == 1:
                 stored = _U32.unpack_from(mv, b + pos + 12)[0]
-                if verify_crc:
-                    computed = crc32_fn(mv[b + pos + 16:b + pos + sz])
-                    if stored != computed:
-                        stop, stop_pos, d1, d2, d3 = STOP_CRC, pos, stored, computed, offset
-                        break
+                computed = crc32_fn(mv[b + pos + 16:b + pos + sz]) if verify_crc else stored
                 attrs = mv[b + pos + 17]
                 lod = 0
                 ts = _Q.unpack_from(mv, b + pos + 18)[0] if magic == 1 and sz >= 34 else -1
@@ -116,9 +103,11 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
                 pid = epoch = seq = ple = -1
                 count = -1 if attrs & 0x07 else 1
                 last = first = offset
-                n_legacy += 1
             else:
                 stop, stop_pos, d1 = STOP_BAD_MAGIC, pos, magic
+                break
+            if stored != computed:
+                stop, stop_pos, d1, d2, d3 = STOP_CRC, pos, stored, computed, offset
                 break
             if check_range and (lod < 0 or offset < segment_base
                                 or offset - segment_base > _INT32_MAX - lod):
@@ -133,6 +122,13 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
                     stop, stop_pos, d1, d2, d3 = STOP_OVERLAP, pos, offset, last, expect_next
                     break
                 expect_next = wrap_long(last + 1)
+            if magic < 2:
+                n_legacy += 1
+            elif pid >= 0:
+                n_producer += 1
+            if ple >= 0 and ple > latest_epoch:       # (ple is -1 for v0/v1)
+                epoch_starts.append((ple, offset))
+                latest_epoch = ple
             if ts > max_ts:
                 max_ts = ts
                 max_ts_offset = last

@@ -102,26 +102,21 @@ class Finding:
 
     @property
     def message(self) -> str:
-        k, a, b, c = self.kind, self.a, self.b, self.c
-        if k is FindingKind.SHORT_TAIL:
-            return f"{a} trailing bytes too short for a batch header"
-        if k is FindingKind.PARTIAL_TAIL:
-            return f"partial batch of {a} bytes"
-        if k is FindingKind.BAD_SIZE:
-            return f"Record size {a} is less than the minimum record overhead (14)"
-        if k is FindingKind.BAD_MAGIC:
-            return f"Invalid magic found in record: {a}"
-        if k is FindingKind.SMALL_BATCH:
-            return f"Record batch size {a} is smaller than the minimum allowed overhead 61"
-        if k is FindingKind.CRC_MISMATCH:
-            return f"Record is corrupt (stored crc = {a}, computed crc = {b})"
-        if k is FindingKind.OFFSET_OVERLAP:
-            return f"batch offsets {a}..{b} are not above the previous batch's (next offset {c})"
-        if k is FindingKind.OFFSET_RANGE:
-            return f"batch offsets {a}..{b} outside the range of the segment"
-        if k is FindingKind.NEED_MORE:
-            return "the buffer ends inside the next entry's header"
-        return f"entry of {a} bytes is larger than allowed"
+        return _MESSAGES[self.kind].format(a=self.a, b=self.b, c=self.c)
+
+
+_MESSAGES = {
+    FindingKind.SHORT_TAIL: "{a} trailing bytes too short for a batch header",
+    FindingKind.PARTIAL_TAIL: "partial batch of {a} bytes",
+    FindingKind.BAD_SIZE: "Record size {a} is less than the minimum record overhead (14)",
+    FindingKind.BAD_MAGIC: "Invalid magic found in record: {a}",
+    FindingKind.SMALL_BATCH: "Record batch size {a} is smaller than the minimum allowed overhead 61",
+    FindingKind.CRC_MISMATCH: "Record is corrupt (stored crc = {a}, computed crc = {b})",
+    FindingKind.OFFSET_OVERLAP: "batch offsets {a}..{b} are not above the previous batch's (next offset {c})",
+    FindingKind.OFFSET_RANGE: "batch offsets {a}..{b} outside the range of the segment",
+    FindingKind.TOO_LARGE: "entry of {a} bytes is larger than allowed",
+    FindingKind.NEED_MORE: "the buffer ends inside the next entry's header",
+}
 
 
 class HeaderWalk:
