@@ -52,8 +52,10 @@ def extensions():
         [KERNEL_PYX],
         extra_compile_args=["-O3"],
     )
+    walker = Extension("kafkalog.record._header_walk", ["src/kafkalog/record/_header_walk.pyx"],
+                       extra_compile_args=["-O3"])
     return cythonize(
-        [ext],
+        [ext, walker],
         language_level=3,
         compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True,
                              "initializedcheck": False},

@@ -226,3 +226,27 @@ def test_property_append_read_roundtrip_and_recover(seg_dir, appends, seg_bytes)
     assert [r.value for r in log.records()] == expected
     assert log.recovery_report.truncations == []
     log.close()
+
+
+def test_flush_fails_and_keeps_recovery_point_when_directory_fsync_fails(tmp_path):
+    """Kafka's ``flushDir`` raises: a directory that cannot be fsynced (here: the partition directory
+    was moved away under the open log, so opening it for fsync fails for real) fails the flush, and
+    the recovery point does not move past data whose directory entry is not durable."""
+    from kafkalog.errors import KafkalogIOError
+    d = tmp_path / "t-0"
+    d.mkdir()
+    log = open_log(d, **{"segment.bytes": 300})
+    for _ in range(5):
+        log.append(v2_batch([b"v" * 40]))       # rolls: new segments wait for a directory fsync
+    before = log.recovery_point
+    assert len(log.segments) > 1 and before < log.log_end_offset
+    assert log.active_segment.base_offset >= before   # the active segment is new since the last flush
+    os.rename(d, tmp_path / "moved")
+    with pytest.raises(KafkalogIOError) as e:
+        log.flush()
+    assert str(d) in str(e.value)
+    assert log.recovery_point == before
+    os.rename(tmp_path / "moved", d)
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 5
+    log.close()

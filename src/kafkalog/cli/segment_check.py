@@ -10,15 +10,15 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import zlib
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from crc32c import crc32c
+from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.header_walk import (F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC, F_MAX_TIMESTAMP,
+                                         F_POSITION, F_RECORD_COUNT, F_SIZE, FindingKind, all_zero,
+                                         walk)
+from kafkalog.record.header_walk import Finding as WalkFinding
 
-from kafkalog.record.constants import INT32_MAX as INT_MAX
-_PREFIX = struct.Struct(">qiiB")          # baseOffset, length, ple/crc, magic
-_V2 = struct.Struct(">IhiqqqhiI")         # crc, attrs, lastOffsetDelta, baseTs, maxTs, pid, epoch, seq, count
 _OFF_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
@@ -89,98 +89,88 @@ def _read_all(path: str) -> bytes:
 
 
 def scan_log(path: str, *, deep: bool = False) -> LogScan:
-    """Walk every entry of a ``.log`` file: sizes, magic, CRC (CRC-32C for v2, CRC-32 for v0/v1),
-    offsets increasing and inside the segment's int32 range; the tail (partial entry or zero
-    fill) is reported. ``deep`` also decodes every record of every batch."""
+    """Walk every entry of a ``.log`` file (the header walker: sizes, magic, CRC-32C for v2, CRC-32
+    for v0/v1), then per batch: record count, offsets increasing and inside the segment's int32
+    range; the tail (partial entry or zero fill) is reported. ``deep`` also decodes every record of
+    every batch."""
     base = base_offset_of(path)
     buf = _read_all(path)
     n = len(buf)
     scan = LogScan(path, n, base)
-    add = scan.findings.append
     pos = 0
-    prev_last = base - 1
     try:
-        while pos < n:
-            if n - pos < 17:
-                kind = "zero-filled-tail" if not any(buf[pos:n]) else "partial-tail"
-                add(Finding("error", kind, path, pos, f"{n - pos} trailing bytes do not hold a "
-                            f"complete entry header", {"bytes": n - pos}))
+        w = walk(buf, 0, n)
+        stopped = False
+        prev_last = base - 1
+        for row in w.rows():
+            pos = row[F_POSITION]
+            if not _check_batch(scan, buf, row, prev_last, deep):
+                stopped = True
                 break
-            offset, length, _ple, magic = _PREFIX.unpack_from(buf, pos)
-            if offset == 0 and length == 0 and not any(buf[pos:min(n, pos + 4096)]):
-                if not any(buf[pos:n]):
-                    add(Finding("error", "zero-filled-tail", path, pos,
-                                f"{n - pos} zero bytes after the last entry", {"bytes": n - pos}))
-                    break
-            size = length + 12
-            if length < 14:
-                add(Finding("error", "size", path, pos, f"Record size {length} is less than the "
-                            f"minimum record overhead (14)"))
-                break
-            if pos + size > n:
-                add(Finding("error", "partial-tail", path, pos, f"entry of {size} bytes is truncated: "
-                            f"only {n - pos} bytes remain", {"bytes": n - pos}))
-                break
-            if magic == 2:
-                if size < 61:
-                    add(Finding("error", "size", path, pos, f"Record batch size {size} is smaller than "
-                                f"the minimum allowed overhead 61"))
-                    break
-                crc, _attrs, lod, _bts, mts, _pid, _ep, _seq, count = _V2.unpack_from(buf, pos + 17)
-                computed = crc32c(memoryview(buf)[pos + 21:pos + size])
-                if crc != computed:
-                    add(Finding("error", "crc", path, pos, f"Record is corrupt (stored crc = {crc}, "
-                                f"computed crc = {computed})", {"baseOffset": offset}))
-                    break
-                if count < 0 or lod < 0 or count > lod + 1:
-                    add(Finding("error", "record-count", path, pos, f"record count {count} does not fit "
-                                f"lastOffsetDelta {lod}", {"baseOffset": offset}))
-                    break
-                last = offset + lod
-                if deep:
-                    err = _deep_check(buf, pos, size)
-                    if err is not None:
-                        add(Finding("error", "records", path, pos, err, {"baseOffset": offset}))
-                        break
-            elif magic in (0, 1):
-                stored = struct.unpack_from(">I", buf, pos + 12)[0]
-                computed = zlib.crc32(memoryview(buf)[pos + 16:pos + size])
-                if stored != computed:
-                    add(Finding("error", "crc", path, pos, f"Record is corrupt (stored crc = {stored}, "
-                                f"computed crc = {computed})", {"offset": offset}))
-                    break
-                mts = struct.unpack_from(">q", buf, pos + 18)[0] if magic == 1 else -1
-                last = offset
-                if deep:
-                    err = _deep_check(buf, pos, size)
-                    if err is not None:
-                        add(Finding("error", "records", path, pos, err, {"offset": offset}))
-                        break
-            else:
-                add(Finding("error", "magic", path, pos, f"Invalid magic found in record: {magic}"))
-                break
-            if offset < base and magic == 2:
-                add(Finding("error", "offsets", path, pos, f"base offset {offset} is below the segment's "
-                            f"base offset {base}"))
-            if last <= prev_last:
-                add(Finding("error", "offsets", path, pos, f"offsets not increasing: {last} after "
-                            f"{prev_last}", {"lastOffset": last, "previousLastOffset": prev_last}))
-            elif magic == 2 and offset <= prev_last:
-                # a v2 batch starts after the previous one ends (gaps are legal: compaction)
-                add(Finding("error", "offsets", path, pos, f"batch {offset}..{last} overlaps the "
-                            f"previous batch, which ends at {prev_last}",
-                            {"baseOffset": offset, "previousLastOffset": prev_last}))
-            if last - base > INT_MAX:
-                add(Finding("error", "offsets", path, pos, f"offset {last} cannot be stored relative to "
-                            f"the base offset {base} (int32 overflow)"))
-            prev_last = max(prev_last, last)
-            scan.batches.append(BatchInfo(pos, size, offset, last, magic, mts))
-            pos += size
+            prev_last = max(prev_last, row[F_LAST_OFFSET])
+            pos += row[F_SIZE]
+        if not stopped and w.finding is not None:
+            scan.findings.append(_tail_finding(path, buf, w.finding))
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()
     scan.valid_bytes = pos
     return scan
+
+
+def _check_batch(scan: LogScan, buf, row: tuple, prev_last: int, deep: bool) -> bool:
+    """Per-batch checks of :func:`scan_log` on one walked batch; False when the walk must stop."""
+    path, base, add = scan.file, scan.base_offset, scan.findings.append
+    pos, size, offset, last, magic = (row[F_POSITION], row[F_SIZE], row[F_BASE_OFFSET],
+                                      row[F_LAST_OFFSET], row[F_MAGIC])
+    key = "baseOffset" if magic == 2 else "offset"
+    if magic == 2:
+        count, lod = row[F_RECORD_COUNT], last - offset
+        if count < 0 or lod < 0 or count > lod + 1:
+            add(Finding("error", "record-count", path, pos, f"record count {count} does not fit "
+                        f"lastOffsetDelta {lod}", {"baseOffset": offset}))
+            return False
+    if deep:
+        err = _deep_check(buf, pos, size)
+        if err is not None:
+            add(Finding("error", "records", path, pos, err, {key: offset}))
+            return False
+    if offset < base and magic == 2:
+        add(Finding("error", "offsets", path, pos, f"base offset {offset} is below the segment's "
+                    f"base offset {base}"))
+    if last <= prev_last:
+        add(Finding("error", "offsets", path, pos, f"offsets not increasing: {last} after "
+                    f"{prev_last}", {"lastOffset": last, "previousLastOffset": prev_last}))
+    elif magic == 2 and offset <= prev_last:
+        # a v2 batch starts after the previous one ends (gaps are legal: compaction)
+        add(Finding("error", "offsets", path, pos, f"batch {offset}..{last} overlaps the "
+                    f"previous batch, which ends at {prev_last}",
+                    {"baseOffset": offset, "previousLastOffset": prev_last}))
+    if last - base > INT32_MAX:
+        add(Finding("error", "offsets", path, pos, f"offset {last} cannot be stored relative to "
+                    f"the base offset {base} (int32 overflow)"))
+    scan.batches.append(BatchInfo(pos, size, offset, last, magic, row[F_MAX_TIMESTAMP]))
+    return True
+
+
+def _tail_finding(path: str, buf, f: WalkFinding) -> Finding:
+    """The verify/dump finding of where the walk stopped."""
+    n, pos, k = len(buf), f.position, f.kind
+    if k is FindingKind.SHORT_TAIL:
+        kind = "zero-filled-tail" if all_zero(buf, pos, n) else "partial-tail"
+        return Finding("error", kind, path, pos, f"{n - pos} trailing bytes do not hold a complete "
+                       f"entry header", {"bytes": n - pos})
+    if k is FindingKind.BAD_SIZE and f.a == 0 and all_zero(buf, pos, n):
+        return Finding("error", "zero-filled-tail", path, pos, f"{n - pos} zero bytes after the last "
+                       f"entry", {"bytes": n - pos})
+    if k is FindingKind.PARTIAL_TAIL:
+        return Finding("error", "partial-tail", path, pos, f"entry of {f.a} bytes is truncated: only "
+                       f"{n - pos} bytes remain", {"bytes": n - pos})
+    if k is FindingKind.CRC_MISMATCH:
+        key = "baseOffset" if buf[pos + 16] == 2 else "offset"
+        return Finding("error", "crc", path, pos, f.message, {key: f.c})
+    check = "magic" if k is FindingKind.BAD_MAGIC else "size"
+    return Finding("error", check, path, pos, f.message)
 
 
 def _deep_check(buf, pos: int, size: int) -> Optional[str]:

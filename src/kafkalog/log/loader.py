@@ -25,15 +25,23 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional, Set
 
 from kafkalog.errors import KafkalogError, LogDirError
-from kafkalog.log.file_records import INT64, INT_MAX, RECORD_BATCH_OVERHEAD
+from kafkalog.log.file_records import INT64, RECORD_BATCH_OVERHEAD
 from kafkalog.log.fsutil import fsync_dir
 from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
-from kafkalog.log.segment import LogSegment, _cfg, _now_ms, segment_file_name
+from kafkalog.log.naming import (CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, INDEX_SUFFIXES,
+                                  LOG_FILE_SUFFIX, SEGMENT_SUFFIXES, SWAP_FILE_SUFFIX)
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
+from kafkalog.record.constants import INT32_MAX
+from kafkalog.log.config import LogConfig, as_log_config
+from kafkalog.log.segment import LogSegment, _now_ms, segment_file_name
 
-from kafkalog.log.naming import (CLEANED_FILE_SUFFIX as CLEANED, DELETED_FILE_SUFFIX as DELETED, INDEX_FILE_SUFFIX as INDEX, INDEX_SUFFIXES, LOG_FILE_SUFFIX as LOG, SEGMENT_SUFFIXES, SWAP_FILE_SUFFIX as SWAP, TIME_INDEX_FILE_SUFFIX as TIMEINDEX, TXN_INDEX_FILE_SUFFIX as TXNINDEX)  # noqa: E501
+LOG = LOG_FILE_SUFFIX
+DELETED = DELETED_FILE_SUFFIX
+CLEANED = CLEANED_FILE_SUFFIX
+SWAP = SWAP_FILE_SUFFIX
 
 
 @dataclass
@@ -95,251 +103,301 @@ def _unlink(path: str, report: RecoveryReport) -> None:
 
 def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point: int = 0,
              had_clean_shutdown: bool = False, clock: Callable[[], int] = _now_ms,
-             producer_state_manager=None, leader_epoch_cache=None, scheduler=None) -> LoadedLog:
+             producer_state_manager: Optional[ProducerStateLike] = None,
+             leader_epoch_cache: Optional[LeaderEpochCacheLike] = None, scheduler=None) -> LoadedLog:
     """Load (and if needed recover) the partition directory ``dir_path`` (spec §4.8). Segments
     the load deletes are renamed ``.deleted`` and removed after ``file.delete.delay.ms`` through
     ``scheduler`` (``scheduler(delay_seconds, fn)``), or at once when there is none."""
-    d = os.fspath(dir_path)
-    report = RecoveryReport(d, had_clean_shutdown)
-    get = _cfg(config)
-    doomed: List[LogSegment] = []
+    return LogLoader(dir_path, config, log_start_offset=log_start_offset,
+                     recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
+                     clock=clock, producer_state_manager=producer_state_manager,
+                     leader_epoch_cache=leader_epoch_cache, scheduler=scheduler).load()
 
-    def delete_segment(seg: LogSegment, reason: str) -> None:
-        report.deleted_segments.append({"file": seg.log_path, "baseOffset": seg.base_offset,
-                                        "sizeInBytes": seg.size, "reason": reason})
-        seg.change_file_suffixes("", DELETED)
-        doomed.append(seg)
-    try:
-        names = os.listdir(d)
-    except OSError as e:
-        raise LogDirError(f"cannot list partition directory: {e.strerror}", file=d) from e
 
-    # 1. temp-file pass
-    swap_files: List[str] = []
-    cleaned_files: List[str] = []
-    min_cleaned = None
-    for name in sorted(names):
-        path = os.path.join(d, name)
-        if name.endswith(DELETED) and not name.endswith(".checkpoint.deleted"):
-            _unlink(path, report)
-        elif name.endswith(CLEANED):
-            off = _offset_of(name)
-            if off is not None and (min_cleaned is None or off < min_cleaned):
-                min_cleaned = off
-            cleaned_files.append(path)
-        elif name.endswith(SWAP):
-            swap_files.append(path)
-    for path in list(swap_files):
-        off = _offset_of(os.path.basename(path))
-        if min_cleaned is not None and off is not None and off >= min_cleaned:
-            _unlink(path, report)           # incomplete split: discard
-            swap_files.remove(path)
-    for path in cleaned_files:
-        _unlink(path, report)
+class LogLoader:
+    """Kafka's ``LogLoader``: the steps of :meth:`load` are methods named after Kafka's
+    (``remove_temp_files_and_collect_swap_files``, ``complete_swap_operations``,
+    ``load_segment_files``, ``recover_log``, ...), sharing the load's state here."""
 
-    # 2. swap completion
-    swap_logs = [p for p in swap_files if p.endswith(LOG + SWAP)]
-    if swap_logs:
-        min_base = None
-        max_next = None
-        swap_bases = set()
-        for p in swap_logs:
-            base = _offset_of(os.path.basename(p))
-            seg = LogSegment(d, base, file_already_exists=True, file_suffix=SWAP,
-                             index_interval_bytes=int(get("index.interval.bytes")),
-                             max_index_size=int(get("segment.index.bytes")), clock=clock)
-            try:
-                nxt = _read_next_offset_by_scan(seg)
-            finally:
+    def __init__(self, dir_path, config=None, *, log_start_offset: int = 0, recovery_point: int = 0,
+                 had_clean_shutdown: bool = False, clock: Callable[[], int] = _now_ms,
+                 producer_state_manager: Optional[ProducerStateLike] = None,
+                 leader_epoch_cache: Optional[LeaderEpochCacheLike] = None, scheduler=None) -> None:
+        self.dir = os.fspath(dir_path)
+        self.config: LogConfig = as_log_config(config)
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.had_clean_shutdown = had_clean_shutdown
+        self.clock = clock
+        self.psm = producer_state_manager
+        self.cache = leader_epoch_cache
+        self.scheduler = scheduler
+        self.report = RecoveryReport(self.dir, had_clean_shutdown)
+        self.doomed: List[LogSegment] = []       # renamed .deleted, removed after the delay
+        self.opened: List[LogSegment] = []       # every segment this load opens: released if it fails
+        self.logs: Dict[int, str] = {}           # base offset -> .log name
+        self.segments: List[LogSegment] = []
+        self.recovered_ids: Set[int] = set()
+        self.split_ids: Set[int] = set()         # made by an overflow split: offset gaps are real
+        self._tmp_psm: Optional[ProducerStateManager] = None
+        self.contiguous = not self.config.compact
+
+    def load(self) -> LoadedLog:
+        """Run the steps; a load that fails (a typed error: damage it must not repair, a full
+        disk...) leaves no file open behind it, and writes nothing more while closing."""
+        swap_files = self.remove_temp_files_and_collect_swap_files()
+        self.complete_swap_operations(swap_files)
+        try:
+            self.load_segment_files()
+            next_offset = self.recover_log()
+            return self.finish(next_offset)
+        except BaseException:
+            for seg in self.opened:
                 seg.close_handlers()
-            min_base = base if min_base is None else min(min_base, base)
-            max_next = nxt if max_next is None else max(max_next, nxt)
-            swap_bases.add(base)
-        for name in sorted(os.listdir(d)):
-            if name.endswith(SWAP):
-                continue
-            if not any(name.endswith(s) for s in SEGMENT_SUFFIXES):
+            raise
+
+    # --- steps ---------------------------------------------------------------------------------
+
+    def remove_temp_files_and_collect_swap_files(self) -> List[str]:
+        """``.deleted`` files removed, ``.cleaned`` files removed, ``.swap`` files at or above the
+        smallest ``.cleaned`` offset discarded (an incomplete split); returns the other swaps."""
+        try:
+            names = os.listdir(self.dir)
+        except OSError as e:
+            raise LogDirError(f"cannot list partition directory: {e.strerror}", file=self.dir) from e
+        swap_files: List[str] = []
+        cleaned_files: List[str] = []
+        min_cleaned = None
+        for name in sorted(names):
+            path = os.path.join(self.dir, name)
+            if name.endswith(DELETED) and not name.endswith(".checkpoint.deleted"):
+                _unlink(path, self.report)
+            elif name.endswith(CLEANED):
+                off = _offset_of(name)
+                if off is not None and (min_cleaned is None or off < min_cleaned):
+                    min_cleaned = off
+                cleaned_files.append(path)
+            elif name.endswith(SWAP):
+                swap_files.append(path)
+        for path in list(swap_files):
+            off = _offset_of(os.path.basename(path))
+            if min_cleaned is not None and off is not None and off >= min_cleaned:
+                _unlink(path, self.report)           # incomplete split: discard
+                swap_files.remove(path)
+        for path in cleaned_files:
+            _unlink(path, self.report)
+        return swap_files
+
+    def complete_swap_operations(self, swap_files: List[str]) -> None:
+        """Finish an interrupted swap: the files the ``.swap`` segments replace are deleted (every
+        offset they cover), then the swaps are renamed into place and the directory fsynced."""
+        swap_logs = [p for p in swap_files if p.endswith(LOG + SWAP)]
+        if not swap_logs:
+            return
+        bases = [_offset_of(os.path.basename(p)) for p in swap_logs]
+        min_base = min(b for b in bases if b is not None)
+        max_next = max(self._swap_next_offset(b) for b in bases if b is not None)
+        swap_bases = set(bases)
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(SWAP) or not any(name.endswith(s) for s in SEGMENT_SUFFIXES):
                 continue
             off = _offset_of(name)
             # an empty .swap segment (next offset = its base) still replaces the old files at its
             # base offset: none of them, e.g. a .txnindex, may survive the swap
             if off is not None and (min_base <= off < max_next or off in swap_bases):
-                _unlink(os.path.join(d, name), report)
+                _unlink(os.path.join(self.dir, name), self.report)
         for p in swap_files:
             if os.path.exists(p):
                 os.rename(p, p[: -len(SWAP)])
-                report.completed_swaps.append(p)
-        fsync_dir(d)
+                self.report.completed_swaps.append(p)
+        fsync_dir(self.dir)
 
-    # 3. segment pass
-    names = sorted(os.listdir(d))
-    logs = {}
-    for name in names:
-        off = _offset_of(name)
-        if off is None:
-            continue
-        if name.endswith(LOG):
-            logs[off] = name
-    for name in names:
-        off = _offset_of(name)
-        if off is None:
-            continue
-        if any(name.endswith(s) for s in INDEX_SUFFIXES) and off not in logs:
-            _unlink(os.path.join(d, name), report)           # orphaned index file
-    opened: List[LogSegment] = []      # every segment this load opens: released if it fails
+    def _swap_next_offset(self, base: int) -> int:
+        seg = LogSegment(self.dir, base, file_already_exists=True, file_suffix=SWAP,
+                         index_interval_bytes=self.config.index_interval_bytes,
+                         max_index_size=self.config.segment_index_bytes, clock=self.clock)
+        try:
+            return _read_next_offset_by_scan(seg)
+        finally:
+            seg.close_handlers()
 
-    def open_segment(*args, **kwargs) -> LogSegment:
-        seg = LogSegment.open(*args, **kwargs)
-        opened.append(seg)
-        return seg
-    try:
-        segments: List[LogSegment] = []
-        recovered_ids = set()
-        tmp_psm = []
-        split_ids = set()           # segments made by an overflow split: offset gaps between them are real
-
-        def recovery_psm(before: List[LogSegment], seg: LogSegment):
-            """Kafka recovers a segment with a producer-state manager of its own, rebuilt up to the
-            segment's base offset (so aborted transactions starting earlier are indexed right)."""
-            if producer_state_manager is None:
-                return None
-            if not tmp_psm:
-                tmp_psm.append(ProducerStateManager(d, producer_state_manager.producer_id_expiration_ms))
-            psm = tmp_psm[0]
-            if psm.map_end_offset != seg.base_offset or not before:
-                rebuild_producer_state(psm, before, log_start_offset, seg.base_offset, clock())
-            return psm
-        policy = get("cleanup.policy")
-        contiguous = "compact" not in (policy if isinstance(policy, str) else ",".join(policy))
-        for base in sorted(logs):
-            seg = open_segment(d, base, config, file_already_exists=True, clock=clock, preallocate=False)
-            try:
-                seg_next = seg.read_next_offset() if seg.size else base
-                later = [b for b in logs if b > base]
-                # Offsets overflow a segment only where compaction left gaps (KAFKA-6264: legacy data,
-                # or a compacted log), and still stay below the next segment; otherwise a damaged
-                # baseOffset (outside the CRC) looks like an overflow: recovery below truncates it.
-                legacy = seg.size > 16 and seg.log.pread(16, 1)[0] < 2    # magic of the first batch
-                overflow = (seg_next - 1 - base > INT_MAX and (legacy or not contiguous)
-                            and (not later or seg_next <= min(later)))
-            except (KafkalogError, OSError):
-                overflow = False        # damaged data or index: the recovery below deals with it
-            if overflow:
-                # legacy data whose offsets overflow the segment (KAFKA-6264): split, spec §4.12
-                parts = split_overflowed_segment(seg, config, clock)
-                opened.extend(parts)
-                delete_segment(seg, f"split into {len(parts)} segments (offset overflow)")
-                fsync_dir(d)
-                _finish_split(parts)
-                report.split_segments.append({"file": seg.log_path, "into": [p.base_offset for p in parts]})
-                for p in parts:
-                    logs[p.base_offset] = segment_file_name(p.base_offset, LOG)
-                    split_ids.add(id(p))
-                segments.extend(parts)
+    def load_segment_files(self) -> None:
+        """Orphan index files deleted; every segment opened, split when its offsets overflow, its
+        indexes checked (rebuilt by a recovery when missing or wrong); the log ends at a segment
+        that such a recovery truncated."""
+        names = sorted(os.listdir(self.dir))
+        for name in names:
+            off = _offset_of(name)
+            if off is not None and name.endswith(LOG):
+                self.logs[off] = name
+        for name in names:
+            off = _offset_of(name)
+            if off is not None and any(name.endswith(s) for s in INDEX_SUFFIXES) and off not in self.logs:
+                _unlink(os.path.join(self.dir, name), self.report)           # orphaned index file
+        for base in sorted(self.logs):
+            seg = self._open_segment(base, file_already_exists=True, preallocate=False)
+            if self._overflows(seg, base):
+                self._split_overflowed(seg)
                 continue
-            idx_missing = not os.path.exists(seg.offset_index_path)
-            if not idx_missing and not os.path.exists(seg.time_index_path):
-                fd = os.open(seg.time_index_path, os.O_RDWR | os.O_CREAT, 0o644)
-                os.close(fd)                                      # recreated empty (spec §2.8)
-            reason = None
-            if idx_missing:
-                reason = "offset index file missing"
-            else:
-                try:
-                    if os.path.exists(seg.txn_index_path):
-                        seg.txn_index.sanity_check()
-                except KafkalogError as e:
-                    reason = f"corrupt transaction index: {e.message}"
-            if reason is None and (had_clean_shutdown or base < _floor_base(logs, recovery_point)):
-                reason = _validate_indexes(seg)
+            reason = self._index_problem(seg, base)
             if reason is not None:
-                _recover_segment(seg, report, reason, recovery_psm(segments, seg), leader_epoch_cache,
-                                 contiguous)
-                recovered_ids.add(id(seg))
-            segments.append(seg)
-
-        # a segment truncated by the index-triggered recovery above ends the log there, as in step 4
-        # (recovery keeps the valid prefix; never a silent gap of offsets)
-        for i, seg in enumerate(segments):
+                _recover_segment(seg, self.report, reason, self._recovery_psm(self.segments, seg),
+                                 self.cache, self.contiguous)
+                self.recovered_ids.add(id(seg))
+            self.segments.append(seg)
+        # a segment truncated by the index-triggered recovery above ends the log there, as after
+        # an unclean shutdown (recovery keeps the valid prefix; never a silent gap of offsets)
+        for i, seg in enumerate(self.segments):
             r = seg.last_recovery
-            if id(seg) in recovered_ids and r is not None and r.truncated_bytes > 0:
-                for later in segments[i + 1:]:
-                    delete_segment(later, f"follows truncated segment {seg.log_path}")
-                del segments[i + 1:]
+            if id(seg) in self.recovered_ids and r is not None and r.truncated_bytes > 0:
+                self._delete_after(i, f"follows truncated segment {seg.log_path}")
                 break
 
-        # 4. recovery after an unclean shutdown
-        if not had_clean_shutdown and segments:
-            floor = _floor_base(logs, recovery_point)
+    def recover_log(self) -> int:
+        """After an unclean shutdown: recover every segment from the one holding the recovery
+        point; the first truncation (or, for a never-compacted log, an offset gap between
+        segments) ends the log. Returns the next offset (log end offset)."""
+        segments = self.segments
+        if not self.had_clean_shutdown and segments:
+            floor = _floor_base(self.logs, self.recovery_point)
             for i, seg in enumerate(segments):
                 if seg.base_offset < floor:
                     continue
-                if id(seg) in recovered_ids:
+                if id(seg) in self.recovered_ids:
                     truncated = seg.last_recovery.truncated_bytes if seg.last_recovery else 0
                 else:
-                    truncated = _recover_segment(seg, report, "unclean shutdown",
-                                                 recovery_psm(segments[:i], seg), leader_epoch_cache,
-                                                 contiguous)
-                gap = None
-                if contiguous and i + 1 < len(segments) and truncated == 0 and id(seg) not in split_ids:
-                    nxt = seg.read_next_offset()
-                    if seg.size and nxt != segments[i + 1].base_offset:
-                        # a never-compacted log has no offset gaps: a whole-batch cut or a damaged
-                        # baseOffset at the end of this segment (fields outside the CRC)
-                        gap = (f"segment ends at offset {nxt} but the next segment starts at "
-                               f"{segments[i + 1].base_offset}")
-                        entry = {"file": seg.log_path, "position": seg.size, "bytes": 0,
-                                 "kind": "corruption", "reason": gap}
-                        report.truncations.append(entry)
-                        report.corruptions.append(dict(entry, validDataFollows=True,
-                                                       nextValidPosition=None))
+                    truncated = _recover_segment(seg, self.report, "unclean shutdown",
+                                                 self._recovery_psm(segments[:i], seg), self.cache,
+                                                 self.contiguous)
+                gap = self._gap_after(i) if truncated == 0 else None
                 if truncated > 0 or gap is not None:
-                    for later in segments[i + 1:]:
-                        delete_segment(later, f"follows truncated segment {seg.log_path}")
-                    del segments[i + 1:]
+                    self._delete_after(i, f"follows truncated segment {seg.log_path}")
                     break
+        return self.segments[-1].read_next_offset() if self.segments else self.log_start_offset
 
-        next_offset = segments[-1].read_next_offset() if segments else log_start_offset
-        if segments and next_offset < log_start_offset:
-            for seg in segments:
-                delete_segment(seg, f"log end offset {next_offset} is below the log start offset "
-                                    f"{log_start_offset}")
-            segments = []
-            c = leader_epoch_cache
-            if c is not None and callable(getattr(c, "clear", None)):
-                c.clear()
-        if not segments:
-            segments = [open_segment(d, log_start_offset, config, clock=clock)]
-            next_offset = log_start_offset
-        if had_clean_shutdown:
-            new_recovery_point = next_offset
-        else:
-            new_recovery_point = min(recovery_point, next_offset)
-        segments[-1].resize_indexes(int(get("segment.index.bytes")))
-        # 6. leader epochs, 7. log start offset, 8. producer state (spec §4.8)
-        if leader_epoch_cache is not None:
-            leader_epoch_cache.truncate_from_end(next_offset)
-            leader_epoch_cache.truncate_from_start(log_start_offset)
-        new_log_start = max(log_start_offset, segments[0].base_offset)
-        if producer_state_manager is not None:
-            psm = producer_state_manager
-            psm.snapshots = psm._load_snapshots()          # recovery may have written some
-            psm.remove_stray_snapshots([s.base_offset for s in segments])
-            rebuild_producer_state(psm, segments, new_log_start, next_offset, clock(),
-                                   reload_from_clean_shutdown=had_clean_shutdown)
-        if doomed:
-            fsync_dir(d)
+    def finish(self, next_offset: int) -> LoadedLog:
+        """A log end offset below the log start offset deletes every segment; an empty log gets
+        one segment; the recovery point, leader epochs (spec §4.8 step 6), log start offset
+        (step 7) and producer state (step 8); deleted segments scheduled for removal."""
+        if self.segments and next_offset < self.log_start_offset:
+            for seg in self.segments:
+                self._delete_segment(seg, f"log end offset {next_offset} is below the log start "
+                                          f"offset {self.log_start_offset}")
+            self.segments = []
+            if self.cache is not None:
+                self.cache.clear()
+        if not self.segments:
+            self.segments = [self._open_segment(self.log_start_offset)]
+            next_offset = self.log_start_offset
+        segments = self.segments
+        recovery_point = next_offset if self.had_clean_shutdown else min(self.recovery_point, next_offset)
+        segments[-1].resize_indexes(self.config.segment_index_bytes)
+        if self.cache is not None:
+            self.cache.truncate_from_end(next_offset)
+            self.cache.truncate_from_start(self.log_start_offset)
+        new_log_start = max(self.log_start_offset, segments[0].base_offset)
+        if self.psm is not None:
+            self.psm.load_snapshots()          # recovery may have written some
+            self.psm.remove_stray_snapshots([s.base_offset for s in segments])
+            rebuild_producer_state(self.psm, segments, new_log_start, next_offset, self.clock(),
+                                   reload_from_clean_shutdown=self.had_clean_shutdown)
+        if self.doomed:
+            fsync_dir(self.dir)
             from kafkalog.log.log import delete_segments_later
-            delete_segments_later(scheduler, int(get("file.delete.delay.ms")), doomed)
-        report.recovery_point = new_recovery_point
-        report.log_end_offset = next_offset
-        return LoadedLog(segments, new_log_start, new_recovery_point, next_offset, report)
-    except BaseException:
-        # a load that fails (a typed error: damage it must not repair, a full disk...) leaves no
-        # file open behind it, and writes nothing more while closing
-        for seg in opened:
-            seg.close_handlers()
-        raise
+            delete_segments_later(self.scheduler, self.config.file_delete_delay_ms, self.doomed)
+        self.report.recovery_point = recovery_point
+        self.report.log_end_offset = next_offset
+        return LoadedLog(segments, new_log_start, recovery_point, next_offset, self.report)
+
+    # --- helpers of the steps ------------------------------------------------------------------
+
+    def _open_segment(self, base: int, **kwargs) -> LogSegment:
+        seg = LogSegment.open(self.dir, base, self.config, clock=self.clock, **kwargs)
+        self.opened.append(seg)
+        return seg
+
+    def _delete_segment(self, seg: LogSegment, reason: str) -> None:
+        self.report.deleted_segments.append({"file": seg.log_path, "baseOffset": seg.base_offset,
+                                             "sizeInBytes": seg.size, "reason": reason})
+        seg.change_file_suffixes("", DELETED)
+        self.doomed.append(seg)
+
+    def _delete_after(self, i: int, reason: str) -> None:
+        for later in self.segments[i + 1:]:
+            self._delete_segment(later, reason)
+        del self.segments[i + 1:]
+
+    def _overflows(self, seg: LogSegment, base: int) -> bool:
+        """Offsets overflow a segment only where compaction left gaps (KAFKA-6264: legacy data,
+        or a compacted log), and still stay below the next segment; otherwise a damaged baseOffset
+        (outside the CRC) looks like an overflow: recovery truncates it."""
+        try:
+            seg_next = seg.read_next_offset() if seg.size else base
+            later = [b for b in self.logs if b > base]
+            legacy = seg.size > 16 and seg.log.pread(16, 1)[0] < 2    # magic of the first batch
+            return (seg_next - 1 - base > INT32_MAX and (legacy or not self.contiguous)
+                    and (not later or seg_next <= min(later)))
+        except (KafkalogError, OSError):
+            return False        # damaged data or index: the recovery deals with it
+
+    def _split_overflowed(self, seg: LogSegment) -> None:
+        """Legacy data whose offsets overflow the segment (KAFKA-6264): split, spec §4.12."""
+        parts = split_overflowed_segment(seg, self.config, self.clock)
+        self.opened.extend(parts)
+        self._delete_segment(seg, f"split into {len(parts)} segments (offset overflow)")
+        fsync_dir(self.dir)
+        _finish_split(parts)
+        self.report.split_segments.append({"file": seg.log_path, "into": [p.base_offset for p in parts]})
+        for p in parts:
+            self.logs[p.base_offset] = segment_file_name(p.base_offset, LOG)
+            self.split_ids.add(id(p))
+        self.segments.extend(parts)
+
+    def _index_problem(self, seg: LogSegment, base: int) -> Optional[str]:
+        """Why the segment's indexes must be rebuilt (missing offset index, corrupt transaction
+        index, or a failed sanity check of a segment that is not recovered anyway), or None."""
+        if not os.path.exists(seg.offset_index_path):
+            return "offset index file missing"
+        if not os.path.exists(seg.time_index_path):
+            fd = os.open(seg.time_index_path, os.O_RDWR | os.O_CREAT, 0o644)
+            os.close(fd)                                      # recreated empty (spec §2.8)
+        try:
+            if os.path.exists(seg.txn_index_path):
+                seg.txn_index.sanity_check()
+        except KafkalogError as e:
+            return f"corrupt transaction index: {e.message}"
+        if self.had_clean_shutdown or base < _floor_base(self.logs, self.recovery_point):
+            return _validate_indexes(seg)
+        return None
+
+    def _gap_after(self, i: int) -> Optional[str]:
+        """A never-compacted log has no offset gaps: a segment ending before the next one starts
+        is a whole-batch cut or a damaged baseOffset at its end (fields outside the CRC)."""
+        segments = self.segments
+        seg = segments[i]
+        if not (self.contiguous and i + 1 < len(segments) and id(seg) not in self.split_ids):
+            return None
+        nxt = seg.read_next_offset()
+        if not seg.size or nxt == segments[i + 1].base_offset:
+            return None
+        gap = f"segment ends at offset {nxt} but the next segment starts at {segments[i + 1].base_offset}"
+        entry = {"file": seg.log_path, "position": seg.size, "bytes": 0, "kind": "corruption",
+                 "reason": gap}
+        self.report.truncations.append(entry)
+        self.report.corruptions.append(dict(entry, validDataFollows=True, nextValidPosition=None))
+        return gap
+
+    def _recovery_psm(self, before: List[LogSegment], seg: LogSegment) -> Optional[ProducerStateManager]:
+        """Kafka recovers a segment with a producer-state manager of its own, rebuilt up to the
+        segment's base offset (so aborted transactions starting earlier are indexed right)."""
+        if self.psm is None:
+            return None
+        if self._tmp_psm is None:
+            self._tmp_psm = ProducerStateManager(self.dir, self.psm.producer_id_expiration_ms)
+        psm = self._tmp_psm
+        if psm.map_end_offset != seg.base_offset or not before:
+            rebuild_producer_state(psm, before, self.log_start_offset, seg.base_offset, self.clock())
+        return psm
 
 
 def rebuild_producer_state(psm, segments, log_start_offset: int, last_offset: int, now: int,
@@ -392,7 +450,7 @@ def _replay_producer_batches(psm, seg: LogSegment, start: int, end: int) -> None
                               ORIGIN_REPLICATION)
 
 
-def split_overflowed_segment(seg: LogSegment, config, clock: Callable[[], int] = _now_ms,
+def split_overflowed_segment(seg: LogSegment, config: LogConfig, clock: Callable[[], int] = _now_ms,
                              chunk_bytes: int = 1 << 20) -> List[LogSegment]:
     """Kafka's ``LocalLog.splitOverflowedSegment`` (spec §4.12): copy the batches of ``seg``
     unchanged into new segments ``<first offset>.*.cleaned`` (a new one whenever a batch's last
@@ -400,7 +458,6 @@ def split_overflowed_segment(seg: LogSegment, config, clock: Callable[[], int] =
     then swap them in (``.cleaned`` -> ``.swap`` -> final names; the directory fsynced after each
     step). The caller renames ``seg`` to ``.deleted`` after the returned segments are in place
     (between the ``.swap`` and the final renames a crash is completed by the loader's swap pass)."""
-    from kafkalog.log.log import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
     from kafkalog.log.segment import _legacy_first_offset
     d = seg.dir
     parts: List[LogSegment] = []
@@ -452,7 +509,6 @@ def split_overflowed_segment(seg: LogSegment, config, clock: Callable[[], int] =
 
 
 def _finish_split(parts: List[LogSegment]) -> None:
-    from kafkalog.log.log import SWAP_FILE_SUFFIX
     for p in sorted(parts, key=lambda s: s.base_offset, reverse=True):
         p.change_file_suffixes(SWAP_FILE_SUFFIX, "")
     if parts:

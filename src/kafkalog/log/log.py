@@ -17,25 +17,29 @@ import os
 import struct
 import threading
 from bisect import bisect_right
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
-from crc32c import crc32c
-import zlib
 
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
-                             KafkalogError, KafkalogIOError, OffsetOutOfRangeError,
-                             RecordBatchTooLargeError, RecordTooLargeError)
-from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
-from kafkalog.log.fsutil import wrap_os_errors
-from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from kafkalog.errors import (CorruptRecordError, KafkalogError, KafkalogIOError, OffsetOutOfRangeError,
+                             RecordBatchTooLargeError)
+from kafkalog.log.config import LogConfig, as_log_config
+from kafkalog.log.naming import (CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX,  # noqa: F401 - re-exported
+                                  SWAP_FILE_SUFFIX)
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
+from kafkalog.log.fetch import AppendInfo, FetchDataInfo, LogOffsetMetadata
+from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
+from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
+from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.header_walk import one_v2_data_batch
+from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
+from kafkalog.record.constants import ControlRecordType
+from kafkalog.record.control import control_record_type
+from kafkalog.log.file_records import BatchHeader
+from kafkalog.log.segment import (LONG_MAX, LogSegment, RollParams, TimestampAndOffset,
+                                  _now_ms, segment_file_name)
 from kafkalog.log.partition_view import (AbortedTxnFilter, LiveSegment, collect_aborted_transactions,
                                          find_offset_for_timestamp, walk_batches)
 from kafkalog.log.txn_index import AbortedTxn
-from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
-from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, RECORD_BATCH_OVERHEAD,
-                                       RECORD_OVERHEAD_V0, UINT32, V2_FIELDS, BatchHeader)
-from kafkalog.log.segment import (DEFAULTS, LONG_MAX, LogSegment, RollParams, TimestampAndOffset,
-                                  _cfg, _now_ms, segment_file_name)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -46,14 +50,7 @@ READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 
 _INT64 = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
-_V2_TS_CRC = struct.Struct(">IhiqqI")   # not used for packing, see _set_log_append_time
 _pack_q = _INT64.pack_into
-_unpack_q = _INT64.unpack_from
-_unpack_prefix = PREFIX.unpack_from
-_unpack_v2 = V2_FIELDS.unpack_from
-_unpack_i = _INT32.unpack_from
-_unpack_u = UINT32.unpack_from
 _new = object.__new__
 
 
@@ -72,19 +69,6 @@ if "__slots__" in LogOffsetMetadata.__dict__ or not LogOffsetMetadata.__dataclas
     _lom = LogOffsetMetadata  # noqa: F811 - the trick above needs an instance __dict__
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class Log:
     """One partition's log. Open with :meth:`Log.open` (runs the loader); create segments, append,
     read, roll, flush, truncate. Retention and compaction live elsewhere and use
@@ -94,11 +78,12 @@ class Log:
     def __init__(self, dir_path: str, config=None, *, segments: Sequence[LogSegment],
                  log_start_offset: int, recovery_point: int, next_offset: int,
                  scheduler: Optional[Callable[[float, Callable[[], None]], object]] = None,
-                 clock: Callable[[], int] = _now_ms, producer_state_manager=None,
-                 leader_epoch_cache=None, recovery_report=None) -> None:
+                 clock: Callable[[], int] = _now_ms,
+                 producer_state_manager: Optional[ProducerStateLike] = None,
+                 leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
+                 recovery_report=None) -> None:
         self.dir = os.fspath(dir_path)
-        self.config = config
-        self._get = _cfg(config)
+        self.config: LogConfig = as_log_config(config)
         self.clock = clock
         self.scheduler = scheduler
         self.producer_state_manager = producer_state_manager
@@ -128,11 +113,11 @@ class Log:
         os.makedirs(os.fspath(dir_path), exist_ok=True)
         if producer_state_manager is None:
             from kafkalog.log.producer_state import ProducerStateManager
-            producer_state_manager = ProducerStateManager(
-                dir_path, int(_cfg(config)("producer.id.expiration.ms")))
+            producer_state_manager = ProducerStateManager(dir_path)
         if leader_epoch_cache is None:
             from kafkalog.log.leader_epoch import LeaderEpochFileCache
             leader_epoch_cache = LeaderEpochFileCache(dir_path)
+        config = as_log_config(config)
         loaded = load_log(dir_path, config, log_start_offset=log_start_offset,
                           recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
                           clock=clock, producer_state_manager=producer_state_manager,
@@ -144,31 +129,27 @@ class Log:
                    leader_epoch_cache=leader_epoch_cache, recovery_report=loaded.report)
 
     def _reload_config(self) -> None:
-        g = self._get
-        self.segment_bytes = int(g("segment.bytes"))
-        self.max_message_bytes = int(g("max.message.bytes"))
-        self.flush_messages = int(g("flush.messages"))
-        self.flush_ms = int(g("flush.ms"))
-        self.file_delete_delay_ms = int(g("file.delete.delay.ms"))
-        ts_type = str(g("message.timestamp.type"))
-        self.log_append_time_type = ts_type.lower().replace("_", "") == "logappendtime"
-        self.ts_before_max = int(g("message.timestamp.before.max.ms"))
-        self.ts_after_max = int(g("message.timestamp.after.max.ms"))
-        seg_ms = int(g("segment.ms"))
-        policy = g("cleanup.policy")
-        policy = policy if isinstance(policy, str) else ",".join(policy)
-        self.compact = "compact" in policy
-        lag = int(g("max.compaction.lag.ms"))
-        self.max_segment_ms = min(lag, seg_ms) if self.compact and lag > 0 else seg_ms
+        c = self.config
+        self.segment_bytes = c.segment_bytes
+        self.max_message_bytes = c.max_message_bytes
+        self.flush_messages = c.flush_messages
+        self.flush_ms = c.flush_ms
+        self.file_delete_delay_ms = c.file_delete_delay_ms
+        self.log_append_time_type = c.log_append_time
+        self.ts_before_max = c.message_timestamp_before_max_ms
+        self.ts_after_max = c.message_timestamp_after_max_ms
+        self.compact = c.compact
+        self.max_segment_ms = c.max_segment_ms
         # single-batch fast path of append(): CreateTime without timestamp bounds
         self._fast_append = (not self.log_append_time_type and self.ts_before_max == LONG_MAX
                              and self.ts_after_max == LONG_MAX)
+        self._rules = AppendRules(self.max_message_bytes, self.log_append_time_type,
+                                  self.ts_before_max, self.ts_after_max)
 
     def update_config(self, config) -> None:
         """Swap the configuration (Kafka's dynamic topic config update)."""
         with self._lock:
-            self.config = config
-            self._get = _cfg(config)
+            self.config = as_log_config(config)
             self._reload_config()
 
     def _publish(self, segs: Tuple[LogSegment, ...], next_offset: int) -> None:
@@ -267,7 +248,7 @@ class Log:
             self._check_open()
             try:
                 return self._append_locked(buf, assign_offsets, leader_epoch, origin)
-            except _NeedsConversion:
+            except NeedsConversion:
                 from kafkalog.log._encode import convert_legacy_wrappers
                 return self._append_locked(bytearray(convert_legacy_wrappers(buf)), assign_offsets,
                                            leader_epoch, origin)
@@ -277,17 +258,14 @@ class Log:
         data batch, no producer state to update, no leader epoch to record, and the active segment
         takes it without a roll. Same checks, bytes, indexes and result as :meth:`_append_locked`;
         returns None when the general path must run (including whenever that path would raise)."""
+        facts = one_v2_data_batch(buf, self.max_message_bytes)
+        if facts is None:
+            return None
+        lod, mts, pid, ple = facts
+        if ((pid != -1 and self.producer_state_manager is not None)   # producer-state checks
+                or (ple >= 0 and self.leader_epoch_cache is not None)):
+            return None
         n = len(buf)
-        if n < RECORD_BATCH_OVERHEAD or n > self.max_message_bytes:
-            return None
-        if self.producer_state_manager is not None and _unpack_q(buf, 43)[0] != -1:
-            return None                     # idempotent/transactional: producer-state checks
-        _offset, length, ple, magic = _unpack_prefix(buf, 0)
-        if magic != 2 or length + 12 != n or (ple >= 0 and self.leader_epoch_cache is not None):
-            return None
-        crc, attrs, lod, _bts, mts = _unpack_v2(buf, 17)
-        if attrs & 0x28 or lod < 0 or _unpack_i(buf, 57)[0] != lod + 1 or crc != crc32c(memoryview(buf)[21:]):
-            return None
         lock = self._lock
         lock.acquire()          # (cheaper than ``with`` on this per-call path)
         try:
@@ -364,7 +342,7 @@ class Log:
                     try:
                         return self._append_locked(m, True, None, adopt=(path, fd) if move else None,
                                                    verify_crc=verify_crc)
-                    except _NeedsConversion:
+                    except NeedsConversion:
                         from kafkalog.log._encode import convert_legacy_wrappers
                         return self._append_locked(bytearray(convert_legacy_wrappers(m)), True, None)
             except KafkalogError as err:
@@ -403,221 +381,103 @@ class Log:
         if self._closed:
             raise KafkalogError("log is closed", file=self.dir)
 
-    def _append_locked(self, buf: bytearray, assign: bool, leader_epoch: Optional[int],
+    def _append_locked(self, buf: Any, assign: bool, leader_epoch: Optional[int],
                        origin: Optional[str] = None, adopt: Optional[Tuple[str, int]] = None,
                        verify_crc: bool = True) -> AppendInfo:
+        """The append steps (Kafka's ``UnifiedLog.append``): validate (per-batch facts, offsets
+        assigned in place), producer-state checks, leader epochs, write, producer-state update,
+        the ``flush.messages`` policy."""
         if origin is None:
             origin = ORIGIN_CLIENT if assign else ORIGIN_REPLICATION
-        n = len(buf)
-        mv = memoryview(buf)
-        segs, _bases, end = self._view
-        leo = end.message_offset
-        next_off = leo
-        positions: List[int] = []
-        lasts: List[int] = []
-        mtss: List[int] = []
-        pappend = positions.append
-        lappend = lasts.append
-        tappend = mtss.append
-        max_msg = self.max_message_bytes
-        lat = self.log_append_time_type
-        now = self.clock() if lat or self.ts_before_max < LONG_MAX or self.ts_after_max < LONG_MAX else -1
-        check_ts = self.ts_before_max < LONG_MAX or self.ts_after_max < LONG_MAX
-        max_ts = -1
-        off_max = -1
-        first_offset = -1
-        num_records = 0
-        prev_last = leo - 1
-        legacy_seen = False
-        epochs = None
-        pos = 0
-        limit = n - 17
-        try:
-            while pos < limit:
-                offset, length, ple, magic = _unpack_prefix(buf, pos)
-                if length < RECORD_OVERHEAD_V0:
-                    raise CorruptRecordError(f"Record size {length} is less than the minimum record "
-                                             f"overhead ({RECORD_OVERHEAD_V0})", position=pos)
-                sz = length + 12
-                if pos + sz > n:
-                    break
-                if assign and sz > max_msg:
-                    raise RecordTooLargeError(f"The record batch size at offset {next_off} is {sz} bytes "
-                                              f"which exceeds the maximum configured value of {max_msg}",
-                                              position=pos)
-                if magic == 2:
-                    if sz < RECORD_BATCH_OVERHEAD:
-                        raise CorruptRecordError(f"Record batch size {sz} is smaller than the minimum "
-                                                 f"allowed overhead 61", position=pos)
-                    crc, attrs, lod, bts, mts = _unpack_v2(buf, pos + 17)
-                    if verify_crc and crc != crc32c(mv[pos + 21:pos + sz]):
-                        raise CorruptRecordError(f"Record is corrupt (stored crc = {crc}, computed crc = "
-                                                 f"{crc32c(mv[pos + 21:pos + sz])})", position=pos)
-                    count = _unpack_i(buf, pos + 57)[0]
-                    if assign:
-                        if count <= 0 or count != lod + 1:
-                            raise InvalidRecordError(f"Record count {count} does not match lastOffsetDelta "
-                                                     f"{lod} + 1", position=pos)
-                        if attrs & 0x20 and origin == ORIGIN_CLIENT:
-                            raise InvalidRecordError("Clients are not allowed to write control records",
-                                                     position=pos)
-                        if offset != next_off:   # (a moved file's page stays clean)
-                            _pack_q(buf, pos, next_off)
-                        last = next_off + lod
-                        if attrs & 0x08 and not lat:
-                            raise InvalidTimestampError("Producer should not set timestamp type to "
-                                                        "LogAppendTime", position=pos)
-                        if lat:
-                            mts = now
-                            _set_v2_log_append_time(buf, mv, pos, sz, attrs, now)
-                        elif check_ts and mts >= 0:
-                            self._check_timestamps(bts, mts, now, pos)
-                        if leader_epoch is not None:
-                            _INT32.pack_into(buf, pos + 12, leader_epoch)
-                            ple = leader_epoch
-                        next_off = last + 1
-                    else:
-                        last = offset + lod
-                        if offset <= prev_last or lod < 0:
-                            raise InvalidRecordError(
-                                f"Out of order offsets: batch {offset}..{last} after {prev_last}"
-                                f" (log end offset {leo})", position=pos)
-                        prev_last = last
-                    num_records += count
-                    if ple >= 0:
-                        if epochs is None:
-                            epochs = []
-                        epochs.append((ple, last - lod))
-                elif magic == 0 or magic == 1:
-                    stored = _unpack_u(buf, pos + 12)[0]
-                    if verify_crc and stored != zlib.crc32(mv[pos + 16:pos + sz]):
-                        raise CorruptRecordError(f"Record is corrupt (stored crc = {stored}, computed crc = "
-                                                 f"{zlib.crc32(mv[pos + 16:pos + sz])})", position=pos)
-                    legacy_seen = True
-                    attrs = buf[pos + 17]
-                    mts = _INT64.unpack_from(buf, pos + 18)[0] if magic == 1 else -1
-                    codec = attrs & 0x07
-                    if assign:
-                        if codec:
-                            if magic == 0:
-                                raise _NeedsConversion()
-                            count = _legacy_inner_count(mv[pos:pos + sz], pos)
-                        else:
-                            count = 1
-                        last = next_off + count - 1
-                        _pack_q(buf, pos, last)
-                        if magic == 1:
-                            if lat:
-                                mts = now
-                                _set_v1_log_append_time(buf, mv, pos, sz, now)
-                            elif attrs & 0x08:
-                                raise InvalidTimestampError("Producer should not set timestamp type to "
-                                                            "LogAppendTime", position=pos)
-                            elif check_ts and mts >= 0:
-                                self._check_timestamps(mts, mts, now, pos)
-                        next_off = last + 1
-                        num_records += count
-                    else:
-                        last = offset
-                        if last <= prev_last:
-                            raise InvalidRecordError(f"Out of order offsets: {last} after {prev_last}",
-                                                     position=pos)
-                        prev_last = last
-                        num_records += 1
-                else:
-                    raise CorruptRecordError(f"Invalid magic found in record: {magic}", position=pos)
-                if mts > max_ts:
-                    max_ts = mts
-                    off_max = last
-                pappend(pos)
-                lappend(last)
-                tappend(mts)
-                pos += sz
-        finally:
-            mv.release()
-        valid = pos if positions else 0
-        if not verify_crc and valid != n:
-            # without the checksums, a damaged length field would read as a torn tail after a
-            # batch cut short: a trusted buffer must hold whole batches, nothing else
-            raise CorruptRecordError(f"{n - valid} bytes after the last whole batch (a partial or "
-                                     f"damaged batch)", position=valid)
-        if not positions:
+        rules = self._rules
+        now = self.clock() if rules.needs_clock else -1
+        v = validate_append(buf, self._view[2].message_offset, rules, now, assign=assign,
+                            origin=origin, leader_epoch=leader_epoch, verify_crc=verify_crc)
+        if not v.positions:
             return AppendInfo(first_offset=-1, last_offset=-1, log_start_offset=self.log_start_offset)
-        if assign:
-            first_offset = leo
-        else:
-            first_offset = lasts[0] if _unpack_prefix(buf, 0)[3] < 2 else _INT64.unpack_from(buf, 0)[0]
-            if first_offset < leo:
-                raise InvalidRecordError(f"Unexpected append offset {first_offset}: the log end offset is "
-                                         f"{leo}", position=0)
-        last_offset = lasts[-1]
         # producer state (spec §4.1 step 4.4): checks before anything is written; a retried batch
         psm = self.producer_state_manager
-        pbatches = None
+        pbatches: List[Tuple[int, memoryview]] = []
         if psm is not None:
-            pbatches = _producer_batches(buf, positions, valid)
+            pbatches = v.producer_batches(buf)
             dup = psm.check_append(pbatches, origin) if pbatches else None
             if dup is not None:
                 return AppendInfo(first_offset=dup.first_offset, last_offset=dup.last_offset,
                                   max_timestamp=dup.timestamp, log_start_offset=self.log_start_offset,
-                                  valid_bytes=valid, duplicate=True)
-        # leader-epoch cache: one assign per epoch change; legacy data clears it (spec §4.1 step 4.1)
-        cache = self.leader_epoch_cache
-        if cache is not None and legacy_seen:
-            cache.clear_and_flush()
-        elif cache is not None and epochs:
-            latest = cache.latest_epoch()
-            for e, start in epochs:
-                if latest is None or e > latest:
-                    cache.assign(e, start)
-                    latest = e
-        # write, chunked by segment.bytes (an oversize single batch cannot be stored)
-        start_i = 0
-        count_b = len(positions)
-        if (adopt is not None and valid == n and n <= self.segment_bytes
-                and last_offset - first_offset <= INT_MAX):
-            self._adopt_segment_file(adopt, n, positions, lasts, mtss, first_offset)
-            start_i = count_b
-        if adopt is not None and start_i < count_b:
-            buf.madvise(mmap.MADV_SEQUENTIAL)   # not moved after all: copied, every byte read
-        mvb = memoryview(buf)
-        try:
-            while start_i < count_b:
-                chunk_start = positions[start_i]
-                j = start_i
-                budget = self.segment_bytes
-                while j < count_b:
-                    nxt = positions[j + 1] if j + 1 < count_b else valid
-                    if nxt - chunk_start > budget:
-                        break
-                    j += 1
-                if j == start_i:
-                    size1 = (positions[j + 1] if j + 1 < count_b else valid) - chunk_start
-                    raise RecordBatchTooLargeError(
-                        f"Message batch size is {size1} bytes in append to partition {self.dir_name} "
-                        f"which exceeds the maximum configured segment size of {self.segment_bytes}.",
-                        position=chunk_start)
-                chunk_end = positions[j] if j < count_b else valid
-                c_pos = positions[start_i:j]
-                c_last = lasts[start_i:j]
-                c_ts = mtss[start_i:j]
-                if chunk_start:
-                    c_pos = [p - chunk_start for p in c_pos]
-                first_in_chunk = first_offset if start_i == 0 else lasts[start_i - 1] + 1
-                segment = self._maybe_roll(chunk_end - chunk_start, max(c_ts), first_in_chunk, c_last[-1])
-                segment.append_batches(mvb[chunk_start:chunk_end], c_pos, c_last, c_ts)
-                self._publish(self._view[0], c_last[-1] + 1)
-                start_i = j
-        finally:
-            mvb.release()
+                                  valid_bytes=v.valid_bytes, duplicate=True)
+        self._record_leader_epochs(v)
+        self._write_validated(buf, v, adopt)
         if psm is not None:
             self._update_producer_state(psm, pbatches, origin)
         if self.log_end_offset - self.recovery_point >= self.flush_messages:
             self.flush(self.log_end_offset)
-        return AppendInfo(first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
-                          offset_of_max_timestamp=off_max, log_append_time=now if lat else -1,
-                          log_start_offset=self.log_start_offset, valid_bytes=valid,
-                          num_records=num_records, num_batches=count_b)
+        return AppendInfo(first_offset=v.first_offset, last_offset=v.last_offset,
+                          max_timestamp=v.max_timestamp, offset_of_max_timestamp=v.offset_of_max_timestamp,
+                          log_append_time=v.log_append_time, log_start_offset=self.log_start_offset,
+                          valid_bytes=v.valid_bytes, num_records=v.num_records,
+                          num_batches=v.num_batches)
+
+    def _record_leader_epochs(self, v: ValidatedAppend) -> None:
+        """Leader-epoch cache: one assign per epoch change; legacy data clears it (spec §4.1 step
+        4.1)."""
+        cache = self.leader_epoch_cache
+        if cache is None:
+            return
+        if v.legacy:
+            cache.clear_and_flush()
+            return
+        latest = cache.latest_epoch()
+        for e, start in v.epochs:
+            if latest is None or e > latest:
+                cache.assign(e, start)
+                latest = e
+
+    def _write_validated(self, buf: Any, v: ValidatedAppend, adopt: Optional[Tuple[str, int]]) -> None:
+        """Write the validated batches: the moved file becomes a segment (``adopt``), else chunks
+        of at most ``segment.bytes`` each go to the (maybe rolled) active segment."""
+        positions, lasts, mtss, valid = v.positions, v.last_offsets, v.max_timestamps, v.valid_bytes
+        start_i = 0
+        count_b = len(positions)
+        if (adopt is not None and valid == len(buf) and valid <= self.segment_bytes
+                and v.last_offset - v.first_offset <= INT32_MAX):
+            self._adopt_segment_file(adopt, valid, positions, lasts, mtss, v.first_offset)
+            return
+        if adopt is not None:
+            buf.madvise(mmap.MADV_SEQUENTIAL)   # not moved after all: copied, every byte read
+        with memoryview(buf) as mvb:
+            while start_i < count_b:
+                j = self._chunk_end(positions, valid, start_i)
+                chunk_start = positions[start_i]
+                chunk_end = positions[j] if j < count_b else valid
+                c_pos = positions[start_i:j]
+                if chunk_start:
+                    c_pos = [p - chunk_start for p in c_pos]
+                first_in_chunk = v.first_offset if start_i == 0 else lasts[start_i - 1] + 1
+                segment = self._maybe_roll(chunk_end - chunk_start, max(mtss[start_i:j]),
+                                           first_in_chunk, lasts[j - 1])
+                segment.append_batches(mvb[chunk_start:chunk_end], c_pos, lasts[start_i:j],
+                                       mtss[start_i:j])
+                self._publish(self._view[0], lasts[j - 1] + 1)
+                start_i = j
+
+    def _chunk_end(self, positions: List[int], valid: int, start_i: int) -> int:
+        """The end (exclusive batch index) of the chunk of at most ``segment.bytes`` starting at
+        batch ``start_i``; a single batch larger than a segment cannot be stored."""
+        count_b = len(positions)
+        chunk_start = positions[start_i]
+        j = start_i
+        while j < count_b:
+            nxt = positions[j + 1] if j + 1 < count_b else valid
+            if nxt - chunk_start > self.segment_bytes:
+                break
+            j += 1
+        if j == start_i:
+            size1 = (positions[j + 1] if j + 1 < count_b else valid) - chunk_start
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {size1} bytes in append to partition {self.dir_name} "
+                f"which exceeds the maximum configured segment size of {self.segment_bytes}.",
+                position=chunk_start)
+        return j
 
     def _adopt_segment_file(self, adopt: Tuple[str, int], size: int, positions: List[int],
                             lasts: List[int], mtss: List[int], first_offset: int) -> None:
@@ -631,13 +491,6 @@ class Log:
         segment = self.roll(first_offset)
         segment.adopt_log_file(path, size, positions, lasts, mtss)
         self._publish(self._view[0], lasts[-1] + 1)
-
-    def _check_timestamps(self, first_ts: int, max_ts: int, now: int, pos: int) -> None:
-        # batch-granular: the header's base and max timestamps bound the records' timestamps
-        if now - first_ts > self.ts_before_max or max_ts - now > self.ts_after_max:
-            raise InvalidTimestampError(
-                f"Timestamp {first_ts}..{max_ts} of a batch is out of range: it must be within "
-                f"[{now - self.ts_before_max}, {now + self.ts_after_max}]", position=pos)
 
     def _update_producer_state(self, psm, pbatches, origin: str) -> None:
         """Apply the appended producer batches (already checked); an aborted transaction's entry
@@ -657,7 +510,7 @@ class Log:
         params = RollParams(self.max_segment_ms, self.segment_bytes, max_ts, last_offset,
                             messages_size, now)
         if segment.should_roll(params):
-            roll_offset = first_offset if first_offset >= 0 else last_offset - INT_MAX
+            roll_offset = first_offset if first_offset >= 0 else last_offset - INT32_MAX
             return self.roll(roll_offset)
         return segment
 
@@ -703,12 +556,8 @@ class Log:
         psm = self.producer_state_manager
         if psm is None:
             return
-        upd = getattr(psm, "update_map_end_offset", None)
-        if callable(upd):
-            upd(offset)
-        fn = getattr(psm, "take_snapshot", None)
-        if callable(fn):
-            fn()
+        psm.update_map_end_offset(offset)
+        psm.take_snapshot()
 
     # --- flush -----------------------------------------------------------------------------------
 
@@ -735,7 +584,7 @@ class Log:
                 if s.base_offset >= self.recovery_point:
                     new_segment = True
             if new_segment or include_active:
-                _fsync_dir(self.dir)
+                fsync_dir(self.dir)   # raises: a failed fsync fails the flush
             if up_to > self.recovery_point:
                 self.recovery_point = up_to
             self.last_flush_time = self.clock()
@@ -961,7 +810,9 @@ class Log:
 
     def _earliest_epoch(self) -> Optional[int]:
         c = self.leader_epoch_cache
-        e = None if c is None else c.earliest_entry()
+        if c is None:
+            return None
+        e = c.earliest_entry()
         if e is None:
             return None
         return e.epoch if e.start_offset <= self.log_start_offset else None
@@ -1034,15 +885,14 @@ class Log:
         self.log_start_offset = new_offset
         self.recovery_point = new_offset
         c = self.leader_epoch_cache
-        if c is not None and callable(getattr(c, "clear", None)):
+        if c is not None:
             c.clear()
         self._reset_producer_state(new_offset, truncate=False)
 
     def _truncate_epochs_from_end(self, offset: int) -> None:
         c = self.leader_epoch_cache
-        fn = getattr(c, "truncate_from_end", None) if c is not None else None
-        if callable(fn):
-            fn(offset)
+        if c is not None:
+            c.truncate_from_end(offset)
 
     def _reset_producer_state(self, offset: int, truncate: bool) -> None:
         psm = self.producer_state_manager
@@ -1090,9 +940,8 @@ class Log:
             if new_log_start_offset > self.log_start_offset:
                 self.log_start_offset = new_log_start_offset
                 c = self.leader_epoch_cache
-                fn = getattr(c, "truncate_from_start", None) if c is not None else None
-                if callable(fn):
-                    fn(new_log_start_offset)
+                if c is not None:
+                    c.truncate_from_start(new_log_start_offset)
                 if self.producer_state_manager is not None:
                     self.producer_state_manager.on_log_start_offset_incremented(new_log_start_offset)
                 return True
@@ -1227,47 +1076,3 @@ def delete_segments_later(scheduler, delay_ms: int, segments: Sequence[LogSegmen
         delete()
 
 
-def _set_v2_log_append_time(buf: bytearray, mv: memoryview, pos: int, sz: int, attrs: int, now: int) -> None:
-    """setMaxTimestamp(LOG_APPEND_TIME, now): attribute bit 3 + maxTimestamp, then the CRC."""
-    new_attrs = (attrs | 0x08) & 0xFFFF
-    old_ts = _INT64.unpack_from(buf, pos + 35)[0]
-    if new_attrs == attrs and old_ts == now:
-        return
-    struct.pack_into(">h", buf, pos + 21, new_attrs if new_attrs < 0x8000 else new_attrs - 0x10000)
-    _INT64.pack_into(buf, pos + 35, now)
-    UINT32.pack_into(buf, pos + 17, crc32c(mv[pos + 21:pos + sz]))
-
-
-def _set_v1_log_append_time(buf: bytearray, mv: memoryview, pos: int, sz: int, now: int) -> None:
-    """v1: timestamp field + timestamp-type attribute of the (wrapper) message, then its CRC-32."""
-    buf[pos + 17] = buf[pos + 17] | 0x08
-    _INT64.pack_into(buf, pos + 18, now)
-    UINT32.pack_into(buf, pos + 12, zlib.crc32(mv[pos + 16:pos + sz]))
-
-
-def _legacy_inner_count(entry, pos: int) -> int:
-    """Number of inner messages of a compressed legacy wrapper whose inner offsets must be
-    0..n-1 (relative) for in-place assignment (spec §4.1 (c))."""
-    from kafkalog.log._encode import legacy_wrapper_inner_offsets
-    try:
-        offsets = legacy_wrapper_inner_offsets(bytes(entry))
-    except KafkalogError as e:
-        raise e.at(None, pos)
-    if offsets != list(range(len(offsets))):
-        raise _NeedsConversion()
-    return len(offsets)
-
-
-def _producer_batches(buf, positions: Sequence[int], valid: int) -> List[Tuple[int, memoryview]]:
-    """(position, bytes) of the v2 batches that carry a producer id."""
-    out = []
-    n = len(positions)
-    for i, p in enumerate(positions):
-        if buf[p + 16] == 2 and _INT64.unpack_from(buf, p + 43)[0] != -1:
-            out.append((p, memoryview(buf)[p:positions[i + 1] if i + 1 < n else valid]))
-    return out
-
-
-class _NeedsConversion(Exception):
-    """A legacy compressed wrapper that cannot take offsets in place (v0, or v1 inner offsets other
-    than 0..n-1): the buffer is converted to v2 batches first, as Kafka's leader does."""

@@ -23,6 +23,7 @@ from kafkalog.log.fsutil import atomic_write, delete_if_exists, io_error, atomic
 from kafkalog.log.naming import (DELETED_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX,
                                  offset_from_file_name, producer_snapshot_file)
 from kafkalog.log.txn_index import AbortedTxn
+from kafkalog.record.constants import INT32_MAX, decrement_sequence, increment_sequence, java_long
 
 __all__ = [
     "ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "TxnMetadata", "CompletedTxn",
@@ -34,7 +35,6 @@ __all__ = [
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
-from kafkalog.record.constants import INT32_MAX as INT_MAX
 NUM_BATCHES_TO_RETAIN = 5
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
@@ -66,11 +66,8 @@ class TransactionCoordinatorFencedError(ProducerStateError):
     """Kafka: TransactionCoordinatorFencedException (coordinator epoch went backwards)."""
 
 
-def decrease_sequence(seq: int, dec: int) -> int:
-    """``seq - dec`` with Kafka's int wrap (sequences wrap from Int.MAX to 0)."""
-    if seq - dec < 0:
-        return INT_MAX - (dec - seq) + 1
-    return seq - dec
+#: ``seq - dec`` with Kafka's int wrap (DefaultRecordBatch.decrementSequence)
+decrease_sequence = decrement_sequence
 
 
 @dataclass
@@ -246,9 +243,17 @@ class ProducerStateManager:
         self.unreplicated_txns: Dict[int, TxnMetadata] = {}
         self.last_map_offset = 0
         self.last_snap_offset = 0
-        self.snapshots: Dict[int, str] = self._load_snapshots()
+        self.snapshots: Dict[int, str] = {}
+        self.load_snapshots()
 
-    def _load_snapshots(self) -> Dict[int, str]:
+    def load_snapshots(self) -> Dict[int, str]:
+        """(Re)list the ``.snapshot`` files of the log directory into :attr:`snapshots` (offset ->
+        path, ascending) and return them (Kafka's ``loadSnapshots``; the loader calls it after
+        recovery, which may have written some)."""
+        self.snapshots = self._list_snapshots()
+        return self.snapshots
+
+    def _list_snapshots(self) -> Dict[int, str]:
         out: Dict[int, str] = {}
         try:
             names = os.listdir(self.log_dir)
@@ -286,7 +291,7 @@ class ProducerStateManager:
         else:
             last = entry.last_seq
             if not (entry.producer_epoch == NO_PRODUCER_EPOCH
-                    or first_seq == last + 1 or (first_seq == 0 and last == INT_MAX)):
+                    or first_seq == last + 1 or (first_seq == 0 and last == INT32_MAX)):
                 raise OutOfOrderSequenceError(
                     f"Out of order sequence number for producer {entry.producer_id} at offset "
                     f"{offset} in partition {self.topic_partition}: {first_seq} (incoming seq. "
@@ -366,8 +371,8 @@ class ProducerStateManager:
         if is_control and _count > 0:
             control_type, coordinator_epoch = _parse_marker(mv)
         last_seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else \
-            (base_seq + last_delta) % (INT_MAX + 1)
-        completed = self.update(pid, epoch, base_seq, last_seq, base_offset, base_offset + last_delta,
+            increment_sequence(base_seq, last_delta)
+        completed = self.update(pid, epoch, base_seq, last_seq, base_offset, java_long(base_offset + last_delta),
                                 max_ts, bool(attrs & 0x10), is_control, control_type,
                                 coordinator_epoch, origin)
         if completed is None:
@@ -410,7 +415,7 @@ class ProducerStateManager:
             if origin == ORIGIN_CLIENT and entry is not None and not mv[22] & 0x20:
                 last_delta = struct.unpack_from(">i", mv, 23)[0]
                 last_seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else \
-                    (base_seq + last_delta) % (INT_MAX + 1)
+                    increment_sequence(base_seq, last_delta)
                 dup = entry.find_duplicate_batch(epoch, base_seq, last_seq)
                 if dup is not None:
                     return dup

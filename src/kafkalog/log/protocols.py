@@ -1,16 +1,19 @@
-"""What the log layer needs from the layers above it, as ``typing.Protocol``s: the log layer types
-against these and the layer above hands in an implementation (imports only point downwards).
-"""
+"""Typed seams of the log layer (``typing.Protocol``): what ``Log``, ``LogSegment`` and the loader need
+from the objects they are handed, and what the log layer needs from the layers above it (the layer
+above hands in an implementation; imports only point downwards)."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from kafkalog.log.checkpoint import EpochEntry
 from kafkalog.log.naming import TopicPartition
 
 if TYPE_CHECKING:
     from kafkalog.log.manager import LogManager
 
-__all__ = ["Cleaner", "CleanerFactory"]
+__all__ = ["Cleaner", "CleanerFactory", "ProducerStateLike", "LeaderEpochCacheLike"]
 
 
 # --- the cleaner (kafkalog.cleaner.LogCleaner implements it) ------------------------------------------
@@ -35,3 +38,63 @@ class Cleaner(Protocol):
 
 #: builds the cleaner of a :class:`~kafkalog.log.manager.LogManager` (``log.cleaner.enable=true``)
 CleanerFactory = Callable[["LogManager"], Cleaner]
+
+
+# --- producer state and leader-epoch cache (the log's own seams; helper "walker") -----------------
+
+
+class ProducerStateLike(Protocol):
+    """What the log needs from producer state (Kafka's ``ProducerStateManager``;
+    :class:`kafkalog.log.producer_state.ProducerStateManager`)."""
+
+    producer_id_expiration_ms: int
+
+    def update_from_batch(self, batch: Any, origin: str = ...) -> list[Any]: ...
+
+    def check_append(self, batches: Iterable[tuple[int, Any]], origin: str = ...) -> Any | None: ...
+
+    def first_unstable_offset(self) -> int | None: ...
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None: ...
+
+    def update_map_end_offset(self, offset: int) -> None: ...
+
+    @property
+    def map_end_offset(self) -> int: ...
+
+    def is_empty(self) -> bool: ...
+
+    def take_snapshot(self, sync: bool = True) -> str | None: ...
+
+    def load_snapshots(self) -> dict[int, str]: ...
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None: ...
+
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None: ...
+
+    def remove_and_mark_snapshot_for_deletion(self, offset: int) -> str | None: ...
+
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None: ...
+
+
+class LeaderEpochCacheLike(Protocol):
+    """What the log needs from the leader-epoch cache (Kafka's ``LeaderEpochFileCache``;
+    :class:`kafkalog.log.leader_epoch.LeaderEpochFileCache`)."""
+
+    def latest_epoch(self) -> int | None: ...
+
+    def earliest_entry(self) -> EpochEntry | None: ...
+
+    def assign(self, epoch: int, start_offset: int) -> bool: ...
+
+    def truncate_from_end(self, end_offset: int) -> None: ...
+
+    def truncate_from_start(self, start_offset: int) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def clear_and_flush(self) -> None: ...
+
+

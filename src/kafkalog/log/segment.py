@@ -11,28 +11,37 @@ from __future__ import annotations
 
 import mmap
 import os
-import random
 import time as _time
 import zlib
+from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from crc32c import crc32c
 
-from kafkalog.errors import (CorruptRecordError, InvalidOffsetError, KafkalogError, KafkalogIOError,
+from kafkalog.errors import (KafkalogError, KafkalogIOError,
                              LogSegmentOffsetOverflowError)
+from kafkalog.log.config import LogConfig
 from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.time_index import TimeIndex
 from kafkalog.log.txn_index import TransactionIndex
 from kafkalog.log.fetch import FetchDataInfo, FileSlice, LogOffsetMetadata, EMPTY_SLICE
-from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, PREFIX_SIZE,
-                                       RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, UINT32, V1_TIMESTAMP,
-                                       V2_FIELDS, BatchHeader, FileRecords)
+from kafkalog.log.file_records import (LOG_OVERHEAD, PREFIX, PREFIX_SIZE,
+                                       RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, UINT32, BatchHeader, FileRecords)
+from kafkalog.log.naming import (INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+                                  TXN_INDEX_FILE_SUFFIX)
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
+from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.header_walk import (F_ATTRIBUTES, F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC,
+                                         F_MAX_TIMESTAMP, F_MAX_TIMESTAMP_SO_FAR,
+                                         F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR, F_POSITION,
+                                         F_PRODUCER_ID, F_SIZE, NF, Finding, FindingKind,
+                                         HeaderWalk, all_zero, walk)
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
+LOG_SUFFIX = LOG_FILE_SUFFIX
+INDEX_SUFFIX = INDEX_FILE_SUFFIX
+TIME_INDEX_SUFFIX = TIME_INDEX_FILE_SUFFIX
+TXN_INDEX_SUFFIX = TXN_INDEX_FILE_SUFFIX
 NO_TIMESTAMP = -1
 # how far past a corrupt entry recovery looks for further valid batches (report only)
 _CORRUPTION_PROBE_WINDOW = 1 << 20
@@ -48,39 +57,6 @@ def _now_ms() -> int:
 
 
 LONG_MAX = 2**63 - 1
-# Kafka's defaults (spec §4.13) for the keys the log layer reads, used when a config lacks a key.
-DEFAULTS = {
-    "segment.bytes": 1073741824, "segment.ms": 604800000, "segment.jitter.ms": 0,
-    "segment.index.bytes": 10485760, "index.interval.bytes": 4096, "flush.messages": LONG_MAX,
-    "flush.ms": LONG_MAX, "max.message.bytes": 1048588, "file.delete.delay.ms": 60000,
-    "preallocate": False, "message.timestamp.type": "CreateTime",
-    "message.timestamp.before.max.ms": LONG_MAX, "message.timestamp.after.max.ms": LONG_MAX,
-    "cleanup.policy": "delete", "max.compaction.lag.ms": LONG_MAX, "compression.type": "producer",
-    "producer.id.expiration.ms": 86400000,
-}
-
-
-def _cfg(config) -> Callable[[str], object]:
-    """A getter for Kafka config keys over a ``LogConfig``, a mapping, or None (defaults)."""
-    def get(key: str):
-        if config is None:
-            return DEFAULTS[key]
-        attr = key.replace(".", "_")
-        if hasattr(config, attr):
-            return getattr(config, attr)
-        getter = getattr(config, "get", None)
-        if callable(getter):
-            try:
-                v = getter(key)
-            except KafkalogError:        # a key that is not a topic config (broker-level)
-                return DEFAULTS[key]
-            if v is not None:
-                return v
-        try:
-            return config[key]
-        except (KeyError, TypeError, IndexError):
-            return DEFAULTS[key]
-    return get
 
 
 @dataclass(frozen=True)
@@ -159,22 +135,17 @@ class LogSegment:
         self._indexes_touched = False
 
     @classmethod
-    def open(cls, dir_path: str, base_offset: int, config, *, file_already_exists: bool = False,
-             file_suffix: str = "", preallocate: Optional[bool] = None,
-             clock: Callable[[], int] = _now_ms) -> "LogSegment":
+    def open(cls, dir_path: str, base_offset: int, config: LogConfig, *,
+             file_already_exists: bool = False, file_suffix: str = "",
+             preallocate: Optional[bool] = None, clock: Callable[[], int] = _now_ms) -> "LogSegment":
         """Open or create a segment using a ``LogConfig`` (``index.interval.bytes``,
         ``segment.index.bytes``, ``preallocate``, ``segment.bytes``, jitter)."""
-        g = _cfg(config)
-        pre = g("preallocate") if preallocate is None else preallocate
-        jitter = g("segment.jitter.ms")
-        seg_ms = g("segment.ms")
-        roll_jitter = 0
-        if jitter and jitter > 0:
-            roll_jitter = random.randint(0, 2**31 - 1) % min(jitter, seg_ms)
-        return cls(dir_path, base_offset, index_interval_bytes=g("index.interval.bytes"),
-                   max_index_size=g("segment.index.bytes"), roll_jitter_ms=roll_jitter,
+        pre = config.preallocate if preallocate is None else preallocate
+        return cls(dir_path, base_offset, index_interval_bytes=config.index_interval_bytes,
+                   max_index_size=config.segment_index_bytes,
+                   roll_jitter_ms=config.random_segment_jitter(),
                    file_already_exists=file_already_exists,
-                   init_file_size=g("segment.bytes") if pre else 0, preallocate=bool(pre),
+                   init_file_size=config.segment_bytes if pre else 0, preallocate=bool(pre),
                    file_suffix=file_suffix, clock=clock)
 
     # --- files -----------------------------------------------------------------------------------
@@ -300,7 +271,7 @@ class LogSegment:
                 or not self.can_convert_to_relative_offset(p.max_offset_in_messages))
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= INT_MAX
+        return 0 <= offset - self.base_offset <= INT32_MAX
 
     # --- append ----------------------------------------------------------------------------------
 
@@ -408,7 +379,7 @@ class LogSegment:
         t = self.rolling_based_timestamp
         mts = self._max_ts
         if (pos0 == 0 or pos0 > max_segment_bytes - size or not self._indexes_touched
-                or t is None or mts is None or not 0 <= last_offset - self.base_offset <= INT_MAX):
+                or t is None or mts is None or not 0 <= last_offset - self.base_offset <= INT32_MAX):
             return False
         waited = max_timestamp - t if t >= 0 else self.clock() - self.created_ms
         if waited > max_segment_ms - self.roll_jitter_ms:
@@ -509,7 +480,9 @@ class LogSegment:
 
     # --- recovery --------------------------------------------------------------------------------
 
-    def recover(self, producer_state_manager=None, leader_epoch_cache=None, contiguous: bool = False) -> int:
+    def recover(self, producer_state_manager: Optional[ProducerStateLike] = None,
+                leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
+                contiguous: bool = False) -> int:
         """Rebuild the indexes from the data, CRC-check every batch and truncate at the first bad
         or partial entry (spec §4.8). Returns the truncated bytes; details in ``last_recovery``.
 
@@ -519,139 +492,116 @@ class LogSegment:
         Better than Kafka: the stop is classified (partial tail, zero-filled tail, or corruption)
         and, for corruption, the bytes after the bad entry are probed for further valid batches so
         that mid-segment damage is reported instead of passing for a torn tail.
+
+        Steps: reset the indexes, walk the batches in windows (:meth:`_recover_window`: index
+        entries, leader epochs, producer state), classify the stop (:func:`_classify_stop`),
+        truncate, set the segment's timestamps (:meth:`_finish_recovery`).
         """
-        oi = self.offset_index
-        ti = self.time_index
-        oi.reset()
-        ti.reset()
-        txn = self.txn_index
-        txn.reset()
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
         size = self.log.size
-        valid = 0
-        last_index_pos = 0
-        mts = NO_TIMESTAMP
-        moff = self.base_offset
-        base = self.base_offset
-        interval = self.index_interval_bytes
-        reason = None
-        bad_pos = None
-        kind = "clean"
-        batches = 0
-        first_ts: Optional[int] = None
-        latest_epoch = leader_epoch_cache.latest_epoch() if leader_epoch_cache is not None else None
-        mm = None
-        expect_next = base      # offsets must increase from batch to batch (fields outside the CRC)
+        scan = _RecoveryScan(self.base_offset, leader_epoch_cache)
+        stop: Tuple[Optional[str], Optional[int], str, Optional[bool], Optional[int]] = \
+            (None, None, "clean", None, None)
         if size > 0:
             mm = mmap.mmap(self.log.fd, size, access=mmap.ACCESS_READ)
-        buf = mm if mm is not None else b""
-        mv = memoryview(buf)
-        try:
-            pos = 0
-            limit = size - PREFIX_SIZE
-            while pos < limit:
-                offset, length, ple, magic = PREFIX.unpack_from(buf, pos)
-                if length < RECORD_OVERHEAD_V0:
-                    reason = (f"Found record size {length} smaller than minimum record overhead "
-                              f"({RECORD_OVERHEAD_V0})")
-                    bad_pos = pos
-                    break
-                sz = length + LOG_OVERHEAD
-                if pos + sz > size:
-                    reason = f"partial batch of {sz} bytes with only {size - pos} bytes left"
-                    bad_pos = pos
-                    # a torn write keeps a real header; an impossible magic means damage
-                    kind = "partial-tail" if 0 <= magic <= 2 and offset >= base else "corruption"
-                    break
-                if magic > 2:
-                    reason = f"Invalid magic found in record: {magic}"   # magic is outside the CRC
-                    bad_pos = pos
-                    break
-                if magic >= 2:
-                    if sz < RECORD_BATCH_OVERHEAD:
-                        reason = f"Record batch size {sz} is smaller than the minimum allowed overhead 61"
-                        bad_pos = pos
-                        break
-                    stored, attrs, lod, _bts, ts = V2_FIELDS.unpack_from(buf, pos + 17)
-                    computed = crc32c(mv[pos + 21:pos + sz])
-                    last = offset + lod
-                else:
-                    stored = UINT32.unpack_from(buf, pos + 12)[0]
-                    computed = zlib.crc32(mv[pos + 16:pos + sz])
-                    last = offset
-                    ts = V1_TIMESTAMP.unpack_from(buf, pos + 18)[0] if magic == 1 and sz >= 34 else -1
-                if stored != computed:
-                    reason = f"Record is corrupt (stored crc = {stored}, computed crc = {computed})"
-                    bad_pos = pos
-                    break
-                if not (0 <= last - base <= INT_MAX) or (magic >= 2 and lod < 0):
-                    reason = (f"batch offsets {offset}..{last} outside the range of segment with base "
-                              f"offset {base}")
-                    bad_pos = pos
-                    break
-                first = offset if magic >= 2 else last
-                if contiguous and magic < 2 and buf[pos + 17] & 0x07:
-                    first = _legacy_first_offset(mv[pos:pos + sz], last)
-                if first < expect_next or (contiguous and first != expect_next):
-                    reason = (f"batch offsets {offset}..{last} are not above the previous batch's "
-                              f"(next offset {expect_next})")
-                    bad_pos = pos
-                    break
-                expect_next = last + 1
-                if first_ts is None:
-                    first_ts = ts
-                if ts > mts:
-                    mts = ts
-                    moff = last
-                if valid - last_index_pos > interval:
-                    if not (oi.is_full() or ti.is_full()):
-                        oi.append(last, valid)
-                        ti.maybe_append(mts, moff)
-                    last_index_pos = valid
-                if magic >= 2:
-                    if leader_epoch_cache is not None and ple >= 0 and (latest_epoch is None or ple > latest_epoch):
-                        leader_epoch_cache.assign(ple, offset)
-                        latest_epoch = ple
-                    if producer_state_manager is not None:
-                        aborted = producer_state_manager.update_from_batch(mv[pos:pos + sz])
-                        for a in aborted:
-                            txn.append(a)
-                elif leader_epoch_cache is not None:
-                    pass
-                valid += sz
-                pos += sz
-                batches += 1
-            if bad_pos is None and valid < size:
-                bad_pos = valid
-                reason = f"{size - valid} trailing bytes too short for a batch header"
-                kind = "partial-tail"
-            follows = None
-            next_valid = None
-            if bad_pos is not None and kind != "partial-tail":
-                if not any(buf[i:min(i + 65536, size)].strip(b"\0") for i in range(bad_pos, size, 65536)):
-                    kind = "zero-filled-tail"
-                    follows = False
-                else:
-                    kind = "corruption"
-                    next_valid = _probe_valid_batch(buf, bad_pos + 1, size)
-                    follows = next_valid is not None
-            elif bad_pos is not None:
-                follows = False
-        finally:
-            mv.release()
-            if mm is not None:
+            try:
+                finding = None
+                while finding is None and scan.valid < size:
+                    before = scan.valid
+                    finding = self._recover_window(mm, size, scan, producer_state_manager,
+                                                   leader_epoch_cache, contiguous)
+                    if finding is None and scan.valid == before:   # pragma: no cover - walker bug
+                        raise KafkalogError("recovery walk made no progress", file=self.log.path,
+                                            position=before)
+                if finding is not None:
+                    stop = _classify_stop(mm, size, finding, self.base_offset)
+            finally:
                 mm.close()
-        truncated = self.log.truncate_to(valid) if valid < size else 0
-        if self.rolling_based_timestamp is None and first_ts is not None:
-            self.rolling_based_timestamp = first_ts
-        self._max_ts = mts
-        self._max_ts_offset = moff
-        self.bytes_since_last_index_entry = valid - last_index_pos
-        oi.trim_to_valid_size()
-        ti.maybe_append(mts, moff, skip_full_check=True)
-        ti.trim_to_valid_size()
-        self.last_recovery = SegmentRecovery(self.log.path, valid, truncated, reason,
-                                             bad_pos, kind, follows, next_valid, batches)
+        truncated = self.log.truncate_to(scan.valid) if scan.valid < size else 0
+        self._finish_recovery(scan)
+        reason, bad_pos, kind, follows, next_valid = stop
+        self.last_recovery = SegmentRecovery(self.log.path, scan.valid, truncated, reason,
+                                             bad_pos, kind, follows, next_valid, scan.batches)
         return truncated
+
+    def _recover_window(self, mm: mmap.mmap, size: int, scan: "_RecoveryScan",
+                        psm: Optional[ProducerStateLike], cache: Optional[LeaderEpochCacheLike],
+                        contiguous: bool) -> Optional[Finding]:
+        """Walk up to ``_RECOVERY_WINDOW`` batches from ``scan.valid`` and apply them: index
+        entries every ``index.interval.bytes``, leader-epoch starts, producer state. Returns the
+        walk's finding (None: more to walk, or the end was reached)."""
+        w = walk(mm, scan.valid, size, expect_next=scan.expect_next, contiguous=contiguous,
+                 segment_base=self.base_offset, max_batches=_RECOVERY_WINDOW,
+                 max_timestamp=scan.max_ts, offset_of_max_timestamp=scan.max_ts_offset,
+                 latest_epoch=scan.latest_epoch)
+        finding = w.finding
+        n = w.count
+        if contiguous and w.legacy_batches:
+            n, finding = _legacy_contiguity(mm, w, scan.expect_next, n, finding)
+        if n == 0:
+            return finding
+        cols = memoryview(w.facts).cast("q")
+        last_row = (n - 1) * NF
+        if scan.batches == 0:
+            scan.first_ts = cols[F_MAX_TIMESTAMP]
+        self._index_window(cols, n, scan)
+        if cache is not None:
+            for epoch, start in w.epoch_starts:
+                if start > cols[last_row + F_LAST_OFFSET]:
+                    break
+                cache.assign(epoch, start)
+                scan.latest_epoch = epoch
+        if psm is not None and w.producer_batches:
+            txn = self.txn_index
+            for i in range(0, n * NF, NF):
+                if cols[i + F_PRODUCER_ID] >= 0 and cols[i + F_MAGIC] == 2:
+                    pos = cols[i + F_POSITION]
+                    for aborted in psm.update_from_batch(mm[pos:pos + cols[i + F_SIZE]]):
+                        txn.append(aborted)
+        scan.max_ts = cols[last_row + F_MAX_TIMESTAMP_SO_FAR]
+        scan.max_ts_offset = cols[last_row + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR]
+        scan.expect_next = cols[last_row + F_LAST_OFFSET] + 1
+        scan.valid = cols[last_row + F_POSITION] + cols[last_row + F_SIZE]
+        scan.batches += n
+        cols.release()
+        return finding
+
+    def _index_window(self, cols: memoryview, n: int, scan: "_RecoveryScan") -> None:
+        """Index entries for ``n`` walked batches: one ``(last offset, position)`` (and the running
+        max timestamp) at each batch starting more than ``index.interval.bytes`` after the last
+        entry, as :meth:`append_batches` does."""
+        positions = cols[F_POSITION:n * NF:NF]
+        oi = self.offset_index
+        ti = self.time_index
+        room = min(oi.max_entries - oi.entries, ti.max_entries - 1 - ti.entries)   # is_full()
+        interval = self.index_interval_bytes
+        rows: List[int] = []
+        i = bisect_right(positions, scan.last_index_pos + interval)
+        while i < n:
+            r = i * NF
+            if len(rows) < room:
+                rows.append(r)
+            scan.last_index_pos = cols[r + F_POSITION]
+            i = bisect_right(positions, scan.last_index_pos + interval, i + 1)
+        if rows:
+            oi.append_entries([cols[r + F_LAST_OFFSET] for r in rows],
+                              [cols[r + F_POSITION] for r in rows])
+            ti.maybe_append_entries([cols[r + F_MAX_TIMESTAMP_SO_FAR] for r in rows],
+                                    [cols[r + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR] for r in rows])
+        positions.release()
+
+    def _finish_recovery(self, scan: "_RecoveryScan") -> None:
+        """The segment's timestamps and index tails after a recovery walk."""
+        if self.rolling_based_timestamp is None and scan.first_ts is not None:
+            self.rolling_based_timestamp = scan.first_ts
+        self._max_ts = scan.max_ts
+        self._max_ts_offset = scan.max_ts_offset
+        self.bytes_since_last_index_entry = scan.valid - scan.last_index_pos
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(scan.max_ts, scan.max_ts_offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
 
     # --- truncation ------------------------------------------------------------------------------
 
@@ -761,6 +711,66 @@ class LogSegment:
                 os.unlink(p)
             except FileNotFoundError:
                 pass
+
+
+# --- recovery steps ------------------------------------------------------------------------------
+
+_RECOVERY_WINDOW = 1 << 16        # batches per walk: bounded memory for the facts of a window
+
+
+class _RecoveryScan:
+    """The running state of :meth:`LogSegment.recover` across walk windows."""
+
+    __slots__ = ("valid", "last_index_pos", "max_ts", "max_ts_offset", "first_ts", "batches",
+                 "expect_next", "latest_epoch")
+
+    def __init__(self, base_offset: int, cache: Optional[LeaderEpochCacheLike]) -> None:
+        self.valid = 0
+        self.last_index_pos = 0
+        self.max_ts = NO_TIMESTAMP
+        self.max_ts_offset = base_offset
+        self.first_ts: Optional[int] = None
+        self.batches = 0
+        self.expect_next = base_offset      # offsets increase from batch to batch (outside the CRC)
+        self.latest_epoch = cache.latest_epoch() if cache is not None else None
+
+
+def _legacy_contiguity(mm: mmap.mmap, w: HeaderWalk, expect_next: int, n: int,
+                       finding: Optional[Finding]) -> Tuple[int, Optional[Finding]]:
+    """``contiguous`` for compressed v0/v1 wrappers: their first offset (inside the wrapper) must
+    be the previous batch's next offset. Cuts the walk at the first that is not."""
+    for i in range(n):
+        row = w.batch(i)
+        if row[F_MAGIC] < 2 and row[F_ATTRIBUTES] & 0x07:
+            pos, last = row[F_POSITION], row[F_LAST_OFFSET]
+            first = _legacy_first_offset(mm[pos:pos + row[F_SIZE]], last)
+            if first != expect_next:
+                return i, Finding(FindingKind.OFFSET_OVERLAP, pos, row[F_BASE_OFFSET], last, expect_next)
+        expect_next = row[F_LAST_OFFSET] + 1
+    return n, finding
+
+
+def _classify_stop(mm: mmap.mmap, size: int, f: Finding, base: int
+                   ) -> Tuple[Optional[str], Optional[int], str, Optional[bool], Optional[int]]:
+    """``(reason, position, kind, valid data follows, next valid position)`` of a recovery stop:
+    a torn tail, a zero-filled tail, or corruption (then the bytes after it are probed)."""
+    k, pos = f.kind, f.position
+    if k is FindingKind.SHORT_TAIL:
+        return f"{size - pos} trailing bytes too short for a batch header", pos, "partial-tail", False, None
+    if k is FindingKind.PARTIAL_TAIL:
+        reason = f"partial batch of {f.a} bytes with only {size - pos} bytes left"
+        if 0 <= f.b <= 2 and f.c >= base:      # a torn write keeps a real header
+            return reason, pos, "partial-tail", False, None
+    elif k is FindingKind.BAD_SIZE:
+        reason = f"Found record size {f.a} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})"
+    elif k is FindingKind.OFFSET_RANGE:
+        reason = f"batch offsets {f.a}..{f.b} outside the range of segment with base offset {base}"
+    else:
+        reason = f.message
+    if all_zero(mm, pos, size):
+        return reason, pos, "zero-filled-tail", False, None
+    next_valid = _probe_valid_batch(mm, pos + 1, size)
+    return reason, pos, "corruption", next_valid is not None, next_valid
 
 
 def _probe_valid_batch(buf, start: int, end: int) -> Optional[int]:

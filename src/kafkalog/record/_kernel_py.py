@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Optional, Sequence
 
 from kafkalog.errors import InvalidRecordError
+from kafkalog.record.constants import increment_sequence
 from kafkalog.record.varint import (read_unsigned_varint, read_varint, read_varlong,
                                     write_varint, write_varlong)
 
@@ -87,11 +88,10 @@ class Record:
 
 
 def _next_sequence(base: int, delta: int) -> int:
+    """A record's sequence: DefaultRecordBatch.incrementSequence(baseSequence, offsetDelta)."""
     if base == -1:
         return -1
-    if base > _INT32_MAX - delta:
-        return delta - (_INT32_MAX - base) - 1
-    return base + delta
+    return increment_sequence(base, delta)
 
 
 def _int32(v, what: str) -> int:
@@ -247,7 +247,10 @@ def decode_records_v2(body, count: int, base_offset: int, base_timestamp: int,
             seq = -1
         else:
             seq = _next_sequence(base_sequence, offset_delta)
-        append(Record(base_offset + offset_delta, ts, key, value, headers, seq, rend - rstart))
+        off = base_offset + offset_delta            # Java long arithmetic
+        if not -2**63 <= off < 2**63:
+            off = _to_int64(off)
+        append(Record(off, ts, key, value, headers, seq, rend - rstart))
     if pos != n:
         raise InvalidRecordError(
             f"Incorrect declared batch size, records still remaining in file "

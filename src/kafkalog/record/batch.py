@@ -23,7 +23,7 @@ from kafkalog.record.constants import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK
                                        MAX_TIMESTAMP_OFFSET, PARTITION_LEADER_EPOCH_OFFSET,
                                        RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
                                        TRANSACTIONAL_FLAG_MASK, V2_HEADER, CompressionType,
-                                       TimestampType, increment_sequence)
+                                       TimestampType, increment_sequence, java_long)
 from kafkalog.record.crc import crc32c
 
 import struct
@@ -215,11 +215,13 @@ class DefaultRecordBatch(RecordBatch):
 
     @property
     def last_offset(self) -> int:
-        return self._h[0] + self._h[6]
+        """``baseOffset + lastOffsetDelta`` as Java longs (wraps at 64 bits)."""
+        return java_long(self._h[0] + self._h[6])
 
     @property
     def next_offset(self) -> int:
-        return self._h[0] + self._h[6] + 1
+        """``lastOffset() + 1`` as Java longs."""
+        return java_long(self._h[0] + self._h[6] + 1)
 
     @property
     def base_timestamp(self) -> int:

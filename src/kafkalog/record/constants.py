@@ -170,15 +170,27 @@ class ControlRecordType(enum.IntEnum):
         return t
 
 
+def java_int(v: int) -> int:
+    """``v`` as a Java ``int`` (two's complement, 32 bits: what Java's int arithmetic leaves)."""
+    return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+def java_long(v: int) -> int:
+    """``v`` as a Java ``long`` (two's complement, 64 bits)."""
+    return ((v + 0x8000000000000000) & 0xFFFFFFFFFFFFFFFF) - 0x8000000000000000
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
-    """DefaultRecordBatch.incrementSequence: wraps past Int.MAX to 0."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
+    """DefaultRecordBatch.incrementSequence with Java's int arithmetic (every operation wraps at 32
+    bits): past Int.MAX the sequence continues at 0."""
+    if sequence > java_int(INT32_MAX - increment):
+        return java_int(java_int(increment - java_int(INT32_MAX - sequence)) - 1)
+    return java_int(sequence + increment)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
-    """DefaultRecordBatch.decrementSequence: wraps below 0 to Int.MAX."""
+    """DefaultRecordBatch.decrementSequence with Java's int arithmetic: below 0 it continues at
+    Int.MAX."""
     if sequence < decrement:
-        return INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
+        return java_int(java_int(INT32_MAX - java_int(decrement - sequence)) + 1)
+    return java_int(sequence - decrement)
