@@ -1,11 +1,13 @@
-"""Build the compiled record kernel (Cython) beside the pure-Python reference.
+"""Build the compiled kernels (Cython), each beside its pure-Python twin.
 
-The kernel is optional at import time: if it is missing (or KAFKALOG_PURE_PYTHON=1),
-kafkalog uses the pure-Python reference implementation of the same functions
-(``kafkalog.record.kernel`` picks one). So the build is optional too: without Cython, or
-without a C compiler, ``pip install -e .`` still succeeds and prints a warning.
+One kernel per layer (``kafkalog.record.kernel_selection.KERNELS``): the record codec, the
+cleaner's offset map, Spark's Arrow columns; they cimport the inline readers of
+``src/kafkalog/record/_wire.pxd``. The kernels are optional at import time: when none is built
+(or KAFKALOG_PURE_PYTHON=1) kafkalog uses every pure-Python twin. So the build is optional too:
+without Cython, or without a C compiler, ``pip install -e .`` still succeeds and prints a
+warning. A partial build (some kernels built, some not) is refused at import.
 
-Rebuild in place after editing the .pyx: ``python setup.py build_ext --inplace -q``.
+Rebuild in place after editing a .pyx or .pxd: ``python setup.py build_ext --inplace -q``.
 Set ``KAFKALOG_NO_EXTENSIONS=1`` to skip the build entirely.
 """
 import os
@@ -14,11 +16,17 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNEL_PYX = "src/kafkalog/record/_kernel.pyx"
+#: (module, source) of every compiled kernel; the module names match ``KERNELS`` of
+#: ``kafkalog.record.kernel_selection``
+KERNEL_SOURCES = [
+    ("kafkalog.record._kernel", "src/kafkalog/record/_kernel.pyx"),
+    ("kafkalog.cleaner._kernel", "src/kafkalog/cleaner/_kernel.pyx"),
+    ("kafkalog.spark._kernel", "src/kafkalog/spark/_kernel.pyx"),
+]
 
 
 class OptionalBuildExt(build_ext):
-    """build_ext that warns instead of failing when the kernel cannot be compiled."""
+    """build_ext that warns instead of failing when a kernel cannot be compiled."""
 
     def run(self):
         try:
@@ -34,8 +42,9 @@ class OptionalBuildExt(build_ext):
 
     @staticmethod
     def _warn(e):
-        sys.stderr.write(f"WARNING: kafkalog's compiled record kernel was not built ({e}); "
-                         "the pure-Python kernel will be used.\n")
+        sys.stderr.write(f"WARNING: a compiled kafkalog kernel was not built ({e}); "
+                         "kafkalog will refuse a partial build at import: rebuild, or delete the "
+                         "built kernels to run pure Python.\n")
 
 
 def extensions():
@@ -45,15 +54,13 @@ def extensions():
         from Cython.Build import cythonize
     except ImportError:
         sys.stderr.write("WARNING: Cython is not installed; building kafkalog without its compiled "
-                         "record kernel.\n")
+                         "kernels.\n")
         return []
-    ext = Extension(
-        "kafkalog.record._kernel",
-        [KERNEL_PYX],
-        extra_compile_args=["-O3"],
-    )
+    exts = [Extension(name, [source], extra_compile_args=["-O3"])
+            for name, source in KERNEL_SOURCES]
     return cythonize(
-        [ext],
+        exts,
+        include_path=["src"],
         language_level=3,
         compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True,
                              "initializedcheck": False},
