@@ -201,10 +201,10 @@ cdef struct RecordHead:
     int32_t vlen            # -1 for a null value
 
 
-cdef inline int _rd_record_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
-                                RecordHead* r) except -1:
-    """Parse the record at ``pos`` up to its header count (Kafka's DefaultRecord.readFrom checks);
-    raises ``InvalidRecordError`` positioned in ``p``."""
+cdef inline int _record_head_error(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
+                                   RecordHead* r) except -1:
+    """:func:`_rd_record_head`'s slow path: parse again, raising the ``InvalidRecordError`` that
+    names the problem (Kafka's DefaultRecord.readFrom checks)."""
     cdef Py_ssize_t q = pos
     cdef int rc
     r.rstart = pos
@@ -250,6 +250,49 @@ cdef inline int _rd_record_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t
         q += r.vlen
     r.hpos = q
     return 0
+
+
+cdef inline bint _scan_record_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
+                                   RecordHead* r) noexcept nogil:
+    """Parse the record at ``pos`` up to its header count; False when it is malformed (the
+    checks of :func:`_record_head_error`, which says how)."""
+    cdef Py_ssize_t q = pos
+    r.rstart = pos
+    if _rd_varint(p, n, &q, &r.length) or r.length < 0 or r.length > n - q:
+        return False
+    r.rend = q + r.length
+    if q >= r.rend:
+        return False
+    q += 1
+    r.ts_pos = q
+    if _rd_varlong(p, r.rend, &q, &r.ts_delta):
+        return False
+    r.after_ts = q
+    if _rd_varint(p, r.rend, &q, &r.offset_delta) or _rd_varint(p, r.rend, &q, &r.klen):
+        return False
+    r.kstart = q
+    if r.klen >= 0:
+        if r.klen > r.rend - q:
+            return False
+        q += r.klen
+    if _rd_varint(p, r.rend, &q, &r.vlen):
+        return False
+    r.vstart = q
+    if r.vlen >= 0:
+        if r.vlen > r.rend - q:
+            return False
+        q += r.vlen
+    r.hpos = q
+    return True
+
+
+cdef inline int _rd_record_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
+                                RecordHead* r) except -1:
+    """Parse the record at ``pos`` up to its header count (Kafka's DefaultRecord.readFrom checks);
+    raises ``InvalidRecordError`` positioned in ``p``."""
+    if _scan_record_head(p, n, pos, r):
+        return 0
+    return _record_head_error(p, n, pos, r)
 
 
 cdef inline object _rd_headers(const unsigned char* p, Py_ssize_t pos, Py_ssize_t rend,
