@@ -110,18 +110,11 @@ class KafkalogKernelAdapter:
     _TAIL = struct.Struct(">hiqqqhii")
 
     def __init__(self) -> None:
-        try:
-            from kafkalog.record import kernel
-        except ImportError:
-            if os.environ.get("KAFKALOG_PURE_PYTHON") == "1":
-                from kafkalog.record import _kernel_py as kernel
-            else:
-                from kafkalog.record import _kernel as kernel
         import crc32c
 
-        from kafkalog.record import compression
+        from kafkalog.record import compression, kernel
         self.K = kernel
-        self.kernel = getattr(kernel, "IMPLEMENTATION", kernel.__name__)
+        self.kernel = kernel.IMPLEMENTATION
         self.crc = crc32c.crc32c
         self.compress = compression.compress
         self.decompress = compression.decompress
