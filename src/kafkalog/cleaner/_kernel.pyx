@@ -154,6 +154,81 @@ cdef inline int _cl_parse(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos,
     return 0
 
 
+cdef struct _Kept:
+    _ClRec* recs            # the retained records, in order
+    int64_t* tss            # their timestamps
+    Py_ssize_t n
+    int64_t max_ts
+    int64_t max_off
+    int64_t keyless
+    int64_t tomb_dropped
+    bint tomb_kept
+
+
+cdef inline int _kept_open(_Kept* k, Py_ssize_t count) except -1:
+    k.recs = <_ClRec*>malloc(sizeof(_ClRec) * (count + 1))
+    k.tss = <int64_t*>malloc(sizeof(int64_t) * (count + 1))
+    k.n = 0
+    k.max_ts = -1
+    k.max_off = -1
+    k.keyless = 0
+    k.tomb_dropped = 0
+    k.tomb_kept = False
+    if k.recs == NULL or k.tss == NULL:
+        raise MemoryError()
+    return 0
+
+
+cdef inline void _kept_close(_Kept* k) noexcept:
+    free(k.recs)
+    free(k.tss)
+    k.recs = NULL
+    k.tss = NULL
+
+
+cdef inline void _kept_note(_Kept* k, _ClRec* r, bint keep, int64_t ts, int64_t off) noexcept nogil:
+    """Count the record ``r`` (offset ``off``, timestamp ``ts``), retained or not."""
+    if keep:
+        k.recs[k.n] = r[0]
+        k.tss[k.n] = ts
+        k.n += 1
+        if ts > k.max_ts:
+            k.max_ts = ts
+            k.max_off = off
+        if r.vlen < 0:
+            k.tomb_kept = True
+    elif r.vlen < 0:
+        k.tomb_dropped += 1
+
+
+cdef inline Py_ssize_t _kept_size(_Kept* k, int64_t nbase) noexcept nogil:
+    """Bytes of the retained records rewritten with timestamp deltas from ``nbase``."""
+    cdef Py_ssize_t j, rl, size = 0
+    for j in range(k.n):
+        rl = 1 + _size_varlong(<int64_t>(<uint64_t>k.tss[j] - <uint64_t>nbase)) \
+            + (k.recs[j].rend - k.recs[j].after_ts)
+        size += _size_varint(<int32_t>rl) + rl
+    return size
+
+
+cdef inline unsigned char* _kept_write(unsigned char* w, const unsigned char* p, _Kept* k,
+                                       int64_t nbase) noexcept nogil:
+    """Write the retained records of ``p`` with timestamp deltas from ``nbase`` (attributes and
+    everything after the timestamp delta copied as they are)."""
+    cdef Py_ssize_t j, tail
+    cdef int64_t d
+    for j in range(k.n):
+        d = <int64_t>(<uint64_t>k.tss[j] - <uint64_t>nbase)
+        tail = k.recs[j].rend - k.recs[j].after_ts
+        w = _wr_varint(w, <int32_t>(1 + _size_varlong(d) + tail))
+        w[0] = p[k.recs[j].ts_pos - 1]
+        w += 1
+        w = _wr_varlong(w, d)
+        memcpy(w, p + k.recs[j].after_ts, tail)
+        w += tail
+    return w
+
+
 def offset_map_put_hash(bytearray table, int64_t slots, h, int64_t offset):
     """See ``_kernel_py.offset_map_put_hash``."""
     cdef bytes hb = bytes(h)
@@ -216,22 +291,20 @@ def offset_map_filter_v2(bytearray table, int64_t slots, body, Py_ssize_t count,
     cdef Py_buffer view
     cdef const unsigned char* p
     cdef const unsigned char* t
-    cdef Py_ssize_t n, pos = 0, i, nkept = 0, out_size = 0, j
-    cdef _ClRec* recs = NULL
-    cdef int64_t* tss = NULL
+    cdef Py_ssize_t n, pos = 0, i
+    cdef _Kept k
     cdef _ClRec r
     cdef unsigned char h[16]
-    cdef int64_t off, found, ts, nbase = 0, max_ts = -1, max_off = -1, d
-    cdef int64_t keyless = 0, tomb_dropped = 0
-    cdef bint keep, tomb_kept = False
+    cdef int64_t off, ts, nbase
+    cdef bint keep
     cdef bytes out
-    cdef unsigned char* w
-    cdef int dsz
     if slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24:
         raise ValueError("bad offset map arguments")
     if count < 0:
         raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
     t = <const unsigned char*>PyByteArray_AS_STRING(table)
+    k.recs = NULL
+    k.tss = NULL
     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
     try:
         p = <const unsigned char*>view.buf
@@ -239,65 +312,36 @@ def offset_map_filter_v2(bytearray table, int64_t slots, body, Py_ssize_t count,
         if count > n // 7 + 1:
             raise InvalidRecordError(f"Found invalid record structure: expected {count} records "
                                      f"in {n} bytes", position=n)
-        recs = <_ClRec*>malloc(sizeof(_ClRec) * (count + 1))
-        tss = <int64_t*>malloc(sizeof(int64_t) * (count + 1))
-        if recs == NULL or tss == NULL:
-            raise MemoryError()
+        _kept_open(&k, count)
         for i in range(count):
             _cl_parse(p, n, &pos, i, count, &r)
             off = base_offset + r.offset_delta
             if off > latest_offset:
                 keep = True
             elif r.klen < 0:
-                keyless += 1
+                k.keyless += 1
                 keep = False
             else:
                 _cl_hash(p + r.kstart, r.klen, h)
-                found = _cl_get(t, slots, h)
-                keep = off >= found and (r.vlen >= 0 or retain_deletes)
-            if keep:
-                if log_append_time >= 0:
-                    ts = log_append_time
-                else:
-                    ts = <int64_t>(<uint64_t>base_timestamp + <uint64_t>r.ts_delta)
-                recs[nkept] = r
-                tss[nkept] = ts
-                nkept += 1
-                if ts > max_ts:
-                    max_ts = ts
-                    max_off = off
-                if r.vlen < 0:
-                    tomb_kept = True
-            elif r.vlen < 0:
-                tomb_dropped += 1
+                keep = off >= _cl_get(t, slots, h) and (r.vlen >= 0 or retain_deletes)
+            if log_append_time >= 0:
+                ts = log_append_time
+            else:
+                ts = <int64_t>(<uint64_t>base_timestamp + <uint64_t>r.ts_delta)
+            _kept_note(&k, &r, keep, ts, off)
         if pos != n:
             raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in "
                                      f"file ({n - pos} bytes after {count} records)", position=pos)
-        if nkept == 0:
-            return None, 0, keyless, tomb_dropped, -1, -1, -1, False
-        nbase = tss[0] if new_base_timestamp is None else <int64_t>new_base_timestamp
-        if nkept == count and not always_encode:
-            return None, count, keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept
-        for j in range(nkept):
-            d = <int64_t>(<uint64_t>tss[j] - <uint64_t>nbase)
-            dsz = _size_varlong(d)
-            out_size += _size_varint(<int32_t>(1 + dsz + (recs[j].rend - recs[j].after_ts)))
-            out_size += 1 + dsz + (recs[j].rend - recs[j].after_ts)
-        out = PyBytes_FromStringAndSize(NULL, out_size)
-        w = <unsigned char*>PyBytes_AS_STRING(out)
-        for j in range(nkept):
-            d = <int64_t>(<uint64_t>tss[j] - <uint64_t>nbase)
-            dsz = _size_varlong(d)
-            w = _wr_varint(w, <int32_t>(1 + dsz + (recs[j].rend - recs[j].after_ts)))
-            w[0] = p[recs[j].ts_pos - 1]
-            w += 1
-            w = _wr_varlong(w, d)
-            memcpy(w, p + recs[j].after_ts, recs[j].rend - recs[j].after_ts)
-            w += recs[j].rend - recs[j].after_ts
-        return out, nkept, keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept
+        if k.n == 0:
+            return None, 0, k.keyless, k.tomb_dropped, -1, -1, -1, False
+        nbase = k.tss[0] if new_base_timestamp is None else <int64_t>new_base_timestamp
+        if k.n == count and not always_encode:
+            return None, count, k.keyless, k.tomb_dropped, nbase, k.max_ts, k.max_off, k.tomb_kept
+        out = PyBytes_FromStringAndSize(NULL, _kept_size(&k, nbase))
+        _kept_write(<unsigned char*>PyBytes_AS_STRING(out), p, &k, nbase)
+        return out, k.n, k.keyless, k.tomb_dropped, nbase, k.max_ts, k.max_off, k.tomb_kept
     finally:
-        free(recs)
-        free(tss)
+        _kept_close(&k)
         PyBuffer_Release(&view)
 
 
@@ -599,24 +643,24 @@ def offset_map_clean_v2(bytearray table, int64_t slots, bytearray superseded,
     cdef const unsigned char* p
     cdef const unsigned char* t
     cdef const unsigned char* bm = NULL
-    cdef Py_ssize_t n, pos = 0, i, nkept = 0, out_size = 0, j, rl
+    cdef Py_ssize_t n, pos = 0, i, out_size
     cdef int64_t nbits = 0, rel
-    cdef _ClRec* recs = NULL
-    cdef int64_t* tss = NULL
+    cdef _Kept k
     cdef _ClRec r
     cdef unsigned char h[16]
-    cdef int64_t base_offset, base_ts, hdr_max_ts, off, found, ts, nbase, max_ts = -1, max_off = -1
-    cdef int64_t d, lat, latest, keyless = 0, tomb_dropped = 0
+    cdef int64_t base_offset, base_ts, hdr_max_ts, off, ts, nbase, max_ts
+    cdef int64_t lat, latest
     cdef int32_t count
     cdef int attrs, new_attrs
-    cdef bint keep, tomb_kept = False, is_control, has_horizon, retain_deletes, need_horizon
+    cdef bint keep, is_control, has_horizon, retain_deletes, need_horizon
     cdef bytes out
-    cdef unsigned char* w
     cdef unsigned char* w0
-    cdef int dsz, hdr
+    cdef int hdr
     if slots <= 0 or PyByteArray_GET_SIZE(table) < slots * 24:
         raise ValueError("bad offset map arguments")
     t = <const unsigned char*>PyByteArray_AS_STRING(table)
+    k.recs = NULL
+    k.tss = NULL
     if superseded is not None:
         bm = <const unsigned char*>PyByteArray_AS_STRING(superseded)
         nbits = <int64_t>PyByteArray_GET_SIZE(superseded) * 8
@@ -665,17 +709,14 @@ def offset_map_clean_v2(bytearray table, int64_t slots, bytearray superseded,
             if count > n // 7 + 1:
                 raise InvalidRecordError(f"Found invalid record structure: expected {count} "
                                          f"records in {n} bytes", position=n)
-            recs = <_ClRec*>malloc(sizeof(_ClRec) * (count + 1))
-            tss = <int64_t*>malloc(sizeof(int64_t) * (count + 1))
-            if recs == NULL or tss == NULL:
-                raise MemoryError()
+            _kept_open(&k, count)
             for i in range(count):
                 _cl_parse(p, n, &pos, i, count, &r)
                 off = base_offset + r.offset_delta
                 if off > latest:
                     keep = True
                 elif r.klen < 0:
-                    keyless += 1
+                    k.keyless += 1
                     keep = False
                 else:
                     rel = off - superseded_base
@@ -683,24 +724,10 @@ def offset_map_clean_v2(bytearray table, int64_t slots, bytearray superseded,
                         keep = False            # a later record of the cleaned range has its key
                     else:
                         _cl_hash(p + r.kstart, r.klen, h)
-                        found = _cl_get(t, slots, h)
-                        keep = off >= found
+                        keep = off >= _cl_get(t, slots, h)
                     keep = keep and (r.vlen >= 0 or retain_deletes)
-                if keep:
-                    if lat >= 0:
-                        ts = lat
-                    else:
-                        ts = <int64_t>(<uint64_t>base_ts + <uint64_t>r.ts_delta)
-                    recs[nkept] = r
-                    tss[nkept] = ts
-                    nkept += 1
-                    if ts > max_ts:
-                        max_ts = ts
-                        max_off = off
-                    if r.vlen < 0:
-                        tomb_kept = True
-                elif r.vlen < 0:
-                    tomb_dropped += 1
+                ts = lat if lat >= 0 else <int64_t>(<uint64_t>base_ts + <uint64_t>r.ts_delta)
+                _kept_note(&k, &r, keep, ts, off)
             if pos != n:
                 raise InvalidRecordError(f"Incorrect declared batch size, records still remaining "
                                          f"in file ({n - pos} bytes after {count} records)",
@@ -709,55 +736,40 @@ def offset_map_clean_v2(bytearray table, int64_t slots, bytearray superseded,
             if e.position is not None:          # positions in ``buf`` (as if uncompressed)
                 e.position += position + 61
             raise
-        if nkept == 0:
+        if k.n == 0:
             if retain_empty:
-                return (3, _cl_empty_batch(b, attrs, crc32c), 0, keyless, tomb_dropped, hdr_max_ts,
-                        base_offset + _rd_i32(b + 23), -1, attrs & 0x38)
-            return 0, None, 0, keyless, tomb_dropped, -1, -1, -1, 0
-        need_horizon = (tomb_kept or marker_for_empty_txn) and not has_horizon
-        if nkept == count and not need_horizon:
-            return (1, None, nkept, keyless, tomb_dropped, hdr_max_ts,
-                    max_off if lat < 0 else base_offset, base_ts, attrs)
+                return (3, _cl_empty_batch(b, attrs, crc32c), 0, k.keyless, k.tomb_dropped,
+                        hdr_max_ts, base_offset + _rd_i32(b + 23), -1, attrs & 0x38)
+            return 0, None, 0, k.keyless, k.tomb_dropped, -1, -1, -1, 0
+        need_horizon = (k.tomb_kept or marker_for_empty_txn) and not has_horizon
+        if k.n == count and not need_horizon:
+            return (1, None, k.n, k.keyless, k.tomb_dropped, hdr_max_ts,
+                    k.max_off if lat < 0 else base_offset, base_ts, attrs)
         if need_horizon:
             nbase = current_time + delete_retention_ms
         elif has_horizon:
             nbase = base_ts
         else:
-            nbase = tss[0]
+            nbase = k.tss[0]
         new_attrs = (attrs & 0x3F) | (0x40 if (need_horizon or has_horizon) else 0)
-        if lat >= 0:
-            max_ts = lat
-        for j in range(nkept):
-            d = <int64_t>(<uint64_t>tss[j] - <uint64_t>nbase)
-            dsz = _size_varlong(d)
-            rl = 1 + dsz + (recs[j].rend - recs[j].after_ts)
-            out_size += _size_varint(<int32_t>rl) + rl
+        max_ts = lat if lat >= 0 else k.max_ts
+        out_size = _kept_size(&k, nbase)
         out = PyBytes_FromStringAndSize(NULL, hdr + out_size)
         w0 = <unsigned char*>PyBytes_AS_STRING(out)
-        w = w0 + hdr
-        for j in range(nkept):
-            d = <int64_t>(<uint64_t>tss[j] - <uint64_t>nbase)
-            dsz = _size_varlong(d)
-            w = _wr_varint(w, <int32_t>(1 + dsz + (recs[j].rend - recs[j].after_ts)))
-            w[0] = p[recs[j].ts_pos - 1]
-            w += 1
-            w = _wr_varlong(w, d)
-            memcpy(w, p + recs[j].after_ts, recs[j].rend - recs[j].after_ts)
-            w += recs[j].rend - recs[j].after_ts
+        _kept_write(w0 + hdr, p, &k, nbase)
         if have_body:
-            return 4, out, nkept, keyless, tomb_dropped, max_ts, max_off, nbase, new_attrs
+            return 4, out, k.n, k.keyless, k.tomb_dropped, max_ts, k.max_off, nbase, new_attrs
         memcpy(w0, b, 61)
         _wr_i32(w0 + 8, <uint32_t>(49 + out_size))
         w0[21] = 0
         w0[22] = <unsigned char>new_attrs
         _wr_i64(w0 + 27, nbase)
         _wr_i64(w0 + 35, max_ts)
-        _wr_i32(w0 + 57, <uint32_t>nkept)
+        _wr_i32(w0 + 57, <uint32_t>k.n)
         _wr_i32(w0 + 17, <uint32_t>crc32c(memoryview(out)[21:]))
-        return 2, out, nkept, keyless, tomb_dropped, max_ts, max_off, nbase, new_attrs
+        return 2, out, k.n, k.keyless, k.tomb_dropped, max_ts, k.max_off, nbase, new_attrs
     finally:
-        free(recs)
-        free(tss)
+        _kept_close(&k)
         if have_body:
             PyBuffer_Release(&bview)
         PyBuffer_Release(&view)

@@ -11,12 +11,23 @@ import hashlib as _hashlib
 import struct as _struct
 
 from kafkalog.errors import InvalidRecordError
-from kafkalog.record._kernel_py import _to_int64
-from kafkalog.record.varint import read_varint, read_varlong, write_varint, write_varlong
+from kafkalog.record._kernel_py import _record_head, _to_int64
+from kafkalog.record.varint import (
+    write_varint,
+    write_varlong,
+)
 
-__all__ = ["IMPLEMENTATION", "CLEANER_MD5", "CLEANER_MD5_X4", "offset_map_put_hash",
-           "offset_map_get_hash", "offset_map_put_v2", "offset_map_filter_v2",
-           "offset_map_build_v2", "offset_map_clean_v2"]
+__all__ = [
+    "CLEANER_MD5",
+    "CLEANER_MD5_X4",
+    "IMPLEMENTATION",
+    "offset_map_build_v2",
+    "offset_map_clean_v2",
+    "offset_map_filter_v2",
+    "offset_map_get_hash",
+    "offset_map_put_hash",
+    "offset_map_put_v2",
+]
 
 IMPLEMENTATION = "python"
 #: how keys are hashed (the compiled kernel says "openssl" or "hashlib")
@@ -33,7 +44,7 @@ _OM_Q = _struct.Struct(">q")
 
 def _om_position(h: bytes, attempt: int, slots: int) -> int:
     """Byte position of probe ``attempt`` for hash ``h`` (Kafka's SkimpyOffsetMap.positionOf)."""
-    off = attempt if attempt < _OM_HASH - 4 else _OM_HASH - 4
+    off = min(_OM_HASH - 4, attempt)
     probe = _OM_I32.unpack_from(h, off)[0] + (attempt - (_OM_HASH - 4) if attempt > _OM_HASH - 4 else 0)
     probe = ((probe + 2**31) & 0xFFFFFFFF) - 2**31          # Java int arithmetic
     if probe == -2**31:
@@ -72,8 +83,8 @@ def offset_map_get_hash(table, slots: int, h: bytes) -> int:
 
 
 def _cl_records(body, count: int):
-    """Yield ``(rstart, rend, ts_pos, ts_delta, after_ts, offset_delta, key_start, klen, vlen)`` per
-    record (headers are not parsed: the record end comes from its length)."""
+    """Yield ``(buf, rstart, rend, ts_pos, ts_delta, after_ts, offset_delta, key_start, klen,
+    vlen)`` per record (headers are not parsed: the record end comes from its length)."""
     buf = body if isinstance(body, bytes) else bytes(body)
     n = len(buf)
     pos = 0
@@ -82,36 +93,28 @@ def _cl_records(body, count: int):
         if pos >= n:
             raise InvalidRecordError(f"Found invalid record structure: expected {count} records "
                                      f"but found only {i}", position=pos)
-        length, pos = read_varint(buf, pos, n, "record length")
-        if length < 0 or length > n - pos:
-            raise InvalidRecordError(f"Invalid record size: expected {length} bytes in record "
-                                     f"payload, but instead the buffer has only {n - pos} "
-                                     "remaining bytes.", position=rstart)
-        rend = pos + length
-        if pos >= rend:
-            raise InvalidRecordError("Found invalid record structure: buffer underflow reading "
-                                     "attributes", position=pos)
-        ts_pos = pos + 1
-        ts_delta, p = read_varlong(buf, ts_pos, rend, "timestamp delta")
-        after_ts = p
-        od, p = read_varint(buf, p, rend, "offset delta")
-        klen, p = read_varint(buf, p, rend, "key length")
-        kstart = p
-        if klen >= 0:
-            if klen > rend - p:
-                raise InvalidRecordError(f"Found invalid record structure: key length {klen} "
-                                         f"exceeds the {rend - p} bytes left in the record",
-                                         position=p)
-            p += klen
-        vlen, p = read_varint(buf, p, rend, "value length")
-        if vlen >= 0 and vlen > rend - p:
-            raise InvalidRecordError(f"Found invalid record structure: value length {vlen} exceeds "
-                                     f"the {rend - p} bytes left in the record", position=p)
+        rend, _len, ts_pos, ts_delta, after_ts, od, kstart, klen, _vs, vlen, _hp = _record_head(
+            buf, pos, n)
         yield buf, rstart, rend, ts_pos, ts_delta, after_ts, od, kstart, klen, vlen
         pos = rend
     if pos != n:
         raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in file "
                                  f"({n - pos} bytes after {count} records)", position=pos)
+
+
+def _kept_records(kept, nbase: int) -> bytes:
+    """The retained records ``[(record tuple of _cl_records, timestamp, ...)]`` rewritten with
+    timestamp deltas from ``nbase`` (attributes and everything after the timestamp delta copied as
+    they are; the twin of ``_kept_write``)."""
+    out = bytearray()
+    for rec, ts, *_ in kept:
+        buf, _rs, re_, tp, _tsd, at, _od, _ks, _klen, _vlen = rec
+        delta = write_varlong(_to_int64(ts - nbase))
+        out += write_varint((re_ - at) + 1 + len(delta))
+        out += buf[tp - 1:tp]
+        out += delta
+        out += buf[at:re_]
+    return bytes(out)
 
 
 def offset_map_put_v2(table, slots: int, entries: int, max_entries: int, body, count: int,
@@ -151,7 +154,7 @@ def offset_map_filter_v2(table, slots: int, body, count: int, base_offset: int, 
     tomb_kept = False
     md5 = _hashlib.md5
     for rec in _cl_records(body, count):
-        buf, rs, re_, tp, tsd, at, od, ks, klen, vlen = rec
+        buf, _rs, _re, _tp, tsd, _at, od, ks, klen, vlen = rec
         off = base_offset + od
         if off > latest_offset:
             keep = True
@@ -178,16 +181,8 @@ def offset_map_filter_v2(table, slots: int, body, count: int, base_offset: int, 
             max_ts, max_off = ts, off
     if len(kept) == count and not always_encode:
         return None, count, keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept
-    out = bytearray()
-    for rec, ts, _off in kept:
-        buf, rs, re_, tp, tsd, at, od, ks, klen, vlen = rec
-        delta = write_varlong(_to_int64(ts - nbase))
-        length = (re_ - at) + 1 + len(delta)
-        out += write_varint(length)
-        out += buf[tp - 1:tp]
-        out += delta
-        out += buf[at:re_]
-    return bytes(out), len(kept), keyless, tomb_dropped, nbase, max_ts, max_off, tomb_kept
+    return (_kept_records(kept, nbase), len(kept), keyless, tomb_dropped, nbase, max_ts, max_off,
+            tomb_kept)
 
 
 def offset_map_build_v2(table, slots: int, entries: int, max_entries: int, body, count: int,
@@ -301,7 +296,7 @@ def offset_map_clean_v2(table, slots: int, superseded, superseded_base: int, buf
             raise InvalidRecordError(f"Found invalid record structure: expected {count} records "
                                      f"in {len(recs_buf)} bytes", position=len(recs_buf))
         for rec in _cl_records(recs_buf, count):
-            b_, rs, re_, tp, tsd, at, od, ks, klen, vlen = rec
+            b_, _rs, _re, _tp, tsd, _at, od, ks, klen, vlen = rec
             off = base_offset + od
             if off > latest:
                 keep = True
@@ -343,15 +338,7 @@ def offset_map_clean_v2(table, slots: int, superseded, superseded_base: int, buf
     new_attrs = (attrs & 0x3F) | (0x40 if (need_horizon or has_horizon) else 0)
     if lat >= 0:
         max_ts = lat
-    out = bytearray()
-    for rec, ts in kept:
-        b_, rs, re_, tp, tsd, at, od, ks, klen, vlen = rec
-        delta = write_varlong(_to_int64(ts - nbase))
-        out += write_varint((re_ - at) + 1 + len(delta))
-        out += b_[tp - 1:tp]
-        out += delta
-        out += b_[at:re_]
-    out = bytes(out)
+    out = _kept_records(kept, nbase)
     if body is not None:
         return 4, out, len(kept), keyless, tomb_dropped, max_ts, max_off, nbase, new_attrs
     data = _cl_header(hdr, length=49 + len(out), attrs=new_attrs, base_ts=nbase, max_ts=max_ts,

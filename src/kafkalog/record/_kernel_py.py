@@ -6,15 +6,30 @@ the common one-byte varints.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from kafkalog.errors import InvalidRecordError
-from kafkalog.record.varint import (read_unsigned_varint, read_varint, read_varlong,
-                                    write_varint, write_varlong)
+from kafkalog.record.varint import (
+    read_varint,
+    read_varlong,
+    write_varint,
+    write_varlong,
+)
 
-__all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "encode_records_v2", "decode_records_v2",
-           "read_varint", "read_varlong", "write_varint", "write_varlong", "murmur2",
-           "partition_for_key"]
+__all__ = [
+    "IMPLEMENTATION",
+    "Record",
+    "RecordsEncoder",
+    "decode_records_v2",
+    "encode_records_v2",
+    "murmur2",
+    "partition_for_key",
+    "read_varint",
+    "read_varlong",
+    "write_varint",
+    "write_varlong",
+]
 
 IMPLEMENTATION = "python"
 
@@ -35,10 +50,10 @@ class Record:
     (encoded size incl. the length varint for v2; message size for v0/v1).
     """
 
-    __slots__ = ("offset", "timestamp", "key", "value", "_headers", "sequence", "size_in_bytes")
+    __slots__ = ("_headers", "key", "offset", "sequence", "size_in_bytes", "timestamp", "value")
 
-    def __init__(self, offset: int, timestamp: int, key: Optional[bytes], value: Optional[bytes],
-                 headers: Optional[list] = None, sequence: int = -1, size_in_bytes: int = 0) -> None:
+    def __init__(self, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+                 headers: list | None = None, sequence: int = -1, size_in_bytes: int = 0) -> None:
         self.offset = offset
         self.timestamp = timestamp
         self.key = key
@@ -70,13 +85,14 @@ class Record:
                 f"value={self.value!r}, headers={self.headers!r}, sequence={self.sequence!r}, "
                 f"size_in_bytes={self.size_in_bytes!r})")
 
-    def __eq__(self, other: object):
+    def __eq__(self, other: object) -> bool:
+        o: Any = other          # any object with the record attributes (e.g. the compiled Record)
         try:
-            return (self.offset == other.offset and self.timestamp == other.timestamp
-                    and self.key == other.key and self.value == other.value
-                    and list(self.headers) == list(other.headers)
-                    and self.sequence == other.sequence
-                    and self.size_in_bytes == other.size_in_bytes)
+            return (self.offset == o.offset and self.timestamp == o.timestamp
+                    and self.key == o.key and self.value == o.value
+                    and list(self.headers) == list(o.headers)
+                    and self.sequence == o.sequence
+                    and self.size_in_bytes == o.size_in_bytes)
         except AttributeError:
             return NotImplemented
 
@@ -109,6 +125,95 @@ def _int64(v, what: str) -> int:
     return v
 
 
+def _varint_at(buf, pos: int, end: int, what: str) -> tuple:
+    """``read_varint`` with the one-byte form inline (the common case)."""
+    if pos < end and buf[pos] < 0x80:
+        b = buf[pos]
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return read_varint(buf, pos, end, what)
+
+
+def _record_head(buf, pos: int, n: int) -> tuple:
+    """Parse the v2 record at ``pos`` up to its header count (Kafka's DefaultRecord.readFrom
+    checks; the twin of ``_rd_record_head`` in ``_wire.pxd``). Returns ``(rend, length, ts_pos,
+    ts_delta, after_ts, offset_delta, kstart, klen, vstart, vlen, hpos)``; raises
+    :class:`InvalidRecordError` positioned in ``buf``."""
+    rstart = pos
+    length, pos = _varint_at(buf, pos, n, "record length")
+    if length < 0 or length > n - pos:
+        raise InvalidRecordError(
+            f"Invalid record size: expected {length} bytes in record payload, but instead "
+            f"the buffer has only {n - pos} remaining bytes.", position=rstart)
+    rend = pos + length
+    if pos >= rend:
+        raise InvalidRecordError("Found invalid record structure: buffer underflow reading "
+                                 "attributes", position=pos)
+    ts_pos = pos + 1
+    if ts_pos < rend and buf[ts_pos] < 0x80:
+        b = buf[ts_pos]
+        ts_delta, pos = (b >> 1) ^ -(b & 1), ts_pos + 1
+    else:
+        ts_delta, pos = read_varlong(buf, ts_pos, rend, "timestamp delta")
+    after_ts = pos
+    offset_delta, pos = _varint_at(buf, pos, rend, "offset delta")
+    klen, pos = _varint_at(buf, pos, rend, "key length")
+    kstart = pos
+    if klen >= 0:
+        if klen > rend - pos:
+            raise InvalidRecordError(
+                f"Found invalid record structure: key length {klen} exceeds the "
+                f"{rend - pos} bytes left in the record", position=pos)
+        pos += klen
+    vlen, pos = _varint_at(buf, pos, rend, "value length")
+    vstart = pos
+    if vlen >= 0:
+        if vlen > rend - pos:
+            raise InvalidRecordError(
+                f"Found invalid record structure: value length {vlen} exceeds the "
+                f"{rend - pos} bytes left in the record", position=pos)
+        pos += vlen
+    return (rend, length, ts_pos, ts_delta, after_ts, offset_delta, kstart, klen, vstart, vlen,
+            pos)
+
+
+def _record_headers(buf, pos: int, rend: int) -> tuple:
+    """The header section at ``pos``: ``(None or [(str, bytes | None)], end position)`` (the twin
+    of ``_rd_headers`` in ``_wire.pxd``)."""
+    nheaders, pos = _varint_at(buf, pos, rend, "header count")
+    if nheaders == 0:
+        return None, pos
+    if nheaders < 0:
+        raise InvalidRecordError(f"Found invalid number of record headers {nheaders}",
+                                 position=pos)
+    if nheaders > rend - pos:
+        raise InvalidRecordError(
+            f"Found invalid number of record headers. {nheaders} is larger than the "
+            f"remaining size of the buffer", position=pos)
+    headers = []
+    for _ in range(nheaders):
+        hklen, pos = read_varint(buf, pos, rend, "header key length")
+        if hklen < 0:
+            raise InvalidRecordError(f"Invalid negative header key size {hklen}", position=pos)
+        if hklen > rend - pos:
+            raise InvalidRecordError(
+                f"Found invalid record structure: header key length {hklen} exceeds the "
+                f"{rend - pos} bytes left in the record", position=pos)
+        hkey = bytes(buf[pos:pos + hklen]).decode("utf-8", "replace")
+        pos += hklen
+        hvlen, pos = read_varint(buf, pos, rend, "header value length")
+        if hvlen >= 0:
+            if hvlen > rend - pos:
+                raise InvalidRecordError(
+                    f"Found invalid record structure: header value length {hvlen} exceeds "
+                    f"the {rend - pos} bytes left in the record", position=pos)
+            hvalue = bytes(buf[pos:pos + hvlen])
+            pos += hvlen
+        else:
+            hvalue = None
+        headers.append((hkey, hvalue))
+    return headers, pos
+
+
 def decode_records_v2(body, count: int, base_offset: int, base_timestamp: int,
                       base_sequence: int, log_append_time: int) -> list:
     """Decode ``count`` v2 records from ``body`` (the uncompressed records of one batch).
@@ -130,7 +235,7 @@ def decode_records_v2(body, count: int, base_offset: int, base_timestamp: int,
     if count > n // 7:
         raise InvalidRecordError(
             f"Found invalid record structure: expected {count} records in {n} bytes", position=n)
-    out = []
+    out: list[Record] = []
     append = out.append
     pos = 0
     for i in range(count):
@@ -139,101 +244,15 @@ def decode_records_v2(body, count: int, base_offset: int, base_timestamp: int,
             raise InvalidRecordError(
                 f"Found invalid record structure: expected {count} records but found only {i}",
                 position=pos)
-        b = buf[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
+        (rend, length, _ts_pos, ts_delta, _after_ts, offset_delta, kstart, klen, vstart, vlen,
+         pos) = _record_head(buf, pos, n)
+        key = buf[kstart:kstart + klen] if klen >= 0 else None
+        value = buf[vstart:vstart + vlen] if vlen >= 0 else None
+        if pos + 1 == rend and buf[pos] == 0:     # no headers: the common case
+            headers = None
+            pos = rend
         else:
-            length, pos = read_varint(buf, pos, n, "record length")
-        if length < 0 or length > n - pos:
-            raise InvalidRecordError(
-                f"Invalid record size: expected {length} bytes in record payload, but instead "
-                f"the buffer has only {n - pos} remaining bytes.", position=rstart)
-        rend = pos + length
-        if pos >= rend:
-            raise InvalidRecordError("Found invalid record structure: buffer underflow reading "
-                                     "attributes", position=pos)
-        pos += 1
-        # timestamp delta
-        if pos < rend and buf[pos] < 0x80:
-            b = buf[pos]
-            ts_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            ts_delta, pos = read_varlong(buf, pos, rend, "timestamp delta")
-        if pos < rend and buf[pos] < 0x80:
-            b = buf[pos]
-            offset_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            offset_delta, pos = read_varint(buf, pos, rend, "offset delta")
-        if pos < rend and buf[pos] < 0x80:
-            b = buf[pos]
-            klen = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            klen, pos = read_varint(buf, pos, rend, "key length")
-        if klen >= 0:
-            if klen > rend - pos:
-                raise InvalidRecordError(
-                    f"Found invalid record structure: key length {klen} exceeds the "
-                    f"{rend - pos} bytes left in the record", position=pos)
-            key = buf[pos:pos + klen]
-            pos += klen
-        else:
-            key = None
-        if pos < rend and buf[pos] < 0x80:
-            b = buf[pos]
-            vlen = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            vlen, pos = read_varint(buf, pos, rend, "value length")
-        if vlen >= 0:
-            if vlen > rend - pos:
-                raise InvalidRecordError(
-                    f"Found invalid record structure: value length {vlen} exceeds the "
-                    f"{rend - pos} bytes left in the record", position=pos)
-            value = buf[pos:pos + vlen]
-            pos += vlen
-        else:
-            value = None
-        if pos < rend and buf[pos] == 0:
-            nheaders = 0
-            pos += 1
-        else:
-            nheaders, pos = read_varint(buf, pos, rend, "header count")
-        headers = None
-        if nheaders:
-            if nheaders < 0:
-                raise InvalidRecordError(f"Found invalid number of record headers {nheaders}",
-                                         position=pos)
-            if nheaders > rend - pos:
-                raise InvalidRecordError(
-                    f"Found invalid number of record headers. {nheaders} is larger than the "
-                    f"remaining size of the buffer", position=pos)
-            headers = []
-            for _ in range(nheaders):
-                hklen, pos = read_varint(buf, pos, rend, "header key length")
-                if hklen < 0:
-                    raise InvalidRecordError(f"Invalid negative header key size {hklen}",
-                                             position=pos)
-                if hklen > rend - pos:
-                    raise InvalidRecordError(
-                        f"Found invalid record structure: header key length {hklen} exceeds the "
-                        f"{rend - pos} bytes left in the record", position=pos)
-                hkey = buf[pos:pos + hklen].decode("utf-8", "replace")
-                pos += hklen
-                hvlen, pos = read_varint(buf, pos, rend, "header value length")
-                if hvlen >= 0:
-                    if hvlen > rend - pos:
-                        raise InvalidRecordError(
-                            f"Found invalid record structure: header value length {hvlen} exceeds "
-                            f"the {rend - pos} bytes left in the record", position=pos)
-                    hvalue = buf[pos:pos + hvlen]
-                    pos += hvlen
-                else:
-                    hvalue = None
-                headers.append((hkey, hvalue))
+            headers, pos = _record_headers(buf, pos, rend)
         if pos != rend:
             raise InvalidRecordError(
                 f"Invalid record size: expected to read {length} bytes in record payload, but "
@@ -264,7 +283,7 @@ def _as_bytes_like(x):
     return bytes(memoryview(x))
 
 
-def _normalise_headers(headers) -> Optional[list]:
+def _normalise_headers(headers) -> list | None:
     if not headers:
         return None
     out = []
@@ -314,7 +333,7 @@ def _encode_one(out: bytearray, key, value, ts_delta: int, offset_delta: int, he
 
 
 def encode_records_v2(records: Iterable, base_timestamp: int,
-                      offset_deltas: Optional[Sequence[int]] = None) -> bytes:
+                      offset_deltas: Sequence[int] | None = None) -> bytes:
     """Encode ``records`` (sequence of ``(key, value, timestamp, headers)``) as v2 record bodies.
 
     Offset delta ``i`` (or ``offset_deltas[i]``); timestamp deltas relative to ``base_timestamp``.
@@ -343,18 +362,18 @@ class RecordsEncoder:
     and returns its encoded size; ``finish() -> bytes`` returns the concatenated bodies.
     """
 
-    def __init__(self, base_timestamp: Optional[int] = None, base_offset: int = 0) -> None:
+    def __init__(self, base_timestamp: int | None = None, base_offset: int = 0) -> None:
         self._buf = bytearray()
         self._count = 0
         self._max_ts = -1
         self._last_delta = -1
         self._base_ts = None if base_timestamp is None else _int64(base_timestamp, "base_timestamp")
         self._base_offset = _int64(base_offset, "base_offset")
-        self._last_offset: Optional[int] = None
+        self._last_offset: int | None = None
         self._offset_of_max = -1
 
-    def append_record(self, key, value, timestamp: Optional[int] = -1, headers=None,
-                      offset: Optional[int] = None) -> None:
+    def append_record(self, key, value, timestamp: int | None = -1, headers=None,
+                      offset: int | None = None) -> None:
         """``BatchBuilder.append`` for v2 data batches, with Kafka's MemoryRecordsBuilder checks
         (offsets increase and are >= ``base_offset``; timestamp None/-1 = none, other negatives
         refused). Tracks ``last_offset`` and ``offset_of_max_timestamp``."""
@@ -387,7 +406,7 @@ class RecordsEncoder:
         return self._base_offset
 
     @property
-    def last_offset(self) -> Optional[int]:
+    def last_offset(self) -> int | None:
         """The last offset appended with ``append_record`` (None before the first)."""
         return self._last_offset
 
@@ -396,7 +415,7 @@ class RecordsEncoder:
         """The offset of the first record with the max timestamp (``append_record``; -1 if none)."""
         return self._offset_of_max
 
-    def append(self, key, value, timestamp: int, headers=None, offset_delta: Optional[int] = None) -> int:
+    def append(self, key, value, timestamp: int, headers=None, offset_delta: int | None = None) -> int:
         ts = _int64(timestamp, "timestamp")
         if offset_delta is None:
             if self._count > _INT32_MAX:
@@ -408,10 +427,8 @@ class RecordsEncoder:
             self._base_ts = ts
         size = _encode_one(self._buf, key, value, _to_int64(ts - self._base_ts), od, headers)
         self._count += 1
-        if ts > self._max_ts:
-            self._max_ts = ts
-        if od > self._last_delta:
-            self._last_delta = od
+        self._max_ts = max(self._max_ts, ts)
+        self._last_delta = max(self._last_delta, od)
         return size
 
     def finish(self) -> bytes:
@@ -426,7 +443,7 @@ class RecordsEncoder:
         return len(self._buf)
 
     @property
-    def base_timestamp(self) -> Optional[int]:
+    def base_timestamp(self) -> int | None:
         return self._base_ts
 
     @property

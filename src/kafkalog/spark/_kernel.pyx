@@ -120,7 +120,7 @@ def decode_columns_v2(body, Py_ssize_t count, base_offset, base_timestamp, log_a
             if pos != rend:
                 raise InvalidRecordError(
                     f"Invalid record size: expected to read {length} bytes in record payload, but "
-                    f"instead read {pos - (rend - length)}", position=rstart)
+                    f"instead read {pos - (rend - length)}", position=pos)
             off = c_base_offset + offset_delta
             if off < c_min or off >= c_max:
                 continue

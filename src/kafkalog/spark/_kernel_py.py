@@ -8,11 +8,15 @@ Same API and behaviour as the compiled ``_kernel.pyx`` (tests/spark/test_kernel_
 from __future__ import annotations
 
 import struct as _struct
-from typing import Optional
 
 from kafkalog.errors import InvalidRecordError
-from kafkalog.record._kernel_py import _encode_one, _murmur2, _to_int64
-from kafkalog.record.varint import read_varint, read_varlong
+from kafkalog.record._kernel_py import (
+    _encode_one,
+    _murmur2,
+    _record_head,
+    _record_headers,
+    _to_int64,
+)
 
 __all__ = ["IMPLEMENTATION", "decode_columns_v2", "encode_columns_v2", "murmur2_partitions",
            "partition_groups"]
@@ -47,59 +51,13 @@ def decode_columns_v2(body, count: int, base_offset: int, base_timestamp: int,
     pos = 0
     appended = 0
     for _ in range(count):
-        start = pos
-        length, pos = read_varint(buf, pos)
-        rec_end = pos + length
-        if length < 0 or rec_end > end:
-            raise InvalidRecordError(f"Invalid record size: expected {length} bytes in record "
-                                     f"payload, but instead the buffer has only {end - pos} "
-                                     "remaining bytes.", position=start)
-        if pos >= rec_end:
-            raise InvalidRecordError("Found invalid record structure: buffer underflow reading "
-                                     "attributes", position=pos)
-        pos += 1
-        ts_delta, pos = read_varlong(buf, pos)
-        off_delta, pos = read_varint(buf, pos)
-        klen, pos = read_varint(buf, pos)
-        kpos = pos
-        if klen >= 0:
-            if klen > rec_end - pos:
-                raise InvalidRecordError(f"Found invalid record structure: key length {klen} "
-                                         f"exceeds the {rec_end - pos} bytes left in the record",
-                                         position=pos)
-            pos += klen
-        vlen, pos = read_varint(buf, pos)
-        vpos = pos
-        if vlen >= 0:
-            if vlen > rec_end - pos:
-                raise InvalidRecordError(f"Found invalid record structure: value length {vlen} "
-                                         f"exceeds the {rec_end - pos} bytes left in the record",
-                                         position=pos)
-            pos += vlen
-        nh, pos = read_varint(buf, pos)
-        if nh < 0 or nh > rec_end - pos:
-            raise InvalidRecordError(f"Invalid number of headers {nh}", position=pos)
-        hdrs = None
-        if nh:
-            hdrs = []
-            for _h in range(nh):
-                hk, pos = read_varint(buf, pos)
-                if hk < 0 or hk > rec_end - pos:
-                    raise InvalidRecordError(f"Invalid header key length {hk}", position=pos)
-                hkey = bytes(buf[pos:pos + hk]).decode("utf-8", "replace")
-                pos += hk
-                hv, pos = read_varint(buf, pos)
-                hval = None
-                if hv >= 0:
-                    if hv > rec_end - pos:
-                        raise InvalidRecordError(f"Invalid header value length {hv}", position=pos)
-                    hval = bytes(buf[pos:pos + hv])
-                    pos += hv
-                hdrs.append((hkey, hval))
+        (rec_end, length, _ts_pos, ts_delta, _after_ts, off_delta, kpos, klen, vpos, vlen,
+         pos) = _record_head(buf, pos, end)
+        hdrs, pos = _record_headers(buf, pos, rec_end)
         if pos != rec_end:
             raise InvalidRecordError(f"Invalid record size: expected to read {length} bytes in "
                                      f"record payload, but instead read {pos - (rec_end - length)}",
-                                     position=start)
+                                     position=pos)
         offset = base_offset + off_delta
         if offset < min_offset or offset >= max_offset:
             continue
@@ -152,7 +110,7 @@ def _col_ts(col, i: int, default: int) -> int:
 
 
 def encode_columns_v2(rows, n: int, key, value, timestamps, default_timestamp: int, headers,
-                      max_batch_bytes: int, out: Optional[bytearray] = None) -> list:
+                      max_batch_bytes: int, out: bytearray | None = None) -> list:
     """Encode ``n`` rows of Arrow columns as v2 record bodies, split into producer-sized chunks.
 
     ``rows``: None (rows ``0..n-1``) or a buffer of ``n`` native int64 row indices, in output
@@ -193,8 +151,7 @@ def encode_columns_v2(rows, n: int, key, value, timestamps, default_timestamp: i
             _encode_one(rec, k, v, 0, 0, hdrs)
         body += rec
         count += 1
-        if ts > max_ts:
-            max_ts = ts
+        max_ts = max(max_ts, ts)
     if count:
         chunks.append((bytes(body), count, base_ts, max_ts))
     if out is None:
@@ -204,10 +161,10 @@ def encode_columns_v2(rows, n: int, key, value, timestamps, default_timestamp: i
         out.extend(bytes(total - len(out)))
     view = memoryview(out)
     result, pos = [], 0
-    for body, count, base_ts, max_ts in chunks:
-        view[pos:pos + len(body)] = body
-        result.append((view[pos:pos + len(body)], count, base_ts, max_ts))
-        pos += len(body)
+    for chunk, count, base_ts, max_ts in chunks:
+        view[pos:pos + len(chunk)] = chunk
+        result.append((view[pos:pos + len(chunk)], count, base_ts, max_ts))
+        pos += len(chunk)
     return result
 
 
@@ -222,7 +179,7 @@ def partition_groups(parts, n: int, num_partitions: int):
     view = memoryview(parts).cast("B")
     if len(view) < 4 * n:
         raise ValueError(f"parts buffer holds {len(view) // 4} partitions, need {n}")
-    groups = [[] for _ in range(num_partitions)]
+    groups: list[list[int]] = [[] for _ in range(num_partitions)]
     for i in range(n):
         q = _COL_I.unpack_from(view, 4 * i)[0]
         if not 0 <= q < num_partitions:
