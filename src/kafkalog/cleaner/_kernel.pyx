@@ -229,6 +229,30 @@ cdef inline unsigned char* _kept_write(unsigned char* w, const unsigned char* p,
     return w
 
 
+cdef inline int _cl_keep(const unsigned char* p, _ClRec* r, int64_t off, int64_t latest,
+                         const unsigned char* t, int64_t slots, const unsigned char* bm,
+                         int64_t nbits, int64_t superseded_base, bint retain_deletes,
+                         _Kept* k) except -1:
+    """1 when the record ``r`` at offset ``off`` is retained, else 0 (Kafka's
+    ``shouldRetainRecord``): past ``latest`` always; keyless never (counted); superseded in the
+    bitmap ``bm`` (may be NULL) never; else the latest of its key, a tombstone only while
+    ``retain_deletes``."""
+    cdef unsigned char h[16]
+    cdef int64_t rel
+    if off > latest:
+        return 1
+    if r.klen < 0:
+        k.keyless += 1
+        return 0
+    rel = off - superseded_base
+    if bm != NULL and 0 <= rel < nbits and (bm[rel >> 3] >> (rel & 7)) & 1:
+        return 0                # a later record of the cleaned range has its key
+    if r.vlen < 0 and not retain_deletes:
+        return 0
+    _cl_hash(p + r.kstart, r.klen, h)
+    return off >= _cl_get(t, slots, h)
+
+
 def offset_map_put_hash(bytearray table, int64_t slots, h, int64_t offset):
     """See ``_kernel_py.offset_map_put_hash``."""
     cdef bytes hb = bytes(h)
@@ -316,14 +340,7 @@ def offset_map_filter_v2(bytearray table, int64_t slots, body, Py_ssize_t count,
         for i in range(count):
             _cl_parse(p, n, &pos, i, count, &r)
             off = base_offset + r.offset_delta
-            if off > latest_offset:
-                keep = True
-            elif r.klen < 0:
-                k.keyless += 1
-                keep = False
-            else:
-                _cl_hash(p + r.kstart, r.klen, h)
-                keep = off >= _cl_get(t, slots, h) and (r.vlen >= 0 or retain_deletes)
+            keep = _cl_keep(p, &r, off, latest_offset, t, slots, NULL, 0, 0, retain_deletes, &k)
             if log_append_time >= 0:
                 ts = log_append_time
             else:
@@ -713,19 +730,8 @@ def offset_map_clean_v2(bytearray table, int64_t slots, bytearray superseded,
             for i in range(count):
                 _cl_parse(p, n, &pos, i, count, &r)
                 off = base_offset + r.offset_delta
-                if off > latest:
-                    keep = True
-                elif r.klen < 0:
-                    k.keyless += 1
-                    keep = False
-                else:
-                    rel = off - superseded_base
-                    if bm != NULL and 0 <= rel < nbits and (bm[rel >> 3] >> (rel & 7)) & 1:
-                        keep = False            # a later record of the cleaned range has its key
-                    else:
-                        _cl_hash(p + r.kstart, r.klen, h)
-                        keep = off >= _cl_get(t, slots, h)
-                    keep = keep and (r.vlen >= 0 or retain_deletes)
+                keep = _cl_keep(p, &r, off, latest, t, slots, bm, nbits, superseded_base,
+                                retain_deletes, &k)
                 ts = lat if lat >= 0 else <int64_t>(<uint64_t>base_ts + <uint64_t>r.ts_delta)
                 _kept_note(&k, &r, keep, ts, off)
             if pos != n:

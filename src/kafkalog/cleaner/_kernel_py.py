@@ -117,6 +117,26 @@ def _kept_records(kept, nbase: int) -> bytes:
     return bytes(out)
 
 
+def _cl_keep(rec, off: int, latest: int, table, slots: int, superseded, superseded_base: int,
+             retain_deletes: bool) -> bool:
+    """Whether the record ``rec`` (of :func:`_cl_records`) at offset ``off`` is retained (Kafka's
+    ``shouldRetainRecord``; the twin of ``_cl_keep``): past ``latest`` always; keyless never;
+    superseded in the bitmap ``superseded`` (or None) never; else the latest of its key, a
+    tombstone only while ``retain_deletes``. Keyless records are counted by the caller."""
+    buf, _rs, _re, _tp, _tsd, _at, _od, ks, klen, vlen = rec
+    if off > latest:
+        return True
+    if klen < 0:
+        return False
+    rel = off - superseded_base
+    if superseded is not None and 0 <= rel < len(superseded) * 8 \
+            and (superseded[rel >> 3] >> (rel & 7)) & 1:
+        return False
+    if vlen < 0 and not retain_deletes:
+        return False
+    return off >= offset_map_get_hash(table, slots, _hashlib.md5(buf[ks:ks + klen]).digest())
+
+
 def offset_map_put_v2(table, slots: int, entries: int, max_entries: int, body, count: int,
                       base_offset: int, start_offset: int) -> tuple:
     """Map building for one v2 batch body: ``put(md5(key), offset)`` for every keyed record with
@@ -152,18 +172,12 @@ def offset_map_filter_v2(table, slots: int, body, count: int, base_offset: int, 
     keyless = 0
     tomb_dropped = 0
     tomb_kept = False
-    md5 = _hashlib.md5
     for rec in _cl_records(body, count):
-        buf, _rs, _re, _tp, tsd, _at, od, ks, klen, vlen = rec
+        _buf, _rs, _re, _tp, tsd, _at, od, _ks, klen, vlen = rec
         off = base_offset + od
-        if off > latest_offset:
-            keep = True
-        elif klen < 0:
+        keep = _cl_keep(rec, off, latest_offset, table, slots, None, 0, retain_deletes)
+        if klen < 0 and off <= latest_offset:
             keyless += 1
-            keep = False
-        else:
-            found = offset_map_get_hash(table, slots, md5(buf[ks:ks + klen]).digest())
-            keep = off >= found and (vlen >= 0 or retain_deletes)
         if keep:
             ts = log_append_time if log_append_time >= 0 else _to_int64(base_timestamp + tsd)
             kept.append((rec, ts, off))
@@ -285,8 +299,6 @@ def offset_map_clean_v2(table, slots: int, superseded, superseded_base: int, buf
         latest = latest_offset
         retain_deletes = not has_horizon or current_time < base_ts
     recs_buf = bytes(buf[position + 61:position + size]) if body is None else bytes(body)
-    nbits = len(superseded) * 8 if superseded is not None else 0
-    md5 = _hashlib.md5
     kept = []
     keyless = tomb_dropped = 0
     tomb_kept = False
@@ -296,20 +308,12 @@ def offset_map_clean_v2(table, slots: int, superseded, superseded_base: int, buf
             raise InvalidRecordError(f"Found invalid record structure: expected {count} records "
                                      f"in {len(recs_buf)} bytes", position=len(recs_buf))
         for rec in _cl_records(recs_buf, count):
-            b_, _rs, _re, _tp, tsd, _at, od, ks, klen, vlen = rec
+            _b, _rs, _re, _tp, tsd, _at, od, _ks, klen, vlen = rec
             off = base_offset + od
-            if off > latest:
-                keep = True
-            elif klen < 0:
+            keep = _cl_keep(rec, off, latest, table, slots, superseded, superseded_base,
+                            retain_deletes)
+            if klen < 0 and off <= latest:
                 keyless += 1
-                keep = False
-            else:
-                rel = off - superseded_base
-                if superseded is not None and 0 <= rel < nbits and (superseded[rel >> 3] >> (rel & 7)) & 1:
-                    keep = False
-                else:
-                    keep = off >= offset_map_get_hash(table, slots, md5(b_[ks:ks + klen]).digest())
-                keep = keep and (vlen >= 0 or retain_deletes)
             if keep:
                 ts = lat if lat >= 0 else _to_int64(base_ts + tsd)
                 kept.append((rec, ts))
