@@ -12,17 +12,21 @@ Set ``KAFKALOG_NO_EXTENSIONS=1`` to skip the build entirely.
 """
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-#: (module, source) of every compiled kernel; the module names match ``KERNELS`` of
-#: ``kafkalog.record.kernel_selection``
-KERNEL_SOURCES = [
-    ("kafkalog.record._kernel", "src/kafkalog/record/_kernel.pyx"),
-    ("kafkalog.cleaner._kernel", "src/kafkalog/cleaner/_kernel.pyx"),
-    ("kafkalog.spark._kernel", "src/kafkalog/spark/_kernel.pyx"),
-]
+HERE = Path(__file__).resolve().parent
+
+
+def kernel_sources():
+    """``(module, source)`` of every compiled kernel: each ``.pyx`` under ``src/kafkalog`` (their
+    pairs with the pure-Python twins are listed in ``KERNELS`` of
+    ``kafkalog.record.kernel_selection``, so a new kernel is one line there)."""
+    src = HERE / "src"
+    return [(".".join(pyx.relative_to(src).with_suffix("").parts), pyx.relative_to(HERE).as_posix())
+            for pyx in sorted((src / "kafkalog").rglob("*.pyx"))]
 
 
 class OptionalBuildExt(build_ext):
@@ -57,7 +61,7 @@ def extensions():
                          "kernels.\n")
         return []
     exts = [Extension(name, [source], extra_compile_args=["-O3"])
-            for name, source in KERNEL_SOURCES]
+            for name, source in kernel_sources()]
     return cythonize(
         exts,
         include_path=["src"],
