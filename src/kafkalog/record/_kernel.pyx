@@ -35,6 +35,9 @@ from kafkalog.errors import InvalidRecordError
 cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
 
+cdef extern from *:
+    void __builtin_prefetch(const void* p) noexcept nogil
+
 IMPLEMENTATION = "cython"
 
 __all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "encode_records_v2", "decode_records_v2",
@@ -268,6 +271,8 @@ def decode_records_v2(body, Py_ssize_t count, base_offset, base_timestamp, base_
                     f"Found invalid record structure: expected {count} records but found only {i}",
                     position=pos)
             _rd_record_head(p, n, pos, &r)
+            if r.rend + 1024 < n:
+                __builtin_prefetch(p + r.rend + 1024)    # the records ahead (a stream from RAM)
             if r.hpos + 1 == r.rend and p[r.hpos] == 0:   # no headers: the common case
                 headers = None
                 pos = r.rend
