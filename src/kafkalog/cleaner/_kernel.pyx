@@ -18,6 +18,7 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memcmp
 
 from kafkalog.record._wire cimport (
+    _check_consumed, _check_count,
     RecordHead, _rd_i32, _rd_i64, _rd_record_head, _size_varint, _size_varlong, _wr_i32, _wr_i64,
     _wr_varint, _wr_varlong)
 
@@ -300,9 +301,7 @@ def offset_map_put_v2(bytearray table, int64_t slots, int64_t entries, int64_t m
                 entries += _cl_put(t, slots, h, off)
                 last = off
             read += 1
-        if pos != n:
-            raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in "
-                                     f"file ({n - pos} bytes after {count} records)", position=pos)
+        _check_consumed(pos, n, count)
     finally:
         PyBuffer_Release(&view)
     return entries, last, read, False
@@ -333,9 +332,7 @@ def offset_map_filter_v2(bytearray table, int64_t slots, body, Py_ssize_t count,
     try:
         p = <const unsigned char*>view.buf
         n = view.len
-        if count > n // 7 + 1:
-            raise InvalidRecordError(f"Found invalid record structure: expected {count} records "
-                                     f"in {n} bytes", position=n)
+        _check_count(count, n, 1)
         _kept_open(&k, count)
         for i in range(count):
             _cl_parse(p, n, &pos, i, count, &r)
@@ -346,9 +343,7 @@ def offset_map_filter_v2(bytearray table, int64_t slots, body, Py_ssize_t count,
             else:
                 ts = <int64_t>(<uint64_t>base_timestamp + <uint64_t>r.ts_delta)
             _kept_note(&k, &r, keep, ts, off)
-        if pos != n:
-            raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in "
-                                     f"file ({n - pos} bytes after {count} records)", position=pos)
+        _check_consumed(pos, n, count)
         if k.n == 0:
             return None, 0, k.keyless, k.tomb_dropped, -1, -1, -1, False
         nbase = k.tss[0] if new_base_timestamp is None else <int64_t>new_base_timestamp
@@ -627,9 +622,7 @@ def offset_map_build_v2(bytearray table, int64_t slots, int64_t entries, int64_t
                 last = off
             read += 1
             i += 1
-        if pos != n:
-            raise InvalidRecordError(f"Incorrect declared batch size, records still remaining in "
-                                     f"file ({n - pos} bytes after {count} records)", position=pos)
+        _check_consumed(pos, n, count)
     finally:
         PyBuffer_Release(&view)
     return entries, last, read, False
@@ -723,9 +716,7 @@ def offset_map_clean_v2(bytearray table, int64_t slots, bytearray superseded,
             n = size - 61
             hdr = 61
         try:
-            if count > n // 7 + 1:
-                raise InvalidRecordError(f"Found invalid record structure: expected {count} "
-                                         f"records in {n} bytes", position=n)
+            _check_count(count, n, 1)
             _kept_open(&k, count)
             for i in range(count):
                 _cl_parse(p, n, &pos, i, count, &r)
@@ -734,10 +725,7 @@ def offset_map_clean_v2(bytearray table, int64_t slots, bytearray superseded,
                                 retain_deletes, &k)
                 ts = lat if lat >= 0 else <int64_t>(<uint64_t>base_ts + <uint64_t>r.ts_delta)
                 _kept_note(&k, &r, keep, ts, off)
-            if pos != n:
-                raise InvalidRecordError(f"Incorrect declared batch size, records still remaining "
-                                         f"in file ({n - pos} bytes after {count} records)",
-                                         position=pos)
+            _check_consumed(pos, n, count)
         except InvalidRecordError as e:
             if e.position is not None:          # positions in ``buf`` (as if uncompressed)
                 e.position += position + 61

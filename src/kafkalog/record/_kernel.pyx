@@ -26,6 +26,7 @@ from libc.string cimport memcpy
 cimport cython
 
 from kafkalog.record._wire cimport (
+    _check_consumed, _check_count,
     INT32_MAX, RecordHead, _as_int32, _as_int64, _invalid_record, _murmur2, _next_sequence,
     _rd_headers, _rd_record_head, _rd_varint, _rd_varlong, _record_body_size, _size_varint, _varint_error,
     _wr_record_head, _wr_varint, _wr_varlong)
@@ -260,10 +261,7 @@ def decode_records_v2(body, Py_ssize_t count, base_offset, base_timestamp, base_
     try:
         p = <const unsigned char*>view.buf
         n = view.len
-        if count > n // 7:  # a v2 record takes at least 7 bytes
-            raise InvalidRecordError(
-                f"Found invalid record structure: expected {count} records in {n} bytes",
-                position=n)
+        _check_count(count, n, 0)
         out = PyList_New(count)
         for i in range(count):
             if pos >= n:
@@ -294,10 +292,7 @@ def decode_records_v2(body, Py_ssize_t count, base_offset, base_timestamp, base_
             rec.size_in_bytes = r.rend - r.rstart
             Py_INCREF(rec)
             PyList_SET_ITEM(out, i, rec)
-        if pos != n:
-            raise InvalidRecordError(
-                f"Incorrect declared batch size, records still remaining in file "
-                f"({n - pos} bytes after {count} records)", position=pos)
+        _check_consumed(pos, n, count)
         return out
     finally:
         PyBuffer_Release(&view)

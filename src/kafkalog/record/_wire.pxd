@@ -54,6 +54,25 @@ cdef inline int32_t _as_int32(object value, str what) except? -1:
     return <int32_t>r
 
 
+cdef inline int _check_count(Py_ssize_t count, Py_ssize_t n, Py_ssize_t slack) except -1:
+    """Refuse a negative record ``count`` and one that ``n`` bytes cannot hold (a v2 record takes
+    at least 7 bytes; ``slack`` more records are tolerated)."""
+    if count < 0:
+        raise _invalid_record(f"Invalid negative record count {count}", 0)
+    if count > n // 7 + slack:
+        raise _invalid_record(
+            f"Found invalid record structure: expected {count} records in {n} bytes", n)
+    return 0
+
+
+cdef inline int _check_consumed(Py_ssize_t pos, Py_ssize_t n, Py_ssize_t count) except -1:
+    """Refuse bytes left after the ``count`` declared records (Kafka's "records still remaining")."""
+    if pos != n:
+        raise _invalid_record(f"Incorrect declared batch size, records still remaining in file "
+                              f"({n - pos} bytes after {count} records)", pos)
+    return 0
+
+
 # --------------------------------------------------------------------------------------------------
 # varints
 

@@ -17,6 +17,7 @@ from libc.stdlib cimport malloc, free, realloc
 from libc.string cimport memcpy
 
 from kafkalog.record._wire cimport (
+    _check_consumed, _check_count,
     RecordHead, _as_int64, _murmur2, _rd_headers, _rd_record_head, _record_body_size, _size_varint,
     _wr_record_head)
 
@@ -82,10 +83,7 @@ def decode_columns_v2(body, Py_ssize_t count, base_offset, base_timestamp, log_a
     try:
         p = <const unsigned char*>view.buf
         n = view.len
-        if count > n // 7:  # a v2 record takes at least 7 bytes
-            raise InvalidRecordError(
-                f"Found invalid record structure: expected {count} records in {n} bytes",
-                position=n)
+        _check_count(count, n, 0)
         # reserve the most this body can add, write through pointers, trim in `finally`
         PyByteArray_Resize(offsets, s_off + 8 * count)
         PyByteArray_Resize(timestamps, s_ts + 8 * count)
@@ -144,9 +142,7 @@ def decode_columns_v2(body, Py_ssize_t count, base_offset, base_timestamp, log_a
             if want_headers:
                 headers.append(hdrs)
             appended += 1
-        if pos != n:
-            raise InvalidRecordError(
-                "Incorrect declared batch size, records still remaining in file", position=pos)
+        _check_consumed(pos, n, count)
         return appended
     finally:
         PyBuffer_Release(&view)
