@@ -112,20 +112,6 @@ cdef inline bint _cl_empty(const unsigned char* e) noexcept nogil:
     return True
 
 
-cdef inline int _cl_put(unsigned char* t, int64_t slots, const unsigned char* h, int64_t offset) noexcept nogil:
-    cdef int64_t attempt = 0
-    cdef Py_ssize_t pos = _cl_pos(h, 0, slots)
-    while not _cl_empty(t + pos):
-        if memcmp(t + pos, h, 16) == 0:
-            _wr_i64(t + pos + 16, offset)
-            return 0
-        attempt += 1
-        pos = _cl_pos(h, attempt, slots)
-    memcpy(t + pos, h, 16)
-    _wr_i64(t + pos + 16, offset)
-    return 1
-
-
 cdef inline int64_t _cl_get(const unsigned char* t, int64_t slots, const unsigned char* h) noexcept nogil:
     cdef int64_t max_attempts = slots + 12
     cdef int64_t attempt = 0
@@ -377,6 +363,12 @@ cdef inline int _cl_put_old(unsigned char* t, int64_t slots, const unsigned char
     _wr_i64(t + pos + 16, offset)
     old[0] = -1
     return 1
+
+
+cdef inline int _cl_put(unsigned char* t, int64_t slots, const unsigned char* h, int64_t offset) noexcept nogil:
+    """Put ``h -> offset``; 1 when a new entry was added, else 0."""
+    cdef int64_t old
+    return _cl_put_old(t, slots, h, offset, &old)
 
 
 # 4-lane MD5 (SSE2) for keys of up to 55 bytes (one MD5 block): the map-building loop hashes four

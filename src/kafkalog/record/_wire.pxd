@@ -76,37 +76,10 @@ cdef inline int _check_consumed(Py_ssize_t pos, Py_ssize_t n, Py_ssize_t count) 
 # --------------------------------------------------------------------------------------------------
 # varints
 
-cdef inline int _rd_varint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
-                           int32_t* out) noexcept nogil:
-    """0 ok, -1 truncated, -2 too long."""
-    cdef Py_ssize_t i = pos[0]
-    cdef uint32_t value = 0
-    cdef int shift = 0
-    cdef unsigned char b
-    if i < end and p[i] < 0x80:             # the common one-byte form
-        pos[0] = i + 1
-        out[0] = <int32_t>((p[i] >> 1) ^ (<uint32_t>0 - (p[i] & 1)))
-        return 0
-    while True:
-        if i >= end:
-            return -1
-        b = p[i]
-        i += 1
-        if b & 0x80:
-            value |= <uint32_t>(b & 0x7F) << shift
-            shift += 7
-            if shift > 28:
-                return -2
-        else:
-            value |= <uint32_t>b << shift
-            break
-    pos[0] = i
-    out[0] = <int32_t>((value >> 1) ^ (<uint32_t>0 - (value & 1)))
-    return 0
-
-
-cdef inline int _rd_varlong(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
-                            int64_t* out) noexcept nogil:
+cdef inline int _rd_uvarint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, int max_shift,
+                            uint64_t* out) noexcept nogil:
+    """The unsigned base-128 value at ``pos`` of at most ``max_shift / 7 + 1`` bytes: 0 ok,
+    -1 truncated, -2 too long."""
     cdef Py_ssize_t i = pos[0]
     cdef uint64_t value = 0
     cdef int shift = 0
@@ -119,13 +92,42 @@ cdef inline int _rd_varlong(const unsigned char* p, Py_ssize_t end, Py_ssize_t* 
         if b & 0x80:
             value |= <uint64_t>(b & 0x7F) << shift
             shift += 7
-            if shift > 63:
+            if shift > max_shift:
                 return -2
         else:
             value |= <uint64_t>b << shift
             break
     pos[0] = i
-    out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
+    out[0] = value
+    return 0
+
+
+cdef inline int _rd_varint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                           int32_t* out) noexcept nogil:
+    """Zig-zag varint (bits beyond 32 dropped): 0 ok, -1 truncated, -2 too long."""
+    cdef uint64_t v
+    cdef uint32_t u
+    cdef int rc
+    if pos[0] < end and p[pos[0]] < 0x80:       # the common one-byte form
+        u = p[pos[0]]
+        pos[0] += 1
+    else:
+        rc = _rd_uvarint(p, end, pos, 28, &v)
+        if rc:
+            return rc
+        u = <uint32_t>v
+    out[0] = <int32_t>((u >> 1) ^ (<uint32_t>0 - (u & 1)))
+    return 0
+
+
+cdef inline int _rd_varlong(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                            int64_t* out) noexcept nogil:
+    """Zig-zag varlong: 0 ok, -1 truncated, -2 too long."""
+    cdef uint64_t v
+    cdef int rc = _rd_uvarint(p, end, pos, 63, &v)
+    if rc:
+        return rc
+    out[0] = <int64_t>((v >> 1) ^ (<uint64_t>0 - (v & 1)))
     return 0
 
 
