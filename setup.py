@@ -1,24 +1,36 @@
-"""Build the compiled record kernel (Cython) beside the pure-Python reference.
+"""Build the compiled kernels (Cython), each beside its pure-Python twin.
 
-The kernel is optional at import time: if it is missing (or KAFKALOG_PURE_PYTHON=1),
-kafkalog uses the pure-Python reference implementation of the same functions
-(``kafkalog.record.kernel`` picks one). So the build is optional too: without Cython, or
-without a C compiler, ``pip install -e .`` still succeeds and prints a warning.
+One kernel per layer (``kafkalog.record.kernel_selection.KERNELS``): the record codec, the
+cleaner's offset map, Spark's Arrow columns; they cimport the inline readers of
+``src/kafkalog/record/_wire.pxd``. The kernels are optional at import time: when none is built
+(or KAFKALOG_PURE_PYTHON=1) kafkalog uses every pure-Python twin. So the build is optional too:
+without Cython, or without a C compiler, ``pip install -e .`` still succeeds and prints a
+warning. A partial build (some kernels built, some not) is refused at import.
 
-Rebuild in place after editing the .pyx: ``python setup.py build_ext --inplace -q``.
+Rebuild in place after editing a .pyx or .pxd: ``python setup.py build_ext --inplace -q``.
 Set ``KAFKALOG_NO_EXTENSIONS=1`` to skip the build entirely.
 """
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNEL_PYX = "src/kafkalog/record/_kernel.pyx"
+HERE = Path(__file__).resolve().parent
+
+
+def kernel_sources():
+    """``(module, source)`` of every compiled kernel: each ``.pyx`` under ``src/kafkalog`` (their
+    pairs with the pure-Python twins are listed in ``KERNELS`` of
+    ``kafkalog.record.kernel_selection``, so a new kernel is one line there)."""
+    src = HERE / "src"
+    return [(".".join(pyx.relative_to(src).with_suffix("").parts), pyx.relative_to(HERE).as_posix())
+            for pyx in sorted((src / "kafkalog").rglob("*.pyx"))]
 
 
 class OptionalBuildExt(build_ext):
-    """build_ext that warns instead of failing when the kernel cannot be compiled."""
+    """build_ext that warns instead of failing when a kernel cannot be compiled."""
 
     def run(self):
         try:
@@ -34,8 +46,9 @@ class OptionalBuildExt(build_ext):
 
     @staticmethod
     def _warn(e):
-        sys.stderr.write(f"WARNING: kafkalog's compiled record kernel was not built ({e}); "
-                         "the pure-Python kernel will be used.\n")
+        sys.stderr.write(f"WARNING: a compiled kafkalog kernel was not built ({e}); "
+                         "kafkalog will refuse a partial build at import: rebuild, or delete the "
+                         "built kernels to run pure Python.\n")
 
 
 def extensions():
@@ -45,17 +58,13 @@ def extensions():
         from Cython.Build import cythonize
     except ImportError:
         sys.stderr.write("WARNING: Cython is not installed; building kafkalog without its compiled "
-                         "record kernel.\n")
+                         "kernels.\n")
         return []
-    ext = Extension(
-        "kafkalog.record._kernel",
-        [KERNEL_PYX],
-        extra_compile_args=["-O3"],
-    )
-    walker = Extension("kafkalog.record._header_walk", ["src/kafkalog/record/_header_walk.pyx"],
-                       extra_compile_args=["-O3"])
+    exts = [Extension(name, [source], extra_compile_args=["-O3"])
+            for name, source in kernel_sources()]
     return cythonize(
-        [ext, walker],
+        exts,
+        include_path=["src"],
         language_level=3,
         compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True,
                              "initializedcheck": False},

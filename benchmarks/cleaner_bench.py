@@ -111,9 +111,8 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--dedupe-mb", type=int, default=128)
     a = ap.parse_args()
-    from kafkalog.record import kernel
-    impl = kernel.implementation_module
-    md5 = getattr(impl, 'CLEANER_MD5', 'hashlib') + ("+sse2x4" if getattr(impl, "CLEANER_MD5_X4", False) else "")
+    from kafkalog.cleaner import kernel
+    md5 = kernel.CLEANER_MD5 + ("+sse2x4" if kernel.CLEANER_MD5_X4 else "")
     print(f"kernel={kernel.IMPLEMENTATION} md5={md5} "
           f"size={a.size_mb} MiB keys={a.keys:,} dedupe={a.dedupe_mb} MiB (one cleaner, one core)")
     for vs, goal in ((100, ("rec_s", 1_000_000, "records/s")), (1000, ("mb_s", 150, "MB/s"))):

@@ -2,11 +2,17 @@
 
 Same data and method as the baseline (shared/notes/bench/codec_bench.py): N records (default
 1,000,000), keys ``b"key-%012d"`` (16 B), values 100 hex characters from ``os.urandom(50).hex()``,
-500 records per batch, explicit timestamps, no headers, magic 2. Best of N repeats.
+500 records per batch, explicit timestamps, no headers, magic 2. Best of N repeats per run; with
+``--runs R`` the whole measurement runs R times and the median of the per-run ratios is printed.
+Within a run the libraries' decode timings are interleaved (one call of each, back to back, per
+repeat), so load from other jobs on a shared machine hits them alike: the ratios are what counts.
 
 * **encode** = build the batch bytes, compression and CRC included (one builder per batch, every
   record appended through the library's public API).
-* **decode** = parse each batch and iterate every record, touching key and value.
+* **decode** = parse each batch and iterate every record, touching key and value (the same work
+  for every library: aiokafka's ``DefaultRecordBatch`` iteration also builds each record's offset,
+  timestamp, key, value and headers without checking the CRC, as ``batch_at(buf).records()``
+  does).
 
 Each codec runs at the same level for every library where the library lets the level be set.
 aiokafka and kafka-python hard-wire theirs (aiokafka: gzip 9, lz4 9 via cramjam's frame API,
@@ -14,8 +20,12 @@ zstd 3; kafka-python: gzip 9, lz4.frame default level 0, zstd 3), so kafkalog is
 levels, and the table says where kafka-python's level differs. Note Kafka's lz4 level 9 means
 LZ4's *fast* compressor (the broker's default), while aiokafka's cramjam level 9 is LZ4-HC-like.
 
+Output: JSON lines (one per run, codec and library with rates and ratios; one ``"summary":
+"median"`` line per codec and peer); a table on stderr.
+
 Usage::
 
+    python benchmarks/codec_bench.py --runs 5        # the issue's figure: median of five runs
     python benchmarks/codec_bench.py                 # 1,000,000 records, best of 3
     python benchmarks/codec_bench.py --quick         # 100,000 records, best of 2
     python benchmarks/codec_bench.py --pure-python   # kafkalog with its pure-Python kernel
@@ -25,7 +35,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import struct
 import sys
 import time
@@ -98,17 +110,11 @@ class KafkalogKernelAdapter:
     _TAIL = struct.Struct(">hiqqqhii")
 
     def __init__(self) -> None:
-        try:
-            from kafkalog.record import kernel
-        except ImportError:
-            if os.environ.get("KAFKALOG_PURE_PYTHON") == "1":
-                from kafkalog.record import _kernel_py as kernel
-            else:
-                from kafkalog.record import _kernel as kernel
         import crc32c
-        from kafkalog.record import compression
+
+        from kafkalog.record import compression, kernel
         self.K = kernel
-        self.kernel = getattr(kernel, "IMPLEMENTATION", kernel.__name__)
+        self.kernel = kernel.IMPLEMENTATION
         self.crc = crc32c.crc32c
         self.compress = compression.compress
         self.decompress = compression.decompress
@@ -198,23 +204,43 @@ ADAPTERS = {"kafkalog": KafkalogAdapter, "aiokafka-C": AiokafkaAdapter,
 
 # --------------------------------------------------------------------------------------------------
 
-def best(repeats: int, fn, *args):
-    times = []
-    res = None
+
+
+def interleaved_best(repeats: int, calls: dict):
+    """Best time of each ``name -> (fn, args)`` over ``repeats`` rounds, the calls of one round
+    back to back (so a load change on the shared machine hits every library alike). A library
+    that fails is reported and left out."""
+    times = {name: [] for name in calls}
+    results = {}
     for _ in range(repeats):
-        t = time.perf_counter()
-        res = fn(*args)
-        times.append(time.perf_counter() - t)
-    return min(times), res
+        for name, (fn, args) in calls.items():
+            if name not in times:
+                continue
+            t = time.perf_counter()
+            try:
+                results[name] = fn(*args)
+            except Exception as e:  # noqa: BLE001 - report and go on with the others
+                print(f"# {name}: failed: {e!r}", file=sys.stderr)
+                del times[name]
+                results.pop(name, None)
+                continue
+            times[name].append(time.perf_counter() - t)
+    return {name: min(ts) for name, ts in times.items()}, results
+
+
+def emit(obj) -> None:
+    print(json.dumps(obj), flush=True)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--quick", action="store_true", help="100,000 records, best of 2")
-    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None, help="timings per run (best is kept)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="independent runs; per-run ratios and their median are printed")
     ap.add_argument("--pure-python", action="store_true",
-                    help="run kafkalog with its pure-Python record kernel")
+                    help="run kafkalog with its pure-Python kernels")
     ap.add_argument("--codecs", default=",".join(CODECS))
     ap.add_argument("--libs", default=",".join(ADAPTERS))
     args = ap.parse_args(argv)
@@ -237,51 +263,69 @@ def main(argv=None) -> int:
                 adapters["kafkalog-kernel"] = KafkalogKernelAdapter()
     kl = adapters.get("kafkalog") or adapters.get("kafkalog-kernel")
     kl_name = "kafkalog" if "kafkalog" in adapters else "kafkalog-kernel"
-    print(f"# {n:,} records, {PER_BATCH} per batch, best of {repeats}; python "
-          f"{sys.version.split()[0]}; kafkalog kernel: {getattr(kl, 'kernel', '-')}")
-    results = {}
-    for codec in codecs:
-        for lib, ad in adapters.items():
-            try:
-                te, batches = best(repeats, ad.encode, keys, vals, codec)
-                td, (cnt, nbytes) = best(repeats, ad.decode, batches)
-            except Exception as e:  # noqa: BLE001
-                print(f"# {lib} {codec}: failed: {e!r}", file=sys.stderr)
-                continue
-            assert cnt == n and nbytes == payload, (lib, codec, cnt, nbytes)
-            enc_mb = sum(len(b) for b in batches) / 1e6
-            results[(lib, codec)] = (n / te, n / td, enc_mb)
-            # cross-check: kafkalog reads every peer's batches and peers read kafkalog's
-            if kl is not None and lib != kl_name:
-                assert kl.decode(batches[:3])[0] == min(n, 3 * PER_BATCH)
-            elif kl is not None:
-                for other, oad in adapters.items():
-                    if other != kl_name:
-                        assert oad.decode(batches[:3])[0] == min(n, 3 * PER_BATCH)
+    emit({"bench": "codec", "records": n, "per_batch": PER_BATCH, "repeats": repeats,
+          "runs": args.runs, "python": sys.version.split()[0],
+          "kafkalog_kernel": getattr(kl, "kernel", "-"), "libraries": list(adapters)})
+    ratios = {}   # (codec, lib) -> {"encode": [...], "decode": [...]}
+    rates = {}    # (codec, lib) -> (encode rec/s, decode rec/s, MB) of the last run
+    for run in range(1, args.runs + 1):
+        for codec in codecs:
+            enc_calls = {lib: (ad.encode, (keys, vals, codec)) for lib, ad in adapters.items()}
+            enc_t, batches = interleaved_best(repeats, enc_calls)
+            calls = {lib: (adapters[lib].decode, (batches[lib],)) for lib in batches}
+            dec_t, decoded = interleaved_best(repeats, calls)
+            for lib, (cnt, nbytes) in decoded.items():
+                assert cnt == n and nbytes == payload, (lib, codec, cnt, nbytes)
+                # cross-check: kafkalog reads every peer's batches and peers read kafkalog's
+                if kl is not None and lib != kl_name:
+                    assert kl.decode(batches[lib][:3])[0] == min(n, 3 * PER_BATCH)
+                    assert adapters[lib].decode(batches[kl_name][:3])[0] == min(n, 3 * PER_BATCH)
+            for lib in (lib for lib in decoded if lib in enc_t):
+                mb = sum(len(b) for b in batches[lib]) / 1e6
+                rates[(codec, lib)] = (n / enc_t[lib], n / dec_t[lib], mb)
+                line = {"run": run, "codec": codec, "level": LEVELS[codec], "library": lib,
+                        "mb": round(mb, 1), "encode_rec_s": round(n / enc_t[lib]),
+                        "decode_rec_s": round(n / dec_t[lib])}
+                if lib != kl_name and kl_name in decoded:
+                    enc_x = enc_t[lib] / enc_t[kl_name]
+                    dec_x = dec_t[lib] / dec_t[kl_name]
+                    line.update(encode_ratio=round(enc_x, 3), decode_ratio=round(dec_x, 3))
+                    r = ratios.setdefault((codec, lib), {"encode": [], "decode": []})
+                    r["encode"].append(enc_x)
+                    r["decode"].append(dec_x)
+                emit(line)
+    for (codec, lib), r in ratios.items():
+        emit({"summary": "median", "codec": codec, "library": lib, "runs": len(r["decode"]),
+              "encode_ratio_median": round(statistics.median(r["encode"]), 3),
+              "decode_ratio_median": round(statistics.median(r["decode"]), 3),
+              "encode_ratios": [round(x, 3) for x in r["encode"]],
+              "decode_ratios": [round(x, 3) for x in r["decode"]],
+              "note": PEER_LEVEL_NOTES.get((lib, codec), "")})
+    _table(codecs, adapters, kl_name, rates, ratios)
+    return 0
+
+
+def _table(codecs, adapters, kl_name, rates, ratios) -> None:
+    """The human-readable table (stderr): last run's rates, median ratios."""
     hdr = (f"{'codec':<7} {'level':>5} {'library':<15} {'MB':>7} {'encode rec/s':>13} "
            f"{'decode rec/s':>13} {'enc x':>6} {'dec x':>6}")
-    print(hdr)
-    print("-" * len(hdr))
-    notes = []
+    out = [hdr, "-" * len(hdr)]
     for codec in codecs:
-        base = results.get((kl_name, codec))
         for lib in adapters:
-            r = results.get((lib, codec))
+            r = rates.get((codec, lib))
             if r is None:
                 continue
             enc, dec, mb = r
-            if lib == kl_name or base is None:
-                ex = dx = ""
-            else:
-                ex, dx = f"{base[0] / enc:5.2f}x", f"{base[1] / dec:5.2f}x"
+            x = ratios.get((codec, lib))
+            ex = dx = ""
+            if x is not None:
+                ex = f"{statistics.median(x['encode']):5.2f}x"
+                dx = f"{statistics.median(x['decode']):5.2f}x"
             lvl = "-" if LEVELS[codec] is None else str(LEVELS[codec])
-            print(f"{codec:<7} {lvl:>5} {lib:<15} {mb:7.1f} {enc:13,.0f} {dec:13,.0f} {ex:>6} {dx:>6}")
-            if (lib, codec) in PEER_LEVEL_NOTES:
-                notes.append(PEER_LEVEL_NOTES[(lib, codec)])
-    print("(enc x / dec x = kafkalog's rate divided by that library's)")
-    for note in notes:
-        print("note:", note)
-    return 0
+            out.append(f"{codec:<7} {lvl:>5} {lib:<15} {mb:7.1f} {enc:13,.0f} {dec:13,.0f} "
+                       f"{ex:>6} {dx:>6}")
+    out.append(f"(enc x / dec x = {kl_name}'s rate divided by that library's, median of the runs)")
+    print("\n".join(out), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -274,19 +274,18 @@ def test_parity_sample_and_malformed_cases():
 
 # --- columnar decode for Arrow (reference: _kernel_py.decode_columns_v2) ----------------------------
 
-def _columns_ref():
-    if PY is not None and hasattr(PY, "decode_columns_v2"):
-        return PY.decode_columns_v2
+def _spark_kernel(name):
     try:
-        from kafkalog.spark.arrow_batches import decode_columns_v2_py
-    except Exception:  # noqa: BLE001 - older layout
+        return importlib.import_module(f"kafkalog.spark.{name}")
+    except ImportError:
         return None
-    return decode_columns_v2_py
 
 
-COLS_REF = _columns_ref()
-cols_both = pytest.mark.skipif(CY is None or COLS_REF is None or not hasattr(CY, "decode_columns_v2"),
-                               reason="needs the compiled kernel and the Arrow reference")
+#: the columnar decode lives in the Spark kernel; its pure twin is the reference
+CY_COLS = _spark_kernel("_kernel")
+COLS_REF = _spark_kernel("_kernel_py").decode_columns_v2
+cols_both = pytest.mark.skipif(CY_COLS is None or CY is None,
+                               reason="needs the compiled kernels")
 
 
 def _columns(fn, body, count, lat, lo, hi, with_headers, prefix=b""):
@@ -306,7 +305,7 @@ def _columns(fn, body, count, lat, lo, hi, with_headers, prefix=b""):
        prefix=st.sampled_from([b"", b"\x01\x02\x03\x04\x05\x06\x07\x08"]))
 def test_parity_decode_columns(recs, lat, lo, span, with_headers, prefix):
     body = CY.encode_records_v2(recs, TS)
-    a = _columns(CY.decode_columns_v2, body, len(recs), lat, lo, lo + span, with_headers, prefix)
+    a = _columns(CY_COLS.decode_columns_v2, body, len(recs), lat, lo, lo + span, with_headers, prefix)
     b = _columns(COLS_REF, body, len(recs), lat, lo, lo + span, with_headers, prefix)
     assert a == b
 
@@ -321,7 +320,7 @@ def test_parity_decode_columns_malformed(recs, flips, dcount):
     for pos, x in flips:
         body[pos % len(body)] ^= x
     count = len(recs) + dcount
-    a = _columns(CY.decode_columns_v2, bytes(body), count, -1, 0, 1 << 62, True)
+    a = _columns(CY_COLS.decode_columns_v2, bytes(body), count, -1, 0, 1 << 62, True)
     b = _columns(COLS_REF, bytes(body), count, -1, 0, 1 << 62, True)
     assert (a[0] == "error") == (b[0] == "error")
     if a[0] != "error":

@@ -1,4 +1,4 @@
-"""Parity of the columnar kernels (compiled ``_kernel`` vs pure-Python ``_kernel_py``):
+"""Parity of the Spark kernels (compiled ``kafkalog.spark._kernel`` vs its pure-Python twin):
 ``decode_columns_v2``, ``encode_columns_v2``, ``murmur2_partitions``."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ import pytest
 
 from kafkalog.errors import InvalidRecordError
 from kafkalog.log.partitioner import partition_for_key
-from kafkalog.record import _kernel_py
+from kafkalog.record import _kernel_py as _record_py
 from kafkalog.record.builder import build_batch
 from kafkalog.record.records import iter_batches
+from kafkalog.spark import _kernel_py
 from kafkalog.spark.arrow_batches import ColumnBuilder
 
 try:
-    from kafkalog.record import _kernel as _compiled
+    from kafkalog.spark import _kernel as _compiled
 except ImportError:  # pragma: no cover - the compiled kernel is not built
     _compiled = None
 
@@ -108,7 +109,7 @@ def test_encode_columns_round_trips_and_splits(kern):
     assert len(chunks) > 2 and sum(c[1] for c in chunks) == len(order)
     decoded = []
     for body, count, base_ts, max_ts in chunks:
-        recs = _kernel_py.decode_records_v2(body, count, 0, base_ts, -1, -1)
+        recs = _record_py.decode_records_v2(body, count, 0, base_ts, -1, -1)
         assert [r.offset for r in recs] == list(range(count))
         assert max_ts == max(r.timestamp for r in recs) and base_ts == recs[0].timestamp
         assert len(body) <= 600 or count == 1
@@ -130,7 +131,7 @@ def test_encode_columns_parity_with_sliced_arrays():
     args = (None, 45, _col(keys), _col(values), (None, ts.buffers()[1], ts.offset), 0, None, 1 << 20)
     assert _kernel_py.encode_columns_v2(*args) == _compiled.encode_columns_v2(*args)
     body, count, base_ts, _ = _compiled.encode_columns_v2(*args)[0]
-    first = _kernel_py.decode_records_v2(body, count, 0, base_ts, -1, -1)[0]
+    first = _record_py.decode_records_v2(body, count, 0, base_ts, -1, -1)[0]
     assert first.key == records[5][0] and first.timestamp == records[5][2] - 1  # floor of -1 us
 
 

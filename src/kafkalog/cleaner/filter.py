@@ -5,7 +5,7 @@
 bytes (nothing removed, no horizon to stamp), a rebuilt batch (same magic, codec at its default
 level, timestamp type, producer fields, flags and partition leader epoch; v2 keeps base and last
 offset), a 61-byte empty batch (v2 batches retained only for producer state or as the last batch
-of the round), or None (deleted). Per-record work for v2 data batches runs in the record kernel.
+of the round), or None (deleted). Per-record work for v2 data batches runs in the cleaner kernel.
 
 Better than Kafka: a legacy (v0/v1) batch that would have to be retained empty (Kafka throws
 IllegalStateException and the partition becomes uncleanable) is dropped instead - legacy batches

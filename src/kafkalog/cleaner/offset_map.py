@@ -4,8 +4,9 @@ A flat, preallocated ``bytearray`` of ``memory`` bytes holding ``slots = memory 
 16-byte MD5 key hash + 8-byte big-endian offset, open addressing with Kafka's probe sequence. The
 table is the only per-key memory, so the cleaner stays inside ``log.cleaner.dedupe.buffer.size``
 whatever the key count. Bulk operations (hash + put / hash + get for every record of a batch) run
-in the record kernel (``offset_map_build_v2`` / ``offset_map_clean_v2``); single-key operations
-here are used for legacy (v0/v1) batches and tests.
+in the cleaner kernel (:mod:`kafkalog.cleaner.kernel`: ``offset_map_build_v2`` /
+``offset_map_clean_v2``); single-key operations here are used for legacy (v0/v1) batches and
+tests.
 
 Beyond Kafka's map: while the map is built, a bitmap remembers which offsets of the cleaned range
 were superseded by a later record with the same key hash (:meth:`SkimpyOffsetMap.track_superseded`),
@@ -21,25 +22,17 @@ import hashlib
 from typing import Optional
 
 from kafkalog.errors import CleanerError
-from kafkalog.record import _kernel_py
-from kafkalog.record import kernel as _kernel_select
+from kafkalog.cleaner import kernel as _cleaner_kernel
 
 __all__ = ["SkimpyOffsetMap", "ENTRY_SIZE", "HASH_SIZE", "cleaner_kernel"]
 
 ENTRY_SIZE = 24
 HASH_SIZE = 16
 
-_NAMES = ("offset_map_put_hash", "offset_map_get_hash", "offset_map_put_v2", "offset_map_filter_v2",
-          "offset_map_build_v2", "offset_map_clean_v2")
-
-
 def cleaner_kernel():
-    """The kernel module providing the cleaner loops: the compiled one when it has them (and
-    ``KAFKALOG_PURE_PYTHON`` is unset), else the pure-Python reference."""
-    impl = _kernel_select.implementation_module
-    if all(hasattr(impl, n) for n in _NAMES):
-        return impl
-    return _kernel_py
+    """The kernel module providing the cleaner loops (:mod:`kafkalog.cleaner.kernel`: compiled or
+    pure Python, as selected for the whole process)."""
+    return _cleaner_kernel.implementation_module
 
 
 class SkimpyOffsetMap:

@@ -10,6 +10,8 @@ from typing import Any
 
 IMPLEMENTATION = "python"
 
+__all__ = ["IMPLEMENTATION", "all_zero", "crc32c_of", "walk", "one_v2_data_batch"]
+
 NF = 16
 STOP_NONE, STOP_SHORT_TAIL, STOP_PARTIAL, STOP_BAD_SIZE, STOP_BAD_MAGIC, STOP_SMALL_BATCH, \
     STOP_CRC, STOP_OVERLAP, STOP_RANGE, STOP_TOO_LARGE, STOP_NEED_MORE = range(11)

@@ -316,9 +316,9 @@ class DefaultRecordBatch(RecordBatch):
         """The (decompressed) record bytes of the batch."""
         start = self.position + RECORD_BATCH_OVERHEAD
         end = self.position + self.size_in_bytes
-        cid = self.compression.value
-        if cid == 0:
+        if not self._h[5] & COMPRESSION_CODEC_MASK:   # uncompressed: no codec lookup
             return memoryview(self._buf)[start:end]
+        cid = self.compression.value
         from kafkalog.record import compression
         limit = DEFAULT_MAX_DECOMPRESSED_SIZE if max_decompressed_size is None else max_decompressed_size
         try:

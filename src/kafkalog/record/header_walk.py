@@ -30,7 +30,6 @@ built), else the pure-Python twin ``_header_walk_py``.
 from __future__ import annotations
 
 import enum
-import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -39,19 +38,10 @@ from typing import Any
 
 from crc32c import crc32c
 
-
-def _select() -> ModuleType:
-    from kafkalog.record import _header_walk_py
-    if os.environ.get("KAFKALOG_PURE_PYTHON", "") not in ("", "0"):
-        return _header_walk_py
-    try:
-        from kafkalog.record import _header_walk  # type: ignore[attr-defined]
-    except ImportError:
-        return _header_walk_py
-    return _header_walk
+from kafkalog.record.kernel_selection import load_kernel
 
 
-_impl = _select()
+_impl: ModuleType = load_kernel("kafkalog.record._header_walk")
 IMPLEMENTATION: str = _impl.IMPLEMENTATION
 _walk = _impl.walk
 #: True when ``buf[start:end]`` holds only zero bytes

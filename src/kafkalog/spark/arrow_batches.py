@@ -1,7 +1,7 @@
 """Columnar decode of Kafka record batches into Arrow ``RecordBatch``es of the Kafka-source schema.
 
-The hot loop is the record kernel's ``decode_columns_v2`` (compiled ``_kernel.pyx`` when built,
-else the ``_kernel_py`` reference, see :mod:`kafkalog.record.kernel`). It appends the records of
+The hot loop is the Spark kernel's ``decode_columns_v2`` (compiled ``spark/_kernel.pyx``, or its
+pure-Python twin, see :mod:`kafkalog.spark.kernel`). It appends the records of
 one v2 batch body to growing column buffers:
 
 ``cols = [offsets, timestamps, key_data, key_ends, key_valid, value_data, value_ends, value_valid]``
@@ -25,7 +25,7 @@ from typing import List, Optional, Sequence, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafkalog.record import kernel
+from kafkalog.spark import kernel
 from kafkalog.spark.schema import ARROW_HEADER_TYPE, source_arrow_schema
 
 _Q = struct.Struct("=q")

@@ -41,7 +41,7 @@ from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
 from kafkalog.log.naming import topic_config_file
-from kafkalog.record import kernel
+from kafkalog.spark import kernel
 from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, RECORD_BATCH_OVERHEAD, CompressionType
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress
