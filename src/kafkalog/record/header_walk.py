@@ -41,7 +41,9 @@ from crc32c import crc32c
 from kafkalog.record.kernel_selection import load_kernel
 
 
-_impl: ModuleType = load_kernel("kafkalog.record._header_walk")
+#: the module in use (``kafkalog.record._header_walk`` or ``kafkalog.record._header_walk_py``)
+implementation_module: ModuleType = load_kernel("kafkalog.record._header_walk")
+_impl = implementation_module
 IMPLEMENTATION: str = _impl.IMPLEMENTATION
 _walk = _impl.walk
 #: True when ``buf[start:end]`` holds only zero bytes
