@@ -31,7 +31,9 @@ from kafkalog.client.wakeup import AppendNotifier, FileWatcher, Wakeup
 from kafkalog.coordinator.offsets import OffsetAndMetadata, OffsetsStore
 from kafkalog.errors import (InvalidConfigError, InvalidOffsetError, InvalidTopicError, KafkalogError,
                              OffsetOutOfRangeError)
+from kafkalog.log.log import Log
 from kafkalog.log.naming import TopicPartition
+from kafkalog.record.records import iter_batches
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp",
            "NoOffsetForPartitionError", "IllegalStateError", "read_batches"]
@@ -106,7 +108,7 @@ def read_batches(log: Any, start: int, end: int, committed: bool) -> Iterator[Tu
     aborted_pids: Set[int] = set()
     ai = 0
     n_aborted = len(aborted)
-    for batch in _iter_batches(log, start, end):
+    for batch in _valid_batches(log, start, end):
         if batch.magic < 2:
             yield batch, True
             continue
@@ -128,6 +130,22 @@ def read_batches(log: Any, start: int, end: int, committed: bool) -> Iterator[Tu
                 yield batch, False
                 continue
         yield batch, not ctrl
+
+
+def _valid_batches(log: Any, start: int, end: int) -> Iterator[Any]:
+    """CRC-checked batch views holding offsets in ``[start, end)``; a corrupt batch raises
+    :class:`~kafkalog.errors.CorruptRecordError` naming its segment file and byte position."""
+    if not isinstance(log, Log):
+        yield from _iter_batches(log, start, end)
+        return
+    for h, data in log.iter_batch_bytes(start, end):
+        for batch in iter_batches(data):
+            try:
+                batch.ensure_valid()
+            except KafkalogError as e:
+                seg = log.floor_segment(h.base_offset)
+                raise e.at(log.dir if seg is None else seg.log_path, h.position) from None
+            yield batch
 
 
 def stable_end(log: Any, committed: bool) -> int:
