@@ -8,8 +8,8 @@
 
 Every file operation of the wrapped :class:`~kafkalog.client.consumer.Consumer` runs in one worker
 thread of its own (the consumer is not thread-safe, the worker serialises it), so the event loop never
-waits on disk. A waiting ``getone``/``getmany`` cancelled by the loop loses no record: what the worker
-fetched meanwhile is kept and returned by the next call.
+waits on disk. A waiting ``getone``/``getmany`` cancelled by the loop loses no record: the worker's
+poll stays in flight and the next call returns what it fetched.
 """
 
 from __future__ import annotations
@@ -195,7 +195,8 @@ class AIOKafkaConsumer:
 
     async def _poll(self, timeout_ms: float, max_records: Optional[int]
                     ) -> Dict[TopicPartition, List[ConsumerRecord]]:
-        """One poll in the worker; if the caller is cancelled, the result is kept in ``_pending``."""
+        """One poll in the worker. A caller cancelled while it runs leaves it in flight: the next call
+        takes its result, so no fetched record is dropped."""
         if self._inflight is not None:          # a cancelled poll still running: take its result
             fut = self._inflight
         else:
@@ -204,20 +205,9 @@ class AIOKafkaConsumer:
                 raise IllegalStateError("AIOKafkaConsumer is not started: await start() first")
             fut = loop.run_in_executor(self._executor, self._c.poll, timeout_ms, max_records)
             self._inflight = fut
-        try:
-            got = await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            fut.add_done_callback(self._keep)
-            raise
+        got = await asyncio.shield(fut)        # cancelled: the poll stays in flight for the next call
         self._inflight = None
         return got
-
-    def _keep(self, fut: "asyncio.Future[Dict[TopicPartition, List[ConsumerRecord]]]") -> None:
-        self._inflight = None
-        if fut.cancelled() or fut.exception() is not None:
-            return
-        for tp, recs in fut.result().items():
-            self._pending.setdefault(tp, []).extend(recs)
 
     def _take(self, partitions: Set[TopicPartition], max_records: Optional[int]
               ) -> Dict[TopicPartition, List[ConsumerRecord]]:

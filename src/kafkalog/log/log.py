@@ -190,7 +190,7 @@ class Log:
 
     def remove_publish_listener(self, listener: Callable[["Log"], None]) -> None:
         with self._lock:
-            self._publish_listeners = tuple(x for x in self._publish_listeners if x is not listener)
+            self._publish_listeners = tuple(x for x in self._publish_listeners if x != listener)
 
     def _notify_published(self) -> None:
         for listener in self._publish_listeners:
