@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import time
+from itertools import repeat
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
                     Pattern, Sequence, Set, Tuple, Union)
 
@@ -46,9 +47,11 @@ FILE_POLL_INTERVAL_MS = 50
 
 
 class ConsumerRecord(NamedTuple):
-    """One record (kafka-python's ``ConsumerRecord`` fields). ``timestamp_type``: 0 CreateTime,
-    1 LogAppendTime, -1 none (magic 0); ``leader_epoch`` None when the batch has none; ``checksum``
-    is None (v2 batches checksum whole batches); sizes are -1 for a null key/value/no headers."""
+    """One record, with kafka-python's ``ConsumerRecord`` fields. ``timestamp_type``: 0 CreateTime,
+    1 LogAppendTime, -1 none (magic 0); ``leader_epoch`` None when the batch has none. The derived
+    fields (``checksum``, None: v2 batches checksum whole batches; ``serialized_key_size`` /
+    ``serialized_value_size`` / ``serialized_header_size``, -1 for a null key/value/no headers) are
+    computed when read, so building a record costs one tuple."""
 
     topic: str
     partition: int
@@ -59,10 +62,25 @@ class ConsumerRecord(NamedTuple):
     key: Any
     value: Any
     headers: List[Tuple[str, Optional[bytes]]]
-    checksum: Optional[int]
-    serialized_key_size: int
-    serialized_value_size: int
-    serialized_header_size: int
+
+    @property
+    def checksum(self) -> None:
+        return None
+
+    @property
+    def serialized_key_size(self) -> int:
+        k = self.key
+        return -1 if k is None else len(k)
+
+    @property
+    def serialized_value_size(self) -> int:
+        v = self.value
+        return -1 if v is None else len(v)
+
+    @property
+    def serialized_header_size(self) -> int:
+        h = self.headers
+        return _header_size(h) if h else -1
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -618,11 +636,8 @@ class Consumer:
                 tst = int(batch.timestamp_type)
                 if recs and (recs[0].offset < pos or last >= end):
                     recs = [r for r in recs if pos <= r.offset < end]
-                got = [new(cls, (topic, partition, le, r.offset, r.timestamp, tst, r.key, r.value,
-                                 r.headers, None, -1 if r.key is None else len(r.key),
-                                 -1 if r.value is None else len(r.value),
-                                 _header_size(r.headers) if r.headers else -1))
-                       for r in recs]
+                got = list(map(new, repeat(cls), [(topic, partition, le, r.offset, r.timestamp, tst,
+                                                    r.key, r.value, r.headers) for r in recs]))
                 if kd is not None or vd is not None:
                     got = [r._replace(key=r.key if kd is None or r.key is None else kd(r.key),
                                       value=r.value if vd is None or r.value is None else vd(r.value))
