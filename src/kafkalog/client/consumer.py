@@ -566,8 +566,11 @@ class Consumer:
         self._maybe_auto_commit()
         deadline = time.monotonic() + timeout_ms / 1000.0
         wakeup = self._source.wakeup
+        changed = False
         while True:
-            wakeup.arm()
+            # take the changes, then look: a change after this point wakes the wait below
+            if wakeup.arm() or changed:
+                self._source.refresh()
             self._update_subscription()
             out = self._fetch(budget)
             if out or self._closed:
@@ -575,8 +578,7 @@ class Consumer:
             left = deadline - time.monotonic()
             if left <= 0:
                 return out
-            if wakeup.wait(left) and not self._closed:
-                self._source.refresh()
+            changed = wakeup.wait(left) and not self._closed
 
     def _fetch(self, budget: int) -> Dict[TopicPartition, List[ConsumerRecord]]:
         states = [st for st in self._states.values() if not st.paused]

@@ -1,7 +1,8 @@
 """Wake-ups: a waiting consumer ``poll`` returns as soon as new data lands.
 
-Two sources, one interface (:class:`Wakeup`): ``arm()`` before looking for data, then ``wait(timeout)``
-returns True as soon as something changed since ``arm()`` (or ``wake()`` was called), False on timeout.
+Two sources, one interface (:class:`Wakeup`): ``arm()`` before looking for data (it returns True when
+something changed since the last ``arm``/``wait``), then ``wait(timeout)`` returns True as soon as
+something changed since ``arm()`` (or ``wake()`` was called), False on timeout.
 
 * :class:`AppendNotifier`: the logs are written by this process (a writable data directory): the
   partition log calls its publish listeners whenever the log end offset moves
@@ -27,7 +28,7 @@ __all__ = ["Wakeup", "AppendNotifier", "FileWatcher", "inotify_available"]
 
 
 class Wakeup(Protocol):
-    def arm(self) -> None: ...
+    def arm(self) -> bool: ...
     def wait(self, timeout: float) -> bool: ...
     def wake(self) -> None: ...
     def close(self) -> None: ...
@@ -59,8 +60,10 @@ class AppendNotifier:
     def _on_publish(self, _log: Any) -> None:
         self._event.set()
 
-    def arm(self) -> None:
+    def arm(self) -> bool:
+        was = self._event.is_set()
         self._event.clear()
+        return was
 
     def wait(self, timeout: float) -> bool:
         return self._event.wait(max(0.0, timeout))
@@ -195,13 +198,12 @@ class FileWatcher:
                 changed = True
         return changed
 
-    def arm(self) -> None:
-        """Forget the changes seen so far (the caller is about to look at the files)."""
-        if self._fd >= 0:
-            self._drain()
-        else:
-            self._polled_change()
+    def arm(self) -> bool:
+        """Take the changes seen so far (the caller is about to look at the files): True when
+        there were any."""
+        changed = self._drain() if self._fd >= 0 else self._polled_change()
         self._drain_wake()
+        return changed
 
     def wait(self, timeout: float) -> bool:
         if self._closed:
