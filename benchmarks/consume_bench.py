@@ -30,26 +30,26 @@ import os
 import statistics
 import sys
 import time
-from typing import Callable, Dict, List, Tuple
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import kafkalog  # noqa: E402
-from kafkalog.client import TopicPartition  # noqa: E402
-from kafkalog.record import kernel  # noqa: E402
-from kafkalog.record.records import iter_batches  # noqa: E402
+from _common import fresh_dir, make_batches, rmtree
 
-from _common import fresh_dir, make_batches, rmtree  # noqa: E402
+import kafkalog
+from kafkalog.client import TopicPartition
+from kafkalog.record import kernel
+from kafkalog.record.records import iter_batches
 
 GOAL = 0.60
 PER_BATCH = 500
 
 
-def _segment_files(part_dir: str) -> List[str]:
+def _segment_files(part_dir: str) -> list[str]:
     return [os.path.join(part_dir, n) for n in sorted(os.listdir(part_dir)) if n.endswith(".log")]
 
 
-def raw(files: List[str], crc: bool) -> int:
+def raw(files: list[str], crc: bool) -> int:
     n = 0
     touched = 0
     for path in files:
@@ -79,7 +79,7 @@ def poll(dl: kafkalog.DataLog, total: int) -> int:
     return n
 
 
-def measure(fn: Callable[[], int]) -> Tuple[float, float, int]:
+def measure(fn: Callable[[], int]) -> tuple[float, float, int]:
     w0, c0 = time.perf_counter(), time.process_time()
     n = fn()
     return time.perf_counter() - w0, time.process_time() - c0, n
@@ -103,13 +103,13 @@ def main() -> None:
             print(json.dumps({"event": "data", "records": total, "segments": len(files),
                               "bytes": sum(os.path.getsize(f) for f in files),
                               "kernel": kernel.IMPLEMENTATION}), flush=True)
-            scenarios: Dict[str, Callable[[], int]] = {
+            scenarios: dict[str, Callable[[], int]] = {
                 "raw": lambda: raw(files, False),
                 "raw+crc": lambda: raw(files, True),
                 "poll": lambda: poll(dl, total),
             }
-            cpu: Dict[str, List[float]] = {k: [] for k in scenarios}
-            wall: Dict[str, List[float]] = {k: [] for k in scenarios}
+            cpu: dict[str, list[float]] = {k: [] for k in scenarios}
+            wall: dict[str, list[float]] = {k: [] for k in scenarios}
             for run in range(args.repeat):
                 for name, fn in scenarios.items():
                     w, c, n = measure(fn)

@@ -31,14 +31,13 @@ import sys
 import textwrap
 import threading
 import time
-from typing import List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import kafkalog  # noqa: E402
-from kafkalog.client import TopicPartition  # noqa: E402
+from _common import fresh_dir, rmtree
 
-from _common import fresh_dir, rmtree  # noqa: E402
+import kafkalog
+from kafkalog.client import TopicPartition
 
 TP = TopicPartition("t", 0)
 PAUSE_S = 0.02
@@ -58,16 +57,16 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def _percentiles(name: str, lat_ns: List[int]) -> dict:
+def _percentiles(name: str, lat_ns: list[int]) -> dict:
     ms = sorted(x / 1e6 for x in lat_ns)
-    p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
+    p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
     return {"event": "result", "scenario": name, "samples": len(ms),
             "medianMs": round(statistics.median(ms), 3), "p99Ms": round(p99, 3),
             "maxMs": round(ms[-1], 3)}
 
 
-def _collect(consumer, n: int) -> List[int]:
-    out: List[int] = []
+def _collect(consumer, n: int) -> list[int]:
+    out: list[int] = []
     while len(out) < n:
         got = consumer.poll(timeout_ms=WAIT_MS)
         now = time.monotonic_ns()
@@ -78,7 +77,7 @@ def _collect(consumer, n: int) -> List[int]:
     return out
 
 
-def in_process(n: int) -> List[int]:
+def in_process(n: int) -> list[int]:
     d = fresh_dir("wakeup-")
     try:
         with kafkalog.open(d, background=False) as dl:
@@ -100,7 +99,7 @@ def in_process(n: int) -> List[int]:
         rmtree(d)
 
 
-def cross_process(n: int, inotify: bool) -> List[int]:
+def cross_process(n: int, inotify: bool) -> list[int]:
     d = fresh_dir("wakeup-x-")
     env = dict(os.environ)
     if not inotify:

@@ -9,9 +9,16 @@ import pytest
 
 import kafkalog
 from kafkalog.client import TopicPartition
-from kafkalog.client.consumer import (ConsumerOffsetOutOfRangeError, IllegalStateError,
-                                      NoOffsetForPartitionError)
-from kafkalog.errors import CorruptRecordError, InvalidConfigError, OffsetOutOfRangeError
+from kafkalog.client.consumer import (
+    ConsumerOffsetOutOfRangeError,
+    IllegalStateError,
+    NoOffsetForPartitionError,
+)
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    OffsetOutOfRangeError,
+)
 from tests.test_client_readonly import _txn_log
 
 TP0 = TopicPartition("t", 0)
@@ -187,7 +194,7 @@ def test_corrupt_batch_is_a_typed_error_naming_file_and_position(tmp_path):
         dl.create_topic("t", 1)
         for i in range(3):
             dl.produce("t", b"record-%d" % i, partition=0)
-    seg = d / "t-0" / ("%020d.log" % 0)
+    seg = d / "t-0" / f"{0:020d}.log"
     data = bytearray(seg.read_bytes())
     second = 12 + int.from_bytes(data[8:12], "big")     # byte position of the second batch
     data[second + 70] ^= 0xFF                           # inside its records: the CRC no longer matches

@@ -13,8 +13,12 @@ from kafka.protocol.old.types import Array, Bytes, Int16, Int32, Int64, Schema, 
 
 import kafkalog
 from kafkalog.client import TopicPartition
-from kafkalog.coordinator.group_metadata import (GroupMetadataValue, MemberMetadata,
-                                                 decode_group_metadata_value, partition_for_group)
+from kafkalog.coordinator.group_metadata import (
+    GroupMetadataValue,
+    MemberMetadata,
+    decode_group_metadata_value,
+    partition_for_group,
+)
 from kafkalog.coordinator.offsets import OffsetsStore
 
 # Kafka's group-coordinator/src/main/resources/common/message/*.json, as kafka-python schemas

@@ -16,11 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, TypeVar, Union
+from typing import Any, Self, TypeVar
 
-from kafkalog.client.consumer import (Consumer, ConsumerRecord, IllegalStateError, OffsetAndTimestamp,
-                                      TopicPartition, TopicPartitionLike)
+from kafkalog.client.consumer import (
+    Consumer,
+    ConsumerRecord,
+    IllegalStateError,
+    OffsetAndTimestamp,
+    TopicPartition,
+    TopicPartitionLike,
+)
 from kafkalog.client.datalog import DataLog
 from kafkalog.client.datalog import open as open_datalog
 
@@ -41,17 +48,17 @@ class AIOKafkaConsumer:
         conf: Kafka's dotted configuration keys; ``**config``: the same with underscores.
     """
 
-    def __init__(self, *topics: str, datalog: Union[DataLog, str, "os.PathLike[str]"],
-                 conf: Optional[Mapping[str, Any]] = None, loop: Any = None, **config: Any) -> None:
+    def __init__(self, *topics: str, datalog: DataLog | str | os.PathLike[str],
+                 conf: Mapping[str, Any] | None = None, loop: Any = None, **config: Any) -> None:
         self._topics = topics
         self._datalog_arg = datalog
         self._conf = conf
         self._config = config
-        self._consumer: Optional[Consumer] = None
-        self._owned: Optional[DataLog] = None
-        self._executor: Optional[ThreadPoolExecutor] = None
-        self._pending: Dict[TopicPartition, List[ConsumerRecord]] = {}
-        self._inflight: Optional["asyncio.Future[Dict[TopicPartition, List[ConsumerRecord]]]"] = None
+        self._consumer: Consumer | None = None
+        self._owned: DataLog | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: dict[TopicPartition, list[ConsumerRecord]] = {}
+        self._inflight: asyncio.Future[dict[TopicPartition, list[ConsumerRecord]]] | None = None
         self._closed = False
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -84,11 +91,11 @@ class AIOKafkaConsumer:
             if self._executor is not None:
                 self._executor.shutdown(wait=False)
 
-    async def __aenter__(self) -> "AIOKafkaConsumer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -117,10 +124,10 @@ class AIOKafkaConsumer:
         self._c.unsubscribe()
         self._pending = {}
 
-    def assignment(self) -> Set[TopicPartition]:
+    def assignment(self) -> set[TopicPartition]:
         return self._c.assignment()
 
-    def subscription(self) -> Optional[Set[str]]:
+    def subscription(self) -> set[str] | None:
         return self._c.subscription()
 
     def pause(self, *partitions: TopicPartitionLike) -> None:
@@ -129,7 +136,7 @@ class AIOKafkaConsumer:
     def resume(self, *partitions: TopicPartitionLike) -> None:
         self._c.resume(*partitions)
 
-    def paused(self) -> Set[TopicPartition]:
+    def paused(self) -> set[TopicPartition]:
         return self._c.paused()
 
     def seek(self, partition: TopicPartitionLike, offset: int) -> None:
@@ -159,42 +166,44 @@ class AIOKafkaConsumer:
             return pending[0].offset
         return await self._run(self._c.position, tp)
 
-    async def committed(self, partition: TopicPartitionLike) -> Optional[int]:
+    async def committed(self, partition: TopicPartitionLike) -> int | None:
         got = await self._run(self._c.committed, partition)
         assert got is None or isinstance(got, int)
         return got
 
-    async def commit(self, offsets: Optional[Mapping[TopicPartitionLike, Any]] = None) -> None:
+    async def commit(self, offsets: Mapping[TopicPartitionLike, Any] | None = None) -> None:
         """Commit ``offsets`` or, by default, the positions of what this consumer has returned."""
         if offsets is None and self._pending:
-            positions = {tp: recs[0].offset for tp, recs in self._pending.items() if recs}
+            positions: dict[TopicPartitionLike, Any] = {
+                tp: recs[0].offset for tp, recs in self._pending.items() if recs}
             consumer = self._c
 
             def commit_returned() -> None:
-                todo = {tp: consumer.position(tp) for tp in consumer.assignment()}
+                todo: dict[TopicPartitionLike, Any] = {tp: consumer.position(tp)
+                                                       for tp in consumer.assignment()}
                 todo.update(positions)
                 consumer.commit(todo)
             await self._run(commit_returned)
             return
         await self._run(self._c.commit, offsets)
 
-    async def beginning_offsets(self, partitions: Any) -> Dict[TopicPartition, int]:
+    async def beginning_offsets(self, partitions: Any) -> dict[TopicPartition, int]:
         return await self._run(self._c.beginning_offsets, list(partitions))
 
-    async def end_offsets(self, partitions: Any) -> Dict[TopicPartition, int]:
+    async def end_offsets(self, partitions: Any) -> dict[TopicPartition, int]:
         return await self._run(self._c.end_offsets, list(partitions))
 
     async def offsets_for_times(self, timestamps: Mapping[TopicPartitionLike, int]
-                                ) -> Dict[TopicPartition, Optional[OffsetAndTimestamp]]:
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return await self._run(self._c.offsets_for_times, dict(timestamps))
 
-    async def topics(self) -> Set[str]:
+    async def topics(self) -> set[str]:
         return await self._run(self._c.topics)
 
     # --- fetching -----------------------------------------------------------------------------
 
-    async def _poll(self, timeout_ms: float, max_records: Optional[int]
-                    ) -> Dict[TopicPartition, List[ConsumerRecord]]:
+    async def _poll(self, timeout_ms: float, max_records: int | None
+                    ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """One poll in the worker. A caller cancelled while it runs leaves it in flight: the next call
         takes its result, so no fetched record is dropped."""
         if self._inflight is not None:          # a cancelled poll still running: take its result
@@ -209,9 +218,9 @@ class AIOKafkaConsumer:
         self._inflight = None
         return got
 
-    def _take(self, partitions: Set[TopicPartition], max_records: Optional[int]
-              ) -> Dict[TopicPartition, List[ConsumerRecord]]:
-        out: Dict[TopicPartition, List[ConsumerRecord]] = {}
+    def _take(self, partitions: set[TopicPartition], max_records: int | None
+              ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
         budget = max_records if max_records is not None else float("inf")
         for tp in list(self._pending):
             if budget <= 0:
@@ -230,7 +239,7 @@ class AIOKafkaConsumer:
         return out
 
     async def getmany(self, *partitions: TopicPartitionLike, timeout_ms: float = 0,
-                      max_records: Optional[int] = None) -> Dict[TopicPartition, List[ConsumerRecord]]:
+                      max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records per partition (of ``partitions`` when given), waiting up to ``timeout_ms``."""
         wanted = {TopicPartition(*p) for p in partitions}
         loop = asyncio.get_running_loop()
@@ -257,7 +266,7 @@ class AIOKafkaConsumer:
             for tp, recs in polled.items():
                 self._pending.setdefault(tp, []).extend(recs)
 
-    def __aiter__(self) -> "AIOKafkaConsumer":
+    def __aiter__(self) -> AIOKafkaConsumer:
         return self
 
     async def __anext__(self) -> ConsumerRecord:

@@ -21,23 +21,41 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
-                    Pattern, Sequence, Set, Tuple, Union)
+from re import Pattern
+from typing import Any, NamedTuple, Self
 
 from kafkalog.client.config import CONSUMER_DEFAULTS, client_config
-from kafkalog.client.readonly import (_committed_view, _is_abort_marker, _iter_batches,
-                                      _ReadOnlyManager)
+from kafkalog.client.readonly import (
+    _committed_view,
+    _is_abort_marker,
+    _iter_batches,
+    _ReadOnlyManager,
+)
 from kafkalog.client.wakeup import AppendNotifier, FileWatcher, Wakeup
 from kafkalog.coordinator.offsets import OffsetAndMetadata, OffsetsStore
-from kafkalog.errors import (InvalidConfigError, InvalidOffsetError, InvalidTopicError, KafkalogError,
-                             OffsetOutOfRangeError)
+from kafkalog.errors import (
+    InvalidConfigError,
+    InvalidOffsetError,
+    InvalidTopicError,
+    KafkalogError,
+    OffsetOutOfRangeError,
+)
 from kafkalog.log.log import Log
 from kafkalog.log.naming import TopicPartition
 from kafkalog.record.records import iter_batches
 
-__all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp",
-           "NoOffsetForPartitionError", "IllegalStateError", "read_batches"]
+__all__ = [
+    "Consumer",
+    "ConsumerRecord",
+    "IllegalStateError",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "TopicPartition",
+    "read_batches",
+]
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -55,13 +73,13 @@ class ConsumerRecord(NamedTuple):
 
     topic: str
     partition: int
-    leader_epoch: Optional[int]
+    leader_epoch: int | None
     offset: int
     timestamp: int
     timestamp_type: int
     key: Any
     value: Any
-    headers: List[Tuple[str, Optional[bytes]]]
+    headers: list[tuple[str, bytes | None]]
 
     @property
     def checksum(self) -> None:
@@ -86,7 +104,7 @@ class ConsumerRecord(NamedTuple):
 class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
-    leader_epoch: Optional[int] = None
+    leader_epoch: int | None = None
 
 
 class NoOffsetForPartitionError(InvalidOffsetError):
@@ -102,7 +120,7 @@ class ConsumerOffsetOutOfRangeError(OffsetOutOfRangeError):
     """A position outside the log with ``auto.offset.reset=none`` (Kafka's
     OffsetOutOfRangeException): ``offsets`` maps each partition to its position."""
 
-    def __init__(self, message: str, offsets: Optional[Mapping[TopicPartition, int]] = None,
+    def __init__(self, message: str, offsets: Mapping[TopicPartition, int] | None = None,
                  **kw: Any) -> None:
         super().__init__(message, **kw)
         self.offsets = dict(offsets or {})
@@ -114,16 +132,16 @@ class IllegalStateError(KafkalogError):
 
 # --- batches as a consumer sees them ----------------------------------------------------------------
 
-def read_batches(log: Any, start: int, end: int, committed: bool) -> Iterator[Tuple[Any, bool]]:
+def read_batches(log: Any, start: int, end: int, committed: bool) -> Iterator[tuple[Any, bool]]:
     """``(batch, visible)`` for every batch holding offsets in ``[start, end)``: ``visible`` is False
     for control batches and, with ``committed``, for the batches of aborted transactions (Kafka's
     consumer rules: the aborted transactions of the ``.txnindex`` are matched by producer id from their
     first offset until their ABORT marker). Corrupt data raises, naming the file and position."""
-    aborted: List[Tuple[int, int]] = []
+    aborted: list[tuple[int, int]] = []
     if committed:
         _lso, aborted = _committed_view(log, start)
         aborted.sort(key=lambda a: a[1])
-    aborted_pids: Set[int] = set()
+    aborted_pids: set[int] = set()
     ai = 0
     n_aborted = len(aborted)
     for batch in _valid_batches(log, start, end):
@@ -159,7 +177,7 @@ def _valid_batches(log: Any, start: int, end: int) -> Iterator[Any]:
     for h, data in log.iter_batch_bytes(start, end):
         for batch in iter_batches(data):
             try:
-                batch.ensure_valid()
+                batch.ensure_valid()                # type: ignore[attr-defined]  # every magic has it
             except KafkalogError as e:
                 seg = log.floor_segment(h.base_offset)
                 raise e.at(log.dir if seg is None else seg.log_path, h.position) from None
@@ -188,7 +206,7 @@ class _Source:
     def __init__(self, manager: Any, poll_interval_ms: int) -> None:
         self.read_only = isinstance(manager, _ReadOnlyManager)
         self._manager = manager
-        self._own: Optional[_ReadOnlyManager] = None
+        self._own: _ReadOnlyManager | None = None
         self.wakeup: Wakeup
         if self.read_only:
             self._own = _ReadOnlyManager(manager.data_dir)
@@ -225,17 +243,17 @@ class _Source:
 
 
 class _PartitionState:
-    __slots__ = ("tp", "position", "buffer", "paused", "reset")
+    __slots__ = ("buffer", "paused", "position", "reset", "tp")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
-        self.position: Optional[int] = None
-        self.buffer: List[ConsumerRecord] = []      # decoded, not yet returned (position = buffer[0])
+        self.position: int | None = None
+        self.buffer: list[ConsumerRecord] = []      # decoded, not yet returned (position = buffer[0])
         self.paused = False
-        self.reset: Optional[str] = None            # a pending seek_to_beginning/_end
+        self.reset: str | None = None            # a pending seek_to_beginning/_end
 
 
-TopicPartitionLike = Union[TopicPartition, Tuple[str, int]]
+TopicPartitionLike = TopicPartition | tuple[str, int]
 
 
 def _tp(x: Any) -> TopicPartition:
@@ -257,8 +275,8 @@ class Consumer:
     except :meth:`close`, which may be called from another thread to end a waiting :meth:`poll`.
     """
 
-    def __init__(self, dl: Any, *topics: str, conf: Optional[Mapping[str, Any]] = None,
-                 offsets_store: Optional[OffsetsStore] = None, **config: Any) -> None:
+    def __init__(self, dl: Any, *topics: str, conf: Mapping[str, Any] | None = None,
+                 offsets_store: OffsetsStore | None = None, **config: Any) -> None:
         self.config = cfg = client_config(CONSUMER_DEFAULTS, conf, **config)
         iso = cfg["isolation.level"]
         if iso not in (READ_UNCOMMITTED, READ_COMMITTED):
@@ -283,13 +301,13 @@ class Consumer:
         for key in ("key.deserializer", "value.deserializer"):
             if cfg[key] is not None and not callable(cfg[key]):
                 raise InvalidConfigError(f"{key} must be a callable (bytes -> object), got {cfg[key]!r}")
-        self._group: Optional[str] = group
+        self._group: str | None = group
         self._committed_only = iso == READ_COMMITTED
         self._reset = reset
         self._max_poll = max_poll
         self._max_bytes = int(cfg["max.partition.fetch.bytes"])
-        self._key_de: Optional[Callable[[bytes], Any]] = cfg["key.deserializer"]
-        self._value_de: Optional[Callable[[bytes], Any]] = cfg["value.deserializer"]
+        self._key_de: Callable[[bytes], Any] | None = cfg["key.deserializer"]
+        self._value_de: Callable[[bytes], Any] | None = cfg["value.deserializer"]
         self._auto_commit = bool(cfg["enable.auto.commit"])
         self._auto_commit_ms = int(cfg["auto.commit.interval.ms"])
         timeout = cfg["consumer.timeout.ms"]
@@ -298,14 +316,14 @@ class Consumer:
         self._dl = dl
         self._source = _Source(dl.manager, FILE_POLL_INTERVAL_MS)
         self._store_arg = offsets_store
-        self._store: Optional[OffsetsStore] = offsets_store
-        self._states: Dict[TopicPartition, _PartitionState] = {}
-        self._subscribed: Optional[Set[str]] = None
-        self._pattern: Optional[Pattern[str]] = None
+        self._store: OffsetsStore | None = offsets_store
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._subscribed: set[str] | None = None
+        self._pattern: Pattern[str] | None = None
         self._manual = False
         self._next_commit = time.monotonic() + self._auto_commit_ms / 1000.0
         self._rr = 0
-        self._iter_buf: List[ConsumerRecord] = []
+        self._iter_buf: list[ConsumerRecord] = []
         self._iter_i = 0
         self._closed = False
         if topics:
@@ -324,7 +342,7 @@ class Consumer:
         self._manual = bool(tps)
         self._set_assignment(tps)
 
-    def subscribe(self, topics: Iterable[str] = (), pattern: Optional[Union[str, Pattern[str]]] = None,
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | Pattern[str] | None = None,
                   listener: Any = None) -> None:
         """Subscribe to a list of topics or to a regex ``pattern`` (matched against whole topic names,
         re-evaluated on every poll, so topics created later join). This consumer is the only member
@@ -355,18 +373,18 @@ class Consumer:
         self._manual = False
         self._set_assignment([])
 
-    def subscription(self) -> Optional[Set[str]]:
+    def subscription(self) -> set[str] | None:
         if self._pattern is not None:
             return {tp.topic for tp in self._states}
         return None if self._subscribed is None else set(self._subscribed)
 
-    def assignment(self) -> Set[TopicPartition]:
+    def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
-    def topics(self) -> Set[str]:
+    def topics(self) -> set[str]:
         return set(self._source.manager.topics())
 
-    def partitions_for_topic(self, topic: str) -> Optional[Set[int]]:
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
         parts = self._source.manager.partitions_of(topic)
         return set(parts) if parts else None
 
@@ -422,7 +440,7 @@ class Consumer:
         for st in self._states_of(partitions):
             st.reset, st.buffer = "latest", []
 
-    def _states_of(self, partitions: Sequence[TopicPartitionLike]) -> List[_PartitionState]:
+    def _states_of(self, partitions: Sequence[TopicPartitionLike]) -> list[_PartitionState]:
         if not partitions:
             return list(self._states.values())
         return [self._state(p) for p in partitions]
@@ -464,17 +482,17 @@ class Consumer:
 
     # --- offsets of the log -------------------------------------------------------------------
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartitionLike]) -> Dict[TopicPartition, int]:
+    def beginning_offsets(self, partitions: Iterable[TopicPartitionLike]) -> dict[TopicPartition, int]:
         return {tp: self._log_of(tp).log_start_offset for tp in map(_tp, partitions)}
 
-    def end_offsets(self, partitions: Iterable[TopicPartitionLike]) -> Dict[TopicPartition, int]:
+    def end_offsets(self, partitions: Iterable[TopicPartitionLike]) -> dict[TopicPartition, int]:
         """The high watermark, or the last stable offset for a ``read_committed`` consumer."""
         return {tp: stable_end(self._log_of(tp), self._committed_only) for tp in map(_tp, partitions)}
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartitionLike, int]
-                          ) -> Dict[TopicPartition, Optional[OffsetAndTimestamp]]:
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Per partition: the first offset whose timestamp is >= the given one (None when none)."""
-        out: Dict[TopicPartition, Optional[OffsetAndTimestamp]] = {}
+        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for x, ts in timestamps.items():
             tp = _tp(x)
             if not isinstance(ts, int) or ts < 0:
@@ -498,7 +516,7 @@ class Consumer:
         for st in self._states_of(partitions) if partitions else []:
             st.paused = False
 
-    def paused(self) -> Set[TopicPartition]:
+    def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self._states.items() if st.paused}
 
     # --- committed offsets --------------------------------------------------------------------
@@ -512,13 +530,13 @@ class Consumer:
                 self._store = self._dl._offsets_store()
         return self._store
 
-    def _committed_offsets(self, tps: Sequence[TopicPartition]) -> Dict[TopicPartition, OffsetAndMetadata]:
+    def _committed_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         if self._group is None:
             return {}
         return self._offsets_store().fetch(self._group, tps)
 
     def committed(self, partition: TopicPartitionLike, metadata: bool = False
-                  ) -> Union[None, int, OffsetAndMetadata]:
+                  ) -> None | int | OffsetAndMetadata:
         """The last committed offset of ``partition`` for this group (None when none);
         ``metadata=True`` returns the :class:`OffsetAndMetadata`."""
         if self._group is None:
@@ -529,14 +547,14 @@ class Consumer:
             return oam
         return oam.offset
 
-    def commit(self, offsets: Optional[Mapping[TopicPartitionLike, Any]] = None) -> None:
+    def commit(self, offsets: Mapping[TopicPartitionLike, Any] | None = None) -> None:
         """Commit ``offsets`` (``{tp: offset | OffsetAndMetadata | (offset, metadata)}``), by default
         the current position of every assigned partition, durably, in ``__consumer_offsets``."""
         self._check_open()
         if self._group is None:
             raise InvalidConfigError("committing offsets needs a group.id")
         if offsets is None:
-            todo: Dict[TopicPartition, Any] = {
+            todo: dict[TopicPartition, Any] = {
                 tp: OffsetAndMetadata(st.position) for tp, st in self._states.items()
                 if st.position is not None}
         else:
@@ -553,8 +571,8 @@ class Consumer:
 
     # --- poll ---------------------------------------------------------------------------------
 
-    def poll(self, timeout_ms: float = 0, max_records: Optional[int] = None,
-             update_offsets: bool = True) -> Dict[TopicPartition, List[ConsumerRecord]]:
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None,
+             update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records per partition, at most ``max_records`` (default ``max.poll.records``) in all; waits
         up to ``timeout_ms`` for new data when there is none."""
         self._check_open()
@@ -580,12 +598,12 @@ class Consumer:
                 return out
             changed = wakeup.wait(left) and not self._closed
 
-    def _fetch(self, budget: int) -> Dict[TopicPartition, List[ConsumerRecord]]:
+    def _fetch(self, budget: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         states = [st for st in self._states.values() if not st.paused]
         if not states:
             return {}
         self._ensure_positions(states)
-        out: Dict[TopicPartition, List[ConsumerRecord]] = {}
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
         n = len(states)
         start = self._rr % n
         self._rr += 1
@@ -599,7 +617,7 @@ class Consumer:
                     break
         return out
 
-    def _fetch_partition(self, st: _PartitionState, budget: int) -> List[ConsumerRecord]:
+    def _fetch_partition(self, st: _PartitionState, budget: int) -> list[ConsumerRecord]:
         if st.buffer:
             recs = st.buffer[:budget]
             st.buffer = st.buffer[budget:]
@@ -619,7 +637,7 @@ class Consumer:
                 end = stable_end(log, committed)
             if pos >= end:
                 return []
-        out: List[ConsumerRecord] = []
+        out: list[ConsumerRecord] = []
         topic, partition = tp
         kd, vd = self._key_de, self._value_de
         size = 0
@@ -661,6 +679,7 @@ class Consumer:
         """Kafka's handling of an OffsetOutOfRange fetch error: reset by ``auto.offset.reset``, or
         raise with ``none``."""
         pos = st.position
+        assert pos is not None
         if self._reset == "none":
             raise ConsumerOffsetOutOfRangeError(
                 f"Fetch position {pos} is out of range for partition {st.tp} (log start offset "
@@ -671,7 +690,7 @@ class Consumer:
 
     # --- iteration ----------------------------------------------------------------------------
 
-    def __iter__(self) -> "Consumer":
+    def __iter__(self) -> Consumer:
         return self
 
     def __next__(self) -> ConsumerRecord:
@@ -711,15 +730,15 @@ class Consumer:
             self._closed = True
             self._source.close()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
         return f"Consumer(group_id={self._group!r}, assignment={sorted(self._states)!r})"
 
 
-def _header_size(headers: Sequence[Tuple[str, Optional[bytes]]]) -> int:
+def _header_size(headers: Sequence[tuple[str, bytes | None]]) -> int:
     return sum(len(k.encode("utf-8")) + (0 if v is None else len(v)) for k, v in headers)

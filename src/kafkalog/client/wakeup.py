@@ -22,9 +22,9 @@ import os
 import select
 import threading
 import time
-from typing import Any, Dict, List, Optional, Protocol, Tuple
+from typing import Any, Protocol
 
-__all__ = ["Wakeup", "AppendNotifier", "FileWatcher", "inotify_available"]
+__all__ = ["AppendNotifier", "FileWatcher", "Wakeup", "inotify_available"]
 
 
 class Wakeup(Protocol):
@@ -44,7 +44,7 @@ class AppendNotifier:
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        self._logs: List[_PublishingLog] = []
+        self._logs: list[_PublishingLog] = []
 
     def watch(self, log: _PublishingLog) -> None:
         if any(x is log for x in self._logs):
@@ -87,11 +87,11 @@ IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 _WATCH_MASK = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE
 
-_libc: Optional[Any] = None
+_libc: Any | None = None
 _libc_loaded = False
 
 
-def _load_libc() -> Optional[Any]:
+def _load_libc() -> Any | None:
     global _libc, _libc_loaded
     if not _libc_loaded:
         _libc_loaded = True
@@ -112,9 +112,9 @@ def inotify_available() -> bool:
 class FileWatcher:
     """Woken by changes to files of watched directories made by any process."""
 
-    def __init__(self, *, poll_interval_ms: int = 100, use_inotify: Optional[bool] = None) -> None:
+    def __init__(self, *, poll_interval_ms: int = 100, use_inotify: bool | None = None) -> None:
         self._poll_interval = max(1, poll_interval_ms) / 1000.0
-        self._dirs: List[str] = []
+        self._dirs: list[str] = []
         self._lock = threading.Lock()
         self._changed = False
         self._wake_r, self._wake_w = os.pipe()
@@ -127,7 +127,7 @@ class FileWatcher:
             lib = _load_libc()
             fd = lib.inotify_init1(IN_NONBLOCK | IN_CLOEXEC) if lib is not None else -1
             self._fd = fd if fd >= 0 else -1
-        self._stamps: Dict[str, Tuple[Tuple[str, int, int], ...]] = {}
+        self._stamps: dict[str, tuple[tuple[str, int, int], ...]] = {}
         self._closed = False
 
     @property
@@ -151,7 +151,7 @@ class FileWatcher:
             self._stamps[directory] = self._stamp(directory)
 
     @staticmethod
-    def _stamp(directory: str) -> Tuple[Tuple[str, int, int], ...]:
+    def _stamp(directory: str) -> tuple[tuple[str, int, int], ...]:
         out = []
         try:
             with os.scandir(directory) as it:

@@ -17,15 +17,26 @@ The partition of ``__consumer_offsets`` holding a group is
 from __future__ import annotations
 
 import struct
-from typing import List, NamedTuple, Optional, Tuple, Union
+from typing import NamedTuple
 
 from kafkalog.errors import InvalidRecordError
 
 __all__ = [
-    "CONSUMER_OFFSETS_TOPIC", "OFFSETS_TOPIC_NUM_PARTITIONS", "OffsetCommitKey", "OffsetCommitValue",
-    "GroupMetadataKey", "GroupMetadataValue", "MemberMetadata", "encode_key", "decode_key",
-    "encode_offset_commit_value", "decode_offset_commit_value", "encode_group_metadata_value",
-    "decode_group_metadata_value", "java_string_hash_code", "partition_for_group",
+    "CONSUMER_OFFSETS_TOPIC",
+    "OFFSETS_TOPIC_NUM_PARTITIONS",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "decode_group_metadata_value",
+    "decode_key",
+    "decode_offset_commit_value",
+    "encode_group_metadata_value",
+    "encode_key",
+    "encode_offset_commit_value",
+    "java_string_hash_code",
+    "partition_for_group",
 ]
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -64,19 +75,19 @@ class MemberMetadata(NamedTuple):
     subscription: bytes
     assignment: bytes
     rebalance_timeout: int = -1         # versions 1+
-    group_instance_id: Optional[str] = None   # versions 3+
+    group_instance_id: str | None = None   # versions 3+
 
 
 class GroupMetadataValue(NamedTuple):
     protocol_type: str
     generation: int
-    protocol: Optional[str]
-    leader: Optional[str]
-    members: Tuple[MemberMetadata, ...] = ()
+    protocol: str | None
+    leader: str | None
+    members: tuple[MemberMetadata, ...] = ()
     current_state_timestamp: int = -1   # versions 2+
 
 
-Key = Union[OffsetCommitKey, GroupMetadataKey]
+Key = OffsetCommitKey | GroupMetadataKey
 
 
 # --- primitive writers ------------------------------------------------------------------------------
@@ -104,7 +115,7 @@ class _Writer:
     def i64(self, v: int) -> None:
         self.out += struct.pack(">q", v)
 
-    def string(self, s: Optional[str], nullable: bool = False) -> None:
+    def string(self, s: str | None, nullable: bool = False) -> None:
         if s is None:
             if not nullable:
                 raise InvalidRecordError("a non-nullable string field is null")
@@ -191,7 +202,7 @@ class _Reader:
             return self.uvarint(field) - 1
         return self.i32(field) if wide else self.i16(field)
 
-    def string(self, field: str, nullable: bool = False) -> Optional[str]:
+    def string(self, field: str, nullable: bool = False) -> str | None:
         start = self.pos
         n = self._length(field)
         if n < 0:
@@ -255,7 +266,7 @@ def encode_key(key: Key) -> bytes:
     return bytes(w.out)
 
 
-def decode_key(buf: bytes) -> Optional[Key]:
+def decode_key(buf: bytes) -> Key | None:
     """An :class:`OffsetCommitKey` (versions 0, 1), a :class:`GroupMetadataKey` (version 2), or None
     for the records of Kafka's newer group protocols (versions 3+)."""
     r = _Reader(buf, "__consumer_offsets key")
@@ -274,7 +285,7 @@ def decode_key(buf: bytes) -> Optional[Key]:
 
 # --- offset commit values ---------------------------------------------------------------------------
 
-def encode_offset_commit_value(v: OffsetCommitValue, version: Optional[int] = None) -> bytes:
+def encode_offset_commit_value(v: OffsetCommitValue, version: int | None = None) -> bytes:
     """Kafka's choice of version unless given: 1 when an expire timestamp is set, else 3."""
     if version is None:
         version = 1 if v.expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
@@ -351,7 +362,7 @@ def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
     protocol = r.string("protocol", nullable=True)
     leader = r.string("leader", nullable=True)
     ts = r.i64("currentStateTimestamp") if version >= 2 else -1
-    members: List[MemberMetadata] = []
+    members: list[MemberMetadata] = []
     for _ in range(r.array_len("members")):
         member_id = str(r.string("memberId"))
         instance = r.string("groupInstanceId", nullable=True) if version >= 3 else None

@@ -14,24 +14,37 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol,
-                    Sequence, Tuple, Union)
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import (
+    Any,
+    NamedTuple,
+    Protocol,
+)
 
-from kafkalog.coordinator.group_metadata import (CONSUMER_OFFSETS_TOPIC, OFFSETS_TOPIC_NUM_PARTITIONS,
-                                                 GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
-                                                 OffsetCommitValue, decode_group_metadata_value,
-                                                 decode_key, decode_offset_commit_value,
-                                                 encode_group_metadata_value, encode_key,
-                                                 encode_offset_commit_value, partition_for_group)
+from kafkalog.coordinator.group_metadata import (
+    CONSUMER_OFFSETS_TOPIC,
+    OFFSETS_TOPIC_NUM_PARTITIONS,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_value,
+    encode_key,
+    encode_offset_commit_value,
+    partition_for_group,
+)
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.record.builder import build_batch
 
-__all__ = ["OffsetAndMetadata", "OffsetsStore", "OFFSETS_TOPIC_CONFIG"]
+__all__ = ["OFFSETS_TOPIC_CONFIG", "OffsetAndMetadata", "OffsetsStore"]
 
 #: The topic configuration Kafka gives ``__consumer_offsets`` (``offsets.topic.segment.bytes``,
 #: ``offsets.topic.compression.codec`` none, compacted).
-OFFSETS_TOPIC_CONFIG: Dict[str, Any] = {
+OFFSETS_TOPIC_CONFIG: dict[str, Any] = {
     "cleanup.policy": "compact",
     "compression.type": "producer",
     "segment.bytes": 104857600,
@@ -43,30 +56,21 @@ class OffsetAndMetadata(NamedTuple):
 
     offset: int
     metadata: str = ""
-    leader_epoch: Optional[int] = None
+    leader_epoch: int | None = None
     commit_timestamp: int = -1
 
 
-OffsetSpec = Union[int, OffsetAndMetadata, Tuple[Any, ...]]
-
-
-class _Batch(Protocol):
-    def __iter__(self) -> Any: ...
-
-
-class _Log(Protocol):
-    def append(self, records: Any) -> Any: ...
-    def flush(self, up_to: Optional[int] = None, include_active: bool = False) -> None: ...
+OffsetSpec = int | OffsetAndMetadata | tuple[Any, ...]
 
 
 class _Manager(Protocol):
     data_dir: str
 
     def has_topic(self, topic: str) -> bool: ...
-    def partitions_of(self, topic: str) -> List[int]: ...
+    def partitions_of(self, topic: str) -> list[int]: ...
     def get_log(self, topic: str, partition: int) -> Any: ...
     def create_topic(self, topic: str, partitions: int = 1,
-                     config: Optional[Mapping[str, Any]] = None, *, exist_ok: bool = False) -> Any: ...
+                     config: Mapping[str, Any] | None = None, *, exist_ok: bool = False) -> Any: ...
 
 
 def _committed_batches(log: Any) -> Iterable[Any]:
@@ -120,8 +124,8 @@ class OffsetsStore:
         self._read = committed_batches
         self._clock = clock
         self._lock = threading.RLock()
-        self._offsets: Dict[str, Dict[TopicPartition, OffsetAndMetadata]] = {}
-        self._groups: Dict[str, GroupMetadataValue] = {}
+        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self._groups: dict[str, GroupMetadataValue] = {}
         self.load()
 
     # --- loading ----------------------------------------------------------------------------------
@@ -146,7 +150,7 @@ class OffsetsStore:
                     for rec in batch:
                         self._replay(rec.key, rec.value, log, rec.offset)
 
-    def _replay(self, key: Optional[bytes], value: Optional[bytes], log: Any, offset: int) -> None:
+    def _replay(self, key: bytes | None, value: bytes | None, log: Any, offset: int) -> None:
         if key is None:
             return
         try:
@@ -178,8 +182,8 @@ class OffsetsStore:
     def partition_for(self, group: str) -> int:
         return partition_for_group(group, self._num_partitions)
 
-    def fetch(self, group: str, partitions: Optional[Iterable[TopicPartition]] = None
-              ) -> Dict[TopicPartition, OffsetAndMetadata]:
+    def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
+              ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The committed offsets of ``group`` (only those of ``partitions`` when given; partitions
         without a committed offset are left out)."""
         with self._lock:
@@ -188,19 +192,19 @@ class OffsetsStore:
                 return dict(got)
             return {tp: got[tp] for tp in partitions if tp in got}
 
-    def groups(self) -> List[str]:
+    def groups(self) -> list[str]:
         """Every group with committed offsets or stored group metadata."""
         with self._lock:
             return sorted(set(self._offsets) | set(self._groups))
 
-    def group_metadata(self, group: str) -> Optional[GroupMetadataValue]:
+    def group_metadata(self, group: str) -> GroupMetadataValue | None:
         with self._lock:
             return self._groups.get(group)
 
     # --- writes -----------------------------------------------------------------------------------
 
     def offset_commit_records(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec]
-                              ) -> List[Tuple[bytes, bytes]]:
+                              ) -> list[tuple[bytes, bytes]]:
         """The ``(key, value)`` records committing ``offsets`` for ``group``, as Kafka encodes them
         (for a transactional producer's ``send_offsets_to_transaction``: append them in the
         transaction to partition :meth:`partition_for` and call :meth:`apply` once it commits)."""
@@ -263,7 +267,7 @@ class OffsetsStore:
             got = self._offsets.get(group, {})
             if not got and group not in self._groups:
                 return False
-            records: List[Tuple[bytes, Optional[bytes]]] = [
+            records: list[tuple[bytes, bytes | None]] = [
                 (encode_key(OffsetCommitKey(group, tp.topic, tp.partition)), None) for tp in got]
             records.append((encode_key(GroupMetadataKey(group)), None))
             self._write(group, records)
@@ -276,7 +280,7 @@ class OffsetsStore:
         if not isinstance(group, str) or not group:
             raise InvalidConfigError(f"a group.id is needed to commit offsets, got {group!r}")
 
-    def _write(self, group: str, records: Sequence[Tuple[bytes, Optional[bytes]]]) -> None:
+    def _write(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         m = self._manager
         if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
             m.create_topic(CONSUMER_OFFSETS_TOPIC, self._num_partitions, OFFSETS_TOPIC_CONFIG,
