@@ -27,7 +27,10 @@ WRITER = textwrap.dedent("""
         print("ready", flush=True)
         for line in sys.stdin:            # one record per line, appended when asked
             time.sleep(0.2)               # the reader is waiting by now
-            dl.produce("t", line.strip().encode(), partition=0)
+            words = line.split()
+            for w in words:               # several words: appended while the reader fetches
+                dl.produce("t", w.encode(), partition=0)
+                time.sleep(0.01)
             print("appended", flush=True)
 """)
 
@@ -81,6 +84,17 @@ def test_poll_woken_by_another_process(tmp_path, monkeypatch, use_inotify):
                 got = c.poll(timeout_ms=LONG_MS)        # waits: the writer appends in 0.2 s
                 assert [r.value for r in got[TP]] == [word.encode()]
                 assert writer.stdout.readline().strip() == "appended"
+            # a burst: appends landing while the reader is busy fetching must still wake it
+            burst = [b"b%d" % i for i in range(30)]
+            writer.stdin.write(" ".join(w.decode() for w in burst) + "\n")
+            writer.stdin.flush()
+            seen = []
+            while len(seen) < len(burst):
+                got = c.poll(timeout_ms=LONG_MS, max_records=3)
+                assert got, f"no wake-up after {seen}"
+                seen += [r.value for r in got[TP]]
+            assert seen == burst
+            assert writer.stdout.readline().strip() == "appended"
             c.close()
     finally:
         writer.stdin.close()
