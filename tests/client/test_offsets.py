@@ -176,3 +176,28 @@ def test_auto_commit_and_commit_on_close(tmp_path):
         c3.poll(timeout_ms=0)
         c3.close()
         assert dl.consumer("t", group_id="other").committed(tp) is None
+
+
+def test_offset_commit_value_versions_from_kafkas_schema():
+    """Byte vectors written out by hand from OffsetCommitValue.json: v1 (expireTimestamp), v3
+    (leaderEpoch) and the flexible v4 (compact string, empty tagged-field section)."""
+    import struct
+
+    from kafkalog.coordinator.group_metadata import (
+        OffsetCommitValue,
+        decode_offset_commit_value,
+        encode_offset_commit_value,
+    )
+    v1 = struct.pack(">hqh2sqq", 1, 42, 2, b"md", 1000, 2000)
+    v3 = struct.pack(">hqih2sq", 3, 42, 7, 2, b"md", 1000)
+    v4 = struct.pack(">hqi", 4, 42, 7) + bytes([3]) + b"md" + struct.pack(">q", 1000) + b"\x00"
+    assert decode_offset_commit_value(v1) == OffsetCommitValue(42, "md", 1000, -1, 2000)
+    assert decode_offset_commit_value(v3) == OffsetCommitValue(42, "md", 1000, 7, -1)
+    assert decode_offset_commit_value(v4) == OffsetCommitValue(42, "md", 1000, 7, -1)
+    assert encode_offset_commit_value(OffsetCommitValue(42, "md", 1000, -1, 2000)) == v1
+    assert encode_offset_commit_value(OffsetCommitValue(42, "md", 1000, 7)) == v3
+    assert encode_offset_commit_value(OffsetCommitValue(42, "md", 1000, 7), version=4) == v4
+    from kafkalog.errors import InvalidRecordError
+    for bad in (v3[:-1], v3 + b"\x00", struct.pack(">h", 9) + v3[2:]):
+        with pytest.raises(InvalidRecordError):
+            decode_offset_commit_value(bad)

@@ -166,28 +166,24 @@ class FileWatcher:
             return ()
         return tuple(sorted(out))
 
-    def _drain(self) -> bool:
-        """Consume pending notifications; True when there were any."""
+    @staticmethod
+    def _drain_fd(fd: int) -> bool:
+        """Consume what is pending on a non-blocking descriptor; True when there was anything."""
         got = False
         while True:
             try:
-                if not os.read(self._fd, 65536):
+                if not os.read(fd, 65536):
                     break
                 got = True
             except OSError:             # nothing pending (or closed by close())
                 break
         return got
 
+    def _drain(self) -> bool:
+        return self._drain_fd(self._fd)
+
     def _drain_wake(self) -> bool:
-        got = False
-        while True:
-            try:
-                if not os.read(self._wake_r, 4096):
-                    break
-                got = True
-            except OSError:             # nothing pending (or closed by close())
-                break
-        return got
+        return self._drain_fd(self._wake_r)
 
     def _polled_change(self) -> bool:
         changed = False

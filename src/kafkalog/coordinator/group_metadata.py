@@ -20,6 +20,7 @@ import struct
 from typing import NamedTuple
 
 from kafkalog.errors import InvalidRecordError
+from kafkalog.record.varint import read_unsigned_varint, write_unsigned_varint
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
@@ -92,15 +93,6 @@ Key = OffsetCommitKey | GroupMetadataKey
 
 # --- primitive writers ------------------------------------------------------------------------------
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 class _Writer:
     def __init__(self, flexible: bool) -> None:
         self.out = bytearray()
@@ -120,7 +112,7 @@ class _Writer:
             if not nullable:
                 raise InvalidRecordError("a non-nullable string field is null")
             if self.flexible:
-                self.out += _uvarint(0)
+                self.out += write_unsigned_varint(0)
             else:
                 self.i16(-1)
             return
@@ -128,21 +120,21 @@ class _Writer:
         if len(b) > 0x7FFF:
             raise InvalidRecordError(f"string of {len(b)} bytes is longer than 32767")
         if self.flexible:
-            self.out += _uvarint(len(b) + 1)
+            self.out += write_unsigned_varint(len(b) + 1)
         else:
             self.i16(len(b))
         self.out += b
 
     def bytes_(self, b: bytes) -> None:
         if self.flexible:
-            self.out += _uvarint(len(b) + 1)
+            self.out += write_unsigned_varint(len(b) + 1)
         else:
             self.i32(len(b))
         self.out += b
 
     def array_len(self, n: int) -> None:
         if self.flexible:
-            self.out += _uvarint(n + 1)
+            self.out += write_unsigned_varint(n + 1)
         else:
             self.i32(n)
 
@@ -184,18 +176,8 @@ class _Reader:
         return self._fixed(">q", 8, field)
 
     def uvarint(self, field: str) -> int:
-        shift = 0
-        value = 0
-        while True:
-            self._need(1, field)
-            b = self.buf[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise InvalidRecordError(f"{self.what}: {field} varint is too long", position=self.pos)
+        value, self.pos = read_unsigned_varint(self.buf, self.pos, len(self.buf), f"{self.what}: {field}")
+        return value
 
     def _length(self, field: str, wide: bool = False) -> int:
         if self.flexible:
@@ -304,12 +286,18 @@ def encode_offset_commit_value(v: OffsetCommitValue, version: int | None = None)
     return bytes(w.out)
 
 
-def decode_offset_commit_value(buf: bytes) -> OffsetCommitValue:
-    r = _Reader(buf, "OffsetCommitValue")
+def _value_reader(buf: bytes, what: str) -> tuple[_Reader, int]:
+    """A reader positioned after the value's version (0-4; 4+ flexible), and the version."""
+    r = _Reader(buf, what)
     version = r.i16("value version")
     if not 0 <= version <= 4:
-        raise InvalidRecordError(f"OffsetCommitValue: unknown version {version}", position=0)
+        raise InvalidRecordError(f"{what}: unknown version {version}", position=0)
     r.flexible = version >= 4
+    return r, version
+
+
+def decode_offset_commit_value(buf: bytes) -> OffsetCommitValue:
+    r, version = _value_reader(buf, "OffsetCommitValue")
     offset = r.i64("offset")
     epoch = r.i32("leaderEpoch") if version >= 3 else -1
     metadata = r.string("metadata")
@@ -352,11 +340,7 @@ def encode_group_metadata_value(v: GroupMetadataValue,
 
 
 def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
-    r = _Reader(buf, "GroupMetadataValue")
-    version = r.i16("value version")
-    if not 0 <= version <= 4:
-        raise InvalidRecordError(f"GroupMetadataValue: unknown version {version}", position=0)
-    r.flexible = version >= 4
+    r, version = _value_reader(buf, "GroupMetadataValue")
     protocol_type = str(r.string("protocolType"))
     generation = r.i32("generation")
     protocol = r.string("protocol", nullable=True)
