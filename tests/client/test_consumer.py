@@ -225,3 +225,24 @@ def test_deserializers_iteration_and_config(dl):
         dl.consumer("t", enable_auto_commit=True)        # no group.id
     with pytest.raises(InvalidConfigError):
         dl.consumer("t", auto_offset_reset="smallest")
+
+
+def test_undecodable_records_are_a_typed_error_naming_file_and_position(tmp_path):
+    """A batch whose CRC is right but whose records do not decode (a buggy writer)."""
+    from kafkalog.errors import InvalidRecordError
+    from kafkalog.record.builder import write_v2_header
+    d = tmp_path / "d"
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 1)
+        dl.produce("t", b"good", partition=0)
+        pos = dl.manager.get_log("t", 0).active_segment.size
+        bad = write_v2_header(b"\x7f\x01\x02", base_offset=0, attributes=0, last_offset_delta=0,
+                              base_timestamp=1, max_timestamp=1, producer_id=-1, producer_epoch=-1,
+                              base_sequence=-1, count=1, partition_leader_epoch=-1)
+        dl.manager.get_log("t", 0).append(bytearray(bad))
+        c = dl.consumer("t", auto_offset_reset="earliest", max_poll_records=1)
+        assert [r.value for r in c.poll(timeout_ms=0)[TP0]] == [b"good"]
+        with pytest.raises(InvalidRecordError) as e:
+            c.poll(timeout_ms=0)
+        assert os.path.samefile(e.value.file, d / "t-0" / f"{0:020d}.log")
+        assert e.value.position is not None and e.value.position >= pos

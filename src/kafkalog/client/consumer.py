@@ -178,6 +178,7 @@ def _valid_batches(log: Any, start: int, end: int) -> Iterator[Any]:
         for batch in iter_batches(data):
             try:
                 batch.ensure_valid()                # type: ignore[attr-defined]  # every magic has it
+                batch.records()                     # decoded here (cached) to locate a bad record
             except KafkalogError as e:
                 seg = log.floor_segment(h.base_offset)
                 raise e.at(log.dir if seg is None else seg.log_path, h.position) from None
@@ -649,8 +650,8 @@ class Consumer:
             if visible:
                 try:
                     recs = batch.records()
-                except KafkalogError as e:
-                    raise e.at(log.dir, 0) if e.file is None else e from None
+                except KafkalogError as e:          # a read-only view: positions are the file's
+                    raise (e.at(log.dir) if e.file is None else e) from None
                 epoch = batch.partition_leader_epoch if batch.magic >= 2 else -1
                 le = epoch if epoch >= 0 else None
                 tst = int(batch.timestamp_type)
