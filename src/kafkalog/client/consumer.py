@@ -178,7 +178,7 @@ def _valid_batches(log: Any, start: int, end: int) -> Iterator[Any]:
         for batch in iter_batches(data):
             try:
                 batch.ensure_valid()                # type: ignore[attr-defined]  # every magic has it
-                batch.records()                     # decoded here (cached) to locate a bad record
+                batch.records()                     # type: ignore[attr-defined]  # cached; locates a bad record
             except KafkalogError as e:
                 seg = log.floor_segment(h.base_offset)
                 raise e.at(log.dir if seg is None else seg.log_path, h.position) from None
