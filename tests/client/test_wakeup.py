@@ -4,6 +4,7 @@ asserted: a missed wake-up shows as a poll returning nothing after its (long) ti
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
@@ -50,8 +51,16 @@ def test_poll_woken_by_an_append_in_this_process(tmp_path):
         th.join()
         assert [r.value for r in got[TP]] == [b"hello"]
         c.close()
-        # a closed consumer leaves no listener behind
-        assert dl.manager.get_log("t", 0)._publish_listeners == ()
+        # a closed consumer leaves no listener behind, nor does one dropped without close()
+        log = dl.manager.get_log("t", 0)
+        assert log._publish_listeners == ()
+        c2 = dl.consumer("t")
+        c2.poll(timeout_ms=0)
+        assert len(log._publish_listeners) == 1
+        del c2
+        gc.collect()
+        dl.produce("t", b"more", partition=0)
+        assert log._publish_listeners == ()
 
 
 def test_close_from_another_thread_ends_a_waiting_poll(tmp_path):

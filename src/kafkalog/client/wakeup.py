@@ -22,6 +22,7 @@ import os
 import select
 import threading
 import time
+import weakref
 from typing import Any, Protocol
 
 __all__ = ["AppendNotifier", "FileWatcher", "Wakeup", "inotify_available"]
@@ -39,26 +40,41 @@ class _PublishingLog(Protocol):
     def remove_publish_listener(self, listener: Any) -> None: ...
 
 
+class _Listener:
+    """The publish listener of one :class:`AppendNotifier`, holding it weakly: a consumer dropped
+    without ``close()`` leaves no waiter behind, and its listener removes itself."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, notifier: AppendNotifier) -> None:
+        self._ref = weakref.ref(notifier)
+
+    def __call__(self, log: _PublishingLog) -> None:
+        notifier = self._ref()
+        if notifier is None:
+            log.remove_publish_listener(self)
+        else:
+            notifier.wake()
+
+
 class AppendNotifier:
     """Woken by the publish listener of in-process :class:`~kafkalog.log.log.Log` objects."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self._logs: list[_PublishingLog] = []
+        self._listener = _Listener(self)
 
     def watch(self, log: _PublishingLog) -> None:
         if any(x is log for x in self._logs):
             return
-        log.add_publish_listener(self._on_publish)
+        log.add_publish_listener(self._listener)
         self._logs.append(log)
 
     def unwatch_all(self) -> None:
         for log in self._logs:
-            log.remove_publish_listener(self._on_publish)
+            log.remove_publish_listener(self._listener)
         self._logs = []
-
-    def _on_publish(self, _log: Any) -> None:
-        self._event.set()
 
     def arm(self) -> bool:
         was = self._event.is_set()
