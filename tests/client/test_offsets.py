@@ -201,3 +201,24 @@ def test_offset_commit_value_versions_from_kafkas_schema():
     for bad in (v3[:-1], v3 + b"\x00", struct.pack(">h", 9) + v3[2:]):
         with pytest.raises(InvalidRecordError):
             decode_offset_commit_value(bad)
+
+
+def test_read_only_directory_reads_committed_offsets_and_refuses_commits(tmp_path):
+    from kafkalog.errors import InvalidConfigError, LogDirError
+    d = str(tmp_path / "d")
+    tp = TopicPartition("t", 0)
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 1)
+        dl.produce_many("t", [b"a", b"b", b"c"])
+        c = dl.consumer("t", group_id="g", enable_auto_commit=False)
+        c.commit({tp: 2})
+        c.close()
+    with kafkalog.open(d, read_only=True) as dl:
+        c = dl.consumer("t", group_id="g")             # auto-commit defaults to off here
+        assert c.committed(tp) == 2
+        assert [r.value for r in c.poll(timeout_ms=0)[tp]] == [b"c"]
+        with pytest.raises(LogDirError):
+            c.commit()
+        c.close()
+        with pytest.raises(InvalidConfigError):
+            dl.consumer("t", group_id="g", enable_auto_commit=True)

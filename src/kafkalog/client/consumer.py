@@ -40,6 +40,7 @@ from kafkalog.errors import (
     InvalidOffsetError,
     InvalidTopicError,
     KafkalogError,
+    LogDirError,
     OffsetOutOfRangeError,
 )
 from kafkalog.log.log import Log
@@ -299,6 +300,12 @@ class Consumer:
                                          "(null) is used.")
             group = None
             cfg["enable.auto.commit"] = False
+        if isinstance(dl.manager, _ReadOnlyManager) and cfg["enable.auto.commit"]:
+            # a read-only directory takes no commit: refuse an explicit request, default to off
+            if auto_commit_given:
+                raise InvalidConfigError("enable.auto.commit cannot be true on a data directory "
+                                         "opened read-only", file=dl.manager.data_dir)
+            cfg["enable.auto.commit"] = False
         for key in ("key.deserializer", "value.deserializer"):
             if cfg[key] is not None and not callable(cfg[key]):
                 raise InvalidConfigError(f"{key} must be a callable (bytes -> object), got {cfg[key]!r}")
@@ -554,6 +561,9 @@ class Consumer:
         self._check_open()
         if self._group is None:
             raise InvalidConfigError("committing offsets needs a group.id")
+        if self._source.read_only:
+            raise LogDirError("the data directory is open read-only: offsets cannot be committed",
+                              file=self._source.manager.data_dir)
         if offsets is None:
             todo: dict[TopicPartition, Any] = {
                 tp: OffsetAndMetadata(st.position) for tp, st in self._states.items()
