@@ -86,3 +86,19 @@ def test_aio_consumer_opens_a_path(tmp_path):
             return [r.value for r in got[TP]]
 
     assert asyncio.run(main()) == [b"x"]
+
+
+def test_aio_stop_commits_only_what_was_handed_out(tmp_path):
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        dl.create_topic("t", 1)
+        dl.produce_many("t", [b"v%d" % i for i in range(10)])
+
+        async def main() -> None:
+            c = AIOKafkaConsumer("t", datalog=dl, group_id="g", auto_offset_reset="earliest")
+            await c.start()
+            assert (await c.getone()).offset == 0
+            assert (await c.getone()).offset == 1
+            await c.stop()                       # auto-commit on close: 2, not the 10 fetched
+
+        asyncio.run(main())
+        assert dl.consumer("t", group_id="g").committed(TP) == 2

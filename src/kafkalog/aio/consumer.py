@@ -77,14 +77,24 @@ class AIOKafkaConsumer:
         self._consumer = await self._run(create)
 
     async def stop(self) -> None:
-        """Commit (with auto-commit), close, and release the worker thread."""
+        """Commit what was handed out (with auto-commit), close, and release the worker thread."""
         if self._consumer is None or self._closed:
             return
         self._closed = True
         consumer = self._consumer
-        consumer_wakeup_close = consumer.close
+        if self._inflight is not None:                # a cancelled wait's poll: its records count too
+            for tp, recs in (await asyncio.shield(self._inflight)).items():
+                self._pending.setdefault(tp, []).extend(recs)
+            self._inflight = None
+        handed_out = {tp: recs[0].offset for tp, recs in self._pending.items() if recs}
+        self._pending = {}
+
+        def close() -> None:
+            for tp, offset in handed_out.items():     # fetched but never returned: not consumed
+                consumer.seek(tp, offset)
+            consumer.close()
         try:
-            await self._run(consumer_wakeup_close)
+            await self._run(close)
             if self._owned is not None:
                 await self._run(self._owned.close)
         finally:
