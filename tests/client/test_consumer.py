@@ -246,3 +246,17 @@ def test_undecodable_records_are_a_typed_error_naming_file_and_position(tmp_path
             c.poll(timeout_ms=0)
         assert os.path.samefile(e.value.file, d / "t-0" / f"{0:020d}.log")
         assert e.value.position is not None and e.value.position >= pos
+
+
+def test_iteration_commits_and_seeks_what_was_yielded(dl):
+    dl.create_topic("t", 1)
+    dl.produce_many("t", [b"%d" % i for i in range(10)])
+    c = dl.consumer("t", group_id="g", auto_offset_reset="earliest", consumer_timeout_ms=50)
+    it = iter(c)
+    assert [next(it).offset for _ in range(3)] == [0, 1, 2]
+    c.seek(TP0, 8)
+    assert [r.offset for r in it] == [8, 9]
+    c.seek(TP0, 4)
+    assert next(it).offset == 4
+    c.close()                            # auto-commit: the next record not yielded yet
+    assert dl.consumer("t", group_id="g").committed(TP0) == 5

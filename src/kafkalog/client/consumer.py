@@ -437,16 +437,35 @@ class Consumer:
         st.position = offset
         st.buffer = []
         st.reset = None
+        self._drop_iterated([st.tp])
 
     def seek_to_beginning(self, *partitions: TopicPartitionLike) -> None:
-        for st in self._states_of(partitions):
+        states = self._states_of(partitions)
+        for st in states:
             st.reset, st.buffer = "earliest", []
+        self._drop_iterated([st.tp for st in states])
 
     def seek_to_end(self, *partitions: TopicPartitionLike) -> None:
         """To the high watermark (the last stable offset with ``read_committed``), evaluated lazily at
         the next :meth:`poll` or :meth:`position`, as Kafka does."""
-        for st in self._states_of(partitions):
+        states = self._states_of(partitions)
+        for st in states:
             st.reset, st.buffer = "latest", []
+        self._drop_iterated([st.tp for st in states])
+
+    def _drop_iterated(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """Forget the records of ``tps`` fetched for iteration but not yet yielded; returns the
+        first such offset per partition."""
+        rest = self._iter_buf[self._iter_i:]
+        gone = set(tps)
+        first: dict[TopicPartition, int] = {}
+        for r in rest:
+            tp = TopicPartition(r.topic, r.partition)
+            if tp in gone and tp not in first:
+                first[tp] = r.offset
+        self._iter_buf = [r for r in rest if TopicPartition(r.topic, r.partition) not in gone]
+        self._iter_i = 0
+        return first
 
     def _states_of(self, partitions: Sequence[TopicPartitionLike]) -> list[_PartitionState]:
         if not partitions:
@@ -735,6 +754,9 @@ class Consumer:
         if self._closed:
             return
         try:
+            # records fetched for iteration but never yielded are not consumed
+            for tp, offset in self._drop_iterated(list(self._states)).items():
+                self._states[tp].position = offset
             if autocommit and self._auto_commit:
                 self.commit()
         finally:
