@@ -1,5 +1,7 @@
 """The embedded client: a Kafka data directory used from Python with Kafka's semantics."""
 
+from kafkalog.client.consumer import Consumer, TopicPartition
 from kafkalog.client.datalog import ConsumerRecord, DataLog, ProduceResult, Producer, RecordMetadata, open
 
-__all__ = ["open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult"]
+__all__ = ["open", "DataLog", "Producer", "Consumer", "TopicPartition", "ConsumerRecord", "RecordMetadata",
+           "ProduceResult"]

@@ -50,6 +50,8 @@ CONSUMER_DEFAULTS: Dict[str, Any] = {
     "key.deserializer": None,
     "value.deserializer": None,
     "client.rack": "",
+    "exclude.internal.topics": True,
+    "consumer.timeout.ms": None,        # kafka-python's: iteration ends after this long without data
 }
 
 #: Keys a network client needs that have no meaning for an embedded log: accepted, without effect.

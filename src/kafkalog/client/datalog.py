@@ -32,7 +32,8 @@ import builtins
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 from kafkalog.errors import (InvalidConfigError, InvalidTopicError, KafkalogError,
                              LogDirError, OffsetOutOfRangeError)
@@ -43,8 +44,11 @@ from kafkalog.record import kernel
 from kafkalog.record.builder import write_v2_header
 from kafkalog.record.compression import compress
 from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, TOPIC_COMPRESSION_TYPES, CompressionType
-from kafkalog.client.readonly import (_ReadOnlyManager, _committed_view, _is_abort_marker, _iter_batches,
-                                      _legacy_ts_type)
+from kafkalog.client.readonly import _ReadOnlyManager, _legacy_ts_type
+
+if TYPE_CHECKING:
+    from kafkalog.client.consumer import Consumer
+    from kafkalog.coordinator.offsets import OffsetsStore
 
 __all__ = ["open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult"]
 
@@ -420,11 +424,28 @@ class DataLog:
 
     # --- consume ------------------------------------------------------------------------------------
 
+    def consumer(self, *topics: str, conf: Optional[Mapping[str, Any]] = None, **config: Any) -> "Consumer":
+        """A kafka-python-shaped :class:`~kafkalog.client.consumer.Consumer` (subscribed to ``topics``
+        when given). ``conf``: Kafka's dotted keys; keyword arguments: the same keys with underscores."""
+        from kafkalog.client.consumer import Consumer
+        return Consumer(self, *topics, conf=conf, **config)
+
+    def _offsets_store(self) -> "OffsetsStore":
+        """The committed offsets of this directory (``__consumer_offsets``), loaded once, shared by
+        its consumers."""
+        store = self.__dict__.get("_offsets")
+        if store is None:
+            from kafkalog.coordinator.offsets import OffsetsStore
+            store = self.__dict__.setdefault("_offsets", OffsetsStore(self.manager))
+        return store
+
     def consume(self, topic: str, partition: Optional[int] = None, *, offset: Optional[int] = None,
                 timestamp: Optional[int] = None, from_beginning: bool = True,
                 isolation: str = READ_UNCOMMITTED, max_records: Optional[int] = None
                 ) -> Iterator[ConsumerRecord]:
-        """Yield the records of one partition (or of every partition, one after the other).
+        """Yield the records of one partition (or of every partition, one after the other), up to
+        the end of the log as it is when each partition is reached (use :meth:`consumer` to wait
+        for new data).
 
         Start: ``offset`` (clamped to the log start offset), else the first offset whose timestamp
         is >= ``timestamp``, else the log start offset (``from_beginning``, the default) or the log
@@ -465,43 +486,18 @@ class DataLog:
 
     def _consume_partition(self, topic: str, p: int, offset, timestamp, from_beginning,
                            isolation: str) -> Iterator[ConsumerRecord]:
+        from kafkalog.client.consumer import read_batches, stable_end
         log = self.manager.get_log(topic, p)
         start = self._start_offset(log, offset, timestamp, from_beginning)
-        committed = isolation == READ_COMMITTED
-        aborted: List[Tuple[int, int]] = []
-        if committed:
-            # the last stable offset and the aborted transactions (pid, first offset) that
-            # overlap [start, LSO), from the producer state / .txnindex of a writable log, or
-            # from the batches themselves for a read-only view
-            end, aborted = _committed_view(log, start)
-        else:
-            end = log.high_watermark
+        end = stable_end(log, isolation == READ_COMMITTED)
         if start >= end:
             return
-        aborted.sort(key=lambda a: a[1])
-        aborted_pids: set = set()
-        ai = 0
-        for batch in _iter_batches(log, start, end):
+        for batch, visible in read_batches(log, start, end, isolation == READ_COMMITTED):
+            if not visible:
+                continue
             magic = batch.magic
             if magic >= 2:
-                if batch.base_offset >= end:
-                    return
-                ctrl = batch.is_control
-                if committed and batch.producer_id >= 0:
-                    last = batch.last_offset
-                    while ai < len(aborted) and aborted[ai][1] <= last:
-                        aborted_pids.add(aborted[ai][0])
-                        ai += 1
-                    pid = batch.producer_id
-                    if ctrl:
-                        if pid in aborted_pids and _is_abort_marker(batch):
-                            aborted_pids.discard(pid)
-                        continue
-                    if batch.is_transactional and pid in aborted_pids:
-                        continue
-                if ctrl:
-                    continue
-                tst = _TS_TYPES[int(batch.timestamp_type) & 1]
+                tst: Optional[str] = _TS_TYPES[int(batch.timestamp_type) & 1]
             else:
                 tst = "NoTimestampType" if magic == 0 else None
             for rec in batch:

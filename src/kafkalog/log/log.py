@@ -156,6 +156,25 @@ class Log:
         active = segs[-1]
         end = LogOffsetMetadata(next_offset, active.base_offset, active.size)
         self._view = (segs, tuple(s.base_offset for s in segs), end)
+        self._notify_published()
+
+    # --- publish listeners (readers waiting for new data: the consumer's wake-up) -----------------
+
+    #: called as ``listener(log)`` after every publish of the log end offset (appends, rolls,
+    #: truncations, retention), under the log's lock: a listener must be cheap and must not block
+    _publish_listeners: Tuple[Callable[["Log"], None], ...] = ()
+
+    def add_publish_listener(self, listener: Callable[["Log"], None]) -> None:
+        with self._lock:
+            self._publish_listeners = self._publish_listeners + (listener,)
+
+    def remove_publish_listener(self, listener: Callable[["Log"], None]) -> None:
+        with self._lock:
+            self._publish_listeners = tuple(x for x in self._publish_listeners if x != listener)
+
+    def _notify_published(self) -> None:
+        for listener in self._publish_listeners:
+            listener(self)
 
     # --- offsets and segments --------------------------------------------------------------------
 
@@ -279,6 +298,7 @@ class Log:
             if not seg.try_append_one(buf, n, last, mts, self.segment_bytes, self.max_segment_ms):
                 return None
             self._view = (segs, bases, _lom(last + 1, seg.base_offset, seg.log.size))
+            self._notify_published()
             if last + 1 - self.recovery_point >= self.flush_messages:
                 self.flush(last + 1)
             if mts > -1:

@@ -1,0 +1,290 @@
+"""``AIOKafkaConsumer``: the embedded consumer in aiokafka's shape::
+
+    consumer = AIOKafkaConsumer("orders", datalog=dl, group_id="billing", auto_offset_reset="earliest")
+    await consumer.start()
+    async for record in consumer:          # waits for new data without blocking the loop
+        ...
+    await consumer.stop()
+
+Every file operation of the wrapped :class:`~kafkalog.client.consumer.Consumer` runs in one worker
+thread of its own (the consumer is not thread-safe, the worker serialises it), so the event loop never
+waits on disk. A waiting ``getone``/``getmany`` cancelled by the loop loses no record: the worker's
+poll stays in flight and the next call returns what it fetched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Self, TypeVar
+
+from kafkalog.client.consumer import (
+    Consumer,
+    ConsumerRecord,
+    IllegalStateError,
+    OffsetAndTimestamp,
+    TopicPartition,
+    TopicPartitionLike,
+)
+from kafkalog.client.datalog import DataLog
+from kafkalog.client.datalog import open as open_datalog
+
+__all__ = ["AIOKafkaConsumer"]
+
+T = TypeVar("T")
+#: longest single wait of the worker, so stop() is never behind a long poll for long
+_WAIT_SLICE_MS = 500.0
+
+
+class AIOKafkaConsumer:
+    """aiokafka's consumer over an embedded data directory.
+
+    Args:
+        *topics: topics to subscribe to (or use :meth:`subscribe` / :meth:`assign`).
+        datalog: a :class:`~kafkalog.client.DataLog`, or a data directory path (then opened on
+            :meth:`start` and closed on :meth:`stop`).
+        conf: Kafka's dotted configuration keys; ``**config``: the same with underscores.
+    """
+
+    def __init__(self, *topics: str, datalog: DataLog | str | os.PathLike[str],
+                 conf: Mapping[str, Any] | None = None, loop: Any = None, **config: Any) -> None:
+        self._topics = topics
+        self._datalog_arg = datalog
+        self._conf = conf
+        self._config = config
+        self._consumer: Consumer | None = None
+        self._owned: DataLog | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: dict[TopicPartition, list[ConsumerRecord]] = {}
+        self._inflight: asyncio.Future[dict[TopicPartition, list[ConsumerRecord]]] | None = None
+        self._closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._consumer is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkalog-aio-consumer")
+
+        def create() -> Consumer:
+            dl = self._datalog_arg
+            if not isinstance(dl, DataLog):
+                dl = self._owned = open_datalog(dl)
+            return Consumer(dl, *self._topics, conf=self._conf, **self._config)
+
+        self._consumer = await self._run(create)
+
+    async def stop(self) -> None:
+        """Commit what was handed out (with auto-commit), close, and release the worker thread."""
+        if self._consumer is None or self._closed:
+            return
+        self._closed = True
+        consumer = self._consumer
+        if self._inflight is not None:                # a cancelled wait's poll: its records count too
+            for tp, recs in (await asyncio.shield(self._inflight)).items():
+                self._pending.setdefault(tp, []).extend(recs)
+            self._inflight = None
+        handed_out = {tp: recs[0].offset for tp, recs in self._pending.items() if recs}
+        self._pending = {}
+
+        def close() -> None:
+            for tp, offset in handed_out.items():     # fetched but never returned: not consumed
+                consumer.seek(tp, offset)
+            consumer.close()
+        try:
+            await self._run(close)
+            if self._owned is not None:
+                await self._run(self._owned.close)
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise IllegalStateError("AIOKafkaConsumer is not started: await start() first")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    @property
+    def _c(self) -> Consumer:
+        if self._consumer is None:
+            raise IllegalStateError("AIOKafkaConsumer is not started: await start() first")
+        if self._closed:
+            raise IllegalStateError("AIOKafkaConsumer is stopped")
+        return self._consumer
+
+    # --- assignment (no file work) ------------------------------------------------------------
+
+    def subscribe(self, topics: Any = (), pattern: Any = None, listener: Any = None) -> None:
+        self._c.subscribe(topics, pattern=pattern, listener=listener)
+
+    def assign(self, partitions: Any) -> None:
+        self._c.assign(partitions)
+        self._pending = {}
+
+    def unsubscribe(self) -> None:
+        self._c.unsubscribe()
+        self._pending = {}
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._c.assignment()
+
+    def subscription(self) -> set[str] | None:
+        return self._c.subscription()
+
+    def pause(self, *partitions: TopicPartitionLike) -> None:
+        self._c.pause(*partitions)
+
+    def resume(self, *partitions: TopicPartitionLike) -> None:
+        self._c.resume(*partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._c.paused()
+
+    def seek(self, partition: TopicPartitionLike, offset: int) -> None:
+        self._c.seek(partition, offset)
+        self._pending.pop(TopicPartition(*partition), None)
+
+    # --- file work in the worker --------------------------------------------------------------
+
+    async def seek_to_beginning(self, *partitions: TopicPartitionLike) -> None:
+        self._drop_pending(partitions)
+        await self._run(self._c.seek_to_beginning, *partitions)
+
+    async def seek_to_end(self, *partitions: TopicPartitionLike) -> None:
+        self._drop_pending(partitions)
+        await self._run(self._c.seek_to_end, *partitions)
+
+    def _drop_pending(self, partitions: Any) -> None:
+        if not partitions:
+            self._pending = {}
+        for p in partitions:
+            self._pending.pop(TopicPartition(*p), None)
+
+    async def position(self, partition: TopicPartitionLike) -> int:
+        tp = TopicPartition(*partition)
+        pending = self._pending.get(tp)
+        if pending:
+            return pending[0].offset
+        return await self._run(self._c.position, tp)
+
+    async def committed(self, partition: TopicPartitionLike) -> int | None:
+        got = await self._run(self._c.committed, partition)
+        assert got is None or isinstance(got, int)
+        return got
+
+    async def commit(self, offsets: Mapping[TopicPartitionLike, Any] | None = None) -> None:
+        """Commit ``offsets`` or, by default, the positions of what this consumer has returned."""
+        if offsets is None and self._pending:
+            positions: dict[TopicPartitionLike, Any] = {
+                tp: recs[0].offset for tp, recs in self._pending.items() if recs}
+            consumer = self._c
+
+            def commit_returned() -> None:
+                todo: dict[TopicPartitionLike, Any] = {tp: consumer.position(tp)
+                                                       for tp in consumer.assignment()}
+                todo.update(positions)
+                consumer.commit(todo)
+            await self._run(commit_returned)
+            return
+        await self._run(self._c.commit, offsets)
+
+    async def beginning_offsets(self, partitions: Any) -> dict[TopicPartition, int]:
+        return await self._run(self._c.beginning_offsets, list(partitions))
+
+    async def end_offsets(self, partitions: Any) -> dict[TopicPartition, int]:
+        return await self._run(self._c.end_offsets, list(partitions))
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartitionLike, int]
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return await self._run(self._c.offsets_for_times, dict(timestamps))
+
+    async def topics(self) -> set[str]:
+        return await self._run(self._c.topics)
+
+    # --- fetching -----------------------------------------------------------------------------
+
+    async def _poll(self, timeout_ms: float, max_records: int | None
+                    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """One poll in the worker. A caller cancelled while it runs leaves it in flight: the next call
+        takes its result, so no fetched record is dropped."""
+        if self._inflight is not None:          # a cancelled poll still running: take its result
+            fut = self._inflight
+        else:
+            loop = asyncio.get_running_loop()
+            if self._executor is None:
+                raise IllegalStateError("AIOKafkaConsumer is not started: await start() first")
+            fut = loop.run_in_executor(self._executor, self._c.poll, timeout_ms, max_records)
+            self._inflight = fut
+        got = await asyncio.shield(fut)        # cancelled: the poll stays in flight for the next call
+        self._inflight = None
+        return got
+
+    def _take(self, partitions: set[TopicPartition], max_records: int | None
+              ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        budget = max_records if max_records is not None else float("inf")
+        for tp in list(self._pending):
+            if budget <= 0:
+                break
+            if partitions and tp not in partitions:
+                continue
+            recs = self._pending[tp]
+            n = int(min(budget, len(recs)))
+            out[tp] = recs[:n]
+            rest = recs[n:]
+            if rest:
+                self._pending[tp] = rest
+            else:
+                del self._pending[tp]
+            budget -= n
+        return out
+
+    async def getmany(self, *partitions: TopicPartitionLike, timeout_ms: float = 0,
+                      max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records per partition (of ``partitions`` when given), waiting up to ``timeout_ms``."""
+        wanted = {TopicPartition(*p) for p in partitions}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000.0
+        while True:
+            got = self._take(wanted, max_records)
+            if got:
+                return got
+            left_ms = max(0.0, (deadline - loop.time()) * 1000.0)
+            polled = await self._poll(min(left_ms, _WAIT_SLICE_MS), max_records)
+            for tp, recs in polled.items():
+                self._pending.setdefault(tp, []).extend(recs)
+            if not polled and loop.time() >= deadline:
+                return {}
+
+    async def getone(self, *partitions: TopicPartitionLike) -> ConsumerRecord:
+        """The next record (of ``partitions`` when given), waiting as long as it takes."""
+        wanted = {TopicPartition(*p) for p in partitions}
+        while True:
+            got = self._take(wanted, 1)
+            if got:
+                return next(iter(got.values()))[0]
+            polled = await self._poll(_WAIT_SLICE_MS, None)
+            for tp, recs in polled.items():
+                self._pending.setdefault(tp, []).extend(recs)
+
+    def __aiter__(self) -> AIOKafkaConsumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            return await self.getone()
+        except IllegalStateError:
+            if self._closed:
+                raise StopAsyncIteration from None
+            raise

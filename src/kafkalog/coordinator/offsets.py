@@ -1,0 +1,293 @@
+"""Committed offsets per consumer group, stored as Kafka stores them: records in the compacted
+``__consumer_offsets`` topic (Kafka's ``OffsetCommitKey``/``OffsetCommitValue`` and
+``GroupMetadataKey``/``GroupMetadataValue``, :mod:`kafkalog.coordinator.group_metadata`), one partition
+per group (``abs(hashCode(group)) % offsets.topic.num.partitions``).
+
+:class:`OffsetsStore` is the group coordinator's offset manager for every front end: the embedded
+consumer's ``commit``/``committed``, and the network broker's OffsetCommit/OffsetFetch/ListGroups/
+DeleteGroups. On open it replays the topic (committed data only: the offsets of an aborted
+transactional commit never count); a commit appends one batch holding all the group's offsets (so it
+is atomic) and fsyncs it before returning; deleting a group writes tombstones. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import (
+    Any,
+    NamedTuple,
+    Protocol,
+)
+
+from kafkalog.coordinator.group_metadata import (
+    CONSUMER_OFFSETS_TOPIC,
+    OFFSETS_TOPIC_NUM_PARTITIONS,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_value,
+    encode_key,
+    encode_offset_commit_value,
+    partition_for_group,
+)
+from kafkalog.errors import InvalidConfigError, KafkalogError
+from kafkalog.log.naming import TopicPartition
+from kafkalog.record.builder import build_batch
+
+__all__ = ["OFFSETS_TOPIC_CONFIG", "OffsetAndMetadata", "OffsetsStore"]
+
+#: The topic configuration Kafka gives ``__consumer_offsets`` (``offsets.topic.segment.bytes``,
+#: ``offsets.topic.compression.codec`` none, compacted).
+OFFSETS_TOPIC_CONFIG: dict[str, Any] = {
+    "cleanup.policy": "compact",
+    "compression.type": "producer",
+    "segment.bytes": 104857600,
+}
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (kafka-python's ``OffsetAndMetadata``, with the commit time)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+    commit_timestamp: int = -1
+
+
+OffsetSpec = int | OffsetAndMetadata | tuple[Any, ...]
+
+
+class _Manager(Protocol):
+    data_dir: str
+
+    def has_topic(self, topic: str) -> bool: ...
+    def partitions_of(self, topic: str) -> list[int]: ...
+    def get_log(self, topic: str, partition: int) -> Any: ...
+    def create_topic(self, topic: str, partitions: int = 1,
+                     config: Mapping[str, Any] | None = None, *, exist_ok: bool = False) -> Any: ...
+
+
+def _committed_batches(log: Any) -> Iterable[Any]:
+    """Committed batches of a writable :class:`~kafkalog.log.log.Log` (no aborted transactional data,
+    no control batches, nothing above the last stable offset)."""
+    return log.batches(isolation="read_committed")
+
+
+def as_offset_and_metadata(spec: OffsetSpec, now: int) -> OffsetAndMetadata:
+    """An offset, an :class:`OffsetAndMetadata`, or a tuple ``(offset[, metadata[, leader_epoch]])``
+    (kafka-python's and the broker's shapes)."""
+    if isinstance(spec, OffsetAndMetadata):
+        oam = spec
+    elif isinstance(spec, tuple):
+        if not 1 <= len(spec) <= 3:
+            raise InvalidConfigError(f"an offset to commit is (offset, metadata, leader_epoch), "
+                                     f"got {spec!r}")
+        oam = OffsetAndMetadata(*spec)
+    elif isinstance(spec, int) and not isinstance(spec, bool):
+        oam = OffsetAndMetadata(spec)
+    else:
+        raise InvalidConfigError(f"an offset to commit is an int or (offset, metadata, leader_epoch), "
+                                 f"got {spec!r}")
+    if not isinstance(oam.offset, int) or oam.offset < 0:
+        raise InvalidConfigError(f"invalid offset to commit: {oam.offset!r}")
+    epoch = oam.leader_epoch
+    return OffsetAndMetadata(oam.offset, oam.metadata or "", None if epoch is None or epoch < 0 else epoch,
+                             now if oam.commit_timestamp < 0 else oam.commit_timestamp)
+
+
+class OffsetsStore:
+    """The committed offsets of every group in a data directory.
+
+    Args:
+        manager: the data directory (a :class:`~kafkalog.log.manager.LogManager`, or a read-only
+            one: then commits raise its error and the offsets are those on disk when loaded).
+        num_partitions: ``offsets.topic.num.partitions`` for a topic this store creates; an existing
+            topic keeps its partition count (the group -> partition mapping depends on it).
+        committed_batches: how to read a partition's committed batches (default: a writable log's
+            ``batches(isolation="read_committed")``); the read-only client passes its reader.
+        clock: milliseconds since the epoch.
+    """
+
+    def __init__(self, manager: _Manager, *, num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS,
+                 committed_batches: Callable[[Any], Iterable[Any]] = _committed_batches,
+                 clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        if num_partitions < 1:
+            raise InvalidConfigError(f"offsets.topic.num.partitions must be >= 1, got {num_partitions}")
+        self._manager = manager
+        self._num_partitions = num_partitions
+        self._read = committed_batches
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self._groups: dict[str, GroupMetadataValue] = {}
+        self.load()
+
+    # --- loading ----------------------------------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        return self._num_partitions
+
+    def load(self) -> None:
+        """(Re)build the state by replaying ``__consumer_offsets`` from its log start offsets."""
+        with self._lock:
+            self._offsets = {}
+            self._groups = {}
+            m = self._manager
+            if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
+                return
+            parts = m.partitions_of(CONSUMER_OFFSETS_TOPIC)
+            self._num_partitions = len(parts)
+            for p in parts:
+                log = m.get_log(CONSUMER_OFFSETS_TOPIC, p)
+                for batch in self._read(log):
+                    for rec in batch:
+                        self._replay(rec.key, rec.value, log, rec.offset)
+
+    def _replay(self, key: bytes | None, value: bytes | None, log: Any, offset: int) -> None:
+        if key is None:
+            return
+        try:
+            k = decode_key(bytes(key))
+            if isinstance(k, OffsetCommitKey):
+                tp = TopicPartition(k.topic, k.partition)
+                if value is None:
+                    group = self._offsets.get(k.group)
+                    if group is not None:
+                        group.pop(tp, None)
+                        if not group:
+                            del self._offsets[k.group]
+                else:
+                    v = decode_offset_commit_value(bytes(value))
+                    self._offsets.setdefault(k.group, {})[tp] = OffsetAndMetadata(
+                        v.offset, v.metadata, None if v.leader_epoch < 0 else v.leader_epoch,
+                        v.commit_timestamp)
+            elif isinstance(k, GroupMetadataKey):
+                if value is None:
+                    self._groups.pop(k.group, None)
+                else:
+                    self._groups[k.group] = decode_group_metadata_value(bytes(value))
+        except KafkalogError as e:
+            raise type(e)(f"record at offset {offset} of {CONSUMER_OFFSETS_TOPIC}: {e.message}",
+                          file=str(log.dir)) from None
+
+    # --- queries ----------------------------------------------------------------------------------
+
+    def partition_for(self, group: str) -> int:
+        return partition_for_group(group, self._num_partitions)
+
+    def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
+              ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The committed offsets of ``group`` (only those of ``partitions`` when given; partitions
+        without a committed offset are left out)."""
+        with self._lock:
+            got = self._offsets.get(group, {})
+            if partitions is None:
+                return dict(got)
+            return {tp: got[tp] for tp in partitions if tp in got}
+
+    def groups(self) -> list[str]:
+        """Every group with committed offsets or stored group metadata."""
+        with self._lock:
+            return sorted(set(self._offsets) | set(self._groups))
+
+    def group_metadata(self, group: str) -> GroupMetadataValue | None:
+        with self._lock:
+            return self._groups.get(group)
+
+    # --- writes -----------------------------------------------------------------------------------
+
+    def offset_commit_records(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec]
+                              ) -> list[tuple[bytes, bytes]]:
+        """The ``(key, value)`` records committing ``offsets`` for ``group``, as Kafka encodes them
+        (for a transactional producer's ``send_offsets_to_transaction``: append them in the
+        transaction to partition :meth:`partition_for` and call :meth:`apply` once it commits)."""
+        now = self._clock()
+        out = []
+        for tp, spec in offsets.items():
+            oam = as_offset_and_metadata(spec, now)
+            value = OffsetCommitValue(oam.offset, oam.metadata, oam.commit_timestamp,
+                                      -1 if oam.leader_epoch is None else oam.leader_epoch)
+            out.append((encode_key(OffsetCommitKey(group, tp.topic, tp.partition)),
+                        encode_offset_commit_value(value)))
+        return out
+
+    def apply(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec]) -> None:
+        """Make offsets already written to the topic (a committed transaction) visible."""
+        now = self._clock()
+        with self._lock:
+            got = self._offsets.setdefault(group, {})
+            for tp, spec in offsets.items():
+                got[tp] = as_offset_and_metadata(spec, now)
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec]) -> None:
+        """Commit ``{TopicPartition: offset | (offset, metadata, leader_epoch) | OffsetAndMetadata}``
+        for ``group``: one batch in the group's partition, fsynced before this returns."""
+        self._check_group(group)
+        if not offsets:
+            return
+        offsets = {TopicPartition(tp[0], tp[1]): spec for tp, spec in offsets.items()}
+        with self._lock:
+            records = self.offset_commit_records(group, offsets)
+            self._write(group, records)
+            self.apply(group, offsets)
+
+    def store_group_metadata(self, group: str, value: GroupMetadataValue) -> None:
+        """Write a group's metadata record (the broker's group coordinator, after a rebalance)."""
+        self._check_group(group)
+        with self._lock:
+            self._write(group, [(encode_key(GroupMetadataKey(group)), encode_group_metadata_value(value))])
+            self._groups[group] = value
+
+    def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None:
+        """Tombstones for the committed offsets of ``partitions`` (Kafka's OffsetDelete)."""
+        with self._lock:
+            got = self._offsets.get(group, {})
+            tps = [TopicPartition(tp[0], tp[1]) for tp in partitions]
+            tps = [tp for tp in tps if tp in got]
+            if not tps:
+                return
+            self._write(group, [(encode_key(OffsetCommitKey(group, tp.topic, tp.partition)), None)
+                                for tp in tps])
+            for tp in tps:
+                del got[tp]
+            if not got:
+                self._offsets.pop(group, None)
+
+    def delete_group(self, group: str) -> bool:
+        """Tombstones for every committed offset of ``group`` and for its metadata (Kafka's
+        DeleteGroups); returns False when the group is unknown."""
+        with self._lock:
+            got = self._offsets.get(group, {})
+            if not got and group not in self._groups:
+                return False
+            records: list[tuple[bytes, bytes | None]] = [
+                (encode_key(OffsetCommitKey(group, tp.topic, tp.partition)), None) for tp in got]
+            records.append((encode_key(GroupMetadataKey(group)), None))
+            self._write(group, records)
+            self._offsets.pop(group, None)
+            self._groups.pop(group, None)
+            return True
+
+    @staticmethod
+    def _check_group(group: Any) -> None:
+        if not isinstance(group, str) or not group:
+            raise InvalidConfigError(f"a group.id is needed to commit offsets, got {group!r}")
+
+    def _write(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        m = self._manager
+        if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
+            m.create_topic(CONSUMER_OFFSETS_TOPIC, self._num_partitions, OFFSETS_TOPIC_CONFIG,
+                           exist_ok=True)
+            self._num_partitions = len(m.partitions_of(CONSUMER_OFFSETS_TOPIC))
+        log = m.get_log(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
+        now = self._clock()
+        batch = build_batch([(k, v, now, None) for k, v in records])
+        log.append(bytearray(batch))
+        log.flush(include_active=True)
