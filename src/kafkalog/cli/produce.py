@@ -66,7 +66,7 @@ def produce(data_dir: str, topic: str, b64: bool, partitions: int, compression: 
     try:
         if not dl.manager.has_topic(topic):
             dl.create_topic(topic, partitions, cfg)
-        p = dl.producer(compression=compression, batch_size=batch_size)
+        p = dl.producer(compression_type=compression or "none", batch_size=batch_size)
         n = 0
         stdin = sys.stdin
         for lineno, line in enumerate(stdin, 1):
@@ -99,12 +99,17 @@ def produce(data_dir: str, topic: str, b64: bool, partitions: int, compression: 
                 part = obj.get("partition")
                 if part is not None and (not isinstance(part, int) or isinstance(part, bool)):
                     raise InvalidRecordError(f"line {lineno}: partition must be an integer")
-                p.send(topic, value, key, hs, ts, part)
+                fut = p.send(topic, value, key, partition=part, timestamp_ms=ts, headers=hs)
+                if fut.failed():
+                    raise fut.exception  # type: ignore[misc]
             except KafkalogError as e:
                 error = e
                 break
             n += 1
-        offsets = p.flush()
+        p.close()
+        offsets = p.appended_offsets()
+        if error is None and p.first_error is not None:
+            error = p.first_error
         summary = {"type": "summary", "topic": topic, "records": n, "batches": p.batches_sent,
                    "partitions": {str(tp[1]): {"firstOffset": a, "lastOffset": b}
                                   for tp, (a, b) in sorted(offsets.items())}}
