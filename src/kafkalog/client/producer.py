@@ -60,9 +60,7 @@ _MAX_SEQUENCE = 0x7FFFFFFF
 _time_ns = time.time_ns
 _monotonic = time.monotonic
 _Encoder = kernel.RecordsEncoder
-#: bytes a record takes beyond its key, value and headers, at most (length, attributes, timestamp
-#: and offset deltas, key and value lengths, header count: varints)
-_RECORD_OVERHEAD_MAX = 5 + 1 + 10 + 5 + 5 + 5 + 5
+_ProducerBatch = kernel.ProducerBatch
 
 
 class IllegalStateError(KafkalogError):
@@ -135,40 +133,24 @@ def _bool(cfg: Mapping[str, Any], key: str) -> bool:
     raise InvalidConfigError(f"Invalid value {v!r} for configuration {key}: expected a boolean")
 
 
-class _TopicState:
-    """A topic as seen by one producer: its logs, open batch and next sequence per partition, and
+class _TopicState(kernel.ProducerTopic):
+    """A topic as seen by one producer: (from the kernel's ``ProducerTopic``) its open batch per
+    partition, sticky partition and partitioner flag; its logs, next sequence per partition, and
     the batch limits derived from the topic's configuration."""
 
-    __slots__ = ("name", "logs", "n", "sticky", "batches", "seqs", "codec", "body_cap", "batch_size",
-                 "cap_reason")
+    __slots__ = ("name", "logs", "n", "seqs", "codec", "body_cap", "batch_size", "cap_reason")
 
     def __init__(self, name: str, logs: list, codec: int, body_cap: int, batch_size: int,
-                 cap_reason: str) -> None:
+                 cap_reason: str, keyed: bool) -> None:
+        super().__init__(len(logs), keyed)
         self.name = name
         self.logs = logs
         self.n = len(logs)
-        self.sticky = 0
-        self.batches: List[Optional[_Batch]] = [None] * self.n
         self.seqs = [0] * self.n
         self.codec = codec
         self.body_cap = body_cap          # record bytes a batch may hold (a hard limit)
         self.batch_size = batch_size      # record bytes after which a batch is complete
         self.cap_reason = cap_reason
-
-
-class _Batch:
-    """One open batch of one partition."""
-
-    __slots__ = ("st", "partition", "enc", "result", "n", "size", "deadline")
-
-    def __init__(self, st: _TopicState, partition: int, result: ProduceRequestResult, deadline: float) -> None:
-        self.st = st
-        self.partition = partition
-        self.enc = _Encoder()
-        self.result = result
-        self.n = 0
-        self.size = 0
-        self.deadline = deadline
 
 
 class Producer:
@@ -216,7 +198,8 @@ class Producer:
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._topics: Dict[str, _TopicState] = {}
-        self._open: Set[_Batch] = set()
+        # open batches -> (topic, partition, linger deadline)
+        self._open: Dict[Any, Tuple[_TopicState, int, float]] = {}
         self._appended: Dict[Tuple[str, int], List[int]] = {}
         self._count = 0
         self._batches = 0
@@ -235,6 +218,10 @@ class Producer:
         self._use_thread = linger_thread
         self._thread: Optional[threading.Thread] = None
         self._thread_idle = True
+        # the common case of send in compiled code (the kernel's ProducerSendPath); the rest,
+        # and every check, in _send_slow
+        self.send = kernel.ProducerSendPath(self._topics, self._send_slow,  # type: ignore[method-assign]
+                                            self._batch_full).send
 
     # --- properties ---------------------------------------------------------------------------------
 
@@ -293,7 +280,8 @@ class Producer:
             elif codec:                            # gzip, lz4, zstd: well under 1% + a frame
                 cap = cap - cap // 100 - 128
             cap = max(cap, 1)
-            st = _TopicState(topic, logs, codec, cap, min(max(self._batch_size, 1), cap), reason)
+            st = _TopicState(topic, logs, codec, cap, min(max(self._batch_size, 1), cap), reason,
+                             self._partitioner is None and not self._ignore_keys)
             self._topics[topic] = st
             return st
 
@@ -310,6 +298,19 @@ class Producer:
         """Add one record; returns its future. ``key``/``value``: bytes-like, ``str`` (UTF-8) or
         None; ``headers``: ``[(str, bytes | None)]`` or a mapping; ``timestamp_ms``: ms (default
         now). ``on_delivery(err, metadata)`` is called once the record is appended or failed."""
+        return self._send_slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+
+    def _batch_full(self, b: Any) -> None:
+        completed: List[ProduceRequestResult] = []
+        with self._lock:
+            self._drain_locked(b, completed)
+        for r in completed:
+            r.fire()
+
+    def _send_slow(self, topic: str, value: Any, key: Any, partition: Optional[int],
+                   timestamp_ms: Optional[int], headers: Any,
+                   on_delivery: Optional[Callable[[Optional[BaseException], Optional[RecordMetadata]], Any]]
+                   ) -> FutureRecordMetadata:
         st = self._topics.get(topic)
         if st is None or self._closed:
             st = self._topic(topic)
@@ -318,13 +319,8 @@ class Producer:
                                     f"begin_transaction first")
         if value is not None and type(value) is not bytes:
             value = as_bytes(value)
-        if key is not None:
-            if type(key) is not bytes:
-                key = as_bytes(key)
-            ksize = len(key)
-        else:
-            ksize = -1
-        vsize = -1 if value is None else len(value)
+        if key is not None and type(key) is not bytes:
+            key = as_bytes(key)
         if partition is None:
             if self._partitioner is not None:
                 parts = list(range(st.n))
@@ -338,65 +334,52 @@ class Producer:
                                     f"(it has {st.n} partitions)")
         if headers:
             headers = normalise_headers(headers)
-        ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
+        completed: List[ProduceRequestResult] = []
         with self._lock:
-            b = st.batches[partition]
-            if b is None or b.size + ksize + vsize + _RECORD_OVERHEAD_MAX > st.body_cap or headers:
-                b = self._batch_for(st, partition, b, key, value, headers, ksize + vsize)
-                if b is None:
-                    return self._too_large(st, partition, key, value, headers, ts, ksize, vsize)
-            i = b.n
-            b.n = i + 1
-            size = b.size = b.size + b.enc.append(key, value, ts, headers)
-            fut = FutureRecordMetadata(b.result, i, ts, ksize, vsize)
+            fut = self._append_slow(st, partition, key, value, timestamp_ms, headers, completed)
             if on_delivery is not None:
-                r = b.result
+                r = fut.produce_result
+                if r.done:
+                    completed.append(r)
                 if r.callbacks is None:
                     r.callbacks = []
                 r.callbacks.append((fut, 3, on_delivery))
-            if size >= st.batch_size:
-                completed: List[ProduceRequestResult] = []
+            b = st.batches[partition]
+            if b is not None and b.full:
                 self._drain_locked(b, completed)
-            else:
-                return fut
         for r in completed:
             r.fire()
         return fut
 
-    def _batch_for(self, st: _TopicState, partition: int, b: Optional[_Batch], key: Optional[bytes],
-                   value: Optional[bytes], headers: Optional[list], kv: int) -> Optional[_Batch]:
-        """The batch that takes the record (lock held): the open one when the record fits, else a
-        new one (the open one is appended first); None when the record alone is too large."""
-        need = kv + 2 + _RECORD_OVERHEAD_MAX
-        for hk, hv in headers or ():
-            need += len(hk.encode("utf-8")) + (0 if hv is None else len(hv)) + 10
-        if need > st.body_cap:                          # an exact size for a large record
-            probe = _Encoder()
-            need = probe.append(key, value, 0, headers)
-            if need > st.body_cap:
-                return None
-        if b is not None:
-            if b.size + need <= st.body_cap:
-                return b
-            completed: List[ProduceRequestResult] = []
+    def _append_slow(self, st: _TopicState, partition: int, key: Optional[bytes], value: Optional[bytes],
+                     timestamp_ms: Optional[int], headers: Optional[list],
+                     completed: List[ProduceRequestResult]) -> FutureRecordMetadata:
+        """Append a record under the lock: to the open batch, else to a new one (the open batch is
+        appended first when the record does not fit); a failed future when it alone is too large."""
+        while True:
+            b = st.batches[partition]
+            if b is None:
+                if self._closed:
+                    raise IllegalStateError("Cannot perform operation after producer has been closed")
+                b = _ProducerBatch(ProduceRequestResult(st.name, partition, self._lock), st.body_cap,
+                                   st.batch_size, FutureRecordMetadata)
+                st.batches[partition] = b
+                self._open[b] = (st, partition, _monotonic() + self._linger)
+                if self._use_thread:
+                    if self._thread is None:
+                        self._start_thread()
+                    elif self._thread_idle:
+                        self._cond.notify()
+            fut = b.append(key, value, timestamp_ms, headers)
+            if fut:
+                return fut
+            if b.count == 0:
+                return self._too_large(st, partition, key, value, headers, timestamp_ms)
             self._drain_locked(b, completed)
-            for r in completed:                          # (the lock is re-entrant)
-                r.fire()
-        if self._closed:
-            raise IllegalStateError("Cannot perform operation after producer has been closed")
-        nb = _Batch(st, partition, ProduceRequestResult(st.name, partition, self._lock),
-                    _monotonic() + self._linger)
-        st.batches[partition] = nb
-        self._open.add(nb)
-        if self._use_thread:
-            if self._thread is None:
-                self._start_thread()
-            elif self._thread_idle:
-                self._cond.notify()
-        return nb
 
     def _too_large(self, st: _TopicState, partition: int, key: Optional[bytes], value: Optional[bytes],
-                   headers: Optional[list], ts: int, ksize: int, vsize: int) -> FutureRecordMetadata:
+                   headers: Optional[list], timestamp_ms: Optional[int]) -> FutureRecordMetadata:
+        ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         size = _Encoder().append(key, value, ts, headers) + RECORD_BATCH_OVERHEAD
         limit = st.body_cap + RECORD_BATCH_OVERHEAD
         r = ProduceRequestResult(st.name, partition, self._lock)
@@ -404,7 +387,8 @@ class Producer:
             f"The message is {size} bytes when serialized (in a batch of one) which is larger than "
             f"{limit}, the limit set by {st.cap_reason} of topic {st.name!r}"
             f"{' (less the compression margin)' if st.codec else ''}"))
-        return FutureRecordMetadata(r, 0, ts, ksize, vsize)
+        return FutureRecordMetadata.create(r, 0, ts, -1 if key is None else len(key),
+                                           -1 if value is None else len(value))
 
     def send_many(self, topic: str, values: Sequence[Any], *, partition: Optional[int] = None,
                   timestamp_ms: Optional[int] = None) -> None:
@@ -423,24 +407,25 @@ class Producer:
 
     # --- appending batches --------------------------------------------------------------------------
 
-    def _drain_locked(self, b: _Batch, completed: List[ProduceRequestResult]) -> None:
+    def _drain_locked(self, b: Any, completed: List[ProduceRequestResult]) -> None:
         """Append batch ``b`` to its log and resolve its futures (lock held). Results with
         callbacks go to ``completed`` (fire them after releasing the lock)."""
-        st = b.st
-        p = b.partition
+        entry = self._open.pop(b, None)
+        if entry is None:
+            return                                   # appended already
+        st, p, _deadline = entry
         if st.batches[p] is b:
             st.batches[p] = None
             if p == st.sticky and st.n > 1:
                 st.sticky = (p + 1) % st.n
-        self._open.discard(b)
+        body = b.seal()
         r = b.result
-        count = b.n
+        count = b.count
         if count == 0:
             r.complete(-1, -1, -1, None)
             return
-        enc = b.enc
+        enc = b.encoder
         try:
-            body = enc.finish()
             if st.codec:
                 body = compress(st.codec, body, magic=2, level=self._level)
             pid = self._pid
@@ -495,11 +480,16 @@ class Producer:
         t.start()
 
     def _run(self) -> None:
+        # Waits for the earliest linger deadline. With nothing open it polls every linger.ms for
+        # a while (so that a busy producer creating batch after batch never has to wake it), then
+        # sleeps until a new batch notifies it.
         cond = self._cond
+        poll = max(self._linger, 0.001)
+        idle_polls = 0
         with cond:
             while True:
                 now = _monotonic()
-                due = [b for b in self._open if b.deadline <= now]
+                due = [b for b, (_st, _p, deadline) in self._open.items() if deadline <= now]
                 if due:
                     completed: List[ProduceRequestResult] = []
                     for b in due:
@@ -518,12 +508,16 @@ class Producer:
                 if self._closed and not self._open:
                     return
                 if self._open:
-                    self._thread_idle = False
-                    cond.wait(max(min(b.deadline for b in self._open) - now, 0.0))
+                    idle_polls = 0
+                    cond.wait(max(min(e[2] for e in self._open.values()) - now, 0.0))
+                elif idle_polls < 20:
+                    idle_polls += 1
+                    cond.wait(poll)
                 else:
                     self._thread_idle = True
                     cond.wait()
                     self._thread_idle = False
+                    idle_polls = 0
 
     # --- transactions -------------------------------------------------------------------------------
 

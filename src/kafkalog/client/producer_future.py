@@ -17,6 +17,7 @@ import threading
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 from kafkalog.errors import KafkalogError
+from kafkalog.record.kernel import RecordFuture
 
 __all__ = ["RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata", "ProducerTimeoutError"]
 
@@ -88,58 +89,63 @@ class ProduceRequestResult:
             fut._call(kind, fn)
 
 
-class FutureRecordMetadata:
-    """The future of one record (``send``'s result)."""
+class FutureRecordMetadata(RecordFuture):
+    """The future of one record (``send``'s result). Its fields (``produce_result``, ``index``,
+    ``timestamp``, ``key_size``, ``value_size``) are set by the record kernel's ``ProducerBatch``,
+    which creates it, or by :meth:`create`."""
 
-    __slots__ = ("_result", "_index", "_ts", "_ksize", "_vsize")
+    __slots__ = ()
 
-    def __init__(self, result: ProduceRequestResult, index: int, timestamp: int, key_size: int,
-                 value_size: int) -> None:
-        self._result = result
-        self._index = index
-        self._ts = timestamp
-        self._ksize = key_size
-        self._vsize = value_size
+    @classmethod
+    def create(cls, result: ProduceRequestResult, index: int, timestamp: int, key_size: int,
+               value_size: int) -> "FutureRecordMetadata":
+        f = cls.__new__(cls)
+        f.produce_result = result
+        f.index = index
+        f.timestamp = timestamp
+        f.key_size = key_size
+        f.value_size = value_size
+        return f
 
     # --- state --------------------------------------------------------------------------------------
 
     def is_done(self) -> bool:
-        return self._result.done
+        return self.produce_result.done
 
     done = is_done
 
     def succeeded(self) -> bool:
-        return self._result.done and self._result.error is None
+        return self.produce_result.done and self.produce_result.error is None
 
     def failed(self) -> bool:
-        return self._result.done and self._result.error is not None
+        return self.produce_result.done and self.produce_result.error is not None
 
     @property
     def exception(self) -> Optional[BaseException]:
         """kafka-python: the error once failed (None while pending or succeeded)."""
-        return self._result.error
+        return self.produce_result.error
 
     @property
     def value(self) -> Optional[RecordMetadata]:
         """kafka-python: the metadata once succeeded (None otherwise)."""
-        r = self._result
+        r = self.produce_result
         return self._metadata() if r.done and r.error is None else None
 
     @property
     def partition(self) -> int:
         """The partition the record was given to (known at ``send``)."""
-        return self._result.partition
+        return self.produce_result.partition
 
     def _metadata(self) -> RecordMetadata:
-        r = self._result
-        ts = r.log_append_time if r.log_append_time >= 0 else self._ts
-        return RecordMetadata(r.topic, r.partition, r.base_offset + self._index, ts, self._ksize,
-                              self._vsize, -1, r.log_start_offset)
+        r = self.produce_result
+        ts = r.log_append_time if r.log_append_time >= 0 else self.timestamp
+        return RecordMetadata(r.topic, r.partition, r.base_offset + self.index, ts, self.key_size,
+                              self.value_size, -1, r.log_start_offset)
 
     def get(self, timeout: Optional[float] = None) -> RecordMetadata:
         """Wait (at most ``timeout`` seconds; None: no limit) and return the metadata, or raise the
         record's error; :class:`ProducerTimeoutError` when still pending after ``timeout``."""
-        r = self._result
+        r = self.produce_result
         if not r.done and not r.wait(timeout):
             raise ProducerTimeoutError(f"Timeout after waiting for {timeout} s for the record "
                                        f"to {r.topic}-{r.partition} to be appended")
@@ -154,7 +160,7 @@ class FutureRecordMetadata:
     # --- callbacks ----------------------------------------------------------------------------------
 
     def _add(self, kind: int, fn: Callable[..., Any]) -> "FutureRecordMetadata":
-        r = self._result
+        r = self.produce_result
         with r.lock:
             if not r.done:
                 if r.callbacks is None:
@@ -165,7 +171,7 @@ class FutureRecordMetadata:
         return self
 
     def _call(self, kind: int, fn: Callable[..., Any]) -> None:
-        err = self._result.error
+        err = self.produce_result.error
         if kind == _OK:
             if err is None:
                 fn(self._metadata())
@@ -200,6 +206,6 @@ class FutureRecordMetadata:
         return self._add(_DELIVERY, fn)
 
     def __repr__(self) -> str:
-        r = self._result
+        r = self.produce_result
         state = "pending" if not r.done else ("error" if r.error is not None else "done")
-        return f"<FutureRecordMetadata {r.topic}-{r.partition} #{self._index} {state}>"
+        return f"<FutureRecordMetadata {r.topic}-{r.partition} #{self.index} {state}>"

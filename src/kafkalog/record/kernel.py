@@ -47,6 +47,12 @@ partition_groups = getattr(_impl, "partition_groups", _kernel_py.partition_group
 #: Kafka's murmur2 of one key (signed Java int) and the default partitioner for one key
 murmur2 = getattr(_impl, "murmur2", _kernel_py.murmur2)
 partition_for_key = getattr(_impl, "partition_for_key", _kernel_py.partition_for_key)
+#: the producer's per-record path (kafkalog.client.producer): one open batch, the per-record future base
+_producer_impl = _impl if hasattr(_impl, "ProducerBatch") else _kernel_py
+ProducerBatch = _producer_impl.ProducerBatch
+RecordFuture = _producer_impl.RecordFuture
+ProducerTopic = _producer_impl.ProducerTopic
+ProducerSendPath = _producer_impl.ProducerSendPath
 #: the module in use (``_kernel`` or ``_kernel_py``)
 implementation_module = _impl
 
