@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Opt
 
 from kafkalog.client.producer import Producer, RecordMetadata
 from kafkalog.coordinator.producer_ids import ProducerIdManager
-from kafkalog.coordinator.transaction_coordinator import ABORT_TIMED_OUT_INTERVAL_MS, TransactionCoordinator
+from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError, OffsetOutOfRangeError
 from kafkalog.log.manager import LogManager
@@ -100,10 +100,14 @@ class DataLog:
             if self._txn_coordinator is None:
                 if not isinstance(self.manager, LogManager):
                     raise LogDirError("the data directory is open read-only", file=self.manager.data_dir)
-                c = TransactionCoordinator(self.manager, ids)
+                b = self.manager.broker_config
+                c = TransactionCoordinator(self.manager, ids,
+                                           num_partitions=int(b.get("transaction.state.log.num.partitions")),
+                                           max_timeout_ms=int(b.get("transaction.max.timeout.ms")))
                 c.abort_timed_out_transactions()
+                every = int(b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
                 self.manager.scheduler.schedule("transaction-abort", c.abort_timed_out_transactions,
-                                                ABORT_TIMED_OUT_INTERVAL_MS, ABORT_TIMED_OUT_INTERVAL_MS)
+                                                every, every)
                 self._txn_coordinator = c
             return self._txn_coordinator
 

@@ -27,13 +27,11 @@ from kafkalog.log.producer_state import ORIGIN_COORDINATOR, InvalidTxnStateError
 from kafkalog.record.builder import build_batch, build_end_txn_marker
 from kafkalog.record.constants import ControlRecordType
 
-__all__ = ["TransactionCoordinator", "ProducerFencedError", "InvalidTxnStateError",
-           "TRANSACTION_STATE_CONFIG", "DEFAULT_TRANSACTION_STATE_PARTITIONS", "ABORT_TIMED_OUT_INTERVAL_MS"]
+__all__ = ["TransactionCoordinator", "ProducerFencedError", "InvalidTxnStateError", "InvalidTransactionTimeoutError",
+           "TRANSACTION_STATE_CONFIG", "DEFAULT_TRANSACTION_STATE_PARTITIONS"]
 
 #: ``transaction.state.log.num.partitions`` (Kafka's default)
 DEFAULT_TRANSACTION_STATE_PARTITIONS = 50
-#: ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (Kafka's default)
-ABORT_TIMED_OUT_INTERVAL_MS = 10_000
 #: the topic configuration Kafka gives ``__transaction_state``
 TRANSACTION_STATE_CONFIG = {"cleanup.policy": "compact", "segment.bytes": 104857600,
                             "compression.type": "uncompressed"}
@@ -42,6 +40,10 @@ _MAX_EPOCH = 32767
 
 class ProducerFencedError(ProducerStateError):
     """Kafka: ProducerFencedException (a newer producer with the same transactional.id took over)."""
+
+
+class InvalidTransactionTimeoutError(KafkalogError):
+    """Kafka: InvalidTxnTimeoutException (``transaction.timeout.ms`` above ``transaction.max.timeout.ms``)."""
 
 
 class _Log(Protocol):
@@ -75,8 +77,9 @@ class TransactionCoordinator:
 
     def __init__(self, manager: _Manager, producer_ids: ProducerIdManager, *,
                  num_partitions: int = DEFAULT_TRANSACTION_STATE_PARTITIONS,
-                 clock: Callable[[], int] = _now_ms) -> None:
+                 max_timeout_ms: int = 900_000, clock: Callable[[], int] = _now_ms) -> None:
         self._manager = manager
+        self._max_timeout = max_timeout_ms
         self._ids = producer_ids
         self._clock = clock
         self._lock = threading.RLock()
@@ -127,8 +130,10 @@ class TransactionCoordinator:
         """Kafka's InitProducerId: ``(producer id, epoch)`` for ``transactional_id``. An open
         transaction of a previous producer with this id is aborted and that producer fenced (the
         epoch is bumped); a new id gets a new producer id and epoch 0."""
-        if not 0 < txn_timeout_ms <= 2**31 - 1:
-            raise KafkalogError(f"Invalid transaction.timeout.ms {txn_timeout_ms}")
+        if not 0 < txn_timeout_ms <= self._max_timeout:
+            raise InvalidTransactionTimeoutError(
+                f"The transaction timeout {txn_timeout_ms} ms is larger than the maximum value allowed by "
+                f"the broker (as configured by transaction.max.timeout.ms: {self._max_timeout} ms)")
         with self._lock:
             m = self._txns.get(transactional_id)
             if m is None:
