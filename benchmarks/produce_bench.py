@@ -33,7 +33,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Tuple
+from collections.abc import Callable
 
 import kafkalog
 from kafkalog.record import kernel
@@ -45,33 +45,35 @@ BATCH_SIZE = 16384
 SCENARIOS = ("builder", "send", "send-keyed", "produce_many", "send-lz4", "send-keyed-zstd")
 
 
-def _builder(dl, values: List[bytes], keys: List[bytes]) -> None:
+def _builder(dl, values: list[bytes], keys: list[bytes]) -> None:
     dl.create_topic("bench", partitions=1)
     log = dl.manager.get_log("bench", 0)
     pid = dl.producer_id_manager().generate_producer_id()
+    # as many records per batch as the producer puts in one (it completes a batch once its
+    # records reach batch.size bytes)
+    one = kernel.RecordsEncoder().append(None, values[0], int(time.time() * 1000))
+    per_batch = -(-BATCH_SIZE // one)
     seq = 0
     now = time.time_ns
     b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq)
-    enc_size = b._encoder  # the kernel encoder: its size_in_bytes is the batch.size measure
     n = 0
     for v in values:
         b.append(None, v, now() // 1000000)
         n += 1
-        if enc_size.size_in_bytes >= BATCH_SIZE:
+        if n == per_batch:
             log.append(bytearray(b.build()))
             seq += n
             n = 0
             b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq)
-            enc_size = b._encoder
     if n:
         log.append(bytearray(b.build()))
 
 
-def _send(dl, values: List[bytes], keys: List[bytes], name: str) -> None:
+def _send(dl, values: list[bytes], keys: list[bytes], name: str) -> None:
     parts = 1 if name == "send" else 3
     dl.create_topic("bench", partitions=parts)
     comp = {"send-lz4": "lz4", "send-keyed-zstd": "zstd"}.get(name, "none")
-    futs = []
+    futs: list = []
     keep = futs.append
     with dl.producer(compression_type=comp) as p:
         send = p.send
@@ -84,7 +86,7 @@ def _send(dl, values: List[bytes], keys: List[bytes], name: str) -> None:
     assert futs[-1].get().offset >= 0 and futs[0].succeeded()
 
 
-def _run(name: str, values: List[bytes], keys: List[bytes], tmp: str) -> Tuple[float, float]:
+def _run(name: str, values: list[bytes], keys: list[bytes], tmp: str) -> tuple[float, float]:
     n = len(values)
     d = tempfile.mkdtemp(dir=tmp)
     try:
@@ -123,14 +125,14 @@ def main(argv=None) -> int:
     gc.collect()
     gc.freeze()          # the input objects are not garbage: keep the collector off them
     tmp = tempfile.mkdtemp(prefix="kafkalog-bench-")
-    results: Dict[str, Tuple[float, float]] = {}
+    results: dict[str, tuple[float, float]] = {}
     names = args.scenarios.split(",")
     for name in names:
         if name not in SCENARIOS:
             ap.error(f"unknown scenario {name!r} (expected one of {', '.join(SCENARIOS)})")
     try:
         # interleave the runs so that the machine's load drifts affect every scenario alike
-        runs: Dict[str, List[Tuple[float, float]]] = {k: [] for k in names}
+        runs: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
         for _ in range(args.repeat):
             for name in names:
                 runs[name].append(_run(name, values, keys, tmp))
@@ -142,7 +144,7 @@ def main(argv=None) -> int:
                               "recordsPerCpuSecond": round(results[name][1])}), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    summary: Dict[str, object] = {"summary": True, "goal": GOAL, "ratioGoal": RATIO_GOAL}
+    summary: dict[str, object] = {"summary": True, "goal": GOAL, "ratioGoal": RATIO_GOAL}
     if "send" in results:
         summary["sendToGoal"] = round(results["send"][0] / GOAL, 3)
         if "builder" in results:

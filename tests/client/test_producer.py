@@ -28,7 +28,8 @@ def _batch_sizes(partition_dir: str) -> list:
     """The size of every batch in the partition's segment files (read from the files' headers)."""
     sizes = []
     for path in sorted(glob.glob(os.path.join(partition_dir, "*.log"))):
-        data = open(path, "rb").read()
+        with open(path, "rb") as f:
+            data = f.read()
         pos = 0
         while pos + 12 <= len(data):
             length = struct.unpack_from(">i", data, pos + 8)[0]
@@ -150,12 +151,10 @@ def test_record_too_large_through_the_future(tmp_path):
         assert ok.get().offset == 0 and after.get().offset == 1
         assert len(errors) == 1 and isinstance(errors[0][0], RecordTooLargeError) and errors[0][1] is None
         dl.create_topic("s", 1, {"segment.bytes": 1024})
-        with dl.producer() as p:
-            with pytest.raises(RecordTooLargeError, match="segment.bytes"):
-                p.send("s", b"q" * 1500).get()
-        with dl.producer(max_request_size=1000) as p:
-            with pytest.raises(RecordTooLargeError, match="max.request.size"):
-                p.send("t", b"q" * 1200).get()
+        with dl.producer() as p, pytest.raises(RecordTooLargeError, match="segment.bytes"):
+            p.send("s", b"q" * 1500).get()
+        with dl.producer(max_request_size=1000) as p, pytest.raises(RecordTooLargeError, match="max.request.size"):
+            p.send("t", b"q" * 1200).get()
 
 
 def test_futures_and_callbacks(tmp_path):
@@ -181,11 +180,10 @@ def test_futures_and_callbacks(tmp_path):
             assert late == [md]
             md2 = f2.get(timeout=1)
             assert md2.partition == 2 and md2.serialized_value_size == -1 and md2.serialized_key_size == -1
-        rec = [r for r in dl.consume("t", md.partition) if r.offset == md.offset][0]
+        rec = next(r for r in dl.consume("t", md.partition) if r.offset == md.offset)
         assert (rec.key, rec.value, rec.headers, rec.timestamp) == (b"key", b"value", [("h", b"1")], 12345)
-        with dl.producer() as p:
-            with pytest.raises(InvalidTopicError):
-                p.send("t", b"x", partition=9)
+        with dl.producer() as p, pytest.raises(InvalidTopicError):
+            p.send("t", b"x", partition=9)
 
 
 def test_sticky_and_keyed_partitioning(tmp_path):
@@ -211,7 +209,8 @@ def test_idempotent_retry_is_stored_once(tmp_path):
         batches = list(log.batches())
         assert [b.producer_id for b in batches] == [p.producer_id] * len(batches)
         last = batches[-1]
-        raw = open(glob.glob(os.path.join(log.dir, "*.log"))[0], "rb").read()
+        with open(glob.glob(os.path.join(log.dir, "*.log"))[0], "rb") as f:
+            raw = f.read()
         size = struct.unpack_from(">i", raw, len(raw) - last.size_in_bytes + 8)[0] + 12
         retry = bytearray(raw[len(raw) - size:])          # the producer's last batch, sent again
         info = log.append(retry)
@@ -234,7 +233,7 @@ def test_producer_ids_never_reused_across_restarts(tmp_path):
         print(dl.producer().producer_id, flush=True)
         os.kill(os.getpid(), 9)
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False,
                          env={**os.environ, "PYTHONPATH": os.path.abspath(SRC)})
     killed = int(out.stdout.strip())
     with kafkalog.open(d, background=False) as dl:
@@ -310,7 +309,6 @@ def test_concurrent_senders(tmp_path):
 def test_read_only_directory_refuses_a_producer(tmp_path):
     with kafkalog.open(tmp_path / "d", background=False) as dl:
         dl.create_topic("t", 1)
-    with kafkalog.open(tmp_path / "d", read_only=True) as ro:
-        with pytest.raises(kafkalog.errors.LogDirError):
-            ro.producer()
+    with kafkalog.open(tmp_path / "d", read_only=True) as ro, pytest.raises(kafkalog.errors.LogDirError):
+        ro.producer()
     assert Producer is kafkalog.client.producer.Producer

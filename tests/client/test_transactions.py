@@ -18,8 +18,13 @@ import pytest
 import kafkalog
 from kafkalog.client.producer import IllegalStateError
 from kafkalog.coordinator.transaction_coordinator import ProducerFencedError
-from kafkalog.coordinator.transaction_log import (TRANSACTION_STATE_TOPIC, TransactionState, key_from_bytes,
-                                                  partition_for, value_from_bytes)
+from kafkalog.coordinator.transaction_log import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionState,
+    key_from_bytes,
+    partition_for,
+    value_from_bytes,
+)
 from kafkalog.record.control import ControlRecordType, control_record_type
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")

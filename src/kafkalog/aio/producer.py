@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from typing import Any, Awaitable, Callable, Mapping, Optional, Set, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Self, TypeVar
 
 from kafkalog.client.datalog import DataLog
 from kafkalog.client.datalog import open as open_data_log
@@ -36,16 +37,16 @@ class AIOKafkaProducer:
     """An asyncio producer over a :class:`DataLog` (or a data directory path, opened on
     :meth:`start` and closed on :meth:`stop`)."""
 
-    def __init__(self, data_log: DataLog | str | os.PathLike, conf: Optional[Mapping[str, Any]] = None,
+    def __init__(self, data_log: DataLog | str | os.PathLike, conf: Mapping[str, Any] | None = None,
                  **config: Any) -> None:
         self._target = data_log
         self._conf = dict(conf or {})
         self._config = config
-        self._dl: Optional[DataLog] = None
+        self._dl: DataLog | None = None
         self._owns_dl = False
-        self._producer: Optional[Producer] = None
+        self._producer: Producer | None = None
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-aio-producer")
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -91,14 +92,14 @@ class AIOKafkaProducer:
         await self._call(close)
         self._worker.shutdown(wait=True)
 
-    async def __aenter__(self) -> "AIOKafkaProducer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def _bridge(self, fut: FutureRecordMetadata) -> "asyncio.Future[RecordMetadata]":
+    def _bridge(self, fut: FutureRecordMetadata) -> asyncio.Future[RecordMetadata]:
         loop = self._loop
         assert loop is not None
         out: asyncio.Future[RecordMetadata] = loop.create_future()
@@ -120,8 +121,8 @@ class AIOKafkaProducer:
         fut.add_done_callback(done)
         return out
 
-    async def send(self, topic: str, value: Any = None, key: Any = None, partition: Optional[int] = None,
-                   timestamp_ms: Optional[int] = None, headers: Any = None) -> "asyncio.Future[RecordMetadata]":
+    async def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                   timestamp_ms: int | None = None, headers: Any = None) -> asyncio.Future[RecordMetadata]:
         """Add one record; returns an asyncio future of its :class:`RecordMetadata`."""
         p = self._p()
         fut = await self._call(lambda: p.send(topic, value, key, partition=partition,
@@ -129,7 +130,7 @@ class AIOKafkaProducer:
         return self._bridge(fut)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
-                            partition: Optional[int] = None, timestamp_ms: Optional[int] = None,
+                            partition: int | None = None, timestamp_ms: int | None = None,
                             headers: Any = None) -> RecordMetadata:
         """``send`` and wait for the record to be appended."""
         fut = await self.send(topic, value, key, partition, timestamp_ms, headers)
@@ -139,7 +140,7 @@ class AIOKafkaProducer:
         """Append everything sent so far."""
         await self._call(self._p().flush)
 
-    async def partitions_for(self, topic: str) -> Set[int]:
+    async def partitions_for(self, topic: str) -> set[int]:
         return await self._call(self._p().partitions_for, topic)
 
     # --- transactions (aiokafka's names) --------------------------------------------------------
@@ -156,7 +157,7 @@ class AIOKafkaProducer:
     async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_id: Any) -> None:
         await self._call(self._p().send_offsets_to_transaction, offsets, group_id)
 
-    def transaction(self) -> "_Transaction":
+    def transaction(self) -> _Transaction:
         """``async with producer.transaction():`` begins, then commits (or aborts on an error)."""
         return _Transaction(self)
 
@@ -168,7 +169,7 @@ class _Transaction:
     async def __aenter__(self) -> None:
         await self._producer.begin_transaction()
 
-    async def __aexit__(self, exc_type: Any, *exc: Any) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         end: Callable[[], Awaitable[None]] = (self._producer.commit_transaction if exc_type is None
                                               else self._producer.abort_transaction)
         await end()

@@ -37,14 +37,28 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import (
+    Any,
+    Protocol,
+Self,
+)
 
 from kafkalog.client.config import PRODUCER_DEFAULTS, client_config
-from kafkalog.client.producer_future import FutureRecordMetadata, ProduceRequestResult, RecordMetadata
+from kafkalog.client.producer_future import (
+    FutureRecordMetadata,
+    ProduceRequestResult,
+    RecordMetadata,
+)
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
-from kafkalog.errors import (InvalidConfigError, InvalidTopicError, KafkalogError, LogDirError,
-                             RecordTooLargeError)
+from kafkalog.errors import (
+    InvalidConfigError,
+    InvalidTopicError,
+    KafkalogError,
+    LogDirError,
+    RecordTooLargeError,
+)
 from kafkalog.log.manager import LogManager
 from kafkalog.log.partitioner import partition_for_key as _partition_for_key
 from kafkalog.record import kernel
@@ -52,7 +66,7 @@ from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress
 from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
 
-__all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "IllegalStateError", "CODECS"]
+__all__ = ["CODECS", "FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata"]
 
 #: ``compression.type`` names -> codec ids (``producer``/``uncompressed`` are the topic's spellings)
 CODECS = {"none": 0, "uncompressed": 0, "producer": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -93,7 +107,7 @@ def codec_id(compression: Any) -> int:
     return c
 
 
-def as_bytes(x: Any) -> Optional[bytes]:
+def as_bytes(x: Any) -> bytes | None:
     """``bytes`` of a key/value: bytes-like, ``str`` (UTF-8) or None."""
     if x is None or type(x) is bytes:
         return x
@@ -102,7 +116,7 @@ def as_bytes(x: Any) -> Optional[bytes]:
     return bytes(x)
 
 
-def normalise_headers(headers: Any) -> Optional[List[Tuple[str, Optional[bytes]]]]:
+def normalise_headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
     """``[(str, bytes | None)]`` from a list of pairs or a mapping."""
     if not headers:
         return None
@@ -138,7 +152,7 @@ class _TopicState(kernel.ProducerTopic):
     partition, sticky partition and partitioner flag; its logs, next sequence per partition, and
     the batch limits derived from the topic's configuration."""
 
-    __slots__ = ("name", "logs", "n", "seqs", "codec", "body_cap", "batch_size", "cap_reason")
+    __slots__ = ("batch_size", "body_cap", "cap_reason", "codec", "logs", "n", "name", "seqs")
 
     def __init__(self, name: str, logs: list, codec: int, body_cap: int, batch_size: int,
                  cap_reason: str, keyed: bool) -> None:
@@ -158,7 +172,7 @@ class Producer:
     :meth:`kafkalog.client.datalog.DataLog.producer`; use it as a context manager or :meth:`close`
     it (which appends what is still open)."""
 
-    def __init__(self, dl: _Coordinators, conf: Optional[Mapping[str, Any]] = None, *,
+    def __init__(self, dl: _Coordinators, conf: Mapping[str, Any] | None = None, *,
                  linger_thread: bool = True, **config: Any) -> None:
         cfg = client_config(PRODUCER_DEFAULTS, conf, **config)
         self.config = cfg
@@ -179,9 +193,9 @@ class Producer:
         if part is not None and not callable(part):
             raise InvalidConfigError(f"Invalid value {part!r} for configuration partitioner.class: "
                                      f"expected None (Kafka's default) or a callable")
-        self._partitioner: Optional[Callable[..., int]] = part
+        self._partitioner: Callable[..., int] | None = part
         self._ignore_keys = _bool(cfg, "partitioner.ignore.keys")
-        self._transactional_id: Optional[str] = cfg["transactional.id"]
+        self._transactional_id: str | None = cfg["transactional.id"]
         idempotent = _bool(cfg, "enable.idempotence")
         if self._transactional_id is not None:
             if not isinstance(self._transactional_id, str) or not self._transactional_id:
@@ -197,26 +211,26 @@ class Producer:
         self._manager: LogManager = m
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
-        self._topics: Dict[str, _TopicState] = {}
+        self._topics: dict[str, _TopicState] = {}
         # open batches -> (topic, partition, linger deadline)
-        self._open: Dict[Any, Tuple[_TopicState, int, float]] = {}
-        self._appended: Dict[Tuple[str, int], List[int]] = {}
+        self._open: dict[Any, tuple[_TopicState, int, float]] = {}
+        self._appended: dict[tuple[str, int], list[int]] = {}
         self._count = 0
         self._batches = 0
         self._closed = False
         #: the first error of an append (also delivered through the futures): for bulk use
-        self.first_error: Optional[BaseException] = None
+        self.first_error: BaseException | None = None
         self._pid = -1
         self._epoch = -1
         # transactions: None (not transactional), "uninitialized", "ready", "in_transaction", "fatal"
-        self._txn_state: Optional[str] = "uninitialized" if self._transactional_id else None
-        self._txn_partitions: Set[Tuple[str, int]] = set()
-        self._txn_error: Optional[BaseException] = None
+        self._txn_state: str | None = "uninitialized" if self._transactional_id else None
+        self._txn_partitions: set[tuple[str, int]] = set()
+        self._txn_error: BaseException | None = None
         if idempotent and self._transactional_id is None:
             self._pid = dl.producer_id_manager().generate_producer_id()
             self._epoch = 0
         self._use_thread = linger_thread
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._thread_idle = True
         # the common case of send in compiled code (the kernel's ProducerSendPath); the rest,
         # and every check, in _send_slow
@@ -243,7 +257,7 @@ class Producer:
     def batches_sent(self) -> int:
         return self._batches
 
-    def appended_offsets(self) -> Dict[Tuple[str, int], Tuple[int, int]]:
+    def appended_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
         """``{(topic, partition): (first, last offset)}`` appended since the previous call."""
         with self._lock:
             out = {k: (v[0], v[1]) for k, v in self._appended.items()}
@@ -285,15 +299,15 @@ class Producer:
             self._topics[topic] = st
             return st
 
-    def partitions_for(self, topic: str) -> Set[int]:
+    def partitions_for(self, topic: str) -> set[int]:
         """kafka-python: the partition numbers of ``topic``."""
         return set(range(self._topic(topic).n))
 
     # --- send ---------------------------------------------------------------------------------------
 
-    def send(self, topic: str, value: Any = None, key: Any = None, *, partition: Optional[int] = None,
-             timestamp_ms: Optional[int] = None, headers: Any = None,
-             on_delivery: Optional[Callable[[Optional[BaseException], Optional[RecordMetadata]], Any]] = None
+    def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: Any = None,
+             on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None
              ) -> FutureRecordMetadata:
         """Add one record; returns its future. ``key``/``value``: bytes-like, ``str`` (UTF-8) or
         None; ``headers``: ``[(str, bytes | None)]`` or a mapping; ``timestamp_ms``: ms (default
@@ -301,15 +315,15 @@ class Producer:
         return self._send_slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)
 
     def _batch_full(self, b: Any) -> None:
-        completed: List[ProduceRequestResult] = []
+        completed: list[ProduceRequestResult] = []
         with self._lock:
             self._drain_locked(b, completed)
         for r in completed:
             r.fire()
 
-    def _send_slow(self, topic: str, value: Any, key: Any, partition: Optional[int],
-                   timestamp_ms: Optional[int], headers: Any,
-                   on_delivery: Optional[Callable[[Optional[BaseException], Optional[RecordMetadata]], Any]]
+    def _send_slow(self, topic: str, value: Any, key: Any, partition: int | None,
+                   timestamp_ms: int | None, headers: Any,
+                   on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None
                    ) -> FutureRecordMetadata:
         st = self._topics.get(topic)
         if st is None or self._closed:
@@ -334,7 +348,7 @@ class Producer:
                                     f"(it has {st.n} partitions)")
         if headers:
             headers = normalise_headers(headers)
-        completed: List[ProduceRequestResult] = []
+        completed: list[ProduceRequestResult] = []
         with self._lock:
             fut = self._append_slow(st, partition, key, value, timestamp_ms, headers, completed)
             if on_delivery is not None:
@@ -351,9 +365,9 @@ class Producer:
             r.fire()
         return fut
 
-    def _append_slow(self, st: _TopicState, partition: int, key: Optional[bytes], value: Optional[bytes],
-                     timestamp_ms: Optional[int], headers: Optional[list],
-                     completed: List[ProduceRequestResult]) -> FutureRecordMetadata:
+    def _append_slow(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
+                     timestamp_ms: int | None, headers: list | None,
+                     completed: list[ProduceRequestResult]) -> FutureRecordMetadata:
         """Append a record under the lock: to the open batch, else to a new one (the open batch is
         appended first when the record does not fit); a failed future when it alone is too large."""
         while True:
@@ -377,8 +391,8 @@ class Producer:
                 return self._too_large(st, partition, key, value, headers, timestamp_ms)
             self._drain_locked(b, completed)
 
-    def _too_large(self, st: _TopicState, partition: int, key: Optional[bytes], value: Optional[bytes],
-                   headers: Optional[list], timestamp_ms: Optional[int]) -> FutureRecordMetadata:
+    def _too_large(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
+                   headers: list | None, timestamp_ms: int | None) -> FutureRecordMetadata:
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         size = _Encoder().append(key, value, ts, headers) + RECORD_BATCH_OVERHEAD
         limit = st.body_cap + RECORD_BATCH_OVERHEAD
@@ -390,8 +404,8 @@ class Producer:
         return FutureRecordMetadata.create(r, 0, ts, -1 if key is None else len(key),
                                            -1 if value is None else len(value))
 
-    def send_many(self, topic: str, values: Sequence[Any], *, partition: Optional[int] = None,
-                  timestamp_ms: Optional[int] = None) -> None:
+    def send_many(self, topic: str, values: Sequence[Any], *, partition: int | None = None,
+                  timestamp_ms: int | None = None) -> None:
         """Add keyless records (values only): a record refused at once raises its error; an append
         that fails later is delivered to :attr:`first_error`."""
         st = self._topic(topic)
@@ -407,7 +421,7 @@ class Producer:
 
     # --- appending batches --------------------------------------------------------------------------
 
-    def _drain_locked(self, b: Any, completed: List[ProduceRequestResult]) -> None:
+    def _drain_locked(self, b: Any, completed: list[ProduceRequestResult]) -> None:
         """Append batch ``b`` to its log and resolve its futures (lock held). Results with
         callbacks go to ``completed`` (fire them after releasing the lock)."""
         entry = self._open.pop(b, None)
@@ -461,10 +475,10 @@ class Producer:
         if r.callbacks:
             completed.append(r)
 
-    def flush(self, timeout: Optional[float] = None) -> None:
+    def flush(self, timeout: float | None = None) -> None:
         """Append every open batch (everything sent so far is appended, or failed, on return).
         ``timeout`` is accepted for kafka-python compatibility (nothing here waits on a network)."""
-        completed: List[ProduceRequestResult] = []
+        completed: list[ProduceRequestResult] = []
         with self._lock:
             for b in list(self._open):
                 self._drain_locked(b, completed)
@@ -491,17 +505,14 @@ class Producer:
                 now = _monotonic()
                 due = [b for b, (_st, _p, deadline) in self._open.items() if deadline <= now]
                 if due:
-                    completed: List[ProduceRequestResult] = []
+                    completed: list[ProduceRequestResult] = []
                     for b in due:
                         self._drain_locked(b, completed)
                     if completed:
                         cond.release()
                         try:
                             for r in completed:
-                                try:
-                                    r.fire()
-                                except Exception:  # noqa: BLE001 - a user callback must not stop the thread
-                                    pass
+                                r.fire()
                         finally:
                             cond.acquire()
                     continue
@@ -527,7 +538,7 @@ class Producer:
                                     "(set transactional.id)")
         return self._dl.transaction_coordinator()
 
-    def init_transactions(self, timeout: Optional[float] = None) -> None:
+    def init_transactions(self, timeout: float | None = None) -> None:
         """Kafka's ``initTransactions``: get the producer id and epoch for ``transactional.id``,
         aborting a transaction a previous producer with the same id left open, and fencing it."""
         coord = self._coordinator()
@@ -583,17 +594,17 @@ class Producer:
             self._txn_state = "ready"
             self._txn_partitions = set()
 
-    def commit_transaction(self, timeout: Optional[float] = None) -> None:
+    def commit_transaction(self, timeout: float | None = None) -> None:
         """Append what is open, then write COMMIT markers in every partition of the transaction."""
         self._end(True)
 
-    def abort_transaction(self, timeout: Optional[float] = None) -> None:
+    def abort_transaction(self, timeout: float | None = None) -> None:
         """Append what is open, then write ABORT markers (``read_committed`` readers skip it all)."""
         self._end(False)
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
-    def close(self, timeout: Optional[float] = None) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Append what is open, stop the linger thread and refuse further sends."""
         if self._closed:
             return
@@ -605,10 +616,10 @@ class Producer:
         if t is not None and t is not threading.current_thread():
             t.join()
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

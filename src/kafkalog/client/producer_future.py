@@ -13,13 +13,17 @@ is released.
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Any, Callable, List, NamedTuple, Optional, Tuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from kafkalog.errors import KafkalogError
 from kafkalog.record.kernel import RecordFuture
 
-__all__ = ["RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata", "ProducerTimeoutError"]
+logger = logging.getLogger("kafkalog.producer")
+
+__all__ = ["FutureRecordMetadata", "ProduceRequestResult", "ProducerTimeoutError", "RecordMetadata"]
 
 
 class ProducerTimeoutError(KafkalogError):
@@ -39,15 +43,25 @@ class RecordMetadata(NamedTuple):
     log_start_offset: int = -1
 
 
-_Callback = Tuple[Any, int, Callable[..., Any]]     # (future, kind, fn)
+_Callback = tuple[Any, int, Callable[..., Any]]     # (future, kind, fn)
 _OK, _ERR, _DONE, _DELIVERY = 0, 1, 2, 3
 
 
 class ProduceRequestResult:
     """The outcome of one batch: its base offset (or error), set once, under the producer's lock."""
 
-    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "log_start_offset", "error",
-                 "done", "_event", "callbacks", "lock")
+    __slots__ = (
+        "_event",
+        "base_offset",
+        "callbacks",
+        "done",
+        "error",
+        "lock",
+        "log_append_time",
+        "log_start_offset",
+        "partition",
+        "topic",
+    )
 
     def __init__(self, topic: str, partition: int, lock: Any) -> None:
         self.lock = lock
@@ -56,13 +70,13 @@ class ProduceRequestResult:
         self.base_offset = -1
         self.log_append_time = -1
         self.log_start_offset = -1
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
         self.done = False
-        self._event: Optional[threading.Event] = None
-        self.callbacks: Optional[List[_Callback]] = None
+        self._event: threading.Event | None = None
+        self.callbacks: list[_Callback] | None = None
 
     def complete(self, base_offset: int, log_append_time: int, log_start_offset: int,
-                 error: Optional[BaseException]) -> None:
+                 error: BaseException | None) -> None:
         """Resolve (call with the producer's lock held; run :meth:`fire` after releasing it)."""
         self.base_offset = base_offset
         self.log_append_time = log_append_time
@@ -72,7 +86,7 @@ class ProduceRequestResult:
         if self._event is not None:
             self._event.set()
 
-    def wait(self, timeout: Optional[float]) -> bool:
+    def wait(self, timeout: float | None) -> bool:
         with self.lock:
             if self.done:
                 return True
@@ -86,7 +100,12 @@ class ProduceRequestResult:
         cbs = self.callbacks
         self.callbacks = None
         for fut, kind, fn in cbs or ():
-            fut._call(kind, fn)
+            try:
+                fut._call(kind, fn)
+            except Exception:
+                # as Kafka's producer: a failing user callback is logged, the others still run
+                logger.exception("Error executing a callback of a record sent to %s-%d", self.topic,
+                                 self.partition)
 
 
 class FutureRecordMetadata(RecordFuture):
@@ -98,7 +117,7 @@ class FutureRecordMetadata(RecordFuture):
 
     @classmethod
     def create(cls, result: ProduceRequestResult, index: int, timestamp: int, key_size: int,
-               value_size: int) -> "FutureRecordMetadata":
+               value_size: int) -> FutureRecordMetadata:
         f = cls.__new__(cls)
         f.produce_result = result
         f.index = index
@@ -121,12 +140,12 @@ class FutureRecordMetadata(RecordFuture):
         return self.produce_result.done and self.produce_result.error is not None
 
     @property
-    def exception(self) -> Optional[BaseException]:
+    def exception(self) -> BaseException | None:
         """kafka-python: the error once failed (None while pending or succeeded)."""
         return self.produce_result.error
 
     @property
-    def value(self) -> Optional[RecordMetadata]:
+    def value(self) -> RecordMetadata | None:
         """kafka-python: the metadata once succeeded (None otherwise)."""
         r = self.produce_result
         return self._metadata() if r.done and r.error is None else None
@@ -142,7 +161,7 @@ class FutureRecordMetadata(RecordFuture):
         return RecordMetadata(r.topic, r.partition, r.base_offset + self.index, ts, self.key_size,
                               self.value_size, -1, r.log_start_offset)
 
-    def get(self, timeout: Optional[float] = None) -> RecordMetadata:
+    def get(self, timeout: float | None = None) -> RecordMetadata:
         """Wait (at most ``timeout`` seconds; None: no limit) and return the metadata, or raise the
         record's error; :class:`ProducerTimeoutError` when still pending after ``timeout``."""
         r = self.produce_result
@@ -153,13 +172,13 @@ class FutureRecordMetadata(RecordFuture):
             raise r.error
         return self._metadata()
 
-    def result(self, timeout: Optional[float] = None) -> RecordMetadata:
+    def result(self, timeout: float | None = None) -> RecordMetadata:
         """``concurrent.futures`` spelling of :meth:`get`."""
         return self.get(timeout)
 
     # --- callbacks ----------------------------------------------------------------------------------
 
-    def _add(self, kind: int, fn: Callable[..., Any]) -> "FutureRecordMetadata":
+    def _add(self, kind: int, fn: Callable[..., Any]) -> FutureRecordMetadata:
         r = self.produce_result
         with r.lock:
             if not r.done:
@@ -183,25 +202,25 @@ class FutureRecordMetadata(RecordFuture):
         else:
             fn(err, None if err is not None else self._metadata())
 
-    def add_callback(self, fn: Callable[[RecordMetadata], Any]) -> "FutureRecordMetadata":
+    def add_callback(self, fn: Callable[[RecordMetadata], Any]) -> FutureRecordMetadata:
         """kafka-python: ``fn(metadata)`` on success."""
         return self._add(_OK, fn)
 
-    def add_errback(self, fn: Callable[[BaseException], Any]) -> "FutureRecordMetadata":
+    def add_errback(self, fn: Callable[[BaseException], Any]) -> FutureRecordMetadata:
         """kafka-python: ``fn(exception)`` on failure."""
         return self._add(_ERR, fn)
 
-    def add_both(self, fn: Callable[[Any], Any]) -> "FutureRecordMetadata":
+    def add_both(self, fn: Callable[[Any], Any]) -> FutureRecordMetadata:
         """kafka-python: ``fn`` with the metadata or the exception."""
         self._add(_OK, fn)
         return self._add(_ERR, fn)
 
-    def add_done_callback(self, fn: Callable[["FutureRecordMetadata"], Any]) -> "FutureRecordMetadata":
+    def add_done_callback(self, fn: Callable[[FutureRecordMetadata], Any]) -> FutureRecordMetadata:
         """``concurrent.futures`` style: ``fn(future)`` once done."""
         return self._add(_DONE, fn)
 
-    def add_delivery_callback(self, fn: Callable[[Optional[BaseException], Optional[RecordMetadata]], Any]
-                              ) -> "FutureRecordMetadata":
+    def add_delivery_callback(self, fn: Callable[[BaseException | None, RecordMetadata | None], Any]
+                              ) -> FutureRecordMetadata:
         """confluent-kafka's ``on_delivery(err, metadata)``."""
         return self._add(_DELIVERY, fn)
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Tuple
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log import fsutil
 
-__all__ = ["ProducerIdManager", "PRODUCER_ID_BLOCK_SIZE", "PRODUCER_IDS_FILE", "CorruptProducerIdsError"]
+__all__ = ["PRODUCER_IDS_FILE", "PRODUCER_ID_BLOCK_SIZE", "CorruptProducerIdsError", "ProducerIdManager"]
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 PRODUCER_IDS_FILE = "producer-ids.checkpoint"
@@ -57,7 +56,7 @@ class ProducerIdManager:
                                           f"nextProducerId {nxt}", file=self.path, position=0)
         return nxt
 
-    def _reserve_block(self) -> Tuple[int, int]:
+    def _reserve_block(self) -> tuple[int, int]:
         start = self._read_reserved()
         end = start + PRODUCER_ID_BLOCK_SIZE
         if end > _MAX_PRODUCER_ID:

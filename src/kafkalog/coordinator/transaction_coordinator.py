@@ -16,19 +16,33 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, Iterable, List, Optional, Protocol, Tuple
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from kafkalog.coordinator.producer_ids import ProducerIdManager
-from kafkalog.coordinator.transaction_log import (TRANSACTION_STATE_TOPIC, TransactionMetadata,
-                                                  TransactionState, key_from_bytes, key_to_bytes,
-                                                  partition_for, value_from_bytes, value_to_bytes)
+from kafkalog.coordinator.transaction_log import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionMetadata,
+    TransactionState,
+    key_from_bytes,
+    key_to_bytes,
+    partition_for,
+    value_from_bytes,
+    value_to_bytes,
+)
 from kafkalog.errors import KafkalogError, ProducerStateError
 from kafkalog.log.producer_state import ORIGIN_COORDINATOR, InvalidTxnStateError
 from kafkalog.record.builder import build_batch, build_end_txn_marker
 from kafkalog.record.constants import ControlRecordType
 
-__all__ = ["TransactionCoordinator", "ProducerFencedError", "InvalidTxnStateError", "InvalidTransactionTimeoutError",
-           "TRANSACTION_STATE_CONFIG", "DEFAULT_TRANSACTION_STATE_PARTITIONS"]
+__all__ = [
+    "DEFAULT_TRANSACTION_STATE_PARTITIONS",
+    "TRANSACTION_STATE_CONFIG",
+    "InvalidTransactionTimeoutError",
+    "InvalidTxnStateError",
+    "ProducerFencedError",
+    "TransactionCoordinator",
+]
 
 #: ``transaction.state.log.num.partitions`` (Kafka's default)
 DEFAULT_TRANSACTION_STATE_PARTITIONS = 50
@@ -48,11 +62,11 @@ class InvalidTransactionTimeoutError(KafkalogError):
 
 class _Log(Protocol):
     def append(self, records: bytes | bytearray, *, assign_offsets: bool = ...,
-               leader_epoch: Optional[int] = ..., origin: Optional[str] = ...) -> object: ...
+               leader_epoch: int | None = ..., origin: str | None = ...) -> object: ...
 
-    def records(self, from_offset: Optional[int] = ..., isolation: str = ...) -> Iterable: ...
+    def records(self, from_offset: int | None = ..., isolation: str = ...) -> Iterable: ...
 
-    def flush(self, up_to: Optional[int] = ..., include_active: bool = ...) -> None: ...
+    def flush(self, up_to: int | None = ..., include_active: bool = ...) -> None: ...
 
 
 class _Manager(Protocol):
@@ -60,9 +74,9 @@ class _Manager(Protocol):
 
     def has_topic(self, topic: str) -> bool: ...
 
-    def partitions_of(self, topic: str) -> List[int]: ...
+    def partitions_of(self, topic: str) -> list[int]: ...
 
-    def create_topic(self, topic: str, partitions: int = ..., config: Optional[dict] = ..., *,
+    def create_topic(self, topic: str, partitions: int = ..., config: dict | None = ..., *,
                      exist_ok: bool = ...) -> object: ...
 
     def get_log(self, topic: str, partition: int) -> _Log: ...
@@ -83,7 +97,7 @@ class TransactionCoordinator:
         self._ids = producer_ids
         self._clock = clock
         self._lock = threading.RLock()
-        self._txns: Dict[str, TransactionMetadata] = {}
+        self._txns: dict[str, TransactionMetadata] = {}
         if manager.has_topic(TRANSACTION_STATE_TOPIC):
             self._partitions = len(manager.partitions_of(TRANSACTION_STATE_TOPIC))
             self._load()
@@ -121,12 +135,12 @@ class TransactionCoordinator:
 
     # --- requests -------------------------------------------------------------------------------------
 
-    def transaction(self, transactional_id: str) -> Optional[TransactionMetadata]:
+    def transaction(self, transactional_id: str) -> TransactionMetadata | None:
         """The current state of ``transactional_id`` (None when unknown)."""
         with self._lock:
             return self._txns.get(transactional_id)
 
-    def init_producer_id(self, transactional_id: str, txn_timeout_ms: int) -> Tuple[int, int]:
+    def init_producer_id(self, transactional_id: str, txn_timeout_ms: int) -> tuple[int, int]:
         """Kafka's InitProducerId: ``(producer id, epoch)`` for ``transactional_id``. An open
         transaction of a previous producer with this id is aborted and that producer fenced (the
         epoch is bumped); a new id gets a new producer id and epoch 0."""
@@ -169,7 +183,7 @@ class TransactionCoordinator:
         return m
 
     def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              partitions: Iterable[Tuple[str, int]]) -> None:
+                              partitions: Iterable[tuple[str, int]]) -> None:
         """Kafka's AddPartitionsToTxn: the partitions join the open transaction (persisted
         before the producer writes to them)."""
         with self._lock:
@@ -194,8 +208,7 @@ class TransactionCoordinator:
             m = self._check_producer(transactional_id, producer_id, producer_epoch)
             if m.state in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
                            TransactionState.COMPLETE_ABORT):
-                if not m.partitions or m.state == TransactionState.EMPTY:
-                    return                   # nothing was written: nothing to end
+                return                       # nothing was written in this transaction: nothing to end
             if m.state != TransactionState.ONGOING:
                 raise InvalidTxnStateError(f"Transactional id {transactional_id!r} is in state "
                                            f"{m.state.name}: cannot {'commit' if commit else 'abort'}")
@@ -224,7 +237,7 @@ class TransactionCoordinator:
         self._persist(m)
         self._complete(m, False)
 
-    def abort_timed_out_transactions(self, now: Optional[int] = None) -> List[str]:
+    def abort_timed_out_transactions(self, now: int | None = None) -> list[str]:
         """Abort every transaction open for longer than its timeout; returns their ids."""
         now = self._clock() if now is None else now
         out = []

@@ -16,13 +16,21 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
 
 from kafkalog.errors import KafkalogError
 
-__all__ = ["TransactionState", "TransactionMetadata", "CorruptTransactionLogError", "TRANSACTION_STATE_TOPIC",
-           "key_to_bytes", "key_from_bytes", "value_to_bytes", "value_from_bytes", "partition_for",
-           "java_string_hash"]
+__all__ = [
+    "TRANSACTION_STATE_TOPIC",
+    "CorruptTransactionLogError",
+    "TransactionMetadata",
+    "TransactionState",
+    "java_string_hash",
+    "key_from_bytes",
+    "key_to_bytes",
+    "partition_for",
+    "value_from_bytes",
+    "value_to_bytes",
+]
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
@@ -58,7 +66,7 @@ class TransactionMetadata:
     producer_epoch: int
     txn_timeout_ms: int
     state: TransactionState = TransactionState.EMPTY
-    partitions: Set[Tuple[str, int]] = field(default_factory=set)
+    partitions: set[tuple[str, int]] = field(default_factory=set)
     txn_last_update_timestamp: int = -1
     txn_start_timestamp: int = -1
 
@@ -131,7 +139,7 @@ class _Reader:
     def array_len(self, compact: bool) -> int:
         return self.uvarint() - 1 if compact else self.take(_I32)[0]
 
-    def skip_tags(self) -> Dict[int, bytes]:
+    def skip_tags(self) -> dict[int, bytes]:
         tags = {}
         for _ in range(self.uvarint()):
             tag = self.uvarint()
@@ -150,7 +158,7 @@ def key_from_bytes(data: bytes) -> str:
 
 def value_to_bytes(m: TransactionMetadata) -> bytes:
     """``TransactionLogValue`` version 0 of ``m``."""
-    by_topic: Dict[str, List[int]] = {}
+    by_topic: dict[str, list[int]] = {}
     for t, p in sorted(m.partitions):
         by_topic.setdefault(t, []).append(p)
     out = bytearray(_VALUE_HEAD.pack(0, m.producer_id, m.producer_epoch, m.txn_timeout_ms, int(m.state)))
@@ -175,7 +183,7 @@ def value_from_bytes(transactional_id: str, data: bytes) -> TransactionMetadata:
         state = TransactionState(status)
     except ValueError:
         raise CorruptTransactionLogError(f"unknown TransactionStatus {status}", position=15) from None
-    parts: Set[Tuple[str, int]] = set()
+    parts: set[tuple[str, int]] = set()
     n = r.array_len(compact)
     for _ in range(max(n, 0)):
         topic = r.string(compact)
