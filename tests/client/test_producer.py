@@ -312,3 +312,13 @@ def test_read_only_directory_refuses_a_producer(tmp_path):
     with kafkalog.open(tmp_path / "d", read_only=True) as ro, pytest.raises(kafkalog.errors.LogDirError):
         ro.producer()
     assert Producer is kafkalog.client.producer.Producer
+
+
+def test_closing_the_data_log_closes_its_producers(tmp_path):
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        p = dl.producer(linger_ms=60000)
+        fut = p.send("t", b"pending")
+        assert not fut.is_done()
+    assert fut.get(timeout=10).offset == 0
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        assert [r.value for r in dl.consume("t")] == [b"pending"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import builtins
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -81,6 +82,7 @@ class DataLog:
         self._producer_ids: Optional[ProducerIdManager] = None
         self._txn_coordinator: Optional[TransactionCoordinator] = None
         self._rr: Dict[str, int] = {}
+        self._producers: "weakref.WeakSet[Producer]" = weakref.WeakSet()
 
     # --- coordinator-level state (kafkalog.coordinator) ---------------------------------------------
 
@@ -145,7 +147,9 @@ class DataLog:
         """Kafka's producer (:class:`kafkalog.client.producer.Producer`): ``conf`` with Kafka's
         dotted keys (``{"linger.ms": 5}``) and/or keyword arguments with underscores
         (``linger_ms=5``). Use it as a context manager or close it."""
-        return Producer(self, conf, **config)
+        p = Producer(self, conf, **config)
+        self._producers.add(p)
+        return p
 
     def _oneshot(self, compression: Any, batch_size: int) -> Producer:
         # the conveniences below append before returning: no linger thread, no producer id (a
@@ -347,8 +351,13 @@ class DataLog:
         self.manager.flush()
 
     def close(self) -> None:
-        """Clean shutdown (see :meth:`LogManager.close`)."""
-        self.manager.close()
+        """Clean shutdown (see :meth:`LogManager.close`); producers still open are closed first
+        (what they hold is appended)."""
+        try:
+            for p in list(self._producers):
+                p.close()
+        finally:
+            self.manager.close()
 
     def __enter__(self) -> "DataLog":
         return self

@@ -2274,6 +2274,9 @@ def murmur2_partitions(key, Py_ssize_t n, int num_partitions):
 # the batch limit, encode, timestamp "now", the record's future); anything else goes to the
 # producer's Python ``slow`` path with the same arguments.
 
+from cpython.object cimport PyTypeObject
+cimport cpython.type
+
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
     cdef struct timespec:
@@ -2281,6 +2284,9 @@ cdef extern from "<time.h>" nogil:
         long tv_nsec
     int clock_gettime(int clk_id, timespec* tp)
     int CLOCK_REALTIME
+
+
+cdef tuple _EMPTY_ARGS = ()
 
 
 @cython.no_gc
@@ -2362,7 +2368,10 @@ cdef class ProducerBatch:
             return False
         if e._size >= self.full_at:
             self.full = True
-        f = self.future_type.__new__(self.future_type)
+        # the future type's tp_new directly (``future_type.__new__(future_type)`` costs a
+        # Python-level lookup and call per record)
+        f = <RecordFuture>(<PyTypeObject*>self.future_type).tp_new(
+            <cpython.type.type>self.future_type, <PyObject*>_EMPTY_ARGS, NULL)
         f.produce_result = self.result
         f.index = count0
         f.timestamp = ts
