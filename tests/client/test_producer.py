@@ -58,6 +58,8 @@ def test_config_keys_dotted_and_underscored(tmp_path):
             dl.producer({"lingr.ms": 5})
         with pytest.raises(InvalidConfigError, match="compression.type"):
             dl.producer(compression_type="brotli")
+        with pytest.raises(InvalidConfigError):
+            dl.producer(compression_type="gzip", compression_level=42)
         with pytest.raises(InvalidConfigError, match="idempotence"):
             dl.producer(transactional_id="t", enable_idempotence=False)
         with pytest.raises(InvalidConfigError, match="acks"):

@@ -203,6 +203,9 @@ def test_timed_out_transaction_aborted_by_the_scheduler(tmp_path):
             time.sleep(0.05)
         assert dl.end_offsets("t", "read_committed") == {0: 2}
         assert _values(dl, "t", "read_committed") == []
-        with pytest.raises(ProducerFencedError):
+        fut = p.send("t", b"zombie write")         # the old epoch is refused by the log
+        with pytest.raises(kafkalog.errors.ProducerStateError):
+            fut.get(timeout=10)
+        with pytest.raises(kafkalog.errors.ProducerStateError):
             p.commit_transaction()
         p.close()

@@ -57,13 +57,14 @@ from kafkalog.errors import (
     InvalidTopicError,
     KafkalogError,
     LogDirError,
+    ProducerStateError,
     RecordTooLargeError,
 )
 from kafkalog.log.manager import LogManager
 from kafkalog.log.partitioner import partition_for_key as _partition_for_key
 from kafkalog.record import kernel
 from kafkalog.record.builder import v2_header
-from kafkalog.record.compression import compress
+from kafkalog.record.compression import compress, validate_level
 from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
 
 __all__ = ["CODECS", "FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata"]
@@ -182,6 +183,7 @@ class Producer:
         self._max_request = _int(cfg, "max.request.size", 1)
         self._codec = codec_id(cfg["compression.type"])
         self._level = cfg["compression.level"]
+        validate_level(self._codec, self._level)
         self._txn_timeout = _int(cfg, "transaction.timeout.ms", 1)
         acks = str(cfg["acks"]).lower()
         if acks not in ("all", "-1", "0", "1"):
@@ -582,6 +584,9 @@ class Producer:
                                         f"{self._txn_state}")
         self.flush()
         with self._lock:
+            if commit and isinstance(self._txn_error, ProducerStateError):
+                self._txn_state = "fatal"            # fenced / epoch bumped: this producer is done
+                raise self._txn_error
             if commit and self._txn_error is not None:
                 raise KafkalogError(f"Cannot commit transaction: a record of it failed "
                                     f"({self._txn_error}); abort it") from self._txn_error
