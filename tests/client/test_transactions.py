@@ -209,3 +209,35 @@ def test_timed_out_transaction_aborted_by_the_scheduler(tmp_path):
         with pytest.raises(kafkalog.errors.ProducerStateError):
             p.commit_transaction()
         p.close()
+
+
+def test_transaction_log_records_follow_kafkas_schemas():
+    """TransactionLogKey v0 / TransactionLogValue v0 written byte for byte as Kafka's schema
+    (transaction-coordinator/.../TransactionLogKey.json, TransactionLogValue.json) lays them out;
+    the flexible v1 (tagged fields) is read."""
+    import struct
+
+    from kafkalog.coordinator.transaction_log import (
+        TransactionMetadata,
+        key_to_bytes,
+        value_to_bytes,
+    )
+    assert key_to_bytes("tx") == struct.pack(">hh2s", 0, 2, b"tx")
+    m = TransactionMetadata("tx", 42, 3, 60000, TransactionState.ONGOING, {("a", 1), ("a", 0), ("b", 7)},
+                            1000, 900)
+    want = (struct.pack(">hqhib", 0, 42, 3, 60000, 1) + struct.pack(">i", 2)
+            + struct.pack(">h1s", 1, b"a") + struct.pack(">iii", 2, 0, 1)
+            + struct.pack(">h1s", 1, b"b") + struct.pack(">ii", 1, 7)
+            + struct.pack(">qq", 1000, 900))
+    assert value_to_bytes(m) == want
+    assert value_from_bytes("tx", want) == m
+    # v1: compact array/strings (length + 1 as unsigned varints), tagged fields after each struct
+    # and at the end (PreviousProducerId tag 0 = 41, ClientTransactionVersion tag 2 = 2)
+    v1 = (struct.pack(">hqhib", 1, 42, 3, 60000, 5) + bytes([2]) + bytes([2]) + b"a" + bytes([2])
+          + struct.pack(">i", 0) + bytes([0]) + struct.pack(">qq", 1000, 900)
+          + bytes([2, 0, 8]) + struct.pack(">q", 41) + bytes([2, 2]) + struct.pack(">h", 2))
+    got = value_from_bytes("tx", v1)
+    assert (got.producer_id, got.state, got.partitions) == (42, TransactionState.COMPLETE_ABORT, {("a", 0)})
+    assert key_from_bytes(key_to_bytes("tx")) == "tx"
+    with pytest.raises(kafkalog.errors.KafkalogError):
+        value_from_bytes("tx", want[:20])
