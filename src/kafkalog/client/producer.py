@@ -317,9 +317,17 @@ class Producer:
         return self._send_slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)
 
     def _batch_full(self, b: Any) -> None:
+        """A record filled batch ``b`` (called by the compiled send path): append it, and open
+        the next batch of the topic's sticky partition at once, so that the next keyless record
+        stays on the compiled path (an open batch still empty at its linger deadline is dropped)."""
         completed: list[ProduceRequestResult] = []
         with self._lock:
+            entry = self._open.get(b)
             self._drain_locked(b, completed)
+            if entry is not None and not self._closed and self._txn_state in (None, "in_transaction"):
+                st = entry[0]
+                if st.batches[st.sticky] is None:
+                    self._new_batch(st, st.sticky)
         for r in completed:
             r.fire()
 
@@ -377,21 +385,26 @@ class Producer:
             if b is None:
                 if self._closed:
                     raise IllegalStateError("Cannot perform operation after producer has been closed")
-                b = _ProducerBatch(ProduceRequestResult(st.name, partition, self._lock), st.body_cap,
-                                   st.batch_size, FutureRecordMetadata)
-                st.batches[partition] = b
-                self._open[b] = (st, partition, _monotonic() + self._linger)
-                if self._use_thread:
-                    if self._thread is None:
-                        self._start_thread()
-                    elif self._thread_idle:
-                        self._cond.notify()
+                b = self._new_batch(st, partition)
             fut = b.append(key, value, timestamp_ms, headers)
             if fut:
                 return fut
             if b.count == 0:
                 return self._too_large(st, partition, key, value, headers, timestamp_ms)
             self._drain_locked(b, completed)
+
+    def _new_batch(self, st: _TopicState, partition: int) -> Any:
+        """Open a batch for ``partition`` (lock held); its linger deadline starts now."""
+        b = _ProducerBatch(ProduceRequestResult(st.name, partition, self._lock), st.body_cap,
+                           st.batch_size, FutureRecordMetadata)
+        st.batches[partition] = b
+        self._open[b] = (st, partition, _monotonic() + self._linger)
+        if self._use_thread:
+            if self._thread is None:
+                self._start_thread()
+            elif self._thread_idle:
+                self._cond.notify()
+        return b
 
     def _too_large(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
                    headers: list | None, timestamp_ms: int | None) -> FutureRecordMetadata:
@@ -430,13 +443,13 @@ class Producer:
         if entry is None:
             return                                   # appended already
         st, p, _deadline = entry
-        if st.batches[p] is b:
-            st.batches[p] = None
-            if p == st.sticky and st.n > 1:
-                st.sticky = (p + 1) % st.n
         body = b.seal()
         r = b.result
         count = b.count
+        if st.batches[p] is b:
+            st.batches[p] = None
+            if count and p == st.sticky and st.n > 1:
+                st.sticky = (p + 1) % st.n
         if count == 0:
             r.complete(-1, -1, -1, None)
             return
