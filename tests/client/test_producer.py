@@ -60,6 +60,10 @@ def test_config_keys_dotted_and_underscored(tmp_path):
             dl.producer(compression_type="brotli")
         with pytest.raises(InvalidConfigError):
             dl.producer(compression_type="gzip", compression_level=42)
+        with pytest.raises(InvalidConfigError, match="delivery.timeout.ms"):
+            dl.producer({"delivery.timeout.ms": 1000, "request.timeout.ms": 30000})
+        with pytest.raises(InvalidConfigError, match="linger.ms"):
+            dl.producer(linger_ms=-1)
         with pytest.raises(InvalidConfigError, match="idempotence"):
             dl.producer(transactional_id="t", enable_idempotence=False)
         with pytest.raises(InvalidConfigError, match="acks"):

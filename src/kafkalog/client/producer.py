@@ -185,6 +185,14 @@ class Producer:
         self._level = cfg["compression.level"]
         validate_level(self._codec, self._level)
         self._txn_timeout = _int(cfg, "transaction.timeout.ms", 1)
+        # appends are synchronous and memory is bounded by one open batch per partition, so
+        # these hold by construction once valid; Kafka's own rule between them is checked
+        _int(cfg, "buffer.memory", 0)
+        _int(cfg, "max.block.ms", 0)
+        request_timeout = _int(cfg, "request.timeout.ms", 0)
+        if _int(cfg, "delivery.timeout.ms", 0) < _int(cfg, "linger.ms", 0) + request_timeout:
+            raise InvalidConfigError(f"delivery.timeout.ms should be equal to or larger than linger.ms + "
+                                     f"request.timeout.ms ({cfg['linger.ms']} + {request_timeout})")
         acks = str(cfg["acks"]).lower()
         if acks not in ("all", "-1", "0", "1"):
             raise InvalidConfigError(f"Invalid value {cfg['acks']!r} for configuration acks: expected "
