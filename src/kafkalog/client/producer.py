@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import (
     Any,
     Protocol,
-Self,
+    Self,
 )
 
 from kafkalog.client.config import PRODUCER_DEFAULTS, client_config
@@ -49,6 +49,7 @@ from kafkalog.client.producer_future import (
     FutureRecordMetadata,
     ProduceRequestResult,
     RecordMetadata,
+    new_future,
 )
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
@@ -404,7 +405,7 @@ class Producer:
     def _new_batch(self, st: _TopicState, partition: int) -> Any:
         """Open a batch for ``partition`` (lock held); its linger deadline starts now."""
         b = _ProducerBatch(ProduceRequestResult(st.name, partition, self._lock), st.body_cap,
-                           st.batch_size, FutureRecordMetadata)
+                           st.batch_size)
         st.batches[partition] = b
         self._open[b] = (st, partition, _monotonic() + self._linger)
         if self._use_thread:
@@ -424,8 +425,7 @@ class Producer:
             f"The message is {size} bytes when serialized (in a batch of one) which is larger than "
             f"{limit}, the limit set by {st.cap_reason} of topic {st.name!r}"
             f"{' (less the compression margin)' if st.codec else ''}"))
-        return FutureRecordMetadata.create(r, 0, ts, -1 if key is None else len(key),
-                                           -1 if value is None else len(value))
+        return new_future(r, 0, ts, -1 if key is None else len(key), -1 if value is None else len(value))
 
     def send_many(self, topic: str, values: Sequence[Any], *, partition: int | None = None,
                   timestamp_ms: int | None = None) -> None:

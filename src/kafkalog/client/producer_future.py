@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from types import MethodType
+from typing import Any, NamedTuple, Protocol
 
 from kafkalog.errors import KafkalogError
-from kafkalog.record.kernel import RecordFuture
+from kafkalog.record.kernel import RecordFuture, bind_record_future
 
 logger = logging.getLogger("kafkalog.producer")
 
@@ -101,130 +102,178 @@ class ProduceRequestResult:
         self.callbacks = None
         for fut, kind, fn in cbs or ():
             try:
-                fut._call(kind, fn)
+                _f__call(fut, kind, fn)
             except Exception:
                 # as Kafka's producer: a failing user callback is logged, the others still run
                 logger.exception("Error executing a callback of a record sent to %s-%d", self.topic,
                                  self.partition)
 
 
-class FutureRecordMetadata(RecordFuture):
-    """The future of one record (``send``'s result). Its fields (``produce_result``, ``index``,
-    ``timestamp``, ``key_size``, ``value_size``) are set by the record kernel's ``ProducerBatch``,
-    which creates it, or by :meth:`create`."""
+#: The future of one record (``send``'s result): the record kernel's ``RecordFuture`` (small,
+#: pooled, not tracked by the cyclic GC), whose attributes are the functions of
+#: :class:`_FutureMethods` below. Fields: ``produce_result``, ``index``, ``timestamp``,
+#: ``key_size``, ``value_size``.
+FutureRecordMetadata = RecordFuture
 
-    __slots__ = ()
 
-    @classmethod
-    def create(cls, result: ProduceRequestResult, index: int, timestamp: int, key_size: int,
-               value_size: int) -> FutureRecordMetadata:
-        f = cls.__new__(cls)
-        f.produce_result = result
-        f.index = index
-        f.timestamp = timestamp
-        f.key_size = key_size
-        f.value_size = value_size
-        return f
+def new_future(result: ProduceRequestResult, index: int, timestamp: int, key_size: int,
+               value_size: int) -> Any:
+    """A future outside a batch (a record refused before it reached one)."""
+    f = RecordFuture()
+    f.produce_result = result
+    f.index = index
+    f.timestamp = timestamp
+    f.key_size = key_size
+    f.value_size = value_size
+    return f
 
-    # --- state --------------------------------------------------------------------------------------
 
-    def is_done(self) -> bool:
-        return self.produce_result.done
+class _FutureFields(Protocol):
+    """The fields of a record future (the kernel's ``RecordFuture``)."""
 
-    done = is_done
+    produce_result: ProduceRequestResult
+    index: int
+    timestamp: int
+    key_size: int
+    value_size: int
 
-    def succeeded(self) -> bool:
-        return self.produce_result.done and self.produce_result.error is None
 
-    def failed(self) -> bool:
-        return self.produce_result.done and self.produce_result.error is not None
+# The methods and properties of FutureRecordMetadata, as functions of the future.
 
-    @property
-    def exception(self) -> BaseException | None:
-        """kafka-python: the error once failed (None while pending or succeeded)."""
-        return self.produce_result.error
+# --- state --------------------------------------------------------------------------------------
 
-    @property
-    def value(self) -> RecordMetadata | None:
-        """kafka-python: the metadata once succeeded (None otherwise)."""
-        r = self.produce_result
-        return self._metadata() if r.done and r.error is None else None
 
-    @property
-    def partition(self) -> int:
-        """The partition the record was given to (known at ``send``)."""
-        return self.produce_result.partition
+def _f_is_done(fut: _FutureFields) -> bool:
+    return bool(fut.produce_result.done)
 
-    def _metadata(self) -> RecordMetadata:
-        r = self.produce_result
-        ts = r.log_append_time if r.log_append_time >= 0 else self.timestamp
-        return RecordMetadata(r.topic, r.partition, r.base_offset + self.index, ts, self.key_size,
-                              self.value_size, -1, r.log_start_offset)
 
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        """Wait (at most ``timeout`` seconds; None: no limit) and return the metadata, or raise the
-        record's error; :class:`ProducerTimeoutError` when still pending after ``timeout``."""
-        r = self.produce_result
-        if not r.done and not r.wait(timeout):
-            raise ProducerTimeoutError(f"Timeout after waiting for {timeout} s for the record "
-                                       f"to {r.topic}-{r.partition} to be appended")
-        if r.error is not None:
-            raise r.error
-        return self._metadata()
+def _f_succeeded(fut: _FutureFields) -> bool:
+    return bool(fut.produce_result.done and fut.produce_result.error is None)
 
-    def result(self, timeout: float | None = None) -> RecordMetadata:
-        """``concurrent.futures`` spelling of :meth:`get`."""
-        return self.get(timeout)
 
-    # --- callbacks ----------------------------------------------------------------------------------
+def _f_failed(fut: _FutureFields) -> bool:
+    return bool(fut.produce_result.done and fut.produce_result.error is not None)
 
-    def _add(self, kind: int, fn: Callable[..., Any]) -> FutureRecordMetadata:
-        r = self.produce_result
-        with r.lock:
-            if not r.done:
-                if r.callbacks is None:
-                    r.callbacks = []
-                r.callbacks.append((self, kind, fn))
-                return self
-        self._call(kind, fn)
-        return self
 
-    def _call(self, kind: int, fn: Callable[..., Any]) -> None:
-        err = self.produce_result.error
-        if kind == _OK:
-            if err is None:
-                fn(self._metadata())
-        elif kind == _ERR:
-            if err is not None:
-                fn(err)
-        elif kind == _DONE:
-            fn(self)
-        else:
-            fn(err, None if err is not None else self._metadata())
+def _f_exception(fut: _FutureFields) -> BaseException | None:
+    """(a property) kafka-python: the error once failed (None while pending or succeeded)."""
+    return fut.produce_result.error
 
-    def add_callback(self, fn: Callable[[RecordMetadata], Any]) -> FutureRecordMetadata:
-        """kafka-python: ``fn(metadata)`` on success."""
-        return self._add(_OK, fn)
 
-    def add_errback(self, fn: Callable[[BaseException], Any]) -> FutureRecordMetadata:
-        """kafka-python: ``fn(exception)`` on failure."""
-        return self._add(_ERR, fn)
+def _f_value(fut: _FutureFields) -> RecordMetadata | None:
+    """(a property) kafka-python: the metadata once succeeded (None otherwise)."""
+    r = fut.produce_result
+    return _f__metadata(fut) if r.done and r.error is None else None
 
-    def add_both(self, fn: Callable[[Any], Any]) -> FutureRecordMetadata:
-        """kafka-python: ``fn`` with the metadata or the exception."""
-        self._add(_OK, fn)
-        return self._add(_ERR, fn)
 
-    def add_done_callback(self, fn: Callable[[FutureRecordMetadata], Any]) -> FutureRecordMetadata:
-        """``concurrent.futures`` style: ``fn(future)`` once done."""
-        return self._add(_DONE, fn)
+def _f_partition(fut: _FutureFields) -> int:
+    """(a property) The partition the record was given to (known at ``send``)."""
+    return fut.produce_result.partition
 
-    def add_delivery_callback(self, fn: Callable[[BaseException | None, RecordMetadata | None], Any]
-                              ) -> FutureRecordMetadata:
-        """confluent-kafka's ``on_delivery(err, metadata)``."""
-        return self._add(_DELIVERY, fn)
 
-    def __repr__(self) -> str:
-        r = self.produce_result
-        state = "pending" if not r.done else ("error" if r.error is not None else "done")
-        return f"<FutureRecordMetadata {r.topic}-{r.partition} #{self.index} {state}>"
+def _f__metadata(fut: _FutureFields) -> RecordMetadata:
+    r = fut.produce_result
+    ts = r.log_append_time if r.log_append_time >= 0 else fut.timestamp
+    return RecordMetadata(r.topic, r.partition, r.base_offset + fut.index, ts, fut.key_size,
+                          fut.value_size, -1, r.log_start_offset)
+
+
+def _f_get(fut: _FutureFields, timeout: float | None = None) -> RecordMetadata:
+    """Wait (at most ``timeout`` seconds; None: no limit) and return the metadata, or raise the
+    record's error; :class:`ProducerTimeoutError` when still pending after ``timeout``."""
+    r = fut.produce_result
+    if not r.done and not r.wait(timeout):
+        raise ProducerTimeoutError(f"Timeout after waiting for {timeout} s for the record "
+                                   f"to {r.topic}-{r.partition} to be appended")
+    if r.error is not None:
+        raise r.error
+    return _f__metadata(fut)
+
+
+def _f_result(fut: _FutureFields, timeout: float | None = None) -> RecordMetadata:
+    """``concurrent.futures`` spelling of :meth:`get`."""
+    return _f_get(fut, timeout)
+
+
+# --- callbacks ----------------------------------------------------------------------------------
+
+
+def _f__add(fut: _FutureFields, kind: int, fn: Callable[..., Any]) -> Any:
+    r = fut.produce_result
+    with r.lock:
+        if not r.done:
+            if r.callbacks is None:
+                r.callbacks = []
+            r.callbacks.append((fut, kind, fn))
+            return fut
+    _f__call(fut, kind, fn)
+    return fut
+
+
+def _f__call(fut: _FutureFields, kind: int, fn: Callable[..., Any]) -> None:
+    err = fut.produce_result.error
+    if kind == _OK:
+        if err is None:
+            fn(_f__metadata(fut))
+    elif kind == _ERR:
+        if err is not None:
+            fn(err)
+    elif kind == _DONE:
+        fn(fut)
+    else:
+        fn(err, None if err is not None else _f__metadata(fut))
+
+
+def _f_add_callback(fut: _FutureFields, fn: Callable[[RecordMetadata], Any]) -> Any:
+    """kafka-python: ``fn(metadata)`` on success."""
+    return _f__add(fut, _OK, fn)
+
+
+def _f_add_errback(fut: _FutureFields, fn: Callable[[BaseException], Any]) -> Any:
+    """kafka-python: ``fn(exception)`` on failure."""
+    return _f__add(fut, _ERR, fn)
+
+
+def _f_add_both(fut: _FutureFields, fn: Callable[[Any], Any]) -> Any:
+    """kafka-python: ``fn`` with the metadata or the exception."""
+    _f__add(fut, _OK, fn)
+    return _f__add(fut, _ERR, fn)
+
+
+def _f_add_done_callback(fut: _FutureFields, fn: Callable[[Any], Any]) -> Any:
+    """``concurrent.futures`` style: ``fn(future)`` once done."""
+    return _f__add(fut, _DONE, fn)
+
+
+def _f_add_delivery_callback(fut: _FutureFields, fn: Callable[[BaseException | None, RecordMetadata | None], Any]) -> Any:
+    """confluent-kafka's ``on_delivery(err, metadata)``."""
+    return _f__add(fut, _DELIVERY, fn)
+
+
+def _f__repr(fut: _FutureFields) -> str:
+    r = fut.produce_result
+    state = "pending" if not r.done else ("error" if r.error is not None else "done")
+    return f"<FutureRecordMetadata {r.topic}-{r.partition} #{fut.index} {state}>"
+
+
+#: attributes of a future that are computed values (properties), not methods
+_PROPERTIES = frozenset({"exception", "value", "partition"})
+_ATTRIBUTES: dict[str, Callable[..., Any]] = {
+    name[3:]: fn for name, fn in list(globals().items()) if name.startswith("_f_") and callable(fn)}
+_ATTRIBUTES["done"] = _f_is_done
+
+
+class _FutureMethods:
+    """What the kernel's ``RecordFuture.__getattr__`` asks for a future's attribute."""
+
+    @staticmethod
+    def lookup(fut: Any, name: str) -> Any:
+        fn = _ATTRIBUTES.get(name)
+        if fn is None:
+            raise AttributeError(f"'FutureRecordMetadata' object has no attribute {name!r}")
+        if name in _PROPERTIES:
+            return fn(fut)
+        return MethodType(fn, fut)
+
+
+bind_record_future(_FutureMethods)

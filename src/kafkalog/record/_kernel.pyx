@@ -2274,9 +2274,6 @@ def murmur2_partitions(key, Py_ssize_t n, int num_partitions):
 # the batch limit, encode, timestamp "now", the record's future); anything else goes to the
 # producer's Python ``slow`` path with the same arguments.
 
-from cpython.object cimport PyTypeObject
-cimport cpython.type
-
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
     cdef struct timespec:
@@ -2286,14 +2283,24 @@ cdef extern from "<time.h>" nogil:
     int CLOCK_REALTIME
 
 
-cdef tuple _EMPTY_ARGS = ()
+cdef object _future_methods = None
 
 
+def bind_record_future(methods):
+    """Give :class:`RecordFuture` its Python-level attributes: ``methods.lookup(future, name)``
+    returns the attribute ``name`` of ``future`` (kafkalog.client.producer_future does it)."""
+    global _future_methods
+    _future_methods = methods
+
+
+@cython.final
 @cython.no_gc
+@cython.freelist(512)
 cdef class RecordFuture:
-    """Base of the producer's per-record future: the batch result it points at
-    (``produce_result``), the record's index in the batch, its timestamp and serialized key/value
-    sizes (-1 for null). Not tracked by the cyclic GC (it holds no container of its own), so a
+    """The producer's per-record future: the batch result it points at (``produce_result``), the
+    record's index in the batch, its timestamp and serialized key/value sizes (-1 for null). Its
+    methods (``get``, ``add_callback`` ...) live in Python (:func:`bind_record_future`); the
+    object itself is small, pooled and not tracked by the cyclic GC (it holds no container), so a
     million pending futures cost no GC scans."""
     cdef public object produce_result
     cdef public Py_ssize_t index
@@ -2301,13 +2308,19 @@ cdef class RecordFuture:
     cdef public Py_ssize_t key_size
     cdef public Py_ssize_t value_size
 
+    def __getattr__(self, name):
+        return _future_methods.lookup(self, name)
+
+    def __repr__(self):
+        return _future_methods.lookup(self, "_repr")()
+
 
 @cython.final
 cdef class ProducerBatch:
-    """One open producer batch: ``ProducerBatch(result, cap, full, future_type)``.
+    """One open producer batch: ``ProducerBatch(result, cap, full)``.
 
     ``append(key, value, timestamp, headers)`` encodes one record (``timestamp`` None: now, in ms)
-    and returns a new ``future_type`` (a subclass of :class:`RecordFuture`) pointing at ``result``;
+    and returns a new :class:`RecordFuture` pointing at ``result``;
     it returns False, appending nothing, when the record would take the record bytes past ``cap``,
     and None once :meth:`seal` was called. ``full`` is true once the record bytes reach ``full``
     (``batch.size``). ``seal()`` returns the record bodies and refuses further appends (a thread
@@ -2318,18 +2331,14 @@ cdef class ProducerBatch:
     cdef readonly Py_ssize_t full_at
     cdef readonly bint sealed
     cdef readonly bint full
-    cdef object future_type
 
-    def __cinit__(self, result, Py_ssize_t cap, Py_ssize_t full, future_type):
-        if not issubclass(future_type, RecordFuture):
-            raise TypeError("future_type must subclass RecordFuture")
+    def __cinit__(self, result, Py_ssize_t cap, Py_ssize_t full):
         self.encoder = RecordsEncoder()
         self.result = result
         self.cap = cap
         self.full_at = full
         self.sealed = False
         self.full = False
-        self.future_type = future_type
 
     def append(self, key, value, timestamp, headers):
         return self._append(key, value, timestamp, headers)
@@ -2368,15 +2377,13 @@ cdef class ProducerBatch:
             return False
         if e._size >= self.full_at:
             self.full = True
-        # the future type's tp_new directly (``future_type.__new__(future_type)`` costs a
-        # Python-level lookup and call per record)
-        f = <RecordFuture>(<PyTypeObject*>self.future_type).tp_new(
-            <cpython.type.type>self.future_type, <PyObject*>_EMPTY_ARGS, NULL)
+        f = RecordFuture.__new__(RecordFuture)
         f.produce_result = self.result
         f.index = count0
         f.timestamp = ts
-        f.key_size = -1 if key is None else len(key)
-        f.value_size = -1 if value is None else len(value)
+        f.key_size = -1 if key is None else PyBytes_GET_SIZE(key) if PyBytes_CheckExact(key) else len(key)
+        f.value_size = (-1 if value is None else PyBytes_GET_SIZE(value) if PyBytes_CheckExact(value)
+                        else len(value))
         return f
 
     def seal(self):

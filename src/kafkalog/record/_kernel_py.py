@@ -1052,25 +1052,37 @@ def partition_for_key(key, num_partitions: int) -> int:
 
 # --- the producer's per-record path (kafkalog.client.producer): see _kernel.pyx ------------------
 
+_future_methods = None
+
+
+def bind_record_future(methods) -> None:
+    """Give :class:`RecordFuture` its Python-level attributes (see ``_kernel.pyx``)."""
+    global _future_methods
+    _future_methods = methods
+
+
 class RecordFuture:
-    """Base of the producer's per-record future (reference of the compiled ``RecordFuture``)."""
+    """The producer's per-record future (reference of the compiled ``RecordFuture``)."""
 
     __slots__ = ("produce_result", "index", "timestamp", "key_size", "value_size")
+
+    def __getattr__(self, name):
+        return _future_methods.lookup(self, name)
+
+    def __repr__(self) -> str:
+        return _future_methods.lookup(self, "_repr")()
 
 
 class ProducerBatch:
     """One open producer batch (reference of the compiled ``ProducerBatch``)."""
 
-    def __init__(self, result, cap: int, full: int, future_type) -> None:
-        if not issubclass(future_type, RecordFuture):
-            raise TypeError("future_type must subclass RecordFuture")
+    def __init__(self, result, cap: int, full: int) -> None:
         self.encoder = RecordsEncoder()
         self.result = result
         self.cap = cap
         self.full_at = full
         self.sealed = False
         self.full = False
-        self._future_type = future_type
 
     def append(self, key, value, timestamp, headers):
         if self.sealed:
@@ -1091,7 +1103,7 @@ class ProducerBatch:
             return False
         if len(e._buf) >= self.full_at:
             self.full = True
-        f = self._future_type.__new__(self._future_type)
+        f = RecordFuture()
         f.produce_result = self.result
         f.index = saved[1]
         f.timestamp = ts

@@ -51,6 +51,7 @@ partition_for_key = getattr(_impl, "partition_for_key", _kernel_py.partition_for
 _producer_impl = _impl if hasattr(_impl, "ProducerBatch") else _kernel_py
 ProducerBatch = _producer_impl.ProducerBatch
 RecordFuture = _producer_impl.RecordFuture
+bind_record_future = _producer_impl.bind_record_future
 ProducerTopic = _producer_impl.ProducerTopic
 ProducerSendPath = _producer_impl.ProducerSendPath
 #: the module in use (``_kernel`` or ``_kernel_py``)
