@@ -66,12 +66,10 @@ from kafkalog.log.partitioner import partition_for_key as _partition_for_key
 from kafkalog.record import kernel
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress, validate_level
-from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
+from kafkalog.record.constants import RECORD_BATCH_OVERHEAD, CompressionType
 
-__all__ = ["CODECS", "FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata"]
+__all__ = ["FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata", "codec_id"]
 
-#: ``compression.type`` names -> codec ids (``producer``/``uncompressed`` are the topic's spellings)
-CODECS = {"none": 0, "uncompressed": 0, "producer": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _MAX_SEQUENCE = 0x7FFFFFFF
 _time_ns = time.time_ns
 _monotonic = time.monotonic
@@ -95,18 +93,22 @@ class _Coordinators(Protocol):
 
 
 def codec_id(compression: Any) -> int:
-    """The codec id of a ``compression.type`` value (name, None or id)."""
+    """The codec id of a ``compression.type`` value (Kafka's codec name, None or an id); the
+    topic-level spellings ``producer`` and ``uncompressed`` give 0."""
     if compression is None:
         return 0
     if isinstance(compression, int) and not isinstance(compression, bool):
         if not 0 <= compression <= 4:
             raise InvalidConfigError(f"Unknown compression codec id {compression}")
         return compression
-    c = CODECS.get(str(compression).lower())
-    if c is None:
+    name = str(compression).lower()
+    if name in ("producer", "uncompressed"):
+        return 0
+    try:
+        return int(CompressionType.for_name(name))
+    except KeyError:
         raise InvalidConfigError(f"Invalid value {compression!r} for configuration compression.type: "
-                                 f"expected one of none, gzip, snappy, lz4, zstd")
-    return c
+                                 f"expected one of none, gzip, snappy, lz4, zstd") from None
 
 
 def as_bytes(x: Any) -> bytes | None:
@@ -291,11 +293,10 @@ class Producer:
                 m.create_topic(topic, 1, exist_ok=True)
             tc = m.topic_config(topic)
             logs = [m.get_log(topic, p) for p in m.partitions_of(topic)]
-            topic_codec = CODECS.get(str(tc.compression_type).lower(), 0)
-            codec = topic_codec if str(tc.compression_type).lower() not in ("producer", "uncompressed") \
-                else self._codec
-            if str(tc.compression_type).lower() == "uncompressed":
-                codec = 0
+            # the topic's compression.type names a codec: the data is stored with it, as a broker
+            # recompresses to it; "producer" keeps the producer's; "uncompressed" stores none
+            ct = str(tc.compression_type).lower()
+            codec = self._codec if ct == "producer" else codec_id(ct)
             limits = {"max.message.bytes": int(tc.max_message_bytes), "segment.bytes": int(tc.segment_bytes),
                       "max.request.size": self._max_request}
             reason = min(limits, key=lambda k: limits[k])
