@@ -11,11 +11,12 @@ of dotted keys or underscored keyword arguments.
 
 * Partitioning as Kafka's Java client: ``toPositive(murmur2(key)) % partitions`` for a keyed record,
   a *sticky* partition for keyless records that moves on (round-robin) whenever its batch is
-  completed; an explicit ``partition`` wins; ``partitioner`` may be a kafka-python style callable
-  ``fn(key_bytes, all_partitions, available_partitions) -> partition``.
-* One open v2 batch per partition, encoded record by record by the compiled record kernel. A batch is
-  appended when the next record would take it past ``batch.size`` (uncompressed record bytes), when
-  it is ``linger.ms`` old (the producer's one background thread: no further call is needed), on
+  completed; an explicit ``partition`` wins; ``partitioner.class`` may be a kafka-python style
+  callable ``fn(key_bytes, all_partitions, available_partitions) -> partition``.
+* One open v2 batch per partition, encoded record by record by the compiled record kernel
+  (``ProducerBatch``; ``send``'s common case is the kernel's ``ProducerSendPath``). A batch is
+  appended once its records reach ``batch.size`` bytes (uncompressed), when the next record would
+  take it past the topic's limits, when it is ``linger.ms`` old (the producer's one background thread: no further call is needed), on
   :meth:`Producer.flush` and on :meth:`Producer.close`. A batch never exceeds the topic's
   ``max.message.bytes``, its ``segment.bytes`` or ``max.request.size``; a record that alone exceeds
   one of them fails (through its future) with :class:`~kafkalog.errors.RecordTooLargeError` naming
