@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from kafkalog.client.producer import Producer, RecordMetadata
+from kafkalog.client.producer_future import refused
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
@@ -199,8 +200,9 @@ class DataLog:
                 else:
                     raise InvalidConfigError(f"produce_many: unsupported record {type(r).__name__} (expected "
                                              f"bytes, str, None, a tuple or a mapping)")
-                if f.failed():
-                    failed.append(f.exception)  # type: ignore[arg-type]
+                err = refused(f)
+                if err is not None:
+                    failed.append(err)
                     break
             p.flush()
         finally:

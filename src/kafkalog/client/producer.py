@@ -51,6 +51,7 @@ from kafkalog.client.producer_future import (
     ProduceRequestResult,
     RecordMetadata,
     new_future,
+    refused,
 )
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
@@ -441,8 +442,9 @@ class Producer:
         send = self.send
         for v in values:
             f = send(topic, v, None, partition=partition, timestamp_ms=ts)
-            if f.failed():
-                raise f.exception  # type: ignore[misc]
+            err = refused(f)
+            if err is not None:
+                raise err
 
     # --- appending batches --------------------------------------------------------------------------
 

@@ -116,6 +116,13 @@ class ProduceRequestResult:
 FutureRecordMetadata = RecordFuture
 
 
+def refused(fut: Any) -> BaseException | None:
+    """The error of a record refused at once by ``send`` (RecordTooLargeError), else None; cheap
+    (field reads only), for bulk senders that keep no futures."""
+    r = fut.produce_result
+    return r.error if r.done else None
+
+
 def new_future(result: ProduceRequestResult, index: int, timestamp: int, key_size: int,
                value_size: int) -> Any:
     """A future outside a batch (a record refused before it reached one)."""
