@@ -30,7 +30,7 @@ def test_keyed_partitioning_matches_kafka_python(tmp_path):
     with kafkalog.open(tmp_path / "d", background=False) as dl:
         dl.create_topic("t", partitions=7)
         with dl.producer() as p:
-            placed = [p.send("t", b"v", key=k) for k in keys]
+            placed = [p.send("t", b"v", key=k).get(timeout=10).partition for k in keys]
         # kafka-python's DefaultPartitioner: (murmur2(key) & 0x7fffffff) % len(partitions)
         expected = [(kp_murmur2(k) & 0x7FFFFFFF) % 7 for k in keys]
         assert placed == expected
@@ -143,10 +143,11 @@ def test_keyed_produce_many_and_key_forms(tmp_path):
                            if (kp_murmur2(k) & 0x7FFFFFFF) % 5 == pnum]
         with dl.producer() as p:
             # str (UTF-8), bytearray and memoryview keys hash like the equal bytes
-            assert p.send("t", b"x", key="user-7") == p.send("t", b"x", key=b"user-7") \
-                == p.send("t", b"x", key=bytearray(b"user-7")) == p.send("t", b"x", key=memoryview(b"user-7")) \
+            assert p.send("t", b"x", key="user-7").partition == p.send("t", b"x", key=b"user-7").partition \
+                == p.send("t", b"x", key=bytearray(b"user-7")).partition \
+                == p.send("t", b"x", key=memoryview(b"user-7")).partition \
                 == (kp_murmur2(b"user-7") & 0x7FFFFFFF) % 5
-            assert p.send("t", b"x", key=b"user-7", partition=4) == 4
+            assert p.send("t", b"x", key=b"user-7", partition=4).get(timeout=10).partition == 4
             with pytest.raises(InvalidTopicError):
                 p.send("t", b"x", key=b"k", partition=5)
             with pytest.raises(InvalidTopicError):

@@ -25,7 +25,7 @@ def data_dir(tmp_path):
         dl.create_topic("t", 2, {"segment.bytes": 2000, "index.interval.bytes": 100})
         with dl.producer(batch_size=300) as p:
             for i in range(200):
-                p.send("t", b"value-%04d" % i + b"." * 40, key=b"k%d" % (i % 7), timestamp=1000 + i)
+                p.send("t", b"value-%04d" % i + b"." * 40, key=b"k%d" % (i % 7), timestamp_ms=1000 + i)
     return d
 
 

@@ -186,30 +186,42 @@ class ProduceRun:
     compression: Optional[str]
     dl: Any = None
     producer: Any = None
+    refused: Any = None
     records: int = 0
     offsets: Dict[int, Tuple[int, int]] = field(default_factory=dict)
 
     def send(self, rec: InputRecord) -> None:
         if self.producer is None:
             import kafkalog
+            from kafkalog.client.producer_future import refused
+            self.refused = refused
             self.dl = kafkalog.open(self.data_dir, background=False)
             if not self.dl.manager.has_topic(self.topic):
                 self.dl.create_topic(self.topic, self.partitions, self.topic_config)
-            self.producer = self.dl.producer(compression=self.compression)
-        self.producer.send(self.topic, rec.value, rec.key, rec.headers, rec.timestamp, rec.partition)
+            self.producer = self.dl.producer(compression_type=self.compression or "none")
+        fut = self.producer.send(self.topic, rec.value, rec.key, partition=rec.partition,
+                                 timestamp_ms=rec.timestamp, headers=rec.headers)
+        err = self.refused(fut)
+        if err is not None:              # refused at once (RecordTooLargeError)
+            raise err
         self.records += 1
 
     def flush(self) -> None:
         if self.producer is None:
             return
-        for (_t, p), (first, last) in self.producer.flush().items():
+        self.producer.flush()
+        for (_t, p), (first, last) in self.producer.appended_offsets().items():
             prev = self.offsets.get(p)
             self.offsets[p] = (prev[0] if prev else first, last)
+        if self.producer.first_error is not None:
+            raise self.producer.first_error
 
     def close(self) -> None:
         try:
             self.flush()
         finally:
+            if self.producer is not None:
+                self.producer.close()
             if self.dl is not None:
                 self.dl.close()
 

@@ -1,7 +1,8 @@
 """The embedded client: a Kafka data directory used from Python with Kafka's semantics."""
 
 from kafkalog.client.consumer import Consumer, TopicPartition
-from kafkalog.client.datalog import ConsumerRecord, DataLog, ProduceResult, Producer, RecordMetadata, open
+from kafkalog.client.datalog import ConsumerRecord, DataLog, ProduceResult, open
+from kafkalog.client.producer import Producer, RecordMetadata
 
 __all__ = ["open", "DataLog", "Producer", "Consumer", "TopicPartition", "ConsumerRecord", "RecordMetadata",
            "ProduceResult"]

@@ -7,43 +7,35 @@
     with kafkalog.open("/var/lib/myapp/log") as dl:
         dl.create_topic("orders", partitions=3, config={"retention.ms": 86_400_000})
         dl.produce("orders", value=b"...", key=b"customer-42")
-        with dl.producer(compression="zstd") as p:          # batched, the fast path
+        with dl.producer(compression_type="zstd") as p:     # Kafka's producer (futures, linger)
             for event in events:
                 p.send("orders", value=event.payload, key=event.id)
         for rec in dl.consume("orders", from_beginning=True):
             print(rec.partition, rec.offset, rec.key, rec.value)
 
-Partitioning follows Kafka's Java producer: a record with a key goes to
-``toPositive(murmur2(key)) % partitions`` (:mod:`kafkalog.log.partitioner`), so the same key lands in
-the same partition as with a Kafka client; a keyless record goes to a *sticky* partition that
-changes (round-robin) each time a batch is completed (Kafka's sticky partitioner, KIP-480, without
-the randomness). An explicit ``partition=`` wins.
-
-The :class:`Producer` keeps one open v2 batch per partition, encoded record by record by the
-compiled record kernel (``RecordsEncoder``), and appends a batch to the log when it reaches
-``batch_size`` bytes, on :meth:`Producer.flush` and on close. Offsets are known once a batch is
-appended (:meth:`Producer.flush` returns them); :meth:`DataLog.produce` appends at once and
-returns the record's offset.
+Producing goes through :class:`kafkalog.client.producer.Producer` (Kafka's producer: configuration
+keys, linger, futures, idempotence, transactions); :meth:`DataLog.produce` and
+:meth:`DataLog.produce_many` are conveniences on top of it that append before returning.
 """
 
 from __future__ import annotations
 
 import builtins
 import os
-import time
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple)
 
-from kafkalog.errors import (InvalidConfigError, InvalidTopicError, KafkalogError,
-                             LogDirError, OffsetOutOfRangeError)
 from kafkalog.cleaner import LogCleaner
+from kafkalog.client.producer import Producer, RecordMetadata
+from kafkalog.client.producer_future import refused
+from kafkalog.coordinator.producer_ids import ProducerIdManager
+from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
+from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
+from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError, OffsetOutOfRangeError
 from kafkalog.log.manager import LogManager
-from kafkalog.log.partitioner import partition_for_key as _partition_for_key
-from kafkalog.record import kernel
-from kafkalog.record.builder import write_v2_header
-from kafkalog.record.compression import compress
-from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, TOPIC_COMPRESSION_TYPES, CompressionType
 from kafkalog.client.readonly import _ReadOnlyManager, _legacy_ts_type
 
 if TYPE_CHECKING:
@@ -52,13 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = ["open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult"]
 
-_CODECS = {n: int(CompressionType.for_name(n, CompressionType.NONE)) for n in PRODUCER_COMPRESSION_TYPES + TOPIC_COMPRESSION_TYPES}
 _TS_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 DEFAULT_BATCH_SIZE = 256 * 1024
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
-_time_ns = time.time_ns
-_Encoder = kernel.RecordsEncoder
 
 
 class ConsumerRecord(NamedTuple):
@@ -72,15 +61,6 @@ class ConsumerRecord(NamedTuple):
     key: Optional[bytes]
     value: Optional[bytes]
     headers: List[Tuple[str, Optional[bytes]]]
-
-
-class RecordMetadata(NamedTuple):
-    """Where a produced record landed."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
 
 
 @dataclass
@@ -98,239 +78,46 @@ class ProduceResult:
                                for p, (a, b) in sorted(self.offsets.items())}}
 
 
-def _codec(compression: Any) -> int:
-    if compression is None:
-        return 0
-    if isinstance(compression, int):
-        if not 0 <= compression <= 4:
-            raise InvalidConfigError(f"Unknown compression codec id {compression}")
-        return compression
-    c = _CODECS.get(str(compression).lower())
-    if c is None:
-        raise InvalidConfigError(f"Unknown compression type {compression!r}: expected one of "
-                                 f"none, gzip, snappy, lz4, zstd")
-    return c
-
-
-def _as_bytes(x: Any) -> Optional[bytes]:
-    if x is None or type(x) is bytes:
-        return x
-    if isinstance(x, str):
-        return x.encode("utf-8")
-    return bytes(x)
-
-
-def _headers(headers: Any) -> Optional[list]:
-    if not headers:
-        return None
-    if isinstance(headers, Mapping):
-        headers = headers.items()
-    return [(k if isinstance(k, str) else bytes(k).decode("utf-8"), _as_bytes(v)) for k, v in headers]
-
-
-class _TopicState:
-    """A topic as seen by one :class:`Producer`: its logs and one open batch (a kernel
-    ``RecordsEncoder``, or None) per partition."""
-
-    __slots__ = ("name", "n", "sticky", "encoders", "logs", "codec", "level")
-
-    def __init__(self, name: str, logs: list, codec: int, level: Optional[int]) -> None:
-        self.name = name
-        self.logs = logs
-        self.n = len(logs)
-        self.sticky = 0
-        self.encoders: List[Any] = [None] * self.n
-        self.codec = codec
-        self.level = level
-
-
-class Producer:
-    """Batches records per partition and appends whole v2 batches.
-
-    Args:
-        dl: the :class:`DataLog`.
-        compression: ``none`` | ``gzip`` | ``snappy`` | ``lz4`` | ``zstd``; None = the topic's
-            ``compression.type`` when it names a codec, else none.
-        compression_level: KIP-390 level (None = Kafka's default for the codec).
-        batch_size: bytes of encoded records after which a batch is appended (kept below the
-            topic's ``max.message.bytes``).
-        create_topics: create a missing topic (1 partition, or ``partitions``) on first send.
-    """
-
-    def __init__(self, dl: "DataLog", *, compression: Any = None, compression_level: Optional[int] = None,
-                 batch_size: int = DEFAULT_BATCH_SIZE, create_topics: bool = True,
-                 partitions: int = 1) -> None:
-        self._dl = dl
-        self._compression = compression
-        self._level = compression_level
-        self._batch_size = max(1, int(batch_size))
-        self._create = create_topics
-        self._partitions = partitions
-        self._topics: Dict[str, _TopicState] = {}
-        self._results: Dict[Tuple[str, int], List[int]] = {}
-        self._count = 0
-        self._batches = 0
-        self._closed = False
-
-    def _state(self, topic: str) -> _TopicState:
-        st = self._topics.get(topic)
-        if st is not None:
-            return st
-        m = self._dl.manager
-        if getattr(m, "read_only", False):
-            raise LogDirError("the data directory is open read-only", file=m.data_dir)
-        if not m.has_topic(topic):
-            if not self._create:
-                raise InvalidTopicError(f"Unknown topic {topic!r}", file=m.data_dir)
-            m.create_topic(topic, self._partitions, exist_ok=True)
-        logs = [m.get_log(topic, p) for p in m.partitions_of(topic)]
-        if self._compression is None:
-            ct = str(m.topic_config(topic).compression_type)
-            codec = _CODECS.get(ct, 0)
-        else:
-            codec = _codec(self._compression)
-        limit = int(m.topic_config(topic).max_message_bytes) - 61 - 64
-        self._batch_size = max(1, min(self._batch_size, limit))
-        st = self._topics[topic] = _TopicState(topic, logs, codec, self._level)
-        return st
-
-    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
-             timestamp: Optional[int] = None, partition: Optional[int] = None) -> int:
-        """Add one record; returns its partition. ``key``/``value``: bytes-like, ``str`` (UTF-8) or
-        None; ``headers``: ``[(str, bytes | None)]`` or a mapping; ``timestamp``: ms (default now)."""
-        # the per-record path: one dict lookup, the compiled partitioner (keyed records), one
-        # kernel append into the partition's open batch; everything else only when a batch fills
-        st = self._topics.get(topic)
-        if st is None:
-            if self._closed:
-                raise KafkalogError("producer is closed")
-            st = self._state(topic)
-        if value is not None and type(value) is not bytes:
-            value = _as_bytes(value)
-        if headers:
-            headers = _headers(headers)
-        if key is not None:
-            if type(key) is not bytes:
-                key = _as_bytes(key)
-            if partition is None:
-                partition = _partition_for_key(key, st.n)
-            elif not 0 <= partition < st.n:
-                raise self._bad_partition(st, partition)
-        elif partition is None:
-            partition = st.sticky
-        elif not 0 <= partition < st.n:
-            raise self._bad_partition(st, partition)
-        enc = st.encoders[partition]
-        if enc is None:
-            enc = st.encoders[partition] = _Encoder()
-        enc.append(key, value, _time_ns() // 1000000 if timestamp is None else timestamp, headers)
-        if enc.size_in_bytes >= self._batch_size:
-            self._drain(st, partition)
-            if key is None and partition == st.sticky:
-                st.sticky = (partition + 1) % st.n
-        return partition
-
-    @staticmethod
-    def _bad_partition(st: _TopicState, partition: Any) -> InvalidTopicError:
-        return InvalidTopicError(f"Partition {partition} of topic {st.name!r} does not exist "
-                                 f"(it has {st.n} partitions)")
-
-    def send_many(self, topic: str, values: Sequence[Any], *, partition: Optional[int] = None,
-                  timestamp: Optional[int] = None) -> None:
-        """Add keyless records (values only) in bulk: the whole sequence is split into batches
-        of about ``batch_size`` bytes, each encoded by one kernel call."""
-        st = self._topics.get(topic) or self._state(topic)
-        ts = _time_ns() // 1000000 if timestamp is None else timestamp
-        n = len(values)
-        i = 0
-        encode = kernel.encode_records_v2
-        while i < n:
-            p = st.sticky if partition is None else partition
-            if not 0 <= p < st.n:
-                raise self._bad_partition(st, p)
-            if st.encoders[p] is not None:
-                self._drain(st, p)
-            first = values[i]
-            est = (len(first) if first is not None else 0) + 12
-            per = max(1, self._batch_size // est)
-            chunk = values[i:i + per]
-            recs = [(None, v if (v is None or type(v) is bytes) else _as_bytes(v), ts, None)
-                    for v in chunk]
-            body = encode(recs, ts)
-            self._append(st, p, body, len(recs), ts, ts)
-            i += len(chunk)
-            if partition is None:
-                st.sticky = (st.sticky + 1) % st.n
-
-    def _drain(self, st: _TopicState, partition: int) -> None:
-        enc = st.encoders[partition]
-        if enc is None:
-            return
-        st.encoders[partition] = None
-        if enc.count == 0:
-            return
-        self._append(st, partition, enc.finish(), enc.count, enc.base_timestamp, enc.max_timestamp)
-
-    def _append(self, st: _TopicState, partition: int, body: bytes, count: int, base_ts: int,
-                max_ts: int) -> None:
-        if st.codec:
-            body = compress(st.codec, body, magic=2, level=st.level)
-        data = write_v2_header(body, base_offset=0, attributes=st.codec, last_offset_delta=count - 1,
-                               base_timestamp=base_ts, max_timestamp=max_ts, producer_id=-1,
-                               producer_epoch=-1, base_sequence=-1, count=count,
-                               partition_leader_epoch=-1)
-        info = st.logs[partition].append(bytearray(data))
-        key = (st.name, partition)
-        r = self._results.get(key)
-        if r is None:
-            self._results[key] = [info.first_offset, info.last_offset]
-        else:
-            r[1] = info.last_offset
-        self._count += count
-        self._batches += 1
-
-    def flush(self) -> Dict[Tuple[str, int], Tuple[int, int]]:
-        """Append every open batch. Returns ``{(topic, partition): (first, last offset)}`` of
-        everything appended since the previous flush."""
-        for st in self._topics.values():
-            for p in range(st.n):
-                if st.encoders[p] is not None:
-                    self._drain(st, p)
-        out = {k: (v[0], v[1]) for k, v in self._results.items()}
-        self._results = {}
-        return out
-
-    @property
-    def records_sent(self) -> int:
-        """Records appended to logs so far (open batches not included)."""
-        return self._count
-
-    @property
-    def batches_sent(self) -> int:
-        return self._batches
-
-    def close(self) -> None:
-        """Flush and stop accepting records."""
-        if not self._closed:
-            self.flush()
-            self._closed = True
-
-    def __enter__(self) -> "Producer":
-        return self
-
-    def __exit__(self, exc_type, *exc) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self._closed = True
-
-
 class DataLog:
     """A data directory opened with :func:`open`; wraps a :class:`~kafkalog.log.manager.LogManager`
     (available as :attr:`manager` for everything below this API)."""
 
     def __init__(self, manager: LogManager) -> None:
         self.manager = manager
+        self._coord_lock = threading.Lock()
+        self._producer_ids: Optional[ProducerIdManager] = None
+        self._txn_coordinator: Optional[TransactionCoordinator] = None
+        self._rr: Dict[str, int] = {}
+        self._producers: "weakref.WeakSet[Producer]" = weakref.WeakSet()
+
+    # --- coordinator-level state (kafkalog.coordinator) ---------------------------------------------
+
+    def producer_id_manager(self) -> ProducerIdManager:
+        """The data directory's producer id allocator."""
+        with self._coord_lock:
+            if self._producer_ids is None:
+                self._producer_ids = ProducerIdManager(self.manager.data_dir)
+            return self._producer_ids
+
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        """The data directory's transaction coordinator (``__transaction_state``); created on first
+        use, when it aborts the transactions that timed out and schedules that check every
+        ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` on the directory's scheduler."""
+        ids = self.producer_id_manager()
+        with self._coord_lock:
+            if self._txn_coordinator is None:
+                if not isinstance(self.manager, LogManager):
+                    raise LogDirError("the data directory is open read-only", file=self.manager.data_dir)
+                b = self.manager.broker_config
+                c = TransactionCoordinator(self.manager, ids,
+                                           num_partitions=int(b.get("transaction.state.log.num.partitions")),
+                                           max_timeout_ms=int(b.get("transaction.max.timeout.ms")))
+                c.abort_timed_out_transactions()
+                every = int(b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+                self.manager.scheduler.schedule("transaction-abort", c.abort_timed_out_transactions,
+                                                every, every)
+                self._txn_coordinator = c
+            return self._txn_coordinator
 
     # --- topics -------------------------------------------------------------------------------------
 
@@ -362,65 +149,75 @@ class DataLog:
 
     # --- produce ------------------------------------------------------------------------------------
 
-    def producer(self, **kwargs: Any) -> Producer:
-        """A batching :class:`Producer` (use as a context manager)."""
-        return Producer(self, **kwargs)
+    def producer(self, conf: Optional[Mapping[str, Any]] = None, **config: Any) -> Producer:
+        """Kafka's producer (:class:`kafkalog.client.producer.Producer`): ``conf`` with Kafka's
+        dotted keys (``{"linger.ms": 5}``) and/or keyword arguments with underscores
+        (``linger_ms=5``). Use it as a context manager or close it."""
+        p = Producer(self, conf, **config)
+        self._producers.add(p)
+        return p
+
+    def _oneshot(self, compression: Any, batch_size: int) -> Producer:
+        # the conveniences below append before returning: no linger thread, no producer id (a
+        # producer id per call would fill every partition's producer state)
+        return Producer(self, {"compression.type": "none" if compression is None else compression,
+                               "batch.size": batch_size, "enable.idempotence": False},
+                        linger_thread=False)
 
     def produce(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
                 timestamp: Optional[int] = None, partition: Optional[int] = None,
                 compression: Any = None) -> RecordMetadata:
         """Append one record now (a batch of one) and return where it landed. For many records
         use :meth:`produce_many` or :meth:`producer`."""
-        p = Producer(self, compression=compression)
-        st = p._state(topic)
-        if partition is None and key is None:
-            partition = self._next_sticky(topic, st.n)
-        part = p.send(topic, value, key, headers, timestamp, partition)
-        ts = st.encoders[part].max_timestamp
-        offsets = p.flush()
-        return RecordMetadata(topic, part, offsets[(topic, part)][0], ts)
+        with self._oneshot(compression, DEFAULT_BATCH_SIZE) as p:
+            if partition is None and key is None:
+                partition = self._next_sticky(topic, len(p.partitions_for(topic)))
+            fut = p.send(topic, value, key, partition=partition, timestamp_ms=timestamp, headers=headers)
+        return fut.get()
 
     def _next_sticky(self, topic: str, n: int) -> int:
-        rr = self.__dict__.setdefault("_rr", {})
-        i = rr.get(topic, -1) + 1
-        rr[topic] = i % n
-        return i % n
+        i = (self._rr.get(topic, -1) + 1) % n
+        self._rr[topic] = i
+        return i
 
     def produce_many(self, topic: str, records: Iterable[Any], *, partition: Optional[int] = None,
                      compression: Any = None, batch_size: int = DEFAULT_BATCH_SIZE) -> ProduceResult:
         """Append many records. Each item is a value (bytes/str/None), a ``(key, value)`` or
         ``(key, value, headers)`` or ``(key, value, headers, timestamp)`` tuple, or a mapping with
-        ``key``/``value``/``headers``/``timestamp``/``partition``."""
-        p = Producer(self, compression=compression, batch_size=batch_size)
-        if isinstance(records, (list, tuple)) and records and all(
-                r is None or isinstance(r, (bytes, bytearray, memoryview, str)) for r in records[:1]) \
-                and all(r is None or isinstance(r, (bytes, str)) for r in records):
-            p.send_many(topic, records, partition=partition)
-        else:
+        ``key``/``value``/``headers``/``timestamp``/``partition``. The first failed record's error
+        is raised (the records before it are appended)."""
+        p = self._oneshot(compression, batch_size)
+        failed: List[BaseException] = []
+        try:
             send = p.send
             for r in records:
                 t = type(r)
-                if t is tuple and len(r) == 2:          # (key, value): the common keyed form
-                    send(topic, r[1], r[0], None, None, partition)
-                elif t is bytes or r is None or isinstance(r, (bytearray, memoryview, str)):
-                    send(topic, r, None, None, None, partition)
+                if t is bytes or r is None or isinstance(r, (bytearray, memoryview, str)):
+                    f = send(topic, r, None, partition=partition)
+                elif t is tuple and len(r) == 2:          # (key, value): the common keyed form
+                    f = send(topic, r[1], r[0], partition=partition)
                 elif isinstance(r, tuple):
-                    k = r[0]
-                    v = r[1] if len(r) > 1 else None
-                    h = r[2] if len(r) > 2 else None
-                    ts = r[3] if len(r) > 3 else None
-                    send(topic, v, k, h, ts, partition)
+                    f = send(topic, r[1] if len(r) > 1 else None, r[0], partition=partition,
+                             headers=r[2] if len(r) > 2 else None, timestamp_ms=r[3] if len(r) > 3 else None)
                 elif isinstance(r, Mapping):
-                    send(topic, r.get("value"), r.get("key"), r.get("headers"), r.get("timestamp"),
-                         r.get("partition", partition))
+                    f = send(topic, r.get("value"), r.get("key"), partition=r.get("partition", partition),
+                             headers=r.get("headers"), timestamp_ms=r.get("timestamp"))
                 else:
-                    send(topic, getattr(r, "value", None), getattr(r, "key", None),
-                         getattr(r, "headers", None), getattr(r, "timestamp", None),
-                         getattr(r, "partition", partition))
-        count_before = p.records_sent
-        offsets = p.flush()
-        return ProduceResult(topic, p.records_sent if p.records_sent else count_before, p.batches_sent,
-                             {tp[1]: v for tp, v in offsets.items()})
+                    raise InvalidConfigError(f"produce_many: unsupported record {type(r).__name__} (expected "
+                                             f"bytes, str, None, a tuple or a mapping)")
+                err = refused(f)
+                if err is not None:
+                    failed.append(err)
+                    break
+            p.flush()
+        finally:
+            p.close()
+        offsets = p.appended_offsets()
+        if not failed and p.first_error is not None:
+            failed.append(p.first_error)
+        if failed:
+            raise failed[0]
+        return ProduceResult(topic, p.records_sent, p.batches_sent, {tp[1]: v for tp, v in offsets.items()})
 
     # --- consume ------------------------------------------------------------------------------------
 
@@ -553,8 +350,13 @@ class DataLog:
         self.manager.flush()
 
     def close(self) -> None:
-        """Clean shutdown (see :meth:`LogManager.close`)."""
-        self.manager.close()
+        """Clean shutdown (see :meth:`LogManager.close`); producers still open are closed first
+        (what they hold is appended)."""
+        try:
+            for p in list(self._producers):
+                p.close()
+        finally:
+            self.manager.close()
 
     def __enter__(self) -> "DataLog":
         return self
@@ -579,7 +381,15 @@ def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None
     :class:`~kafkalog.errors.LogDirError`."""
     if read_only:
         return DataLog(_ReadOnlyManager(data_dir))
-    return DataLog(LogManager(data_dir, config, background=background, progress=progress, cleaner_factory=LogCleaner))
+    dl = DataLog(LogManager(data_dir, config, background=background, progress=progress,
+                            cleaner_factory=LogCleaner))
+    if dl.manager.has_topic(TRANSACTION_STATE_TOPIC):
+        try:
+            dl.transaction_coordinator()     # aborts the transactions that timed out meanwhile
+        except BaseException:
+            dl.close()
+            raise
+    return dl
 
 
 # the module defines ``open``; keep the builtin reachable for readers of this file

@@ -260,6 +260,9 @@ BROKER_ONLY_CONFIGS: Dict[str, ConfigDef] = {c.name: c for c in [
     _d("producer.id.expiration.ms", INT, 86400000, at_least(1)),
     _d("producer.id.expiration.check.interval.ms", INT, 600000, at_least(1)),
     _d("transaction.max.timeout.ms", INT, 900000, at_least(1)),
+    # the transaction coordinator's (kafkalog.coordinator.transaction_coordinator)
+    _d("transaction.state.log.num.partitions", INT, 50, at_least(1)),
+    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000, at_least(1)),
     _d("broker.id", INT, -1),
     _d("node.id", INT, -1),
 ]}

@@ -608,3 +608,192 @@ def partition_for_key(key, Py_ssize_t num_partitions):
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     return <Py_ssize_t>(_murmur2_obj(key) & 0x7FFFFFFFU) % num_partitions
+
+# --- the producer's per-record path (kafkalog.client.producer) ------------------------------------
+# A separate block. ``ProducerSendPath.send`` is ``Producer.send``'s common case in compiled code
+# (an open batch of the topic's sticky or murmur2 partition takes the record: size check against
+# the batch limit, encode, timestamp "now", the record's future); anything else goes to the
+# producer's Python ``slow`` path with the same arguments.
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec* tp)
+    int CLOCK_REALTIME
+
+
+cdef object _future_methods = None
+
+
+def bind_record_future(methods):
+    """Give :class:`RecordFuture` its Python-level attributes: ``methods.lookup(future, name)``
+    returns the attribute ``name`` of ``future`` (kafkalog.client.producer_future does it)."""
+    global _future_methods
+    _future_methods = methods
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(512)
+cdef class RecordFuture:
+    """The producer's per-record future: the batch result it points at (``produce_result``), the
+    record's index in the batch, its timestamp and serialized key/value sizes (-1 for null). Its
+    methods (``get``, ``add_callback`` ...) live in Python (:func:`bind_record_future`); the
+    object itself is small, pooled and not tracked by the cyclic GC (it holds no container), so a
+    million pending futures cost no GC scans."""
+    cdef public object produce_result
+    cdef public Py_ssize_t index
+    cdef public int64_t timestamp
+    cdef public Py_ssize_t key_size
+    cdef public Py_ssize_t value_size
+
+    def __getattr__(self, name):
+        return _future_methods.lookup(self, name)
+
+    def __repr__(self):
+        return _future_methods.lookup(self, "_repr")()
+
+
+@cython.final
+cdef class ProducerBatch:
+    """One open producer batch: ``ProducerBatch(result, cap, full)``.
+
+    ``append(key, value, timestamp, headers)`` encodes one record (``timestamp`` None: now, in ms)
+    and returns a new :class:`RecordFuture` pointing at ``result``;
+    it returns False, appending nothing, when the record would take the record bytes past ``cap``,
+    and None once :meth:`seal` was called. ``full`` is true once the record bytes reach ``full``
+    (``batch.size``). ``seal()`` returns the record bodies and refuses further appends (a thread
+    that lost the race for the batch sees None and starts a new one)."""
+    cdef readonly RecordsEncoder encoder
+    cdef readonly object result
+    cdef readonly Py_ssize_t cap
+    cdef readonly Py_ssize_t full_at
+    cdef readonly bint sealed
+    cdef readonly bint full
+
+    def __cinit__(self, result, Py_ssize_t cap, Py_ssize_t full):
+        self.encoder = RecordsEncoder()
+        self.result = result
+        self.cap = cap
+        self.full_at = full
+        self.sealed = False
+        self.full = False
+
+    def append(self, key, value, timestamp, headers):
+        return self._append(key, value, timestamp, headers)
+
+    cdef object _append(self, key, value, timestamp, headers):
+        cdef RecordsEncoder e = self.encoder
+        cdef int64_t ts
+        cdef timespec now
+        cdef Py_ssize_t size0, count0
+        cdef int64_t max0, delta0, base0
+        cdef bint has0
+        cdef RecordFuture f
+        if self.sealed:
+            return None
+        if timestamp is None:
+            clock_gettime(CLOCK_REALTIME, &now)
+            ts = <int64_t>now.tv_sec * 1000 + now.tv_nsec // 1000000
+        else:
+            ts = _as_int64(timestamp, "timestamp")
+            if ts < -1:
+                raise InvalidRecordError(f"Invalid negative timestamp {ts}")
+        size0 = e._size
+        count0 = e._count
+        max0 = e._max_ts
+        delta0 = e._last_delta
+        base0 = e._base_ts
+        has0 = e._has_base
+        e._append(key, value, ts, headers, <int32_t>count0)
+        if e._size > self.cap:                 # undo: the record goes to another batch
+            e._size = size0
+            e._count = count0
+            e._max_ts = max0
+            e._last_delta = delta0
+            e._base_ts = base0
+            e._has_base = has0
+            return False
+        if e._size >= self.full_at:
+            self.full = True
+        f = RecordFuture.__new__(RecordFuture)
+        f.produce_result = self.result
+        f.index = count0
+        f.timestamp = ts
+        f.key_size = -1 if key is None else PyBytes_GET_SIZE(key) if PyBytes_CheckExact(key) else len(key)
+        f.value_size = (-1 if value is None else PyBytes_GET_SIZE(value) if PyBytes_CheckExact(value)
+                        else len(value))
+        return f
+
+    def seal(self):
+        """The record bodies; no append is accepted afterwards."""
+        self.sealed = True
+        return self.encoder.finish()
+
+    @property
+    def count(self):
+        return self.encoder._count
+
+    @property
+    def size_in_bytes(self):
+        return self.encoder._size
+
+
+cdef class ProducerTopic:
+    """A producer's open batches of one topic (``batches[partition]``: a ProducerBatch or None),
+    its partition count, sticky partition, and whether keyed records use Kafka's murmur2
+    partitioner (``keyed``). Subclassed by the producer's topic state."""
+    cdef public list batches
+    cdef public Py_ssize_t sticky
+    cdef public Py_ssize_t num_partitions
+    cdef public bint keyed
+
+    def __init__(self, Py_ssize_t num_partitions, bint keyed):
+        self.batches = [None] * num_partitions
+        self.sticky = 0
+        self.num_partitions = num_partitions
+        self.keyed = keyed
+
+
+@cython.final
+cdef class ProducerSendPath:
+    """``ProducerSendPath(topics, slow, full)``: ``send`` as ``Producer.send``. ``topics`` maps a
+    topic to its :class:`ProducerTopic`; a record the open batch does not take at once goes to
+    ``slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)``; ``full(batch)`` is
+    called after a record filled a batch."""
+    cdef dict topics
+    cdef object slow
+    cdef object full
+
+    def __cinit__(self, dict topics, slow, full):
+        self.topics = topics
+        self.slow = slow
+        self.full = full
+
+    def send(self, topic, value=None, key=None, *, partition=None, timestamp_ms=None, headers=None,
+             on_delivery=None):
+        cdef ProducerTopic st
+        cdef ProducerBatch b
+        cdef Py_ssize_t p
+        o = self.topics.get(topic)
+        if (o is not None and partition is None and headers is None and on_delivery is None
+                and (value is None or PyBytes_CheckExact(value))):
+            st = <ProducerTopic>o
+            if key is None:
+                p = st.sticky
+            elif st.keyed and PyBytes_CheckExact(key):
+                p = <Py_ssize_t>((_murmur2_obj(key) & 0x7FFFFFFFU) % st.num_partitions)
+            else:
+                p = -1
+            if 0 <= p < len(st.batches):
+                ob = st.batches[p]
+                if ob is not None:
+                    b = <ProducerBatch>ob
+                    fut = b._append(key, value, timestamp_ms, None)
+                    if fut:
+                        if b.full:
+                            self.full(b)
+                        return fut
+        return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)

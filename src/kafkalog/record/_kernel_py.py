@@ -30,6 +30,11 @@ __all__ = [
     "read_varlong",
     "write_varint",
     "write_varlong",
+    "ProducerBatch",
+    "RecordFuture",
+    "bind_record_future",
+    "ProducerTopic",
+    "ProducerSendPath",
 ]
 
 IMPLEMENTATION = "python"
@@ -500,3 +505,119 @@ def partition_for_key(key, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     return (_murmur2(memoryview(key).cast("B")) & 0x7FFFFFFF) % num_partitions
+
+
+# --- the producer's per-record path (kafkalog.client.producer): see _kernel.pyx ------------------
+
+_future_methods = None
+
+
+def bind_record_future(methods) -> None:
+    """Give :class:`RecordFuture` its Python-level attributes (see ``_kernel.pyx``)."""
+    global _future_methods
+    _future_methods = methods
+
+
+class RecordFuture:
+    """The producer's per-record future (reference of the compiled ``RecordFuture``)."""
+
+    __slots__ = ("produce_result", "index", "timestamp", "key_size", "value_size")
+
+    def __getattr__(self, name):
+        return _future_methods.lookup(self, name)
+
+    def __repr__(self) -> str:
+        return _future_methods.lookup(self, "_repr")()
+
+
+class ProducerBatch:
+    """One open producer batch (reference of the compiled ``ProducerBatch``)."""
+
+    def __init__(self, result, cap: int, full: int) -> None:
+        self.encoder = RecordsEncoder()
+        self.result = result
+        self.cap = cap
+        self.full_at = full
+        self.sealed = False
+        self.full = False
+
+    def append(self, key, value, timestamp, headers):
+        if self.sealed:
+            return None
+        e = self.encoder
+        if timestamp is None:
+            import time
+            ts = time.time_ns() // 1_000_000
+        else:
+            ts = _int64(timestamp, "timestamp")
+            if ts < -1:
+                raise InvalidRecordError(f"Invalid negative timestamp {ts}")
+        saved = (len(e._buf), e._count, e._max_ts, e._last_delta, e._base_ts)
+        e.append(key, value, ts, headers)
+        if len(e._buf) > self.cap:
+            del e._buf[saved[0]:]
+            e._count, e._max_ts, e._last_delta, e._base_ts = saved[1:]
+            return False
+        if len(e._buf) >= self.full_at:
+            self.full = True
+        f = RecordFuture()
+        f.produce_result = self.result
+        f.index = saved[1]
+        f.timestamp = ts
+        f.key_size = -1 if key is None else len(key)
+        f.value_size = -1 if value is None else len(value)
+        return f
+
+    def seal(self) -> bytes:
+        self.sealed = True
+        return self.encoder.finish()
+
+    @property
+    def count(self) -> int:
+        return self.encoder.count
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.encoder.size_in_bytes
+
+
+class ProducerTopic:
+    """A producer's open batches of one topic (reference of the compiled ``ProducerTopic``)."""
+
+    __slots__ = ("batches", "sticky", "num_partitions", "keyed")
+
+    def __init__(self, num_partitions: int, keyed: bool) -> None:
+        self.batches = [None] * num_partitions
+        self.sticky = 0
+        self.num_partitions = num_partitions
+        self.keyed = keyed
+
+
+class ProducerSendPath:
+    """``Producer.send``'s common case (reference of the compiled ``ProducerSendPath``)."""
+
+    def __init__(self, topics: dict, slow, full) -> None:
+        self._topics = topics
+        self._slow = slow
+        self._full = full
+
+    def send(self, topic, value=None, key=None, *, partition=None, timestamp_ms=None, headers=None,
+             on_delivery=None):
+        st = self._topics.get(topic)
+        if (st is not None and partition is None and headers is None and on_delivery is None
+                and (value is None or type(value) is bytes)):
+            if key is None:
+                p = st.sticky
+            elif st.keyed and type(key) is bytes:
+                p = (murmur2(key) & 0x7FFFFFFF) % st.num_partitions
+            else:
+                p = -1
+            if 0 <= p < len(st.batches):
+                b = st.batches[p]
+                if b is not None:
+                    fut = b.append(key, value, timestamp_ms, None)
+                    if fut:
+                        if b.full:
+                            self._full(b)
+                        return fut
+        return self._slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)

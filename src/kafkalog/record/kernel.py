@@ -26,6 +26,12 @@ write_varlong = implementation_module.write_varlong
 #: Kafka's murmur2 of one key (signed Java int) and the default partitioner for one key
 murmur2 = implementation_module.murmur2
 partition_for_key = implementation_module.partition_for_key
+#: the producer's per-record path (kafkalog.client.producer): one open batch, the per-record future base
+ProducerBatch = implementation_module.ProducerBatch
+RecordFuture = implementation_module.RecordFuture
+bind_record_future = implementation_module.bind_record_future
+ProducerTopic = implementation_module.ProducerTopic
+ProducerSendPath = implementation_module.ProducerSendPath
 
 __all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "decode_records_v2", "encode_records_v2",
            "implementation_module", "murmur2", "partition_for_key", "read_varint", "read_varlong",

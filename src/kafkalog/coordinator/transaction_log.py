@@ -1,0 +1,197 @@
+"""Kafka's ``__transaction_state`` record formats (``TransactionLogKey`` v0 and ``TransactionLogValue``
+v0/v1 of ``transaction-coordinator/src/main/resources/common/message``) and the transaction states
+(``TransactionState``), so Kafka's tools and a Kafka broker opening the directory read them.
+
+Key: ``int16 version (0), string TransactionalId``. Value v0: ``int16 version, int64 ProducerId,
+int16 ProducerEpoch, int32 TransactionTimeoutMs, int8 TransactionStatus, nullable array of
+(string Topic, array of int32 PartitionIds) TransactionPartitions, int64
+TransactionLastUpdateTimestampMs, int64 TransactionStartTimestampMs``. v1 is the flexible form
+(compact strings/arrays, tagged PreviousProducerId(0), NextProducerId(1),
+ClientTransactionVersion(2)); it is read, and v0 is written (what Kafka writes for transaction
+version 0/1 clients). A tombstone (null value) removes a transactional id.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field
+
+from kafkalog.errors import KafkalogError
+
+__all__ = [
+    "TRANSACTION_STATE_TOPIC",
+    "CorruptTransactionLogError",
+    "TransactionMetadata",
+    "TransactionState",
+    "java_string_hash",
+    "key_from_bytes",
+    "key_to_bytes",
+    "partition_for",
+    "value_from_bytes",
+    "value_to_bytes",
+]
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+_H = struct.Struct(">h")
+_VALUE_HEAD = struct.Struct(">hqhib")
+_I32 = struct.Struct(">i")
+_TAIL = struct.Struct(">qq")
+
+
+class CorruptTransactionLogError(KafkalogError):
+    """A ``__transaction_state`` record that does not decode."""
+
+
+class TransactionState(enum.IntEnum):
+    """Kafka's ``TransactionState`` ids (the ``TransactionStatus`` byte)."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+
+@dataclass
+class TransactionMetadata:
+    """One transactional id's state (Kafka's ``TransactionMetadata``, persisted fields)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    txn_timeout_ms: int
+    state: TransactionState = TransactionState.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    txn_last_update_timestamp: int = -1
+    txn_start_timestamp: int = -1
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units, signed 32-bit)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def partition_for(transactional_id: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(transactionalId.hashCode) % transactionTopicPartitionCount``."""
+    h = java_string_hash(transactional_id)
+    return (0 if h == -2**31 else abs(h)) % partitions
+
+
+def _string(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return _H.pack(len(b)) + b
+
+
+def key_to_bytes(transactional_id: str) -> bytes:
+    return _H.pack(0) + _string(transactional_id)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "what")
+
+    def __init__(self, buf: bytes, what: str) -> None:
+        self.buf = buf
+        self.pos = 0
+        self.what = what
+
+    def take(self, st: struct.Struct) -> tuple:
+        if self.pos + st.size > len(self.buf):
+            raise CorruptTransactionLogError(f"{self.what} is truncated", position=self.pos)
+        v = st.unpack_from(self.buf, self.pos)
+        self.pos += st.size
+        return v
+
+    def raw(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise CorruptTransactionLogError(f"{self.what} is truncated", position=self.pos)
+        b = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return bytes(b)
+
+    def uvarint(self) -> int:
+        shift = out = 0
+        while True:
+            if self.pos >= len(self.buf) or shift > 28:
+                raise CorruptTransactionLogError(f"{self.what}: bad varint", position=self.pos)
+            b = self.buf[self.pos]
+            self.pos += 1
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+
+    def string(self, compact: bool) -> str:
+        n = self.uvarint() - 1 if compact else self.take(_H)[0]
+        try:
+            return self.raw(n).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptTransactionLogError(f"{self.what}: string is not UTF-8", position=self.pos) from None
+
+    def array_len(self, compact: bool) -> int:
+        return self.uvarint() - 1 if compact else self.take(_I32)[0]
+
+    def skip_tags(self) -> dict[int, bytes]:
+        tags = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            tags[tag] = self.raw(self.uvarint())
+        return tags
+
+
+def key_from_bytes(data: bytes) -> str:
+    """The transactional id of a key (version 0)."""
+    r = _Reader(data, "TransactionLogKey")
+    version = r.take(_H)[0]
+    if version != 0:
+        raise CorruptTransactionLogError(f"unknown TransactionLogKey version {version}", position=0)
+    return r.string(False)
+
+
+def value_to_bytes(m: TransactionMetadata) -> bytes:
+    """``TransactionLogValue`` version 0 of ``m``."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(m.partitions):
+        by_topic.setdefault(t, []).append(p)
+    out = bytearray(_VALUE_HEAD.pack(0, m.producer_id, m.producer_epoch, m.txn_timeout_ms, int(m.state)))
+    out += _I32.pack(len(by_topic))
+    for t, parts in by_topic.items():
+        out += _string(t)
+        out += _I32.pack(len(parts))
+        for p in parts:
+            out += _I32.pack(p)
+    out += _TAIL.pack(m.txn_last_update_timestamp, m.txn_start_timestamp)
+    return bytes(out)
+
+
+def value_from_bytes(transactional_id: str, data: bytes) -> TransactionMetadata:
+    """Decode a ``TransactionLogValue`` (version 0 or 1)."""
+    r = _Reader(data, "TransactionLogValue")
+    version, pid, epoch, timeout, status = r.take(_VALUE_HEAD)
+    if version not in (0, 1):
+        raise CorruptTransactionLogError(f"unknown TransactionLogValue version {version}", position=0)
+    compact = version >= 1
+    try:
+        state = TransactionState(status)
+    except ValueError:
+        raise CorruptTransactionLogError(f"unknown TransactionStatus {status}", position=15) from None
+    parts: set[tuple[str, int]] = set()
+    n = r.array_len(compact)
+    for _ in range(max(n, 0)):
+        topic = r.string(compact)
+        for _ in range(max(r.array_len(compact), 0)):
+            parts.add((topic, r.take(_I32)[0]))
+        if compact:
+            r.skip_tags()
+    last_update, start = r.take(_TAIL)
+    if compact:
+        r.skip_tags()
+    return TransactionMetadata(transactional_id, pid, epoch, timeout, state, parts, last_update, start)
