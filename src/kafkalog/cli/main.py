@@ -26,7 +26,7 @@ from kafkalog.cli.dump import dump  # noqa: E402
 main.add_command(dump)
 
 for _module, _name in (("produce", "produce"), ("consume", "consume"), ("describe", "describe"),
-                       ("verify", "verify"), ("recover", "recover"), ("compact", "compact")):
+                       ("verify", "verify"), ("recover", "recover"), ("compact", "compact"), ("serve", "serve")):
     try:
         _mod = importlib.import_module(f"kafkalog.cli.{_module}")
     except ImportError:
