@@ -17,9 +17,11 @@ START_TIMEOUT_S = 60
 class BrokerProcess:
     """``kafkalog serve DATA_DIR --port 0 [--config k=v ...]``; :attr:`port` once listening."""
 
-    def __init__(self, data_dir: str, configs: Optional[List[str]] = None) -> None:
+    def __init__(self, data_dir: str, configs: Optional[List[str]] = None,
+                 extra_args: Optional[List[str]] = None) -> None:
         self.data_dir = data_dir
         self.configs = list(configs or [])
+        self.extra_args = list(extra_args or [])
         self.proc: Optional[subprocess.Popen] = None
         self.port = -1
         self.stderr_path = os.path.join(os.path.dirname(data_dir.rstrip("/")) or ".",
@@ -33,6 +35,7 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port", "0"]
         for c in self.configs:
             cmd += ["--config", c]
+        cmd += self.extra_args
         self._stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr)
         assert self.proc.stdout is not None
@@ -64,11 +67,11 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, timeout: float = 60) -> int:
-        """SIGTERM and wait; returns the exit code."""
+    def stop(self, timeout: float = 60, sig: int = signal.SIGTERM) -> int:
+        """``sig`` (SIGTERM) and wait; returns the exit code."""
         assert self.proc is not None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
         try:
             rc = self.proc.wait(timeout)
         finally:
