@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import List, Optional
 
 START_TIMEOUT_S = 60
 
@@ -17,12 +16,12 @@ START_TIMEOUT_S = 60
 class BrokerProcess:
     """``kafkalog serve DATA_DIR --port 0 [--config k=v ...]``; :attr:`port` once listening."""
 
-    def __init__(self, data_dir: str, configs: Optional[List[str]] = None,
-                 extra_args: Optional[List[str]] = None) -> None:
+    def __init__(self, data_dir: str, configs: list[str] | None = None,
+                 extra_args: list[str] | None = None) -> None:
         self.data_dir = data_dir
         self.configs = list(configs or [])
         self.extra_args = list(extra_args or [])
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen | None = None
         self.port = -1
         self.stderr_path = os.path.join(os.path.dirname(data_dir.rstrip("/")) or ".",
                                         os.path.basename(data_dir.rstrip("/")) + ".stderr")
@@ -31,12 +30,12 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> "BrokerProcess":
+    def start(self) -> BrokerProcess:
         cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port", "0"]
         for c in self.configs:
             cmd += ["--config", c]
         cmd += self.extra_args
-        self._stderr = open(self.stderr_path, "ab")
+        self._stderr = open(self.stderr_path, "ab")      # noqa: SIM115 - open while it runs
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S

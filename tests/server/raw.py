@@ -6,14 +6,13 @@ import glob
 import os
 import socket
 import struct
-from typing import Dict, Optional
 
 from tests.oracle import VECTORS_ROOT
 
 CAPTURES = os.path.join(VECTORS_ROOT, "client-captures")
 
 
-def captured_requests() -> Dict[str, bytes]:
+def captured_requests() -> dict[str, bytes]:
     """name -> whole request frame (size field included), from the shared client captures."""
     out = {}
     for path in sorted(glob.glob(os.path.join(CAPTURES, "*.request.hex"))):
@@ -28,7 +27,7 @@ def connect(port: int, timeout: float = 30) -> socket.socket:
     return s
 
 
-def recv_exact(s: socket.socket, n: int) -> Optional[bytes]:
+def recv_exact(s: socket.socket, n: int) -> bytes | None:
     buf = bytearray()
     while len(buf) < n:
         chunk = s.recv(n - len(buf))
@@ -38,7 +37,7 @@ def recv_exact(s: socket.socket, n: int) -> Optional[bytes]:
     return bytes(buf)
 
 
-def recv_frame(s: socket.socket) -> Optional[bytes]:
+def recv_frame(s: socket.socket) -> bytes | None:
     """One response frame without its size field; None when the broker closed the connection."""
     head = recv_exact(s, 4)
     if head is None:

@@ -4,7 +4,6 @@ assign-and-seek consume, ListOffsets."""
 from __future__ import annotations
 
 import asyncio
-from typing import Dict, Tuple
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -37,7 +36,7 @@ def test_admin_create_describe_delete(broker: BrokerProcess) -> None:
     asyncio.run(run())
 
 
-async def _produce(broker: BrokerProcess, topic: str, codec: object) -> Dict[Tuple[int, int], tuple]:
+async def _produce(broker: BrokerProcess, topic: str, codec: object) -> dict[tuple[int, int], tuple]:
     p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True,
                          compression_type=codec, linger_ms=5)
     await p.start()

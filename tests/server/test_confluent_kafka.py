@@ -4,7 +4,6 @@ codec, assign-and-seek consume, ListOffsets."""
 from __future__ import annotations
 
 import time
-from typing import Dict, Tuple
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -30,7 +29,7 @@ def test_admin_create_describe_delete(broker: BrokerProcess) -> None:
     md = admin.list_topics(timeout=30)
     assert len(md.topics["ck-admin"].partitions) == 4
     res = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "ck-admin")])
-    configs = list(res.values())[0].result(60)
+    configs = next(iter(res.values())).result(60)
     assert configs["cleanup.policy"].value == "compact"
     assert configs["segment.bytes"].value == str(1024 ** 3)
     # validate-only creates nothing
@@ -42,11 +41,11 @@ def test_admin_create_describe_delete(broker: BrokerProcess) -> None:
     assert "ck-admin" not in admin.list_topics(timeout=30).topics
 
 
-def _produce(broker: BrokerProcess, topic: str, codec: str) -> Dict[Tuple[int, int], tuple]:
-    acked: Dict[Tuple[int, int], tuple] = {}
+def _produce(broker: BrokerProcess, topic: str, codec: str) -> dict[tuple[int, int], tuple]:
+    acked: dict[tuple[int, int], tuple] = {}
     errors = []
 
-    def on_delivery(err, msg) -> None:   # noqa: ANN001
+    def on_delivery(err, msg) -> None:
         if err is not None:
             errors.append(err)
         else:

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, Tuple
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -18,12 +17,12 @@ PARTITIONS = 3
 ACKED_BEFORE_KILL = 20_000
 
 
-def test_sigkill_under_acks_all_loses_no_acknowledged_record(tmp_path: "os.PathLike[str]") -> None:
+def test_sigkill_under_acks_all_loses_no_acknowledged_record(tmp_path: os.PathLike[str]) -> None:
     data = os.path.join(str(tmp_path), "data")
     b = BrokerProcess(data, [f"num.partitions={PARTITIONS}"]).start()
-    acked: Dict[Tuple[int, int], bytes] = {}
+    acked: dict[tuple[int, int], bytes] = {}
 
-    def on_delivery(err, msg) -> None:   # noqa: ANN001
+    def on_delivery(err, msg) -> None:
         if err is None:
             acked[(msg.partition(), msg.offset())] = msg.value()
 
@@ -50,7 +49,7 @@ def test_sigkill_under_acks_all_loses_no_acknowledged_record(tmp_path: "os.PathL
         c.assign([TopicPartition(TOPIC, p_, 0) for p_ in range(PARTITIONS)])
         ends = {p_: c.get_watermark_offsets(TopicPartition(TOPIC, p_), timeout=30)[1]
                 for p_ in range(PARTITIONS)}
-        got: Dict[Tuple[int, int], bytes] = {}
+        got: dict[tuple[int, int], bytes] = {}
         limit = time.monotonic() + 120
         while len(got) < sum(ends.values()) and time.monotonic() < limit:
             for m in c.consume(1000, 1.0):
@@ -62,5 +61,5 @@ def test_sigkill_under_acks_all_loses_no_acknowledged_record(tmp_path: "os.PathL
     missing = {k: v for k, v in acked_at_kill.items() if got.get(k) != v}
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
     verify = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", data],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, check=False)
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]

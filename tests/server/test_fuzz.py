@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import socket
 import struct
-from typing import List
 
 import pytest
 
@@ -20,8 +19,8 @@ ROUNDS = 250
 HANG_S = 30
 
 
-def _mutations(rng: random.Random, captures: List[bytes]) -> List[bytes]:
-    out: List[bytes] = []
+def _mutations(rng: random.Random, captures: list[bytes]) -> list[bytes]:
+    out: list[bytes] = []
     for _ in range(ROUNDS):
         base = bytearray(rng.choice(captures))
         kind = rng.randrange(7)

@@ -3,8 +3,6 @@ assign-and-seek consume, ListOffsets."""
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
-
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
@@ -38,7 +36,7 @@ def test_admin_create_describe_delete(broker: BrokerProcess) -> None:
         admin.close()
 
 
-def _produce(broker: BrokerProcess, topic: str, codec: object) -> Dict[Tuple[int, int], tuple]:
+def _produce(broker: BrokerProcess, topic: str, codec: object) -> dict[tuple[int, int], tuple]:
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all",
                              compression_type=codec, linger_ms=5)
     sent = {}

@@ -7,7 +7,7 @@ import os
 import socket
 import struct
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -72,7 +72,7 @@ def test_oversized_request_closes_only_that_connection(limited: BrokerProcess) -
     assert answers_api_versions(limited.port)
 
 
-def test_a_client_that_never_reads_does_not_stall_others(tmp_path: "os.PathLike[str]") -> None:
+def test_a_client_that_never_reads_does_not_stall_others(tmp_path: os.PathLike[str]) -> None:
     b = BrokerProcess(os.path.join(str(tmp_path), "data")).start()
     try:
         hog = connect(b.port)

@@ -13,16 +13,21 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
 
 from tests.server.broker_process import BrokerProcess
-from tests.server.raw import (answers_api_versions, api_versions_v0, captured_requests, connect,
-                               recv_frame)
+from tests.server.raw import (
+    answers_api_versions,
+    api_versions_v0,
+    captured_requests,
+    connect,
+    recv_frame,
+)
 
 MiB = 1 << 20
 
 
-async def _client(broker: BrokerProcess) -> "tuple[AIOKafkaClient, int]":
+async def _client(broker: BrokerProcess) -> tuple[AIOKafkaClient, int]:
     c = AIOKafkaClient(bootstrap_servers=broker.bootstrap)
     await c.bootstrap()
-    return c, list(c.cluster.brokers())[0].nodeId
+    return c, next(iter(c.cluster.brokers())).nodeId
 
 
 async def _produce(broker: BrokerProcess, topic: str, values: list, linger_ms: int = 0) -> None:

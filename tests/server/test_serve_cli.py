@@ -16,10 +16,10 @@ from tests.server.broker_process import BrokerProcess
 
 def _serve(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "serve", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_unknown_config_key_is_refused(tmp_path: "os.PathLike[str]") -> None:
+def test_unknown_config_key_is_refused(tmp_path: os.PathLike[str]) -> None:
     d = os.path.join(str(tmp_path), "data")
     r = _serve(d, "--port", "0", "--config", "log.retention.hourz=5")
     assert r.returncode == 2
@@ -27,7 +27,7 @@ def test_unknown_config_key_is_refused(tmp_path: "os.PathLike[str]") -> None:
     assert not os.path.exists(d)                    # nothing created by mistake
 
 
-def test_malformed_config_is_refused(tmp_path: "os.PathLike[str]") -> None:
+def test_malformed_config_is_refused(tmp_path: os.PathLike[str]) -> None:
     d = os.path.join(str(tmp_path), "data")
     r = _serve(d, "--port", "0", "--config", "num.partitions")
     assert r.returncode == 2 and "key=value" in r.stderr
@@ -36,7 +36,7 @@ def test_malformed_config_is_refused(tmp_path: "os.PathLike[str]") -> None:
     assert not os.path.exists(d)
 
 
-def test_config_file_and_sigint(tmp_path: "os.PathLike[str]") -> None:
+def test_config_file_and_sigint(tmp_path: os.PathLike[str]) -> None:
     props = os.path.join(str(tmp_path), "server.properties")
     with open(props, "w") as f:
         f.write("# a server.properties\nnum.partitions=4\nlog.segment.bytes=1048576\n")
@@ -53,7 +53,7 @@ def test_config_file_and_sigint(tmp_path: "os.PathLike[str]") -> None:
     assert "stopped" in b.stderr()
 
 
-def test_auto_create_disabled(tmp_path: "os.PathLike[str]") -> None:
+def test_auto_create_disabled(tmp_path: os.PathLike[str]) -> None:
     b = BrokerProcess(os.path.join(str(tmp_path), "data"), ["auto.create.topics.enable=false"]).start()
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})

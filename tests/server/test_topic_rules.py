@@ -6,10 +6,20 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import (Consumer, KafkaError, Producer, TIMESTAMP_LOG_APPEND_TIME,
-                             TopicPartition)
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                   NewTopic)
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from tests.server.broker_process import BrokerProcess
 
@@ -84,7 +94,7 @@ def test_incremental_alter_configs(broker: BrokerProcess) -> None:
         ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
     for f in admin.incremental_alter_configs([res]).values():
         f.result(60)
-    got = list(admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "alter")]).values())[0].result(60)
+    got = _describe(admin, "alter")
     assert got["retention.ms"].value == "3600000"
     bad = ConfigResource(ConfigResource.Type.TOPIC, "alter", incremental_configs=[
         ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
@@ -97,8 +107,13 @@ def test_incremental_alter_configs(broker: BrokerProcess) -> None:
         ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
     for f in admin.incremental_alter_configs([res]).values():
         f.result(60)
-    got = list(admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "alter")]).values())[0].result(60)
+    got = _describe(admin, "alter")
     assert got["retention.ms"].value == str(7 * 24 * 3600 * 1000)
+
+
+def _describe(admin: AdminClient, topic: str) -> dict:
+    res = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    return next(iter(res.values())).result(60)
 
 
 def test_describe_cluster(broker: BrokerProcess) -> None:

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Dict, Optional, Tuple
 
 import click
 
@@ -32,8 +31,8 @@ from kafkalog.server.network import Server
 logger = logging.getLogger("kafkalog.server")
 
 
-def _config_values(config_file: Optional[str], pairs: Tuple[str, ...]) -> Dict[str, str]:
-    values: Dict[str, str] = {}
+def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
+    values: dict[str, str] = {}
     if config_file is not None:
         with open(config_file, encoding="utf-8") as f:
             values.update(parse_properties(f.read(), file=config_file))
@@ -75,8 +74,8 @@ async def _run(manager: LogManager, cfg: ServerConfig, host: str, port: int) -> 
 @click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
               help="A server.properties file.")
 @handle_errors()
-def serve(data_dir: str, host: Optional[str], port: Optional[int], configs: Tuple[str, ...],
-          config_file: Optional[str]) -> None:
+def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
+          config_file: str | None) -> None:
     """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
     cfg = ServerConfig(_config_values(config_file, configs))
     bind_host, bind_port = cfg.bind_address(host, port)

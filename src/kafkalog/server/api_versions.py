@@ -3,18 +3,21 @@ ConsumerGroupHeartbeat, no telemetry, no feature levels (so no transaction versi
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any
 
 from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
-from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.api_versions.v0.response import (
+    ApiVersionsResponse as ApiVersionsResponseV0,
+)
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16
 
 from kafkalog.server import error_codes
 from kafkalog.server.broker import Broker
 from kafkalog.server.protocol import Request, encode_response
 
 
-def supported() -> Dict[int, Tuple[int, int]]:
+def supported() -> dict[int, tuple[int, int]]:
     from kafkalog.server.apis import VERSIONS
     return VERSIONS
 
@@ -32,6 +35,6 @@ def unsupported_version_response(request: Request) -> bytes:
     UNSUPPORTED_VERSION and the ApiVersions range, so the client can retry with one it shares."""
     lo, hi = supported()[request.api_key]
     body = ApiVersionsResponseV0(error_code=ErrorCode.unsupported_version,
-                                 api_keys=(ApiVersionV0(api_key=request.api_key, min_version=lo,
-                                                        max_version=hi),))
+                                 api_keys=(ApiVersionV0(api_key=i16(request.api_key),
+                                                        min_version=i16(lo), max_version=i16(hi)),))
     return encode_response(request, body)

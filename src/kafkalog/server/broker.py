@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Set, Union
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import (
+    Any,
+)
 
 from kio.index import load_response_schema
 
@@ -26,8 +29,8 @@ logger = logging.getLogger("kafkalog.server")
 
 #: A response as the network layer sends it: one frame, or frame parts where a ``FileSlice`` is sent
 #: from its segment file; None sends nothing (Produce with acks=0).
-Response = Union[bytes, List[Union[bytes, FileSlice]], None]
-Handler = Callable[["Broker", Request], Union[Response, Awaitable[Response]]]
+Response = bytes | list[bytes | FileSlice] | None
+Handler = Callable[["Broker", Request], Response | Awaitable[Response]]
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -43,11 +46,11 @@ class Broker:
         self.cluster_id = manager.meta_properties.cluster_id or config.values["cluster.id"] or None
         self.topic_ids = TopicIds(manager)
         self.producer_ids = ProducerIdAllocator(manager.data_dir)
-        self._waiters: Dict[TopicPartition, Set["asyncio.Future[None]"]] = {}
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
 
     # --- logs and topics ----------------------------------------------------------------------
 
-    def log(self, topic: str, partition: int) -> Optional[Log]:
+    def log(self, topic: str, partition: int) -> Log | None:
         """The open log of a partition, None when the topic or partition does not exist."""
         try:
             return self.manager.get_log(topic, partition)
@@ -75,11 +78,11 @@ class Broker:
 
     # --- fetch waiters ------------------------------------------------------------------------
 
-    def add_waiter(self, tps: Iterable[TopicPartition], fut: "asyncio.Future[None]") -> None:
+    def add_waiter(self, tps: Iterable[TopicPartition], fut: asyncio.Future[None]) -> None:
         for tp in tps:
             self._waiters.setdefault(tp, set()).add(fut)
 
-    def remove_waiter(self, tps: Iterable[TopicPartition], fut: "asyncio.Future[None]") -> None:
+    def remove_waiter(self, tps: Iterable[TopicPartition], fut: asyncio.Future[None]) -> None:
         for tp in tps:
             s = self._waiters.get(tp)
             if s is not None:

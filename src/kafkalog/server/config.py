@@ -5,14 +5,24 @@ the ``LogManager``. Unknown keys are refused, not ignored."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 from kafkalog.errors import InvalidConfigError
-from kafkalog.log.config import BOOLEAN, INT, LIST, LONG, STRING, BrokerConfig, ConfigDef, parse_value
+from kafkalog.log.config import (
+    BOOLEAN,
+    INT,
+    LIST,
+    LONG,
+    STRING,
+    BrokerConfig,
+    ConfigDef,
+    parse_value,
+)
 
 #: Broker keys the server itself uses, with Kafka's types and defaults.
-SERVER_CONFIGS: Dict[str, ConfigDef] = {c.name: c for c in [
+SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("listeners", LIST, [], None),
     ConfigDef("advertised.listeners", LIST, [], None),
     ConfigDef("num.partitions", INT, 1, None),
@@ -46,15 +56,15 @@ def parse_listener(text: str, key: str) -> Listener:
 class ServerConfig:
     """Server keys (attributes with ``_`` for ``.``) plus the storage keys as a ``BrokerConfig``."""
 
-    def __init__(self, values: Optional[Mapping[str, Any]] = None) -> None:
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         values = dict(values or {})
-        server: Dict[str, Any] = {}
-        storage: Dict[str, Any] = {}
+        server: dict[str, Any] = {}
+        storage: dict[str, Any] = {}
         for k, v in values.items():
             (server if k in SERVER_CONFIGS else storage)[k] = v
         # unknown keys are refused here (strict): an option is honoured or refused
         self.broker = BrokerConfig(storage, strict=True)
-        resolved: Dict[str, Any] = {}
+        resolved: dict[str, Any] = {}
         for k, d in SERVER_CONFIGS.items():
             raw = server.get(k)
             resolved[k] = parse_value(k, d.type, raw) if raw is not None else d.default
@@ -72,14 +82,15 @@ class ServerConfig:
             raise InvalidConfigError("max.connections must be at least 0")
         self.connections_max_idle_ms: int = resolved["connections.max.idle.ms"]
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
-        self.listeners: List[Listener] = [parse_listener(s, "listeners") for s in resolved["listeners"]]
-        self.advertised_listeners: List[Listener] = [parse_listener(s, "advertised.listeners")
+        self.listeners: list[Listener] = [parse_listener(s, "listeners") for s in resolved["listeners"]]
+        self.advertised_listeners: list[Listener] = [parse_listener(s, "advertised.listeners")
                                                      for s in resolved["advertised.listeners"]]
-        node = self.broker.node_id if self.broker.node_id >= 0 else self.broker.broker_id
+        node_id, broker_id = self.broker.get("node.id"), self.broker.get("broker.id")
+        node = node_id if node_id >= 0 else broker_id
         self.node_id: int = max(node, 0)
-        self.storage_values: Dict[str, Any] = storage
+        self.storage_values: dict[str, Any] = storage
 
-    def bind_address(self, host: Optional[str], port: Optional[int]) -> Tuple[str, int]:
+    def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address to listen on: ``--host``/``--port`` win over ``listeners``; loopback and
         9092 by default."""
         lst = self.listeners[0] if self.listeners else Listener("127.0.0.1", 9092)

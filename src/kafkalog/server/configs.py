@@ -4,7 +4,7 @@ broker-level synonym STATIC_BROKER_CONFIG, else DEFAULT_CONFIG."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.log.config import TOPIC_CONFIGS, LogConfig, format_value
@@ -23,7 +23,7 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
 
-def topic_config_entries(broker: Broker, cfg: LogConfig) -> List[Dict[str, Any]]:
+def topic_config_entries(broker: Broker, cfg: LogConfig) -> list[dict[str, Any]]:
     """Every topic key's effective value, source and type (CreateTopics v5+, DescribeConfigs)."""
     broker_set = broker.manager.broker_config.synonym_values()
     out = []
@@ -41,7 +41,7 @@ def topic_config_entries(broker: Broker, cfg: LogConfig) -> List[Dict[str, Any]]
     return out
 
 
-def _broker_entries(broker: Broker) -> List[Dict[str, Any]]:
+def _broker_entries(broker: Broker) -> list[dict[str, Any]]:
     out = []
     for key, d in SERVER_CONFIGS.items():
         value = broker.config.values[key]
@@ -52,8 +52,8 @@ def _broker_entries(broker: Broker) -> List[Dict[str, Any]]:
     return out
 
 
-def _describe_one(broker: Broker, rtype: int, name: str, keys: Optional[tuple]) -> Dict[str, Any]:
-    result: Dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
+def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None) -> dict[str, Any]:
+    result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
                               "resource_name": name, "configs": []}
     if rtype == RESOURCE_TOPIC:
         if not broker.manager.has_topic(name):
@@ -84,7 +84,7 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
     return broker.response(request, {"throttle_time": 0, "results": results})
 
 
-def _altered(current: LogConfig, changes: tuple) -> Dict[str, Any]:
+def _altered(current: LogConfig, changes: tuple) -> dict[str, Any]:
     overrides = current.to_dict()
     for c in changes:
         d = TOPIC_CONFIGS.get(c.name)
@@ -115,7 +115,7 @@ def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
     body = request.body
     responses = []
     for r in body.resources:
-        res: Dict[str, Any] = {"error_code": 0, "error_message": None,
+        res: dict[str, Any] = {"error_code": 0, "error_message": None,
                                "resource_type": r.resource_type, "resource_name": r.resource_name}
         responses.append(res)
         if r.resource_type != RESOURCE_TOPIC:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Tuple, Type
-
-from kafkalog.errors import (CompressionError, CorruptRecordError, InvalidConfigError,
-                             InvalidRecordError, InvalidTimestampError, InvalidTopicError,
-                             KafkalogError, OffsetOutOfRangeError, RecordBatchTooLargeError,
-                             RecordTooLargeError, UnsupportedCompressionTypeError)
-from kafkalog.log.producer_state import (InvalidProducerEpochError, InvalidTxnStateError,
-                                         OutOfOrderSequenceError)
+from kafkalog.errors import (
+    CompressionError,
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnsupportedCompressionTypeError,
+)
+from kafkalog.log.producer_state import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+)
 
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
@@ -38,7 +47,7 @@ INVALID_RECORD = 87
 COORDINATOR_NOT_AVAILABLE = 15
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
-_TABLE: Tuple[Tuple[Type[BaseException], int], ...] = (
+_TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (OffsetOutOfRangeError, OFFSET_OUT_OF_RANGE),
     (RecordTooLargeError, MESSAGE_TOO_LARGE),
     (RecordBatchTooLargeError, RECORD_LIST_TOO_LARGE),
@@ -60,4 +69,4 @@ def error_code(exc: BaseException) -> int:
     for cls, code in _TABLE:
         if isinstance(exc, cls):
             return code
-    return UNKNOWN_SERVER_ERROR if not isinstance(exc, KafkalogError) else UNKNOWN_SERVER_ERROR
+    return UNKNOWN_SERVER_ERROR

@@ -14,7 +14,7 @@ import asyncio
 import os
 import time
 import uuid
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
 from kafkalog.log.fetch import FileSlice
@@ -32,13 +32,20 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 
 
 class PartitionData:
-    __slots__ = ("index", "error", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "aborted", "records")
+    __slots__ = (
+        "aborted",
+        "error",
+        "high_watermark",
+        "index",
+        "last_stable_offset",
+        "log_start_offset",
+        "records",
+    )
 
     def __init__(self, index: int, error: int = 0, high_watermark: int = -1,
                  last_stable_offset: int = -1, log_start_offset: int = -1,
-                 aborted: Optional[List[Tuple[int, int]]] = None,
-                 records: Union[bytes, FileSlice] = b"") -> None:
+                 aborted: list[tuple[int, int]] | None = None,
+                 records: bytes | FileSlice = b"") -> None:
         self.index = index
         self.error = error
         self.high_watermark = high_watermark
@@ -53,9 +60,9 @@ class PartitionData:
 
 
 class _Wanted:
-    __slots__ = ("key", "topic", "index", "offset", "max_bytes")
+    __slots__ = ("index", "key", "max_bytes", "offset", "topic")
 
-    def __init__(self, key: Any, topic: Optional[str], index: int, offset: int, max_bytes: int) -> None:
+    def __init__(self, key: Any, topic: str | None, index: int, offset: int, max_bytes: int) -> None:
         self.key = key
         self.topic = topic
         self.index = index
@@ -88,7 +95,7 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
     if committed:
         aborted = [(a.producer_id, a.first_offset) for a in (info.aborted_transactions or [])]
     sl = info.records
-    records: Union[bytes, FileSlice]
+    records: bytes | FileSlice
     if sl.size >= SENDFILE_MIN_BYTES:
         records = FileSlice(sl.path, os.dup(sl.fd), sl.position, sl.size)
     else:
@@ -96,8 +103,8 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
     return PartitionData(w.index, 0, hw, lso, lso_start, aborted, records)
 
 
-def _collect(broker: Broker, wanted: List[_Wanted], max_bytes: int, committed: bool,
-             unknown_code: int) -> List[PartitionData]:
+def _collect(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
+             unknown_code: int) -> list[PartitionData]:
     out = []
     budget = max_bytes
     first = True
@@ -110,7 +117,7 @@ def _collect(broker: Broker, wanted: List[_Wanted], max_bytes: int, committed: b
     return out
 
 
-def _release(parts: List[PartitionData]) -> None:
+def _release(parts: list[PartitionData]) -> None:
     for p in parts:
         if isinstance(p.records, FileSlice):
             os.close(p.records.fd)
@@ -124,8 +131,8 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
     unknown_code = error_codes.UNKNOWN_TOPIC_ID if by_id else error_codes.UNKNOWN_TOPIC_OR_PARTITION
     if getattr(body, "session_id", 0) != 0:
         return encode_fetch_response(request.correlation_id, version, FETCH_SESSION_ID_NOT_FOUND, [])
-    wanted: List[_Wanted] = []
-    topics: List[Tuple[Any, int]] = []
+    wanted: list[_Wanted] = []
+    topics: list[tuple[Any, int]] = []
     for t in body.topics:
         key = t.topic_id if by_id else t.topic
         name = broker.topic_ids.name_of(t.topic_id) if by_id else t.topic
@@ -149,11 +156,11 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
         broker.add_waiter(tps, fut)
         try:
             await asyncio.wait_for(fut, remaining)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             broker.remove_waiter(tps, fut)
-    grouped: List[Tuple[Any, List[PartitionData]]] = []
+    grouped: list[tuple[Any, list[PartitionData]]] = []
     i = 0
     for key, n in topics:
         grouped.append((key, parts[i:i + n]))
@@ -162,12 +169,12 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
 
 
 def encode_fetch_response(correlation_id: int, version: int, top_error: int,
-                          topics: List[Tuple[Any, List[PartitionData]]]) -> List[Union[bytes, FileSlice]]:
+                          topics: list[tuple[Any, list[PartitionData]]]) -> list[bytes | FileSlice]:
     """The response as frame parts: bytes, with each partition's records (bytes or a
     ``FileSlice``) between them; the first part starts with the frame size."""
     flex = version >= FIRST_FLEXIBLE
     i32, i64, i16 = wire.INT32.pack, wire.INT64.pack, wire.INT16.pack
-    parts: List[Union[bytes, FileSlice]] = []
+    parts: list[bytes | FileSlice] = []
     cur = [response_header(correlation_id, flex), i32(0)]          # throttle_time_ms
     if version >= 7:
         cur.append(i16(top_error) + i32(0))                         # error_code, session_id

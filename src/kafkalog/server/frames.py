@@ -9,7 +9,6 @@ arrived after it, so a client that lies about a size costs only the bytes it rea
 from __future__ import annotations
 
 import struct
-from typing import List, Optional
 
 from kafkalog.errors import KafkalogError
 
@@ -23,22 +22,22 @@ class FrameError(KafkalogError):
 class FrameReader:
     """Split a byte stream into request frames (the bytes after each size field)."""
 
-    __slots__ = ("max_size", "_buf", "_need")
+    __slots__ = ("_buf", "_need", "max_size")
 
     def __init__(self, max_size: int) -> None:
         self.max_size = max_size
         self._buf = bytearray()
-        self._need: Optional[int] = None
+        self._need: int | None = None
 
     @property
     def buffered(self) -> int:
         return len(self._buf)
 
-    def feed(self, data: bytes) -> List[bytes]:
+    def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return the frames now complete (possibly none). Raises :class:`FrameError`
         on an invalid size field."""
         self._buf += data
-        out: List[bytes] = []
+        out: list[bytes] = []
         buf = self._buf
         pos = 0
         n = len(buf)

@@ -11,17 +11,18 @@ from __future__ import annotations
 import datetime
 import typing
 import uuid
+from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from functools import cache
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 @cache
-def _field_info(cls: type) -> Tuple[Tuple[str, str, Any], ...]:
+def _field_info(cls: type) -> tuple[tuple[str, str, Any], ...]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in fields(cls):
@@ -66,7 +67,7 @@ def _convert(kafka_type: str, hint: Any, value: Any) -> Any:
 def build(cls: type, values: Mapping[str, Any]) -> Any:
     """An instance of the kio entity ``cls`` from ``values`` (keys the version lacks are dropped;
     missing keys take the schema default)."""
-    kwargs: Dict[str, Any] = {}
+    kwargs: dict[str, Any] = {}
     for name, kafka_type, hint in _field_info(cls):
         if name in values:
             kwargs[name] = _convert(kafka_type, hint, values[name])

@@ -4,7 +4,7 @@ through the ``.timeindex``."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any
 
 from kafkalog.errors import KafkalogError
 from kafkalog.server import error_codes
@@ -16,8 +16,8 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 READ_COMMITTED = 1
 
 
-def _one(broker: Broker, topic: str, p: Any, committed: bool) -> Dict[str, Any]:
-    res: Dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1,
+def _one(broker: Broker, topic: str, p: Any, committed: bool) -> dict[str, Any]:
+    res: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1,
                            "offset": -1, "leader_epoch": -1}
     log = broker.log(topic, p.partition_index)
     if log is None:

@@ -3,7 +3,7 @@ and Fetch v13+ address topics by ID), auto-creation per ``auto.create.topics.ena
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from kafkalog.errors import InvalidTopicError
 from kafkalog.log.naming import validate_topic
@@ -15,7 +15,7 @@ from kafkalog.server.protocol import Request
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def _topic_entry(broker: Broker, topic: str) -> Dict[str, Any]:
+def _topic_entry(broker: Broker, topic: str) -> dict[str, Any]:
     node = broker.node_id
     parts = [{"error_code": 0, "partition_index": p, "leader_id": node, "leader_epoch": 0,
               "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
@@ -25,17 +25,17 @@ def _topic_entry(broker: Broker, topic: str) -> Dict[str, Any]:
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _error_entry(name: Optional[str], code: int, topic_id: Any = None) -> Dict[str, Any]:
+def _error_entry(name: str | None, code: int, topic_id: Any = None) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
             "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
 def handle_metadata(broker: Broker, request: Request) -> Any:
     body = request.body
-    topics: List[Dict[str, Any]] = []
+    topics: list[dict[str, Any]] = []
     requested = body.topics
     if requested is None or (request.api_version == 0 and not requested):
-        names: List[Any] = [(t, None) for t in broker.manager.topics()]
+        names: list[Any] = [(t, None) for t in broker.manager.topics()]
     else:
         names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
     allow_auto = bool(getattr(body, "allow_auto_topic_creation", True))

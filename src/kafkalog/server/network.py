@@ -16,7 +16,6 @@ import logging
 import os
 import socket
 from collections import deque
-from typing import Deque, List, Optional, Set, Tuple, Union
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.fetch import FileSlice
@@ -24,8 +23,13 @@ from kafkalog.server.api_versions import unsupported_version_response
 from kafkalog.server.apis import VERSIONS
 from kafkalog.server.broker import Broker, Response
 from kafkalog.server.frames import FrameReader
-from kafkalog.server.protocol import (API_VERSIONS_KEY, InvalidRequestError, Request,
-                                      UnsupportedVersionError, parse_request)
+from kafkalog.server.protocol import (
+    API_VERSIONS_KEY,
+    InvalidRequestError,
+    Request,
+    UnsupportedVersionError,
+    parse_request,
+)
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -43,11 +47,11 @@ class Server:
         self.max_request = cfg.socket_request_max_bytes
         self.max_connections = cfg.max_connections
         self.idle_s = cfg.connections_max_idle_ms / 1000.0
-        self._sock: Optional[socket.socket] = None
-        self._tasks: Set["asyncio.Task[None]"] = set()
-        self._accept_task: Optional["asyncio.Task[None]"] = None
+        self._sock: socket.socket | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._accept_task: asyncio.Task[None] | None = None
 
-    async def start(self) -> Tuple[str, int]:
+    async def start(self) -> tuple[str, int]:
         """Bind and listen; returns the bound (host, port)."""
         infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
@@ -104,7 +108,7 @@ class Server:
     async def _serve(self, conn: socket.socket, addr: object) -> None:
         loop = asyncio.get_running_loop()
         reader = FrameReader(self.max_request)
-        pending: Deque[bytes] = deque()
+        pending: deque[bytes] = deque()
         logger.debug("connection from %s", addr)
         try:
             while True:
@@ -119,14 +123,14 @@ class Server:
                     await self._send(conn, response)
         except (KafkalogError, InvalidRequestError) as e:
             logger.warning("closing connection from %s: %s", addr, e)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             logger.info("closing connection from %s: idle for connections.max.idle.ms=%d",
                         addr, int(self.idle_s * 1000))
         except (ConnectionError, OSError) as e:
             logger.debug("connection from %s: %s", addr, e)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - one bad request must not take the broker down
+        except Exception:
             logger.exception("closing connection from %s after an unexpected error", addr)
         finally:
             conn.close()
@@ -141,7 +145,7 @@ class Server:
             return unsupported_version_response(req)
         return await self.broker.handle(request)
 
-    async def _send(self, conn: socket.socket, response: Union[bytes, List[Union[bytes, FileSlice]]]) -> None:
+    async def _send(self, conn: socket.socket, response: bytes | list[bytes | FileSlice]) -> None:
         loop = asyncio.get_running_loop()
         if isinstance(response, bytes):
             await asyncio.wait_for(loop.sock_sendall(conn, response), self.idle_s)
@@ -169,7 +173,7 @@ class Server:
                 n = os.sendfile(fd, sl.fd, sl.position + sent, sl.size - sent)
             except BlockingIOError:
                 fut: asyncio.Future[None] = loop.create_future()
-                loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+                loop.add_writer(fd, _resolve, fut)
                 try:
                     await asyncio.wait_for(fut, self.idle_s)
                 finally:
@@ -178,3 +182,8 @@ class Server:
             if n == 0:
                 raise ConnectionError(f"{sl.path} ended before the fetched slice was sent")
             sent += n
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -9,7 +9,7 @@ import logging
 import struct
 import time
 import uuid
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.naming import TopicPartition
@@ -28,10 +28,10 @@ _BATCH_HEADER = 61
 
 
 class PartitionResult:
-    __slots__ = ("index", "error", "base_offset", "log_append_time", "log_start_offset", "message")
+    __slots__ = ("base_offset", "error", "index", "log_append_time", "log_start_offset", "message")
 
     def __init__(self, index: int, error: int, base_offset: int = -1, log_append_time: int = -1,
-                 log_start_offset: int = -1, message: Optional[str] = None) -> None:
+                 log_start_offset: int = -1, message: str | None = None) -> None:
         self.index = index
         self.error = error
         self.base_offset = base_offset
@@ -40,7 +40,7 @@ class PartitionResult:
         self.message = message
 
 
-def check_batch(records: Optional[bytes]) -> Optional[str]:
+def check_batch(records: bytes | None) -> str | None:
     """Kafka's rule for Produce v3+: exactly one whole v2 batch. None when it holds, else why not."""
     if not records:
         return "no record batch"
@@ -56,7 +56,7 @@ def check_batch(records: Optional[bytes]) -> Optional[str]:
     return None
 
 
-def _append(broker: Broker, topic: str, index: int, records: Optional[bytes]) -> PartitionResult:
+def _append(broker: Broker, topic: str, index: int, records: bytes | None) -> PartitionResult:
     log = broker.log(topic, index)
     if log is None:
         return PartitionResult(index, error_codes.UNKNOWN_TOPIC_OR_PARTITION)
@@ -83,11 +83,11 @@ def handle_produce(broker: Broker, request: Request) -> Response:
     version = request.api_version
     by_id = version >= FIRST_TOPIC_ID
     acks = body.acks
-    results: List[Tuple[Any, List[PartitionResult]]] = []
+    results: list[tuple[Any, list[PartitionResult]]] = []
     for td in body.topic_data:
         key: Any = td.topic_id if by_id else td.name
         name = broker.topic_ids.name_of(td.topic_id) if by_id else td.name
-        parts: List[PartitionResult] = []
+        parts: list[PartitionResult] = []
         for pd in td.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(PartitionResult(pd.index, error_codes.INVALID_REQUIRED_ACKS))
@@ -102,7 +102,7 @@ def handle_produce(broker: Broker, request: Request) -> Response:
 
 
 def encode_produce_response(correlation_id: int, version: int,
-                            results: List[Tuple[Any, List[PartitionResult]]]) -> bytes:
+                            results: list[tuple[Any, list[PartitionResult]]]) -> bytes:
     flex = version >= FIRST_FLEXIBLE
     i32, i64, i16 = wire.INT32.pack, wire.INT64.pack, wire.INT16.pack
     out = [response_header(correlation_id, flex), wire.array_len(len(results), flex)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any
 
 from kio.index import load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -24,6 +24,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
 
 from kafkalog.errors import KafkalogError
 from kafkalog.server.frames import frame
@@ -57,7 +58,7 @@ class Request:
     api_key: int
     api_version: int
     correlation_id: int
-    client_id: Optional[str]
+    client_id: str | None
     body: Any
     #: kio's request class (``__flexible__`` tells the header versions)
     flexible: bool
@@ -68,7 +69,7 @@ class Request:
                f"client_id={self.client_id!r}"
 
 
-def peek_header(data: bytes) -> Tuple[int, int, int]:
+def peek_header(data: bytes) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a frame; :class:`InvalidRequestError` if short."""
     if len(data) < _HEADER_PREFIX.size:
         raise InvalidRequestError(f"request of {len(data)} bytes is shorter than a request header")
@@ -76,7 +77,7 @@ def peek_header(data: bytes) -> Tuple[int, int, int]:
     return key, version, corr
 
 
-def parse_request(data: bytes, supported: "dict[int, Tuple[int, int]]") -> Request:
+def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request:
     """Parse one request frame. Raises :class:`UnsupportedVersionError` for an API or version
     outside ``supported`` (key -> (min, max)) and :class:`InvalidRequestError` for bytes that do not
     parse."""
@@ -87,15 +88,16 @@ def parse_request(data: bytes, supported: "dict[int, Tuple[int, int]]") -> Reque
     try:
         cls = load_request_schema(key, version)
         header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+        header: Any
         header, hsize = entity_reader(header_cls)(data, 0)
-        body, bsize = entity_reader(cls)(data, hsize)
-    except Exception as e:  # kio raises its DecodeError family, ValueError, IndexError ...
+        body, _size = entity_reader(cls)(data, hsize)     # trailing bytes are ignored
+    except Exception as e:  # noqa: BLE001 - kio raises DecodeError, ValueError, IndexError ...
         raise InvalidRequestError(f"cannot parse request api_key={key} v{version} "
                                   f"correlation_id={corr}: {type(e).__name__}: {e}") from None
     return Request(key, version, corr, header.client_id, body, bool(cls.__flexible__), len(data))
 
 
-def client_id_of_unsupported(data: bytes) -> Optional[str]:
+def client_id_of_unsupported(data: bytes) -> str | None:
     """The client id of a request whose version is not supported (best effort, for logs)."""
     if len(data) < 10:
         return None
@@ -114,10 +116,11 @@ def encode_response(request: Request, response: Any) -> bytes:
     """A whole response frame (size, header, body) for a kio response entity."""
     buf = io.BytesIO()
     header_cls = response.__header_schema__
+    corr = i32(request.correlation_id)
     if header_cls is ResponseHeaderV1:
-        entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=request.correlation_id))
+        entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=corr))
     else:
-        entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=request.correlation_id))
+        entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=corr))
     entity_writer(type(response))(buf, response)
     return frame(buf.getvalue())
 

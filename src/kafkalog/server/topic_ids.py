@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from typing import Dict, Optional
 
 from kafkalog.errors import CorruptCheckpointError
 from kafkalog.log.checkpoint import PARTITION_METADATA_FILE, PartitionMetadataFile
@@ -23,8 +22,8 @@ class TopicIds:
 
     def __init__(self, manager: LogManager) -> None:
         self.manager = manager
-        self._by_name: Dict[str, uuid.UUID] = {}
-        self._by_id: Dict[uuid.UUID, str] = {}
+        self._by_name: dict[str, uuid.UUID] = {}
+        self._by_id: dict[uuid.UUID, str] = {}
         self._lock = threading.Lock()
 
     def _files(self, topic: str) -> list:
@@ -55,7 +54,7 @@ class TopicIds:
             self._by_id[tid] = topic
             return tid
 
-    def name_of(self, topic_id: uuid.UUID) -> Optional[str]:
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
         """The topic of ``topic_id`` (None when unknown)."""
         name = self._by_id.get(topic_id)
         if name is not None and self.manager.has_topic(name):

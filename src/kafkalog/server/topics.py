@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Dict, List
+from typing import Any
 
 from kafkalog.errors import InvalidTopicError, KafkalogError
 from kafkalog.log.config import LogConfig
@@ -18,8 +18,8 @@ from kafkalog.server.protocol import Request
 logger = logging.getLogger("kafkalog.server")
 
 
-def _create_one(broker: Broker, t: Any, validate_only: bool, duplicate: bool) -> Dict[str, Any]:
-    res: Dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
+def _create_one(broker: Broker, t: Any, validate_only: bool, duplicate: bool) -> dict[str, Any]:
+    res: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
                            "topic_config_error_code": 0, "num_partitions": -1,
                            "replication_factor": -1, "configs": []}
     if duplicate:
@@ -89,9 +89,9 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
         targets = [(t.name, t.topic_id) for t in body.topics]
     else:
         targets = [(name, None) for name in body.topic_names]
-    results: List[Dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
     for name, tid in targets:
-        res: Dict[str, Any] = {"name": name, "topic_id": tid, "error_code": 0, "error_message": None}
+        res: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": 0, "error_message": None}
         results.append(res)
         if name is None and tid is not None:
             name = broker.topic_ids.name_of(tid)

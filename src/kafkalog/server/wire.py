@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Optional
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -27,7 +26,7 @@ def array_len(n: int, flexible: bool) -> bytes:
     return uvarint(n + 1) if flexible else INT32.pack(n)
 
 
-def nullable_array_len(n: Optional[int], flexible: bool) -> bytes:
+def nullable_array_len(n: int | None, flexible: bool) -> bytes:
     if n is None:
         return b"\x00" if flexible else INT32.pack(-1)
     return array_len(n, flexible)
@@ -38,7 +37,7 @@ def string(s: str, flexible: bool) -> bytes:
     return (uvarint(len(b) + 1) if flexible else INT16.pack(len(b))) + b
 
 
-def nullable_string(s: Optional[str], flexible: bool) -> bytes:
+def nullable_string(s: str | None, flexible: bool) -> bytes:
     if s is None:
         return b"\x00" if flexible else INT16.pack(-1)
     return string(s, flexible)
@@ -49,5 +48,5 @@ def bytes_len(n: int, flexible: bool) -> bytes:
     return uvarint(n + 1) if flexible else INT32.pack(n)
 
 
-def uuid_bytes(u: Optional[uuid.UUID]) -> bytes:
+def uuid_bytes(u: uuid.UUID | None) -> bytes:
     return u.bytes if u is not None else bytes(16)
