@@ -3,6 +3,7 @@ IncrementalAlterConfigs, DescribeCluster, topic IDs that survive a restart."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -11,6 +12,7 @@ from confluent_kafka import (
     Consumer,
     KafkaError,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
@@ -121,3 +123,28 @@ def test_describe_cluster(broker: BrokerProcess) -> None:
     desc = admin.describe_cluster().result(60)
     assert [n.port for n in desc.nodes] == [broker.port]
     assert desc.controller is not None and desc.cluster_id
+
+
+def test_topic_ids_survive_a_restart(tmp_path: os.PathLike[str]) -> None:
+    """Metadata returns the ID kept in ``partition.metadata``; after a restart librdkafka (which
+    fetches by topic ID, Fetch v13+) reads on with the same ID."""
+    data = os.path.join(str(tmp_path), "data")
+    b = BrokerProcess(data).start()
+    try:
+        _create(b, "ids", 2)
+        _produce(b, "ids", [b"before"])
+        admin = _admin(b)
+        first = admin.describe_topics(TopicCollection(["ids"]))["ids"].result(60).topic_id
+    finally:
+        assert b.stop() == 0
+    with open(os.path.join(data, "ids-0", "partition.metadata"), encoding="ascii") as f:
+        assert f.read().endswith(str(first))
+    b = BrokerProcess(data).start()
+    try:
+        admin = _admin(b)
+        again = admin.describe_topics(TopicCollection(["ids"]))["ids"].result(60).topic_id
+        assert str(again) == str(first)
+        _produce(b, "ids", [b"after"])
+        assert [m.value() for m in _consume(b, "ids", 2)] == [b"before", b"after"]
+    finally:
+        assert b.stop() == 0
