@@ -22,10 +22,11 @@ class KafkalogError(Exception):
     """Base class of every error kafkalog raises on purpose."""
 
     def __init__(self, message: str, *, file: Optional[os.PathLike | str] = None,
-                 position: Optional[int] = None) -> None:
+                 position: Optional[int] = None, line: Optional[int] = None) -> None:
         self.message = message
         self.file = os.fspath(file) if file is not None else None
         self.position = position
+        self.line = line            # 1-based input line (text input); the message names it too
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -56,8 +57,11 @@ class KafkalogError(Exception):
 
     def to_json(self) -> dict:
         """A JSON-able description, for command-line tools that print JSON lines."""
-        return {"error": type(self).__name__, "message": self.message, "file": self.file,
-                "position": self.position}
+        out = {"error": type(self).__name__, "message": self.message, "file": self.file,
+               "position": self.position}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
 
 
 # --- record format ---------------------------------------------------------------------------------

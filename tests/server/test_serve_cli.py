@@ -3,6 +3,7 @@ file, clean shutdown on SIGINT and SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,20 +20,28 @@ def _serve(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+def _error(r: subprocess.CompletedProcess) -> dict:
+    """The JSON error line ``serve`` prints on stdout (its output is JSON lines)."""
+    line = json.loads(r.stdout.strip().splitlines()[-1])
+    assert line["type"] == "error"
+    return line
+
+
 def test_unknown_config_key_is_refused(tmp_path: os.PathLike[str]) -> None:
     d = os.path.join(str(tmp_path), "data")
     r = _serve(d, "--port", "0", "--config", "log.retention.hourz=5")
     assert r.returncode == 2
-    assert "log.retention.hourz" in r.stderr
+    err = _error(r)
+    assert err["error"] == "InvalidConfigError" and "log.retention.hourz" in err["message"]
     assert not os.path.exists(d)                    # nothing created by mistake
 
 
 def test_malformed_config_is_refused(tmp_path: os.PathLike[str]) -> None:
     d = os.path.join(str(tmp_path), "data")
     r = _serve(d, "--port", "0", "--config", "num.partitions")
-    assert r.returncode == 2 and "key=value" in r.stderr
+    assert r.returncode == 2 and "key=value" in _error(r)["message"]
     r = _serve(d, "--port", "0", "--config", "num.partitions=zero")
-    assert r.returncode == 2 and "num.partitions" in r.stderr
+    assert r.returncode == 2 and "num.partitions" in _error(r)["message"]
     assert not os.path.exists(d)
 
 
@@ -63,3 +72,13 @@ def test_auto_create_disabled(tmp_path: os.PathLike[str]) -> None:
         assert "nope" not in admin.list_topics(timeout=30).topics
     finally:
         assert b.stop() == 0
+
+
+def test_an_unrelated_directory_is_refused(tmp_path: "os.PathLike[str]") -> None:
+    d = os.path.join(str(tmp_path), "stuff")
+    os.makedirs(d)
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("not Kafka data\n")
+    r = _serve(d, "--port", "0")
+    assert r.returncode == 2 and "neither empty nor a Kafka data directory" in _error(r)["message"]
+    assert sorted(os.listdir(d)) == ["notes.txt"]

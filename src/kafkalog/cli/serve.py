@@ -21,6 +21,7 @@ import sys
 import click
 
 from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log.config import parse_properties
 from kafkalog.log.manager import LogManager
@@ -77,6 +78,7 @@ async def _run(manager: LogManager, cfg: ServerConfig, host: str, port: int) -> 
 def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
           config_file: str | None) -> None:
     """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
+    new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
     cfg = ServerConfig(_config_values(config_file, configs))
     bind_host, bind_port = cfg.bind_address(host, port)
     root = logging.getLogger("kafkalog")
