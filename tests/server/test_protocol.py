@@ -5,10 +5,11 @@ OffsetOutOfRange, librdkafka's trailing bytes, ApiVersions of an unknown version
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
 
@@ -166,3 +167,36 @@ def test_api_versions_of_an_unknown_version_gets_a_v0_error(broker: BrokerProces
     assert (corr, error, n) == (5, 35, 1)             # UNSUPPORTED_VERSION, the ApiVersions range
     assert struct.unpack_from(">hhh", resp, 10) == (18, 0, 4)
     assert answers_api_versions(broker.port)
+
+
+def test_large_fetch_sent_from_the_segment_file_is_byte_exact(broker: BrokerProcess) -> None:
+    """A slice above the sendfile threshold: the bytes the client gets are the segment file's."""
+    async def run() -> None:
+        values = [b"%06d" % i + bytes([i % 251]) * 1000 for i in range(1500)]
+        await _produce(broker, "big", values, linger_ms=50)
+        c, node = await _client(broker)
+        try:
+            resp = await c.send(node, FetchRequest(100, 1, 4 * MiB, 0, [("big", [(0, 0, MiB)])]))
+            records = _partition(resp)[-1]
+        finally:
+            await c.close()
+        assert len(records) > 256 * 1024
+        seg = os.path.join(broker.data_dir, "big-0", "00000000000000000000.log")
+        with open(seg, "rb") as f:
+            assert records == f.read(len(records))
+        # and every value comes back through a real consumer
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, max_partition_fetch_bytes=MiB)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition("big", 0)])
+            consumer.seek(TopicPartition("big", 0), 0)
+            got: list = []
+            for _ in range(60):
+                for msgs in (await consumer.getmany(timeout_ms=1000)).values():
+                    got += [m.value for m in msgs]
+                if len(got) >= len(values):
+                    break
+            assert got == values
+        finally:
+            await consumer.stop()
+    asyncio.run(run())

@@ -74,7 +74,7 @@ def test_auto_create_disabled(tmp_path: os.PathLike[str]) -> None:
         assert b.stop() == 0
 
 
-def test_an_unrelated_directory_is_refused(tmp_path: "os.PathLike[str]") -> None:
+def test_an_unrelated_directory_is_refused(tmp_path: os.PathLike[str]) -> None:
     d = os.path.join(str(tmp_path), "stuff")
     os.makedirs(d)
     with open(os.path.join(d, "notes.txt"), "w") as f:
