@@ -126,19 +126,23 @@ def test_captured_requests_get_answers(broker: BrokerProcess, name: str) -> None
     assert struct.unpack_from(">i", resp, 0)[0] == corr
 
 
-def _produce_acks(frame: bytes) -> int:
-    """The acks of a captured Produce v7 request (header v1, then transactional_id, then acks)."""
+def _acks_position(frame: bytes) -> int:
+    """Where acks is in a captured Produce v7 frame (header v1, then transactional_id, then acks)."""
     pos = 12
     n = struct.unpack_from(">h", frame, pos)[0]
     pos += 2 + max(n, 0)
     n = struct.unpack_from(">h", frame, pos)[0]
-    pos += 2 + max(n, 0)
-    return struct.unpack_from(">h", frame, pos)[0]
+    return pos + 2 + max(n, 0)
+
+
+def _produce_acks(frame: bytes) -> int:
+    return struct.unpack_from(">h", frame, _acks_position(frame))[0]
 
 
 def test_captured_produce_requests_get_answers(broker: BrokerProcess) -> None:
     """Produce requests of five clients: acks=0 gets no response (the next request on the
     connection is answered next), others a response with their correlation id."""
+    asyncio.run(_produce(broker, "t", [b"seed"]))          # the captures' topic, auto-created
     seen = 0
     for name, frame in captured_requests().items():
         if "Produce" not in name:
@@ -200,3 +204,18 @@ def test_large_fetch_sent_from_the_segment_file_is_byte_exact(broker: BrokerProc
         finally:
             await consumer.stop()
     asyncio.run(run())
+
+
+def test_acks_zero_error_closes_the_connection(broker: BrokerProcess) -> None:
+    """A captured acks=0 Produce to a topic that does not exist: no response, the connection is
+    closed (Kafka's way of telling such a producer); a good one on the same broker still works."""
+    frames = {n: f for n, f in captured_requests().items() if "Produce" in n and _produce_acks(f) == 0}
+    assert frames
+    frame = bytearray(next(iter(frames.values())))
+    pos = _acks_position(bytes(frame)) + 2 + 4 + 4          # acks, timeout, topic count
+    assert struct.unpack_from(">h", frame, pos)[0] == 1     # the one-letter topic "t"
+    frame[pos + 2:pos + 3] = b"Z"                           # a topic that does not exist
+    with connect(broker.port) as s:
+        s.sendall(frame)
+        assert recv_frame(s) is None
+    assert answers_api_versions(broker.port)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 import uuid
 from typing import Any
 
@@ -23,8 +22,11 @@ logger = logging.getLogger("kafkalog.server")
 
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
-_PREFIX = struct.Struct(">qib")       # baseOffset, batchLength, (partitionLeaderEpoch high byte...)
 _BATCH_HEADER = 61
+
+
+class AcksZeroFailure(KafkalogError):
+    """A Produce with acks=0 had an error: the connection is closed instead of answering."""
 
 
 class PartitionResult:
@@ -97,6 +99,11 @@ def handle_produce(broker: Broker, request: Request) -> Response:
                 parts.append(_append(broker, name, pd.index, pd.records))
         results.append((key, parts))
     if acks == 0:
+        failed = [(key, p.index, p.error) for key, parts in results for p in parts if p.error]
+        if failed:
+            # Kafka's rule: a producer that wants no response learns of an error by a closed
+            # connection (it then refreshes its metadata)
+            raise AcksZeroFailure(f"produce with acks=0 failed for {failed[:5]}: closing the connection")
         return None
     return encode_produce_response(request.correlation_id, version, results)
 
@@ -127,7 +134,3 @@ def encode_produce_response(correlation_id: int, version: int,
     if flex:
         out.append(wire.EMPTY_TAGS)
     return frame(b"".join(out))
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
