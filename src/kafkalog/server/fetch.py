@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
 from typing import Any
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
@@ -180,10 +179,7 @@ def encode_fetch_response(correlation_id: int, version: int, top_error: int,
         cur.append(i16(top_error) + i32(0))                         # error_code, session_id
     cur.append(wire.array_len(len(topics), flex))
     for key, pds in topics:
-        if version >= FIRST_TOPIC_ID:
-            cur.append(wire.uuid_bytes(key if isinstance(key, uuid.UUID) else None))
-        else:
-            cur.append(wire.string(key, flex))
+        cur.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))
         cur.append(wire.array_len(len(pds), flex))
         for p in pds:
             cur.append(i32(p.index) + i16(p.error) + i64(p.high_watermark) + i64(p.last_stable_offset))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import uuid
 from typing import Any
 
 from kafkalog.errors import KafkalogError
@@ -114,10 +113,7 @@ def encode_produce_response(correlation_id: int, version: int,
     i32, i64, i16 = wire.INT32.pack, wire.INT64.pack, wire.INT16.pack
     out = [response_header(correlation_id, flex), wire.array_len(len(results), flex)]
     for key, parts in results:
-        if version >= FIRST_TOPIC_ID:
-            out.append(wire.uuid_bytes(key if isinstance(key, uuid.UUID) else None))
-        else:
-            out.append(wire.string(key, flex))
+        out.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))
         out.append(wire.array_len(len(parts), flex))
         for p in parts:
             out.append(i32(p.index) + i16(p.error) + i64(p.base_offset) + i64(p.log_append_time))

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Any
+
+from kafkalog.record.varint import write_unsigned_varint
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -13,13 +16,7 @@ INT64 = struct.Struct(">q")
 EMPTY_TAGS = b"\x00"
 
 
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+uvarint = write_unsigned_varint
 
 
 def array_len(n: int, flexible: bool) -> bytes:
@@ -50,3 +47,10 @@ def bytes_len(n: int, flexible: bool) -> bytes:
 
 def uuid_bytes(u: uuid.UUID | None) -> bytes:
     return u.bytes if u is not None else bytes(16)
+
+
+def topic_key(key: Any, by_id: bool, flexible: bool) -> bytes:
+    """A response's topic: its ID (Produce v13+, Fetch v13+) or its name."""
+    if by_id:
+        return uuid_bytes(key if isinstance(key, uuid.UUID) else None)
+    return string(key, flexible)
