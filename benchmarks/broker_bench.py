@@ -9,7 +9,9 @@ Measured, in one run, for both brokers (JSON lines, then a ratio line):
 
 * ``produce``: N records of 100-byte values, acks=all, idempotent, linger.ms=5 (msgs/s);
 * ``consume``: the same N records from offset 0 with an assign()ed consumer (msgs/s);
-* ``latency``: single-record produce requests at a fixed rate (each waits for its ack): p50, p99 ms.
+* ``latency``: single-record produce requests at a fixed rate (each waits for its ack): p50, p99 ms;
+* ``idle``: kafkalog serve's produce rate with ``--idle-connections`` open, idle connections (each
+  has sent one ApiVersions request) against its rate without them, in the same run.
 
     python benchmarks/broker_bench.py                 # 300,000 records, 3 runs, medians
     python benchmarks/broker_bench.py --records 50000 --runs 1
@@ -23,6 +25,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import struct
 import subprocess
@@ -223,6 +226,43 @@ def latency(bootstrap: str, count: int, rate: float) -> tuple[float, float]:
     return qs[49], qs[98]
 
 
+def open_idle(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections that each made one ApiVersions v0 request and then stay idle."""
+    body = struct.pack(">hhih", 18, 0, 1, 4) + b"idle"
+    frame = struct.pack(">i", len(body)) + body
+    conns = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(frame)
+        conns.append(s)
+    for s in conns:
+        head = s.recv(4, socket.MSG_WAITALL)
+        s.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+    return conns
+
+
+def measure_idle(records: int, idle: int) -> dict[str, Any]:
+    data = tempfile.mkdtemp(prefix="broker-bench-")
+    try:
+        proc, port = _start([sys.executable, "-m", "kafkalog.cli.main", "serve",
+                             os.path.join(data, "d"), "--port", "0"])
+        try:
+            bootstrap = f"127.0.0.1:{port}"
+            without = produce(bootstrap, records)
+            conns = open_idle(port, idle)
+            try:
+                with_idle = produce(bootstrap, records)
+            finally:
+                for c in conns:
+                    c.close()
+        finally:
+            _stop(proc)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+    return {"type": "idle", "idle_connections": idle, "produce_without": round(without),
+            "produce_with_idle": round(with_idle), "ratio": round(with_idle / without, 3)}
+
+
 def measure(kind: str, records: int, lat_count: int, lat_rate: float) -> dict[str, Any]:
     data = tempfile.mkdtemp(prefix="broker-bench-")
     try:
@@ -256,6 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--latency-requests", type=int, default=500)
     ap.add_argument("--latency-rate", type=float, default=200.0, help="single-record requests per second")
+    ap.add_argument("--idle-connections", type=int, default=1000)
     ap.add_argument("--memory-broker", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.memory_broker is not None:
@@ -268,6 +309,12 @@ def main(argv: list[str] | None = None) -> None:
             row["run"] = run
             rows[kind].append(row)
             print(json.dumps(row), flush=True)
+    idle_rows = []
+    for run in range(args.runs):
+        row = measure_idle(args.records, args.idle_connections)
+        row["run"] = run
+        idle_rows.append(row)
+        print(json.dumps(row), flush=True)
     med = {k: {f: statistics.median(r[f] for r in v) for f in v[0] if f not in ("broker", "run")}
            for k, v in rows.items()}
     print(json.dumps({"type": "ratio", "runs": args.runs, "records": args.records,
@@ -275,6 +322,7 @@ def main(argv: list[str] | None = None) -> None:
                                              / med["memory"]["produce_msgs_per_s"], 3),
                       "consume_ratio": round(med["kafkalog"]["consume_msgs_per_s"]
                                              / med["memory"]["consume_msgs_per_s"], 3),
+                      "idle_ratio": statistics.median(r["ratio"] for r in idle_rows),
                       "median": med}), flush=True)
 
 
