@@ -90,3 +90,40 @@ def test_a_client_that_never_reads_does_not_stall_others(tmp_path: os.PathLike[s
         hog.close()
     finally:
         assert b.stop() == 0, b.stderr()
+
+
+def test_fetch_max_bytes_caps_a_response(tmp_path: "os.PathLike[str]") -> None:
+    """``fetch.max.bytes`` caps what one Fetch returns: three batches of ~600 bytes, a client asking
+    for 1 MiB with the broker's cap at 1000 bytes gets 1000 bytes: the first batch whole and the
+    start of the second (Kafka's slices may end inside a batch; clients drop the partial one)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.protocol.fetch import FetchRequest
+
+    b = BrokerProcess(os.path.join(str(tmp_path), "data"), ["fetch.max.bytes=1000"]).start()
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=b.bootstrap)
+        await p.start()
+        try:
+            for i in range(3):
+                await p.send_and_wait("capped", bytes([i]) * 500, partition=0)
+        finally:
+            await p.stop()
+        c = AIOKafkaClient(bootstrap_servers=b.bootstrap)
+        await c.bootstrap()
+        try:
+            node = next(iter(c.cluster.brokers())).nodeId
+            resp = await c.send(node, FetchRequest(100, 1, 1 << 20, 0, [("capped", [(0, 0, 1 << 20)])]))
+            records = resp.topics[0][1][0][-1]
+        finally:
+            await c.close()
+        base, length = struct.unpack_from(">qi", records, 0)
+        assert base == 0 and 500 < length + 12 < 1000
+        assert len(records) == 1000
+    try:
+        asyncio.run(run())
+    finally:
+        assert b.stop() == 0, b.stderr()

@@ -31,6 +31,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("max.connections", INT, 2**31 - 1, None),
     ConfigDef("connections.max.idle.ms", LONG, 600000, None),
     ConfigDef("delete.topic.enable", BOOLEAN, True, None),
+    ConfigDef("fetch.max.bytes", INT, 55 * 1024 * 1024, None),
     ConfigDef("cluster.id", STRING, "", None),
 ]}
 
@@ -82,6 +83,9 @@ class ServerConfig:
             raise InvalidConfigError("max.connections must be at least 0")
         self.connections_max_idle_ms: int = resolved["connections.max.idle.ms"]
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
+        self.fetch_max_bytes: int = resolved["fetch.max.bytes"]
+        if self.fetch_max_bytes < 0:
+            raise InvalidConfigError("fetch.max.bytes must be at least 0")
         self.listeners: list[Listener] = [parse_listener(s, "listeners") for s in resolved["listeners"]]
         self.advertised_listeners: list[Listener] = [parse_listener(s, "advertised.listeners")
                                                      for s in resolved["advertised.listeners"]]

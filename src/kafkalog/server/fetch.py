@@ -104,15 +104,19 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
 
 def _collect(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
              unknown_code: int) -> list[PartitionData]:
-    out = []
+    out: list[PartitionData] = []
     budget = max_bytes
     first = True
-    for w in wanted:
-        pd = _read(broker, w, budget, first, committed, unknown_code)
-        if pd.size:
-            budget -= pd.size
-            first = False
-        out.append(pd)
+    try:
+        for w in wanted:
+            pd = _read(broker, w, budget, first, committed, unknown_code)
+            if pd.size:
+                budget -= pd.size
+                first = False
+            out.append(pd)
+    except BaseException:
+        _release(out)           # no duplicated descriptor outlives a failed read
+        raise
     return out
 
 
@@ -139,7 +143,8 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
         for p in t.partitions:
             wanted.append(_Wanted(key, name, p.partition, p.fetch_offset, p.partition_max_bytes))
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
-    max_bytes = getattr(body, "max_bytes", 2**31 - 1)
+    # Kafka's broker-side cap: fetch.max.bytes
+    max_bytes = min(getattr(body, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes)
     min_bytes = body.min_bytes
     deadline = time.monotonic() + max(body.max_wait.total_seconds(), 0.0)
     tps = [TopicPartition(w.topic, w.index) for w in wanted if w.topic is not None]
