@@ -92,7 +92,7 @@ def test_a_client_that_never_reads_does_not_stall_others(tmp_path: os.PathLike[s
         assert b.stop() == 0, b.stderr()
 
 
-def test_fetch_max_bytes_caps_a_response(tmp_path: "os.PathLike[str]") -> None:
+def test_fetch_max_bytes_caps_a_response(tmp_path: os.PathLike[str]) -> None:
     """``fetch.max.bytes`` caps what one Fetch returns: three batches of ~600 bytes, a client asking
     for 1 MiB with the broker's cap at 1000 bytes gets 1000 bytes: the first batch whole and the
     start of the second (Kafka's slices may end inside a batch; clients drop the partial one)."""
