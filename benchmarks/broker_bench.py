@@ -209,11 +209,15 @@ def latency(bootstrap: str, count: int, rate: float) -> tuple[float, float]:
     lat: list[float] = []
     interval = 1.0 / rate
     warmup = 20                       # connection setup and InitProducerId are not latency
+    done: list[float] = []
+
+    def acked(_err: Any, _msg: Any) -> None:
+        done.append(time.perf_counter())
+
     for i in range(count + warmup):
         t0 = time.perf_counter()
-        done: list[float] = []
-        p.produce(TOPIC, value=b"x" * 100, partition=0,
-                  on_delivery=lambda err, msg, done=done: done.append(time.perf_counter()))
+        done.clear()
+        p.produce(TOPIC, value=b"x" * 100, partition=0, on_delivery=acked)
         while not done:
             p.poll(0.001)
         if i >= warmup:
