@@ -219,3 +219,20 @@ def test_acks_zero_error_closes_the_connection(broker: BrokerProcess) -> None:
         s.sendall(frame)
         assert recv_frame(s) is None
     assert answers_api_versions(broker.port)
+
+
+def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -> None:
+    """Kafka 4's floors, the clients' ceilings; no ConsumerGroupHeartbeat (68), no telemetry (71,
+    72), no group or transaction APIs until their coordinators exist."""
+    with connect(broker.port) as s:
+        s.sendall(api_versions_v0(9))
+        resp = recv_frame(s)
+    assert resp is not None
+    corr, error, n = struct.unpack_from(">ihi", resp, 0)
+    assert (corr, error) == (9, 0)
+    ranges = {}
+    for i in range(n):
+        key, lo, hi = struct.unpack_from(">hhh", resp, 10 + 6 * i)
+        ranges[key] = (lo, hi)
+    assert ranges == {0: (3, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 18: (0, 4), 19: (2, 7),
+                      20: (1, 6), 21: (0, 2), 22: (0, 5), 32: (1, 4), 44: (0, 1), 60: (0, 2)}
