@@ -59,8 +59,9 @@ def _register() -> None:
     from kafkalog.cli.offsets import offsets
     from kafkalog.cli.produce import produce
     from kafkalog.cli.recover import recover
+    from kafkalog.cli.serve import serve
     from kafkalog.cli.verify import verify
-    for cmd in (dump, produce, consume, describe, offsets, verify, recover, compact):
+    for cmd in (dump, produce, consume, describe, offsets, verify, recover, compact, serve):
         main.add_command(cmd)
 
 

@@ -1,0 +1,98 @@
+"""``kafkalog serve DATA_DIR``: a Kafka-compatible broker over a data directory.
+
+Kafka's broker keys (``--config key=value``, ``--config-file server.properties``; the flags win
+over the file): ``listeners``/``advertised.listeners``, ``num.partitions``,
+``auto.create.topics.enable``, ``socket.request.max.bytes``, ``max.connections``,
+``connections.max.idle.ms``, ``delete.topic.enable`` and every storage key (``log.*``,
+``message.max.bytes`` ...). Unknown keys are refused. Binds to 127.0.0.1:9092 unless told
+otherwise (``--port 0`` picks a free port). When listening it prints one JSON line
+(``{"type":"listening","host":...,"port":...}``) on stdout; logs go to stderr. SIGTERM or SIGINT
+stops it cleanly: connections closed, logs flushed, checkpoints and the clean-shutdown marker
+written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import click
+
+from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.paths import new_or_existing_data_dir
+from kafkalog.errors import InvalidConfigError
+from kafkalog.log.config import parse_properties
+from kafkalog.log.manager import LogManager
+from kafkalog.server.broker import Broker
+from kafkalog.server.config import ServerConfig
+from kafkalog.server.network import Server
+
+logger = logging.getLogger("kafkalog.server")
+
+
+def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    if config_file is not None:
+        with open(config_file, encoding="utf-8") as f:
+            values.update(parse_properties(f.read(), file=config_file))
+    for i, pair in enumerate(pairs):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidConfigError(f"--config #{i + 1} {pair!r}: expected key=value")
+        values[key.strip()] = value.strip()
+    return values
+
+
+async def _run(manager: LogManager, cfg: ServerConfig, host: str, port: int) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server_broker = Broker(manager, cfg, cfg.advertised(host, port))
+    server = Server(server_broker, host, port)
+    # the advertised address needs the bound port (--port 0)
+    bound_host, bound_port = await server.start()
+    server_broker.advertised = cfg.advertised(bound_host, bound_port)
+    logger.info("kafkalog broker %d (cluster %s) serving %s on %s:%d, advertised as %s:%d",
+                server_broker.node_id, server_broker.cluster_id, manager.data_dir, bound_host,
+                bound_port, server_broker.advertised.host, server_broker.advertised.port)
+    emit({"type": "listening", "host": bound_host, "port": bound_port,
+          "advertised": f"{server_broker.advertised.host}:{server_broker.advertised.port}"})
+    sys.stdout.flush()
+    await stop.wait()
+    logger.info("shutting down: closing %d connection(s)", server.connection_count)
+    await server.stop()
+
+
+@click.command("serve")
+@click.argument("data_dir", type=click.Path(file_okay=False))
+@click.option("--host", default=None, help="Address to bind (default 127.0.0.1, or listeners).")
+@click.option("--port", type=int, default=None, help="Port to bind (default 9092; 0 = any free).")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
+              help="A broker configuration key (repeatable).")
+@click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
+              help="A server.properties file.")
+@handle_errors()
+def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
+          config_file: str | None) -> None:
+    """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
+    new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
+    cfg = ServerConfig(_config_values(config_file, configs))
+    bind_host, bind_port = cfg.bind_address(host, port)
+    root = logging.getLogger("kafkalog")
+    if root.getEffectiveLevel() > logging.INFO:
+        root.setLevel(logging.INFO)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    logger.info("opening %s", data_dir)
+    manager = LogManager(data_dir, cfg.broker)
+    logger.info("loaded %d partition(s) of %d topic(s) (clean shutdown: %s)",
+                len(manager.partitions()), len(manager.topics()), manager.had_clean_shutdown)
+    try:
+        asyncio.run(_run(manager, cfg, bind_host, bind_port))
+    finally:
+        logger.info("closing the logs")
+        manager.close()
+        logger.info("stopped")

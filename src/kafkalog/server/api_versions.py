@@ -1,0 +1,40 @@
+"""ApiVersions: what this broker serves. Only what is implemented is advertised: no KIP-848
+ConsumerGroupHeartbeat, no telemetry, no feature levels (so no transaction version 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
+from kio.schema.api_versions.v0.response import (
+    ApiVersionsResponse as ApiVersionsResponseV0,
+)
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16
+
+from kafkalog.server import error_codes
+from kafkalog.server.broker import Broker
+from kafkalog.server.protocol import Request, encode_response
+
+
+def supported() -> dict[int, tuple[int, int]]:
+    from kafkalog.server.apis import VERSIONS
+    return VERSIONS
+
+
+def handle_api_versions(broker: Broker, request: Request) -> Any:
+    keys = [{"api_key": k, "min_version": lo, "max_version": hi}
+            for k, (lo, hi) in sorted(supported().items())]
+    return broker.response(request, {"error_code": error_codes.NONE, "api_keys": keys,
+                                     "throttle_time": 0, "supported_features": [],
+                                     "finalized_features_epoch": -1, "finalized_features": []})
+
+
+def unsupported_version_response(request: Request) -> bytes:
+    """KIP-511: an ApiVersions request of a version the broker does not know gets a v0 body with
+    UNSUPPORTED_VERSION and the ApiVersions range, so the client can retry with one it shares."""
+    lo, hi = supported()[request.api_key]
+    body = ApiVersionsResponseV0(error_code=ErrorCode.unsupported_version,
+                                 api_keys=(ApiVersionV0(api_key=i16(request.api_key),
+                                                        min_version=i16(lo), max_version=i16(hi)),))
+    return encode_response(request, body)

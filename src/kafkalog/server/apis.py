@@ -1,0 +1,40 @@
+"""The dispatch table: API key -> served version range and handler. ApiVersions advertises exactly
+this table; the ranges run from Kafka 4's floors (KIP-896) to what kio and the clients reach."""
+
+from __future__ import annotations
+
+from kafkalog.server.api_versions import handle_api_versions
+from kafkalog.server.broker import Handler
+from kafkalog.server.configs import (
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from kafkalog.server.fetch import handle_fetch
+from kafkalog.server.init_producer_id import handle_init_producer_id
+from kafkalog.server.list_offsets import handle_list_offsets
+from kafkalog.server.metadata import handle_describe_cluster, handle_metadata
+from kafkalog.server.produce import handle_produce
+from kafkalog.server.topics import (
+    handle_create_topics,
+    handle_delete_records,
+    handle_delete_topics,
+)
+
+#: key: (name, min version, max version, handler)
+APIS: dict[int, tuple[str, int, int, Handler]] = {
+    0: ("Produce", 3, 13, handle_produce),
+    1: ("Fetch", 4, 18, handle_fetch),
+    2: ("ListOffsets", 1, 11, handle_list_offsets),
+    3: ("Metadata", 0, 13, handle_metadata),
+    18: ("ApiVersions", 0, 4, handle_api_versions),
+    19: ("CreateTopics", 2, 7, handle_create_topics),
+    20: ("DeleteTopics", 1, 6, handle_delete_topics),
+    21: ("DeleteRecords", 0, 2, handle_delete_records),
+    22: ("InitProducerId", 0, 5, handle_init_producer_id),
+    32: ("DescribeConfigs", 1, 4, handle_describe_configs),
+    44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
+    60: ("DescribeCluster", 0, 2, handle_describe_cluster),
+}
+
+VERSIONS: dict[int, tuple[int, int]] = {k: (lo, hi) for k, (_n, lo, hi, _h) in APIS.items()}
+HANDLERS: dict[int, Handler] = {k: h for k, (_n, _lo, _hi, h) in APIS.items()}

@@ -1,0 +1,115 @@
+"""The state every handler shares: the data directory's ``LogManager``, topic IDs, the producer ID
+allocator, and the fetch waiters woken by appends; :meth:`Broker.handle` dispatches a parsed request
+to its API's handler (:mod:`kafkalog.server.apis`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import (
+    Any,
+)
+
+from kio.index import load_response_schema
+
+from kafkalog.errors import InvalidTopicError
+from kafkalog.log.fetch import FileSlice
+from kafkalog.log.log import Log
+from kafkalog.log.manager import LogManager
+from kafkalog.log.naming import TopicPartition, validate_topic
+from kafkalog.server.config import Listener, ServerConfig
+from kafkalog.server.kio_build import build
+from kafkalog.server.producer_ids import ProducerIdAllocator
+from kafkalog.server.protocol import Request, encode_response
+from kafkalog.server.topic_ids import TopicIds
+
+logger = logging.getLogger("kafkalog.server")
+
+#: A response as the network layer sends it: one frame, or frame parts where a ``FileSlice`` is sent
+#: from its segment file; None sends nothing (Produce with acks=0).
+Response = bytes | list[bytes | FileSlice] | None
+Handler = Callable[["Broker", Request], Response | Awaitable[Response]]
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class Broker:
+    """One node serving one data directory."""
+
+    def __init__(self, manager: LogManager, config: ServerConfig, advertised: Listener) -> None:
+        self.manager = manager
+        self.config = config
+        self.advertised = advertised
+        self.node_id = config.node_id
+        self.cluster_id = manager.meta_properties.cluster_id or config.values["cluster.id"] or None
+        self.topic_ids = TopicIds(manager)
+        self.producer_ids = ProducerIdAllocator(manager.data_dir)
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+
+    # --- logs and topics ----------------------------------------------------------------------
+
+    def log(self, topic: str, partition: int) -> Log | None:
+        """The open log of a partition, None when the topic or partition does not exist."""
+        try:
+            return self.manager.get_log(topic, partition)
+        except InvalidTopicError:
+            return None
+
+    def create_topic(self, topic: str, partitions: int, configs: Mapping[str, Any]) -> uuid.UUID:
+        """Create a topic (validated names, configs and partition count); returns its ID."""
+        validate_topic(topic)
+        self.manager.create_topic(topic, partitions, dict(configs) or None)
+        tid = self.topic_ids.of(topic)
+        logger.info("created topic %s with %d partition(s), id %s, configs %s", topic, partitions,
+                    tid, dict(configs))
+        return tid
+
+    def auto_create(self, topic: str) -> bool:
+        """Kafka's ``auto.create.topics.enable`` for a topic a client asked for; True if created."""
+        if not self.config.auto_create_topics_enable or topic in INTERNAL_TOPICS:
+            return False
+        try:
+            self.create_topic(topic, self.config.num_partitions, {})
+        except InvalidTopicError:
+            return self.manager.has_topic(topic)
+        return True
+
+    # --- fetch waiters ------------------------------------------------------------------------
+
+    def add_waiter(self, tps: Iterable[TopicPartition], fut: asyncio.Future[None]) -> None:
+        for tp in tps:
+            self._waiters.setdefault(tp, set()).add(fut)
+
+    def remove_waiter(self, tps: Iterable[TopicPartition], fut: asyncio.Future[None]) -> None:
+        for tp in tps:
+            s = self._waiters.get(tp)
+            if s is not None:
+                s.discard(fut)
+                if not s:
+                    del self._waiters[tp]
+
+    def notify_append(self, tp: TopicPartition) -> None:
+        """Wake the fetches waiting on ``tp`` (called after every append)."""
+        waiters = self._waiters.get(tp)
+        if waiters:
+            for fut in list(waiters):
+                if not fut.done():
+                    fut.set_result(None)
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    async def handle(self, request: Request) -> Response:
+        from kafkalog.server.apis import HANDLERS
+        handler = HANDLERS[request.api_key]
+        result = handler(self, request)
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result is None or isinstance(result, (bytes, list)):
+            return result
+        return encode_response(request, result)
+
+    def response(self, request: Request, values: Mapping[str, Any]) -> Any:
+        """The kio response entity of ``request``'s API and version from plain ``values``."""
+        return build(load_response_schema(request.api_key, request.api_version), values)

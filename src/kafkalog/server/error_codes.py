@@ -1,0 +1,72 @@
+"""kafkalog's typed errors as Kafka's protocol error codes (``Errors.java``)."""
+
+from __future__ import annotations
+
+from kafkalog.errors import (
+    CompressionError,
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnsupportedCompressionTypeError,
+)
+from kafkalog.log.producer_state import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+)
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+INVALID_TOPIC_EXCEPTION = 17
+RECORD_LIST_TOO_LARGE = 18
+INVALID_REQUIRED_ACKS = 21
+INVALID_TIMESTAMP = 32
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REQUEST = 42
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_CONFIG = 40
+INVALID_TRANSACTION_TIMEOUT = 50
+TOPIC_DELETION_DISABLED = 73
+UNSUPPORTED_COMPRESSION_TYPE = 76
+UNKNOWN_TOPIC_ID = 100
+INVALID_RECORD = 87
+COORDINATOR_NOT_AVAILABLE = 15
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+
+_TABLE: tuple[tuple[type[BaseException], int], ...] = (
+    (OffsetOutOfRangeError, OFFSET_OUT_OF_RANGE),
+    (RecordTooLargeError, MESSAGE_TOO_LARGE),
+    (RecordBatchTooLargeError, RECORD_LIST_TOO_LARGE),
+    (UnsupportedCompressionTypeError, UNSUPPORTED_COMPRESSION_TYPE),
+    (CompressionError, CORRUPT_MESSAGE),
+    (CorruptRecordError, CORRUPT_MESSAGE),
+    (InvalidTimestampError, INVALID_TIMESTAMP),
+    (InvalidRecordError, INVALID_RECORD),
+    (OutOfOrderSequenceError, OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (InvalidProducerEpochError, INVALID_PRODUCER_EPOCH),
+    (InvalidTxnStateError, INVALID_TXN_STATE),
+    (InvalidTopicError, INVALID_TOPIC_EXCEPTION),
+    (InvalidConfigError, INVALID_CONFIG),
+)
+
+
+def error_code(exc: BaseException) -> int:
+    """Kafka's error code for ``exc`` (UNKNOWN_SERVER_ERROR for anything not a known failure)."""
+    for cls, code in _TABLE:
+        if isinstance(exc, cls):
+            return code
+    return UNKNOWN_SERVER_ERROR

@@ -1,0 +1,75 @@
+"""Metadata and DescribeCluster: one node that leads every partition, real topic IDs (Produce v13
+and Fetch v13+ address topics by ID), auto-creation per ``auto.create.topics.enable``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalog.errors import InvalidTopicError
+from kafkalog.log.naming import validate_topic
+from kafkalog.server import error_codes
+from kafkalog.server.broker import INTERNAL_TOPICS, Broker
+from kafkalog.server.protocol import Request
+
+#: Kafka's "no authorized operations requested" sentinel.
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def _topic_entry(broker: Broker, topic: str) -> dict[str, Any]:
+    node = broker.node_id
+    parts = [{"error_code": 0, "partition_index": p, "leader_id": node, "leader_epoch": 0,
+              "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
+             for p in broker.manager.partitions_of(topic)]
+    return {"error_code": 0, "name": topic, "topic_id": broker.topic_ids.of(topic),
+            "is_internal": topic in INTERNAL_TOPICS, "partitions": parts,
+            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
+def _error_entry(name: str | None, code: int, topic_id: Any = None) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
+def handle_metadata(broker: Broker, request: Request) -> Any:
+    body = request.body
+    topics: list[dict[str, Any]] = []
+    requested = body.topics
+    if requested is None or (request.api_version == 0 and not requested):
+        names: list[Any] = [(t, None) for t in broker.manager.topics()]
+    else:
+        names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
+    allow_auto = bool(getattr(body, "allow_auto_topic_creation", True))
+    explicit = requested is not None and not (request.api_version == 0 and not requested)
+    for name, tid in names:
+        if name is None:
+            found = broker.topic_ids.name_of(tid) if tid is not None else None
+            if found is None:
+                topics.append(_error_entry(None, error_codes.UNKNOWN_TOPIC_ID, tid))
+                continue
+            name = found
+        if not broker.manager.has_topic(name):
+            try:
+                validate_topic(name)
+            except InvalidTopicError:
+                topics.append(_error_entry(name, error_codes.INVALID_TOPIC_EXCEPTION))
+                continue
+            if not (explicit and allow_auto and broker.auto_create(name)):
+                topics.append(_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+        topics.append(_topic_entry(broker, name))
+    adv = broker.advertised
+    return broker.response(request, {
+        "throttle_time": 0,
+        "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None}],
+        "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "error_code": 0})
+
+
+def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+    adv = broker.advertised
+    return broker.response(request, {
+        "throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+        "cluster_id": broker.cluster_id or "", "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None,
+                     "is_fenced": False}],
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})

