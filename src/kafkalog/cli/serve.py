@@ -24,6 +24,7 @@ from kafkalog.cli.output import emit, handle_errors
 from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log.config import parse_properties
+from kafkalog.cleaner import LogCleaner
 from kafkalog.log.manager import LogManager
 from kafkalog.server.broker import Broker
 from kafkalog.server.config import ServerConfig
@@ -87,7 +88,7 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
     if not logging.getLogger().handlers:
         logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     logger.info("opening %s", data_dir)
-    manager = LogManager(data_dir, cfg.broker)
+    manager = LogManager(data_dir, cfg.broker, cleaner_factory=LogCleaner)
     logger.info("loaded %d partition(s) of %d topic(s) (clean shutdown: %s)",
                 len(manager.partitions()), len(manager.topics()), manager.had_clean_shutdown)
     try:
