@@ -67,9 +67,10 @@ def test_crash_mid_append_is_invisible_then_rolled_back(tmp_path, staging_mode):
     assert _run(tmp_path, "first", "none") == 0
     before = {p: _leo(tmp_path, p) for p in (0, 1)}
     assert sum(before.values()) == 1000
-    assert _run(tmp_path, "second", "append", batch_id=0) == 17  # died after partition 0
+    assert _run(tmp_path, "second", "append", batch_id=0) == 17  # died after one partition
     assert read_intent(str(tmp_path))["state"] == "appending"
-    assert _leo(tmp_path, 0) > before[0]  # partition 0 holds the half-published data ...
+    # the partitions are appended in parallel: whichever finished first holds half-published data
+    assert any(_leo(tmp_path, p) > before[p] for p in (0, 1))  # ...
     ranges = plan_ranges(parse_read_options({"path": str(tmp_path), "subscribe": "t"}))
     assert {r.partition: r.end for r in ranges} == before  # ... which readers do not see
     assert recover_data_dir(str(tmp_path)) == "rolled back"
