@@ -39,7 +39,8 @@ class KafkalogBatchReader(DataSourceReader):
 
     def partitions(self) -> List[InputPartition]:
         t0 = time.perf_counter()
-        tasks = plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions)
+        tasks = plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions,
+                           max_records=self.opts.max_records_per_partition)
         profile("read.plan", time.perf_counter() - t0)
         return tasks
 
