@@ -48,6 +48,7 @@ from kafkalog.log import fsutil
 from kafkalog.log.checkpoint import (CleanShutdownFile, MetaProperties, OffsetCheckpointFile,
                                      uuid_to_kafka_string)
 from kafkalog.log.config import (BrokerConfig, LogConfig, format_properties, parse_properties)
+from kafkalog.log.filesystem import local_path, refuse_remote_write
 from kafkalog.log.log import Log
 from kafkalog.log.naming import (TopicPartition, log_delete_dir_name, parse_partition_dir_name,
                                  partition_dir_name, validate_topic)
@@ -166,7 +167,8 @@ class LogManager:
         if recovery not in ("auto", "unclean", "full"):
             raise InvalidConfigError(f"recovery must be auto, unclean or full, not {recovery!r}")
         self.recovery_mode = recovery
-        self.data_dir = os.path.abspath(os.fspath(data_dir))
+        refuse_remote_write(data_dir, "opening a data directory writable")
+        self.data_dir = os.path.abspath(local_path(data_dir))
         if isinstance(broker_config, BrokerConfig):
             self.broker_config = broker_config
         else:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafkalog.errors import InvalidConfigError
+from kafkalog.log.filesystem import local_path, refuse_remote_write
 
 _log = logging.getLogger("kafkalog.spark")
 
@@ -444,6 +445,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     path = _get(opts, "path")
     if path is None:
         raise InvalidOptionError("no data directory: use .save(DATA_DIR) or .option('path', DATA_DIR)")
+    refuse_remote_write(path, "the kafkalog sink (a Spark write)")
+    path = local_path(path)
     codec = (_get(opts, "kafka.compression.type") or _get(opts, "compression.type") or "none").lower()
     if codec not in _CODECS:
         raise InvalidOptionError(f"option 'kafka.compression.type' must be one of "
