@@ -62,20 +62,21 @@ def test_listing_and_ranged_reads_through_the_index(s3_server, remote_logs):
     lo, hi = byte_range(entries, size, start, start + 10)
     s3_server.counts.reset()
     path = files.join("orders-0", name)
-    got = [o for _pos, buf in ChunkedBatches(lambda off, n: files.read_range(path, off, n),
-                                             lo, hi, path)
-           for b in iter_batches(buf) for o in range(b.base_offset, b.last_offset + 1)]
+    with files.ranges(path) as read:
+        got = [o for _pos, buf in ChunkedBatches(read, lo, hi, path)
+               for b in iter_batches(buf) for o in range(b.base_offset, b.last_offset + 1)]
     assert set(range(start, start + 10)) <= set(got)
     assert s3_server.counts.get_bytes == hi - lo <= 2 * 4096 + 1000  # ~one index interval
     assert [r[2] for r in s3_server.counts.gets(name)] == [f"bytes={lo}-{hi - 1}"]
 
     # a full scan of the segment: large ranged requests, every batch once, CRCs valid
     s3_server.counts.reset()
-    batches = [b for _pos, buf in ChunkedBatches(lambda off, n: files.read_range(path, off, n),
-                                                 0, size, path, chunk_bytes=64 << 10)
-               for b in iter_batches(buf)]
+    with files.ranges(path) as read:
+        batches = [b for _pos, buf in ChunkedBatches(read, 0, size, path, chunk_bytes=64 << 10)
+                   for b in iter_batches(buf)]
     for b in batches:
         b.ensure_valid()
     assert batches[0].base_offset == base
     assert s3_server.counts.get_bytes == size
     assert len(s3_server.counts.gets(name)) == -(-size // (64 << 10))
+    assert len([r for r in s3_server.counts.requests if r[0] == "HEAD"]) == 1

@@ -164,17 +164,48 @@ class LogFiles:
         return bytes(data)
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
-        """``length`` bytes from ``offset`` (fewer at the end of the file): one ranged GET."""
+        """``length`` bytes from ``offset`` (fewer at the end of the file): one ranged GET (and
+        the HEAD an object store answers the size with)."""
+        with self.ranges(path) as read:
+            return read(offset, length)
+
+    def ranges(self, path: str) -> RangeReader:
+        """A reader of byte ranges of ``path`` over one open handle (object stores: one HEAD,
+        then one ranged GET per call); use as a context manager."""
+        return RangeReader(self, path)
+
+
+class RangeReader:
+    """``reader(offset, length)``: byte ranges of one file through one open handle."""
+
+    def __init__(self, files: LogFiles, path: str) -> None:
+        self.files = files
+        self.path = path
+        self._handle: Any = None
+
+    def __call__(self, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
         try:
-            with self.fs.open_input_file(path) as f:
-                data = f.read_at(length, offset)
+            if self._handle is None:
+                self._handle = self.files.fs.open_input_file(self.path)
+            data = self._handle.read_at(length, offset)
         except OSError as err:
             raise KafkalogIOError(f"cannot read {length} bytes at {offset}: {err}",
-                                  file=self.describe(path)) from None
-        self.stats.add("range", len(data))
+                                  file=self.files.describe(self.path)) from None
+        self.files.stats.add("range", len(data))
         return bytes(data)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _opt(options: Mapping[str, str], name: str) -> str | None:
