@@ -29,7 +29,7 @@ def remote_logs(s3_server, tmp_path_factory):
 
 
 def _entries(files, partition_dir: str, base: int) -> list:
-    data = files.read_whole(files.join(partition_dir, f"{base:020d}.index")) or b""
+    data = files.read_small(files.join(partition_dir, f"{base:020d}.index")) or b""
     local = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"kafkalog-test-{os.getpid()}.index")
     with open(local, "wb") as f:
         f.write(data)
@@ -45,9 +45,9 @@ def _entries(files, partition_dir: str, base: int) -> list:
 def test_listing_and_ranged_reads_through_the_index(s3_server, remote_logs):
     local, uri = remote_logs
     files = resolve(uri, s3_server.options)
-    names = {e.name for e in files.list_dir(files.root) if e.is_dir}
+    names = {e.name for e in files.entries(uri) if e.is_dir}
     assert names == {"orders-0", "orders-1"}
-    segments = sorted((e.name, e.size) for e in files.list_dir(files.join("orders-0"))
+    segments = sorted((e.name, e.size) for e in files.entries(files.join(uri, "orders-0"))
                       if e.name.endswith(".log"))
     assert len(segments) > 3  # several segments: the read must pick the right one
     assert [(n, s) for n, s in segments] == sorted(
@@ -57,11 +57,11 @@ def test_listing_and_ranged_reads_through_the_index(s3_server, remote_logs):
     # a point read: 10 records in the middle of a segment fetch one index interval of .log
     name, size = segments[2]
     base = int(name[:-4])
-    entries = _entries(files, "orders-0", base)
+    entries = _entries(files, files.join(uri, "orders-0"), base)
     start = base + 100
     lo, hi = byte_range(entries, size, start, start + 10)
     s3_server.counts.reset()
-    path = files.join("orders-0", name)
+    path = files.join(files.join(uri, "orders-0"), name)
     with files.ranges(path) as read:
         got = [o for _pos, buf in ChunkedBatches(read, lo, hi, path)
                for b in iter_batches(buf) for o in range(b.base_offset, b.last_offset + 1)]

@@ -111,57 +111,88 @@ class Entry:
 class LogFiles:
     """The file operations a reader of a data directory needs, on one ``pyarrow.fs`` file system.
 
-    Paths are the file system's own (``bucket/key`` for object stores, absolute for local and
-    HDFS); :meth:`join` builds them. Every method is one request; errors become
-    :class:`KafkalogIOError` / :class:`LogDirError` naming the path.
+    Paths are written as the user wrote the data directory (``s3://bucket/logs/orders-0/...``, or a
+    local path), so errors name what the user knows; :meth:`fs_path` maps them to the file
+    system's own (``bucket/logs/...``). Every method is one request (listings are cached for the
+    sizes they report); errors become :class:`KafkalogIOError` / :class:`LogDirError` naming the
+    path. The read-only view of the log layer reads object stores through this class.
     """
 
-    def __init__(self, fs: Any, root: str, uri: str) -> None:
+    def __init__(self, fs: Any, fs_root: str, uri_root: str) -> None:
         self.fs = fs
-        self.root = root.rstrip("/") or "/"
-        self.uri = uri
+        self.fs_root = fs_root.rstrip("/")
+        self.uri_root = uri_root.rstrip("/")
         self.stats = FileStats()
+        self._sizes: dict[str, int] = {}
 
-    def join(self, *parts: str) -> str:
-        return "/".join([self.root.rstrip("/"), *parts]) if self.root != "/" else \
-            "/" + "/".join(parts)
-
-    def describe(self, path: str) -> str:
-        """``path`` as the user wrote its root (for error messages)."""
-        if path.startswith(self.root):
-            return self.uri.rstrip("/") + path[len(self.root):]
+    def fs_path(self, path: str) -> str:
+        """``path`` (user form) as a path of :attr:`fs`."""
+        if path == self.uri_root or path.startswith(self.uri_root + "/"):
+            return self.fs_root + path[len(self.uri_root):]
         return path
 
-    def list_dir(self, path: str) -> list[Entry]:
+    def join(self, directory: str, name: str) -> str:
+        return directory.rstrip("/") + "/" + name
+
+    def entries(self, path: str) -> list[Entry]:
         """Entries of a directory (a prefix in an object store); LogDirError when it is missing."""
         import pyarrow.fs as pafs
         self.stats.add("list")
+        fs_path = self.fs_path(path)
         try:
-            infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+            infos = self.fs.get_file_info(pafs.FileSelector(fs_path, allow_not_found=True))
+            if not infos and self.fs.get_file_info(fs_path).type != pafs.FileType.Directory:
+                raise LogDirError("directory does not exist", file=path)
         except OSError as err:
-            raise KafkalogIOError(f"cannot list: {err}", file=self.describe(path)) from None
-        if not infos:
-            info = self.fs.get_file_info(path)
-            if info.type == pafs.FileType.NotFound:
-                raise LogDirError("data directory does not exist", file=self.describe(path))
-        return [Entry(i.base_name, i.type == pafs.FileType.Directory,
-                      i.size if i.size is not None else 0) for i in infos]
+            raise KafkalogIOError(f"cannot list: {err}", file=path) from None
+        found = [Entry(i.base_name, i.type == pafs.FileType.Directory,
+                       i.size if i.size is not None else 0) for i in infos]
+        for e in found:
+            if not e.is_dir:
+                self._sizes[self.join(path, e.name)] = e.size
+        return found
 
-    def read_whole(self, path: str) -> bytes | None:
-        """The whole file (indexes, checkpoints), or None when it does not exist."""
+    def list_dir(self, path: str) -> list[str]:
+        return [e.name for e in self.entries(path)]
+
+    def is_dir(self, path: str) -> bool:
+        import pyarrow.fs as pafs
+        self.stats.add("info")
         try:
-            with self.fs.open_input_file(path) as f:
+            return bool(self.fs.get_file_info(self.fs_path(path)).type == pafs.FileType.Directory)
+        except OSError as err:
+            raise KafkalogIOError(f"cannot stat: {err}", file=path) from None
+
+    def size(self, path: str) -> int | None:
+        """Size in bytes (from the last listing of its directory when there was one)."""
+        import pyarrow.fs as pafs
+        if path in self._sizes:
+            return self._sizes[path]
+        self.stats.add("info")
+        try:
+            info = self.fs.get_file_info(self.fs_path(path))
+        except OSError as err:
+            raise KafkalogIOError(f"cannot stat: {err}", file=path) from None
+        return None if info.type == pafs.FileType.NotFound else int(info.size or 0)
+
+    def read_small(self, path: str) -> bytes | None:
+        """The whole file (indexes, checkpoints, topic configs), or None when it does not exist."""
+        try:
+            with self.fs.open_input_stream(self.fs_path(path)) as f:
                 data = f.read()
         except FileNotFoundError:
             self.stats.add("get")
             return None
         except OSError as err:
-            if "not found" in str(err).lower() or "nosuchkey" in str(err).lower():
+            text = str(err).lower()
+            if "not found" in text or "nosuchkey" in text or "does not exist" in text:
                 self.stats.add("get")
                 return None
-            raise KafkalogIOError(f"cannot read: {err}", file=self.describe(path)) from None
+            raise KafkalogIOError(f"cannot read: {err}", file=path) from None
         self.stats.add("get", len(data))
         return bytes(data)
+
+    read_whole = read_small
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         """``length`` bytes from ``offset`` (fewer at the end of the file): one ranged GET (and
@@ -188,11 +219,11 @@ class RangeReader:
             return b""
         try:
             if self._handle is None:
-                self._handle = self.files.fs.open_input_file(self.path)
+                self._handle = self.files.fs.open_input_file(self.files.fs_path(self.path))
             data = self._handle.read_at(length, offset)
         except OSError as err:
             raise KafkalogIOError(f"cannot read {length} bytes at {offset}: {err}",
-                                  file=self.files.describe(self.path)) from None
+                                  file=self.path) from None
         self.files.stats.add("range", len(data))
         return bytes(data)
 
@@ -309,7 +340,7 @@ def resolve(path: str | os.PathLike, options: Mapping[str, str] | None = None) -
     scheme = scheme_of(text)
     if scheme is None or scheme == "file":
         root = os.path.abspath(local_path(text))
-        return LogFiles(pafs.LocalFileSystem(), root, text)
+        return LogFiles(pafs.LocalFileSystem(), root, root)
     parts = urlsplit(text)
     makers = {"s3": _s3, "s3a": _s3, "gs": _gcs, "gcs": _gcs, "abfs": _azure, "abfss": _azure,
               "hdfs": _hdfs}
@@ -321,4 +352,4 @@ def resolve(path: str | os.PathLike, options: Mapping[str, str] | None = None) -
     except (OSError, ValueError) as err:
         raise InvalidConfigError(f"{text}: cannot set up the {scheme}:// file system: {err}") \
             from None
-    return LogFiles(fs, root.rstrip("/"), text)
+    return LogFiles(fs, root.rstrip("/"), text.rstrip("/"))

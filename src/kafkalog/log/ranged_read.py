@@ -21,8 +21,10 @@ from typing import Protocol
 
 from kafkalog.errors import CorruptRecordError
 
-#: Bytes of one ranged request of a sequential scan.
+#: Bytes of one ranged request of a sequential scan, once it has ramped up.
 DEFAULT_CHUNK_BYTES = 8 << 20
+#: Bytes of the first request: a read of a few records stops after it.
+FIRST_CHUNK_BYTES = 64 << 10
 #: baseOffset (8) + batchLength (4): the bytes before a batch's length field ends.
 LOG_OVERHEAD = 12
 
@@ -58,49 +60,51 @@ class ChunkedBatches:
     ``partial_tail`` (the last segment of a log being appended: its partial batch ends it)."""
 
     def __init__(self, read: RangeSource, lo: int, hi: int, name: str, *,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, prefetch: bool = True,
-                 partial_tail: bool = False) -> None:
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, first_chunk: int = FIRST_CHUNK_BYTES,
+                 prefetch: bool = True, partial_tail: bool = False) -> None:
         self.read = read
         self.lo, self.hi = lo, hi
         self.name = name
         self.chunk_bytes = max(LOG_OVERHEAD, chunk_bytes)
+        self.first_chunk = max(LOG_OVERHEAD, min(first_chunk, self.chunk_bytes))
         self.prefetch = prefetch
         self.partial_tail = partial_tail
 
-    def _fetch(self, pos: int) -> bytes:
-        return self.read(pos, min(self.chunk_bytes, self.hi - pos)) if pos < self.hi else b""
+    def _fetch(self, pos: int, size: int) -> bytes:
+        return self.read(pos, min(size, self.hi - pos)) if pos < self.hi else b""
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        pool = ThreadPoolExecutor(max_workers=1) if self.prefetch else None
+        pool: ThreadPoolExecutor | None = None
+        pending: Future[bytes] | None = None
+        pos = fetched_to = self.lo         # first byte not yet handed out / not yet fetched
+        size = self.first_chunk
+        carry = b""
+        requests = 0
         try:
-            pos = self.lo
-            carry = b""
-            nxt: Future[bytes] | None = None
-            data = self._fetch(pos)
-            fetched_to = pos + len(data)
-            while True:
-                if pool is not None and fetched_to < self.hi:
-                    nxt = pool.submit(self._fetch, fetched_to)
+            while fetched_to < self.hi:
+                data = pending.result() if pending is not None else self._fetch(fetched_to, size)
+                pending = None
+                if not data:
+                    break
+                fetched_to += len(data)
                 buf = carry + data if carry else data
                 whole = _whole_batches(buf)
+                if not whole and fetched_to < self.hi:
+                    rest = _needed(buf) - len(buf)   # a batch bigger than the request
+                    if rest > 0:
+                        more = self._fetch(fetched_to, rest)
+                        fetched_to += len(more)
+                        buf += more
+                        whole = _whole_batches(buf)
+                carry = buf[whole:]
+                size = min(size * 2, self.chunk_bytes)
+                requests += 1
+                if self.prefetch and requests >= 2 and fetched_to < self.hi:
+                    pool = pool or ThreadPoolExecutor(max_workers=1)
+                    pending = pool.submit(self._fetch, fetched_to, size)
                 if whole:
                     yield pos, buf[:whole]
-                carry = buf[whole:]
-                pos += whole
-                if fetched_to >= self.hi or not data:
-                    break
-                need = _needed(carry)
-                if nxt is not None:
-                    data = nxt.result()
-                    nxt = None
-                else:
-                    data = self._fetch(fetched_to)
-                if need > len(carry) + len(data) and fetched_to + len(data) < self.hi:
-                    # one batch bigger than a chunk: fetch the rest of it in one request
-                    data += self.read(fetched_to + len(data),
-                                      min(need - len(carry) - len(data),
-                                          self.hi - fetched_to - len(data)))
-                fetched_to += len(data)
+                    pos += whole
             if carry and not self.partial_tail:  # the range ends inside a batch
                 raise CorruptRecordError(f"the last batch of the range [{self.lo}, {self.hi}) "
                                          f"is incomplete ({len(carry)} of {_needed(carry)} bytes)",
