@@ -22,7 +22,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from kafkalog.errors import InvalidConfigError, KafkalogIOError, LogDirError
@@ -232,7 +232,7 @@ class RangeReader:
             self._handle.close()
             self._handle = None
 
-    def __enter__(self) -> RangeReader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
