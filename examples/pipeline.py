@@ -77,12 +77,22 @@ def kafka_layout_ok(data_dir: str) -> bool:
     return True
 
 
-def print_summary(args, data_dir: str, before: dict, after: dict, users: int, took: dict) -> None:
+def records_already_there(data_dir: str) -> int:
+    """Records the topic held before this run (a data directory given twice keeps the first run's)."""
+    if not os.path.isdir(os.path.join(data_dir, f"{TOPIC}-0")):
+        return 0
+    with kafkalog.open(data_dir, read_only=True) as dl:
+        return sum(1 for _ in dl.consume(TOPIC))
+
+
+def print_summary(args, data_dir: str, before: dict, after: dict, users: int, took: dict,
+                  prior: int) -> None:
     print("\nsummary")
     print(f"  data directory   {data_dir}" + ("" if args.data_dir else " (temporary, removed at exit)"))
     print(f"  topic            {TOPIC}: {args.partitions} partitions, lz4, cleanup.policy=compact")
-    print(f"  written          {before['records']:,} events of {args.users:,} users "
-          f"({before['bytes']:,} bytes) in {took['write']:.1f} s")
+    print(f"  before this run  {prior:,} records in the topic")
+    print(f"  written          {args.events:,} events of {args.users:,} users this run "
+          f"in {took['write']:.1f} s; {before['records']:,} records ({before['bytes']:,} bytes) in all")
     print(f"  compacted        {after['records']:,} records left ({after['bytes']:,} bytes, "
           f"{after['bytes'] / before['bytes']:.1%}) in {took['compact']:.1f} s")
     print(f"  read back        {users:,} active users (latest state) in {took['read']:.1f} s")
@@ -103,6 +113,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(spark)  # the "kafkalog" format + filter pushdown
     took = {}
+    prior = records_already_there(data_dir)
     try:
         t0 = time.perf_counter()
         # 1. write: keyed records go where Kafka's producer would put them (murmur2 of the key)
@@ -143,7 +154,7 @@ def main() -> None:
         took["read"] = time.perf_counter() - t0
         for r in per_plan:
             print(f"  {r.plan:<11} {r.users:>6,} users, {r.avg_logins:>6} logins on average")
-        print_summary(args, data_dir, before, after, sum(r.users for r in per_plan), took)
+        print_summary(args, data_dir, before, after, sum(r.users for r in per_plan), took, prior)
     finally:
         spark.stop()
         if args.data_dir is None:

@@ -187,10 +187,10 @@ def _txn_log(log):
                            base_sequence=0, is_transactional=True))
     log.append_as_follower(build_end_txn_marker(ControlRecordType.ABORT, producer_id=7,
                                                 producer_epoch=0, coordinator_epoch=0,
-                                                timestamp=4, base_offset=3))
+                                                timestamp=4, base_offset=log.log_end_offset))
     log.append_as_follower(build_end_txn_marker(ControlRecordType.COMMIT, producer_id=8,
                                                 producer_epoch=0, coordinator_epoch=0,
-                                                timestamp=5, base_offset=4))
+                                                timestamp=5, base_offset=log.log_end_offset))
     log.append(build_batch([(None, b"after", 6)]))
     # a transaction still open: read_committed stops at its first offset (the LSO)
     log.append(build_batch([(None, b"open", 7)], producer_id=9, producer_epoch=0,

@@ -1,11 +1,25 @@
-"""kafkalog: Apache Kafka's log storage engine in Python, byte-compatible with Kafka's on-disk files."""
+"""kafkalog: Apache Kafka's log storage engine in Python, byte-compatible with Kafka's on-disk files.
+
+The Python API (:mod:`kafkalog.client`: ``kafkalog.open``, ``DataLog``, ``Producer`` ...) is imported
+on first use; the typed errors (:mod:`kafkalog.errors`) are re-exported here.
+"""
+
+from typing import Any
+
+from kafkalog import errors
+from kafkalog.errors import *  # noqa: F403 - the typed errors, as listed in kafkalog.errors.__all__
 
 __version__ = "0.1.0"
 
 _CLIENT_NAMES = ("open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult")
 
+#: ``open`` is left out of ``__all__`` so that ``from kafkalog import *`` keeps the builtin ``open``
+__all__ = ["__version__", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata",  # noqa: F405 - lazy
+           "ProduceResult"]
+__all__ += errors.__all__
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> Any:
     """Lazy re-exports of the Python API (:mod:`kafkalog.client`): ``kafkalog.open`` etc."""
     if name in _CLIENT_NAMES:
         from kafkalog import client

@@ -15,17 +15,18 @@ Names follow Kafka's exception names (CorruptRecordException -> CorruptRecordErr
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Dict, Optional
 
 
 class KafkalogError(Exception):
     """Base class of every error kafkalog raises on purpose."""
 
-    def __init__(self, message: str, *, file: Optional[os.PathLike | str] = None,
-                 position: Optional[int] = None) -> None:
+    def __init__(self, message: str, *, file: Optional[os.PathLike[str] | str] = None,
+                 position: Optional[int] = None, line: Optional[int] = None) -> None:
         self.message = message
         self.file = os.fspath(file) if file is not None else None
         self.position = position
+        self.line = line            # 1-based input line (text input); the message names it too
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -38,7 +39,7 @@ class KafkalogError(Exception):
             return f"{' '.join(where)}: {self.message}"
         return self.message
 
-    def at(self, file: Optional[os.PathLike | str] = None, base_position: int = 0) -> "KafkalogError":
+    def at(self, file: Optional[os.PathLike[str] | str] = None, base_position: int = 0) -> KafkalogError:
         """Return a copy of this error located in ``file``, its position shifted by ``base_position``.
 
         Used by layers that hand a slice of a file to the codec: ``raise err.at(path, slice_start)``.
@@ -54,10 +55,13 @@ class KafkalogError(Exception):
         Exception.__init__(new, new._render())
         return new
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         """A JSON-able description, for command-line tools that print JSON lines."""
-        return {"error": type(self).__name__, "message": self.message, "file": self.file,
-                "position": self.position}
+        out: Dict[str, Any] = {"error": type(self).__name__, "message": self.message,
+                               "file": self.file, "position": self.position}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
 
 
 # --- record format ---------------------------------------------------------------------------------
@@ -152,4 +156,11 @@ class CleanerError(KafkalogError):
     """A compaction failure of one partition (the partition is marked uncleanable)."""
 
 
-__all__ = [name for name in dir() if name.endswith("Error")]
+__all__ = [
+    "KafkalogError", "CorruptRecordError", "InvalidRecordError", "CompressionError",
+    "UnsupportedCompressionTypeError", "UnsupportedMagicError", "RecordTooLargeError",
+    "RecordBatchTooLargeError", "CorruptIndexError", "InvalidOffsetError", "IndexFullError",
+    "LogSegmentOffsetOverflowError", "OffsetOutOfRangeError", "InvalidTimestampError",
+    "CorruptSnapshotError", "CorruptCheckpointError", "InvalidTopicError", "InvalidConfigError",
+    "LogDirError", "KafkalogIOError", "ProducerStateError", "CleanerError",
+]

@@ -1,5 +1,6 @@
 """Port of the intent of Kafka's LogCleanerTest (spec §5.15) on real files."""
 import os
+import types
 
 import pytest
 
@@ -91,10 +92,10 @@ def test_aborted_transaction_removed_commit_kept(tmp_path):
     append_marker(log, 2, 0, commit=False)
     _fill(log, 40, 5)
     # the loader-less test log has no txn index: write the aborted txn entry like Kafka would
-    from kafkalog.cleaner.txn import AbortedTxn
+    from kafkalog.log.txn_index import AbortedTxn
     seg = log.segments[0]
     with open(seg.txn_index_path, "wb") as f:
-        f.write(AbortedTxn(2, 2, 3, 2).to_bytes())
+        f.write(AbortedTxn(producer_id=2, first_offset=2, last_offset=3, last_stable_offset=2).to_bytes())
     clean(log)
     vals = [r.value for r in data_records(log) if r.key == b"a"]
     assert b"aborted" not in vals and b"committed" in vals
@@ -142,6 +143,7 @@ def test_group_segments_by_size(tmp_path):
         def __init__(self, base, size=10):
             self.base_offset, self.size = base, size
             self.offset_index_path = self.time_index_path = "/nonexistent"
+            self.offset_index = self.time_index = types.SimpleNamespace(is_loaded=False, entry_size=8)
     fake = [S(0), S(10), S(2**31 + 20), S(2**31 + 30)]
     gs = group_segments_by_size(fake, 1 << 30, 1 << 20, 2**31 + 40)
     assert [len(g) for g in gs] == [1, 1, 2]      # span = next base - 1 - group base

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from kafkalog.cleaner import LogCleaner
 from kafkalog.cleaner.manager import tp_of_log
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
@@ -54,7 +55,7 @@ def test_soak_cleaner_threads_with_tombstones_transactions_and_readers(tmp_path)
     mgr = LogManager(d, {"log.cleaner.enable": True, "log.cleaner.threads": 2,
                          "log.cleaner.backoff.ms": 5,
                          "log.cleaner.dedupe.buffer.size": 2 * 24 * 30},   # 30-slot maps: partial rounds
-                     background=True)
+                     background=True, cleaner_factory=LogCleaner)
     try:
         mgr.create_topic("soak", PARTITIONS, {"cleanup.policy": "compact", "segment.bytes": 3000,
                                               "min.cleanable.dirty.ratio": 0.01,

@@ -6,6 +6,7 @@ import time
 from click.testing import CliRunner
 
 from kafkalog.cli.main import main
+from kafkalog.cleaner import LogCleaner
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
 
@@ -33,7 +34,8 @@ def test_background_threads_clean_and_survive_a_corrupt_partition(tmp_path):
         f.seek(40)
         f.write(bytes([b[0] ^ 0xFF]))
     mgr = LogManager(d, {"log.cleaner.enable": True, "log.cleaner.backoff.ms": 50,
-                         "log.cleaner.dedupe.buffer.size": 1 << 20}, background=True)
+                         "log.cleaner.dedupe.buffer.size": 1 << 20}, background=True,
+                     cleaner_factory=LogCleaner)
     try:
         assert mgr.cleaner is not None
         deadline = time.monotonic() + 60

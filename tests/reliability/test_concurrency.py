@@ -15,6 +15,7 @@ import traceback
 import pytest
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
+from kafkalog.cleaner import LogCleaner
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
 from kafkalog.record.records import iter_batches
@@ -83,7 +84,7 @@ def _process_reader(data_dir: str, seconds: float, err_path: str) -> None:
 
 def run_soak(data_dir: str, seconds: float, readers: int = 4, procs: int = 2, seed: int = 0) -> dict:
     fds_before = _fds()
-    m = LogManager(data_dir, BROKER, background=True)
+    m = LogManager(data_dir, BROKER, background=True, cleaner_factory=LogCleaner)
     for t, cfg in TOPICS.items():
         m.create_topic(t, 1, cfg)
     logs = {t: m.get_log(t, 0) for t in TOPICS}

@@ -8,9 +8,9 @@ from kafkalog.cleaner.cleaner import Cleaner, CleaningAbortedError, LogToClean
 from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.manager import LogCleanerManager
 from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.ondemand import compact_data_dir, compact_log
 from kafkalog.cleaner.stats import CleanerStats, Throttler
 from kafkalog.cleaner.threads import CleanResult, LogCleaner
-from kafkalog.cleaner.ondemand import compact_data_dir, compact_log
 
 __all__ = ["LogCleaner", "CleanResult", "Cleaner", "CleaningAbortedError", "LogToClean",
            "CleanerConfig", "LogCleanerManager", "SkimpyOffsetMap", "CleanerStats", "Throttler",

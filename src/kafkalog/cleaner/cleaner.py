@@ -22,25 +22,26 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from kafkalog.errors import CleanerError, CorruptRecordError, KafkalogError
-from kafkalog.log import fsutil
-from kafkalog.log.segment import LogSegment
-from kafkalog.record.records import iter_batches
-
-from kafkalog.cleaner.config import topic_value
 from kafkalog.cleaner.filter import CleanerFilter, FilteredBatch, LastRecord, filter_batch
 from kafkalog.cleaner.grouping import group_segments_by_size
 from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.cleaner.stats import CleanerStats, Throttler
-from kafkalog.cleaner.swap import (CLEANED, CleaningAbortedError, crash_point, replace_segments)
-from kafkalog.cleaner.txn import CleanedTransactionMetadata, collect_aborted_txns
+from kafkalog.cleaner.swap import CleaningAbortedError, crash_point, replace_segments
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
+from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.log import fsutil
+from kafkalog.log.log import Log
+from kafkalog.log.naming import CLEANED_FILE_SUFFIX, SEGMENT_SUFFIXES, TopicPartition
+from kafkalog.log.segment import LogSegment
+from kafkalog.log.txn_index import AbortedTxn
+from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.records import iter_batches
 
 __all__ = ["Cleaner", "LogToClean", "last_records_of_active_producers", "CleaningAbortedError"]
 
-INT_MAX = 2**31 - 1
 _I32 = struct.Struct(">i")
 _PID_EPOCH = struct.Struct(">qh")
 
@@ -50,8 +51,8 @@ class LogToClean:
     """A partition chosen for cleaning (Kafka's ``LogToClean``): the log, its first dirty offset,
     the segment-aligned first uncleanable offset and the byte counts behind its dirty ratio."""
 
-    topic_partition: object
-    log: object
+    topic_partition: TopicPartition
+    log: Log
     first_dirty_offset: int
     first_uncleanable_offset: int
     clean_bytes: int = 0
@@ -68,21 +69,19 @@ class LogToClean:
         return self.cleanable_bytes / t if t else 0.0
 
 
-def last_records_of_active_producers(log, now: int) -> Dict[int, LastRecord]:
+def last_records_of_active_producers(log: Log, now: int) -> Dict[int, LastRecord]:
     """Producer id -> :class:`LastRecord` for the producers whose state must survive cleaning.
 
     Uses the log's producer-state manager when it has one; otherwise scans the batch headers of
     the whole log (producers whose last batch is older than ``producer.id.expiration.ms`` are
     expired, as the producer-state manager would have expired them).
     """
-    psm = getattr(log, "producer_state_manager", None)
-    producers = getattr(psm, "producers", None) if psm is not None else None
-    if isinstance(producers, dict):
+    psm = log.producer_state_manager
+    if psm is not None:
         out = {}
-        for pid, e in producers.items():
-            ldo = getattr(e, "last_data_offset", -1)
-            out[pid] = LastRecord(ldo if ldo is not None and ldo >= 0 else None,
-                                  getattr(e, "producer_epoch", -1))
+        for pid, e in psm.producers.items():
+            ldo = e.last_data_offset
+            out[pid] = LastRecord(ldo if ldo >= 0 else None, e.producer_epoch)
         return out
     expiration = 86_400_000
     state: Dict[int, list] = {}
@@ -106,31 +105,31 @@ def last_records_of_active_producers(log, now: int) -> Dict[int, LastRecord]:
 class _CleanedOutput:
     """Writes filtered batches into one or more ``.cleaned`` segments for one group."""
 
-    def __init__(self, log, first_base: int, buffer_size: int, throttler: Optional[Throttler],
+    def __init__(self, log: Log, first_base: int, buffer_size: int, throttler: Optional[Throttler],
                  stats: CleanerStats) -> None:
         self.log = log
-        self.segment_bytes = int(topic_value(log.config, "segment.bytes"))
+        self.segment_bytes = log.config.segment_bytes
         self.first_base = first_base
         self.buffer_size = buffer_size
         self.throttler = throttler
         self.stats = stats
         self.segments: List[LogSegment] = []
-        self.txn_entries: Dict[int, list] = {}
-        self.current: Optional[LogSegment] = None
+        self.txn_entries: Dict[int, List[AbortedTxn]] = {}
         self._buf = bytearray()
         self._positions: List[int] = []
         self._lasts: List[int] = []
         self._mts: List[int] = []
-        self._open(first_base)
+        self.current: LogSegment = self._open(first_base)
 
-    def _open(self, base: int) -> None:
+    def _open(self, base: int) -> LogSegment:
         d = self.log.dir
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-            fsutil.delete_if_exists(os.path.join(d, f"{base:020d}{suffix}{CLEANED}"))
-        seg = LogSegment.open(d, base, self.log.config, file_suffix=CLEANED, preallocate=False)
+        for suffix in SEGMENT_SUFFIXES:
+            fsutil.delete_if_exists(os.path.join(d, f"{base:020d}{suffix}{CLEANED_FILE_SUFFIX}"))
+        seg = LogSegment.open(d, base, self.log.config, file_suffix=CLEANED_FILE_SUFFIX, preallocate=False)
         self.segments.append(seg)
         self.txn_entries[id(seg)] = []
         self.current = seg
+        return seg
 
     def set_buffer_size(self, size: int) -> None:
         """The write buffer grows (and shrinks back) with the read buffer."""
@@ -139,19 +138,18 @@ class _CleanedOutput:
     def _pending(self) -> int:
         return len(self._buf)
 
-    def append(self, fb: FilteredBatch, txn_entries: list) -> None:
+    def append(self, fb: FilteredBatch, txn_entries: List[AbortedTxn]) -> None:
         seg = self.current
         size = len(fb.data)
         if seg.size + self._pending() > 0 and (
                 seg.size + self._pending() + size > self.segment_bytes
-                or fb.last_offset - seg.base_offset > INT_MAX
+                or fb.last_offset - seg.base_offset > INT32_MAX
                 or seg.offset_index.is_full()
                 or seg.time_index.is_full()):
             self.flush()
             self._finish_segment(seg, None)
             base = fb.base_offset if fb.base_offset >= 0 else fb.last_offset
-            self._open(base)
-            seg = self.current
+            seg = self._open(base)
         self._positions.append(len(self._buf))
         self._buf += fb.data
         self._lasts.append(fb.last_offset)
@@ -215,7 +213,7 @@ class Cleaner:
 
     def __init__(self, offset_map: SkimpyOffsetMap, *, io_buffer_size: int = 256 * 1024,
                  max_io_buffer_size: int = 1048588, throttler: Optional[Throttler] = None,
-                 check_done: Optional[Callable[[object], None]] = None,
+                 check_done: Optional[Callable[[TopicPartition], None]] = None,
                  clock: Optional[Callable[[], int]] = None) -> None:
         import time
         self.offset_map = offset_map
@@ -228,7 +226,7 @@ class Cleaner:
         self.peak_buffer_size = self.io_buffer_size
 
     # --- reading ---------------------------------------------------------------------------------
-    def _batches(self, tp, seg: LogSegment, start: int, max_message_size: int,
+    def _batches(self, tp: TopicPartition, seg: LogSegment, start: int, max_message_size: int,
                  on_grow: Optional[Callable[[int], None]] = None) -> Iterator:
         """Yield the CRC-verified batches of ``seg`` from byte ``start`` (chunked reads).
 
@@ -283,15 +281,15 @@ class Cleaner:
                 on_grow(self.io_buffer_size)
 
     # --- the offset map --------------------------------------------------------------------------
-    def build_offset_map(self, log, tp, start: int, end: int, stats: CleanerStats) -> None:
+    def build_offset_map(self, log: Log, tp: TopicPartition, start: int, end: int, stats: CleanerStats) -> None:
         """Kafka's ``buildOffsetMap``: map the dirty segments ``[start, end)``."""
         m = self.offset_map
         m.clear()
         m.track_superseded(start, end)
-        dirty = [s for s in log.segments_in_range(start, end)]
+        dirty = list(log.segments_in_range(start, end))
         txn = CleanedTransactionMetadata()
-        txn.add_aborted_transactions(collect_aborted_txns(log.segments, start, end))
-        max_msg = int(topic_value(log.config, "max.message.bytes"))
+        txn.add_aborted_transactions(log.collect_aborted_transactions(start, end))
+        max_msg = log.config.max_message_bytes
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             if self._map_segment(log, tp, seg, start, next_start, max_msg, txn, stats):
@@ -299,7 +297,7 @@ class Cleaner:
         stats.distinct_keys = m.entries
         stats.buffer_utilization = m.utilization
 
-    def _map_segment(self, log, tp, seg, start: int, next_start: int, max_msg: int,
+    def _map_segment(self, log: Log, tp: TopicPartition, seg: LogSegment, start: int, next_start: int, max_msg: int,
                      txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
         m = self.offset_map
         try:
@@ -341,17 +339,17 @@ class Cleaner:
         return False
 
     # --- cleaning --------------------------------------------------------------------------------
-    def clean(self, to_clean: LogToClean) -> tuple:
+    def clean(self, to_clean: LogToClean) -> Tuple[int, CleanerStats]:
         """Clean one partition; returns ``(end_offset, stats)`` where ``end_offset`` is the new first
         dirty offset for ``cleaner-offset-checkpoint``."""
         return self.do_clean(to_clean, self.clock())
 
-    def do_clean(self, to_clean: LogToClean, current_time: int) -> tuple:
+    def do_clean(self, to_clean: LogToClean, current_time: int) -> Tuple[int, CleanerStats]:
         log = to_clean.log
         tp = to_clean.topic_partition
         cfg = log.config
         stats = CleanerStats()
-        delete_retention_ms = int(topic_value(cfg, "delete.retention.ms"))
+        delete_retention_ms = cfg.delete_retention_ms
         below = [s for s in log.segments if s.base_offset < to_clean.first_dirty_offset]
         legacy_delete_horizon_ms = (below[-1].last_modified_ms() - delete_retention_ms) if below else 0
         upper = to_clean.first_uncleanable_offset
@@ -365,8 +363,7 @@ class Cleaner:
         if not segs:
             stats.all_done()
             return end_offset, stats
-        groups = group_segments_by_size(segs, int(topic_value(cfg, "segment.bytes")),
-                                        int(topic_value(cfg, "segment.index.bytes")), upper)
+        groups = group_segments_by_size(segs, cfg.segment_bytes, cfg.segment_index_bytes, upper)
         producers = last_records_of_active_producers(log, current_time)
         for group in groups:
             self.clean_segments(log, tp, group, current_time, stats, txn,
@@ -375,7 +372,8 @@ class Cleaner:
         stats.all_done()
         return end_offset, stats
 
-    def split_overflowed_segments(self, log, tp, segments: List, stats: CleanerStats) -> List:
+    def split_overflowed_segments(self, log: Log, tp: TopicPartition, segments: List[LogSegment],
+                                  stats: CleanerStats) -> List[LogSegment]:
         """Split every segment of ``segments`` whose offsets overflow its base offset (legacy data,
         KAFKA-6264; spec §4.12) and return the list with the parts in its place.
 
@@ -383,15 +381,14 @@ class Cleaner:
         next round retries); here the check comes first, the split parts are swapped into the
         log with the same crash-safe protocol, and the round goes on with them. Split copies
         batches byte for byte, so the offset map built over the old segment stays valid."""
-        out: List = []
+        out: List[LogSegment] = []
         for seg in segments:
-            if not seg.size or seg.read_next_offset() - 1 - seg.base_offset <= INT_MAX:
+            if not seg.size or seg.read_next_offset() - 1 - seg.base_offset <= INT32_MAX:
                 out.append(seg)
                 continue
             self.check_done(tp)
             from kafkalog.log.loader import split_overflowed_segment
-            clock = getattr(log, "clock", None) or self.clock
-            parts = split_overflowed_segment(seg, log.config, clock)
+            parts = split_overflowed_segment(seg, log.config, log.clock)
             try:
                 replace_segments(log, parts, [seg], check=lambda: self.check_done(tp))
             except BaseException:
@@ -405,22 +402,22 @@ class Cleaner:
             out.extend(sorted(parts, key=lambda p: p.base_offset))
         return out
 
-    def clean_segments(self, log, tp, segments: List, current_time: int, stats: CleanerStats,
+    def clean_segments(self, log: Log, tp: TopicPartition, segments: List[LogSegment],
+                       current_time: int, stats: CleanerStats,
                        txn: CleanedTransactionMetadata, legacy_delete_horizon_ms: int,
                        upper_bound_offset: int, delete_retention_ms: int,
                        producers: Dict[int, LastRecord]) -> None:
         """Kafka's ``cleanSegments``: recopy ``segments`` into new ``.cleaned`` segment(s) and swap."""
         out = _CleanedOutput(log, segments[0].base_offset, self.io_buffer_size, self.throttler, stats)
-        max_msg = int(topic_value(log.config, "max.message.bytes"))
+        max_msg = log.config.max_message_bytes
         f = CleanerFilter(self.offset_map, txn, producers, upper_bound_offset, current_time,
                           delete_retention_ms, stats)
         txn.cleaned_index = []
         try:
-            all_segs = log.segments
             for i, seg in enumerate(segments):
                 upper = (segments[i + 1].base_offset if i + 1 < len(segments)
                          else seg.read_next_offset())
-                txn.add_aborted_transactions(collect_aborted_txns(all_segs, seg.base_offset, upper))
+                txn.add_aborted_transactions(log.collect_aborted_transactions(seg.base_offset, upper))
                 f.retain_legacy_deletes = seg.last_modified_ms() > legacy_delete_horizon_ms
                 for chunk_pos, batch in self._batches(tp, seg, 0, max_msg,
                                                       on_grow=out.set_buffer_size):

@@ -1,95 +1,52 @@
-"""Cleaner settings: topic keys read per log and the broker's ``log.cleaner.*`` keys (Kafka's
-``CleanerConfig``; spec §4.11 "Threads and buffers", §4.13)."""
+"""The broker's cleaner settings, Kafka's ``CleanerConfig`` (``log.cleaner.*``; spec §4.11 "Threads
+and buffers", §4.13). Topic settings the cleaner reads per log (``min.cleanable.dirty.ratio``,
+``delete.retention.ms`` ...) come from the log's :class:`~kafkalog.log.config.LogConfig`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
-from kafkalog.log.segment import DEFAULTS as _LOG_DEFAULTS
-from kafkalog.log.segment import _cfg
+from kafkalog.log.config import BROKER_ONLY_CONFIGS, TOPIC_CONFIGS, BrokerConfig, LogConfig
+from kafkalog.record.constants import INT32_MAX
 
-__all__ = ["topic_value", "is_compacted", "is_compact_and_delete", "CleanerConfig",
-           "TOPIC_DEFAULTS"]
-
-LONG_MAX = 2**63 - 1
-DOUBLE_MAX = 1.7976931348623157e308
-
-#: Kafka's defaults of the topic keys the cleaner reads
-TOPIC_DEFAULTS = dict(_LOG_DEFAULTS)
-TOPIC_DEFAULTS.update({
-    "delete.retention.ms": 86_400_000, "min.compaction.lag.ms": 0, "max.compaction.lag.ms": LONG_MAX,
-    "min.cleanable.dirty.ratio": 0.5, "cleanup.policy": "delete", "segment.bytes": 1073741824,
-    "segment.index.bytes": 10485760, "max.message.bytes": 1048588,
-})
+__all__ = ["CleanerConfig"]
 
 
-def topic_value(config, key: str) -> Any:
-    """A topic config value from a ``LogConfig``, a mapping or None, with Kafka's default."""
-    get = _cfg(config)
-    try:
-        v = get(key)
-    except (KeyError, TypeError):
-        v = None
-    if v is None:
-        return TOPIC_DEFAULTS[key]
-    return v
-
-
-def _policies(config) -> list:
-    p = topic_value(config, "cleanup.policy")
-    if isinstance(p, str):
-        return [x.strip().lower() for x in p.split(",") if x.strip()]
-    return [str(x).strip().lower() for x in p]
-
-
-def is_compacted(config) -> bool:
-    """``compact`` is in ``cleanup.policy``."""
-    return "compact" in _policies(config)
-
-
-def is_compact_and_delete(config) -> bool:
-    p = _policies(config)
-    return "compact" in p and "delete" in p
+def _default(key: str) -> Any:
+    return BROKER_ONLY_CONFIGS[key].default
 
 
 @dataclass(frozen=True)
 class CleanerConfig:
     """The broker's cleaner settings (Kafka's ``CleanerConfig``), Kafka's keys and defaults."""
 
-    num_threads: int = 1                                # log.cleaner.threads
-    dedupe_buffer_size: int = 128 * 1024 * 1024         # log.cleaner.dedupe.buffer.size
-    dedupe_buffer_load_factor: float = 0.9              # log.cleaner.io.buffer.load.factor
-    io_buffer_size: int = 512 * 1024                    # log.cleaner.io.buffer.size
-    max_message_size: int = 1048588                     # message.max.bytes
-    max_io_bytes_per_second: float = DOUBLE_MAX         # log.cleaner.io.max.bytes.per.second
-    backoff_ms: int = 15_000                            # log.cleaner.backoff.ms
-    enable_cleaner: bool = True                         # log.cleaner.enable
+    num_threads: int = _default("log.cleaner.threads")
+    dedupe_buffer_size: int = _default("log.cleaner.dedupe.buffer.size")
+    dedupe_buffer_load_factor: float = _default("log.cleaner.io.buffer.load.factor")
+    io_buffer_size: int = _default("log.cleaner.io.buffer.size")
+    #: ``message.max.bytes`` (the broker synonym of the topic's ``max.message.bytes``)
+    max_message_size: int = TOPIC_CONFIGS["max.message.bytes"].default
+    max_io_bytes_per_second: float = _default("log.cleaner.io.max.bytes.per.second")
+    backoff_ms: int = _default("log.cleaner.backoff.ms")
+    enable_cleaner: bool = _default("log.cleaner.enable")
 
     @classmethod
-    def from_broker(cls, broker) -> "CleanerConfig":
-        """From a :class:`~kafkalog.log.config.BrokerConfig`, a mapping of broker keys, or None."""
-        def g(key: str, default):
-            if broker is None:
-                return default
-            try:
-                v = broker.get(key)
-            except Exception:  # noqa: BLE001 - unknown key in a BrokerConfig
-                v = None
-            return default if v is None else v
-        return cls(num_threads=int(g("log.cleaner.threads", 1)),
-                   dedupe_buffer_size=int(g("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024)),
-                   dedupe_buffer_load_factor=float(g("log.cleaner.io.buffer.load.factor", 0.9)),
-                   io_buffer_size=int(g("log.cleaner.io.buffer.size", 512 * 1024)),
-                   max_message_size=int(g("message.max.bytes", 1048588)),
-                   max_io_bytes_per_second=float(g("log.cleaner.io.max.bytes.per.second",
-                                                   DOUBLE_MAX)),
-                   backoff_ms=int(g("log.cleaner.backoff.ms", 15_000)),
-                   enable_cleaner=str(g("log.cleaner.enable", True)).lower() not in ("false", "0"))
+    def from_broker(cls, broker: Optional[BrokerConfig] = None) -> CleanerConfig:
+        """From a :class:`~kafkalog.log.config.BrokerConfig` (None: Kafka's defaults)."""
+        b = broker if broker is not None else BrokerConfig()
+        return cls(num_threads=b.log_cleaner_threads,
+                   dedupe_buffer_size=b.log_cleaner_dedupe_buffer_size,
+                   dedupe_buffer_load_factor=b.log_cleaner_io_buffer_load_factor,
+                   io_buffer_size=b.log_cleaner_io_buffer_size,
+                   max_message_size=LogConfig(None, b).max_message_bytes,
+                   max_io_bytes_per_second=b.log_cleaner_io_max_bytes_per_second,
+                   backoff_ms=b.log_cleaner_backoff_ms,
+                   enable_cleaner=b.log_cleaner_enable)
 
     @property
     def map_memory_per_thread(self) -> int:
         """``min(dedupe.buffer.size / threads, Int.MAX)``."""
-        return min(self.dedupe_buffer_size // max(self.num_threads, 1), 2**31 - 1)
+        return min(self.dedupe_buffer_size // max(self.num_threads, 1), INT32_MAX)
 
     @property
     def io_buffer_per_thread(self) -> int:

@@ -18,15 +18,16 @@ import struct
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-from kafkalog.errors import KafkalogError
-from kafkalog.record import compression as _compression
-from kafkalog.record.builder import build_batch, write_v2_header
-from kafkalog.record.crc import crc32c
-from kafkalog.record.constants import TimestampType
-
 from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.cleaner.stats import CleanerStats
 from kafkalog.cleaner.txn import CleanedTransactionMetadata
+from kafkalog.errors import KafkalogError
+from kafkalog.record import compression as _compression
+from kafkalog.record.batch import DefaultRecordBatch, RecordBatch
+from kafkalog.record.builder import build_batch, write_v2_header
+from kafkalog.record.constants import TimestampType
+from kafkalog.record.crc import crc32c
+from kafkalog.record.legacy import LegacyRecordBatch
 
 __all__ = ["LastRecord", "CleanerFilter", "filter_batch", "FilteredBatch"]
 
@@ -48,7 +49,7 @@ class LastRecord:
 class FilteredBatch:
     """Bytes to append to the cleaned segment plus the facts its indexes need."""
 
-    data: object                      # bytes or memoryview
+    data: bytes | memoryview
     base_offset: int
     last_offset: int
     max_timestamp: int
@@ -74,7 +75,7 @@ class CleanerFilter:
         self.stats = stats
         self.retain_legacy_deletes = True
 
-    def is_last_batch_of_producer(self, batch) -> bool:
+    def is_last_batch_of_producer(self, batch: RecordBatch) -> bool:
         last = self.producers.get(batch.producer_id)
         if last is None:
             return False
@@ -83,7 +84,7 @@ class CleanerFilter:
         return batch.is_control and batch.producer_epoch == last.producer_epoch
 
 
-def filter_batch(batch, f: CleanerFilter) -> Optional[FilteredBatch]:
+def filter_batch(batch: RecordBatch, f: CleanerFilter) -> Optional[FilteredBatch]:
     """Apply the cleaner's rules to one batch (any magic). Returns what to write, or None."""
     stats = f.stats
     stats.read_messages_bytes(batch.size_in_bytes)
@@ -100,9 +101,8 @@ def filter_batch(batch, f: CleanerFilter) -> Optional[FilteredBatch]:
         if can_discard:
             stats.aborted_batches_removed += 1
     marker_for_empty_txn = can_discard and is_control
-    if is_v2 and batch.producer_id > -1 and f.is_last_batch_of_producer(batch):
-        retain_empty = True
-    elif batch.next_offset == f.upper_bound_offset:
+    if (is_v2 and batch.producer_id > -1 and f.is_last_batch_of_producer(batch)) \
+            or batch.next_offset == f.upper_bound_offset:
         retain_empty = True
     elif discard_records:
         count = batch.count if is_v2 else len(batch.records())
@@ -110,12 +110,14 @@ def filter_batch(batch, f: CleanerFilter) -> Optional[FilteredBatch]:
         return None
     else:
         retain_empty = False
-    if not is_v2:
+    if isinstance(batch, LegacyRecordBatch):
         return _filter_legacy(batch, f, retain_empty)
+    assert isinstance(batch, DefaultRecordBatch)
     return _filter_v2(batch, f, retain_empty, discard_records, is_control, marker_for_empty_txn)
 
 
-def _filter_v2(batch, f: CleanerFilter, retain_empty: bool, discard_records: bool,
+def _filter_v2(batch: DefaultRecordBatch, f: CleanerFilter, retain_empty: bool,
+               discard_records: bool,
                is_control: bool, marker_for_empty_txn: bool) -> Optional[FilteredBatch]:
     """One kernel call decides and rewrites the batch (``offset_map_clean_v2``); compressed
     batches are decompressed before and re-compressed after it."""
@@ -157,7 +159,8 @@ def _filter_v2(batch, f: CleanerFilter, retain_empty: bool, discard_records: boo
     return FilteredBatch(data, batch.base_offset, batch.last_offset, max_ts, max_off)
 
 
-def _filter_legacy(batch, f: CleanerFilter, retain_empty: bool) -> Optional[FilteredBatch]:
+def _filter_legacy(batch: LegacyRecordBatch, f: CleanerFilter,
+                   retain_empty: bool) -> Optional[FilteredBatch]:
     stats = f.stats
     recs = batch.records()
     stats.read_messages(len(recs))

@@ -10,43 +10,48 @@ check (so empty segments left every 2^31 offsets are absorbed).
 from __future__ import annotations
 
 import os
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
+
+from kafkalog.log._mmap_index import AbstractIndex
+from kafkalog.log.segment import LogSegment
+from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["group_segments_by_size", "index_size_bytes"]
 
-INT_MAX = 2**31 - 1
 
 
-def index_size_bytes(seg) -> tuple:
+def _valid_bytes(index: AbstractIndex, path: str) -> int:
+    """The bytes of ``index``'s entries (Kafka's ``sizeInBytes``): from the mapped index when it
+    is loaded (a preallocated active index is longer), else from the file, which is not opened."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    if index.is_loaded:
+        n = index.entries * index.entry_size
+        return min(size, n) if size else n
+    return size - size % index.entry_size
+
+
+def index_size_bytes(seg: LogSegment) -> Tuple[int, int]:
     """``(offset index bytes, time index bytes)`` of a segment (the valid entries; for an inactive
     segment that is the trimmed file length)."""
-    sizes = []
-    for path in (seg.offset_index_path, seg.time_index_path):
-        try:
-            sizes.append(os.path.getsize(path))
-        except OSError:
-            sizes.append(0)
-    oi = getattr(seg, "_offset_index", None)
-    if oi is not None and hasattr(oi, "entries"):
-        sizes[0] = min(sizes[0], int(oi.entries) * 8) if sizes[0] else int(oi.entries) * 8
-    ti = getattr(seg, "_time_index", None)
-    if ti is not None and hasattr(ti, "entries"):
-        sizes[1] = min(sizes[1], int(ti.entries) * 12) if sizes[1] else int(ti.entries) * 12
-    return sizes[0], sizes[1]
+    return (_valid_bytes(seg.offset_index, seg.offset_index_path),
+            _valid_bytes(seg.time_index, seg.time_index_path))
 
 
-def _last_offset_for_first(segs: Sequence, i: int, first_uncleanable_offset: int) -> int:
+def _last_offset_for_first(segs: Sequence[LogSegment], i: int, first_uncleanable_offset: int) -> int:
     if i + 1 < len(segs):
         return segs[i + 1].base_offset - 1
     return first_uncleanable_offset - 1
 
 
-def group_segments_by_size(segments: Sequence, max_size: int, max_index_size: int,
-                           first_uncleanable_offset: int) -> List[List]:
+def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> List[List[LogSegment]]:
     """Split ``segments`` (oldest first) into groups; see the module docstring."""
     segs = list(segments)
     sizes = [index_size_bytes(s) for s in segs]
-    groups: List[List] = []
+    groups: List[List[LogSegment]] = []
     i = 0
     while i < len(segs):
         group = [segs[i]]
@@ -60,7 +65,7 @@ def group_segments_by_size(segments: Sequence, max_size: int, max_index_size: in
                     and index_size + oi <= max_index_size
                     and time_index_size + ti <= max_index_size
                     and (s.size == 0 or _last_offset_for_first(segs, i, first_uncleanable_offset)
-                         - group[0].base_offset <= INT_MAX)):
+                         - group[0].base_offset <= INT32_MAX)):
                 break
             group.append(s)
             log_size += s.size

@@ -19,25 +19,24 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import weakref
 import time
+import weakref
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
-
-from kafkalog.errors import KafkalogError
-from kafkalog.log.checkpoint import OffsetCheckpointFile
-from kafkalog.log.naming import TopicPartition, parse_topic_partition
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from kafkalog.cleaner.cleaner import LogToClean
-from kafkalog.cleaner.config import topic_value, is_compacted
+from kafkalog.errors import KafkalogError
+from kafkalog.log.checkpoint import OffsetCheckpointFile
+from kafkalog.log.log import Log
+from kafkalog.log.naming import CLEANER_OFFSET_CHECKPOINT_FILE, TopicPartition, parse_topic_partition
+from kafkalog.log.segment import LogSegment
+from kafkalog.record.constants import INT64_MAX
 
-__all__ = ["LogCleanerManager", "UncleanablePartition", "CLEANER_OFFSET_CHECKPOINT",
-           "cleanable_offsets", "calculate_cleanable_bytes", "max_compaction_delay",
-           "log_to_clean"]
+__all__ = ["LogCleanerManager", "UncleanablePartition", "cleanable_offsets",
+           "calculate_cleanable_bytes", "max_compaction_delay", "log_to_clean", "tp_of_log"]
 
 logger = logging.getLogger("kafkalog.cleaner")
 
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 MAX_RETRY_BACKOFF_MS = 3_600_000
 
 
@@ -51,12 +50,12 @@ class UncleanablePartition:
     failures: int
     retry_at_ms: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"topic": self.topic_partition.topic, "partition": self.topic_partition.partition,
                 "error": self.error, "failures": self.failures, "retryAtMs": self.retry_at_ms}
 
 
-def _non_active_from(log, offset: int) -> List:
+def _non_active_from(log: Log, offset: int) -> List[LogSegment]:
     """Non-active segments from the one containing ``offset`` (Kafka's nonActiveLogSegmentsFrom)."""
     segs = log.segments
     active = segs[-1]
@@ -68,7 +67,7 @@ def _non_active_from(log, offset: int) -> List:
     return out
 
 
-def _segments_overlapping(log, start: int, end: int) -> List:
+def _segments_overlapping(log: Log, start: int, end: int) -> List[LogSegment]:
     """Kafka's ``logSegments(from, to)``: segments with base < ``end`` from the floor of ``start``."""
     segs = log.segments
     out = []
@@ -82,7 +81,7 @@ def _segments_overlapping(log, start: int, end: int) -> List:
     return out
 
 
-def cleanable_offsets(log, last_clean_offset: Optional[int], now: int) -> Tuple[int, int, bool]:
+def cleanable_offsets(log: Log, last_clean_offset: Optional[int], now: int) -> Tuple[int, int, bool]:
     """``(first_dirty_offset, first_uncleanable_dirty_offset, force_update_checkpoint)``."""
     lso_start = log.log_start_offset
     checkpoint = lso_start if last_clean_offset is None else last_clean_offset
@@ -92,7 +91,7 @@ def cleanable_offsets(log, last_clean_offset: Optional[int], now: int) -> Tuple[
     else:
         first_dirty = checkpoint
     candidates = [log.last_stable_offset, log.active_segment.base_offset]
-    lag = max(int(topic_value(log.config, "min.compaction.lag.ms")), 0)
+    lag = max(log.config.min_compaction_lag_ms, 0)
     if lag > 0:
         for s in _non_active_from(log, first_dirty):
             if s.largest_timestamp() > now - lag:
@@ -101,7 +100,7 @@ def cleanable_offsets(log, last_clean_offset: Optional[int], now: int) -> Tuple[
     return first_dirty, max(first_dirty, min(candidates)), force
 
 
-def calculate_cleanable_bytes(log, first_dirty: int, uncleanable_offset: int) -> Tuple[int, int]:
+def calculate_cleanable_bytes(log: Log, first_dirty: int, uncleanable_offset: int) -> Tuple[int, int]:
     """``(first_uncleanable_offset, cleanable_bytes)`` with segment alignment."""
     non_active = _non_active_from(log, uncleanable_offset)
     first_uncleanable = non_active[0].base_offset if non_active else log.active_segment.base_offset
@@ -110,23 +109,24 @@ def calculate_cleanable_bytes(log, first_dirty: int, uncleanable_offset: int) ->
     return first_uncleanable, cleanable
 
 
-def max_compaction_delay(log, first_dirty: int, now: int) -> int:
+def max_compaction_delay(log: Log, first_dirty: int, now: int) -> int:
     """How far ``max.compaction.lag.ms`` is breached (0 = not)."""
     ts = [t for t in (s.get_first_batch_timestamp() for s in _non_active_from(log, first_dirty))
           if t > 0]
-    earliest = min(ts) if ts else 2**63 - 1
-    lag = max(int(topic_value(log.config, "max.compaction.lag.ms")), 0)
+    earliest = min(ts) if ts else INT64_MAX
+    lag = max(log.config.max_compaction_lag_ms, 0)
     clean_until = now - lag
     return clean_until - earliest if earliest < clean_until else 0
 
 
-def log_to_clean(tp, log, first_dirty: int, uncleanable: int, need_now: bool = False) -> LogToClean:
+def log_to_clean(tp: TopicPartition, log: Log, first_dirty: int, uncleanable: int,
+                 need_now: bool = False) -> LogToClean:
     clean_bytes = sum(s.size for s in _segments_overlapping(log, -1, first_dirty))
     first_uncleanable, cleanable = calculate_cleanable_bytes(log, first_dirty, uncleanable)
     return LogToClean(tp, log, first_dirty, first_uncleanable, clean_bytes, cleanable, need_now)
 
 
-def _tp_of(log) -> TopicPartition:
+def _tp_of(log: Log) -> TopicPartition:
     return parse_topic_partition(os.path.basename(os.path.normpath(log.dir)))
 
 
@@ -139,24 +139,24 @@ class LogCleanerManager:
         backoff_ms: base of the retry backoff of uncleanable partitions.
     """
 
-    def __init__(self, logs: Callable[[], Iterable[Tuple[TopicPartition, object]]], *,
+    def __init__(self, logs: Callable[[], Iterable[Tuple[TopicPartition, Log]]], *,
                  clock: Optional[Callable[[], int]] = None, backoff_ms: int = 15_000) -> None:
         self._logs = logs
-        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.clock: Callable[[], int] = clock or (lambda: int(time.time() * 1000))
         self.backoff_ms = max(int(backoff_ms), 1)
         self._lock = threading.RLock()
         self.in_progress: Dict[TopicPartition, str] = {}
-        self._watched = weakref.WeakSet()     # logs whose truncation hooks we registered
-        self._aborted: set = set()
+        self._watched: weakref.WeakSet[Log] = weakref.WeakSet()  # logs whose hooks we registered
+        self._aborted: Set[TopicPartition] = set()
         self.uncleanable: Dict[TopicPartition, UncleanablePartition] = {}
         self.dirtiest_log_cleanable_ratio = 0.0
 
     # --- checkpoints ------------------------------------------------------------------------------
     @staticmethod
     def checkpoint_path(data_dir: str) -> str:
-        return os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)
+        return os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT_FILE)
 
-    def _data_dir(self, log) -> str:
+    def _data_dir(self, log: Log) -> str:
         return os.path.dirname(os.path.abspath(log.dir))
 
     def read_checkpoint(self, data_dir: str) -> Dict[TopicPartition, int]:
@@ -167,7 +167,8 @@ class LogCleanerManager:
             logger.warning("Ignoring unreadable cleaner checkpoint in %s: %s", data_dir, e)
             return {}
 
-    def all_cleaner_checkpoints(self, logs=None) -> Dict[TopicPartition, int]:
+    def all_cleaner_checkpoints(self, logs: Optional[List[Tuple[TopicPartition, Log]]] = None
+                                ) -> Dict[TopicPartition, int]:
         if logs is None:
             logs = list(self._logs())
         dirs = {self._data_dir(log) for _tp, log in logs}
@@ -188,7 +189,7 @@ class LogCleanerManager:
             OffsetCheckpointFile(self.checkpoint_path(data_dir)).write(
                 {(tp.topic, tp.partition): off for tp, off in cur.items()})
 
-    def truncate_checkpoint(self, log, tp: TopicPartition, offset: int) -> None:
+    def truncate_checkpoint(self, log: Log, tp: TopicPartition, offset: int) -> None:
         """On truncation below the checkpointed offset, lower it to the active segment's base."""
         d = self._data_dir(log)
         cur = self.read_checkpoint(d).get(tp)
@@ -214,7 +215,7 @@ class LogCleanerManager:
             candidates = []
             for tp, log in logs:
                 self.watch_log(tp, log)
-                if getattr(log, "_closed", False) or not is_compacted(log.config):
+                if log._closed or not log.config.compact:  # Log has no public `closed` yet
                     continue
                 if tp in self.in_progress or self._is_uncleanable(tp, now):
                     continue
@@ -233,8 +234,7 @@ class LogCleanerManager:
                                                     default=0.0)
             eligible = [c for c in candidates
                         if (c.need_compaction_now and c.cleanable_bytes > 0)
-                        or c.cleanable_ratio > float(topic_value(c.log.config,
-                                                                 "min.cleanable.dirty.ratio"))]
+                        or c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio]
             if not eligible:
                 return None
             best = max(eligible, key=lambda c: c.cleanable_ratio)
@@ -242,7 +242,7 @@ class LogCleanerManager:
             self._aborted.discard(best.topic_partition)
             return best
 
-    def log_to_clean_now(self, tp: TopicPartition, log, now: Optional[int] = None) -> Optional[LogToClean]:
+    def log_to_clean_now(self, tp: TopicPartition, log: Log, now: Optional[int] = None) -> Optional[LogToClean]:
         """On-demand: the cleanable range of one log regardless of its dirty ratio (marked in
         progress), or None when it is being cleaned or has nothing cleanable."""
         now = self.clock() if now is None else now
@@ -293,32 +293,40 @@ class LogCleanerManager:
             if tp in self.in_progress:
                 self._aborted.add(tp)
 
+    def abort_all(self) -> None:
+        """Abort every in-progress cleaning (shutdown)."""
+        with self._lock:
+            self._aborted.update(self.in_progress)
+
     def is_aborted(self, tp: TopicPartition) -> bool:
         return tp in self._aborted
 
     # --- truncation (spec §4.9, §4.11 "Cleaner checkpoint maintenance") --------------------------
-    def watch_log(self, tp: TopicPartition, log) -> None:
+    def watch_log(self, tp: TopicPartition, log: Log) -> None:
         """Register with ``log``'s truncation hooks (once per log): before a truncation an
         in-progress cleaning of ``tp`` is aborted (``cleaner_abort_hook``, called under the log's
         writer lock - the swap re-checks under the same lock, so swapped segments never bring
         truncated data back); after it the cleaner checkpoint is lowered to the active segment's
         base offset when above it (``on_truncate``) and a cleaning that started meanwhile is
-        aborted too. Logs without the hooks are left alone."""
-        hooks = getattr(log, "on_truncate", None)
-        if not isinstance(hooks, list) or log in self._watched:
+        aborted too."""
+        if log in self._watched:
             return
         self._watched.add(log)
-        prev = getattr(log, "cleaner_abort_hook", None)
+        prev = log.cleaner_abort_hook
 
-        def abort(lg, tp=tp, prev=prev) -> None:
+        def abort(lg: Log, tp: TopicPartition = tp,
+                  prev: Optional[Callable[[Log], None]] = prev) -> None:
             if prev is not None:
                 prev(lg)
             self.abort_cleaning(tp)
 
         log.cleaner_abort_hook = abort
-        hooks.append(lambda lg, active_base, tp=tp: self.on_log_truncated(lg, tp, active_base))
+        def truncated(lg: Log, active_base: int, tp: TopicPartition = tp) -> None:
+            self.on_log_truncated(lg, tp, active_base)
 
-    def on_log_truncated(self, log, tp: TopicPartition, active_base: int) -> None:
+        log.on_truncate.append(truncated)
+
+    def on_log_truncated(self, log: Log, tp: TopicPartition, active_base: int) -> None:
         """After ``log`` was truncated: abort an in-progress cleaning, lower the checkpoint."""
         self.abort_cleaning(tp)
         try:
@@ -334,6 +342,6 @@ class LogCleanerManager:
         self.update_checkpoints(data_dir, remove=tp)
 
 
-def tp_of_log(log) -> TopicPartition:
+def tp_of_log(log: Log) -> TopicPartition:
     """The topic-partition named by a log's directory."""
     return _tp_of(log)

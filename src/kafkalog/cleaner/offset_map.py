@@ -21,8 +21,8 @@ import hashlib
 from typing import Optional
 
 from kafkalog.errors import CleanerError
-from kafkalog.record import kernel as _kernel_select
 from kafkalog.record import _kernel_py
+from kafkalog.record import kernel as _kernel_select
 
 __all__ = ["SkimpyOffsetMap", "ENTRY_SIZE", "HASH_SIZE", "cleaner_kernel"]
 

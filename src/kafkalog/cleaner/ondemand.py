@@ -3,21 +3,23 @@ of a data directory, now, regardless of ``min.cleanable.dirty.ratio``, repeating
 whole cleanable range is done (a round stops early when the offset map is full)."""
 from __future__ import annotations
 
-import time
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 
-from kafkalog.errors import KafkalogError
-
-from kafkalog.cleaner.config import CleanerConfig, is_compacted
+from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.threads import CleanResult, LogCleaner
+from kafkalog.errors import KafkalogError
+from kafkalog.log.config import BrokerConfig
+from kafkalog.log.log import Log
+from kafkalog.log.manager import LogManager
+from kafkalog.log.naming import TopicPartition
 
 __all__ = ["compact_log", "compact_data_dir", "ProgressFn"]
 
 #: ``progress(tp, log, result_or_None)``: called before (None) and after each round of a partition
-ProgressFn = Callable[[object, object, Optional[CleanResult]], None]
+ProgressFn = Callable[[TopicPartition, Log, Optional[CleanResult]], None]
 
 
-def compact_log(cleaner: LogCleaner, tp, log, *, max_rounds: int = 1000,
+def compact_log(cleaner: LogCleaner, tp: TopicPartition, log: Log, *, max_rounds: int = 1000,
                 progress: Optional[ProgressFn] = None) -> List[CleanResult]:
     """Clean ``log`` until its first dirty offset reaches its first uncleanable offset."""
     results: List[CleanResult] = []
@@ -39,23 +41,24 @@ def compact_log(cleaner: LogCleaner, tp, log, *, max_rounds: int = 1000,
     return results
 
 
-def compact_data_dir(data_dir: str, topic: Optional[str] = None, *, broker_config=None,
+def compact_data_dir(data_dir: str, topic: Optional[str] = None, *,
+                     broker_config: Optional[BrokerConfig | Mapping[str, Any]] = None,
                      force: bool = False, progress: Optional[ProgressFn] = None,
-                     on_open: Optional[Callable[[list], None]] = None) -> List[CleanResult]:
+                     on_open: Optional[Callable[[List[Tuple[TopicPartition, Log]]], None]] = None
+                     ) -> List[CleanResult]:
     """Open ``data_dir`` (taking its lock; no background threads), clean every log whose
     ``cleanup.policy`` contains ``compact`` (only ``topic``'s when given; ``force`` also cleans a
     topic whose policy is ``delete``), close it cleanly. Returns every round's result.
 
     ``on_open(selected)`` receives the ``(tp, log)`` pairs about to be cleaned (for progress bars).
     """
-    from kafkalog.log.manager import LogManager
     mgr = LogManager(data_dir, broker_config, background=False)
     try:
-        selected = []
+        selected: List[Tuple[TopicPartition, Log]] = []
         for tp, log in mgr.logs():
             if topic is not None and tp.topic != topic:
                 continue
-            if not (force and topic is not None) and not is_compacted(log.config):
+            if not (force and topic is not None) and not log.config.compact:
                 continue
             selected.append((tp, log))
         if topic is not None and not any(True for tp, _ in mgr.logs() if tp.topic == topic):
@@ -69,28 +72,7 @@ def compact_data_dir(data_dir: str, topic: Optional[str] = None, *, broker_confi
         cleaner = LogCleaner(logs=lambda: list(selected), config=cfg, clock=mgr.clock)
         results: List[CleanResult] = []
         for tp, log in selected:
-            if force and not is_compacted(log.config):
-                log = _ForcedCompact(log)
             results.extend(compact_log(cleaner, tp, log, progress=progress))
         return results
     finally:
         mgr.close()
-
-
-class _ForcedCompact:
-    """A view of a log whose config reports ``cleanup.policy=compact`` (``--force``)."""
-
-    def __init__(self, log) -> None:
-        object.__setattr__(self, "_log", log)
-        cfg = log.config
-        try:
-            forced = cfg.with_overrides({"cleanup.policy": "compact"})
-        except AttributeError:
-            forced = dict(cfg or {}, **{"cleanup.policy": "compact"})
-        object.__setattr__(self, "config", forced)
-
-    def __getattr__(self, name):
-        return getattr(self._log, name)
-
-    def __setattr__(self, name, value):
-        setattr(self._log, name, value)

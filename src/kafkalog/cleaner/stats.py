@@ -59,7 +59,7 @@ class CleanerStats:
             return 0.0
         return self.map_complete_time - self.start_time
 
-    def merge(self, other: "CleanerStats") -> None:
+    def merge(self, other: CleanerStats) -> None:
         """Add another cleaning's counters (for summaries over many partitions)."""
         for name in ("bytes_read", "bytes_written", "map_bytes_read", "map_messages_read",
                      "messages_read", "messages_written", "invalid_messages", "tombstones_removed",

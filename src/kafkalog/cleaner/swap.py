@@ -25,15 +25,14 @@ import signal
 from typing import Callable, Optional, Sequence
 
 from kafkalog.errors import KafkalogError
+from kafkalog.log.log import Log
+from kafkalog.log.segment import LogSegment
 
 __all__ = ["replace_segments", "CRASH_STEPS", "CRASH_ENV", "crash_point", "CleaningAbortedError"]
 
 CRASH_ENV = "KAFKALOG_CLEANER_CRASH_AT"
 CRASH_STEPS = ("cleaned-written", "swap-partial", "swap-renamed", "deleted-partial",
                "old-deleted", "unswap-partial", "swapped")
-CLEANED = ".cleaned"
-SWAP = ".swap"
-DELETED = ".deleted"
 
 
 class CleaningAbortedError(KafkalogError):
@@ -47,7 +46,7 @@ def crash_point(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def replace_segments(log, new_segments: Sequence, old_segments: Sequence,
+def replace_segments(log: Log, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment],
                      check: Optional[Callable[[], None]] = None) -> None:
     """Swap ``new_segments`` (suffix ``.cleaned`` or ``.swap``, flushed) in for ``old_segments``.
 
@@ -56,15 +55,7 @@ def replace_segments(log, new_segments: Sequence, old_segments: Sequence,
     deleting the new files) when an old segment is no longer part of the log (removed
     concurrently by retention or truncation) or the log is closed.
     """
-    with log._lock:
-        try:
-            if check is not None:
-                check()
-        except BaseException:
-            for s in new_segments:
-                s.delete()
-            raise
-        if not log.replace_segments(new_segments, old_segments, abort_if_missing=True,
-                                    step_hook=crash_point):
-            raise CleaningAbortedError("segments changed while cleaning; cleaning aborted",
-                                       file=log.dir)
+    if not log.replace_segments(new_segments, old_segments, abort_if_missing=True,
+                                step_hook=crash_point, check=check):
+        raise CleaningAbortedError("segments changed while cleaning; cleaning aborted",
+                                   file=log.dir)

@@ -17,26 +17,33 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
-
-from kafkalog.errors import CleanerError, KafkalogError
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from kafkalog.cleaner.cleaner import Cleaner, CleaningAbortedError, LogToClean
-from kafkalog.cleaner.config import CleanerConfig, is_compacted, topic_value
+from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.manager import LogCleanerManager
 from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.cleaner.stats import CleanerStats, Throttler
+from kafkalog.errors import CleanerError, KafkalogError
+from kafkalog.log.log import Log
+from kafkalog.log.manager import LogManager
+from kafkalog.log.naming import TopicPartition
+from kafkalog.log.retention import delete_old_segments
 
 __all__ = ["LogCleaner", "CleanResult"]
 
 logger = logging.getLogger("kafkalog.cleaner")
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 @dataclass
 class CleanResult:
     """The outcome of cleaning one partition once."""
 
-    topic_partition: object
+    topic_partition: TopicPartition
     first_dirty_offset: int
     end_offset: Optional[int]          # new first dirty offset; None when aborted / failed
     size_before: int
@@ -44,9 +51,9 @@ class CleanResult:
     stats: CleanerStats
     error: Optional[str] = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         tp = self.topic_partition
-        d = {"topic": getattr(tp, "topic", str(tp)), "partition": getattr(tp, "partition", -1),
+        d: Dict[str, Any] = {"topic": tp.topic, "partition": tp.partition,
              "firstDirtyOffset": self.first_dirty_offset, "endOffset": self.end_offset,
              "sizeBefore": self.size_before, "sizeAfter": self.size_after, "error": self.error}
         d.update(self.stats.to_json())
@@ -54,16 +61,19 @@ class CleanResult:
 
 
 class LogCleaner:
-    """Background compaction of every compacted log of a :class:`~kafkalog.log.manager.LogManager`.
+    """Background compaction of every compacted log of a :class:`~kafkalog.log.manager.LogManager`
+    (implements :class:`kafkalog.log.protocols.Cleaner`; pass the class as the manager's
+    ``cleaner_factory``).
 
     Args:
-        log_manager: provides ``logs()``, ``broker_config`` and ``clock`` (any object with those).
+        log_manager: the data directory: its ``logs()``, ``broker_config`` and ``clock``.
         logs: instead of a manager, a callable returning ``(TopicPartition, Log)`` pairs.
         config: cleaner settings (default: from the manager's broker config).
         clock: milliseconds since the epoch.
     """
 
-    def __init__(self, log_manager=None, *, logs: Optional[Callable[[], Iterable[Tuple]]] = None,
+    def __init__(self, log_manager: Optional[LogManager] = None, *,
+                 logs: Optional[Callable[[], Iterable[Tuple[TopicPartition, Log]]]] = None,
                  config: Optional[CleanerConfig] = None,
                  clock: Optional[Callable[[], int]] = None) -> None:
         if logs is None:
@@ -71,9 +81,11 @@ class LogCleaner:
                 raise CleanerError("LogCleaner needs a log manager or a logs() callable")
             logs = log_manager.logs
         if config is None:
-            config = CleanerConfig.from_broker(getattr(log_manager, "broker_config", None))
+            config = CleanerConfig.from_broker(log_manager.broker_config if log_manager else None)
         self.config = config
-        self.clock = clock or getattr(log_manager, "clock", None) or (lambda: int(time.time() * 1000))
+        if clock is None:
+            clock = log_manager.clock if log_manager is not None else _now_ms
+        self.clock: Callable[[], int] = clock
         self.manager = LogCleanerManager(logs, clock=self.clock, backoff_ms=config.backoff_ms)
         self.throttler = Throttler(config.max_io_bytes_per_second)
         self._stop = threading.Event()
@@ -82,7 +94,7 @@ class LogCleaner:
         self._results_lock = threading.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------------
-    def start(self) -> None:
+    def startup(self) -> None:
         """Start ``log.cleaner.threads`` cleaner threads."""
         if self._threads:
             return
@@ -92,25 +104,19 @@ class LogCleaner:
             self._threads.append(t)
             t.start()
 
-    startup = start
-
     def shutdown(self, timeout: Optional[float] = None) -> None:
         """Stop the threads (an in-progress cleaning is aborted at its next batch) and join them."""
         self._stop.set()
-        with self.manager._lock:
-            for tp in list(self.manager.in_progress):
-                self.manager.abort_cleaning(tp)
+        self.manager.abort_all()
         for t in self._threads:
             t.join(timeout)
         self._threads = []
-
-    stop = shutdown
 
     @property
     def alive_threads(self) -> int:
         return sum(1 for t in self._threads if t.is_alive())
 
-    def abort_cleaning(self, tp) -> None:
+    def abort_cleaning(self, tp: TopicPartition) -> None:
         """Abort the cleaning of ``tp`` (partition deleted or truncated)."""
         self.manager.abort_cleaning(tp)
 
@@ -126,7 +132,7 @@ class LogCleaner:
                        max_io_buffer_size=self.config.max_message_size, throttler=self.throttler,
                        check_done=self._check_done, clock=self.clock)
 
-    def _check_done(self, tp) -> None:
+    def _check_done(self, tp: TopicPartition) -> None:
         if self.manager.is_aborted(tp):
             raise CleaningAbortedError(f"Cleaning of {tp} aborted")
 
@@ -152,7 +158,7 @@ class LogCleaner:
         except CleaningAbortedError as e:
             result.error = str(e)
             self.manager.done_cleaning(ltc, None)
-        except Exception as e:  # noqa: BLE001 - one partition must never stop the cleaner
+        except Exception as e:
             result.error = f"{type(e).__name__}: {e}"
             self.manager.mark_uncleanable(ltc.topic_partition, e)
         result.size_after = log.size
@@ -161,11 +167,10 @@ class LogCleaner:
             del self.results[:-1000]
         return result
 
-    def _after_clean(self, log) -> None:
-        """Retention for compacted logs after cleaning (Kafka's ``deleteOldSegments``)."""
-        try:
-            from kafkalog.log.retention import delete_old_segments
-        except ImportError:
+    def _after_clean(self, log: Log) -> None:
+        """Retention for compacted logs after cleaning (Kafka's ``deleteOldSegments``). A log of
+        another policy (``kafkalog compact --force``) gets its retention from the log manager."""
+        if not log.config.compact:
             return
         try:
             delete_old_segments(log, now=self.clock())
@@ -180,14 +185,14 @@ class LogCleaner:
         return self.run_cleaning(cleaner, ltc)
 
     def _run(self) -> None:
-        cleaner = None
+        cleaner: Optional[Cleaner] = None
         while not self._stop.is_set():
             did = None
             try:
                 if cleaner is None:
                     cleaner = self.new_cleaner()
                 did = self.clean_filthiest(cleaner)
-            except Exception:  # noqa: BLE001 - the thread must survive anything
+            except Exception:
                 logger.exception("Unexpected error in the log cleaner thread; continuing")
             if did is None:
                 self._stop.wait(self.config.backoff_ms / 1000.0)

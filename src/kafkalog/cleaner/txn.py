@@ -1,78 +1,26 @@
 """Transactions during cleaning: Kafka's ``CleanedTransactionMetadata`` (spec §4.11 "Record/batch
 retention rules", "Compaction + transactions summary").
 
-Aborted transactions come from the segments' ``.txnindex`` files (34-byte entries: version int16,
-producerId, firstOffset, lastOffset, lastStableOffset). While the cleaner walks batches in offset
-order, the aborted list (ordered by first offset) is consumed as the walk passes each first offset;
-data batches of an aborted transaction are discarded, ABORT markers are kept while any batch of
-their transaction was still seen in this pass (and then re-indexed in the cleaned segment's
-``.txnindex``), COMMIT markers while any data batch of their transaction was seen.
+Aborted transactions come from the segments' ``.txnindex`` files
+(:meth:`kafkalog.log.log.Log.collect_aborted_transactions`, as Kafka's cleaner does). While the
+cleaner walks batches in offset order, the aborted list (ordered by first offset) is consumed as
+the walk passes each first offset; data batches of an aborted transaction are discarded, ABORT
+markers are kept while any batch of their transaction was still seen in this pass (and then
+re-indexed in the cleaned segment's ``.txnindex``), COMMIT markers while any data batch of their
+transaction was seen.
 """
 from __future__ import annotations
 
 import heapq
-import os
-import struct
-from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from kafkalog.errors import KafkalogError
+from kafkalog.log.txn_index import AbortedTxn
+from kafkalog.record.batch import RecordBatch
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import control_record_type
 
-__all__ = ["AbortedTxn", "read_txn_index", "collect_aborted_txns", "CleanedTransactionMetadata"]
-
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = 34
-
-
-@dataclass(frozen=True, order=True)
-class AbortedTxn:
-    """One ``.txnindex`` entry (ordered by first offset)."""
-
-    first_offset: int
-    producer_id: int
-    last_offset: int
-    last_stable_offset: int
-
-    def to_bytes(self) -> bytes:
-        return _ENTRY.pack(0, self.producer_id, self.first_offset, self.last_offset,
-                           self.last_stable_offset)
-
-
-def read_txn_index(path: str) -> List[AbortedTxn]:
-    """The entries of a ``.txnindex`` file (missing file = none; a partial trailing entry is
-    ignored)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    except OSError as e:
-        raise KafkalogError(f"cannot read transaction index: {e.strerror}", file=path) from e
-    out = []
-    for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
-        _v, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
-        out.append(AbortedTxn(first, pid, last, lso))
-    return out
-
-
-def collect_aborted_txns(segments: Iterable, start: int, upper: int) -> List[AbortedTxn]:
-    """Aborted transactions overlapping ``[start, upper)`` from the segments' txn indexes
-    (``lastOffset >= start and firstOffset < upper``), deduplicated, ordered by first offset."""
-    seen = set()
-    out = []
-    for seg in segments:
-        path = getattr(seg, "txn_index_path", None)
-        if path is None or not os.path.exists(path):
-            continue
-        for t in read_txn_index(path):
-            if t.last_offset >= start and t.first_offset < upper and t not in seen:
-                seen.add(t)
-                out.append(t)
-    out.sort()
-    return out
-
+__all__ = ["CleanedTransactionMetadata"]
 
 class _AbortedTxnMetadata:
     __slots__ = ("txn", "last_observed_batch_offset")
@@ -88,7 +36,7 @@ class CleanedTransactionMetadata:
     def __init__(self) -> None:
         self._ongoing_committed: Set[int] = set()
         self._ongoing_aborted: Dict[int, _AbortedTxnMetadata] = {}
-        self._heap: List[AbortedTxn] = []
+        self._heap: List[Tuple[int, AbortedTxn]] = []   # by first offset
         self._added: Set[AbortedTxn] = set()
         #: entries to write to the current cleaned segment's ``.txnindex`` (the cleaner drains it)
         self.cleaned_index: Optional[List[AbortedTxn]] = None
@@ -97,16 +45,16 @@ class CleanedTransactionMetadata:
         for t in txns:
             if t not in self._added:
                 self._added.add(t)
-                heapq.heappush(self._heap, t)
+                heapq.heappush(self._heap, (t.first_offset, t))
 
     def _consume_up_to(self, offset: int) -> None:
         h = self._heap
-        while h and h[0].first_offset <= offset:
-            t = heapq.heappop(h)
+        while h and h[0][0] <= offset:
+            _, t = heapq.heappop(h)
             if t.producer_id not in self._ongoing_aborted:
                 self._ongoing_aborted[t.producer_id] = _AbortedTxnMetadata(t)
 
-    def on_control_batch_read(self, batch) -> bool:
+    def on_control_batch_read(self, batch: RecordBatch) -> bool:
         """Returns True when the control batch may be discarded (its transaction has no data left
         in this pass)."""
         self._consume_up_to(batch.last_offset)
@@ -116,7 +64,7 @@ class CleanedTransactionMetadata:
         try:
             ctype = control_record_type(recs[0].key)
         except KafkalogError as e:
-            raise e.at(None, batch.position)
+            raise e.at(None, batch.position) from None
         pid = batch.producer_id
         if ctype == ControlRecordType.ABORT:
             meta = self._ongoing_aborted.pop(pid, None)
@@ -132,7 +80,7 @@ class CleanedTransactionMetadata:
             return True
         return False
 
-    def on_batch_read(self, batch) -> bool:
+    def on_batch_read(self, batch: RecordBatch) -> bool:
         """Returns True when the data batch belongs to an aborted transaction (discard it)."""
         self._consume_up_to(batch.last_offset)
         if batch.magic >= 2 and batch.is_transactional:

@@ -11,15 +11,29 @@ from typing import Optional
 
 import click
 
-from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.paths import existing_data_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
 
 
+def _why_not_cleaned(log) -> str:
+    """Why the cleaner may find nothing to clean in ``log``: Kafka never cleans the active segment,
+    keeps records younger than min.compaction.lag.ms and waits for min.cleanable.dirty.ratio."""
+    segments = log.segments
+    cfg = log.config
+    if len(segments) <= 1:
+        return ("only the active segment holds records, and the active segment is never cleaned "
+                f"(it rolls at segment.bytes={cfg.get('segment.bytes')} or segment.ms={cfg.get('segment.ms')})")
+    return (f"the dirty part of the {len(segments) - 1} inactive segment(s) is below "
+            f"min.cleanable.dirty.ratio={cfg.get('min.cleanable.dirty.ratio')}, or its records are younger "
+            f"than min.compaction.lag.ms={cfg.get('min.compaction.lag.ms')} (the active segment is never cleaned)")
+
+
 @click.command("compact")
-@click.argument("data_dir", type=click.Path(file_okay=False))
+@click.argument("data_dir", type=click.Path())
 @click.argument("topic", required=False)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Output format (json: JSON lines).")
+              show_default=True, help=FORMAT_OPTION_HELP)
 @click.option("--force", is_flag=True,
               help="Compact TOPIC even when its cleanup.policy does not contain 'compact'.")
 @click.option("--dedupe-buffer-size", type=int, default=None,
@@ -29,6 +43,7 @@ from kafkalog.cli.progress import progress_bar, progress_enabled
 def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
             dedupe_buffer_size: Optional[int], no_progress: bool) -> None:
     """Compact every compacted topic of DATA_DIR (or only TOPIC) now."""
+    existing_data_dir(data_dir)
     from kafkalog.cleaner import compact_data_dir
     from kafkalog.cleaner.stats import CleanerStats
     broker = {}
@@ -37,8 +52,11 @@ def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         state = {"bar": None, "tp": None}
+        waiting: dict = {}
 
         def on_open(selected) -> None:
+            for tp, log in selected:
+                waiting[(tp.topic, tp.partition)] = _why_not_cleaned(log)
             state["bar"] = stack.enter_context(progress_bar(
                 len(selected), "compacting", enabled=progress_enabled(no_progress or fmt == "json")))
 
@@ -64,6 +82,8 @@ def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
         key = (r.topic_partition.topic, r.topic_partition.partition)
         first = parts.setdefault(key, [r.size_before, r.size_after])
         first[1] = r.size_after
+    idle = {k: why for k, why in waiting.items() if k not in parts or not any(
+        r.stats.messages_read for r in results if (r.topic_partition.topic, r.topic_partition.partition) == k)}
     size_before = sum(v[0] for v in parts.values())
     size_after = sum(v[1] for v in parts.values())
     elapsed = time.monotonic() - started
@@ -76,6 +96,8 @@ def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
                "errors": [{"topic": r.topic_partition.topic,
                            "partition": r.topic_partition.partition, "error": r.error}
                           for r in failed],
+               "notCleaned": [{"topic": t, "partition": p, "reason": why}
+                              for (t, p), why in sorted(idle.items())],
                "elapsedSecs": round(elapsed, 3)}
     if fmt == "json":
         emit(summary)
@@ -90,6 +112,11 @@ def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
         if total.invalid_messages:
             click.echo(f"  dropped {total.invalid_messages:,} record(s) without a key: a compacted "
                        f"topic keeps only keyed records (as Kafka's cleaner does)")
+        if not waiting:
+            click.echo("  no partition of a topic with cleanup.policy=compact"
+                       + (f" named {topic}" if topic else "") + " (use --force TOPIC for another policy)")
+        for (t, p), why in sorted(idle.items()):
+            click.echo(f"  {t}-{p}: nothing cleaned: {why}")
         for r in failed:
             click.echo(f"  FAILED {r.topic_partition.topic}-{r.topic_partition.partition}: "
                        f"{r.error}", err=True)

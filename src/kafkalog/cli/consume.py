@@ -30,15 +30,18 @@ def _text(b: Optional[bytes], force_b64: bool):
 @click.command("consume")
 @click.argument("data_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("topic")
-@click.option("--partition", type=click.IntRange(0), default=None)
+@click.option("--partition", type=click.IntRange(0), default=None,
+              help="Only this partition (default: every partition, one after another).")
 @click.option("--offset", type=click.IntRange(0), default=None, help="Start offset.")
 @click.option("--from-beginning", is_flag=True, help="Start at the log start offset (default when "
               "neither --offset nor --timestamp is given).")
 @click.option("--timestamp", type=int, default=None, help="Start at the first record with a "
               "timestamp >= this (ms).")
-@click.option("--max-records", type=click.IntRange(0), default=None)
+@click.option("--max-records", type=click.IntRange(0), default=None,
+              help="Stop after this many records.")
 @click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
-              default="read_uncommitted", show_default=True)
+              default="read_uncommitted", show_default=True,
+              help="read_committed skips aborted transactions and stops at the last stable offset.")
 @click.option("--base64", "b64", is_flag=True, help="Print keys, values and header values as base64.")
 @handle_errors()
 def consume(data_dir: str, topic: str, partition: Optional[int], offset: Optional[int],

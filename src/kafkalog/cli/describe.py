@@ -11,7 +11,8 @@ from typing import List, Optional
 
 import click
 
-from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.paths import existing_data_dir
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.checkpoint import OffsetCheckpointFile
 from kafkalog.log.naming import parse_partition_dir_name
@@ -91,12 +92,13 @@ def describe_dir(data_dir: str) -> List[dict]:
 
 
 @click.command("describe")
-@click.argument("data_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("data_dir", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+              show_default=True, help=FORMAT_OPTION_HELP)
 @handle_errors()
 def describe(data_dir: str, fmt: str) -> None:
     """Topics, partitions, offsets, sizes and segment counts of DATA_DIR (read-only)."""
+    existing_data_dir(data_dir)
     if not os.access(data_dir, os.R_OK):
         raise LogDirError("cannot read the data directory", file=data_dir)
     rows = describe_dir(data_dir)

@@ -12,11 +12,13 @@ import mmap
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, TextIO, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
 import click
 
-from kafkalog.errors import KafkalogError
+from kafkalog.cli.output import EXIT_ERROR, EXIT_FINDINGS, FORMAT_OPTION_HELP, report_error
+from kafkalog.cli.paths import is_partition_dir
+from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.record.constants import ControlRecordType, TimestampType
 from kafkalog.record.control import EndTransactionMarker, parse_control_key
 from kafkalog.record.records import iter_batches
@@ -24,7 +26,7 @@ from kafkalog.record.records import iter_batches
 __all__ = ["dump", "DumpOptions", "DUMPERS", "register_dumper", "dump_records_file",
            "batch_json", "record_json", "dump_record_set"]
 
-INT_MAX = 2**31 - 1
+from kafkalog.record.constants import INT32_MAX as INT_MAX
 
 
 @dataclass
@@ -265,48 +267,91 @@ def _suffix(path: str) -> str:
     return name[name.rfind("."):] if "." in name else ""
 
 
+def expand_paths(paths: Sequence[str]) -> List[str]:
+    """Files to dump: each file as given; a directory's dumpable files in name order (a data directory:
+    its checkpoint files, then every partition directory's files)."""
+    out: List[str] = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise LogDirError("no such file or directory", file=path)
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        names = sorted(os.listdir(path))
+        files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))
+                 and _suffix(n) in DUMPERS and not n.startswith(".lock")]
+        subdirs = [os.path.join(path, n) for n in names if os.path.isdir(os.path.join(path, n))
+                   and is_partition_dir(os.path.join(path, n))]
+        if not files and not subdirs:
+            raise LogDirError("no segment, index or checkpoint files in this directory", file=path)
+        out.extend(files)
+        for d in subdirs:
+            out.extend(os.path.join(d, n) for n in sorted(os.listdir(d))
+                       if os.path.isfile(os.path.join(d, n)) and _suffix(n) in DUMPERS)
+    return out
+
+
 @click.command("dump")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--deep-iteration", "--deep", "deep_iteration", is_flag=True, help="Iterate records inside batches.")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--files", "files_opt", default=None, metavar="FILE1,FILE2",
+              help="Comma-separated files to dump, as kafka-dump-log.sh's --files (added to PATHS).")
+@click.option("--deep-iteration", "--deep", "deep_iteration", is_flag=True,
+              help="Iterate records inside batches (kafka-dump-log.sh's --deep-iteration).")
 @click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies "
               "--deep-iteration).")
 @click.option("--skip-record-metadata", is_flag=True, help="Omit per-record metadata.")
-@click.option("--max-bytes", type=int, default=None, help="Only read the first N bytes of each "
+@click.option("--max-bytes", type=click.IntRange(0), default=None, help="Only read the first N bytes of each "
               ".log file.")
-@click.option("--max-message-size", type=int, default=5 * 1024 * 1024, show_default=True)
-@click.option("--verify-index-only", is_flag=True)
-@click.option("--index-sanity-check", is_flag=True)
+@click.option("--max-message-size", type=click.IntRange(1), default=5 * 1024 * 1024, show_default=True,
+              help="Largest batch accepted when reading a raw record set.")
+@click.option("--verify-index-only", is_flag=True,
+              help="For .index/.timeindex files: only check the entries against the .log and report "
+                   "mismatches, without printing the entries.")
+@click.option("--index-sanity-check", is_flag=True,
+              help="For .index/.timeindex files: run Kafka's index sanity check only.")
 @click.option("--records", "as_records", is_flag=True, help="Read every file as a raw record set, "
               "whatever its suffix.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-def dump(files, deep_iteration, print_data_log, skip_record_metadata, max_bytes,
+              show_default=True, help=FORMAT_OPTION_HELP)
+def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata, max_bytes,
          max_message_size, verify_index_only, index_sanity_check, as_records, fmt) -> None:
-    """Print the contents of log segments (kafka-dump-log.sh) and raw record-set files."""
+    """Print the contents of segment, index, snapshot and checkpoint files (kafka-dump-log.sh).
+    PATHS may be files, partition directories or data directories. Exit 1 when damage is found."""
     opts = DumpOptions(deep_iteration=deep_iteration, print_data_log=print_data_log,
                        skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,
                        max_message_size=max_message_size, verify_index_only=verify_index_only,
                        index_sanity_check=index_sanity_check, json=fmt == "json",
                        out=sys.stdout, err=sys.stderr)
+    given = list(paths) + ([f for f in files_opt.split(",") if f] if files_opt else [])
+    if not given:
+        raise click.UsageError("give the files to dump (PATHS or --files)")
+    try:
+        files = expand_paths(given)
+    except KafkalogError as e:
+        report_error(e, opts.json)
+        sys.exit(EXIT_ERROR)
     status = 0
     for path in files:
         fn = dump_records_file if as_records else DUMPERS.get(_suffix(path))
-        if fn is None:
-            opts.err.write(f"Ignoring unknown file {path}\n")
+        if fn is None:      # as kafka-dump-log.sh; --records reads any file as a record set
+            if opts.json:
+                opts.out.write(json.dumps({"type": "skipped", "file": path, "reason": "unknown file"}) + "\n")
+            else:
+                opts.err.write(f"Ignoring unknown file {path}\n")
             continue
         if not opts.json:
             opts.out.write(f"Dumping {path}\n")
         try:
-            status |= fn(path, opts)
+            status = max(status, fn(path, opts))
+        except BrokenPipeError:
+            raise
         except KafkalogError as e:
-            status = 1
-            if opts.json:
-                opts.out.write(json.dumps({"type": "error", **e.at(path, 0).to_json()}) + "\n")
-            else:
-                opts.err.write(f"Error: {e.at(path, 0)}\n")
+            status = max(status, EXIT_FINDINGS)
+            report_error(e if e.file else e.at(path, 0), opts.json)
         except OSError as e:
-            status = 1
-            opts.err.write(f"Error: {path}: {e}\n")
+            status = max(status, EXIT_ERROR)
+            report_error(e, opts.json)
+    opts.out.flush()
     sys.exit(status)
 
 

@@ -26,6 +26,10 @@ CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkp
                     "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 
 
+#: findings after which the rest of an index file is not read as entries
+_STRUCTURAL = frozenset({"index-size", "index-order"})
+
+
 def _j(opts: DumpOptions, obj: dict) -> None:
     opts.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
 
@@ -123,33 +127,44 @@ def _dump_index(path: str, opts: DumpOptions, fmt: _IndexFormat) -> int:
         return done
     res = fmt.check(path, _sibling_scan(path, fmt.suffix))
     ap = os.path.abspath(path)
+    # entries at or after the first structural error are not index entries (a damaged or foreign file)
+    bad_at = min((f.position for f in res.findings if f.check in _STRUCTURAL and f.position is not None),
+                 default=None)
+    entries = res.entries if bad_at is None else res.entries[: bad_at // fmt.entry_size]
     if opts.json:
         if not opts.verify_index_only:
             k0, k1 = fmt.entry_keys
-            for a, b in res.entries:
+            for a, b in entries:
                 _j(opts, {"type": fmt.entry_type, k0: a, k1: b})
         for rep in fmt.reports:
             k0, k1 = rep.json_keys
             for a, b in getattr(res, rep.field):
                 _j(opts, {"type": rep.json_type, "file": ap, k0: a, k1: b})
         for f in res.findings:
-            if fmt.json_findings is None or f.check in fmt.json_findings:
+            if fmt.json_findings is None or f.check in fmt.json_findings or f.check in _STRUCTURAL:
                 _j(opts, {"type": "finding", **f.to_json()})
-        summary = {"type": "summary", "file": path, "entries": len(res.entries)}
+        summary = {"type": "summary", "file": path, "entries": len(entries)}
         for rep in fmt.reports:
             summary[rep.summary_key] = len(getattr(res, rep.field))
         summary["zeroFilledTailAt"] = res.zero_tail_at
         _j(opts, summary)
     else:
         if not opts.verify_index_only:
-            for a, b in res.entries:
+            for a, b in entries:
                 opts.out.write(fmt.entry_line.format(a, b))
+        opts.out.flush()
         for rep in fmt.reports:
             pairs = getattr(res, rep.field)
             if pairs:
                 opts.err.write(rep.header.format(file=ap))
                 for a, b in pairs:
                     opts.err.write(rep.line.format(a, b))
+        errors = [f for f in res.findings if f.level == "error"]
+        for f in errors:
+            if f.position is not None:
+                opts.err.write(f"Error: {ap} at byte {f.position}: {f.message}\n")
+        if errors:
+            opts.err.write(f"Error: {ap}: {len(errors)} problem(s) found\n")
     return 1 if any(f.level == "error" for f in res.findings) else 0
 
 

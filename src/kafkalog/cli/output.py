@@ -1,31 +1,44 @@
-"""Output helpers of the ``kafkalog`` commands: JSON lines and typed errors.
+"""Output of the ``kafkalog`` commands: JSON lines, typed errors printed once, exit codes.
 
-Exit codes: 0 success; 1 corruption found (``verify``) or a command-level failure; 2 bad input or
-usage (a :class:`~kafkalog.errors.KafkalogError`, an unreadable file, click's usage errors).
+Exit codes, the same for every command: 0 success; 1 damage found (``verify``, ``dump``) or a
+command-level failure (a partition that could not be compacted); 2 bad input or usage (a
+:class:`~kafkalog.errors.KafkalogError`, a path that is not what the command needs, click's usage
+errors). An error is printed once: as one JSON line on stdout when the command prints JSON
+(``--format json``), otherwise as one line on stderr. A closed pipe (``kafkalog dump ... | head``)
+ends the command quietly with the status of a process killed by SIGPIPE (141), as Unix tools do.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional, TypeVar
 
-import click
 
 from kafkalog.errors import KafkalogError
+
+__all__ = ["EXIT_OK", "EXIT_FINDINGS", "EXIT_ERROR", "EXIT_BROKEN_PIPE", "emit", "error_json",
+           "report_error", "handle_errors", "FORMAT_OPTION_HELP", "quiet_broken_pipe"]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+EXIT_BROKEN_PIPE = 128 + 13
+
+FORMAT_OPTION_HELP = "Output format: text for people, json for JSON lines (errors too) for scripts."
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def emit(obj: Any) -> None:
     """Print one JSON line on stdout."""
-    click.echo(json.dumps(obj, separators=(",", ":"), default=str))
+    sys.stdout.write(json.dumps(obj, separators=(",", ":"), default=str) + "\n")
 
 
 def error_json(e: BaseException) -> dict:
+    """The JSON line of an error: Kafka-style error name, message, file, position (and input line)."""
     if isinstance(e, KafkalogError):
         return {"type": "error", **e.to_json()}
     if isinstance(e, OSError):
@@ -35,19 +48,51 @@ def error_json(e: BaseException) -> dict:
             "position": None}
 
 
-def handle_errors(json_errors: bool = True) -> Callable:
-    """Decorator: a KafkalogError or OSError becomes one JSON error line on stdout (and a plain
-    message on stderr) and exit code 2; never a traceback for bad input."""
-    def deco(fn: Callable) -> Callable:
+def error_text(e: BaseException) -> str:
+    if isinstance(e, OSError) and not isinstance(e, KafkalogError):
+        where = f"{e.filename}: " if e.filename else ""
+        return f"{where}{e.strerror or e}"
+    return str(e)
+
+
+def report_error(e: BaseException, as_json: bool) -> None:
+    """Print ``e`` once: a JSON line on stdout in JSON mode, else ``Error: ...`` on stderr."""
+    if as_json:
+        emit(error_json(e))
+        sys.stdout.flush()
+    else:
+        sys.stderr.write(f"Error: {error_text(e)}\n")
+        sys.stderr.flush()
+
+
+def quiet_broken_pipe() -> None:
+    """After EPIPE on stdout: point stdout at /dev/null (so the interpreter's final flush cannot
+    complain again) and exit with SIGPIPE's status, printing nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    os._exit(EXIT_BROKEN_PIPE)
+
+
+def handle_errors(json_errors: bool = True, format_param: Optional[str] = "fmt") -> Callable[[F], F]:
+    """Decorator of a command: a KafkalogError or OSError becomes one error (see
+    :func:`report_error`) and exit code 2; never a traceback for bad input. The error is JSON when
+    the command's ``format_param`` argument is ``"json"``; a command without that argument prints
+    JSON errors when ``json_errors`` is true (its normal output is JSON lines)."""
+    def deco(fn: F) -> F:
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            fmt = kwargs.get(format_param) if format_param else None
+            as_json = fmt == "json" if fmt is not None else json_errors
             try:
                 return fn(*args, **kwargs)
+            except BrokenPipeError:
+                raise
             except (KafkalogError, OSError) as e:
-                if json_errors:
-                    emit(error_json(e))
-                msg = str(e) if isinstance(e, KafkalogError) else f"{e.filename}: {e.strerror or e}"
-                click.echo(f"Error: {msg}", err=True)
+                report_error(e, as_json)
                 sys.exit(EXIT_ERROR)
-        return wrapper
+        return wrapper  # type: ignore[return-value]
     return deco

@@ -1,40 +1,227 @@
-"""``kafkalog produce DATA_DIR TOPIC``: append JSON lines from stdin.
+"""``kafkalog produce DATA_DIR TOPIC``: append records read from stdin (or ``--file``), as they arrive.
 
-Each input line is an object with ``key`` and ``value`` (UTF-8 strings or null; base64 with
-``--base64``), optional ``headers`` (object or list of ``[key, value]``), ``timestamp`` (ms) and
-``partition``. The topic is created when missing (``--partitions``, ``--config key=value``).
-Prints one JSON summary line; a malformed input line stops the command with a JSON error line
-naming the line number (records before it are appended).
+Input, one record a line:
+
+* JSON lines (default): an object with ``key`` and ``value`` (UTF-8 strings or null; base64 with
+  ``--base64``), optional ``headers`` (object or list of ``[key, value]``), ``timestamp`` (ms) and
+  ``partition``. Any other field is refused with its line number: a typo such as ``"vlaue"`` must
+  not write a tombstone.
+* ``--input text``: the line is the value; with ``--key-separator SEP`` (kcat's ``-K``) the text before
+  the first SEP is the key. ``--value-files`` reads each value from the file the line names.
+
+Records are appended as they arrive (within ``linger.ms`` when input pauses), so
+``tail -f events | kafkalog produce DIR topic`` works and a killed process loses at most what had not
+lingered yet. The data directory and the topic are created only when the first valid record arrives
+(``--partitions``, ``--config key=value``). A bad line stops the command with an error naming the
+input and line, after the records before it are appended. Ctrl-C appends what was read and ends
+with the summary. The summary (one JSON line, or text with ``--format text``) has the record count
+and each partition's first and last offset: where to resume.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
+import os
+import select
+import signal
 import sys
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
 
 import click
 
-from kafkalog.cli.output import EXIT_ERROR, emit, handle_errors
+from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors, report_error
+from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidRecordError, KafkalogError
 
+__all__ = ["produce"]
 
-def _bytes(v: Any, b64: bool, what: str, line: int) -> Optional[bytes]:
-    if v is None:
-        return None
-    if not isinstance(v, str):
-        raise InvalidRecordError(f"line {line}: {what} must be a string or null")
-    if b64:
+JSON_FIELDS = frozenset({"key", "value", "headers", "timestamp", "partition"})
+IDLE_FLUSH_S = 0.005            # the producer's default linger.ms
+
+
+@dataclass
+class InputRecord:
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Optional[List[Tuple[str, Optional[bytes]]]] = None
+    timestamp: Optional[int] = None
+    partition: Optional[int] = None
+
+
+@dataclass
+class LineParser:
+    """Turns input lines into records; every error names the input and the line."""
+
+    source: str
+    input_format: str = "json"
+    b64: bool = False
+    key_separator: Optional[str] = None
+    value_files: bool = False
+    line: int = 0
+
+    def error(self, message: str) -> InvalidRecordError:
+        return InvalidRecordError(f"line {self.line}: {message}", file=self.source, line=self.line)
+
+    def _bytes(self, v: Any, what: str) -> Optional[bytes]:
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise self.error(f"{what} must be a string or null")
+        if self.b64:
+            try:
+                return base64.b64decode(v, validate=True)
+            except (binascii.Error, ValueError):
+                raise self.error(f"{what} is not valid base64") from None
+        return v.encode("utf-8")
+
+    def _value_from_file(self, path: str) -> bytes:
         try:
-            return base64.b64decode(v, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidRecordError(f"line {line}: {what} is not valid base64") from None
-    return v.encode("utf-8")
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise self.error(f"cannot read the value file {path!r}: {e.strerror or e}") from None
+
+    def parse(self, raw: bytes) -> Optional[InputRecord]:
+        """The record of one line (without its newline), or None for a blank line."""
+        self.line += 1
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self.error(f"not UTF-8 (byte {e.start} of the line)") from None
+        if text.endswith("\r"):
+            text = text[:-1]
+        if self.input_format == "text":
+            return self._parse_text(text)
+        if not text.strip():
+            return None
+        return self._parse_json(text)
+
+    def _parse_text(self, text: str) -> InputRecord:
+        key: Optional[bytes] = None
+        value_text = text
+        if self.key_separator is not None:
+            if self.key_separator not in text:
+                raise self.error(f"no key separator {self.key_separator!r} in the line")
+            k, value_text = text.split(self.key_separator, 1)
+            key = k.encode("utf-8")
+        value = self._value_from_file(value_text) if self.value_files else value_text.encode("utf-8")
+        return InputRecord(key, value)
+
+    def _parse_json(self, text: str) -> InputRecord:
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise self.error(f"invalid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise self.error("expected a JSON object")
+        unknown = sorted(set(obj) - JSON_FIELDS)
+        if unknown:
+            raise self.error(f"unknown field(s) {', '.join(map(repr, unknown))}; a record has "
+                             f"{', '.join(sorted(JSON_FIELDS))}")
+        if "value" not in obj and "key" not in obj:
+            raise self.error("a record needs a \"value\" (null for a tombstone) or a \"key\"")
+        key = self._bytes(obj.get("key"), "key")
+        value = self._value_from_file(obj["value"]) if self.value_files and obj.get("value") is not None \
+            else self._bytes(obj.get("value"), "value")
+        headers = obj.get("headers")
+        hs: Optional[List[Tuple[str, Optional[bytes]]]] = None
+        if headers:
+            items = headers.items() if isinstance(headers, dict) else headers
+            if not isinstance(items, (list, type({}.items()))):
+                raise self.error("headers must be an object or a list of [key, value] pairs")
+            hs = []
+            for h in items:
+                if not isinstance(h, (list, tuple)) or len(h) != 2 or not isinstance(h[0], str):
+                    raise self.error("headers must be an object or a list of [key, value] pairs")
+                hs.append((h[0], self._bytes(h[1], "header value")))
+        ts = obj.get("timestamp")
+        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool) or ts < 0):
+            raise self.error("timestamp must be a non-negative integer (ms)")
+        part = obj.get("partition")
+        if part is not None and (not isinstance(part, int) or isinstance(part, bool) or part < 0):
+            raise self.error("partition must be a non-negative integer")
+        return InputRecord(key, value, hs, ts, part)
 
 
-def _parse_config(items) -> dict:
+def read_lines(stream: BinaryIO, idle_s: float) -> Iterator[Optional[bytes]]:
+    """Lines of ``stream`` without their newline as they arrive; ``None`` each time the input has been
+    idle for ``idle_s`` with nothing more to read (the moment to hand lingering records over)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):    # an in-memory stream: no waiting
+        for line in stream:
+            yield line[:-1] if line.endswith(b"\n") else line
+        return
+    pending = b""
+    while True:
+        nl = pending.find(b"\n")
+        if nl >= 0:
+            line, pending = pending[:nl], pending[nl + 1:]
+            yield line
+            continue
+        ready, _, _ = select.select([fd], [], [], idle_s)
+        if not ready:
+            yield None
+            select.select([fd], [], [])
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            if pending:
+                yield pending
+            return
+        pending += chunk
+
+
+@dataclass
+class ProduceRun:
+    """The state of one ``produce``: opened lazily at the first valid record."""
+
+    data_dir: str
+    topic: str
+    partitions: int
+    topic_config: Dict[str, str]
+    compression: Optional[str]
+    dl: Any = None
+    producer: Any = None
+    records: int = 0
+    offsets: Dict[int, Tuple[int, int]] = field(default_factory=dict)
+
+    def send(self, rec: InputRecord) -> None:
+        if self.producer is None:
+            import kafkalog
+            self.dl = kafkalog.open(self.data_dir, background=False)
+            if not self.dl.manager.has_topic(self.topic):
+                self.dl.create_topic(self.topic, self.partitions, self.topic_config)
+            self.producer = self.dl.producer(compression=self.compression)
+        self.producer.send(self.topic, rec.value, rec.key, rec.headers, rec.timestamp, rec.partition)
+        self.records += 1
+
+    def flush(self) -> None:
+        if self.producer is None:
+            return
+        for (_t, p), (first, last) in self.producer.flush().items():
+            prev = self.offsets.get(p)
+            self.offsets[p] = (prev[0] if prev else first, last)
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self.dl is not None:
+                self.dl.close()
+
+    def summary(self, interrupted: bool) -> dict:
+        return {"type": "summary", "topic": self.topic, "records": self.records,
+                "batches": self.producer.batches_sent if self.producer is not None else 0,
+                "interrupted": interrupted,
+                "partitions": {str(p): {"firstOffset": a, "lastOffset": b}
+                               for p, (a, b) in sorted(self.offsets.items())}}
+
+
+def _parse_config(items: Tuple[str, ...]) -> Dict[str, str]:
     out = {}
     for it in items:
         if "=" not in it:
@@ -44,72 +231,76 @@ def _parse_config(items) -> dict:
     return out
 
 
+def _print_summary(s: dict, fmt: str) -> None:
+    if fmt == "json":
+        emit(s)
+        return
+    parts = ", ".join(f"{p}: {o['firstOffset']}..{o['lastOffset']}" for p, o in s["partitions"].items())
+    how = " (interrupted)" if s["interrupted"] else ""
+    click.echo(f"{s['records']} record(s) appended to {s['topic']}{how}"
+               + (f"; partition: offsets {parts}" if parts else ""), err=True)
+
+
 @click.command("produce")
-@click.argument("data_dir", type=click.Path(file_okay=False))
+@click.argument("data_dir", type=click.Path())
 @click.argument("topic")
-@click.option("--base64", "b64", is_flag=True, help="Keys, values and header values are base64.")
+@click.option("--file", "input_file", type=click.Path(dir_okay=False), default=None,
+              help="Read records from this file instead of stdin.")
+@click.option("--input", "input_format", type=click.Choice(["json", "text"]), default="json",
+              show_default=True, help="Input: JSON lines (key, value, headers, timestamp, partition) or "
+                                       "text lines (the value, or KEY<sep>VALUE with --key-separator).")
+@click.option("-K", "--key-separator", default=None, metavar="SEP",
+              help="With --input text: the key is the text before the first SEP (kcat's -K).")
+@click.option("--value-files", is_flag=True,
+              help="Each value names a file whose contents are the record's value.")
+@click.option("--base64", "b64", is_flag=True, help="JSON keys, values and header values are base64.")
 @click.option("--partitions", type=click.IntRange(1), default=1, show_default=True,
               help="Partitions of the topic when it is created.")
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
               default=None, help="Batch compression (default: the topic's compression.type).")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
-              help="Topic config for a new topic (repeatable).")
-@click.option("--batch-size", type=click.IntRange(1), default=256 * 1024, show_default=True)
+              help="Topic config for a new topic (repeatable), e.g. --config segment.bytes=1048576.")
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help=FORMAT_OPTION_HELP)
 @handle_errors()
-def produce(data_dir: str, topic: str, b64: bool, partitions: int, compression: Optional[str],
-            configs, batch_size: int) -> None:
-    """Append JSON-lines records from stdin to TOPIC in DATA_DIR."""
-    import kafkalog
+def produce(data_dir: str, topic: str, input_file: Optional[str], input_format: str,
+            key_separator: Optional[str], value_files: bool, b64: bool, partitions: int,
+            compression: Optional[str], configs: Tuple[str, ...], fmt: str) -> None:
+    """Append records from stdin (JSON lines or text lines) to TOPIC in DATA_DIR as they arrive."""
+    if key_separator is not None and input_format != "text":
+        raise click.UsageError("--key-separator goes with --input text")
+    if key_separator == "":
+        raise click.BadParameter("the key separator cannot be empty", param_hint="-K")
+    new_or_existing_data_dir(data_dir)
     cfg = _parse_config(configs)
-    dl = kafkalog.open(data_dir, background=False)
-    error = None
+    source = input_file if input_file is not None else "<stdin>"
+    parser = LineParser(source, input_format, b64, key_separator, value_files)
+    run = ProduceRun(data_dir, topic, partitions, cfg, compression)
+    stream: BinaryIO = open(input_file, "rb") if input_file is not None else sys.stdin.buffer
+    error: Optional[KafkalogError] = None
+    interrupted = False
+    previous = signal.getsignal(signal.SIGINT)
     try:
-        if not dl.manager.has_topic(topic):
-            dl.create_topic(topic, partitions, cfg)
-        p = dl.producer(compression=compression, batch_size=batch_size)
-        n = 0
-        stdin = sys.stdin
-        for lineno, line in enumerate(stdin, 1):
-            if not line.strip():
+        for raw in read_lines(stream, IDLE_FLUSH_S):
+            if raw is None:
+                run.flush()
                 continue
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                error = InvalidRecordError(f"line {lineno}: invalid JSON: {e}")
-                break
-            if not isinstance(obj, dict):
-                error = InvalidRecordError(f"line {lineno}: expected a JSON object")
-                break
-            try:
-                key = _bytes(obj.get("key"), b64, "key", lineno)
-                value = _bytes(obj.get("value"), b64, "value", lineno)
-                headers = obj.get("headers")
-                hs = None
-                if headers:
-                    items = headers.items() if isinstance(headers, dict) else headers
-                    hs = []
-                    for h in items:
-                        if not isinstance(h, (list, tuple)) or len(h) != 2 or not isinstance(h[0], str):
-                            raise InvalidRecordError(f"line {lineno}: headers must be an object or a "
-                                                     f"list of [key, value] pairs")
-                        hs.append((h[0], _bytes(h[1], b64, "header value", lineno)))
-                ts = obj.get("timestamp")
-                if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool)):
-                    raise InvalidRecordError(f"line {lineno}: timestamp must be an integer")
-                part = obj.get("partition")
-                if part is not None and (not isinstance(part, int) or isinstance(part, bool)):
-                    raise InvalidRecordError(f"line {lineno}: partition must be an integer")
-                p.send(topic, value, key, hs, ts, part)
-            except KafkalogError as e:
-                error = e
-                break
-            n += 1
-        offsets = p.flush()
-        summary = {"type": "summary", "topic": topic, "records": n, "batches": p.batches_sent,
-                   "partitions": {str(tp[1]): {"firstOffset": a, "lastOffset": b}
-                                  for tp, (a, b) in sorted(offsets.items())}}
-        emit(summary)
+            rec = parser.parse(raw)
+            if rec is not None:
+                run.send(rec)
+    except KafkalogError as e:
+        error = e
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        dl.close()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)     # a second Ctrl-C must not cut the flush
+        try:
+            run.close()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            if input_file is not None:
+                stream.close()
+    _print_summary(run.summary(interrupted), fmt)
     if error is not None:
-        raise error
+        report_error(error, fmt == "json")
+        sys.exit(2)

@@ -16,6 +16,7 @@ import os
 import click
 
 from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.paths import data_dir_or_partition_dir, is_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.errors import LogDirError
 from kafkalog.log.log import Log
@@ -42,10 +43,6 @@ def _emit_report(name: str, report) -> dict:
     return summary
 
 
-def _is_partition_dir(path: str) -> bool:
-    return any(n.endswith(".log") and n.split(".")[0].isdigit() for n in os.listdir(path))
-
-
 def _recover_partition(path: str) -> dict:
     parent = os.path.dirname(os.path.abspath(path))
     lock = os.path.join(parent, ".lock")
@@ -61,11 +58,10 @@ def _recover_partition(path: str) -> dict:
         cfg = None
         topic_cfg = None
         try:
-            from kafkalog.log.manager import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
-            from kafkalog.log.naming import parse_partition_dir_name
             from kafkalog.log.config import LogConfig, parse_properties
+            from kafkalog.log.naming import parse_partition_dir_name, topic_config_file
             topic = parse_partition_dir_name(path).topic
-            topic_cfg = os.path.join(parent, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+            topic_cfg = topic_config_file(parent, topic)
             if os.path.exists(topic_cfg):
                 with open(topic_cfg, encoding="utf-8") as f:
                     cfg = LogConfig(parse_properties(f.read(1 << 20), file=topic_cfg))
@@ -82,7 +78,7 @@ def _recover_partition(path: str) -> dict:
 
 
 @click.command("recover")
-@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.argument("path", type=click.Path())
 @click.option("--from-recovery-point", is_flag=True,
               help="Start at each partition's checkpointed recovery point (Kafka's crash recovery) "
                    "instead of recovering every segment.")
@@ -90,7 +86,8 @@ def _recover_partition(path: str) -> dict:
 @handle_errors()
 def recover(path: str, from_recovery_point: bool, no_progress: bool) -> None:
     """Recover PATH (a data dir or a partition dir) as after an unclean shutdown."""
-    if _is_partition_dir(path):
+    data_dir_or_partition_dir(path)
+    if is_partition_dir(path):
         s = _recover_partition(path)
         emit({"type": "summary", "partitions": 1, "truncatedBytes": s["truncatedBytes"],
               "deletedSegments": s["deletedSegments"], "clean": s["clean"]})

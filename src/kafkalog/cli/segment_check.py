@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from crc32c import crc32c
 
-INT_MAX = 2**31 - 1
+from kafkalog.record.constants import INT32_MAX as INT_MAX
 _PREFIX = struct.Struct(">qiiB")          # baseOffset, length, ple/crc, magic
 _V2 = struct.Struct(">IhiqqqhiI")         # crc, attrs, lastOffsetDelta, baseTs, maxTs, pid, epoch, seq, count
 _OFF_ENTRY = struct.Struct(">ii")

@@ -15,7 +15,8 @@ from typing import Dict, List, Tuple
 
 import click
 
-from kafkalog.cli.output import EXIT_FINDINGS, EXIT_OK, emit, handle_errors
+from kafkalog.cli.output import EXIT_FINDINGS, EXIT_OK, FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.paths import data_dir_or_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.cli.segment_check import (check_offset_index, check_time_index, read_txn_index,
                                         scan_log)
@@ -42,6 +43,7 @@ def collect_segments(path: str) -> Tuple[List[str], List[dict]]:
         raise LogDirError("not a segment file (.log, .index, .timeindex or .txnindex)", file=path)
     if not os.path.isdir(path):
         raise LogDirError("no such file or directory", file=path)
+    data_dir_or_partition_dir(path)
     segs = _segments_of_dir(path)
     if segs:
         return segs, notes
@@ -93,29 +95,53 @@ def verify_segment(log_path: str, deep: bool = False) -> Tuple[dict, List[dict]]
     return seg, findings
 
 
+def _text_line(obj: dict) -> None:
+    """The text form of one verify line."""
+    kind = obj["type"]
+    if kind == "finding":
+        where = obj.get("file") or ""
+        if obj.get("position") is not None:
+            where += f" at byte {obj['position']}"
+        click.echo(f"{obj['level'].upper()} {where}: {obj['message']}")
+    elif kind == "segment":
+        state = "ok" if obj["ok"] else f"{obj['errors']} error(s)"
+        click.echo(f"{obj['file']}: {obj['batches']} batches, offsets {obj['baseOffset']}.."
+                   f"{obj['nextOffset']}, {state}")
+    elif kind == "skipped":
+        click.echo(f"skipped {obj['dir']}: {obj['reason']}")
+    elif kind == "summary":
+        state = "ok" if obj["ok"] else "DAMAGED"
+        click.echo(f"{obj['path']}: {state}: {obj['segments']} segments, {obj['batches']} batches, "
+                   f"{obj['errors']} errors, {obj['warnings']} warnings")
+
+
 @click.command("verify")
 @click.argument("path", type=click.Path())
 @click.option("--deep", is_flag=True, help="Also decode every record of every batch.")
 @click.option("--quiet", is_flag=True, help="Print only findings and the summary.")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help=FORMAT_OPTION_HELP)
 @handle_errors()
-def verify(path: str, deep: bool, quiet: bool, no_progress: bool) -> None:
-    """Check every batch and index entry under PATH (read-only); exit 1 on corruption."""
+def verify(path: str, deep: bool, quiet: bool, no_progress: bool, fmt: str) -> None:
+    """Check every batch and index entry under PATH (a data directory, a partition directory or a
+    segment file), read-only. JSON lines out; exit 1 when damage is found, 2 when PATH is not a log."""
     segments, notes = collect_segments(path)
+    out = emit if fmt == "json" else _text_line
     for n in notes:
-        emit(n)
+        out(n)
     totals: Dict[str, int] = {"segments": 0, "batches": 0, "errors": 0, "warnings": 0}
     with progress_bar(len(segments), "verifying", enabled=progress_enabled(no_progress)) as bar:
         for log_path in segments:
             seg, findings = verify_segment(log_path, deep)
             for f in findings:
-                emit({"type": "finding", **f})
+                out({"type": "finding", **f})
             if not quiet:
-                emit(seg)
+                out(seg)
             totals["segments"] += 1
             totals["batches"] += seg["batches"]
             totals["errors"] += sum(1 for f in findings if f["level"] == "error")
             totals["warnings"] += sum(1 for f in findings if f["level"] == "warning")
             bar.advance(1)
-    emit({"type": "summary", "path": os.path.abspath(path), **totals, "ok": totals["errors"] == 0})
+    out({"type": "summary", "path": os.path.abspath(path), **totals, "ok": totals["errors"] == 0})
     raise SystemExit(EXIT_FINDINGS if totals["errors"] else EXIT_OK)

@@ -36,17 +36,19 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Opt
 
 from kafkalog.errors import (InvalidConfigError, InvalidTopicError, KafkalogError,
                              LogDirError, OffsetOutOfRangeError)
+from kafkalog.cleaner import LogCleaner
 from kafkalog.log.manager import LogManager
 from kafkalog.log.partitioner import partition_for_key as _partition_for_key
 from kafkalog.record import kernel
 from kafkalog.record.builder import write_v2_header
 from kafkalog.record.compression import compress
+from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, TOPIC_COMPRESSION_TYPES, CompressionType
 from kafkalog.client.readonly import (_ReadOnlyManager, _committed_view, _is_abort_marker, _iter_batches,
                                       _legacy_ts_type)
 
 __all__ = ["open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult"]
 
-_CODECS = {"none": 0, "uncompressed": 0, "producer": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_CODECS = {n: int(CompressionType.for_name(n, CompressionType.NONE)) for n in PRODUCER_COMPRESSION_TYPES + TOPIC_COMPRESSION_TYPES}
 _TS_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 DEFAULT_BATCH_SIZE = 256 * 1024
 READ_UNCOMMITTED = "read_uncommitted"
@@ -581,7 +583,7 @@ def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None
     :class:`~kafkalog.errors.LogDirError`."""
     if read_only:
         return DataLog(_ReadOnlyManager(data_dir))
-    return DataLog(LogManager(data_dir, config, background=background, progress=progress))
+    return DataLog(LogManager(data_dir, config, background=background, progress=progress, cleaner_factory=LogCleaner))
 
 
 # the module defines ``open``; keep the builtin reachable for readers of this file

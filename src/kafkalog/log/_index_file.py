@@ -23,6 +23,10 @@ class IndexFile:
     _file_kind = "index"
     _path: str
 
+    def close_handler(self) -> None:
+        """Close the file without trimming or writing anything (each index implements it)."""
+        raise NotImplementedError
+
     @property
     def path(self) -> str:
         """Current file path."""
@@ -45,7 +49,7 @@ class IndexFile:
 
     delete = delete_if_exists
 
-    def rename_to(self, new_path: os.PathLike | str) -> None:
+    def rename_to(self, new_path: os.PathLike[str] | str) -> None:
         """Rename the file if it exists on disk (a missing file, such as a ``.txnindex`` that was
         never appended to, is normal) and remember the new path."""
         new_path = os.fspath(new_path)
@@ -65,6 +69,6 @@ class IndexFile:
             p = p[: -len(old_suffix)]
         self.rename_to(p + new_suffix)
 
-    def update_parent_dir(self, parent: os.PathLike | str) -> None:
+    def update_parent_dir(self, parent: os.PathLike[str] | str) -> None:
         """Point at the same file name inside another directory (after a directory rename)."""
         self._path = os.path.join(os.fspath(parent), os.path.basename(self._path))

@@ -14,14 +14,13 @@ import errno
 import mmap
 import os
 import struct
-from typing import Optional
+from typing import Optional, Self
 
-from kafkalog.errors import (InvalidConfigError, KafkalogError, KafkalogIOError,
-                             LogSegmentOffsetOverflowError)
+from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
+from kafkalog.record.constants import INT32_MAX
 
-INT_MAX = 2**31 - 1
 _ZERO_CHUNK = 1 << 16
 
 
@@ -73,14 +72,15 @@ class AbstractIndex(IndexFile):
     entry_size: int = 8
     _rel_struct = struct.Struct(">i")
 
-    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+    def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
         self._path = os.fspath(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
         self._fd = -1
-        self._mm: Optional[mmap.mmap] = None
+        #: the mapped file; an empty buffer while unmapped (there are no entries to read then)
+        self._mm: mmap.mmap | bytearray = bytearray()
         self._loaded = False
         self._length = 0
         self._entries = 0
@@ -132,7 +132,7 @@ class AbstractIndex(IndexFile):
     def _map(self) -> None:
         mapped = self._length - self._length % self.entry_size
         if mapped <= 0:
-            self._mm = None
+            self._mm = bytearray()
         else:
             try:
                 self._mm = mmap.mmap(self._fd, mapped,
@@ -141,13 +141,36 @@ class AbstractIndex(IndexFile):
                 raise KafkalogIOError(f"mmap failed: {err}", file=self._path) from err
         self._max_entries = mapped // self.entry_size
 
+    @classmethod
+    def from_bytes(cls, path: os.PathLike | str, base_offset: int, data: bytes,
+                   max_position: Optional[int] = None) -> "AbstractIndex":
+        """A read-only index over ``data`` (the bytes of ``path``, read through a read-only view's
+        file access): a preallocated all-zero tail is not counted (KAFKA-10207), and with
+        ``max_position`` neither are the entries pointing at or past that ``.log`` position (a
+        writer's entries beyond a reader's snapshot)."""
+        idx = cls(path, base_offset, -1, writable=False)
+        usable = len(data) - len(data) % idx.entry_size
+        idx._mm = data[:usable] if usable else None  # type: ignore[assignment]
+        idx._length = len(data)
+        idx._max_entries = idx._entries = usable // idx.entry_size
+        idx._loaded = True
+        idx._entries -= idx.zero_filled_tail_entries()
+        if max_position is not None:
+            idx._entries = idx._entries_below_position(max_position)
+        idx._refresh_last()
+        return idx
+
+    def _entries_below_position(self, max_position: int) -> int:
+        """The number of leading entries (subclasses that hold positions: all of them)."""
+        return self._entries
+
     def _unmap(self) -> None:
-        if self._mm is not None:
+        if isinstance(self._mm, mmap.mmap):
             try:
                 self._mm.close()
             except BufferError:  # pragma: no cover - exported views still alive
                 pass
-            self._mm = None
+            self._mm = bytearray()
 
     def _refresh_last(self) -> None:
         """Recompute the cached last entry (subclasses)."""
@@ -189,14 +212,14 @@ class AbstractIndex(IndexFile):
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset``; :class:`IndexOffsetOverflowError` outside ``0..Int.MAX``."""
         rel = offset - self.base_offset
-        if rel < 0 or rel > INT_MAX:
+        if rel < 0 or rel > INT32_MAX:
             raise IndexOffsetOverflowError(
                 f"Integer overflow for offset: {offset} ({self._path})", file=self._path)
         return rel
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset`` can be stored relative to ``base_offset``."""
-        return 0 <= offset - self.base_offset <= INT_MAX
+        return 0 <= offset - self.base_offset <= INT32_MAX
 
     def _check_writable(self) -> None:
         if not self.writable:
@@ -262,7 +285,7 @@ class AbstractIndex(IndexFile):
 
     def flush(self) -> None:
         """``mmap.flush()`` (Kafka's ``MappedByteBuffer.force``); no-op if never loaded."""
-        if self._mm is not None and self.writable:
+        if isinstance(self._mm, mmap.mmap) and self.writable:
             try:
                 self._mm.flush()
             except OSError as err:
@@ -296,7 +319,7 @@ class AbstractIndex(IndexFile):
         if not self._loaded:
             self._load()
         mm = self._mm
-        if mm is None or self._entries == 0:
+        if not isinstance(mm, mmap.mmap) or self._entries == 0:
             return 0
         end = self._entries * self.entry_size
         pos = end
@@ -311,10 +334,10 @@ class AbstractIndex(IndexFile):
             pos = start
         return self._entries
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

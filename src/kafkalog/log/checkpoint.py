@@ -24,32 +24,43 @@ import re
 import time
 import uuid as _uuid
 from dataclasses import dataclass
-from typing import Callable, Dict, Generic, Iterable, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
+from typing import Dict, Generic, Iterable, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
 
-from kafkalog.errors import CorruptCheckpointError, KafkalogIOError
+from kafkalog.errors import CorruptCheckpointError, InvalidConfigError, KafkalogIOError
 from kafkalog.log.config import format_properties, parse_properties
-from kafkalog.errors import InvalidConfigError
 from kafkalog.log.fsutil import atomic_write, io_error, wrap_os_errors
-from kafkalog.log.naming import TopicPartition
+from kafkalog.log.naming import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANER_OFFSET_CHECKPOINT_FILE,
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    META_PROPERTIES_FILE,
+    PARTITION_METADATA_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    TopicPartition,
+)
+from kafkalog.record.constants import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+
+__all__ = [
+    # the file names (defined in kafkalog.log.naming), re-exported for the checkpoint readers
+    "CLEAN_SHUTDOWN_FILE", "CLEANER_OFFSET_CHECKPOINT_FILE", "LEADER_EPOCH_CHECKPOINT_FILE",
+    "LOG_START_OFFSET_CHECKPOINT_FILE", "META_PROPERTIES_FILE", "PARTITION_METADATA_FILE",
+    "RECOVERY_POINT_CHECKPOINT_FILE", "REPLICATION_OFFSET_CHECKPOINT_FILE",
+    "parse_java_int", "java_split_ws", "EntryFormatter", "CheckpointFile", "parse_checkpoint",
+    "OffsetCheckpointFile", "EpochEntry", "LeaderEpochCheckpointFile", "ZERO_UUID",
+    "uuid_to_kafka_string", "uuid_from_kafka_string", "PartitionMetadata", "PartitionMetadataFile",
+    "MetaProperties", "CleanShutdownFile",
+]
 
 T = TypeVar("T")
 
-RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
-LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
-PARTITION_METADATA_FILE = "partition.metadata"
-META_PROPERTIES_FILE = "meta.properties"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 _WS = re.compile(r"[ \t\n\x0b\f\r]+")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 
 
-def parse_java_int(text: str, lo: int = INT_MIN, hi: int = INT_MAX) -> Optional[int]:
+def parse_java_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> Optional[int]:
     """``Integer.parseInt`` / ``Long.parseLong`` (ASCII digits): the value, or ``None``."""
     if not _INT_RE.fullmatch(text):
         return None
@@ -105,15 +116,14 @@ class CheckpointFile(Generic[T]):
         create: create an empty file when missing (Kafka does, on construction).
     """
 
-    def __init__(self, path: os.PathLike | str, version: int, formatter: EntryFormatter[T],
+    def __init__(self, path: os.PathLike[str] | str, version: int, formatter: EntryFormatter[T],
                  create: bool = True) -> None:
         self.path = os.fspath(path)
         self.version = version
         self.formatter = formatter
         if create and not os.path.exists(self.path):
-            with wrap_os_errors(self.path, "create checkpoint file"):
-                with open(self.path, "ab"):
-                    pass
+            with wrap_os_errors(self.path, "create checkpoint file"), open(self.path, "ab"):
+                pass
 
     def write(self, entries: Iterable[T], sync: bool = True) -> None:
         """Write ``entries`` atomically (``.tmp`` + fsync + rename + dir fsync)."""
@@ -181,10 +191,10 @@ def parse_checkpoint(data: bytes, version: int, formatter: EntryFormatter[T],
         raise malformed(1)
     entries: List[T] = []
     for i in range(2, len(lines)):
-        e = formatter.from_line(lines[i][0])
-        if e is None:
+        entry = formatter.from_line(lines[i][0])
+        if entry is None:
             raise malformed(i)
-        entries.append(e)
+        entries.append(entry)
     if len(entries) != expected:
         raise CorruptCheckpointError(
             f"Expected {expected} entries in checkpoint file, but found only {len(entries)}",
@@ -204,7 +214,7 @@ class _OffsetFormatter(EntryFormatter[Tuple[TopicPartition, int]]):
         if len(parts) != 3 or not parts[0]:
             return None
         p = parse_java_int(parts[1])
-        o = parse_java_int(parts[2], LONG_MIN, LONG_MAX)
+        o = parse_java_int(parts[2], INT64_MIN, INT64_MAX)
         if p is None or o is None:
             return None
         return (TopicPartition(parts[0], p), o)
@@ -216,7 +226,7 @@ class OffsetCheckpointFile:
 
     VERSION = 0
 
-    def __init__(self, path: os.PathLike | str, create: bool = True) -> None:
+    def __init__(self, path: os.PathLike[str] | str, create: bool = True) -> None:
         self._file = CheckpointFile(path, self.VERSION, _OffsetFormatter(), create)
         self.path = self._file.path
 
@@ -236,6 +246,11 @@ class OffsetCheckpointFile:
         """All offsets; empty when the file is missing or empty."""
         return dict(self._file.read())
 
+    @classmethod
+    def parse(cls, data: bytes, file: Optional[str] = None) -> Dict[TopicPartition, int]:
+        """The offsets of a checkpoint file's bytes (read by the caller, e.g. a read-only view)."""
+        return dict(parse_checkpoint(data, cls.VERSION, _OffsetFormatter(), file=file))
+
 
 # --- leader epochs --------------------------------------------------------------------------------
 
@@ -254,7 +269,7 @@ class _EpochFormatter(EntryFormatter[EpochEntry]):
         if len(parts) != 2:
             return None
         e = parse_java_int(parts[0])
-        o = parse_java_int(parts[1], LONG_MIN, LONG_MAX)
+        o = parse_java_int(parts[1], INT64_MIN, INT64_MAX)
         if e is None or o is None:
             return None
         return EpochEntry(e, o)
@@ -265,7 +280,7 @@ class LeaderEpochCheckpointFile:
 
     VERSION = 0
 
-    def __init__(self, path: os.PathLike | str, create: bool = True) -> None:
+    def __init__(self, path: os.PathLike[str] | str, create: bool = True) -> None:
         self._file = CheckpointFile(path, self.VERSION, _EpochFormatter(), create)
         self.path = self._file.path
 
@@ -312,13 +327,13 @@ class PartitionMetadataFile:
 
     CURRENT_VERSION = 0
 
-    def __init__(self, path: os.PathLike | str) -> None:
+    def __init__(self, path: os.PathLike[str] | str) -> None:
         self.path = os.fspath(path)
 
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def write(self, topic_id: "_uuid.UUID | str", sync: bool = True) -> None:
+    def write(self, topic_id: _uuid.UUID | str, sync: bool = True) -> None:
         """Write atomically; ``topic_id`` is a :class:`uuid.UUID` or Kafka's string form."""
         u = topic_id if isinstance(topic_id, _uuid.UUID) else uuid_from_kafka_string(topic_id)
         if u == ZERO_UUID:
@@ -400,7 +415,7 @@ class MetaProperties:
         return props
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str], file: Optional[str] = None) -> "MetaProperties":
+    def from_properties(cls, props: Mapping[str, str], file: Optional[str] = None) -> MetaProperties:
         vtext = props.get("version", "0").strip()
         version = parse_java_int(vtext)
         if version not in (0, 1):
@@ -426,14 +441,14 @@ class MetaProperties:
                 raise CorruptCheckpointError("node.id was not found.", file=file)
         return cls(version, cluster_id, node_id, directory_id)
 
-    def write(self, path: os.PathLike | str, sync: bool = True) -> None:
+    def write(self, path: os.PathLike[str] | str, sync: bool = True) -> None:
         """Write like ``Properties.store(writer, "")``: ``#``, ``#<date>``, ``key=value``."""
         stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
         atomic_write(path, format_properties(self.to_properties(), ["", stamp]).encode("utf-8"),
                      sync=sync)
 
     @classmethod
-    def read(cls, path: os.PathLike | str) -> "MetaProperties":
+    def read(cls, path: os.PathLike[str] | str) -> MetaProperties:
         p = os.fspath(path)
         try:
             with open(p, "rb") as f:
@@ -456,7 +471,7 @@ class CleanShutdownFile:
 
     VERSION = 0
 
-    def __init__(self, log_dir: os.PathLike | str) -> None:
+    def __init__(self, log_dir: os.PathLike[str] | str) -> None:
         self.path = os.path.join(os.fspath(log_dir), CLEAN_SHUTDOWN_FILE)
 
     def exists(self) -> bool:

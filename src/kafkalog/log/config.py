@@ -18,12 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kafkalog.errors import InvalidConfigError
-
-INT_MAX = 2**31 - 1
-INT_MIN = -(2**31)
-LONG_MAX = 2**63 - 1
-LONG_MIN = -(2**63)
-DOUBLE_MAX = 1.7976931348623157e308
+from kafkalog.record.constants import DOUBLE_MAX, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, TOPIC_COMPRESSION_TYPES
 
 # --- value types ----------------------------------------------------------------------------------
 
@@ -33,7 +28,6 @@ DELETE = "delete"
 COMPACT = "compact"
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 @dataclass(frozen=True)
@@ -103,7 +97,7 @@ def parse_value(name: str, type_: str, raw: Any) -> Any:
             v = int(s)
         else:
             raise bad("Expected value to be a number")
-        lo, hi = (INT_MIN, INT_MAX) if type_ == INT else (LONG_MIN, LONG_MAX)
+        lo, hi = (INT32_MIN, INT32_MAX) if type_ == INT else (INT64_MIN, INT64_MAX)
         if not lo <= v <= hi:
             raise bad("Not a number of type " + type_.upper())
         return v
@@ -111,17 +105,17 @@ def parse_value(name: str, type_: str, raw: Any) -> Any:
         if isinstance(raw, bool):
             raise bad("Expected value to be a double")
         if isinstance(raw, (int, float)):
-            v = float(raw)
+            d = float(raw)
         elif isinstance(raw, str):
             try:
-                v = float(raw.strip())
+                d = float(raw.strip())
             except ValueError:
                 raise bad("Not a number of type DOUBLE") from None
         else:
             raise bad("Expected value to be a double")
-        if v != v:
+        if d != d:
             raise bad("Not a number of type DOUBLE")
-        return v
+        return d
     if type_ == BOOLEAN:
         if isinstance(raw, bool):
             return raw
@@ -168,26 +162,26 @@ TOPIC_CONFIGS: Dict[str, ConfigDef] = {c.name: c for c in [
     _d("segment.jitter.ms", LONG, 0, at_least(0)),
     _d("segment.index.bytes", INT, 10 * 1024 * 1024, at_least(4)),
     _d("index.interval.bytes", INT, 4096, at_least(0)),
-    _d("flush.messages", LONG, LONG_MAX, at_least(1)),
-    _d("flush.ms", LONG, LONG_MAX, at_least(0)),
+    _d("flush.messages", LONG, INT64_MAX, at_least(1)),
+    _d("flush.ms", LONG, INT64_MAX, at_least(0)),
     _d("retention.bytes", LONG, -1),
     _d("retention.ms", LONG, 168 * 60 * 60 * 1000, at_least(-1)),
     _d("max.message.bytes", INT, 1024 * 1024 + 12, at_least(0)),
     _d("file.delete.delay.ms", LONG, 60000, at_least(0)),
     _d("delete.retention.ms", LONG, 24 * 60 * 60 * 1000, at_least(0)),
     _d("min.compaction.lag.ms", LONG, 0, at_least(0)),
-    _d("max.compaction.lag.ms", LONG, LONG_MAX, at_least(1)),
+    _d("max.compaction.lag.ms", LONG, INT64_MAX, at_least(1)),
     _d("min.cleanable.dirty.ratio", DOUBLE, 0.5, between(0, 1)),
     _d("cleanup.policy", LIST, [DELETE], _cleanup_policy),
-    _d("compression.type", STRING, "producer", one_of(*COMPRESSION_TYPES)),
+    _d("compression.type", STRING, "producer", one_of(*TOPIC_COMPRESSION_TYPES)),
     _d("compression.gzip.level", INT, -1, _gzip_level),
     _d("compression.lz4.level", INT, 9, between(1, 17)),
     _d("compression.zstd.level", INT, 3, between(-131072, 22)),
     _d("preallocate", BOOLEAN, False),
     _d("message.timestamp.type", STRING, CREATE_TIME, one_of(CREATE_TIME, LOG_APPEND_TIME)),
-    _d("message.timestamp.difference.max.ms", LONG, LONG_MAX, at_least(0)),
-    _d("message.timestamp.before.max.ms", LONG, LONG_MAX, at_least(0)),
-    _d("message.timestamp.after.max.ms", LONG, LONG_MAX, at_least(0)),
+    _d("message.timestamp.difference.max.ms", LONG, INT64_MAX, at_least(0)),
+    _d("message.timestamp.before.max.ms", LONG, INT64_MAX, at_least(0)),
+    _d("message.timestamp.after.max.ms", LONG, INT64_MAX, at_least(0)),
     _d("message.format.version", STRING, "3.0-IV1"),
     _d("message.downconversion.enable", BOOLEAN, True),
     _d("min.insync.replicas", INT, 1, at_least(1)),
@@ -327,9 +321,15 @@ class LogConfig:
     local_retention_ms: int
     local_retention_bytes: int
     remote_storage_enable: bool
+    remote_log_copy_disable: bool
+    remote_log_delete_on_disable: bool
+    leader_replication_throttled_replicas: List[str]
+    follower_replication_throttled_replicas: List[str]
+    retention_future_timestamp_policy: str
+    retention_future_timestamp_tolerance_ms: int
 
     def __init__(self, overrides: Optional[Mapping[str, Any]] = None,
-                 broker: "Optional[Mapping[str, Any] | BrokerConfig]" = None) -> None:
+                 broker: Optional[Mapping[str, Any] | BrokerConfig] = None) -> None:
         overrides = dict(overrides or {})
         if isinstance(broker, BrokerConfig):
             broker_values = broker.synonym_values()
@@ -388,19 +388,14 @@ class LogConfig:
         """True when ``key`` was given as a topic override."""
         return key in self._overrides
 
-    def with_overrides(self, more: Mapping[str, Any]) -> "LogConfig":
+    def with_overrides(self, more: Mapping[str, Any]) -> LogConfig:
         """A new config with ``more`` added to this one's overrides (broker defaults kept)."""
         new = dict(self._overrides)
         new.update(more)
         base = {k: v for k, v in self._values.items() if k not in self._overrides}
-        cfg = LogConfig.__new__(LogConfig)
         # re-resolve: defaults/broker values of this config act as broker values
-        broker_like = {}
-        for k, v in base.items():
-            if v != TOPIC_CONFIGS[k].default:
-                broker_like[k] = v
-        cfg.__init__(new, _TopicValues(broker_like))  # type: ignore[arg-type]
-        return cfg
+        broker_like = _TopicValues({k: v for k, v in base.items() if v != TOPIC_CONFIGS[k].default})
+        return LogConfig(new, broker_like)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LogConfig) and self._values == other._values
@@ -432,8 +427,8 @@ class LogConfig:
         """``abs(random int) % min(segment.jitter.ms, segment.ms)``, 0 when jitter is 0."""
         if self.segment_jitter_ms == 0:
             return 0
-        r = (rng or random).randint(INT_MIN, INT_MAX)
-        r = 0 if r == INT_MIN else abs(r)  # Kafka's Utils.abs maps MIN_VALUE to 0
+        r = (rng or random).randint(INT32_MIN, INT32_MAX)
+        r = 0 if r == INT32_MIN else abs(r)  # Kafka's Utils.abs maps MIN_VALUE to 0
         return r % min(self.segment_jitter_ms, self.segment_ms)
 
     @property
@@ -458,13 +453,13 @@ class LogConfig:
                                   for k, v in self._overrides.items()})
 
     @classmethod
-    def from_properties(cls, text: str, broker: "Optional[Mapping[str, Any] | BrokerConfig]" = None
-                        ) -> "LogConfig":
+    def from_properties(cls, text: str, broker: Optional[Mapping[str, Any] | BrokerConfig] = None
+                        ) -> LogConfig:
         """Parse ``key=value`` text (see :func:`parse_properties`) as topic overrides."""
         return cls(parse_properties(text), broker)
 
 
-class _TopicValues(dict):
+class _TopicValues(Dict[str, Any]):
     """Internal: already-resolved topic values passed as the 'broker' layer."""
 
 
@@ -515,6 +510,28 @@ class BrokerConfig:
     ``strict=False`` ignores keys kafkalog does not know (a full ``server.properties``).
     """
 
+    log_dirs: List[str]
+    log_dir: str
+    log_retention_check_interval_ms: int
+    log_flush_offset_checkpoint_interval_ms: int
+    log_flush_start_offset_checkpoint_interval_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
+    num_recovery_threads_per_data_dir: int
+    log_initial_task_delay_ms: int
+    log_cleaner_enable: bool
+    log_cleaner_threads: int
+    log_cleaner_dedupe_buffer_size: int
+    log_cleaner_io_buffer_size: int
+    log_cleaner_io_buffer_load_factor: float
+    log_cleaner_io_max_bytes_per_second: float
+    log_cleaner_backoff_ms: int
+    producer_id_expiration_ms: int
+    producer_id_expiration_check_interval_ms: int
+    transaction_max_timeout_ms: int
+    broker_id: int
+    node_id: int
+    log_flush_scheduler_interval_ms: int
+
     def __init__(self, values: Optional[Mapping[str, Any]] = None, *, strict: bool = True) -> None:
         values = dict(values or {})
         self._synonyms = _resolve_broker_synonyms(values, strict=strict)
@@ -532,7 +549,7 @@ class BrokerConfig:
             object.__setattr__(self, _attr(k), v)
         ms = values.get("log.flush.scheduler.interval.ms")
         self.log_flush_scheduler_interval_ms = (parse_value("log.flush.scheduler.interval.ms", LONG, ms)
-                                                if ms is not None else LONG_MAX)
+                                                if ms is not None else INT64_MAX)
 
     def synonym_values(self) -> Dict[str, Any]:
         """Topic key -> broker-level value for every topic key the broker sets."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional
 
 from kafkalog.errors import KafkalogIOError
+from kafkalog.log.txn_index import AbortedTxn
 
 UNKNOWN_OFFSET = -1
 
@@ -76,7 +77,7 @@ class FetchDataInfo:
     records: FileSlice = field(default_factory=lambda: EMPTY_SLICE)
     first_entry_incomplete: bool = False
     # read_committed only: aborted transactions overlapping the fetch (spec §4.6 step 7)
-    aborted_transactions: Optional[list] = None
+    aborted_transactions: Optional[List[AbortedTxn]] = None
 
     def read(self) -> bytes:
         return self.records.read()

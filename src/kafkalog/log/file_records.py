@@ -34,7 +34,7 @@ V2_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence a
 V1_TIMESTAMP = struct.Struct(">q")   # at byte 18 of a v1 entry
 INT64 = struct.Struct(">q")
 UINT32 = struct.Struct(">I")
-INT_MAX = 2**31 - 1
+from kafkalog.record.constants import INT32_MAX as INT_MAX
 
 _READ_BLOCK = 64 * 1024
 _WRITE_CHUNK = 256 * 1024

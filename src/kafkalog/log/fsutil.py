@@ -11,14 +11,13 @@ import contextlib
 import errno
 import os
 import time
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
 from kafkalog.errors import KafkalogIOError
+from kafkalog.log.naming import TMP_FILE_SUFFIX
 
-TMP_SUFFIX = ".tmp"
 
-
-def io_error(err: OSError, path: os.PathLike | str, action: str) -> KafkalogIOError:
+def io_error(err: OSError, path: os.PathLike[str] | str, action: str) -> KafkalogIOError:
     """Wrap an ``OSError`` as :class:`KafkalogIOError` naming ``path`` and what was attempted."""
     e = KafkalogIOError(f"{action} failed: {err.strerror or err}", file=path)
     e.errno = err.errno  # type: ignore[attr-defined]
@@ -26,7 +25,7 @@ def io_error(err: OSError, path: os.PathLike | str, action: str) -> KafkalogIOEr
 
 
 @contextlib.contextmanager
-def wrap_os_errors(path: os.PathLike | str, action: str) -> Iterator[None]:
+def wrap_os_errors(path: os.PathLike[str] | str, action: str) -> Iterator[None]:
     """Context manager re-raising ``OSError`` as :class:`KafkalogIOError` for ``path``."""
     try:
         yield
@@ -34,7 +33,7 @@ def wrap_os_errors(path: os.PathLike | str, action: str) -> Iterator[None]:
         raise io_error(err, path, action) from err
 
 
-def fsync_file(path: os.PathLike | str) -> None:
+def fsync_file(path: os.PathLike[str] | str) -> None:
     """fsync an existing file by path."""
     with wrap_os_errors(path, "fsync"):
         fd = os.open(path, os.O_RDONLY)
@@ -44,13 +43,13 @@ def fsync_file(path: os.PathLike | str) -> None:
             os.close(fd)
 
 
-def fsync_fd(fd: int, path: os.PathLike | str = "") -> None:
+def fsync_fd(fd: int, path: os.PathLike[str] | str = "") -> None:
     """fsync an open file descriptor."""
     with wrap_os_errors(path, "fsync"):
         os.fsync(fd)
 
 
-def fsync_dir(path: os.PathLike | str) -> None:
+def fsync_dir(path: os.PathLike[str] | str) -> None:
     """fsync a directory so that renames/creations inside it are durable (Kafka's ``flushDir``).
 
     Platforms that cannot open directories (or refuse fsync on them, EINVAL) are tolerated.
@@ -70,19 +69,19 @@ def fsync_dir(path: os.PathLike | str) -> None:
         os.close(fd)
 
 
-def parent_dir(path: os.PathLike | str) -> str:
+def parent_dir(path: os.PathLike[str] | str) -> str:
     """The directory holding ``path`` (``.`` for a bare name)."""
     return os.path.dirname(os.path.abspath(os.fspath(path)))
 
 
-def atomic_write(path: os.PathLike | str, data: bytes, *, sync: bool = True) -> None:
+def atomic_write(path: os.PathLike[str] | str, data: bytes, *, sync: bool = True) -> None:
     """Write ``data`` to ``<path>.tmp``, fsync it, rename it over ``path`` and fsync the directory.
 
     With ``sync=False`` the fsyncs are skipped (Kafka writes some snapshots without fsync and
     flushes them later); the rename is still atomic.
     """
     path = os.fspath(path)
-    tmp = path + TMP_SUFFIX
+    tmp = path + TMP_FILE_SUFFIX
     with wrap_os_errors(tmp, "write"):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -97,7 +96,7 @@ def atomic_write(path: os.PathLike | str, data: bytes, *, sync: bool = True) -> 
     atomic_rename(tmp, path, sync=sync)
 
 
-def atomic_rename(src: os.PathLike | str, dst: os.PathLike | str, *, sync: bool = True) -> None:
+def atomic_rename(src: os.PathLike[str] | str, dst: os.PathLike[str] | str, *, sync: bool = True) -> None:
     """Rename ``src`` over ``dst`` (atomic on POSIX) and fsync the destination's directory (and
     the source's, when different)."""
     with wrap_os_errors(src, f"rename to {os.fspath(dst)}"):
@@ -110,7 +109,7 @@ def atomic_rename(src: os.PathLike | str, dst: os.PathLike | str, *, sync: bool 
             fsync_dir(d_src)
 
 
-def rename_with_suffix(path: os.PathLike | str, old_suffix: str, new_suffix: str, *,
+def rename_with_suffix(path: os.PathLike[str] | str, old_suffix: str, new_suffix: str, *,
                        sync: bool = False) -> str:
     """Rename ``<name><old_suffix>`` to ``<name><new_suffix>``; returns the new path.
 
@@ -128,7 +127,7 @@ def rename_with_suffix(path: os.PathLike | str, old_suffix: str, new_suffix: str
     return new
 
 
-def delete_if_exists(path: os.PathLike | str) -> bool:
+def delete_if_exists(path: os.PathLike[str] | str) -> bool:
     """Delete a file if it exists; returns whether it existed."""
     try:
         os.unlink(path)
@@ -139,13 +138,13 @@ def delete_if_exists(path: os.PathLike | str) -> bool:
         raise io_error(err, path, "delete") from err
 
 
-def delete_tmp_files(dir_: os.PathLike | str) -> list[str]:
+def delete_tmp_files(dir_: os.PathLike[str] | str) -> list[str]:
     """Delete stray ``*.tmp`` files left by an interrupted atomic write; returns their paths."""
     out = []
     with wrap_os_errors(dir_, "list directory"):
         names = os.listdir(dir_)
     for n in names:
-        if n.endswith(TMP_SUFFIX):
+        if n.endswith(TMP_FILE_SUFFIX):
             p = os.path.join(os.fspath(dir_), n)
             if os.path.isfile(p):
                 delete_if_exists(p)
@@ -153,13 +152,13 @@ def delete_tmp_files(dir_: os.PathLike | str) -> list[str]:
     return out
 
 
-def last_modified_ms(path: os.PathLike | str) -> int:
+def last_modified_ms(path: os.PathLike[str] | str) -> int:
     """File mtime in milliseconds (Kafka's ``File.lastModified``)."""
     with wrap_os_errors(path, "stat"):
         return os.stat(path).st_mtime_ns // 1_000_000
 
 
-def set_last_modified_ms(path: os.PathLike | str, ms: Optional[int] = None) -> None:
+def set_last_modified_ms(path: os.PathLike[str] | str, ms: Optional[int] = None) -> None:
     """Set a file's mtime (and atime) to ``ms`` milliseconds since the epoch (default: now)."""
     if ms is None:
         ms = int(time.time() * 1000)
@@ -168,13 +167,13 @@ def set_last_modified_ms(path: os.PathLike | str, ms: Optional[int] = None) -> N
         os.utime(path, ns=(ns, ns))
 
 
-def file_size(path: os.PathLike | str) -> int:
+def file_size(path: os.PathLike[str] | str) -> int:
     """Size of a file in bytes."""
     with wrap_os_errors(path, "stat"):
         return os.stat(path).st_size
 
 
-def ensure_dir(path: os.PathLike | str) -> None:
+def ensure_dir(path: os.PathLike[str] | str) -> None:
     """Create a directory (and parents) if missing, fsyncing the parent when it was created."""
     p = os.fspath(path)
     if os.path.isdir(p):
@@ -184,7 +183,7 @@ def ensure_dir(path: os.PathLike | str) -> None:
     fsync_dir(parent_dir(p))
 
 
-def _load_sync_file_range():
+def _load_sync_file_range() -> Optional[Callable[..., int]]:
     """libc's ``sync_file_range`` (Linux), or None."""
     try:
         import ctypes
@@ -265,7 +264,7 @@ class BackgroundFlusher:
     def __init__(self) -> None:
         import queue
         import threading
-        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._error: Optional[KafkalogIOError] = None
         self._thread = threading.Thread(target=self._run, name="kafkalog-flusher", daemon=True)
         self._thread.start()

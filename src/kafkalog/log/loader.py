@@ -33,15 +33,7 @@ from kafkalog.log.fsutil import fsync_dir
 from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
 from kafkalog.log.segment import LogSegment, _cfg, _now_ms, segment_file_name
 
-LOG = ".log"
-INDEX = ".index"
-TIMEINDEX = ".timeindex"
-TXNINDEX = ".txnindex"
-DELETED = ".deleted"
-CLEANED = ".cleaned"
-SWAP = ".swap"
-SEGMENT_SUFFIXES = (LOG, INDEX, TIMEINDEX, TXNINDEX)
-INDEX_SUFFIXES = (INDEX, TIMEINDEX, TXNINDEX)
+from kafkalog.log.naming import (CLEANED_FILE_SUFFIX as CLEANED, DELETED_FILE_SUFFIX as DELETED, INDEX_FILE_SUFFIX as INDEX, INDEX_SUFFIXES, LOG_FILE_SUFFIX as LOG, SEGMENT_SUFFIXES, SWAP_FILE_SUFFIX as SWAP, TIME_INDEX_FILE_SUFFIX as TIMEINDEX, TXN_INDEX_FILE_SUFFIX as TXNINDEX)  # noqa: E501
 
 
 @dataclass

@@ -27,9 +27,11 @@ from kafkalog.errors import (CorruptRecordError, InvalidRecordError, InvalidTime
                              RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalog.log.fetch import AppendInfo, EMPTY_SLICE, FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.fsutil import wrap_os_errors
+from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from kafkalog.log.partition_view import (AbortedTxnFilter, LiveSegment, collect_aborted_transactions,
+                                         find_offset_for_timestamp, walk_batches)
+from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
-from kafkalog.record.constants import ControlRecordType
-from kafkalog.record.control import control_record_type
 from kafkalog.log.file_records import (INT_MAX, LOG_OVERHEAD, PREFIX, RECORD_BATCH_OVERHEAD,
                                        RECORD_OVERHEAD_V0, UINT32, V2_FIELDS, BatchHeader)
 from kafkalog.log.segment import (DEFAULTS, LONG_MAX, LogSegment, RollParams, TimestampAndOffset,
@@ -40,9 +42,6 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
-DELETED_FILE_SUFFIX = ".deleted"
-CLEANED_FILE_SUFFIX = ".cleaned"
-SWAP_FILE_SUFFIX = ".swap"
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 
@@ -207,11 +206,9 @@ class Log:
         psm = self.producer_state_manager
         hw = self.high_watermark
         if psm is not None:
-            fn = getattr(psm, "first_unstable_offset", None)
-            v = fn() if callable(fn) else fn
+            v = psm.first_unstable_offset()
             if v is not None:
-                v = getattr(v, "message_offset", v)
-                return min(int(v), hw)
+                return min(v, hw)
         return hw
 
     @property
@@ -821,18 +818,21 @@ class Log:
             bound = end.message_offset
         return self.collect_aborted_transactions(start_offset, bound)
 
-    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list:
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> List[AbortedTxn]:
         """The aborted transactions (:class:`~kafkalog.log.txn_index.AbortedTxn`) overlapping
         ``[start_offset, upper_bound_offset)``, from the ``.txnindex`` of the segment holding
         ``start_offset`` and the following ones until a search is complete (spec §2.4)."""
-        segs, bases, _ = self._view
-        out: list = []
-        for seg in segs[max(bisect_right(bases, start_offset) - 1, 0):]:
-            r = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
-            out.extend(r.aborted_transactions)
-            if r.is_complete:
-                break
-        return out
+        return collect_aborted_transactions(self._read_view(start_offset), start_offset,
+                                            upper_bound_offset)
+
+    def _read_view(self, from_offset: Optional[int] = None) -> List[LiveSegment]:
+        """The segments (from the one holding ``from_offset``) as the read rules of
+        :mod:`kafkalog.log.partition_view` see them, up to the log end of this moment."""
+        segs, bases, end = self._view
+        first = 0 if from_offset is None else max(bisect_right(bases, from_offset) - 1, 0)
+        last = len(segs) - 1
+        return [LiveSegment(segs[k], end.relative_position_in_segment if k == last else segs[k].size)
+                for k in range(first, len(segs))]
 
     def send_to(self, sock_or_fd, start_offset: int, max_bytes: int) -> int:
         """Zero-copy: ``os.sendfile`` the slice :meth:`read` would return to a socket or fd; returns
@@ -890,32 +890,17 @@ class Log:
     def _committed_batches(self, from_offset: Optional[int]) -> Iterator:
         start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
         lso = self.last_stable_offset
-        pending = sorted(self.collect_aborted_transactions(start, lso), key=lambda a: a.first_offset)
-        k = 0
-        aborted_pids: set = set()
+        skip = AbortedTxnFilter((a.producer_id, a.first_offset)
+                                for a in self.collect_aborted_transactions(start, lso))
         for batch in self._batches(from_offset, lso):
-            if batch.magic < 2:
+            if not skip.skip(batch) and not batch.is_control:
                 yield batch
-                continue
-            while k < len(pending) and pending[k].first_offset <= batch.last_offset:
-                aborted_pids.add(pending[k].producer_id)
-                k += 1
-            if batch.is_control:
-                recs = batch.records() if batch.producer_id in aborted_pids else ()
-                if recs and recs[0].key is not None and \
-                        control_record_type(bytes(recs[0].key)) == ControlRecordType.ABORT:
-                    aborted_pids.discard(batch.producer_id)
-                continue
-            if batch.is_transactional and batch.producer_id in aborted_pids:
-                continue
-            yield batch
 
     def _batches(self, from_offset: Optional[int] = None, to_offset: Optional[int] = None) -> Iterator:
-        from kafkalog.record.records import iter_batches
         expect = None
         start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
         for h, data in self.iter_batch_bytes(from_offset, to_offset):
-            for b in iter_batches(data):
+            for b in walk_batches(data):
                 try:
                     b.ensure_valid()        # never hand a corrupt batch to a reader
                 except KafkalogError as e:
@@ -944,7 +929,7 @@ class Log:
         records; ``isolation="read_committed"`` as in :meth:`batches`."""
         start = self.log_start_offset if from_offset is None else from_offset
         for batch in self.batches(from_offset, isolation):
-            if getattr(batch, "is_control_batch", False) or getattr(batch, "is_control", False):
+            if batch.is_control:
                 continue
             for rec in batch:
                 if rec.offset >= start:
@@ -971,25 +956,17 @@ class Log:
                 return None
             target = best.max_timestamp_so_far
             return best.find_offset_by_timestamp(target, max(best.base_offset, self.log_start_offset))
-        for s in segs:
-            if s.size and s.largest_timestamp() >= timestamp:
-                r = s.find_offset_by_timestamp(timestamp, max(self.log_start_offset, s.base_offset))
-                if r is not None:
-                    return r
-        return None
+        return find_offset_for_timestamp(self._read_view(self.log_start_offset), timestamp,
+                                         self.log_start_offset)
 
-    def _earliest_epoch(self):
+    def _earliest_epoch(self) -> Optional[int]:
         c = self.leader_epoch_cache
-        if c is None:
-            return None
-        fn = getattr(c, "earliest_entry", None)
-        e = fn() if callable(fn) else None
+        e = None if c is None else c.earliest_entry()
         if e is None:
             return None
-        epoch, start = (e[0], e[1]) if isinstance(e, tuple) else (e.epoch, e.start_offset)
-        return epoch if start <= self.log_start_offset else None
+        return e.epoch if e.start_offset <= self.log_start_offset else None
 
-    def _latest_epoch(self):
+    def _latest_epoch(self) -> Optional[int]:
         return None if self.leader_epoch_cache is None else self.leader_epoch_cache.latest_epoch()
 
     # --- truncation ------------------------------------------------------------------------------
@@ -1139,7 +1116,8 @@ class Log:
 
     def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment],
                          *, abort_if_missing: bool = False,
-                         step_hook: Optional[Callable[[str], None]] = None) -> bool:
+                         step_hook: Optional[Callable[[str], None]] = None,
+                         check: Optional[Callable[[], None]] = None) -> bool:
         """Swap ``new_segments`` (files suffixed ``.cleaned`` or ``.swap``, flushed) in for
         ``old_segments`` with the crash-safe protocol of spec §4.11 (Kafka's
         ``LocalLog.replaceSegments``): ``.cleaned`` -> ``.swap`` highest base offset first; publish
@@ -1150,11 +1128,22 @@ class Log:
         Old segments no longer in the log are skipped, as by Kafka, unless ``abort_if_missing``:
         then the new segments are deleted, nothing changes and False is returned. ``step_hook`` is
         called with ``swap-partial``, ``swap-renamed``, ``deleted-partial``, ``old-deleted``,
-        ``unswap-partial``, ``swapped`` (crash tests)."""
+        ``unswap-partial``, ``swapped`` (crash tests).
+
+        ``check`` runs under the writer lock before anything changes (the cleaner's abort check:
+        truncation marks a cleaning aborted under this lock too); when it raises, the new segments
+        are deleted and the exception propagates."""
         from kafkalog.log.fsutil import fsync_dir
         hook = step_hook if step_hook is not None else (lambda step: None)
         new_desc = sorted(new_segments, key=lambda s: s.base_offset, reverse=True)
         with self._lock:
+            if check is not None:
+                try:
+                    check()
+                except BaseException:
+                    for s in new_segments:
+                        s.delete()
+                    raise
             segs = self._view[0]
             present = {id(s) for s in segs}
             if self._closed or (abort_if_missing and any(id(s) not in present for s in old_segments)):

@@ -22,7 +22,8 @@ the data written since the last checkpoint is scanned), log-start-offset checkpo
 ``log.flush.start.offset.checkpoint.interval.ms``, the ``replication-offset-checkpoint`` (high
 watermark = log end offset: an embedded single replica) every
 ``replica.high.watermark.checkpoint.interval.ms``, and delayed file deletion. When
-``log.cleaner.enable`` is true and :mod:`kafkalog.cleaner` provides a cleaner, its threads are
+``log.cleaner.enable`` is true and a ``cleaner_factory`` was handed in (the layer above passes
+:class:`kafkalog.cleaner.LogCleaner`; the log layer never imports the cleaner), the cleaner is
 started too.
 
 Closing (:meth:`LogManager.close`): stop the scheduler and the cleaner, flush and close every log,
@@ -42,39 +43,48 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from kafkalog.errors import (CorruptCheckpointError, InvalidConfigError, InvalidTopicError,
-                             KafkalogError, LogDirError)
+from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError, LogDirError
 from kafkalog.log import fsutil
-from kafkalog.log.checkpoint import (CleanShutdownFile, MetaProperties, OffsetCheckpointFile,
-                                     uuid_to_kafka_string)
-from kafkalog.log.config import (BrokerConfig, LogConfig, format_properties, parse_properties)
+from kafkalog.log.checkpoint import CleanShutdownFile, MetaProperties, OffsetCheckpointFile, uuid_to_kafka_string
+from kafkalog.log.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    LogConfig,
+    format_properties,
+    format_value,
+    parse_properties,
+)
 from kafkalog.log.filesystem import local_path, refuse_remote_write
+from kafkalog.log.loader import RecoveryReport
 from kafkalog.log.log import Log
-from kafkalog.log.naming import (TopicPartition, log_delete_dir_name, parse_partition_dir_name,
-                                 partition_dir_name, validate_topic)
+from kafkalog.log.naming import (
+    IGNORED_DIRS,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    META_PROPERTIES_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    TopicPartition,
+    log_delete_dir_name,
+    parse_partition_dir_name,
+    parse_topic_config_file_name,
+    partition_dir_name,
+    topic_config_file,
+    validate_topic,
+)
+from kafkalog.log.protocols import Cleaner, CleanerFactory
 from kafkalog.log.retention import RetentionResult, delete_old_segments
 from kafkalog.log.scheduler import Scheduler
+from kafkalog.record.constants import INT64_MAX
 
 logger = logging.getLogger("kafkalog.manager")
 
-LOCK_FILE = ".lock"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-META_PROPERTIES = "meta.properties"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-TOPIC_CONFIG_PREFIX = "kafkalog-topic-"
-TOPIC_CONFIG_SUFFIX = ".properties"
-#: directories Kafka's LogManager does not load as partitions
-IGNORED_DIRS = ("remote-log-index-cache", "__cluster_metadata-0")
-LONG_MAX = 2**63 - 1
 
 ProgressCallback = Callable[[int, int, str], None]
 
 # Directories locked by a LogManager of this process (POSIX locks do not conflict within a process,
 # and closing any fd of the file would drop them, so the process keeps its own registry).
-_LOCKED: Dict[str, "LogManager"] = {}
+_LOCKED: Dict[str, LogManager] = {}
 _LOCKED_GUARD = threading.Lock()
 
 
@@ -117,7 +127,7 @@ class PartitionInfo:
     num_segments: int
     dir: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition,
                 "logStartOffset": self.log_start_offset, "logEndOffset": self.log_end_offset,
                 "highWatermark": self.high_watermark, "recoveryPoint": self.recovery_point,
@@ -130,17 +140,16 @@ class LoadResult:
 
     had_clean_shutdown: bool
     loaded: List[str] = field(default_factory=list)
-    skipped_dirs: List[dict] = field(default_factory=list)
+    skipped_dirs: List[Dict[str, str]] = field(default_factory=list)
     deleted_dirs: List[str] = field(default_factory=list)
-    checkpoint_errors: List[dict] = field(default_factory=list)
-    recovery_reports: Dict[str, Any] = field(default_factory=dict)
+    checkpoint_errors: List[Dict[str, Any]] = field(default_factory=list)
+    recovery_reports: Dict[str, RecoveryReport] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"hadCleanShutdown": self.had_clean_shutdown, "loaded": self.loaded,
                 "skippedDirs": self.skipped_dirs, "deletedDirs": self.deleted_dirs,
                 "checkpointErrors": self.checkpoint_errors,
-                "recoveryReports": {k: (v.to_json() if hasattr(v, "to_json") else v)
-                                    for k, v in self.recovery_reports.items()}}
+                "recoveryReports": {k: v.to_json() for k, v in self.recovery_reports.items()}}
 
 
 # --- the manager -------------------------------------------------------------------------------------
@@ -154,6 +163,9 @@ class LogManager:
             mapping or a :class:`BrokerConfig`; unknown keys are ignored (a ``server.properties``
             may be passed whole).
         background: start the scheduler (and the cleaner) thread; False for offline tools.
+        cleaner_factory: builds the cleaner started when ``log.cleaner.enable`` is true and
+            ``background`` (:class:`kafkalog.cleaner.LogCleaner`, handed in by the layer above);
+            None: no cleaner (compacted topics are then neither cleaned nor retention-deleted).
         progress: called as ``progress(done, total, partition_dir_name)`` while loading.
         clock: milliseconds since the epoch (tests).
         recovery: ``auto`` (Kafka: recover from the recovery points unless the last shutdown was
@@ -161,9 +173,10 @@ class LogManager:
             ``full`` (recover every segment of every partition: ``kafkalog recover``).
     """
 
-    def __init__(self, data_dir: os.PathLike | str, broker_config: Any = None, *,
+    def __init__(self, data_dir: os.PathLike[str] | str, broker_config: Any = None, *,
                  background: bool = True, progress: Optional[ProgressCallback] = None,
-                 clock: Optional[Callable[[], int]] = None, recovery: str = "auto") -> None:
+                 clock: Optional[Callable[[], int]] = None, recovery: str = "auto",
+                 cleaner_factory: Optional[CleanerFactory] = None) -> None:
         if recovery not in ("auto", "unclean", "full"):
             raise InvalidConfigError(f"recovery must be auto, unclean or full, not {recovery!r}")
         self.recovery_mode = recovery
@@ -180,7 +193,8 @@ class LogManager:
         self._closed = False
         self._lock_fd = -1
         self.scheduler = Scheduler("kafkalog-scheduler")
-        self.cleaner = None
+        self.cleaner_factory = cleaner_factory
+        self.cleaner: Optional[Cleaner] = None
         self.last_retention: Dict[str, RetentionResult] = {}
         try:
             fsutil.ensure_dir(self.data_dir)
@@ -247,7 +261,7 @@ class LogManager:
                 _LOCKED.pop(self._lock_key, None)
 
     def _ensure_meta_properties(self) -> None:
-        path = os.path.join(self.data_dir, META_PROPERTIES)
+        path = os.path.join(self.data_dir, META_PROPERTIES_FILE)
         if os.path.exists(path):
             self.meta_properties = MetaProperties.read(path)
             return
@@ -259,17 +273,17 @@ class LogManager:
     # --- topic configs ------------------------------------------------------------------------------
 
     def _topic_config_path(self, topic: str) -> str:
-        return os.path.join(self.data_dir, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+        return topic_config_file(self.data_dir, topic)
 
     def _load_topic_configs(self) -> None:
         for name in os.listdir(self.data_dir):
-            if not (name.startswith(TOPIC_CONFIG_PREFIX) and name.endswith(TOPIC_CONFIG_SUFFIX)):
+            topic = parse_topic_config_file_name(name)
+            if topic is None:
                 continue
-            topic = name[len(TOPIC_CONFIG_PREFIX):-len(TOPIC_CONFIG_SUFFIX)]
             path = os.path.join(self.data_dir, name)
             try:
                 validate_topic(topic)
-                with open(path, "r", encoding="utf-8") as f:
+                with open(path, encoding="utf-8") as f:
                     text = f.read(1 << 20)
                 self._topic_configs[topic] = LogConfig(parse_properties(text, file=path),
                                                        self.broker_config)
@@ -283,7 +297,7 @@ class LogManager:
         return cfg if cfg is not None else LogConfig({}, self.broker_config)
 
     def _persist_topic_config(self, topic: str, cfg: LogConfig) -> None:
-        text = format_properties({k: v for k, v in _properties_of(cfg).items()},
+        text = format_properties(_properties_of(cfg),
                                  comments=[f" kafkalog topic config of {topic} (Kafka keeps topic "
                                            f"configs in its metadata log)"])
         fsutil.atomic_write(self._topic_config_path(topic), text.encode("utf-8"))
@@ -300,10 +314,10 @@ class LogManager:
             return {}
 
     def _load_logs(self, progress: Optional[ProgressCallback]) -> None:
-        recovery_points = self._read_checkpoint_quietly(RECOVERY_POINT_CHECKPOINT)
+        recovery_points = self._read_checkpoint_quietly(RECOVERY_POINT_CHECKPOINT_FILE)
         if self.recovery_mode == "full":
             recovery_points = {}
-        start_offsets = self._read_checkpoint_quietly(LOG_START_OFFSET_CHECKPOINT)
+        start_offsets = self._read_checkpoint_quietly(LOG_START_OFFSET_CHECKPOINT_FILE)
         to_load: List[Tuple[str, TopicPartition]] = []
         for name in sorted(os.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
@@ -348,7 +362,7 @@ class LogManager:
         s.schedule("kafka-log-retention", self.cleanup_logs, initial, int(b.log_retention_check_interval_ms))
         flush_every = b.log_flush_scheduler_interval_ms
         s.schedule("kafka-log-flusher", self.flush_dirty_logs, initial,
-                   1000 if flush_every >= LONG_MAX else flush_every)
+                   1000 if flush_every >= INT64_MAX else flush_every)
         s.schedule("kafka-recovery-point-checkpoint", self.checkpoint_recovery_offsets, initial,
                    int(b.log_flush_offset_checkpoint_interval_ms))
         s.schedule("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets, initial,
@@ -360,23 +374,14 @@ class LogManager:
             self._start_cleaner()
 
     def _start_cleaner(self) -> None:
-        """Start :mod:`kafkalog.cleaner`'s background threads when the cleaner provides them."""
-        try:
-            from kafkalog import cleaner as cleaner_pkg
-        except ImportError:
+        """Build and start the cleaner handed in as ``cleaner_factory`` (none: nothing to start)."""
+        if self.cleaner_factory is None:
             return
-        factory = getattr(cleaner_pkg, "LogCleaner", None)
-        if factory is None:
-            try:
-                from kafkalog.cleaner.log_cleaner import LogCleaner as factory  # type: ignore
-            except ImportError:
-                return
         try:
-            self.cleaner = factory(self)
-            start = getattr(self.cleaner, "startup", None) or getattr(self.cleaner, "start", None)
-            if callable(start):
-                start()
-        except Exception:  # noqa: BLE001 - the cleaner must never prevent opening the data dir
+            cleaner = self.cleaner_factory(self)
+            cleaner.startup()
+            self.cleaner = cleaner
+        except Exception:
             logger.error("Could not start the log cleaner", exc_info=True)
             self.cleaner = None
 
@@ -451,14 +456,12 @@ class LogManager:
             self.write_checkpoints()
             if self.cleaner is not None:
                 for p in parts:
-                    fn = getattr(self.cleaner, "abort_cleaning", None)
-                    if callable(fn):
-                        try:
-                            fn(TopicPartition(topic, p))
-                        except Exception:  # noqa: BLE001
-                            logger.warning("cleaner abort failed for %s-%d", topic, p, exc_info=True)
+                    try:
+                        self.cleaner.abort_cleaning(TopicPartition(topic, p))
+                    except Exception:
+                        logger.warning("cleaner abort failed for %s-%d", topic, p, exc_info=True)
 
-            def remove(dirs=tuple(renamed)) -> None:
+            def remove(dirs: Tuple[str, ...] = tuple(renamed)) -> None:
                 for d in dirs:
                     shutil.rmtree(d, ignore_errors=True)
             if self._background and delay > 0:
@@ -533,8 +536,7 @@ class LogManager:
         as in Kafka). Returns the results by partition."""
         results: Dict[str, RetentionResult] = {}
         for tp, log in list(self.logs()):
-            cfg = log.config
-            if cfg is not None and getattr(cfg, "compact", False):
+            if log.config.compact:
                 continue
             try:
                 r = delete_old_segments(log, now=now)
@@ -559,7 +561,7 @@ class LogManager:
         """Write ``recovery-point-offset-checkpoint`` (every log's recovery point)."""
         with self._lock:
             entries = {tp: log.recovery_point for tp, log in self.logs()}
-            write_offset_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_CHECKPOINT), entries)
+            write_offset_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_CHECKPOINT_FILE), entries)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint``: only logs whose log start offset is above their
@@ -570,13 +572,13 @@ class LogManager:
                 segs = log.segments
                 if segs and log.log_start_offset > segs[0].base_offset:
                     entries[tp] = log.log_start_offset
-            write_offset_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_CHECKPOINT), entries)
+            write_offset_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_CHECKPOINT_FILE), entries)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` with HW = LEO (an embedded single replica)."""
         with self._lock:
             entries = {tp: log.high_watermark for tp, log in self.logs()}
-            write_offset_checkpoint(os.path.join(self.data_dir, REPLICATION_OFFSET_CHECKPOINT), entries)
+            write_offset_checkpoint(os.path.join(self.data_dir, REPLICATION_OFFSET_CHECKPOINT_FILE), entries)
 
     def write_checkpoints(self) -> None:
         """All three offset checkpoints."""
@@ -600,7 +602,7 @@ class LogManager:
         for log in list(self._logs.values()):
             try:
                 log.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self._logs.clear()
 
@@ -613,12 +615,10 @@ class LogManager:
         # stop the background threads first, without holding the manager lock: a running task
         # (a checkpoint) may be waiting for it
         if self.cleaner is not None:
-            stop = getattr(self.cleaner, "shutdown", None) or getattr(self.cleaner, "stop", None)
-            if callable(stop):
-                try:
-                    stop()
-                except Exception:  # noqa: BLE001
-                    logger.error("Cleaner shutdown failed", exc_info=True)
+            try:
+                self.cleaner.shutdown()
+            except Exception:
+                logger.error("Cleaner shutdown failed", exc_info=True)
         self.scheduler.shutdown(run_pending=True)
         with self._lock:
             if self._closed:
@@ -648,10 +648,10 @@ class LogManager:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> "LogManager":
+    def __enter__(self) -> LogManager:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -660,5 +660,4 @@ class LogManager:
 
 def _properties_of(cfg: LogConfig) -> Dict[str, str]:
     """The explicit overrides of ``cfg`` as property strings."""
-    from kafkalog.log.config import TOPIC_CONFIGS, format_value
     return {k: format_value(TOPIC_CONFIGS[k].type, v) for k, v in cfg.to_dict().items()}

@@ -14,6 +14,24 @@ import uuid as _uuid
 from typing import NamedTuple, Optional
 
 from kafkalog.errors import InvalidTopicError, LogDirError
+from kafkalog.record.constants import INT32_MAX, INT64_MAX
+
+__all__ = [
+    "LOG_FILE_SUFFIX", "INDEX_FILE_SUFFIX", "TIME_INDEX_FILE_SUFFIX", "TXN_INDEX_FILE_SUFFIX",
+    "PRODUCER_SNAPSHOT_FILE_SUFFIX", "DELETED_FILE_SUFFIX", "CLEANED_FILE_SUFFIX", "SWAP_FILE_SUFFIX",
+    "TMP_FILE_SUFFIX", "CHECKPOINT_DELETED_SUFFIX", "DELETE_DIR_SUFFIX", "FUTURE_DIR_SUFFIX",
+    "STRAY_DIR_SUFFIX", "SEGMENT_SUFFIXES", "INDEX_SUFFIXES", "MAX_TOPIC_NAME_LENGTH",
+    "MAX_DIR_NAME_LENGTH", "LOCK_FILE", "CLEAN_SHUTDOWN_FILE", "META_PROPERTIES_FILE",
+    "PARTITION_METADATA_FILE", "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "REPLICATION_OFFSET_CHECKPOINT_FILE", "CLEANER_OFFSET_CHECKPOINT_FILE",
+    "LEADER_EPOCH_CHECKPOINT_FILE", "TOPIC_CONFIG_PREFIX", "TOPIC_CONFIG_SUFFIX", "IGNORED_DIRS",
+    "topic_config_file_name", "parse_topic_config_file_name", "topic_config_file",
+    "filename_prefix_from_offset", "offset_from_file_name", "log_file", "offset_index_file",
+    "time_index_file", "transaction_index_file", "producer_snapshot_file", "is_log_file",
+    "is_index_file", "is_snapshot_file", "strip_suffix", "validate_topic", "has_collision_chars",
+    "TopicPartition", "PartitionDirName", "partition_dir_name", "log_delete_dir_name",
+    "log_stray_dir_name", "log_future_dir_name", "parse_partition_dir_name", "parse_topic_partition",
+]
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -39,15 +57,44 @@ MAX_TOPIC_NAME_LENGTH = 249
 MAX_DIR_NAME_LENGTH = 255
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _FUTURE_DELETE_STRAY = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+
+# --- files of a data directory (spec §3.1, §3.3, §3.7) ----------------------------------------------
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES_FILE = "meta.properties"
+PARTITION_METADATA_FILE = "partition.metadata"
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+#: kafkalog's topic config file ``kafkalog-topic-<topic>.properties`` (Kafka keeps topic configs in
+#: its metadata log; a file, not a subdirectory, so a Kafka broker still accepts the directory)
+TOPIC_CONFIG_PREFIX = "kafkalog-topic-"
+TOPIC_CONFIG_SUFFIX = ".properties"
+#: directories Kafka's LogManager does not load as partitions
+IGNORED_DIRS = ("remote-log-index-cache", "__cluster_metadata-0")
+
+
+def topic_config_file_name(topic: str) -> str:
+    """``kafkalog-topic-<topic>.properties`` after validating the topic."""
+    return f"{TOPIC_CONFIG_PREFIX}{validate_topic(topic)}{TOPIC_CONFIG_SUFFIX}"
+
+
+def parse_topic_config_file_name(name: str) -> Optional[str]:
+    """The topic of a ``kafkalog-topic-<topic>.properties`` file name; None for any other name
+    (the topic is not validated: callers report an invalid one with the file)."""
+    if name.startswith(TOPIC_CONFIG_PREFIX) and name.endswith(TOPIC_CONFIG_SUFFIX) \
+            and len(name) > len(TOPIC_CONFIG_PREFIX) + len(TOPIC_CONFIG_SUFFIX):
+        return name[len(TOPIC_CONFIG_PREFIX):-len(TOPIC_CONFIG_SUFFIX)]
+    return None
 
 
 def filename_prefix_from_offset(offset: int) -> str:
     """``%020d`` of ``offset`` (Kafka's ``LogFileUtils.filenamePrefixFromOffset``)."""
     if offset < 0:
         raise ValueError(f"negative offset {offset} has no file name")
-    return "%020d" % offset
+    return f"{offset:020d}"
 
 
 def offset_from_file_name(name: str) -> int:
@@ -65,33 +112,38 @@ def offset_from_file_name(name: str) -> int:
     return value
 
 
-def _file(dir_: os.PathLike | str, offset: int, suffix: str, extra: str = "") -> str:
+def _file(dir_: os.PathLike[str] | str, offset: int, suffix: str, extra: str = "") -> str:
     return os.path.join(os.fspath(dir_), filename_prefix_from_offset(offset) + suffix + extra)
 
 
-def log_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def log_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.log`` (+ ``extra`` suffix such as ``.deleted``)."""
     return _file(dir_, offset, LOG_FILE_SUFFIX, extra)
 
 
-def offset_index_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def offset_index_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.index``."""
     return _file(dir_, offset, INDEX_FILE_SUFFIX, extra)
 
 
-def time_index_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def time_index_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.timeindex``."""
     return _file(dir_, offset, TIME_INDEX_FILE_SUFFIX, extra)
 
 
-def transaction_index_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def transaction_index_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.txnindex``."""
     return _file(dir_, offset, TXN_INDEX_FILE_SUFFIX, extra)
 
 
-def producer_snapshot_file(dir_: os.PathLike | str, offset: int, extra: str = "") -> str:
+def producer_snapshot_file(dir_: os.PathLike[str] | str, offset: int, extra: str = "") -> str:
     """``<dir>/<%020d>.snapshot``."""
     return _file(dir_, offset, PRODUCER_SNAPSHOT_FILE_SUFFIX, extra)
+
+
+def topic_config_file(data_dir: os.PathLike | str, topic: str) -> str:
+    """``<data_dir>/kafkalog-topic-<topic>.properties``: the config overrides of ``topic``."""
+    return os.path.join(os.fspath(data_dir), topic_config_file_name(topic))
 
 
 def is_log_file(name: str) -> bool:
@@ -188,7 +240,7 @@ def log_future_dir_name(topic: str, partition: int, unique_id: Optional[str] = N
     return _suffixed_dir_name(topic, partition, FUTURE_DIR_SUFFIX, unique_id, False)
 
 
-def parse_partition_dir_name(name: os.PathLike | str) -> PartitionDirName:
+def parse_partition_dir_name(name: os.PathLike[str] | str) -> PartitionDirName:
     """Kafka's ``LocalLog.parseTopicPartitionName`` on the last path component of ``name``.
 
     Raises :class:`LogDirError` ("is not in the form of topic-partition or
@@ -233,7 +285,7 @@ def parse_partition_dir_name(name: os.PathLike | str) -> PartitionDirName:
     return PartitionDirName(topic, partition, kind, uid)
 
 
-def parse_topic_partition(name: os.PathLike | str) -> TopicPartition:
+def parse_topic_partition(name: os.PathLike[str] | str) -> TopicPartition:
     """(topic, partition) of a partition directory name (any kind)."""
     p = parse_partition_dir_name(name)
     return TopicPartition(p.topic, p.partition)

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import NamedTuple, Optional, Union
+from typing import Iterator, NamedTuple, Optional, Union
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log._mmap_index import (INT_MAX, AbstractIndex, IndexEntryOutOfRangeError,
-                                      IndexOffsetOverflowError, ReadOnlyIndexError)
+from kafkalog.log._mmap_index import (
+    AbstractIndex,
+    IndexEntryOutOfRangeError,
+    IndexOffsetOverflowError,
+    ReadOnlyIndexError,
+)
+from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["OffsetIndex", "OffsetPosition", "IndexEntryOutOfRangeError", "IndexOffsetOverflowError",
            "ReadOnlyIndexError", "ENTRY_SIZE"]
@@ -38,13 +43,13 @@ class OffsetIndex(AbstractIndex):
 
     entry_size = ENTRY_SIZE
 
-    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+    def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
         self._last_offset = base_offset
 
     def _refresh_last(self) -> None:
-        if self._entries and self._mm is not None:
+        if self._entries:
             self._last_offset = self.base_offset + _rel_from(self._mm, (self._entries - 1) * 8)[0]
         else:
             self._last_offset = self.base_offset
@@ -86,10 +91,10 @@ class OffsetIndex(AbstractIndex):
                 f"offset appended ({self._last_offset}) to {self._path}.",
                 file=self._path, position=n * 8)
         rel = offset - self.base_offset
-        if rel < 0 or rel > INT_MAX:
+        if rel < 0 or rel > INT32_MAX:
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})",
                                            file=self._path, position=n * 8)
-        if position < 0 or position > INT_MAX:
+        if position < 0 or position > INT32_MAX:
             raise InvalidOffsetError(f"Invalid position {position} for offset {offset}",
                                      file=self._path, position=n * 8)
         _pack_into(self._mm, n * 8, rel, position)
@@ -105,9 +110,24 @@ class OffsetIndex(AbstractIndex):
     def __len__(self) -> int:
         return self.entries
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[OffsetPosition]:
         for i in range(self.entries):
             yield self.entry(i)
+
+    def _entries_below_position(self, max_position: int) -> int:
+        """The number of leading entries whose position is below ``max_position`` (positions
+        increase)."""
+        mm = self._mm
+        if mm is None:
+            return 0
+        lo, hi = 0, self._entries
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _POS_FROM(mm, mid << 3)[0] < max_position:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     # --- search ---------------------------------------------------------------------------------
 
@@ -207,7 +227,7 @@ class OffsetIndex(AbstractIndex):
         return None
 
     @classmethod
-    def open_read_only(cls, path: os.PathLike | str, base_offset: Optional[int] = None) -> "OffsetIndex":
+    def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> OffsetIndex:
         """Open an existing ``.index`` read-only (tools); base offset from the file name by default."""
         if base_offset is None:
             from kafkalog.log.naming import offset_from_file_name

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
+from typing import Callable, Tuple
 
 __all__ = ["murmur2", "to_positive", "partition_for_key", "murmur2_py", "partition_for_key_py",
            "IMPLEMENTATION"]
@@ -23,7 +24,7 @@ _MASK = 0xFFFFFFFF
 
 @lru_cache(maxsize=64)
 def _words(n: int) -> struct.Struct:
-    return struct.Struct("<%dI" % n)
+    return struct.Struct(f"<{n}I")
 
 
 def murmur2_py(data: bytes) -> int:
@@ -35,7 +36,7 @@ def murmur2_py(data: bytes) -> int:
         if n4 <= 64:
             words = _words(n4).unpack_from(data, 0)
         else:
-            words = struct.unpack_from("<%dI" % n4, data, 0)
+            words = struct.unpack_from(f"<{n4}I", data, 0)
         m = _M
         for k in words:
             k = (k * m) & _MASK
@@ -70,7 +71,7 @@ def partition_for_key_py(key: bytes, num_partitions: int) -> int:
     return (murmur2_py(key) & 0x7FFFFFFF) % num_partitions
 
 
-def _select():
+def _select() -> Tuple[str, Callable[[bytes], int], Callable[[bytes, int], int]]:
     from kafkalog.record import kernel
     impl = kernel.implementation_module
     if kernel.IMPLEMENTATION == "cython" and hasattr(impl, "murmur2") and hasattr(impl, "partition_for_key"):

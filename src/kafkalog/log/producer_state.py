@@ -34,7 +34,7 @@ __all__ = [
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
-INT_MAX = 2**31 - 1
+from kafkalog.record.constants import INT32_MAX as INT_MAX
 NUM_BATCHES_TO_RETAIN = 5
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1

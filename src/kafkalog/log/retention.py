@@ -34,22 +34,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set
 
 from kafkalog.log.segment import LogSegment
 
+if TYPE_CHECKING:
+    from kafkalog.log.log import Log
+
+__all__ = ["DeletedSegment", "FutureTimestampSegment", "RetentionResult", "deletable_segments",
+           "future_timestamp_segments", "delete_old_segments"]
+
 logger = logging.getLogger("kafkalog.retention")
-
-#: kafkalog-specific topic keys (see the module docstring) and their defaults.
-FUTURE_TIMESTAMP_POLICY = "retention.future.timestamp.policy"
-FUTURE_TIMESTAMP_TOLERANCE = "retention.future.timestamp.tolerance.ms"
-DEFAULT_FUTURE_TIMESTAMP_POLICY = "warn"
-DEFAULT_FUTURE_TIMESTAMP_TOLERANCE_MS = 3_600_000
-FUTURE_TIMESTAMP_POLICIES = ("warn", "mtime")
-
-_DEFAULTS = {"retention.ms": 604_800_000, "retention.bytes": -1, "cleanup.policy": ["delete"],
-             FUTURE_TIMESTAMP_POLICY: DEFAULT_FUTURE_TIMESTAMP_POLICY,
-             FUTURE_TIMESTAMP_TOLERANCE: DEFAULT_FUTURE_TIMESTAMP_TOLERANCE_MS}
 
 
 @dataclass
@@ -62,7 +57,7 @@ class DeletedSegment:
     largest_timestamp: int
     reason: str                       # log-start-offset | retention-size | retention-time
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"baseOffset": self.base_offset, "nextOffset": self.next_offset,
                 "sizeInBytes": self.size_in_bytes, "largestTimestamp": self.largest_timestamp,
                 "reason": self.reason}
@@ -79,7 +74,7 @@ class FutureTimestampSegment:
     ahead_ms: int
     policy: str                       # warn: pinned as in Kafka; mtime: judged by the file mtime
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"file": self.file, "baseOffset": self.base_offset,
                 "largestTimestamp": self.largest_timestamp, "now": self.now,
                 "aheadMs": self.ahead_ms, "policy": self.policy}
@@ -102,42 +97,13 @@ class RetentionResult:
     def bytes_deleted(self) -> int:
         return sum(d.size_in_bytes for d in self.deleted)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"partition": self.partition, "deletedSegments": [d.to_json() for d in self.deleted],
                 "futureTimestampSegments": [f.to_json() for f in self.future_timestamp_segments],
                 "logStartOffset": self.log_start_offset}
 
 
-def _getter(log) -> Callable[[str], object]:
-    cfg = log.config
-
-    def get(key: str):
-        if cfg is None:
-            return _DEFAULTS[key]
-        attr = key.replace(".", "_")
-        if hasattr(cfg, attr):
-            return getattr(cfg, attr)
-        try:
-            v = cfg.get(key)
-            if v is not None:
-                return v
-        except Exception:  # noqa: BLE001 - LogConfig.get raises on unknown keys
-            pass
-        try:
-            return cfg[key]
-        except Exception:  # noqa: BLE001
-            return _DEFAULTS[key]
-    return get
-
-
-def _policies(get) -> List[str]:
-    p = get("cleanup.policy")
-    if isinstance(p, str):
-        return [s.strip() for s in p.split(",") if s.strip()]
-    return list(p)
-
-
-def deletable_segments(log, predicate: Callable[[LogSegment, Optional[LogSegment]], bool], *,
+def deletable_segments(log: Log, predicate: Callable[[LogSegment, Optional[LogSegment]], bool], *,
                        high_watermark: Optional[int] = None) -> List[LogSegment]:
     """Kafka's ``deletableSegments``: leading segments for which ``predicate(segment, next)``
     holds, whose upper bound is <= the high watermark, excluding an empty last segment."""
@@ -157,12 +123,11 @@ def deletable_segments(log, predicate: Callable[[LogSegment, Optional[LogSegment
     return out
 
 
-def future_timestamp_segments(log, now: Optional[int] = None) -> List[FutureTimestampSegment]:
+def future_timestamp_segments(log: Log, now: Optional[int] = None) -> List[FutureTimestampSegment]:
     """Segments whose largest timestamp is more than the tolerance ahead of ``now``."""
-    get = _getter(log)
     now = log.clock() if now is None else now
-    tolerance = int(get(FUTURE_TIMESTAMP_TOLERANCE))
-    policy = str(get(FUTURE_TIMESTAMP_POLICY))
+    tolerance = log.config.retention_future_timestamp_tolerance_ms
+    policy = log.config.retention_future_timestamp_policy
     out = []
     for seg in log.segments:
         if seg.size == 0:
@@ -173,12 +138,11 @@ def future_timestamp_segments(log, now: Optional[int] = None) -> List[FutureTime
     return out
 
 
-def delete_old_segments(log, *, now: Optional[int] = None, high_watermark: Optional[int] = None,
+def delete_old_segments(log: Log, *, now: Optional[int] = None, high_watermark: Optional[int] = None,
                         ignore_policy: bool = False) -> RetentionResult:
     """Kafka's ``deleteOldSegments``: log-start-offset breach, then (``cleanup.policy`` contains
     ``delete``, or ``ignore_policy``) size breach and time breach. ``now`` defaults to the log's
     clock, ``high_watermark`` to the log's (the log end offset for an embedded single replica)."""
-    get = _getter(log)
     now = log.clock() if now is None else now
     result = RetentionResult(log.dir_name)
     result.future_timestamp_segments = future_timestamp_segments(log, now)
@@ -193,14 +157,14 @@ def delete_old_segments(log, *, now: Optional[int] = None, high_watermark: Optio
     future_bases = {f.base_offset for f in result.future_timestamp_segments}
 
     _delete_log_start_offset_breached(log, result, high_watermark)
-    if ignore_policy or "delete" in _policies(get):
-        _delete_size_breached(log, get, result, high_watermark)
-        _delete_time_breached(log, get, now, future_bases, result, high_watermark)
+    if ignore_policy or log.config.delete:
+        _delete_size_breached(log, result, high_watermark)
+        _delete_time_breached(log, now, future_bases, result, high_watermark)
     result.log_start_offset = log.log_start_offset
     return result
 
 
-def _delete(log, segments: List[LogSegment], reason: str, result: RetentionResult) -> None:
+def _delete(log: Log, segments: List[LogSegment], reason: str, result: RetentionResult) -> None:
     if not segments:
         return
     segs = log.segments
@@ -216,7 +180,7 @@ def _delete(log, segments: List[LogSegment], reason: str, result: RetentionResul
                     log.dir_name, reason, d.size_in_bytes)
 
 
-def _delete_log_start_offset_breached(log, result: RetentionResult, hw: Optional[int]) -> None:
+def _delete_log_start_offset_breached(log: Log, result: RetentionResult, hw: Optional[int]) -> None:
     start = log.log_start_offset
 
     def pred(seg: LogSegment, nxt: Optional[LogSegment]) -> bool:
@@ -224,8 +188,8 @@ def _delete_log_start_offset_breached(log, result: RetentionResult, hw: Optional
     _delete(log, deletable_segments(log, pred, high_watermark=hw), "log-start-offset", result)
 
 
-def _delete_size_breached(log, get, result: RetentionResult, hw: Optional[int]) -> None:
-    retention_bytes = int(get("retention.bytes"))
+def _delete_size_breached(log: Log, result: RetentionResult, hw: Optional[int]) -> None:
+    retention_bytes = log.config.retention_bytes
     if retention_bytes < 0:
         return
     size = log.size
@@ -241,17 +205,17 @@ def _delete_size_breached(log, get, result: RetentionResult, hw: Optional[int]) 
     _delete(log, deletable_segments(log, pred, high_watermark=hw), "retention-size", result)
 
 
-def _delete_time_breached(log, get, now: int, future_bases: set, result: RetentionResult,
+def _delete_time_breached(log: Log, now: int, future_bases: Set[int], result: RetentionResult,
                           hw: Optional[int]) -> None:
-    retention_ms = int(get("retention.ms"))
+    retention_ms = log.config.retention_ms
     if retention_ms < 0:
         return
-    use_mtime = str(get(FUTURE_TIMESTAMP_POLICY)) == "mtime"
+    use_mtime = log.config.retention_future_timestamp_policy == "mtime"
 
     def pred(seg: LogSegment, nxt: Optional[LogSegment]) -> bool:
         if use_mtime and seg.base_offset in future_bases:
             ts = seg.last_modified_ms()
         else:
             ts = seg.largest_timestamp()
-        return now - ts > retention_ms
+        return bool(now - ts > retention_ms)
     _delete(log, deletable_segments(log, pred, high_watermark=hw), "retention-time", result)

@@ -147,7 +147,7 @@ class Scheduler:
         try:
             task.fn()
             task.runs += 1
-        except BaseException as e:  # noqa: BLE001 - a task error must never kill the scheduler
+        except BaseException as e:
             task.failures += 1
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise

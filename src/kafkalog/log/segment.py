@@ -501,19 +501,11 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: Optional[int] = None
                                  ) -> Optional[TimestampAndOffset]:
         """The first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``
-        (spec §4.7): time-index lookup, offset-index lookup, header walk, then one batch decoded."""
-        if starting_offset is None:
-            starting_offset = self.base_offset
-        ts_entry_offset = self.time_index.lookup(timestamp).offset
-        pos = self.offset_index.lookup(max(ts_entry_offset, starting_offset)).position
-        for h in self.log.iter_headers(pos):
-            if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
-                data = self.log.read_entry(h.position, h.size)
-                for rec_ts, rec_off in _record_timestamps(data, self.log.path, h.position):
-                    if rec_ts >= timestamp and rec_off >= starting_offset:
-                        epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
-                        return TimestampAndOffset(rec_ts, rec_off, epoch)
-        return None
+        (spec §4.7), by the read path's rule
+        (:func:`kafkalog.log.partition_view.find_offset_for_timestamp`)."""
+        from kafkalog.log.partition_view import LiveSegment, find_offset_for_timestamp
+        start = self.base_offset if starting_offset is None else starting_offset
+        return find_offset_for_timestamp([LiveSegment(self, self.size)], timestamp, start)
 
     # --- recovery --------------------------------------------------------------------------------
 
@@ -801,17 +793,6 @@ def _probe_valid_batch(buf, start: int, end: int) -> Optional[int]:
         return None
     finally:
         mv.release()
-
-
-def _record_timestamps(entry: bytes, path: str, position: int):
-    """(timestamp, offset) of every record of one entry (decoded through ``kafkalog.record``)."""
-    try:
-        from kafkalog.record.records import iter_batches
-        for batch in iter_batches(entry):
-            for rec in batch:
-                yield rec.timestamp, rec.offset
-    except KafkalogError as e:
-        raise e.at(path, position)
 
 
 def _legacy_first_offset(entry, last: int) -> int:

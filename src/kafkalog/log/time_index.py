@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log._mmap_index import (INT_MAX, AbstractIndex, IndexEntryOutOfRangeError,
-                                      IndexOffsetOverflowError, ReadOnlyIndexError)
+from kafkalog.log._mmap_index import (
+    AbstractIndex,
+    IndexEntryOutOfRangeError,
+    IndexOffsetOverflowError,
+    ReadOnlyIndexError,
+)
+from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY_SIZE",
            "IndexEntryOutOfRangeError", "IndexOffsetOverflowError", "ReadOnlyIndexError"]
@@ -41,14 +46,14 @@ class TimeIndex(AbstractIndex):
 
     entry_size = ENTRY_SIZE
 
-    def __init__(self, path: os.PathLike | str, base_offset: int, max_index_size: int = -1,
+    def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
         self._last_ts = -1
         self._last_off = base_offset
 
     def _refresh_last(self) -> None:
-        if self._entries and self._mm is not None:
+        if self._entries:
             ts, rel = _unpack_from(self._mm, (self._entries - 1) * 12)
             self._last_ts, self._last_off = ts, self.base_offset + rel
         else:
@@ -106,7 +111,7 @@ class TimeIndex(AbstractIndex):
                 raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
                                      file=self._path, position=n * 12)
             rel = offset - self.base_offset
-            if rel < 0 or rel > INT_MAX:
+            if rel < 0 or rel > INT32_MAX:
                 raise IndexOffsetOverflowError(
                     f"Integer overflow for offset: {offset} ({self._path})",
                     file=self._path, position=n * 12)
@@ -126,7 +131,7 @@ class TimeIndex(AbstractIndex):
     def __len__(self) -> int:
         return self.entries
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[TimestampOffset]:
         for i in range(self.entries):
             yield self.entry(i)
 
@@ -205,7 +210,7 @@ class TimeIndex(AbstractIndex):
         return None
 
     @classmethod
-    def open_read_only(cls, path: os.PathLike | str, base_offset: Optional[int] = None) -> "TimeIndex":
+    def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> TimeIndex:
         """Open an existing ``.timeindex`` read-only (tools)."""
         if base_offset is None:
             from kafkalog.log.naming import offset_from_file_name

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterator, List, NamedTuple, Optional, Tuple
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
-from kafkalog.errors import CorruptIndexError, InvalidOffsetError, KafkalogIOError
+from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
 
@@ -39,7 +39,7 @@ class AbortedTxn(NamedTuple):
                            self.last_stable_offset)
 
     @classmethod
-    def from_bytes(cls, buf, pos: int = 0, file: Optional[str] = None) -> "AbortedTxn":
+    def from_bytes(cls, buf: bytes | bytearray | memoryview, pos: int = 0, file: Optional[str] = None) -> AbortedTxn:
         """Parse the 34-byte entry at ``pos``; :class:`CorruptIndexError` on a version > 0 (the
         version is read from the first byte only, like Kafka) or a short buffer."""
         if len(buf) - pos < ENTRY_SIZE:
@@ -59,6 +59,27 @@ class TxnIndexSearchResult(NamedTuple):
     is_complete: bool
 
 
+def collect_aborted_txns(entries: Iterable[AbortedTxn], fetch_offset: int,
+                         upper_bound_offset: int) -> TxnIndexSearchResult:
+    """Kafka's ``TransactionIndex.collectAbortedTxns`` over the entries of one ``.txnindex``:
+    those with ``last_offset >= fetch_offset and first_offset < upper_bound_offset``, complete
+    (stop) at the first entry with ``last_stable_offset >= upper_bound_offset``."""
+    out: List[AbortedTxn] = []
+    for txn in entries:
+        if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+            out.append(txn)
+        if txn.last_stable_offset >= upper_bound_offset:
+            return TxnIndexSearchResult(out, True)
+    return TxnIndexSearchResult(out, False)
+
+
+def parse_txn_index(data: bytes, file: Optional[str] = None) -> List[AbortedTxn]:
+    """Every complete entry of the bytes of a ``.txnindex`` (a trailing partial entry is
+    ignored, as by :class:`TransactionIndex`)."""
+    usable = len(data) // ENTRY_SIZE * ENTRY_SIZE
+    return [AbortedTxn.from_bytes(data, off, file) for off in range(0, usable, ENTRY_SIZE)]
+
+
 class TransactionIndex(IndexFile):
     """A segment's ``.txnindex`` (path, renaming and deletion from
     :class:`~kafkalog.log._index_file.IndexFile`).
@@ -68,7 +89,7 @@ class TransactionIndex(IndexFile):
         path: the file; it need not exist (created on first :meth:`append`).
     """
 
-    def __init__(self, start_offset: int, path: os.PathLike | str) -> None:
+    def __init__(self, start_offset: int, path: os.PathLike[str] | str) -> None:
         self.start_offset = start_offset
         self._path = os.fspath(path)
         self._fd = -1
@@ -147,13 +168,7 @@ class TransactionIndex(IndexFile):
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Entries with ``last_offset >= fetch_offset and first_offset < upper_bound_offset``;
         complete (stop) at the first entry with ``last_stable_offset >= upper_bound_offset``."""
-        out: List[AbortedTxn] = []
-        for txn, _ in self._iterate():
-            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                out.append(txn)
-            if txn.last_stable_offset >= upper_bound_offset:
-                return TxnIndexSearchResult(out, True)
-        return TxnIndexSearchResult(out, False)
+        return collect_aborted_txns((t for t, _ in self._iterate()), fetch_offset, upper_bound_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Truncate the file at the first entry whose ``last_offset >= offset``."""

@@ -14,18 +14,27 @@ decoded records). A timestamp of -1 means "no timestamp".
 from __future__ import annotations
 
 import struct
-from typing import Iterable, List, Optional, Sequence
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
+from kafkalog.record import _kernel_py, kernel
 from kafkalog.record import compression as _compression
-from kafkalog.record import kernel
 from kafkalog.record.batch import InvalidArgumentError
-from kafkalog.record.constants import (CONTROL_FLAG_MASK, CRC_START, DELETE_HORIZON_FLAG_MASK,
-                                       LEGACY_TIMESTAMP_TYPE_MASK, LOG_OVERHEAD,
-                                       RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
-                                       TRANSACTIONAL_FLAG_MASK, V2_HEADER, CompressionType,
-                                       ControlRecordType, TimestampType)
+from kafkalog.record.constants import (
+    CONTROL_FLAG_MASK,
+    CRC_START,
+    DELETE_HORIZON_FLAG_MASK,
+    LEGACY_TIMESTAMP_TYPE_MASK,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    V2_HEADER,
+    CompressionType,
+    ControlRecordType,
+    TimestampType,
+)
 from kafkalog.record.control import EndTransactionMarker, control_key
-from kafkalog.record.crc import crc32c
+from kafkalog.record.crc import Buffer, crc32c
 from kafkalog.record.legacy import encode_legacy_message
 
 __all__ = ["BatchBuilder", "build_batch", "build_end_txn_marker", "build_control_batch",
@@ -47,7 +56,7 @@ def write_v2_header(body: bytes, *, base_offset: int, attributes: int, last_offs
     return bytes(header) + bytes(body)
 
 
-def v2_header(body, *, base_offset: int, attributes: int, last_offset_delta: int,
+def v2_header(body: Buffer, *, base_offset: int, attributes: int, last_offset_delta: int,
               base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
               base_sequence: int, count: int, partition_leader_epoch: int) -> bytes:
     """Only the 61-byte header of :func:`write_v2_header` (CRC computed over header and ``body``),
@@ -60,16 +69,21 @@ def v2_header(body, *, base_offset: int, attributes: int, last_offset_delta: int
     return bytes(header)
 
 
-def _unpack(rec):
+#: ``(key, value, timestamp, headers)``
+_Unpacked = Tuple[Any, Any, int, Any]
+
+
+def _unpack(rec: Any) -> _Unpacked:
     if isinstance(rec, tuple):
         n = len(rec)
         if n == 4:
-            return rec
+            return rec[0], rec[1], rec[2], rec[3]
         if n == 3:
             return rec[0], rec[1], rec[2], None
         if n == 2:
             return rec[0], rec[1], -1, None
         raise InvalidArgumentError(f"A record tuple has 2-4 items, not {n}")
+    # a record object of the caller's: duck-typed (key and value required)
     headers = getattr(rec, "headers", None)
     ts = getattr(rec, "timestamp", -1)
     return rec.key, rec.value, -1 if ts is None else ts, headers
@@ -108,7 +122,7 @@ class BatchBuilder:
         if magic == 0:
             timestamp_type = TimestampType.NO_TIMESTAMP_TYPE
         elif timestamp_type == TimestampType.NO_TIMESTAMP_TYPE:
-            raise InvalidArgumentError(f"TimestampType must be set for magic >= 1")
+            raise InvalidArgumentError("TimestampType must be set for magic >= 1")
         if timestamp_type == TimestampType.LOG_APPEND_TIME and log_append_time is None:
             raise InvalidArgumentError("LogAppendTime needs log_append_time")
         if is_transactional and producer_id < 0:
@@ -133,14 +147,16 @@ class BatchBuilder:
         self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
         self.delete_horizon_ms = delete_horizon_ms
-        self._encoder = kernel.RecordsEncoder(delete_horizon_ms, base_offset) if magic == 2 else None
-        self._legacy: List[tuple] = []
+        # typed as the pure-Python encoder, whose API the compiled kernel's implements too
+        self._encoder: Optional[_kernel_py.RecordsEncoder] = (
+            kernel.RecordsEncoder(delete_horizon_ms, base_offset) if magic == 2 else None)
+        self._legacy: List[Tuple[int, Any, Any, int]] = []
         self._last_offset: Optional[int] = None
         self._max_timestamp = -1
         self._offset_of_max = -1
         # v2 data batches: the per-record append goes straight to the (compiled) kernel, which
         # makes the same checks as append() below and tracks last offset / max timestamp.
-        if magic == 2 and not is_control and hasattr(self._encoder, "append_record"):
+        if self._encoder is not None and not is_control:
             self.append = self._encoder.append_record  # type: ignore[method-assign]
 
     @property
@@ -149,7 +165,7 @@ class BatchBuilder:
 
     @property
     def last_offset(self) -> Optional[int]:
-        if self._encoder is not None and hasattr(self._encoder, "append_record"):
+        if self._encoder is not None:
             return self._encoder.last_offset
         return self._last_offset
 
@@ -157,7 +173,8 @@ class BatchBuilder:
         last = self.last_offset
         return self.base_offset if last is None else last + 1
 
-    def append(self, key, value, timestamp: int = -1, headers=None, offset: Optional[int] = None) -> None:
+    def append(self, key: Any, value: Any, timestamp: Optional[int] = -1, headers: Any = None,
+               offset: Optional[int] = None) -> None:
         """Append one record (``offset`` defaults to the next offset; must increase)."""
         if offset is None:
             offset = self.next_offset()
@@ -181,10 +198,8 @@ class BatchBuilder:
             if delta > 2**31 - 1:
                 raise InvalidArgumentError(f"Offset {offset} is too far from the base offset "
                                            f"{self.base_offset}")
-            if hasattr(self._encoder, "append_record"):
-                self._encoder.append_record(key, value, timestamp, headers, offset)
-            else:
-                self._encoder.append(key, value, timestamp, headers, delta)
+            assert self._encoder is not None            # magic 2 always has one
+            self._encoder.append_record(key, value, timestamp, headers, offset)
         else:
             if headers:
                 raise InvalidArgumentError("Magic v0/v1 messages do not support record headers")
@@ -194,7 +209,7 @@ class BatchBuilder:
             self._offset_of_max = offset
         self._last_offset = offset
 
-    def extend(self, records: Iterable) -> None:
+    def extend(self, records: Iterable[Any]) -> None:
         """Append every record of ``records`` (tuples or record-like objects)."""
         for rec in records:
             key, value, ts, headers = _unpack(rec)
@@ -203,8 +218,8 @@ class BatchBuilder:
     @property
     def max_timestamp(self) -> int:
         """The batch max timestamp (the log-append time for LogAppendTime)."""
-        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            return self.log_append_time  # type: ignore[return-value]
+        if self.log_append_time is not None and self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            return self.log_append_time
         if self._encoder is not None:
             return self._encoder.max_timestamp
         return self._max_timestamp
@@ -219,6 +234,10 @@ class BatchBuilder:
 
     def _build_v2(self) -> bytes:
         enc = self._encoder
+        last = self.last_offset
+        assert enc is not None and last is not None         # magic 2, at least one record
+        base_ts = enc.base_timestamp
+        assert base_ts is not None                           # set by the first record
         body = enc.finish()
         if self.compression != CompressionType.NONE:
             body = _compression.compress(self.compression, body, magic=2,
@@ -233,43 +252,45 @@ class BatchBuilder:
         if self.delete_horizon_ms is not None:
             attrs |= DELETE_HORIZON_FLAG_MASK
         return write_v2_header(body, base_offset=self.base_offset, attributes=attrs,
-                               last_offset_delta=self.last_offset - self.base_offset,
-                               base_timestamp=enc.base_timestamp, max_timestamp=self.max_timestamp,
+                               last_offset_delta=last - self.base_offset,
+                               base_timestamp=base_ts, max_timestamp=self.max_timestamp,
                                producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                                base_sequence=self.base_sequence, count=enc.count,
                                partition_leader_epoch=self.partition_leader_epoch)
 
     def _build_legacy(self) -> bytes:
         magic = self.magic
-        lat = self.timestamp_type == TimestampType.LOG_APPEND_TIME
+        lat_ts = self.log_append_time
+        lat = lat_ts is not None and self.timestamp_type == TimestampType.LOG_APPEND_TIME
         ts_attr = LEGACY_TIMESTAMP_TYPE_MASK if (magic == 1 and lat) else 0
         if self.compression == CompressionType.NONE:
             out = bytearray()
             for offset, key, value, ts in self._legacy:
                 out += encode_legacy_message(offset, magic, key, value,
-                                             timestamp=self.log_append_time if lat else ts,
+                                             timestamp=lat_ts if lat_ts is not None and lat else ts,
                                              attributes=ts_attr)
             return bytes(out)
         first = self._legacy[0][0]
         inner = bytearray()
         for offset, key, value, ts in self._legacy:
             inner += encode_legacy_message(offset - first if magic == 1 else offset, magic, key,
-                                           value, timestamp=self.log_append_time if lat else ts,
+                                           value, timestamp=lat_ts if lat_ts is not None and lat else ts,
                                            attributes=ts_attr)
         payload = _compression.compress(self.compression, bytes(inner), magic=magic,
                                         level=self.compression_level)
-        wrapper_ts = self.log_append_time if lat else self._max_timestamp
+        wrapper_ts = lat_ts if lat_ts is not None and lat else self._max_timestamp
+        assert self._last_offset is not None
         return encode_legacy_message(self._last_offset, magic, None, payload,
                                      timestamp=wrapper_ts if magic == 1 else -1,
                                      attributes=int(self.compression) | ts_attr)
 
 
-def control_key_type(key) -> ControlRecordType:
+def control_key_type(key: Buffer) -> ControlRecordType:
     from kafkalog.record.control import control_record_type
     return control_record_type(bytes(key))
 
 
-def build_batch(records: Iterable, *, magic: int = 2,
+def build_batch(records: Iterable[Any], *, magic: int = 2,
                 compression: CompressionType | int = CompressionType.NONE,
                 compression_level: Optional[int] = None, base_offset: int = 0,
                 offsets: Optional[Sequence[int]] = None,
@@ -293,7 +314,7 @@ def build_batch(records: Iterable, *, magic: int = 2,
     return b.build()
 
 
-def build_legacy_records(records: Iterable, *, magic: int = 1, **kwargs) -> bytes:
+def build_legacy_records(records: Iterable[Any], *, magic: int = 1, **kwargs: Any) -> bytes:
     """v0/v1 messages (``build_batch`` with ``magic`` 0 or 1)."""
     return build_batch(records, magic=magic, **kwargs)
 

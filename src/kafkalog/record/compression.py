@@ -26,14 +26,13 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
-from typing import Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import cramjam
 import lz4.block
 import zstandard
 
-from kafkalog.errors import (CompressionError, InvalidConfigError,
-                             UnsupportedCompressionTypeError)
+from kafkalog.errors import CompressionError, InvalidConfigError, UnsupportedCompressionTypeError
 
 __all__ = [
     "compress", "decompress", "validate_level", "default_level",
@@ -96,7 +95,7 @@ def validate_level(codec: int, level: Optional[int]) -> Optional[int]:
         return default_level(cid)
     if isinstance(level, bool) or not isinstance(level, int):
         try:
-            level = int(level)  # type: ignore[arg-type]
+            level = int(level)
         except (TypeError, ValueError):
             raise InvalidConfigError(f"Invalid compression level {level!r} for {_NAMES[cid]}") from None
     if cid == GZIP:
@@ -221,9 +220,8 @@ def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
             if d.eof:
                 break
             tail = d.unconsumed_tail
-            if not tail:
-                if len(chunk) < limit:
-                    raise CompressionError("gzip: premature end of stream", position=n)
+            if not tail and len(chunk) < limit:
+                raise CompressionError("gzip: premature end of stream", position=n)
         rest = d.unused_data
         if not rest:
             break
@@ -286,8 +284,9 @@ def _snappy_raw_length(buf: memoryview, pos: int, end: int) -> int:
 _snappy_raw_len = cramjam.snappy.decompress_raw_len
 
 
-def _snappy_block(buf: memoryview, start: int, end: int, budget: int, max_size: int):
-    """One raw Snappy block as a bytes-like object (its declared size checked before allocation)."""
+def _snappy_block(buf: memoryview, start: int, end: int, budget: int, max_size: int) -> Any:
+    """One raw Snappy block as a bytes-like object (a ``cramjam.Buffer``; its declared size checked
+    before allocation)."""
     block = buf[start:end]
     try:
         size = _snappy_raw_len(block)
@@ -303,9 +302,7 @@ def _snappy_block(buf: memoryview, start: int, end: int, budget: int, max_size: 
 
 def _xerial_header_ok(buf: memoryview, pos: int) -> bool:
     """A valid xerial header at pos (magic, and a minimum compatible version we support)."""
-    if len(buf) - pos < _XERIAL_HEADER_LEN or buf[pos:pos + 8] != _XERIAL_MAGIC:
-        return False
-    return True
+    return len(buf) - pos >= _XERIAL_HEADER_LEN and buf[pos:pos + 8] == _XERIAL_MAGIC
 
 
 def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
@@ -320,7 +317,7 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
     if compat > 1:
         raise CompressionError(f"snappy: incompatible xerial stream version {compat}", position=12)
     pos = _XERIAL_HEADER_LEN
-    out: list = []
+    out: List[Any] = []
     total = 0
     while pos < n:
         if n - pos < 4:
@@ -423,11 +420,11 @@ def _lz4_compress(data: Buffer, magic: int, level: int) -> bytes:
     header = _LZ4_HEADERS.get(magic) or _lz4_header(magic)
     if level == LZ4_DEFAULT_LEVEL:
         def comp(chunk: Buffer) -> bytes:
-            return lz4.block.compress(chunk, store_size=False)
+            return bytes(lz4.block.compress(chunk, store_size=False))
     else:
         def comp(chunk: Buffer) -> bytes:
-            return lz4.block.compress(chunk, mode="high_compression", compression=level,
-                                      store_size=False)
+            return bytes(lz4.block.compress(chunk, mode="high_compression", compression=level,
+                                            store_size=False))
     parts = [header]
     n = len(data)
     mv = memoryview(data) if n > _LZ4_BLOCK else data
@@ -542,7 +539,7 @@ _ZSTD_CHUNK = 1 << 18
 _zstd_tls = threading.local()
 
 
-def _zstd_state(name: str) -> dict:
+def _zstd_state(name: str) -> Dict[int, Any]:
     d = getattr(_zstd_tls, name, None)
     if d is None:
         d = {}

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import enum
 import struct
+from typing import Optional
+
+from kafkalog.errors import InvalidConfigError
 
 # --- log entry framing (every magic) ---------------------------------------------------------------
 OFFSET_OFFSET = 0
@@ -64,7 +67,12 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
+INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+#: Java's ``Double.MAX_VALUE``
+DOUBLE_MAX = 1.7976931348623157e308
 
 #: Kafka's ``max.message.bytes`` default (1 MiB + LOG_OVERHEAD).
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
@@ -91,14 +99,34 @@ class CompressionType(enum.IntEnum):
         return self.name.lower()
 
     @classmethod
-    def for_id(cls, codec_id: int) -> "CompressionType":
+    def for_id(cls, codec_id: int) -> CompressionType:
         """The codec for ``codec_id``; ValueError for 5-7 (callers wrap it)."""
         return cls(codec_id)
 
     @classmethod
-    def for_name(cls, name: str) -> "CompressionType":
-        """The codec named ``name`` (Kafka's ``compression.type`` values)."""
-        return cls[name.upper()]
+    def for_name(cls, name: str, producer: Optional[CompressionType] = None) -> CompressionType:
+        """The codec a ``compression.type`` value names, case-insensitively: the producer's
+        ``none``/``gzip``/``snappy``/``lz4``/``zstd``, and the topic's ``uncompressed`` (= none)
+        and ``producer`` (keep the producer's codec: ``producer``, which must then be given).
+
+        Raises :class:`~kafkalog.errors.InvalidConfigError` naming the accepted values."""
+        key = name.strip().lower() if isinstance(name, str) else None
+        if key == "uncompressed":
+            return cls.NONE
+        if key == "producer" and producer is not None:
+            return producer
+        if key is not None and key.upper() in cls.__members__:
+            return cls[key.upper()]
+        accepted = PRODUCER_COMPRESSION_TYPES + (("producer",) if producer is not None else ()) \
+            + ("uncompressed",)
+        raise InvalidConfigError(f"Unknown compression type {name!r}: expected one of "
+                                 f"{', '.join(accepted)}")
+
+
+#: the producer's ``compression.type`` values (Kafka's ``CompressionType`` names)
+PRODUCER_COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+#: the topic's ``compression.type`` values (Kafka's ``BrokerCompressionType``)
+TOPIC_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 class TimestampType(enum.IntEnum):
@@ -134,7 +162,7 @@ class ControlRecordType(enum.IntEnum):
     KRAFT_VOTERS = 6
 
     @classmethod
-    def from_type_id(cls, type_id: int) -> "ControlRecordType":
+    def from_type_id(cls, type_id: int) -> ControlRecordType:
         try:
             t = cls(type_id)
         except ValueError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from kafkalog.errors import InvalidRecordError
 from kafkalog.record.batch import InvalidArgumentError
@@ -70,7 +70,7 @@ class EndTransactionMarker:
         return _VALUE.pack(CURRENT_END_TXN_MARKER_VERSION, self.coordinator_epoch)
 
     @staticmethod
-    def deserialize_value(control_type: ControlRecordType, value: Optional[bytes]) -> "EndTransactionMarker":
+    def deserialize_value(control_type: ControlRecordType, value: Optional[bytes]) -> EndTransactionMarker:
         """Parse a marker value (at least 6 bytes; negative versions rejected; newer versions
         read as version 0)."""
         if value is None or len(value) < END_TXN_MARKER_VALUE_SIZE:
@@ -84,7 +84,7 @@ class EndTransactionMarker:
         return EndTransactionMarker(ControlRecordType(control_type), epoch)
 
     @staticmethod
-    def deserialize(record) -> "EndTransactionMarker":
+    def deserialize(record: Any) -> EndTransactionMarker:
         """The marker of a control record (anything with ``key`` and ``value``)."""
         control_type = control_record_type(record.key)
         if control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):

@@ -2,17 +2,21 @@
 from __future__ import annotations
 
 import zlib
+from typing import Union
 
 import crc32c as _crc32c
+
+#: what the checksums read: any bytes-like object
+Buffer = Union[bytes, bytearray, memoryview]
 
 __all__ = ["crc32c", "crc32"]
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data``, continuing from ``value``; unsigned 32-bit."""
-    return _crc32c.crc32c(data, value)
+    return int(_crc32c.crc32c(data, value))
 
 
-def crc32(data, value: int = 0) -> int:
+def crc32(data: Buffer, value: int = 0) -> int:
     """CRC-32 (IEEE, zlib) of ``data``, continuing from ``value``; unsigned 32-bit."""
     return zlib.crc32(data, value) & 0xFFFFFFFF

@@ -9,15 +9,26 @@ inner offset, wrapper offset 0 tolerated). :class:`LegacyRecord` is one decoded 
 from __future__ import annotations
 
 import struct
-from typing import List, Optional
+from typing import Any, List, Optional, Tuple
 
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, KafkalogError,
-                             UnsupportedCompressionTypeError, UnsupportedMagicError)
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkalogError,
+    UnsupportedCompressionTypeError,
+    UnsupportedMagicError,
+)
 from kafkalog.record.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, InvalidArgumentError, RecordBatch
-from kafkalog.record.constants import (LEGACY_COMPRESSION_CODEC_MASK, LEGACY_TIMESTAMP_TYPE_MASK,
-                                       LOG_OVERHEAD, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1,
-                                       CompressionType, TimestampType)
-from kafkalog.record.crc import crc32
+from kafkalog.record.constants import (
+    LEGACY_COMPRESSION_CODEC_MASK,
+    LEGACY_TIMESTAMP_TYPE_MASK,
+    LOG_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    CompressionType,
+    TimestampType,
+)
+from kafkalog.record.crc import Buffer, crc32
 
 __all__ = ["LegacyRecordBatch", "LegacyRecord", "encode_legacy_message", "legacy_record_size"]
 
@@ -50,7 +61,7 @@ class LegacyRecord:
         self._valid = valid
 
     @property
-    def headers(self) -> list:
+    def headers(self) -> List[Any]:
         """Legacy messages have no headers."""
         return []
 
@@ -69,10 +80,11 @@ class LegacyRecord:
         return (f"LegacyRecord(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
                 f"value={self.value!r}, magic={self.magic}, checksum={self.checksum})")
 
-    def __eq__(self, other: object):
+    def __eq__(self, other: object) -> bool:
+        o: Any = other            # any record (v2 records compare equal on the same fields)
         try:
-            return (self.offset == other.offset and self.timestamp == other.timestamp
-                    and self.key == other.key and self.value == other.value)
+            return bool(self.offset == o.offset and self.timestamp == o.timestamp
+                        and self.key == o.key and self.value == o.value)
         except AttributeError:
             return NotImplemented
 
@@ -85,7 +97,8 @@ def legacy_record_size(magic: int, key: Optional[bytes], value: Optional[bytes])
             + (len(key) if key is not None else 0) + (len(value) if value is not None else 0))
 
 
-def encode_legacy_message(offset: int, magic: int, key, value, *, timestamp: int = -1,
+def encode_legacy_message(offset: int, magic: int, key: Optional[Buffer], value: Optional[Buffer], *,
+                          timestamp: int = -1,
                           attributes: int = 0) -> bytes:
     """One legacy entry: offset, size, CRC-32 over magic..end, magic, attributes, [timestamp],
     key and value (length -1 for None)."""
@@ -107,7 +120,8 @@ def encode_legacy_message(offset: int, magic: int, key, value, *, timestamp: int
     return _I64.pack(offset) + _I32.pack(len(body) + 4) + _U32.pack(crc) + bytes(body)
 
 
-def _parse_message(buf, p: int, size: int, where: int):
+def _parse_message(buf: Buffer, p: int, size: int, where: int
+                   ) -> Tuple[int, int, int, int, int, Optional[bytes], Optional[bytes]]:
     """Parse the legacy entry at ``p`` (entry size ``size``); returns ``(offset, crc, magic,
     attributes, timestamp, key, value)``. ``where`` is the position reported in errors."""
     if size < LOG_OVERHEAD + RECORD_OVERHEAD_V0:
@@ -150,8 +164,13 @@ class LegacyRecordBatch(RecordBatch):
     """A shallow v0/v1 entry: one message, or a compressed wrapper around an inner message set."""
 
     __slots__ = ("_offset", "_crc", "_attributes", "_timestamp", "_records")
+    _offset: int
+    _crc: int
+    _attributes: int
+    _timestamp: int
+    _records: Optional[List[LegacyRecord]]
 
-    def __init__(self, buf, position: int, size_in_bytes: int, magic: int) -> None:
+    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int) -> None:
         RecordBatch.__init__(self, buf, position, size_in_bytes, magic)
         self._load()
 

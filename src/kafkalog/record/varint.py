@@ -7,6 +7,7 @@ than 5 / 10 bytes or the buffer ends inside it.
 from __future__ import annotations
 
 from kafkalog.errors import InvalidRecordError
+from kafkalog.record.crc import Buffer
 
 __all__ = ["read_varint", "read_varlong", "write_varint", "write_varlong", "size_of_varint",
            "size_of_varlong", "read_unsigned_varint", "write_unsigned_varint"]
@@ -24,7 +25,7 @@ def _too_long(what: str, pos: int) -> InvalidRecordError:
     return InvalidRecordError(f"Found invalid record structure: {what} is too long", position=pos)
 
 
-def _read_unsigned(buf, pos: int, end: int, what: str, max_shift: int, mask: int) -> tuple[int, int]:
+def _read_unsigned(buf: Buffer, pos: int, end: int, what: str, max_shift: int, mask: int) -> tuple[int, int]:
     """The varint loop: at most ``max_shift // 7 + 1`` bytes (5 for a varint, 10 for a varlong),
     the value masked to 32 or 64 bits; returns ``(value, new_pos)``."""
     start = pos
@@ -51,12 +52,12 @@ def _check_position(pos: int, end: int) -> None:
                                  position=pos)
 
 
-def read_unsigned_varint(buf, pos: int, end: int | None = None, what: str = "varint") -> tuple[int, int]:
+def read_unsigned_varint(buf: Buffer, pos: int, end: int | None = None, what: str = "varint") -> tuple[int, int]:
     """Read an unsigned 32-bit varint at ``pos``; returns ``(value, new_pos)``."""
     return _read_unsigned(buf, pos, len(buf) if end is None else end, what, 28, _M32)
 
 
-def read_varint(buf, pos: int, end: int | None = None, what: str = "varint") -> tuple[int, int]:
+def read_varint(buf: Buffer, pos: int, end: int | None = None, what: str = "varint") -> tuple[int, int]:
     """Read a zig-zag varint at ``pos``; returns ``(value, new_pos)``."""
     if end is None:
         end = len(buf)
@@ -69,7 +70,7 @@ def read_varint(buf, pos: int, end: int | None = None, what: str = "varint") -> 
     return (v >> 1) ^ -(v & 1), pos
 
 
-def read_varlong(buf, pos: int, end: int | None = None, what: str = "varlong") -> tuple[int, int]:
+def read_varlong(buf: Buffer, pos: int, end: int | None = None, what: str = "varlong") -> tuple[int, int]:
     """Read a zig-zag varlong at ``pos``; returns ``(value, new_pos)``."""
     if end is None:
         end = len(buf)

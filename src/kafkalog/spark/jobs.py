@@ -58,8 +58,7 @@ class PartitionPlan:
 
 
 def _is_compacted(config) -> bool:
-    from kafkalog.cleaner.config import is_compacted
-    return is_compacted(config)
+    return config.compact
 
 
 class _ExternalMapCleaner:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log.filesystem import local_path, refuse_remote_write
+from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES
 
 _log = logging.getLogger("kafkalog.spark")
 
@@ -410,7 +411,7 @@ def check_offset_limits(starting: OffsetSpec, ending: OffsetSpec) -> None:
                     f"partition {partition}.")
 
 
-_CODECS = ("none", "gzip", "snappy", "lz4", "zstd", "producer", "uncompressed")
+_CODECS = PRODUCER_COMPRESSION_TYPES + ("producer", "uncompressed")
 
 
 #: ``kafka.batch.size`` of the sink: as big as the topic accepts (capped by its

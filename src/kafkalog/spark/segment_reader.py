@@ -2,12 +2,12 @@
 
 ``read_range`` is what a Spark task runs for each topic-partition range it was given:
 
-1. seek to the floor segment of the start offset and its byte position through the ``.index``
-   (:func:`~kafkalog.spark.log_view.iter_segment_batches`);
-2. walk the batches with :func:`kafkalog.record.records.iter_batches`, verify each batch's CRC
-   (``RecordBatch.ensure_valid``), skip control batches (always) and, with ``read_committed``,
-   batches of aborted transactions and everything from the first offset of a transaction still
-   open (Kafka's last stable offset);
+1. open a snapshot of the partition (:class:`~kafkalog.log.partition_view.PartitionView`), which
+   seeks to the floor segment of the start offset and its byte position through the ``.index``
+   and yields CRC-checked batches;
+2. skip control batches (always) and, with ``read_committed``, batches of aborted transactions
+   (:class:`~kafkalog.log.partition_view.AbortedTxnFilter`) and everything from the first offset
+   of a transaction still open (Kafka's last stable offset);
 3. decode v2 records with offsets in ``[start, end)`` column-wise with the kernel's
    ``decode_columns_v2`` (:mod:`.arrow_batches`) and yield ``pa.RecordBatch``es of at most
    ``max_rows`` rows. v0/v1 messages (including compressed wrappers) come from the record layer's
@@ -16,19 +16,18 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Iterator, Optional
 
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
+from kafkalog.log.partition_view import AbortedTxnFilter
 from kafkalog.record.constants import TimestampType
-from kafkalog.record.control import parse_control_key
 from kafkalog.spark.arrow_batches import MAX_DATA_BYTES, ColumnBuilder
 from kafkalog.spark.commit import profile
-from kafkalog.spark.log_view import PartitionDir, iter_segment_batches
+from kafkalog.spark.log_view import PartitionDir, open_partition
 
 CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE = 0, 1, -1
-MAX_OFFSET = (1 << 63) - 1
 
 
 def _ts_type(batch) -> int:
@@ -65,52 +64,11 @@ def decode_entry(batch, builder: ColumnBuilder, min_offset: int, max_offset: int
         raise err.at(path, 0) if err.file is None else err
 
 
-def control_type(batch, path: str) -> Optional[int]:
-    """The control record type of a control batch (0 ABORT, 1 COMMIT, ...), None when empty."""
-    try:
-        records = batch.records()
-        if not records:
-            return None
-        return int(parse_control_key(records[0].key)[1])
-    except KafkalogError as err:
-        raise err.at(path, 0) if err.file is None else err
-
-
-def aborted_batches(pdir: PartitionDir, start: int, end: int) -> Tuple[Set[Tuple[int, int]], int]:
-    """For ``read_committed``: the ``(producer_id, base_offset)`` of transactional batches in
-    ``[start, end)`` whose transaction was aborted, and the last stable offset bound (``end``, or
-    the first offset of a transaction still open at ``end``, if lower).
-
-    Found by following each producer's transaction to its end marker in a header walk from
-    ``start``, so it works for directories with or without ``.txnindex`` files. A transaction
-    still open at offset ``start`` began at or after the previous bound, which is how the
-    streaming source calls it (from its last end offset).
-    """
-    aborted: Set[Tuple[int, int]] = set()
-    pending: Dict[int, List[int]] = {}
-    for seg, batch in iter_segment_batches(pdir, start):
-        if batch.last_offset < start or batch.magic < 2 or not batch.is_transactional:
-            if batch.magic >= 2 and batch.base_offset >= end and not pending:
-                return aborted, end
-            continue
-        if batch.base_offset >= end and not pending:
-            return aborted, end
-        if batch.is_control:
-            ctype = control_type(batch, seg.path)
-            batches = pending.pop(batch.producer_id, [])
-            if ctype == 0:
-                aborted.update((batch.producer_id, b) for b in batches)
-        elif batch.base_offset < end:
-            pending.setdefault(batch.producer_id, []).append(batch.base_offset)
-    if pending:
-        end = min(end, min(b[0] for b in pending.values()))
-    return aborted, end
-
-
 def last_stable_offset(pdir: PartitionDir, start: int, log_end_offset: int) -> int:
-    """The last stable offset (first offset of the earliest transaction still open, else the
-    log end offset), scanning from ``start`` (a previous LSO or the log start offset)."""
-    return aborted_batches(pdir, start, log_end_offset)[1]
+    """The last stable offset (first offset of the earliest transaction still open, else
+    ``log_end_offset``), scanning from ``start`` (a previous LSO or the log start offset)."""
+    with open_partition(pdir) as view:
+        return view.transaction_state(start, log_end_offset).last_stable_offset
 
 
 def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: bool = False,
@@ -118,47 +76,22 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
     """Yield the records of ``pdir`` with offsets in ``[start, end)`` as Arrow batches."""
     if start >= end:
         return
-    aborted: Set[Tuple[int, int]] = set()
-    if read_committed:
-        aborted, end = aborted_batches(pdir, start, end)
-        if start >= end:
-            return
-    builder = ColumnBuilder(pdir.topic, pdir.partition, include_headers)
-    visited = 0                        # bytes of .log walked (for $KAFKALOG_SPARK_PROFILE)
-    for seg, batch in iter_segment_batches(pdir, start):
-        visited += batch.end_position - batch.position
-        if batch.last_offset < start:
-            continue
-        if batch.magic >= 2 and batch.base_offset >= end:
-            break
-        try:
-            batch.ensure_valid()
-        except KafkalogError as err:
-            raise err.at(seg.path, 0) if err.file is None else err
-        if not (batch.is_control or (aborted and (batch.producer_id, batch.base_offset) in aborted)):
-            decode_entry(batch, builder, start, end, seg.path)
-            if builder.rows >= max_rows or builder.data_bytes >= MAX_DATA_BYTES:
-                yield builder.flush()
-        if batch.last_offset >= end - 1:
-            break
-    last = builder.flush()
-    profile("read.bytes", visited)
-    if last is not None:
-        yield last
-
-
-def first_record_at_or_after(batch, timestamp: int, start_offset: int, path: str) -> Optional[int]:
-    """Offset of the first record of ``batch`` with timestamp >= ``timestamp`` and offset >=
-    ``start_offset`` (control batches never match), or None."""
-    if batch.is_control:
-        return None
-    probe = ColumnBuilder("", 0)
-    n = decode_entry(batch, probe, start_offset, MAX_OFFSET, path)
-    if not n:
-        return None
-    offsets = memoryview(probe.cols[0]).cast("q")
-    stamps = memoryview(probe.cols[1]).cast("q")
-    for i in range(n):
-        if stamps[i] >= timestamp:
-            return offsets[i]
-    return None
+    with open_partition(pdir) as view:
+        skip: Optional[AbortedTxnFilter] = None
+        if read_committed:
+            end = view.transaction_state(start, end).last_stable_offset
+            if start >= end:
+                return
+            skip = AbortedTxnFilter(view.aborted_transactions(start, end, start, end))
+        builder = ColumnBuilder(pdir.topic, pdir.partition, include_headers)
+        visited = 0                        # bytes of .log walked (for $KAFKALOG_SPARK_PROFILE)
+        for batch in view.batches(start, end):
+            visited += batch.size_in_bytes
+            if not (batch.is_control or (skip is not None and skip.skip(batch))):
+                decode_entry(batch, builder, start, end, view.log_path_of(batch.base_offset))
+                if builder.rows >= max_rows or builder.data_bytes >= MAX_DATA_BYTES:
+                    yield builder.flush()
+        last = builder.flush()
+        profile("read.bytes", visited)
+        if last is not None:
+            yield last

@@ -40,9 +40,9 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
-from kafkalog.log.manager import TOPIC_CONFIG_PREFIX, TOPIC_CONFIG_SUFFIX
+from kafkalog.log.naming import topic_config_file
 from kafkalog.record import kernel
-from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
+from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, RECORD_BATCH_OVERHEAD, CompressionType
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress
 from kafkalog.spark.commit import (  # noqa: F401 - re-exported
@@ -52,7 +52,7 @@ from kafkalog.spark.commit import (  # noqa: F401 - re-exported
 from kafkalog.spark.log_view import list_partitions
 from kafkalog.spark.options import InvalidOptionError, WriteOptions, parse_write_options
 
-CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CODEC_IDS = {n: int(CompressionType.for_name(n)) for n in PRODUCER_COMPRESSION_TYPES}
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ class ArrowStager:
         if cached is None:
             conf: Mapping[str, str] = {}
             if topic in self.counts:
-                path = os.path.join(self.opts.path, f"{TOPIC_CONFIG_PREFIX}{topic}{TOPIC_CONFIG_SUFFIX}")
+                path = topic_config_file(self.opts.path, topic)
                 if os.path.exists(path):
                     with open(path, "r", encoding="utf-8") as f:
                         conf = parse_properties(f.read(1 << 20), file=path)

@@ -1,0 +1,617 @@
+"""The read path of one partition: Kafka's read-side rules written once, for every reader.
+
+Every reader of kafkalog's logs goes through this module: the writable
+:class:`~kafkalog.log.log.Log` (over its live segments), the read-only mode of the Python client
+and the Spark source (over a :class:`PartitionView`, a snapshot of a partition directory that may
+be live). What is here:
+
+- the one batch walk of the readers (:func:`walk_batches`);
+- a segment seen by a reader (:class:`ViewSegment`): offset-index and time-index lookups, the
+  aborted transactions of its ``.txnindex``, its batches from an offset. :class:`LiveSegment`
+  adapts a segment of a writable log; :class:`SegmentSnapshot` reads segment files through
+  :class:`~kafkalog.log.view_files.ViewFiles` (indexes read whole and used read-only, ignoring a
+  preallocated all-zero tail and entries past the snapshot);
+- Kafka's rules over a segment list: the aborted transactions of a fetch
+  (:func:`collect_aborted_transactions`, from the ``.txnindex`` files), the consumer's
+  ``read_committed`` filter (:class:`AbortedTxnFilter`), the last stable offset and the aborted
+  transactions found from the end-transaction markers (:func:`scan_transactions`), and
+  ListOffsets by timestamp (:func:`find_offset_for_timestamp`);
+- :class:`PartitionView`: a read-only snapshot of one partition directory (segment list, log
+  start and log end offset, last stable offset, aborted transactions, batches, offset for a
+  timestamp). It never locks, recovers or writes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import (
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    cast,
+)
+
+from kafkalog.errors import CorruptRecordError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.log.naming import (
+    is_log_file,
+    log_file,
+    offset_from_file_name,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
+from kafkalog.log.offset_index import OffsetIndex
+from kafkalog.log.segment import LogSegment, TimestampAndOffset
+from kafkalog.log.time_index import TimeIndex
+from kafkalog.log.txn_index import (
+    AbortedTxn,
+    TxnIndexSearchResult,
+    collect_aborted_txns,
+    parse_txn_index,
+)
+from kafkalog.log.view_files import Buffer, LocalFiles, SegmentBytes, ViewFiles
+from kafkalog.record.constants import ControlRecordType
+from kafkalog.record.control import control_record_type
+from kafkalog.record.records import iter_batches
+
+__all__ = ["ViewRecord", "ViewBatch", "ViewSegment", "walk_batches", "is_abort_marker",
+           "AbortedTxnFilter", "TransactionState", "scan_transactions",
+           "collect_aborted_transactions", "find_offset_for_timestamp", "LiveSegment",
+           "SegmentSnapshot", "PartitionView"]
+
+#: an offset above every offset a log can hold
+MAX_OFFSET = (1 << 63) - 1
+
+
+class ViewRecord(Protocol):
+    """The fields of a record a reader's rules look at."""
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def timestamp(self) -> int: ...
+
+    @property
+    def key(self) -> Optional[bytes]: ...
+
+
+class ViewBatch(Protocol):
+    """The fields of a batch (any magic) a reader's rules look at
+    (:class:`kafkalog.record.batch.RecordBatch` and its legacy sibling)."""
+
+    position: int
+    size_in_bytes: int
+    magic: int
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+    @property
+    def max_timestamp(self) -> int: ...
+
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def partition_leader_epoch(self) -> int: ...
+
+    @property
+    def is_transactional(self) -> bool: ...
+
+    @property
+    def is_control(self) -> bool: ...
+
+    def ensure_valid(self) -> None: ...
+
+    def records(self) -> Sequence[ViewRecord]: ...
+
+
+def walk_batches(buf: Buffer, position: int = 0) -> Iterator[ViewBatch]:
+    """The batches of ``buf`` from byte ``position`` (file rules: a partial batch at the end
+    ends the walk). Every reader's batch iteration goes through here."""
+    return cast(Iterator[ViewBatch], iter_batches(buf, position))
+
+
+def is_abort_marker(batch: ViewBatch) -> bool:
+    """Whether a control batch is an ABORT marker (its first record's key)."""
+    for rec in batch.records():
+        return rec.key is not None and control_record_type(bytes(rec.key)) == ControlRecordType.ABORT
+    return False
+
+
+# --- segments -------------------------------------------------------------------------------------
+
+class ViewSegment(Protocol):
+    """A segment as the read rules see it (live, or a snapshot of files)."""
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def log_path(self) -> str: ...
+
+    def batches_from(self, offset: int) -> Iterator[ViewBatch]:
+        """Batches from the one holding ``offset`` (from an index position at or below it)."""
+        ...
+
+    def time_index_offset(self, timestamp: int) -> int:
+        """The offset of the largest ``.timeindex`` entry with a timestamp <= ``timestamp`` (the
+        base offset when none)."""
+        ...
+
+    def may_hold_timestamp(self, timestamp: int) -> bool:
+        """False only when the segment certainly holds no record with timestamp >=
+        ``timestamp``."""
+        ...
+
+    def collect_aborted_txns(self, start: int, upper: int) -> TxnIndexSearchResult:
+        """Kafka's ``collectAbortedTxns`` over this segment's ``.txnindex``."""
+        ...
+
+
+class LiveSegment:
+    """A :class:`ViewSegment` over a segment of a writable log, read up to ``limit`` bytes (the
+    log end of the reader's snapshot for the active segment)."""
+
+    def __init__(self, segment: LogSegment, limit: int) -> None:
+        self.segment = segment
+        self.limit = limit
+
+    @property
+    def base_offset(self) -> int:
+        return self.segment.base_offset
+
+    @property
+    def log_path(self) -> str:
+        return self.segment.log_path
+
+    def batches_from(self, offset: int) -> Iterator[ViewBatch]:
+        seg = self.segment
+        h0 = seg.translate_offset(offset)
+        if h0 is None:
+            return
+        for h in seg.log.iter_headers(h0.position, self.limit):
+            try:
+                for b in walk_batches(seg.log.read_entry(h.position, h.size)):
+                    yield b
+            except KafkalogError as e:
+                raise e.at(seg.log_path, h.position) from None
+
+    def time_index_offset(self, timestamp: int) -> int:
+        return int(self.segment.time_index.lookup(timestamp).offset)
+
+    def may_hold_timestamp(self, timestamp: int) -> bool:
+        return bool(self.segment.size) and self.segment.largest_timestamp() >= timestamp
+
+    def collect_aborted_txns(self, start: int, upper: int) -> TxnIndexSearchResult:
+        found: TxnIndexSearchResult = self.segment.txn_index.collect_aborted_txns(start, upper)
+        return found
+
+
+class SegmentSnapshot:
+    """A :class:`ViewSegment` over the files of one segment as a reader found them: the ``.log``
+    bytes present when it was opened; the ``.index``, ``.timeindex`` and ``.txnindex`` read whole
+    on first use, their entries beyond those bytes (or, once :attr:`end_offset` is known, beyond
+    the snapshot's log end offset) ignored, a missing or unreadable index meaning a walk from the
+    segment's first byte."""
+
+    def __init__(self, files: ViewFiles, directory: str, base_offset: int) -> None:
+        self.files = files
+        self.directory = directory
+        self._base = base_offset
+        self._data: Optional[SegmentBytes] = None
+        #: the offset after the last batch of the snapshot, when known (set by the partition view)
+        self.end_offset = MAX_OFFSET
+        self._offset_index: Optional[OffsetIndex] = None
+        self._time_index: Optional[TimeIndex] = None
+        self._txns: Optional[List[AbortedTxn]] = None
+
+    @property
+    def base_offset(self) -> int:
+        return self._base
+
+    @property
+    def log_path(self) -> str:
+        return log_file(self.directory, self._base)
+
+    def open(self) -> bool:
+        """Take the snapshot of the ``.log`` now (False when the file no longer exists)."""
+        if self._data is None:
+            self._data = self.files.open_segment(self.log_path)
+        return self._data is not None
+
+    @property
+    def data(self) -> SegmentBytes:
+        """The ``.log`` bytes, snapshotted on first use unless :meth:`open` was called."""
+        if not self.open():
+            raise OffsetOutOfRangeError("the segment was deleted (retention or compaction) "
+                                        "after the partition was listed", file=self.log_path)
+        assert self._data is not None
+        return self._data
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    def _index(self) -> Optional[OffsetIndex]:
+        if self._offset_index is None:
+            path = offset_index_file(self.directory, self._base)
+            raw = self.files.read_small(path)
+            if raw is None:
+                return None
+            try:
+                self._offset_index = cast(OffsetIndex, OffsetIndex.from_bytes(
+                    path, self._base, raw, max_position=self.size))
+            except KafkalogError:
+                return None                 # scanning from the segment start is always correct
+        return self._offset_index
+
+    def index_position(self, offset: int) -> int:
+        """Byte position of the largest valid ``.index`` entry <= ``offset`` (0 when none)."""
+        idx = self._index()
+        if idx is None or offset <= self._base:
+            return 0
+        return int(idx.lookup(offset).position)
+
+    def walk(self, position: int) -> Iterator[ViewBatch]:
+        """The batches of the snapshot from byte ``position``; errors name the file."""
+        try:
+            yield from walk_batches(self.data.buf, position)
+        except KafkalogError as e:
+            raise (e.at(self.log_path, 0) if e.file is None else e) from None
+
+    def batches_from(self, offset: int) -> Iterator[ViewBatch]:
+        return self.walk(self.index_position(offset))
+
+    def _times(self) -> Optional[TimeIndex]:
+        if self._time_index is None:
+            path = time_index_file(self.directory, self._base)
+            raw = self.files.read_small(path)
+            if raw is None:
+                return None
+            try:
+                self._time_index = cast(TimeIndex, TimeIndex.from_bytes(path, self._base, raw))
+            except KafkalogError:
+                return None
+        return self._time_index
+
+    def time_index_offset(self, timestamp: int) -> int:
+        idx = self._times()
+        if idx is None:
+            return self._base
+        found = int(idx.lookup(timestamp).offset)
+        return found if found < self.end_offset else self._base
+
+    def may_hold_timestamp(self, timestamp: int) -> bool:
+        """A sealed segment whose largest indexed timestamp is below ``timestamp`` holds none
+        (the caller does not ask this of the last segment, whose index may lag)."""
+        idx = self._times()
+        if idx is None or not idx.entries:
+            return True
+        return int(idx.last_entry.timestamp) >= timestamp
+
+    def aborted_txns(self) -> List[AbortedTxn]:
+        """The ``.txnindex`` entries whose ABORT marker is in the snapshot."""
+        if self._txns is None:
+            path = transaction_index_file(self.directory, self._base)
+            raw = self.files.read_small(path)
+            self._txns = [] if raw is None else parse_txn_index(raw, path)
+        return [t for t in self._txns if t.last_offset < self.end_offset]
+
+    def collect_aborted_txns(self, start: int, upper: int) -> TxnIndexSearchResult:
+        return collect_aborted_txns(self.aborted_txns(), start, upper)
+
+    def close(self) -> None:
+        if self._data is not None:
+            self._data.close()
+
+
+# --- Kafka's read-side rules over a segment list ---------------------------------------------------
+
+def _floor(bases: Sequence[int], offset: int) -> int:
+    return max(bisect_right(bases, offset) - 1, 0)
+
+
+def collect_aborted_transactions(segments: Sequence[ViewSegment], start: int,
+                                 upper: int) -> List[AbortedTxn]:
+    """The aborted transactions overlapping ``[start, upper)``, from the ``.txnindex`` of the
+    segment holding ``start`` and the following ones until a search is complete (Kafka's
+    ``LocalLog.collectAbortedTransactions``)."""
+    bases = [s.base_offset for s in segments]
+    out: List[AbortedTxn] = []
+    for seg in segments[_floor(bases, start):]:
+        r = seg.collect_aborted_txns(start, upper)
+        out.extend(r.aborted_transactions)
+        if r.is_complete:
+            break
+    return out
+
+
+class AbortedTxnFilter:
+    """Kafka's consumer rule for ``read_committed`` (``Fetcher``'s aborted-transaction handling):
+    batches are seen in offset order; a producer joins the aborted set when a batch reaches the
+    first offset of one of its aborted transactions and leaves it at its ABORT marker; its
+    transactional batches in between are skipped, and so is every control batch."""
+
+    def __init__(self, aborted: Iterable[Tuple[int, int]]) -> None:
+        """``aborted``: ``(producer id, first offset)`` of the aborted transactions."""
+        self._pending = sorted(aborted, key=lambda a: a[1])
+        self._next = 0
+        self._pids: Set[int] = set()
+
+    def skip(self, batch: ViewBatch) -> bool:
+        """Whether a ``read_committed`` reader skips ``batch`` (legacy batches never are)."""
+        if batch.magic < 2:
+            return False
+        pending = self._pending
+        k = self._next
+        last = batch.last_offset
+        while k < len(pending) and pending[k][1] <= last:
+            self._pids.add(pending[k][0])
+            k += 1
+        self._next = k
+        pid = batch.producer_id
+        if batch.is_control:
+            if pid in self._pids and is_abort_marker(batch):
+                self._pids.discard(pid)
+            return True
+        return batch.is_transactional and pid in self._pids
+
+
+class TransactionState(NamedTuple):
+    """What the end-transaction markers of a range of batches say."""
+    #: the first offset of the earliest transaction still open, else the end of the scan
+    last_stable_offset: int
+    #: aborted transactions as (producer id, first offset, ABORT-marker offset); a transaction
+    #: begun before the scan started has the scan's start as its first offset
+    aborted: List[Tuple[int, int, int]]
+
+
+def scan_transactions(batches: Iterable[ViewBatch], start: int, end: int) -> TransactionState:
+    """Follow each producer's transactions through ``batches`` (in offset order, from the one
+    holding ``start``): open at its first transactional batch, closed by its marker (Kafka's
+    ``ProducerStateManager`` rules for ongoing transactions), up to ``end`` and on past it while
+    a transaction begun below ``end`` is open. The last stable offset (at most ``end``) is the
+    first offset of the earliest transaction still open when the batches end."""
+    open_txns: Dict[int, int] = {}
+    aborted: List[Tuple[int, int, int]] = []
+    for b in batches:
+        if b.magic < 2 or b.last_offset < start:
+            continue
+        if b.base_offset >= end and not open_txns:
+            break                       # (past ``end``, only to see how open ones ended)
+        if b.producer_id < 0 or not b.is_transactional:
+            continue
+        pid = b.producer_id
+        if b.is_control:
+            first = open_txns.pop(pid, start)
+            if is_abort_marker(b):
+                aborted.append((pid, max(first, start), b.last_offset))
+        else:
+            open_txns.setdefault(pid, b.base_offset)
+    return TransactionState(min(min(open_txns.values(), default=end), end), aborted)
+
+
+def find_offset_for_timestamp(segments: Sequence[ViewSegment], timestamp: int,
+                              start_offset: int) -> Optional[TimestampAndOffset]:
+    """Kafka's ListOffsets for a timestamp (``fetchOffsetByTimestamp``, spec §4.7): the first
+    record (control records included, as Kafka) with offset >= ``start_offset`` and timestamp >=
+    ``timestamp``. A segment is located through its ``.timeindex`` and ``.index``; segments that
+    cannot hold the timestamp are skipped (never the last one, whose index may lag)."""
+    bases = [s.base_offset for s in segments]
+    first = _floor(bases, start_offset)
+    for k in range(first, len(segments)):
+        seg = segments[k]
+        if k < len(segments) - 1 and not seg.may_hold_timestamp(timestamp):
+            continue
+        target = max(seg.time_index_offset(timestamp), start_offset, seg.base_offset)
+        for batch in seg.batches_from(target):
+            if batch.last_offset < start_offset or batch.max_timestamp < timestamp:
+                continue
+            try:
+                records = batch.records()
+            except KafkalogError as e:
+                raise (e.at(seg.log_path, 0) if e.file is None else e) from None
+            for rec in records:
+                if rec.timestamp >= timestamp and rec.offset >= start_offset:
+                    epoch = batch.partition_leader_epoch
+                    return TimestampAndOffset(rec.timestamp, rec.offset,
+                                              epoch if epoch >= 0 else None)
+    return None
+
+
+# --- a read-only snapshot of one partition directory ----------------------------------------------
+
+def segment_bases(files: ViewFiles, directory: str) -> List[int]:
+    """Sorted base offsets of the ``.log`` segments of a partition directory."""
+    bases = []
+    for name in files.list_dir(directory):
+        if is_log_file(name):
+            try:
+                bases.append(offset_from_file_name(name))
+            except KafkalogError:
+                continue
+    bases.sort()
+    return bases
+
+
+class PartitionView:
+    """A read-only snapshot of one partition directory: never locks, never recovers, never
+    writes (no index is created, trimmed or rebuilt, no file is opened for writing).
+
+    The ``.log`` files present when the view is opened are read as they were then; reads stop at
+    that snapshot (the log end offset is that of the last complete batch in it), so a writer
+    appending meanwhile is never observed half way. A segment deleted by the writer later stays
+    readable. A partial batch at the end of the last segment (an append in progress, or a crash
+    not yet recovered) ends the log; a partial batch in an older segment raises
+    :class:`CorruptRecordError`. ``log_start_checkpoint`` is this partition's entry of the
+    ``log-start-offset-checkpoint`` (it raises the log start offset above the first segment's
+    base offset).
+
+    ``open_all=False`` (a reader of a range, such as a Spark task) opens a segment's ``.log`` only
+    when it is read; one deleted by retention before that raises
+    :class:`~kafkalog.errors.OffsetOutOfRangeError`."""
+
+    def __init__(self, path: str, log_start_checkpoint: Optional[int] = None, *,
+                 files: Optional[ViewFiles] = None, open_all: bool = True) -> None:
+        self.dir = path
+        self.files: ViewFiles = files if files is not None else LocalFiles()
+        self._segs: List[SegmentSnapshot] = []
+        for base in segment_bases(self.files, path):
+            seg = SegmentSnapshot(self.files, path, base)
+            if not open_all or seg.open():
+                self._segs.append(seg)
+        last = len(self._segs) - 1
+        while last >= 0 and not self._segs[last].open():  # (open_all=False: deleted meanwhile)
+            del self._segs[last]
+            last -= 1
+        self.bases = [s.base_offset for s in self._segs]
+        self.log_end_offset = self._find_log_end_offset()
+        for s in self._segs:
+            s.end_offset = self.log_end_offset
+        first = self.bases[0] if self.bases else (log_start_checkpoint or 0)
+        start = max(first, log_start_checkpoint if log_start_checkpoint is not None else first)
+        self.log_start_offset = min(start, self.log_end_offset)
+        self._txn_states: Dict[Tuple[int, int], TransactionState] = {}
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    @property
+    def segments(self) -> List[SegmentSnapshot]:
+        return list(self._segs)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segs)
+
+    def _find_log_end_offset(self) -> int:
+        for k in range(len(self._segs) - 1, -1, -1):
+            seg = self._segs[k]
+            pos = seg.index_position(MAX_OFFSET)
+            last: Optional[ViewBatch] = None
+            for last in seg.walk(pos):
+                pass
+            if last is None and pos:
+                for last in seg.walk(0):
+                    pass
+            if last is not None:
+                return max(last.last_offset + 1, seg.base_offset)
+            if k == len(self._segs) - 1:
+                return seg.base_offset                 # an empty active segment
+        return self.bases[-1] if self.bases else 0
+
+    def log_path_of(self, offset: int) -> str:
+        """The ``.log`` file of the segment holding ``offset`` (for errors)."""
+        return log_file(self.dir, self.bases[_floor(self.bases, offset)] if self.bases else 0)
+
+    # --- batches ---------------------------------------------------------------------------------
+
+    def batches(self, start: int, end: int) -> Iterator[ViewBatch]:
+        """CRC-checked batches holding offsets in ``[start, end)``, across segments."""
+        start = max(start, self.log_start_offset)
+        i = _floor(self.bases, start)
+        for k in range(i, len(self._segs)):
+            seg = self._segs[k]
+            pos = seg.index_position(start) if k == i else 0
+            walked = pos
+            for b in seg.walk(pos):
+                walked = b.position + b.size_in_bytes
+                if b.last_offset < start:
+                    continue
+                if b.base_offset >= end and b.magic >= 2:
+                    return
+                try:
+                    b.ensure_valid()
+                except KafkalogError as e:
+                    raise e.at(seg.log_path, b.position if e.position is None else 0) from None
+                yield b
+                if b.last_offset >= end - 1:
+                    return
+            if walked < seg.size and k < len(self._segs) - 1:
+                raise CorruptRecordError(f"partial or invalid batch at the end of the segment "
+                                         f"({seg.size - walked} bytes)", file=seg.log_path,
+                                         position=walked)
+
+    # --- transactions ----------------------------------------------------------------------------
+
+    def transaction_state(self, scan_from: Optional[int] = None,
+                          upto: Optional[int] = None) -> TransactionState:
+        """Last stable offset (at most ``upto``, default the log end offset) and aborted
+        transactions from the markers of the batches from ``scan_from`` (default: the log start
+        offset, which makes them exact). A transaction still open at ``scan_from`` is seen from
+        there on."""
+        start = self.log_start_offset if scan_from is None else max(scan_from, self.log_start_offset)
+        end = self.log_end_offset if upto is None else min(upto, self.log_end_offset)
+        state = self._txn_states.get((start, end))
+        if state is None:
+            state = self._txn_states[(start, end)] = scan_transactions(
+                self.batches(start, self.log_end_offset), start, end)
+        return state
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.transaction_state().last_stable_offset
+
+    def aborted_transactions(self, start: int, upper: int, scan_from: Optional[int] = None,
+                             upto: Optional[int] = None) -> List[Tuple[int, int]]:
+        """``(producer id, first offset)`` of the aborted transactions overlapping ``[start,
+        upper)``: those of the ``.txnindex`` files (Kafka's) and those found from the markers
+        (a directory without ``.txnindex`` files, or a marker written after the index was
+        read), once each."""
+        state = self.transaction_state(scan_from, upto)
+        seen: Dict[Tuple[int, int], int] = {}
+        for t in collect_aborted_transactions(self._segs, start, upper):
+            seen[(t.producer_id, t.last_offset)] = t.first_offset
+        for pid, first, last in state.aborted:
+            if last >= start and first < upper:
+                seen[(pid, last)] = min(first, seen.get((pid, last), first))
+        return sorted(((pid, first) for (pid, _last), first in seen.items()), key=lambda a: a[1])
+
+    def committed_view(self, start: int) -> Tuple[int, List[Tuple[int, int]]]:
+        """(last stable offset, aborted transactions overlapping ``[start, LSO)``) of a
+        ``read_committed`` read from ``start``."""
+        lso = self.last_stable_offset
+        return lso, self.aborted_transactions(start, lso)
+
+    # --- timestamps ------------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> Optional[TimestampAndOffset]:
+        """The first record at or above the log start offset with a timestamp >= ``timestamp``."""
+        return self.offset_for_timestamp_from(timestamp, self.log_start_offset)
+
+    def offset_for_timestamp_from(self, timestamp: int,
+                                  start_offset: int) -> Optional[TimestampAndOffset]:
+        found = find_offset_for_timestamp(self._segs, timestamp,
+                                          max(start_offset, self.log_start_offset))
+        return found if found is not None and found.offset < self.log_end_offset else None
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for s in self._segs:
+            s.close()
+
+    def __enter__(self) -> "PartitionView":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"PartitionView(dir={self.dir}, logStartOffset={self.log_start_offset}, "
+                f"logEndOffset={self.log_end_offset}, segments={len(self._segs)})")
