@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
+
+from moto.server import (
+    DomainDispatcherApplication,
+    ThreadedMotoServer,
+    create_backend_app,
+)
 
 
 @dataclass
@@ -33,7 +39,7 @@ class ServerCounts:
         return [r for r in self.requests if r[0] == "GET" and r[1].endswith(suffix)]
 
 
-class CountingMotoServer(moto_server.ThreadedMotoServer):
+class CountingMotoServer(ThreadedMotoServer):
     """moto's threaded S3 server with a WSGI layer that counts requests and GET body bytes."""
 
     def __init__(self) -> None:
@@ -42,7 +48,7 @@ class CountingMotoServer(moto_server.ThreadedMotoServer):
 
     def _server_entry(self) -> None:
         from werkzeug.serving import make_server
-        app = moto_server.DomainDispatcherApplication(moto_server.create_backend_app)
+        app = DomainDispatcherApplication(create_backend_app)
         counts = self.counts
 
         def counting(environ, start_response):

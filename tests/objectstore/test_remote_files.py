@@ -11,8 +11,8 @@ import pytest
 import kafkalog
 from kafkalog.log.filesystem import resolve
 from kafkalog.log.offset_index import OffsetIndex
+from kafkalog.log.partition_view import walk_batches
 from kafkalog.log.ranged_read import ChunkedBatches, byte_range
-from kafkalog.record.records import iter_batches
 
 RECORDS = 20_000
 
@@ -64,7 +64,7 @@ def test_listing_and_ranged_reads_through_the_index(s3_server, remote_logs):
     path = files.join(files.join(uri, "orders-0"), name)
     with files.ranges(path) as read:
         got = [o for _pos, buf in ChunkedBatches(read, lo, hi, path)
-               for b in iter_batches(buf) for o in range(b.base_offset, b.last_offset + 1)]
+               for b in walk_batches(buf) for o in range(b.base_offset, b.last_offset + 1)]
     assert set(range(start, start + 10)) <= set(got)
     assert s3_server.counts.get_bytes == hi - lo <= 2 * 4096 + 1000  # ~one index interval
     assert [r[2] for r in s3_server.counts.gets(name)] == [f"bytes={lo}-{hi - 1}"]
@@ -73,7 +73,7 @@ def test_listing_and_ranged_reads_through_the_index(s3_server, remote_logs):
     s3_server.counts.reset()
     with files.ranges(path) as read:
         batches = [b for _pos, buf in ChunkedBatches(read, 0, size, path, chunk_bytes=64 << 10)
-                   for b in iter_batches(buf)]
+                   for b in walk_batches(buf)]
     for b in batches:
         b.ensure_valid()
     assert batches[0].base_offset == base

@@ -85,7 +85,10 @@ def test_batch_options_and_refusals(spark, tmp_path):
 
     # the sink: Spark's refusals, unknown options, and the save mode
     df = spark.createDataFrame([("k", "v")], "key string, value string")
-    w = lambda: df.write.format("kafkalog").option("topic", "out")
+
+    def w():  # a new writer each time: DataFrameWriter.option changes the writer
+        return df.write.format("kafkalog").option("topic", "out")
+
     assert "Kafka option 'key.serializer' is not supported as keys are serialized with " \
            "ByteArraySerializer." in _error(
                lambda: w().option("kafka.key.serializer", "x").mode("append").save(str(data)))
@@ -133,8 +136,10 @@ def test_streaming_min_offsets_and_max_bytes_per_trigger(spark, tmp_path):
     # reader mapping it at that moment does not survive (reported; the read path is being redone)
     dl = kafkalog.open(data, background=False)
     dl.create_topic("ev", partitions=1)
-    produce = lambda lo, hi: dl.produce_many(
-        "ev", [b"value-%06d" % i for i in range(lo, hi)], partition=0)
+
+    def produce(lo: int, hi: int) -> None:
+        dl.produce_many("ev", [b"value-%06d" % i for i in range(lo, hi)], partition=0)
+
     produce(0, 10)
     q = (spark.readStream.format("kafkalog").option("subscribe", "ev")
          .option("startingOffsets", "earliest").option("minOffsetsPerTrigger", "5")
@@ -143,7 +148,10 @@ def test_streaming_min_offsets_and_max_bytes_per_trigger(spark, tmp_path):
          .option("checkpointLocation", str(tmp_path / "ckpt1")).start())
     try:
         q.processAllAvailable()
-        count = lambda: spark.sql("select count(*) c from min_offsets").first().c
+
+        def count() -> int:
+            return spark.sql("select count(*) c from min_offsets").first().c
+
         assert count() == 10                 # the first trigger runs
         produce(10, 13)
         q.processAllAvailable()

@@ -26,6 +26,7 @@ from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from kafkalog.errors import InvalidConfigError, KafkalogIOError, LogDirError
+from kafkalog.log.view_files import LocalFiles, SegmentBytes, ViewFiles
 
 #: URI schemes a data directory may be read from.
 SCHEMES = ("file", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "hdfs")
@@ -45,7 +46,7 @@ FS_OPTIONS = (
 )
 
 
-def scheme_of(path: str | os.PathLike) -> str | None:
+def scheme_of(path: str | os.PathLike[str]) -> str | None:
     """The URI scheme of ``path`` (lower case), or None for a plain local path."""
     text = os.fspath(path)
     if "://" not in text:
@@ -53,12 +54,12 @@ def scheme_of(path: str | os.PathLike) -> str | None:
     return text.split("://", 1)[0].lower()
 
 
-def is_remote(path: str | os.PathLike) -> bool:
+def is_remote(path: str | os.PathLike[str]) -> bool:
     """True for a URI of a file system other than the local one (``file://`` is local)."""
     return scheme_of(path) not in (None, "file")
 
 
-def local_path(path: str | os.PathLike) -> str:
+def local_path(path: str | os.PathLike[str]) -> str:
     """``path`` as a local path: ``file:///d`` -> ``/d``; a plain path unchanged."""
     text = os.fspath(path)
     if scheme_of(text) == "file":
@@ -70,7 +71,7 @@ def local_path(path: str | os.PathLike) -> str:
     return text
 
 
-def refuse_remote_write(path: str | os.PathLike, what: str) -> None:
+def refuse_remote_write(path: str | os.PathLike[str], what: str) -> None:
     """Raise :class:`LogDirError` when ``path`` is a remote URI: ``what`` (opening a data directory
     writable, a Spark write) needs atomic renames, appends and fsync."""
     scheme = scheme_of(path)
@@ -123,6 +124,7 @@ class LogFiles:
         self.fs_root = fs_root.rstrip("/")
         self.uri_root = uri_root.rstrip("/")
         self.stats = FileStats()
+        self.options: dict[str, str] = {}
         self._sizes: dict[str, int] = {}
 
     def fs_path(self, path: str) -> str:
@@ -200,6 +202,14 @@ class LogFiles:
         with self.ranges(path) as read:
             return read(offset, length)
 
+    def open_segment(self, path: str) -> SegmentBytes | None:
+        """A ``.log`` file as its size and a reader of byte ranges (nothing is fetched yet);
+        None when it no longer exists."""
+        size = self.size(path)
+        if size is None:
+            return None
+        return SegmentBytes(path, b"", size=size, ranges=self.ranges(path))
+
     def ranges(self, path: str) -> RangeReader:
         """A reader of byte ranges of ``path`` over one open handle (object stores: one HEAD,
         then one ranged GET per call); use as a context manager."""
@@ -214,15 +224,15 @@ class RangeReader:
         self.path = path
         self._handle: Any = None
 
-    def __call__(self, offset: int, length: int) -> bytes:
+    def __call__(self, position: int, length: int) -> bytes:
         if length <= 0:
             return b""
         try:
             if self._handle is None:
                 self._handle = self.files.fs.open_input_file(self.files.fs_path(self.path))
-            data = self._handle.read_at(length, offset)
+            data = self._handle.read_at(length, position)
         except OSError as err:
-            raise KafkalogIOError(f"cannot read {length} bytes at {offset}: {err}",
+            raise KafkalogIOError(f"cannot read {length} bytes at {position}: {err}",
                                   file=self.path) from None
         self.files.stats.add("range", len(data))
         return bytes(data)
@@ -331,7 +341,7 @@ def _hdfs(parts: Any, options: Mapping[str, str]) -> tuple[Any, str]:
     return pafs.HadoopFileSystem(host, **kwargs), unquote(parts.path)
 
 
-def resolve(path: str | os.PathLike, options: Mapping[str, str] | None = None) -> LogFiles:
+def resolve(path: str | os.PathLike[str], options: Mapping[str, str] | None = None) -> LogFiles:
     """The :class:`LogFiles` of a local path or URI; ``options`` (lower-case keys) may hold
     :data:`FS_OPTIONS`. Unknown schemes are refused."""
     import pyarrow.fs as pafs
@@ -353,3 +363,33 @@ def resolve(path: str | os.PathLike, options: Mapping[str, str] | None = None) -
         raise InvalidConfigError(f"{text}: cannot set up the {scheme}:// file system: {err}") \
             from None
     return LogFiles(fs, root.rstrip("/"), text.rstrip("/"))
+
+
+_REMOTE: dict[tuple[str, str], LogFiles] = {}
+_REMOTE_LOCK = threading.Lock()
+_LOCAL = LocalFiles()
+
+
+def files_for(path: str | os.PathLike[str], options: Mapping[str, str] | None = None) -> ViewFiles:
+    """The file access of a data directory for the read-only view: local files (memory maps)
+    for a local path or ``file://``, else the :class:`LogFiles` of the URI's file system, one
+    per scheme and authority (bucket, container, name node) in a process. ``options`` with
+    :data:`FS_OPTIONS` (re)configure it; without them the one configured before (or the
+    environment) is used, which is how executors and later calls of a read find the
+    configuration its options gave."""
+    text = os.fspath(path)
+    if not is_remote(text):
+        return _LOCAL
+    parts = urlsplit(text)
+    key = (parts.scheme.lower(), parts.netloc)
+    fs_options = {k: v for k, v in {str(k).lower(): str(v) for k, v in (options or {}).items()}
+                  .items() if k in FS_OPTIONS}
+    with _REMOTE_LOCK:
+        files = _REMOTE.get(key)
+        if files is None or (fs_options and fs_options != files.options):
+            root = f"{parts.scheme}://{parts.netloc}"
+            files = resolve(root + "/", fs_options)
+            files.uri_root = root
+            files.options = fs_options
+            _REMOTE[key] = files
+        return files

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Protocol
 
 from kafkalog.errors import CorruptRecordError
 
@@ -29,10 +28,8 @@ FIRST_CHUNK_BYTES = 64 << 10
 LOG_OVERHEAD = 12
 
 
-class RangeSource(Protocol):
-    """Reads ``length`` bytes at ``offset`` of one file (fewer at its end)."""
-
-    def __call__(self, offset: int, length: int) -> bytes: ...
+#: reads ``length`` bytes at ``offset`` of one file (fewer at its end)
+ReadRange = Callable[[int, int], bytes]
 
 
 def byte_range(entries: Sequence[tuple[int, int]], size: int, start: int, end: int
@@ -59,7 +56,7 @@ class ChunkedBatches:
     errors. A range ending inside a batch raises :class:`CorruptRecordError`, unless
     ``partial_tail`` (the last segment of a log being appended: its partial batch ends it)."""
 
-    def __init__(self, read: RangeSource, lo: int, hi: int, name: str, *,
+    def __init__(self, read: ReadRange, lo: int, hi: int, name: str, *,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, first_chunk: int = FIRST_CHUNK_BYTES,
                  prefetch: bool = True, partial_tail: bool = False) -> None:
         self.read = read
@@ -118,7 +115,7 @@ def _needed(buf: bytes) -> int:
     """Bytes of the first batch of ``buf`` (``LOG_OVERHEAD`` while its header is incomplete)."""
     if len(buf) < LOG_OVERHEAD:
         return LOG_OVERHEAD
-    return LOG_OVERHEAD + struct.unpack_from(">i", buf, 8)[0]
+    return LOG_OVERHEAD + int(struct.unpack_from(">i", buf, 8)[0])
 
 
 def _whole_batches(buf: bytes) -> int:

@@ -16,24 +16,10 @@ it reads (:func:`limit_bytes`): kafkalog knows where each batch lies in its segm
 from __future__ import annotations
 
 import bisect
-import os
 from collections.abc import Callable
-from typing import Protocol, cast
 
-from kafkalog.spark.log_view import (
-    PartitionDir,
-    index_position,
-    iter_segment_batches,
-    segment_bases,
-    segment_path,
-)
-
-
-class _Batch(Protocol):
-    """What admission control reads of a record batch header."""
-    last_offset: int
-    size_in_bytes: int
-
+from kafkalog.log.partition_view import PartitionView
+from kafkalog.spark.log_view import PartitionDir, open_partition
 
 Key = tuple[str, str]                  # (topic, partition as a string): the offsets' JSON keys
 Lags = dict[Key, tuple[int, int]]      # start offset, end offset the batch could read up to
@@ -53,35 +39,37 @@ def limit_offsets(lags: Lags, budget: int) -> dict[Key, int]:
     return out
 
 
-def _byte_position(pdir: PartitionDir, offset: int) -> int:
+def _byte_position(view: PartitionView, offset: int) -> int:
     """Estimated byte position of ``offset`` in the partition's segments laid end to end: the
     sizes of the segments before its floor segment plus its ``.index`` position there."""
-    bases = segment_bases(pdir.path)
-    i = bisect.bisect_right(bases, offset) - 1
+    segments = view.segments
+    i = bisect.bisect_right(view.bases, offset) - 1
     if i < 0:
         return 0
-    before = sum(os.path.getsize(segment_path(pdir.path, b)) for b in bases[:i])
-    return before + index_position(pdir.path, bases[i], offset)
+    return sum(s.size for s in segments[:i]) + segments[i].index_position(offset)
 
 
-def _end_within(pdir: PartitionDir, start: int, end: int, budget: int, at_least_one: bool
-                ) -> tuple[int, int]:
-    """``(end offset, bytes)``: the whole batches from ``start`` whose sizes add up to at most
+def _end_within(view: PartitionView, start: int, end: int, budget: int, at_least_one: bool
+                ) -> int:
+    """The end offset of the whole batches from ``start`` whose sizes add up to at most
     ``budget`` (one batch regardless with ``at_least_one``), never past ``end``."""
     taken = 0
     reached = start
-    for _seg, entry in iter_segment_batches(pdir, start):
-        batch = cast(_Batch, entry)
-        if batch.last_offset < start:
-            continue
-        if reached >= end:
-            break
-        size = batch.size_in_bytes
-        if taken + size > budget and not (at_least_one and taken == 0):
-            break
-        taken += size
-        reached = min(end, batch.last_offset + 1)
-    return reached, taken
+    segments = view.segments
+    first = max(0, bisect.bisect_right(view.bases, start) - 1)
+    for k in range(first, len(segments)):
+        seg = segments[k]
+        for batch in seg.walk(seg.index_position(start) if k == first else 0):
+            if batch.last_offset < start:
+                continue
+            if reached >= end:
+                return reached
+            size = batch.size_in_bytes
+            if taken + size > budget and not (at_least_one and taken == 0):
+                return reached
+            taken += size
+            reached = min(end, batch.last_offset + 1)
+    return reached
 
 
 def limit_bytes(pdirs: dict[Key, PartitionDir], lags: Lags, budget: int) -> dict[Key, int]:
@@ -89,21 +77,23 @@ def limit_bytes(pdirs: dict[Key, PartitionDir], lags: Lags, budget: int) -> dict
     share in proportion to its lag in bytes (estimated through the ``.index``), in whole batches.
     When no partition's share holds its next batch, the partition with the largest lag reads one
     batch, so a batch larger than the limit cannot stall the query."""
-    byte_lags = {k: max(0, _byte_position(pdirs[k], e) - _byte_position(pdirs[k], s))
-                 if e > s and k in pdirs else 0 for k, (s, e) in lags.items()}
-    total = sum(byte_lags.values())
-    out = {k: s for k, (s, _e) in lags.items()}
-    for key, (s, e) in sorted(lags.items()):
-        if e > s and key in pdirs:
-            share = budget if total <= budget else (byte_lags[key] * budget) // max(1, total)
-            out[key] = _end_within(pdirs[key], s, e, share, False)[0]
-    if all(out[k] == s for k, (s, _e) in lags.items()):
-        waiting = [k for k, (s, e) in lags.items() if e > s and k in pdirs]
-        if waiting:
-            key = max(waiting, key=lambda k: (byte_lags[k], lags[k][1] - lags[k][0]))
+    views = {k: open_partition(pdirs[k]) for k, (s, e) in lags.items() if e > s and k in pdirs}
+    try:
+        byte_lags = {k: max(0, _byte_position(v, lags[k][1]) - _byte_position(v, lags[k][0]))
+                     for k, v in views.items()}
+        total = sum(byte_lags.values())
+        out = {k: s for k, (s, _e) in lags.items()}
+        for key, view in sorted(views.items()):
             s, e = lags[key]
-            out[key] = _end_within(pdirs[key], s, e, budget, True)[0]
-    return out
+            share = budget if total <= budget else (byte_lags[key] * budget) // max(1, total)
+            out[key] = _end_within(view, s, e, share, False)
+        if views and all(out[k] == lags[k][0] for k in views):
+            key = max(views, key=lambda k: (byte_lags[k], lags[k][1] - lags[k][0]))
+            out[key] = _end_within(views[key], lags[key][0], lags[key][1], budget, True)
+        return out
+    finally:
+        for v in views.values():
+            v.close()
 
 
 class TriggerDelay:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafkalog.errors import InvalidConfigError
-from kafkalog.log.filesystem import local_path, refuse_remote_write
+from kafkalog.log.filesystem import FS_OPTIONS, files_for, local_path, refuse_remote_write
 from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES
 
 _log = logging.getLogger("kafkalog.spark")
@@ -292,6 +292,12 @@ class ReadOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     max_bytes_per_trigger: int | None = None
+    fs_options: tuple[tuple[str, str], ...] = ()
+
+    def configure_files(self) -> None:
+        """Configure the file system of a URI :attr:`path` from the ``fs.*`` options (each
+        process of the read: the planner, the streaming driver, every task)."""
+        files_for(self.path, dict(self.fs_options))
 
     def matches_topic(self, topic: str) -> bool:
         """True if ``topic`` is selected by ``subscribe`` / ``subscribePattern`` / ``assign``."""
@@ -305,10 +311,11 @@ class ReadOptions:
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
     """Validate the options of ``spark.read`` / ``spark.readStream`` ``.format("kafkalog")``."""
     opts = _lower(options)
-    check_option_names(opts, SOURCE_OPTIONS, FORBIDDEN_SOURCE_OPTIONS, "source")
+    check_option_names(opts, SOURCE_OPTIONS + FS_OPTIONS, FORBIDDEN_SOURCE_OPTIONS, "source")
     path = _get(opts, "path")
     if path is None:
         raise InvalidOptionError("no data directory: use .load(DATA_DIR) or .option('path', DATA_DIR)")
+    path = local_path(path)
     chosen = [n for n in ("subscribe", "subscribePattern", "assign") if _get(opts, n) is not None]
     if len(chosen) != 1:
         raise InvalidOptionError("exactly one of the options 'subscribe', 'subscribePattern' or "
@@ -370,7 +377,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             if _get(opts, name) is not None:
                 _log.warning("%s option ignored in batch queries", name)
     batch_rows = _int(opts, "maxRecordsPerBatch", minimum=1) or 65536
-    return ReadOptions(
+    fs_options = tuple(sorted((k, v) for k, v in opts.items() if k in FS_OPTIONS))
+    read = ReadOptions(
         path=path, subscribe=subscribe, subscribe_pattern=pattern, assign=assign,
         starting=starting, ending=ending, starting_by_timestamp_strategy=strategy,
         min_partitions=min_partitions, max_offsets_per_trigger=max_per_trigger,
@@ -380,8 +388,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_records_per_partition=_int(opts, "maxRecordsPerPartition", minimum=1),
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=DEFAULT_MAX_TRIGGER_DELAY_MS if delay is None else delay,
-        max_bytes_per_trigger=max_bytes,
+        max_bytes_per_trigger=max_bytes, fs_options=fs_options,
     )
+    read.configure_files()
+    return read
 
 
 def _tp_set(tps) -> str:
