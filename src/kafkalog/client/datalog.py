@@ -376,11 +376,14 @@ def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None
 
     ``read_only=True`` opens an existing directory for reading only, even while a kafkalog
     application or a Kafka broker holds it: no ``.lock`` is taken, nothing is recovered, created
-    or changed (``config``, ``background`` and ``progress`` are ignored). Each partition is read
-    as it was when first used; produce, topic changes, retention and flush raise
-    :class:`~kafkalog.errors.LogDirError`."""
+    or changed (``background`` and ``progress`` are ignored). Each partition is read as it was
+    when first used; produce, topic changes, retention and flush raise
+    :class:`~kafkalog.errors.LogDirError`. Read-only, ``data_dir`` may also be a URI
+    (``s3://``, ``s3a://``, ``gs://``, ``abfs(s)://``, ``hdfs://``, ``file://``) read through
+    ``pyarrow.fs``; ``config`` then holds its ``fs.*`` options (``fs.s3a.endpoint``, ...; see
+    :mod:`kafkalog.log.filesystem`). Opened writable, a URI other than ``file://`` is refused."""
     if read_only:
-        return DataLog(_ReadOnlyManager(data_dir))
+        return DataLog(_ReadOnlyManager(data_dir, config))
     dl = DataLog(LogManager(data_dir, config, background=background, progress=progress,
                             cleaner_factory=LogCleaner))
     if dl.manager.has_topic(TRANSACTION_STATE_TOPIC):

@@ -9,10 +9,11 @@ client needs on top: the writing methods of a :class:`~kafkalog.log.manager.LogM
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, List, Tuple, Union
+from typing import Any, Iterator, List, Mapping, Optional, Tuple, Union
 
 from kafkalog.errors import LogDirError
 from kafkalog.log.data_dir_view import DataDirView
+from kafkalog.log.filesystem import files_for, is_remote, local_path
 from kafkalog.log.log import READ_UNCOMMITTED, Log
 from kafkalog.log.manager import PartitionInfo
 from kafkalog.log.partition_view import PartitionView, ViewBatch
@@ -53,8 +54,12 @@ class _ReadOnlyManager(DataDirView):
     ``meta.properties``, no checkpoint, no recovery, no file created or changed. Partitions are
     snapshotted on first use. Writing methods raise :class:`LogDirError`."""
 
-    def __init__(self, data_dir: os.PathLike[str] | str) -> None:
-        super().__init__(os.path.abspath(os.fspath(data_dir)))
+    def __init__(self, data_dir: os.PathLike[str] | str,
+                 options: Optional[Mapping[str, Any]] = None) -> None:
+        path = os.fspath(data_dir)
+        if not is_remote(path):
+            path = os.path.abspath(local_path(path))
+        super().__init__(path, files=files_for(path, {k: str(v) for k, v in (options or {}).items()}))
 
     def describe(self) -> List[PartitionInfo]:
         out = []

@@ -54,6 +54,7 @@ from kafkalog.log.config import (
     format_value,
     parse_properties,
 )
+from kafkalog.log.filesystem import local_path, refuse_remote_write
 from kafkalog.log.loader import RecoveryReport
 from kafkalog.log.log import Log
 from kafkalog.log.naming import (
@@ -179,7 +180,8 @@ class LogManager:
         if recovery not in ("auto", "unclean", "full"):
             raise InvalidConfigError(f"recovery must be auto, unclean or full, not {recovery!r}")
         self.recovery_mode = recovery
-        self.data_dir = os.path.abspath(os.fspath(data_dir))
+        refuse_remote_write(data_dir, "opening a data directory writable")
+        self.data_dir = os.path.abspath(local_path(data_dir))
         if isinstance(broker_config, BrokerConfig):
             self.broker_config = broker_config
         else:

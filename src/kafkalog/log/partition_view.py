@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from typing import (
+    Any,
     Dict,
     Iterable,
     Iterator,
@@ -56,7 +57,8 @@ from kafkalog.log.txn_index import (
     collect_aborted_txns,
     parse_txn_index,
 )
-from kafkalog.log.view_files import Buffer, LocalFiles, SegmentBytes, ViewFiles
+from kafkalog.log.ranged_read import ChunkedBatches
+from kafkalog.log.view_files import Buffer, LocalFiles, RangeSource, SegmentBytes, ViewFiles
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import control_record_type
 from kafkalog.record.records import iter_batches
@@ -121,6 +123,48 @@ def walk_batches(buf: Buffer, position: int = 0) -> Iterator[ViewBatch]:
     """The batches of ``buf`` from byte ``position`` (file rules: a partial batch at the end
     ends the walk). Every reader's batch iteration goes through here."""
     return cast(Iterator[ViewBatch], iter_batches(buf, position))
+
+
+class _AtPosition:
+    """A batch read from a chunk of a file, with :attr:`position` in the file."""
+
+    __slots__ = ("_batch", "_shift")
+
+    def __init__(self, batch: ViewBatch, shift: int) -> None:
+        self._batch = batch
+        self._shift = shift
+
+    @property
+    def position(self) -> int:
+        return self._batch.position + self._shift
+
+    @property
+    def end_position(self) -> int:
+        return self._batch.position + self._batch.size_in_bytes + self._shift
+
+    def ensure_valid(self) -> None:
+        try:
+            self._batch.ensure_valid()
+        except KafkalogError as e:
+            raise e.at(None, self._shift) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._batch, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._batch)  # type: ignore[call-overload,no-any-return]
+
+    def __len__(self) -> int:
+        return len(self._batch)  # type: ignore[arg-type]
+
+
+def walk_ranges(read: RangeSource, position: int, size: int, path: str) -> Iterator[ViewBatch]:
+    """:func:`walk_batches` over a file read in ranged requests (object stores): chunks of whole
+    batches from byte ``position`` of a file of ``size`` bytes, small first and growing, the next
+    one prefetched (:class:`~kafkalog.log.ranged_read.ChunkedBatches`); positions are the file's."""
+    for start, chunk in ChunkedBatches(read, position, size, path, partial_tail=True):
+        for b in walk_batches(chunk):
+            yield cast(ViewBatch, _AtPosition(b, start))
 
 
 def is_abort_marker(batch: ViewBatch) -> bool:
@@ -267,7 +311,11 @@ class SegmentSnapshot:
     def walk(self, position: int) -> Iterator[ViewBatch]:
         """The batches of the snapshot from byte ``position``; errors name the file."""
         try:
-            yield from walk_batches(self.data.buf, position)
+            data = self.data
+            if data.ranges is None:
+                yield from walk_batches(data.buf, position)
+            else:
+                yield from walk_ranges(data.ranges, position, data.size, self.log_path)
         except KafkalogError as e:
             raise (e.at(self.log_path, 0) if e.file is None else e) from None
 

@@ -18,7 +18,7 @@ from typing import List, Optional, Protocol, Union
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.fsutil import io_error
 
-__all__ = ["ViewFiles", "LocalFiles", "Buffer", "SegmentBytes"]
+__all__ = ["ViewFiles", "LocalFiles", "Buffer", "SegmentBytes", "RangeSource"]
 
 #: what a view reads batches from: a read-only memory map or bytes
 Buffer = Union[mmap.mmap, bytes]
@@ -27,18 +27,33 @@ Buffer = Union[mmap.mmap, bytes]
 MAX_SMALL_FILE_BYTES = 1 << 30
 
 
-class SegmentBytes:
-    """The first :attr:`size` bytes of one ``.log`` file as a buffer, released by :meth:`close`."""
+class RangeSource(Protocol):
+    """Reads ``length`` bytes at ``position`` of one file (fewer at its end)."""
 
-    def __init__(self, path: str, buf: Buffer) -> None:
+    def __call__(self, position: int, length: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class SegmentBytes:
+    """The first :attr:`size` bytes of one ``.log`` file, released by :meth:`close`: a buffer
+    (local files: a read-only map), or, with ``ranges``, a reader of byte ranges of a file of
+    ``size`` bytes (object stores: ranged GETs; ``buf`` is then empty)."""
+
+    def __init__(self, path: str, buf: Buffer, *, size: Optional[int] = None,
+                 ranges: Optional[RangeSource] = None) -> None:
         self.path = path
         self.buf = buf
+        self.ranges = ranges
+        self._size = len(buf) if size is None else size
 
     @property
     def size(self) -> int:
-        return len(self.buf)
+        return self._size
 
     def close(self) -> None:
+        if self.ranges is not None:
+            self.ranges.close()
         if isinstance(self.buf, mmap.mmap):
             try:
                 self.buf.close()

@@ -4,7 +4,8 @@ Planners and executors only *read* a data directory, which may be live (a broker
 writer has it open) or a copy: they never take the ``.lock``, never recover, never write. All of
 that is :mod:`kafkalog.log.data_dir_view` / :mod:`kafkalog.log.partition_view` (partition listing,
 checkpoints, snapshots of a partition, index lookups, offsets by timestamp); this module names
-the few calls the planner, the streaming reader and the jobs make, over local files.
+the few calls the planner, the streaming reader and the jobs make, over local files or a URI
+(:func:`kafkalog.log.filesystem.files_for`: object stores and HDFS through ``pyarrow.fs``).
 """
 
 from __future__ import annotations
@@ -21,26 +22,23 @@ from kafkalog.log.data_dir_view import (
     list_partition_dirs,
     read_offset_checkpoint,
 )
+from kafkalog.log.filesystem import files_for
 from kafkalog.log.naming import log_file
 from kafkalog.log.partition_view import PartitionView
 from kafkalog.log.partition_view import segment_bases as _segment_bases
-from kafkalog.log.view_files import LocalFiles
 
 __all__ = ["PartitionDir", "PartitionBounds", "list_partitions", "segment_bases", "segment_path",
            "read_log_start_checkpoint", "read_cleaner_checkpoint", "partition_bounds",
            "offset_for_timestamp", "open_partition"]
 
-_FILES = LocalFiles()
-
-
 def list_partitions(data_dir: str) -> List[PartitionDir]:
     """Partition directories of ``data_dir`` sorted by topic then partition."""
-    return list_partition_dirs(_FILES, data_dir)
+    return list_partition_dirs(files_for(data_dir), data_dir)
 
 
 def segment_bases(partition_dir: str) -> List[int]:
     """Sorted base offsets of the ``.log`` segments of a partition directory."""
-    return _segment_bases(_FILES, partition_dir)
+    return _segment_bases(files_for(partition_dir), partition_dir)
 
 
 def segment_path(partition_dir: str, base: int) -> str:
@@ -49,12 +47,13 @@ def segment_path(partition_dir: str, base: int) -> str:
 
 def open_partition(pdir: PartitionDir, log_start_checkpoint: Optional[int] = None) -> PartitionView:
     """A read-only snapshot of one partition directory (close it, or use it as a context)."""
-    return PartitionView(pdir.path, log_start_checkpoint, files=_FILES, open_all=False)
+    return PartitionView(pdir.path, log_start_checkpoint, files=files_for(pdir.path),
+                         open_all=False)
 
 
 def _checkpoint(data_dir: str, name: str) -> Dict[Tuple[str, int], int]:
     return {(tp.topic, tp.partition): off
-            for tp, off in read_offset_checkpoint(_FILES, data_dir, name).items()}
+            for tp, off in read_offset_checkpoint(files_for(data_dir), data_dir, name).items()}
 
 
 def read_log_start_checkpoint(data_dir: str) -> Dict[Tuple[str, int], int]:

@@ -10,15 +10,19 @@ offset through the ``.index``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
 from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.spark.commit import pending_bounds
 from kafkalog.spark.log_view import (
-    PartitionBounds, PartitionDir, list_partitions, offset_for_timestamp, partition_bounds,
+    PartitionBounds,
+    PartitionDir,
+    list_partitions,
+    offset_for_timestamp,
+    partition_bounds,
     read_log_start_checkpoint,
 )
 from kafkalog.spark.options import EARLIEST, LATEST, InvalidOptionError, ReadOptions
@@ -47,7 +51,7 @@ class OffsetRange:
 class ReadTask(InputPartition):
     """One Spark task: a list of offset ranges read one after the other."""
 
-    def __init__(self, ranges: List[OffsetRange]) -> None:  # InputPartition wants a value
+    def __init__(self, ranges: list[OffsetRange]) -> None:  # InputPartition wants a value
         super().__init__(None)
         self.ranges = ranges
 
@@ -56,7 +60,7 @@ class ReadTask(InputPartition):
                                        for r in self.ranges) + ")"
 
 
-def selected_partitions(opts: ReadOptions) -> List[PartitionDir]:
+def selected_partitions(opts: ReadOptions) -> list[PartitionDir]:
     """The partition directories selected by ``subscribe`` / ``subscribePattern`` / ``assign``."""
     found = [p for p in list_partitions(opts.path) if opts.matches_topic(p.topic)]
     if opts.assign is not None:
@@ -118,17 +122,29 @@ def resolve_end(opts: ReadOptions, pdir: PartitionDir, bounds: PartitionBounds) 
     return min(max(value, bounds.log_start_offset), bounds.log_end_offset)
 
 
+def check_start_not_after_end(pdir: PartitionDir, start: int, end: int) -> None:
+    """Spark's check of the resolved offsets of a batch read: the start may not be past the end."""
+    if start > end:
+        raise InvalidOptionError(
+            f"[RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET] The resolved start offset {start} is "
+            f"greater than the resolved end offset {end} for topic {pdir.topic} partition "
+            f"{pdir.partition}. There may be multiple reasons: 1. Start offset is set to too big a "
+            "value that after resolution, end offset is smaller than it (a start timestamp and an "
+            "end offset, a start offset and an end timestamp, or a start offset and the end set to "
+            "latest). 2. The topic partition is broken.")
+
+
 @dataclass
 class PushedFilters:
     """What ``pushFilters`` learned: restrictions applied exactly (topic, partition, offset) or
     used to prune (timestamp lower bound)."""
-    topics: Optional[Set[str]] = None
-    partitions: Optional[Set[int]] = None
-    min_partition: Optional[int] = None
-    max_partition: Optional[int] = None
-    min_offset: Optional[int] = None
-    max_offset: Optional[int] = None      # exclusive
-    min_timestamp: Optional[int] = None   # ms, lower bound for pruning only
+    topics: set[str] | None = None
+    partitions: set[int] | None = None
+    min_partition: int | None = None
+    max_partition: int | None = None
+    min_offset: int | None = None
+    max_offset: int | None = None      # exclusive
+    min_timestamp: int | None = None   # ms, lower bound for pruning only
 
     def keeps(self, pdir: PartitionDir) -> bool:
         if self.topics is not None and pdir.topic not in self.topics:
@@ -137,12 +153,10 @@ class PushedFilters:
             return False
         if self.min_partition is not None and pdir.partition < self.min_partition:
             return False
-        if self.max_partition is not None and pdir.partition > self.max_partition:
-            return False
-        return True
+        return self.max_partition is None or pdir.partition <= self.max_partition
 
 
-def plan_ranges(opts: ReadOptions, pushed: Optional[PushedFilters] = None) -> List[OffsetRange]:
+def plan_ranges(opts: ReadOptions, pushed: PushedFilters | None = None) -> list[OffsetRange]:
     """The offset range of every selected partition for a batch read, narrowed by ``pushed``."""
     pushed = pushed or PushedFilters()
     checkpoint = read_log_start_checkpoint(opts.path)
@@ -152,9 +166,12 @@ def plan_ranges(opts: ReadOptions, pushed: Optional[PushedFilters] = None) -> Li
         if not pushed.keeps(pdir):
             continue
         bounds = partition_bounds(pdir, checkpoint)
-        start = resolve_start(opts, pdir, bounds)
-        end = min(resolve_end(opts, pdir, bounds),
-                  pending.get((pdir.topic, pdir.partition), bounds.log_end_offset))
+        resolved_end = resolve_end(opts, pdir, bounds)
+        start = resolve_start(opts, pdir, bounds)  # may report data loss first, as Spark's
+        kind, given = opts.starting.for_partition((pdir.topic, pdir.partition), "earliest")
+        check_start_not_after_end(pdir, given if kind == "offset" and given >= 0 else start,
+                                  resolved_end)
+        end = min(resolved_end, pending.get((pdir.topic, pdir.partition), bounds.log_end_offset))
         if pushed.min_offset is not None:
             start = max(start, pushed.min_offset)
         if pushed.max_offset is not None:
@@ -167,28 +184,39 @@ def plan_ranges(opts: ReadOptions, pushed: Optional[PushedFilters] = None) -> Li
     return ranges
 
 
-def plan_tasks(ranges: Sequence[OffsetRange], min_partitions: Optional[int] = None,
-               min_task_records: int = MIN_TASK_RECORDS) -> List[ReadTask]:
-    """Group ranges into tasks: with ``min_partitions``, split ranges larger than
-    ``total / min_partitions`` offsets; then pack consecutive small ranges into one task while the
-    task stays within ``min(min_task_records, target)`` offsets."""
+def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` cut into ``parts`` ranges of (almost) equal size."""
+    if parts <= 1:
+        return [r]
+    step = math.ceil(r.size / parts)
+    return [OffsetRange(r.topic, r.partition, r.path, s, min(r.end, s + step))
+            for s in range(r.start, r.end, step)]
+
+
+def plan_tasks(ranges: Sequence[OffsetRange], min_partitions: int | None = None,
+               min_task_records: int = MIN_TASK_RECORDS, *,
+               max_records: int | None = None) -> list[ReadTask]:
+    """Group ranges into tasks, as Spark's ``KafkaOffsetRangeCalculator``: with ``max_records``
+    (``maxRecordsPerPartition``) first cut every range into pieces of at most that many offsets;
+    then with ``min_partitions``, split pieces larger than ``total / min_partitions`` offsets;
+    then pack consecutive small pieces into one task while the task stays within
+    ``min(min_task_records, target, max_records)`` offsets."""
     ranges = [r for r in ranges if r.size > 0]
     if not ranges:
         return []
+    if max_records is not None:
+        ranges = [p for r in ranges for p in _split(r, math.ceil(r.size / max_records))]
     total = sum(r.size for r in ranges)
     target = math.ceil(total / min_partitions) if min_partitions else None
-    pieces: List[OffsetRange] = []
+    pieces: list[OffsetRange] = []
     for r in ranges:
         if target is not None and r.size > target:
-            n = math.ceil(r.size / target)
-            step = math.ceil(r.size / n)
-            for s in range(r.start, r.end, step):
-                pieces.append(OffsetRange(r.topic, r.partition, r.path, s, min(r.end, s + step)))
+            pieces.extend(_split(r, math.ceil(r.size / target)))
         else:
             pieces.append(r)
-    pack_limit = min_task_records if target is None else min(min_task_records, target)
-    tasks: List[ReadTask] = []
-    current: List[OffsetRange] = []
+    pack_limit = min(x for x in (min_task_records, target, max_records) if x is not None)
+    tasks: list[ReadTask] = []
+    current: list[OffsetRange] = []
     current_size = 0
     for piece in pieces:
         if current and current_size + piece.size > pack_limit:

@@ -21,6 +21,7 @@ def read_task(task: InputPartition, opts: ReadOptions) -> Iterator[pa.RecordBatc
     """Executor side: yield the Arrow batches of every range of ``task``."""
     if not isinstance(task, ReadTask):  # Spark's InputPartition(None) for an empty plan
         return
+    opts.configure_files()
     t0 = time.perf_counter()
     for r in task.ranges:
         yield from read_range(r.partition_dir, r.start, r.end,
@@ -39,7 +40,8 @@ class KafkalogBatchReader(DataSourceReader):
 
     def partitions(self) -> List[InputPartition]:
         t0 = time.perf_counter()
-        tasks = plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions)
+        tasks = plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions,
+                           max_records=self.opts.max_records_per_partition)
         profile("read.plan", time.perf_counter() - t0)
         return tasks
 

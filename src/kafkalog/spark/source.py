@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from types import FrameType
+
 from pyspark.sql.datasource import (
-    DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter, DataSourceWriter,
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
 )
 from pyspark.sql.types import StructType
 
@@ -12,13 +19,36 @@ from kafkalog.spark.schema import source_schema
 
 FORMAT_NAME = "kafkalog"
 
+#: The PySpark worker that plans a read without filter pushdown receives
+#: ``spark.sql.python.filterPushdown.enabled`` as its local ``enable_pushdown`` and refuses a
+#: reader that implements ``pushFilters`` when it is false (``DATA_SOURCE_PUSHDOWN_DISABLED``);
+#: the worker that pushes filters runs only when it is true.
+_PLAN_READ_WORKER = "plan_data_source_read.py"
+
+
+def filter_pushdown_enabled(frame: FrameType | None = None) -> bool:
+    """Whether the session that asks for a reader lets Python sources push filters: False only
+    when called (through ``DataSource.reader``) by PySpark's read-planning worker with
+    ``spark.sql.python.filterPushdown.enabled`` off, the one place a Python worker learns that
+    conf. A reader built anywhere else may push filters."""
+    frame = frame or sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_PLAN_READ_WORKER):
+            enabled = frame.f_locals.get("enable_pushdown")
+            return True if enabled is None else bool(enabled)
+        frame = frame.f_back
+    return True
+
 
 class KafkalogDataSource(DataSource):
     """``spark.read.format("kafkalog").option("subscribe", "orders").load(DATA_DIR)``.
 
-    Options are those of Spark's Kafka source/sink; see ``docs/spark.md``. The extra option
-    ``pushFilters`` (default true) picks the reader with filter pushdown, which needs
-    ``spark.sql.python.filterPushdown.enabled=true`` (set by :func:`kafkalog.spark.register`).
+    Options are those of Spark's Kafka source/sink; see ``docs/spark.md``. The reader pushes
+    filters down when the session lets Python sources do so
+    (``spark.sql.python.filterPushdown.enabled=true``, set by :func:`kafkalog.spark.register`)
+    and reads without pushdown otherwise, so the source Spark registers on its own
+    (``pyspark_kafkalog``) reads in any session. The extra option ``pushFilters`` (``true`` /
+    ``false``) forces the choice.
     """
 
     @classmethod
@@ -39,14 +69,17 @@ class KafkalogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from kafkalog.spark.reader import KafkalogBatchReader, KafkalogPushdownReader
         self._check_schema(schema)
-        if _bool(_lower(self.options), "pushFilters", True):
+        if _bool(_lower(self.options), "pushFilters", filter_pushdown_enabled()):
             return KafkalogPushdownReader(self.options, schema)
         return KafkalogBatchReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from kafkalog.spark.writer import KafkalogArrowWriter
         if overwrite:
-            raise InvalidOptionError("the kafkalog sink only appends: use mode('append')")
+            raise InvalidOptionError(
+                "the kafkalog sink only appends, like Spark's Kafka sink: use .mode('append') "
+                "(Spark itself refuses the default mode, ErrorIfExists, for every Python data "
+                "source before kafkalog is called, so .mode('append') is always needed)")
         return KafkalogArrowWriter(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
