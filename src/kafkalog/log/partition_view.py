@@ -39,6 +39,7 @@ from typing import (
 )
 
 from kafkalog.errors import CorruptRecordError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.log._mmap_index import first_zero_slot
 from kafkalog.log.naming import (
     is_log_file,
     log_file,
@@ -57,7 +58,7 @@ from kafkalog.log.txn_index import (
     parse_txn_index,
 )
 from kafkalog.log.view_files import Buffer, LocalFiles, SegmentBytes, ViewFiles
-from kafkalog.record.constants import ControlRecordType
+from kafkalog.record.constants import LOG_OVERHEAD, RECORD_OVERHEAD_V0, ControlRecordType
 from kafkalog.record.control import control_record_type
 from kafkalog.record.records import iter_batches
 
@@ -68,6 +69,13 @@ __all__ = ["ViewRecord", "ViewBatch", "ViewSegment", "walk_batches", "is_abort_m
 
 #: an offset above every offset a log can hold
 MAX_OFFSET = (1 << 63) - 1
+
+#: the smallest entry of a ``.log`` (a v0 message): a segment of ``n`` bytes has at most
+#: ``n // _MIN_ENTRY_BYTES + 1`` index entries that point into it
+_MIN_ENTRY_BYTES = LOG_OVERHEAD + RECORD_OVERHEAD_V0
+#: index bytes up to which a reader reads the candidate entries whole instead of binary-searching
+#: the start of the zero tail first
+_INDEX_READ_WHOLE_BYTES = 1 << 16
 
 
 class ViewRecord(Protocol):
@@ -247,7 +255,7 @@ class SegmentSnapshot:
     def _index(self) -> Optional[OffsetIndex]:
         if self._offset_index is None:
             path = offset_index_file(self.directory, self._base)
-            raw = self.files.read_small(path)
+            raw = self._read_index(path, OffsetIndex.entry_size)
             if raw is None:
                 return None
             try:
@@ -256,6 +264,21 @@ class SegmentSnapshot:
             except KafkalogError:
                 return None                 # scanning from the segment start is always correct
         return self._offset_index
+
+    def _read_index(self, path: str, entry_size: int) -> Optional[bytes]:
+        """The entry bytes of an ``.index`` / ``.timeindex`` that a reader of this snapshot can
+        use, without its preallocated zero tail (10 MiB on an active segment): at most one entry
+        per batch of the ``.log`` snapshot, and, on a large file, the slots before the first
+        all-zero one (binary search). None when the file (or the ``.log``) is missing."""
+        size = self.files.size(path)
+        if size is None or not self.open():
+            return None
+        slots = min(size, (self.size // _MIN_ENTRY_BYTES + 1) * entry_size) // entry_size
+        if slots * entry_size > _INDEX_READ_WHOLE_BYTES:
+            slots = first_zero_slot(
+                lambda n: self.files.read_range(path, n * entry_size, entry_size), slots,
+                entry_size)
+        return self.files.read_range(path, 0, slots * entry_size) if slots else b""
 
     def index_position(self, offset: int) -> int:
         """Byte position of the largest valid ``.index`` entry <= ``offset`` (0 when none)."""
@@ -277,7 +300,7 @@ class SegmentSnapshot:
     def _times(self) -> Optional[TimeIndex]:
         if self._time_index is None:
             path = time_index_file(self.directory, self._base)
-            raw = self.files.read_small(path)
+            raw = self._read_index(path, TimeIndex.entry_size)
             if raw is None:
                 return None
             try:
