@@ -58,9 +58,12 @@ from kafkalog.log.txn_index import (
     parse_txn_index,
 )
 from kafkalog.log.view_files import Buffer, LocalFiles, SegmentBytes, ViewFiles
+from kafkalog.record.batch import DefaultRecordBatch
 from kafkalog.record.constants import LOG_OVERHEAD, RECORD_OVERHEAD_V0, ControlRecordType
 from kafkalog.record.control import control_record_type
-from kafkalog.record.records import iter_batches
+from kafkalog.record.header_walk import F_MAGIC, F_POSITION, F_SIZE, FindingKind
+from kafkalog.record.header_walk import walk as header_walk
+from kafkalog.record.legacy import LegacyRecordBatch
 
 __all__ = ["ViewRecord", "ViewBatch", "ViewSegment", "walk_batches", "is_abort_marker",
            "AbortedTxnFilter", "TransactionState", "scan_transactions",
@@ -69,6 +72,10 @@ __all__ = ["ViewRecord", "ViewBatch", "ViewSegment", "walk_batches", "is_abort_m
 
 #: an offset above every offset a log can hold
 MAX_OFFSET = (1 << 63) - 1
+
+#: batches found by the first header walk of :func:`walk_batches`, and at most per walk
+_FIRST_WALK_WINDOW = 16
+_MAX_WALK_WINDOW = 4096
 
 #: the smallest entry of a ``.log`` (a v0 message): a segment of ``n`` bytes has at most
 #: ``n // _MIN_ENTRY_BYTES + 1`` index entries that point into it
@@ -127,8 +134,27 @@ class ViewBatch(Protocol):
 
 def walk_batches(buf: Buffer, position: int = 0) -> Iterator[ViewBatch]:
     """The batches of ``buf`` from byte ``position`` (file rules: a partial batch at the end
-    ends the walk). Every reader's batch iteration goes through here."""
-    return cast(Iterator[ViewBatch], iter_batches(buf, position))
+    ends the walk; a bad length, magic or v2 batch size is a :class:`CorruptRecordError` at its
+    position). Every reader's batch iteration goes through here: the compiled header walker
+    (:func:`kafkalog.record.header_walk.walk`) finds the batches a window at a time (readers
+    often stop after a few); CRCs are the reader's ``ensure_valid``."""
+    window = _FIRST_WALK_WINDOW
+    while True:
+        found = header_walk(buf, position, verify_crc=False, max_batches=window)
+        for pos, size, magic in zip(found.column(F_POSITION), found.column(F_SIZE),
+                                    found.column(F_MAGIC), strict=True):
+            # a v0/v1 batch reads a mapped segment like bytes
+            yield cast(ViewBatch, LegacyRecordBatch(cast(bytes, buf), pos, size, magic) if magic < 2
+                       else DefaultRecordBatch(buf, pos, size, magic))
+        finding = found.finding
+        if finding is not None:
+            if finding.kind in (FindingKind.SHORT_TAIL, FindingKind.PARTIAL_TAIL):
+                return                      # a batch being written, or the end of the snapshot
+            raise CorruptRecordError(finding.message, position=finding.position)
+        if found.count < window:
+            return
+        position = found.end
+        window = min(window * 4, _MAX_WALK_WINDOW)
 
 
 def is_abort_marker(batch: ViewBatch) -> bool:
