@@ -14,7 +14,7 @@ import errno
 import mmap
 import os
 import struct
-from typing import Optional, Self
+from typing import Callable, Optional, Self
 
 from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log._index_file import IndexFile
@@ -35,6 +35,36 @@ class IndexOffsetOverflowError(LogSegmentOffsetOverflowError):
 
 class ReadOnlyIndexError(KafkalogIOError):
     """A write to an index opened read-only."""
+
+
+def _pread_all(fd: int, length: int) -> bytes:
+    """Up to ``length`` bytes of ``fd`` from byte 0 (fewer when the file is shorter now)."""
+    parts = []
+    got = 0
+    while got < length:
+        chunk = os.pread(fd, length - got, got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def first_zero_slot(read_slot: Callable[[int], bytes], slots: int, entry_size: int) -> int:
+    """The first of ``slots`` entry slots that is all zero (or no longer in the file), found by
+    binary search through ``read_slot(n)`` (the bytes of slot ``n``): a preallocated index holds
+    its entries, then zeros only (Kafka never writes an all-zero entry, KAFKA-10207). Lets a reader
+    of a live index read its entries without reading the preallocated tail."""
+    zero = bytes(entry_size)
+    lo, hi = 0, slots
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        raw = read_slot(mid)
+        if len(raw) < entry_size or raw == zero:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _allocate(fd: int, length: int) -> None:
@@ -79,8 +109,9 @@ class AbstractIndex(IndexFile):
         self.max_index_size = max_index_size
         self.writable = writable
         self._fd = -1
-        #: the mapped file; an empty buffer while unmapped (there are no entries to read then)
-        self._mm: mmap.mmap | bytearray = bytearray()
+        #: the mapped file (a writable index), the bytes read at open (a read-only one); an empty
+        #: buffer while unmapped (there are no entries to read then)
+        self._mm: mmap.mmap | bytearray | bytes = bytearray()
         self._loaded = False
         self._length = 0
         self._entries = 0
@@ -133,6 +164,18 @@ class AbstractIndex(IndexFile):
         mapped = self._length - self._length % self.entry_size
         if mapped <= 0:
             self._mm = bytearray()
+        elif not self.writable:
+            # A read-only index is read, not mapped: a writer may trim the file (roll, close)
+            # while it is open here, and a mapping then kills the reader with SIGBUS. Bytes the
+            # file no longer has are simply missing (Kafka's readers ignore entries past their
+            # snapshot).
+            try:
+                data = _pread_all(self._fd, mapped)
+            except OSError as err:
+                raise io_error(err, self._path, "read index") from err
+            mapped = len(data) - len(data) % self.entry_size
+            self._length = len(data)
+            self._mm = data[:mapped] if mapped < len(data) else data
         else:
             try:
                 self._mm = mmap.mmap(self._fd, mapped,
@@ -142,15 +185,15 @@ class AbstractIndex(IndexFile):
         self._max_entries = mapped // self.entry_size
 
     @classmethod
-    def from_bytes(cls, path: os.PathLike | str, base_offset: int, data: bytes,
-                   max_position: Optional[int] = None) -> "AbstractIndex":
+    def from_bytes(cls, path: os.PathLike[str] | str, base_offset: int, data: bytes,
+                   max_position: Optional[int] = None) -> AbstractIndex:
         """A read-only index over ``data`` (the bytes of ``path``, read through a read-only view's
         file access): a preallocated all-zero tail is not counted (KAFKA-10207), and with
         ``max_position`` neither are the entries pointing at or past that ``.log`` position (a
         writer's entries beyond a reader's snapshot)."""
         idx = cls(path, base_offset, -1, writable=False)
         usable = len(data) - len(data) % idx.entry_size
-        idx._mm = data[:usable] if usable else None  # type: ignore[assignment]
+        idx._mm = data if usable == len(data) else data[:usable]
         idx._length = len(data)
         idx._max_entries = idx._entries = usable // idx.entry_size
         idx._loaded = True
@@ -319,7 +362,7 @@ class AbstractIndex(IndexFile):
         if not self._loaded:
             self._load()
         mm = self._mm
-        if not isinstance(mm, mmap.mmap) or self._entries == 0:
+        if self._entries == 0:
             return 0
         end = self._entries * self.entry_size
         pos = end

@@ -40,6 +40,7 @@ from typing import (
 )
 
 from kafkalog.errors import CorruptRecordError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.log._mmap_index import first_zero_slot
 from kafkalog.log.naming import (
     is_log_file,
     log_file,
@@ -59,9 +60,12 @@ from kafkalog.log.txn_index import (
 )
 from kafkalog.log.ranged_read import ChunkedBatches
 from kafkalog.log.view_files import Buffer, LocalFiles, RangeSource, SegmentBytes, ViewFiles
-from kafkalog.record.constants import ControlRecordType
+from kafkalog.record.batch import DefaultRecordBatch
+from kafkalog.record.constants import LOG_OVERHEAD, RECORD_OVERHEAD_V0, ControlRecordType
 from kafkalog.record.control import control_record_type
-from kafkalog.record.records import iter_batches
+from kafkalog.record.header_walk import F_MAGIC, F_POSITION, F_SIZE, FindingKind
+from kafkalog.record.header_walk import walk as header_walk
+from kafkalog.record.legacy import LegacyRecordBatch
 
 __all__ = ["ViewRecord", "ViewBatch", "ViewSegment", "walk_batches", "is_abort_marker",
            "AbortedTxnFilter", "TransactionState", "scan_transactions",
@@ -70,6 +74,17 @@ __all__ = ["ViewRecord", "ViewBatch", "ViewSegment", "walk_batches", "is_abort_m
 
 #: an offset above every offset a log can hold
 MAX_OFFSET = (1 << 63) - 1
+
+#: batches found by the first header walk of :func:`walk_batches`, and at most per walk
+_FIRST_WALK_WINDOW = 16
+_MAX_WALK_WINDOW = 4096
+
+#: the smallest entry of a ``.log`` (a v0 message): a segment of ``n`` bytes has at most
+#: ``n // _MIN_ENTRY_BYTES + 1`` index entries that point into it
+_MIN_ENTRY_BYTES = LOG_OVERHEAD + RECORD_OVERHEAD_V0
+#: index bytes up to which a reader reads the candidate entries whole instead of binary-searching
+#: the start of the zero tail first
+_INDEX_READ_WHOLE_BYTES = 1 << 16
 
 
 class ViewRecord(Protocol):
@@ -121,8 +136,27 @@ class ViewBatch(Protocol):
 
 def walk_batches(buf: Buffer, position: int = 0) -> Iterator[ViewBatch]:
     """The batches of ``buf`` from byte ``position`` (file rules: a partial batch at the end
-    ends the walk). Every reader's batch iteration goes through here."""
-    return cast(Iterator[ViewBatch], iter_batches(buf, position))
+    ends the walk; a bad length, magic or v2 batch size is a :class:`CorruptRecordError` at its
+    position). Every reader's batch iteration goes through here: the compiled header walker
+    (:func:`kafkalog.record.header_walk.walk`) finds the batches a window at a time (readers
+    often stop after a few); CRCs are the reader's ``ensure_valid``."""
+    window = _FIRST_WALK_WINDOW
+    while True:
+        found = header_walk(buf, position, verify_crc=False, max_batches=window)
+        for pos, size, magic in zip(found.column(F_POSITION), found.column(F_SIZE),
+                                    found.column(F_MAGIC), strict=True):
+            # a v0/v1 batch reads a mapped segment like bytes
+            yield cast(ViewBatch, LegacyRecordBatch(cast(bytes, buf), pos, size, magic) if magic < 2
+                       else DefaultRecordBatch(buf, pos, size, magic))
+        finding = found.finding
+        if finding is not None:
+            if finding.kind in (FindingKind.SHORT_TAIL, FindingKind.PARTIAL_TAIL):
+                return                      # a batch being written, or the end of the snapshot
+            raise CorruptRecordError(finding.message, position=finding.position)
+        if found.count < window:
+            return
+        position = found.end
+        window = min(window * 4, _MAX_WALK_WINDOW)
 
 
 class _AtPosition:
@@ -291,7 +325,7 @@ class SegmentSnapshot:
     def _index(self) -> Optional[OffsetIndex]:
         if self._offset_index is None:
             path = offset_index_file(self.directory, self._base)
-            raw = self.files.read_small(path)
+            raw = self._read_index(path, OffsetIndex.entry_size)
             if raw is None:
                 return None
             try:
@@ -300,6 +334,21 @@ class SegmentSnapshot:
             except KafkalogError:
                 return None                 # scanning from the segment start is always correct
         return self._offset_index
+
+    def _read_index(self, path: str, entry_size: int) -> Optional[bytes]:
+        """The entry bytes of an ``.index`` / ``.timeindex`` that a reader of this snapshot can
+        use, without its preallocated zero tail (10 MiB on an active segment): at most one entry
+        per batch of the ``.log`` snapshot, and, on a large file, the slots before the first
+        all-zero one (binary search). None when the file (or the ``.log``) is missing."""
+        size = self.files.size(path)
+        if size is None or not self.open():
+            return None
+        slots = min(size, (self.size // _MIN_ENTRY_BYTES + 1) * entry_size) // entry_size
+        if slots * entry_size > _INDEX_READ_WHOLE_BYTES:
+            slots = first_zero_slot(
+                lambda n: self.files.read_range(path, n * entry_size, entry_size), slots,
+                entry_size)
+        return self.files.read_range(path, 0, slots * entry_size) if slots else b""
 
     def index_position(self, offset: int) -> int:
         """Byte position of the largest valid ``.index`` entry <= ``offset`` (0 when none)."""
@@ -325,7 +374,7 @@ class SegmentSnapshot:
     def _times(self) -> Optional[TimeIndex]:
         if self._time_index is None:
             path = time_index_file(self.directory, self._base)
-            raw = self.files.read_small(path)
+            raw = self._read_index(path, TimeIndex.entry_size)
             if raw is None:
                 return None
             try:
