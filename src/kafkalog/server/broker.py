@@ -14,14 +14,16 @@ from typing import (
 
 from kio.index import load_response_schema
 
+from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.errors import InvalidTopicError
 from kafkalog.log.fetch import FileSlice
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server.config import Listener, ServerConfig
+from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.kio_build import build
-from kafkalog.server.producer_ids import ProducerIdAllocator
+from kafkalog.server.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.protocol import Request, encode_response
 from kafkalog.server.topic_ids import TopicIds
 
@@ -45,8 +47,20 @@ class Broker:
         self.node_id = config.node_id
         self.cluster_id = manager.meta_properties.cluster_id or config.values["cluster.id"] or None
         self.topic_ids = TopicIds(manager)
-        self.producer_ids = ProducerIdAllocator(manager.data_dir)
+        self.producer_ids = adopt_legacy_reservation(manager.data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        v = config.values
+        self.offsets = OffsetsStore(manager, num_partitions=v["offsets.topic.num.partitions"])
+        self.groups = GroupCoordinator(
+            self.offsets.store_group_metadata,
+            min_session_timeout_ms=v["group.min.session.timeout.ms"],
+            max_session_timeout_ms=v["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=v["group.initial.rebalance.delay.ms"],
+            max_size=v["group.max.size"])
+        for group in self.offsets.groups():
+            value = self.offsets.group_metadata(group)
+            if value is not None:
+                self.groups.restore(group, value)
 
     # --- logs and topics ----------------------------------------------------------------------
 
