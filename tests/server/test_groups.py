@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -312,3 +313,51 @@ def test_old_server_producer_ids_stay_retired(data_dir: str) -> None:
     assert not os.path.exists(os.path.join(data_dir, "kafkalog-producer-ids"))
     with open(os.path.join(data_dir, "producer-ids.checkpoint")) as f:
         assert int(f.read().split()[1]) > 5000
+
+
+def test_static_member_keeps_its_place_then_its_session_expires(tmp_path) -> None:
+    """A static member (group.instance.id) that closes stays in the group (no LeaveGroup, no
+    rebalance) until its session times out; back in time under the same id, it takes its place."""
+    from confluent_kafka import ConsumerGroupState
+    b = BrokerProcess(str(tmp_path / "data"),
+                      FAST_GROUPS + ["group.min.session.timeout.ms=1000"]).start()
+    try:
+        topic, group = "grp-static", "group-static"
+        _create(b.bootstrap, topic)
+        _produce(b.bootstrap, topic, _values(0, 9))
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        conf = {"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                "enable.auto.commit": False, "group.instance.id": "instance-1"}
+
+        def consume(n: int, session_ms: int) -> int:
+            c = Consumer(dict(conf, **{"session.timeout.ms": session_ms}))
+            c.subscribe([topic])
+            got = 0
+            deadline = time.monotonic() + DEADLINE_S
+            while got < n and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    got += 1
+            c.commit(asynchronous=False)
+            c.close()
+            return got
+
+        def describe() -> Any:
+            return admin.describe_consumer_groups([group], request_timeout=30)[group].result(60)
+
+        assert consume(9, 60000) == 9
+        d = describe()
+        assert d.state == ConsumerGroupState.STABLE                       # still a member
+        assert [m.group_instance_id for m in d.members] == ["instance-1"]
+        first_member_id = d.members[0].member_id
+        _produce(b.bootstrap, topic, _values(9, 12))
+        assert consume(3, 1000) == 3                                     # from the committed offsets
+        d = describe()
+        assert [m.group_instance_id for m in d.members] == ["instance-1"]
+        assert d.members[0].member_id != first_member_id                  # the old id is fenced
+        deadline = time.monotonic() + DEADLINE_S                          # 1 s session: expires
+        while describe().state != ConsumerGroupState.EMPTY and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert describe().state == ConsumerGroupState.EMPTY
+    finally:
+        assert b.stop() == 0, b.stderr()
