@@ -183,12 +183,7 @@ class GroupCoordinator:
             g.protocol_type = protocol_type
         if g.state == STABLE and not changed:
             return self._current(g, m)
-        fut: asyncio.Future[JoinResult] = loop.create_future()
-        m.join_future = fut
-        if g.state != PREPARING_REBALANCE:
-            self._prepare_rebalance(g, now)
-        self._maybe_complete_join(g, now)
-        return fut
+        return self._await_rebalance(g, m, loop, now)
 
     def _rejoin_static(self, g: Group, old_id: str, client_id: str, client_host: str,
                        session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
@@ -211,6 +206,11 @@ class GroupCoordinator:
         if g.state == STABLE and old.protocols == protocols and not was_leader:
             self._store(g)
             return self._current(g, m)
+        return self._await_rebalance(g, m, loop, now)
+
+    def _await_rebalance(self, g: Group, m: Member, loop: asyncio.AbstractEventLoop,
+                         now: int) -> asyncio.Future[JoinResult]:
+        """``m``'s JoinGroup waits for the rebalance (started now unless one is under way)."""
         fut: asyncio.Future[JoinResult] = loop.create_future()
         m.join_future = fut
         if g.state != PREPARING_REBALANCE:
@@ -304,6 +304,18 @@ class GroupCoordinator:
         if generation != g.generation:
             return ec.ILLEGAL_GENERATION
         return ec.NONE
+
+    def check_commit(self, group_id: str, generation: int, member_id: str,
+                     group_instance_id: str | None) -> int:
+        """Kafka's checks of an OffsetCommit against the group; a simple commit (generation -1, no
+        member id) is for a group without members."""
+        g = self.groups.get(group_id)
+        if g is None or (generation < 0 and not member_id):
+            return ec.NONE if g is None or g.state == EMPTY else ec.UNKNOWN_MEMBER_ID
+        err = self._check_member(g, member_id, generation, group_instance_id)
+        if not err and g.state == COMPLETING_REBALANCE:
+            return ec.REBALANCE_IN_PROGRESS
+        return err
 
     def sync(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
              assignments: dict[str, bytes], loop: asyncio.AbstractEventLoop

@@ -12,33 +12,15 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
 from kafkalog.server.broker import Broker
-from kafkalog.server.group_coordinator import COMPLETING_REBALANCE, EMPTY, STABLE
+from kafkalog.server.group_coordinator import STABLE
 from kafkalog.server.protocol import Request
-
-
-def _commit_error(broker: Broker, group_id: str, generation: int, member_id: str,
-                  instance: str | None) -> int:
-    """Kafka's checks of a commit against the group (a simple commit: generation -1, no member)."""
-    if not group_id:
-        return ec.INVALID_GROUP_ID
-    g = broker.groups.groups.get(group_id)
-    if g is None or (generation < 0 and not member_id):
-        return ec.NONE if g is None or g.state == EMPTY else ec.UNKNOWN_MEMBER_ID
-    if instance is not None and g.static.get(instance, member_id) != member_id:
-        return ec.FENCED_INSTANCE_ID
-    if g.state == COMPLETING_REBALANCE:
-        return ec.REBALANCE_IN_PROGRESS
-    if member_id not in g.members:
-        return ec.UNKNOWN_MEMBER_ID
-    if generation != g.generation:
-        return ec.ILLEGAL_GENERATION
-    return ec.NONE
 
 
 def handle_offset_commit(broker: Broker, request: Request) -> Any:
     b = request.body
     instance = b.group_instance_id if request.api_version >= 7 else None
-    err = _commit_error(broker, b.group_id, b.generation_id_or_member_epoch, b.member_id, instance)
+    err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance)
+           if b.group_id else ec.INVALID_GROUP_ID)
     max_meta = broker.config.values["offset.metadata.max.bytes"]
     topics = []
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
