@@ -35,10 +35,15 @@ Response = bytes | list[bytes | FileSlice] | None
 Handler = Callable[["Broker", Request], Response | Awaitable[Response]]
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: How often the group coordinator's session and rebalance timeouts are checked.
+GROUP_TICK_S = 0.1
 
 
 class Broker:
     """One node serving one data directory."""
+
+    #: the group coordinator's clock, started by the first request :meth:`handle` serves
+    _group_timer: asyncio.Task[None] | None = None
 
     def __init__(self, manager: LogManager, config: ServerConfig, advertised: Listener) -> None:
         self.manager = manager
@@ -114,8 +119,24 @@ class Broker:
 
     # --- dispatch -----------------------------------------------------------------------------
 
+    async def _run_group_timer(self) -> None:
+        while True:
+            await asyncio.sleep(GROUP_TICK_S)
+            try:
+                self.groups.tick()
+            except Exception:
+                logger.exception("group coordinator timer failed")
+
+    async def stop_timers(self) -> None:
+        timer, self._group_timer = self._group_timer, None
+        if timer is not None:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
+
     async def handle(self, request: Request) -> Response:
         from kafkalog.server.apis import HANDLERS
+        if self._group_timer is None:
+            self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
         handler = HANDLERS[request.api_key]
         result = handler(self, request)
         if asyncio.iscoroutine(result):

@@ -34,8 +34,6 @@ from kafkalog.server.protocol import (
 logger = logging.getLogger("kafkalog.server")
 
 RECV_BYTES = 256 * 1024
-#: How often session and rebalance timeouts are checked.
-GROUP_TICK_S = 0.1
 
 
 class Server:
@@ -52,7 +50,6 @@ class Server:
         self._sock: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._accept_task: asyncio.Task[None] | None = None
-        self._tick_task: asyncio.Task[None] | None = None
 
     async def start(self) -> tuple[str, int]:
         """Bind and listen; returns the bound (host, port)."""
@@ -68,24 +65,14 @@ class Server:
         bound = sock.getsockname()
         self.host, self.port = bound[0], bound[1]
         self._accept_task = asyncio.get_running_loop().create_task(self._accept_loop())
-        self._tick_task = asyncio.get_running_loop().create_task(self._tick_loop())
         return self.host, self.port
-
-    async def _tick_loop(self) -> None:
-        """The group coordinator's clock: session and rebalance timeouts."""
-        while True:
-            await asyncio.sleep(GROUP_TICK_S)
-            try:
-                self.broker.groups.tick()
-            except Exception:
-                logger.exception("group coordinator tick failed")
 
     async def stop(self) -> None:
         """Stop accepting, close every connection (in-flight requests are abandoned)."""
-        for task in (self._accept_task, self._tick_task):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            await asyncio.gather(self._accept_task, return_exceptions=True)
+        await self.broker.stop_timers()
         if self._sock is not None:
             self._sock.close()
         tasks = list(self._tasks)
