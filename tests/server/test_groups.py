@@ -350,6 +350,14 @@ def test_static_member_keeps_its_place_then_its_session_expires(tmp_path) -> Non
         assert d.state == ConsumerGroupState.STABLE                       # still a member
         assert [m.group_instance_id for m in d.members] == ["instance-1"]
         first_member_id = d.members[0].member_id
+        # the group's state survives a restart of the broker
+        assert b.stop() == 0, b.stderr()
+        b = BrokerProcess(b.data_dir, b.configs).start()
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        conf["bootstrap.servers"] = b.bootstrap
+        d = describe()
+        assert d.state == ConsumerGroupState.STABLE
+        assert [(m.member_id, m.group_instance_id) for m in d.members] == [(first_member_id, "instance-1")]
         _produce(b.bootstrap, topic, _values(9, 12))
         assert consume(3, 1000) == 3                                     # from the committed offsets
         d = describe()
