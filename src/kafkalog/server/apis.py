@@ -10,9 +10,24 @@ from kafkalog.server.configs import (
     handle_incremental_alter_configs,
 )
 from kafkalog.server.fetch import handle_fetch
+from kafkalog.server.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_sync_group,
+)
 from kafkalog.server.init_producer_id import handle_init_producer_id
 from kafkalog.server.list_offsets import handle_list_offsets
 from kafkalog.server.metadata import handle_describe_cluster, handle_metadata
+from kafkalog.server.offset_commit import (
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+)
 from kafkalog.server.produce import handle_produce
 from kafkalog.server.topics import (
     handle_create_topics,
@@ -26,13 +41,24 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     1: ("Fetch", 4, 18, handle_fetch),
     2: ("ListOffsets", 1, 11, handle_list_offsets),
     3: ("Metadata", 0, 13, handle_metadata),
+    8: ("OffsetCommit", 2, 9, handle_offset_commit),
+    9: ("OffsetFetch", 1, 9, handle_offset_fetch),
+    10: ("FindCoordinator", 0, 6, handle_find_coordinator),
+    11: ("JoinGroup", 0, 9, handle_join_group),
+    12: ("Heartbeat", 0, 4, handle_heartbeat),
+    13: ("LeaveGroup", 0, 5, handle_leave_group),
+    14: ("SyncGroup", 0, 5, handle_sync_group),
+    15: ("DescribeGroups", 0, 5, handle_describe_groups),
+    16: ("ListGroups", 0, 5, handle_list_groups),
     18: ("ApiVersions", 0, 4, handle_api_versions),
     19: ("CreateTopics", 2, 7, handle_create_topics),
     20: ("DeleteTopics", 1, 6, handle_delete_topics),
     21: ("DeleteRecords", 0, 2, handle_delete_records),
     22: ("InitProducerId", 0, 5, handle_init_producer_id),
     32: ("DescribeConfigs", 1, 4, handle_describe_configs),
+    42: ("DeleteGroups", 0, 2, handle_delete_groups),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
+    47: ("OffsetDelete", 0, 0, handle_offset_delete),
     60: ("DescribeCluster", 0, 2, handle_describe_cluster),
 }
 

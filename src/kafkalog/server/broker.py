@@ -14,14 +14,16 @@ from typing import (
 
 from kio.index import load_response_schema
 
+from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.errors import InvalidTopicError
 from kafkalog.log.fetch import FileSlice
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server.config import Listener, ServerConfig
+from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.kio_build import build
-from kafkalog.server.producer_ids import ProducerIdAllocator
+from kafkalog.server.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.protocol import Request, encode_response
 from kafkalog.server.topic_ids import TopicIds
 
@@ -33,10 +35,15 @@ Response = bytes | list[bytes | FileSlice] | None
 Handler = Callable[["Broker", Request], Response | Awaitable[Response]]
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: How often the group coordinator's session and rebalance timeouts are checked.
+GROUP_TICK_S = 0.1
 
 
 class Broker:
     """One node serving one data directory."""
+
+    #: the group coordinator's clock, started by the first request :meth:`handle` serves
+    _group_timer: asyncio.Task[None] | None = None
 
     def __init__(self, manager: LogManager, config: ServerConfig, advertised: Listener) -> None:
         self.manager = manager
@@ -45,8 +52,20 @@ class Broker:
         self.node_id = config.node_id
         self.cluster_id = manager.meta_properties.cluster_id or config.values["cluster.id"] or None
         self.topic_ids = TopicIds(manager)
-        self.producer_ids = ProducerIdAllocator(manager.data_dir)
+        self.producer_ids = adopt_legacy_reservation(manager.data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        v = config.values
+        self.offsets = OffsetsStore(manager, num_partitions=v["offsets.topic.num.partitions"])
+        self.groups = GroupCoordinator(
+            self.offsets.store_group_metadata,
+            min_session_timeout_ms=v["group.min.session.timeout.ms"],
+            max_session_timeout_ms=v["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=v["group.initial.rebalance.delay.ms"],
+            max_size=v["group.max.size"])
+        for group in self.offsets.groups():
+            value = self.offsets.group_metadata(group)
+            if value is not None:
+                self.groups.restore(group, value)
 
     # --- logs and topics ----------------------------------------------------------------------
 
@@ -100,8 +119,24 @@ class Broker:
 
     # --- dispatch -----------------------------------------------------------------------------
 
+    async def _run_group_timer(self) -> None:
+        while True:
+            await asyncio.sleep(GROUP_TICK_S)
+            try:
+                self.groups.tick()
+            except Exception:
+                logger.exception("group coordinator timer failed")
+
+    async def stop_timers(self) -> None:
+        timer, self._group_timer = self._group_timer, None
+        if timer is not None:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
+
     async def handle(self, request: Request) -> Response:
         from kafkalog.server.apis import HANDLERS
+        if self._group_timer is None:
+            self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
         handler = HANDLERS[request.api_key]
         result = handler(self, request)
         if asyncio.iscoroutine(result):

@@ -33,6 +33,12 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("delete.topic.enable", BOOLEAN, True, None),
     ConfigDef("fetch.max.bytes", INT, 55 * 1024 * 1024, None),
     ConfigDef("cluster.id", STRING, "", None),
+    ConfigDef("group.min.session.timeout.ms", INT, 6000, None),
+    ConfigDef("group.max.session.timeout.ms", INT, 1800000, None),
+    ConfigDef("group.initial.rebalance.delay.ms", INT, 3000, None),
+    ConfigDef("group.max.size", INT, 2**31 - 1, None),
+    ConfigDef("offsets.topic.num.partitions", INT, 50, None),
+    ConfigDef("offset.metadata.max.bytes", INT, 4096, None),
 ]}
 
 
@@ -93,6 +99,15 @@ class ServerConfig:
         node = node_id if node_id >= 0 else broker_id
         self.node_id: int = max(node, 0)
         self.storage_values: dict[str, Any] = storage
+        for key in ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
+                    "offsets.topic.num.partitions"):
+            if resolved[key] < 1:
+                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
+                                         f"must be at least 1")
+        for key in ("group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"):
+            if resolved[key] < 0:
+                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
+                                         f"must be at least 0")
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address to listen on: ``--host``/``--port`` win over ``listeners``; loopback and

@@ -18,6 +18,6 @@ def handle_init_producer_id(broker: Broker, request: Request) -> Any:
         return broker.response(request, {"throttle_time": 0,
                                          "error_code": error_codes.COORDINATOR_NOT_AVAILABLE,
                                          "producer_id": -1, "producer_epoch": -1})
-    pid = broker.producer_ids.next_id()
+    pid = broker.producer_ids.generate_producer_id()
     return broker.response(request, {"throttle_time": 0, "error_code": 0, "producer_id": pid,
                                      "producer_epoch": 0})

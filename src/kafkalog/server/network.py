@@ -72,6 +72,7 @@ class Server:
         if self._accept_task is not None:
             self._accept_task.cancel()
             await asyncio.gather(self._accept_task, return_exceptions=True)
+        await self.broker.stop_timers()
         if self._sock is not None:
             self._sock.close()
         tasks = list(self._tasks)

@@ -91,7 +91,7 @@ def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request
         header: Any
         header, hsize = entity_reader(header_cls)(data, 0)
         body, _size = entity_reader(cls)(data, hsize)     # trailing bytes are ignored
-    except Exception as e:  # noqa: BLE001 - kio raises DecodeError, ValueError, IndexError ...
+    except Exception as e:
         raise InvalidRequestError(f"cannot parse request api_key={key} v{version} "
                                   f"correlation_id={corr}: {type(e).__name__}: {e}") from None
     return Request(key, version, corr, header.client_id, body, bool(cls.__flexible__), len(data))

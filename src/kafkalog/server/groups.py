@@ -1,0 +1,180 @@
+"""The classic group protocol's requests: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, ListGroups, DescribeGroups, DeleteGroups. The state lives in
+:class:`kafkalog.server.group_coordinator.GroupCoordinator` (``broker.groups``); committed offsets in
+``broker.offsets`` (:mod:`kafkalog.server.offset_commit`)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import Any
+
+from kafkalog.server import error_codes as ec
+from kafkalog.server.broker import Broker
+from kafkalog.server.group_coordinator import DEAD, EMPTY, STABLE, JoinResult, SyncResult
+from kafkalog.server.protocol import Request
+
+logger = logging.getLogger("kafkalog.server")
+
+GROUP_KEY_TYPE = 0
+#: DescribeGroups' ``authorized_operations`` when not asked for.
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def ms(value: Any) -> int:
+    """A kio duration (``timedelta``) or an int, in milliseconds."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+# --- FindCoordinator ------------------------------------------------------------------------------
+
+def handle_find_coordinator(broker: Broker, request: Request) -> Any:
+    body = request.body
+    host, port = broker.advertised.host, broker.advertised.port
+
+    def one(key: str, key_type: int) -> dict[str, Any]:
+        if key_type != GROUP_KEY_TYPE:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": ec.COORDINATOR_NOT_AVAILABLE,
+                    "error_message": "transactions are not served by this broker yet"}
+        return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": 0,
+                "error_message": None}
+
+    if request.api_version >= 4:
+        return broker.response(request, {"throttle_time": 0, "coordinators": [
+            one(k, body.key_type) for k in body.coordinator_keys]})
+    key_type = body.key_type if request.api_version >= 1 else GROUP_KEY_TYPE
+    values = one(body.key, key_type)
+    values["throttle_time"] = 0
+    return broker.response(request, values)
+
+
+# --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------------------
+
+def _join_values(request: Request, r: JoinResult) -> dict[str, Any]:
+    legacy = request.api_version < 7       # protocol_name not nullable before v7
+    return {"throttle_time": 0, "error_code": r.error_code, "generation_id": r.generation_id,
+            "protocol_type": r.protocol_type,
+            "protocol_name": (r.protocol_name or "") if legacy else r.protocol_name,
+            "leader": r.leader, "skip_assignment": False, "member_id": r.member_id,
+            "members": [{"member_id": m, "group_instance_id": i, "metadata": meta}
+                        for m, i, meta in r.members]}
+
+
+async def handle_join_group(broker: Broker, request: Request) -> Any:
+    b = request.body
+    v = request.api_version
+    session = ms(b.session_timeout)
+    rebalance = ms(b.rebalance_timeout) if v >= 1 else session
+    instance = b.group_instance_id if v >= 5 else None
+    result = broker.groups.join(
+        b.group_id, b.member_id, instance, request.client_id or "", "/" + broker.advertised.host,
+        session, rebalance, b.protocol_type, [(p.name, bytes(p.metadata)) for p in b.protocols],
+        require_known_member_id=v >= 4, loop=asyncio.get_running_loop())
+    if isinstance(result, asyncio.Future):
+        result = await result
+    if result.error_code == ec.NONE:
+        logger.info("group %s: member %s joined generation %d", b.group_id, result.member_id,
+                    result.generation_id)
+    return broker.response(request, _join_values(request, result))
+
+
+async def handle_sync_group(broker: Broker, request: Request) -> Any:
+    b = request.body
+    v = request.api_version
+    instance = b.group_instance_id if v >= 3 else None
+    result: SyncResult | asyncio.Future[SyncResult] = broker.groups.sync(
+        b.group_id, b.generation_id, b.member_id, instance,
+        {a.member_id: bytes(a.assignment) for a in b.assignments}, asyncio.get_running_loop())
+    if isinstance(result, asyncio.Future):
+        result = await result
+    return broker.response(request, {"throttle_time": 0, "error_code": result.error_code,
+                                     "protocol_type": result.protocol_type,
+                                     "protocol_name": result.protocol_name,
+                                     "assignment": result.assignment})
+
+
+def handle_heartbeat(broker: Broker, request: Request) -> Any:
+    b = request.body
+    instance = b.group_instance_id if request.api_version >= 3 else None
+    err = broker.groups.heartbeat(b.group_id, b.generation_id, b.member_id, instance)
+    return broker.response(request, {"throttle_time": 0, "error_code": err})
+
+
+def handle_leave_group(broker: Broker, request: Request) -> Any:
+    b = request.body
+    if request.api_version < 3:
+        err = broker.groups.leave(b.group_id, [(b.member_id, None)])[0]
+        return broker.response(request, {"throttle_time": 0, "error_code": err})
+    members = [(m.member_id, m.group_instance_id) for m in b.members]
+    errs = broker.groups.leave(b.group_id, members)
+    return broker.response(request, {"throttle_time": 0, "error_code": 0, "members": [
+        {"member_id": m, "group_instance_id": i, "error_code": e}
+        for (m, i), e in zip(members, errs, strict=True)]})
+
+
+# --- ListGroups, DescribeGroups, DeleteGroups -----------------------------------------------------
+
+def _group_states(broker: Broker) -> dict[str, tuple[str, str]]:
+    """group -> (state, protocol type) for every group known (groups with only offsets: Empty)."""
+    out = dict.fromkeys(broker.offsets.groups(), (EMPTY, "consumer"))
+    for gid, g in broker.groups.groups.items():
+        out[gid] = (g.state, g.protocol_type or (out.get(gid, (EMPTY, ""))[1]))
+    return out
+
+
+def handle_list_groups(broker: Broker, request: Request) -> Any:
+    b = request.body
+    states = {s.lower() for s in b.states_filter} if request.api_version >= 4 else set()
+    types = {t.lower() for t in b.types_filter} if request.api_version >= 5 else set()
+    groups = []
+    for gid, (state, ptype) in sorted(_group_states(broker).items()):
+        if state == DEAD or (states and state.lower() not in states) or (types and "classic" not in types):
+            continue
+        groups.append({"group_id": gid, "protocol_type": ptype, "group_state": state,
+                       "group_type": "classic"})
+    return broker.response(request, {"throttle_time": 0, "error_code": 0, "groups": groups})
+
+
+def handle_describe_groups(broker: Broker, request: Request) -> Any:
+    known = _group_states(broker)
+    out = []
+    for gid in request.body.groups:
+        g = broker.groups.groups.get(gid)
+        if gid not in known:
+            out.append({"error_code": ec.GROUP_ID_NOT_FOUND if request.api_version >= 6 else 0,
+                        "group_id": gid, "group_state": DEAD, "protocol_type": "",
+                        "protocol_data": "", "members": [],
+                        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
+        state, ptype = known[gid]
+        members = []
+        if g is not None:
+            for m in g.members.values():
+                stable = g.state == STABLE
+                members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                "client_id": m.client_id, "client_host": m.client_host,
+                                "member_metadata": m.metadata(g.protocol) if stable else b"",
+                                "member_assignment": m.assignment if stable else b""})
+        out.append({"error_code": 0, "group_id": gid, "group_state": state, "protocol_type": ptype,
+                    "protocol_data": (g.protocol or "") if g is not None and g.state == STABLE else "",
+                    "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+    return broker.response(request, {"throttle_time": 0, "groups": out})
+
+
+def handle_delete_groups(broker: Broker, request: Request) -> Any:
+    results = []
+    known = _group_states(broker)
+    for gid in request.body.groups_names:
+        if gid not in known:
+            err = ec.GROUP_ID_NOT_FOUND
+        else:
+            err = broker.groups.delete(gid)
+            if err == ec.NONE:
+                broker.offsets.delete_group(gid)
+                logger.info("deleted group %s", gid)
+        results.append({"group_id": gid, "error_code": err})
+    return broker.response(request, {"throttle_time": 0, "results": results})

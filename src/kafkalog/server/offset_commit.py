@@ -1,0 +1,122 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete over ``broker.offsets``
+(:class:`kafkalog.coordinator.offsets.OffsetsStore`, the ``__consumer_offsets`` topic), checked
+against the group's generation and members as Kafka's group coordinator does."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kafkalog.coordinator.offsets import OffsetAndMetadata
+from kafkalog.errors import KafkalogError
+from kafkalog.log.naming import TopicPartition
+from kafkalog.server import error_codes as ec
+from kafkalog.server.broker import Broker
+from kafkalog.server.group_coordinator import STABLE
+from kafkalog.server.protocol import Request
+
+
+def handle_offset_commit(broker: Broker, request: Request) -> Any:
+    b = request.body
+    instance = b.group_instance_id if request.api_version >= 7 else None
+    err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance)
+           if b.group_id else ec.INVALID_GROUP_ID)
+    max_meta = broker.config.values["offset.metadata.max.bytes"]
+    topics = []
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for t in b.topics:
+        parts = []
+        known = set(broker.manager.partitions_of(t.name)) if broker.manager.has_topic(t.name) else set()
+        for p in t.partitions:
+            e = err
+            meta = p.committed_metadata or ""
+            if not e and p.partition_index not in known:
+                e = ec.UNKNOWN_TOPIC_OR_PARTITION
+            elif not e and len(meta.encode("utf-8")) > max_meta:
+                e = ec.OFFSET_METADATA_TOO_LARGE
+            elif not e:
+                epoch = p.committed_leader_epoch if request.api_version >= 6 else -1
+                offsets[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset, meta, None if epoch < 0 else epoch)
+            parts.append({"partition_index": p.partition_index, "error_code": e})
+        topics.append({"name": t.name, "partitions": parts})
+    if offsets:
+        try:
+            broker.offsets.commit(b.group_id, offsets)
+        except KafkalogError:
+            for t in topics:
+                for p in t["partitions"]:
+                    if p["error_code"] == ec.NONE:
+                        p["error_code"] = ec.UNKNOWN_SERVER_ERROR
+    return broker.response(request, {"throttle_time": 0, "topics": topics})
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: Any) -> list[dict[str, Any]]:
+    """The committed offsets of ``topics`` (None: every partition with one) of a group."""
+    got = broker.offsets.fetch(group_id)
+    wanted: dict[str, list[int]] = {}
+    if topics is None:
+        for tp in got:
+            wanted.setdefault(tp.topic, []).append(tp.partition)
+    else:
+        for t in topics:
+            wanted.setdefault(t.name, []).extend(t.partition_indexes)
+    out = []
+    for name, parts in wanted.items():
+        rows = []
+        for p in sorted(parts) if topics is None else parts:
+            oam = got.get(TopicPartition(name, p))
+            rows.append({"partition_index": p, "committed_offset": -1 if oam is None else oam.offset,
+                         "committed_leader_epoch": -1 if oam is None or oam.leader_epoch is None
+                         else oam.leader_epoch,
+                         "metadata": "" if oam is None else oam.metadata, "error_code": 0})
+        out.append({"name": name, "partitions": rows})
+    return out
+
+
+def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+    b = request.body
+    if request.api_version >= 8:
+        return broker.response(request, {"throttle_time": 0, "groups": [
+            {"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics),
+             "error_code": ec.INVALID_GROUP_ID if not g.group_id else 0} for g in b.groups]})
+    return broker.response(request, {"throttle_time": 0, "error_code": 0,
+                                     "topics": _fetch_group(broker, b.group_id, b.topics)})
+
+
+def subscribed_topics(subscription: bytes) -> set[str]:
+    """The topics of a ``consumer`` protocol subscription (Kafka's ConsumerProtocolSubscription:
+    version, then an array of strings); empty when it cannot be read."""
+    try:
+        (n,) = struct.unpack_from(">i", subscription, 2)
+        pos, out = 6, set()
+        for _ in range(max(n, 0)):
+            (size,) = struct.unpack_from(">h", subscription, pos)
+            out.add(subscription[pos + 2:pos + 2 + size].decode("utf-8"))
+            pos += 2 + size
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return set()
+
+
+def handle_offset_delete(broker: Broker, request: Request) -> Any:
+    b = request.body
+    g = broker.groups.groups.get(b.group_id)
+    if g is None and b.group_id not in broker.offsets.groups():
+        return broker.response(request, {"error_code": ec.GROUP_ID_NOT_FOUND, "throttle_time": 0,
+                                          "topics": []})
+    subscribed: set[str] = set()
+    if g is not None and g.state == STABLE and g.protocol_type == "consumer":
+        for m in g.members.values():
+            subscribed |= subscribed_topics(m.metadata(g.protocol))
+    topics, delete = [], []
+    for t in b.topics:
+        parts = []
+        for p in t.partitions:
+            err = ec.GROUP_SUBSCRIBED_TO_TOPIC if t.name in subscribed else ec.NONE
+            if not err:
+                delete.append(TopicPartition(t.name, p.partition_index))
+            parts.append({"partition_index": p.partition_index, "error_code": err})
+        topics.append({"name": t.name, "partitions": parts})
+    broker.offsets.delete_offsets(b.group_id, delete)
+    return broker.response(request, {"error_code": 0, "throttle_time": 0, "topics": topics})
