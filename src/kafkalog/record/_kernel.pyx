@@ -814,6 +814,7 @@ cdef extern from "Python.h":
     void PyTuple_SET_ITEM(object t, Py_ssize_t i, object o)
     void PyObject_GC_UnTrack(PyObject* o)
     object PyLong_FromLongLong(long long v)
+    void Py_SET_SIZE(object o, Py_ssize_t n)
 
 
 def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp, log_append_time,
@@ -837,7 +838,9 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
     cdef int64_t c_lat = _as_int64(log_append_time, "log_append_time")
     cdef int64_t c_start = _as_int64(start, "start")
     cdef int64_t c_end = _as_int64(end, "end")
-    cdef int64_t off
+    cdef int64_t off, ts, last_ts = 0
+    cdef Py_ssize_t kept = 0
+    cdef object ts_obj = None
     cdef RecordHead r
     cdef list out
     cdef object headers, t
@@ -850,7 +853,7 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
         p = <const unsigned char*>view.buf
         n = view.len
         _check_count(count, n, 0)
-        out = []
+        out = PyList_New(count)
         for i in range(count):
             if pos >= n:
                 raise InvalidRecordError(
@@ -884,10 +887,12 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
             o = PyLong_FromLongLong(off)
             Py_INCREF(o)
             PyTuple_SET_ITEM(t, 3, o)
-            o = PyLong_FromLongLong(
-                c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>r.ts_delta))
-            Py_INCREF(o)
-            PyTuple_SET_ITEM(t, 4, o)
+            ts = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>r.ts_delta)
+            if ts_obj is None or ts != last_ts:       # records of a batch often share a timestamp
+                ts_obj = PyLong_FromLongLong(ts)
+                last_ts = ts
+            Py_INCREF(ts_obj)
+            PyTuple_SET_ITEM(t, 4, ts_obj)
             Py_INCREF(timestamp_type)
             PyTuple_SET_ITEM(t, 5, timestamp_type)
             o = (PyBytes_FromStringAndSize(<const char*>(p + r.kstart), r.klen)
@@ -901,8 +906,11 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
             Py_INCREF(headers)
             PyTuple_SET_ITEM(t, 8, headers)
             PyObject_GC_UnTrack(<PyObject*>t)
-            out.append(t)
+            Py_INCREF(t)
+            PyList_SET_ITEM(out, kept, t)
+            kept += 1
         _check_consumed(pos, n, count)
+        Py_SET_SIZE(out, kept)      # the slots after ``kept`` are still NULL: the offsets filtered out
         return out
     finally:
         PyBuffer_Release(&view)
