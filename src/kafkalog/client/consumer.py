@@ -201,7 +201,7 @@ def _consumer_records(batch: Any, topic: str, partition: int, start: int,
     try:
         body = batch.records_body()
         try:
-            return decode_consumer_records(  # type: ignore[no-any-return]
+            return decode_consumer_records(
                 body, batch.count, batch.base_offset, batch.base_timestamp,
                 batch.max_timestamp if tst == 1 else -1, ConsumerRecord, topic, partition,
                 epoch if epoch >= 0 else None, tst, start, end)

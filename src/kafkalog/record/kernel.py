@@ -35,6 +35,6 @@ bind_record_future = implementation_module.bind_record_future
 ProducerTopic = implementation_module.ProducerTopic
 ProducerSendPath = implementation_module.ProducerSendPath
 
-__all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "decode_consumer_records", "decode_records_v2", "encode_records_v2",
-           "implementation_module", "murmur2", "partition_for_key", "read_varint", "read_varlong",
+__all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "decode_consumer_records", "decode_records_v2",
+           "encode_records_v2", "implementation_module", "murmur2", "partition_for_key", "read_varint", "read_varlong",
            "write_varint", "write_varlong"]
