@@ -8,26 +8,16 @@ import gc
 import json
 import os
 import struct
-from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog.client.consumer import ConsumerRecord
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from tests.record.test_kernel_parity import CY, KERNELS, MALFORMED, PY, SAMPLE, TS, both, kernels
 
-
-class Rec(NamedTuple):
-    topic: str
-    partition: int
-    leader_epoch: int | None
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: Any
-    value: Any
-    headers: list
+Rec = ConsumerRecord
 
 
 def _expected(K, body, count, base_offset, base_ts, lat, start, end, epoch=None):

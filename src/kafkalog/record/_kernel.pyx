@@ -236,6 +236,28 @@ def write_varlong(value):
 # --------------------------------------------------------------------------------------------------
 # decode
 
+cdef inline object _rd_record(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, RecordHead* r,
+                              Py_ssize_t i, Py_ssize_t count):
+    """Record ``i`` of ``count`` at ``pos[0]``: its fixed part into ``r``, its headers returned (None
+    without headers); ``pos[0]`` moves past it. Raises ``InvalidRecordError`` positioned in ``p``."""
+    cdef object headers
+    if pos[0] >= n:
+        raise InvalidRecordError(
+            f"Found invalid record structure: expected {count} records but found only {i}",
+            position=pos[0])
+    _rd_record_head(p, n, pos[0], r)
+    if r.rend + 1024 < n:
+        __builtin_prefetch(p + r.rend + 1024)    # the records ahead (a stream from RAM)
+    if r.hpos + 1 == r.rend and p[r.hpos] == 0:   # no headers: the common case
+        pos[0] = r.rend
+        return None
+    headers = _rd_headers(p, r.hpos, r.rend, pos)
+    if pos[0] != r.rend:
+        raise InvalidRecordError(
+            f"Invalid record size: expected to read {r.length} bytes in record "
+            f"payload, but instead read {pos[0] - (r.rend - r.length)}", position=pos[0])
+    return headers
+
 def decode_records_v2(body, Py_ssize_t count, base_offset, base_timestamp, base_sequence,
                       log_append_time):
     """Decode ``count`` v2 records from ``body`` (the uncompressed records of one batch).
@@ -264,22 +286,7 @@ def decode_records_v2(body, Py_ssize_t count, base_offset, base_timestamp, base_
         _check_count(count, n, 0)
         out = PyList_New(count)
         for i in range(count):
-            if pos >= n:
-                raise InvalidRecordError(
-                    f"Found invalid record structure: expected {count} records but found only {i}",
-                    position=pos)
-            _rd_record_head(p, n, pos, &r)
-            if r.rend + 1024 < n:
-                __builtin_prefetch(p + r.rend + 1024)    # the records ahead (a stream from RAM)
-            if r.hpos + 1 == r.rend and p[r.hpos] == 0:   # no headers: the common case
-                headers = None
-                pos = r.rend
-            else:
-                headers = _rd_headers(p, r.hpos, r.rend, &pos)
-                if pos != r.rend:
-                    raise InvalidRecordError(
-                        f"Invalid record size: expected to read {r.length} bytes in record "
-                        f"payload, but instead read {pos - (r.rend - r.length)}", position=pos)
+            headers = _rd_record(p, n, &pos, &r, i, count)
             rec = Record.__new__(Record)
             rec.offset = c_base_offset + r.offset_delta
             rec.timestamp = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>r.ts_delta)
@@ -855,22 +862,7 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
         _check_count(count, n, 0)
         out = PyList_New(count)
         for i in range(count):
-            if pos >= n:
-                raise InvalidRecordError(
-                    f"Found invalid record structure: expected {count} records but found only {i}",
-                    position=pos)
-            _rd_record_head(p, n, pos, &r)
-            if r.rend + 1024 < n:
-                __builtin_prefetch(p + r.rend + 1024)
-            if r.hpos + 1 == r.rend and p[r.hpos] == 0:   # no headers: the common case
-                headers = None
-                pos = r.rend
-            else:
-                headers = _rd_headers(p, r.hpos, r.rend, &pos)
-                if pos != r.rend:
-                    raise InvalidRecordError(
-                        f"Invalid record size: expected to read {r.length} bytes in record "
-                        f"payload, but instead read {pos - (r.rend - r.length)}", position=pos)
+            headers = _rd_record(p, n, &pos, &r, i, count)
             off = c_base_offset + r.offset_delta
             if off < c_start or off >= c_end:
                 continue
