@@ -45,6 +45,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.log import Log
 from kafkalog.log.naming import TopicPartition
+from kafkalog.record.kernel import decode_consumer_records
 from kafkalog.record.records import iter_batches
 
 __all__ = [
@@ -133,11 +134,13 @@ class IllegalStateError(KafkalogError):
 
 # --- batches as a consumer sees them ----------------------------------------------------------------
 
-def read_batches(log: Any, start: int, end: int, committed: bool) -> Iterator[tuple[Any, bool]]:
+def read_batches(log: Any, start: int, end: int, committed: bool,
+                 decode: bool = True) -> Iterator[tuple[Any, bool]]:
     """``(batch, visible)`` for every batch holding offsets in ``[start, end)``: ``visible`` is False
     for control batches and, with ``committed``, for the batches of aborted transactions (Kafka's
     consumer rules: the aborted transactions of the ``.txnindex`` are matched by producer id from their
-    first offset until their ABORT marker). Corrupt data raises, naming the file and position."""
+    first offset until their ABORT marker). Corrupt data raises, naming the file and position;
+    ``decode=False`` leaves the records of v2 batches to the caller (CRCs are still checked)."""
     aborted: list[tuple[int, int]] = []
     if committed:
         _lso, aborted = _committed_view(log, start)
@@ -145,7 +148,7 @@ def read_batches(log: Any, start: int, end: int, committed: bool) -> Iterator[tu
     aborted_pids: set[int] = set()
     ai = 0
     n_aborted = len(aborted)
-    for batch in _valid_batches(log, start, end):
+    for batch in _valid_batches(log, start, end, decode):
         if batch.magic < 2:
             yield batch, True
             continue
@@ -169,9 +172,10 @@ def read_batches(log: Any, start: int, end: int, committed: bool) -> Iterator[tu
         yield batch, not ctrl
 
 
-def _valid_batches(log: Any, start: int, end: int) -> Iterator[Any]:
+def _valid_batches(log: Any, start: int, end: int, decode: bool = True) -> Iterator[Any]:
     """CRC-checked batch views holding offsets in ``[start, end)``; a corrupt batch raises
-    :class:`~kafkalog.errors.CorruptRecordError` naming its segment file and byte position."""
+    :class:`~kafkalog.errors.CorruptRecordError` naming its segment file and byte position
+    (``decode=False``: v2 batches' records are not decoded here)."""
     if not isinstance(log, Log):
         yield from _iter_batches(log, start, end)
         return
@@ -179,11 +183,33 @@ def _valid_batches(log: Any, start: int, end: int) -> Iterator[Any]:
         for batch in iter_batches(data):
             try:
                 batch.ensure_valid()                # type: ignore[attr-defined]  # every magic has it
-                batch.records()                     # type: ignore[attr-defined]  # cached; locates a bad record
+                if decode or batch.magic < 2:
+                    batch.records()                 # type: ignore[attr-defined]  # cached; locates a bad record
             except KafkalogError as e:
                 seg = log.floor_segment(h.base_offset)
                 raise e.at(log.dir if seg is None else seg.log_path, h.position) from None
             yield batch
+
+
+def _consumer_records(batch: Any, topic: str, partition: int, start: int,
+                      end: int) -> list[ConsumerRecord] | None:
+    """The records of one v2 batch with offsets in ``[start, end)`` as :class:`ConsumerRecord`s,
+    decoded by the record kernel straight into the tuples; None if the batch does not decode (the
+    caller re-reads it through :func:`read_batches`, which raises naming the file and position)."""
+    tst = int(batch.timestamp_type)
+    epoch = batch.partition_leader_epoch
+    try:
+        body = batch.records_body()
+        try:
+            return decode_consumer_records(
+                body, batch.count, batch.base_offset, batch.base_timestamp,
+                batch.max_timestamp if tst == 1 else -1, ConsumerRecord, topic, partition,
+                epoch if epoch >= 0 else None, tst, start, end)
+        finally:
+            if isinstance(body, memoryview):
+                body.release()
+    except KafkalogError:
+        return None
 
 
 def stable_end(log: Any, committed: bool) -> int:
@@ -674,9 +700,20 @@ class Consumer:
         next_pos = pos
         new = tuple.__new__
         cls = ConsumerRecord
-        for batch, visible in read_batches(log, pos, end, committed):
+        for batch, visible in read_batches(log, pos, end, committed, decode=False):
             last = batch.last_offset
-            if visible:
+            if visible and batch.magic >= 2:
+                got = _consumer_records(batch, topic, partition, pos, end)
+                if got is None:                     # a bad batch: the checked path locates it
+                    for _ in read_batches(log, pos, end, committed):
+                        pass
+                    raise AssertionError("a batch failed to decode only once")  # pragma: no cover
+                if kd is not None or vd is not None:
+                    got = [r._replace(key=r.key if kd is None or r.key is None else kd(r.key),
+                                      value=r.value if vd is None or r.value is None else vd(r.value))
+                           for r in got]
+                out.extend(got)
+            elif visible:
                 try:
                     recs = batch.records()
                 except KafkalogError as e:          # a read-only view: positions are the file's

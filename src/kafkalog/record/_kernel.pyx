@@ -236,6 +236,28 @@ def write_varlong(value):
 # --------------------------------------------------------------------------------------------------
 # decode
 
+cdef inline object _rd_record(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, RecordHead* r,
+                              Py_ssize_t i, Py_ssize_t count):
+    """Record ``i`` of ``count`` at ``pos[0]``: its fixed part into ``r``, its headers returned (None
+    without headers); ``pos[0]`` moves past it. Raises ``InvalidRecordError`` positioned in ``p``."""
+    cdef object headers
+    if pos[0] >= n:
+        raise InvalidRecordError(
+            f"Found invalid record structure: expected {count} records but found only {i}",
+            position=pos[0])
+    _rd_record_head(p, n, pos[0], r)
+    if r.rend + 1024 < n:
+        __builtin_prefetch(p + r.rend + 1024)    # the records ahead (a stream from RAM)
+    if r.hpos + 1 == r.rend and p[r.hpos] == 0:   # no headers: the common case
+        pos[0] = r.rend
+        return None
+    headers = _rd_headers(p, r.hpos, r.rend, pos)
+    if pos[0] != r.rend:
+        raise InvalidRecordError(
+            f"Invalid record size: expected to read {r.length} bytes in record "
+            f"payload, but instead read {pos[0] - (r.rend - r.length)}", position=pos[0])
+    return headers
+
 def decode_records_v2(body, Py_ssize_t count, base_offset, base_timestamp, base_sequence,
                       log_append_time):
     """Decode ``count`` v2 records from ``body`` (the uncompressed records of one batch).
@@ -264,22 +286,7 @@ def decode_records_v2(body, Py_ssize_t count, base_offset, base_timestamp, base_
         _check_count(count, n, 0)
         out = PyList_New(count)
         for i in range(count):
-            if pos >= n:
-                raise InvalidRecordError(
-                    f"Found invalid record structure: expected {count} records but found only {i}",
-                    position=pos)
-            _rd_record_head(p, n, pos, &r)
-            if r.rend + 1024 < n:
-                __builtin_prefetch(p + r.rend + 1024)    # the records ahead (a stream from RAM)
-            if r.hpos + 1 == r.rend and p[r.hpos] == 0:   # no headers: the common case
-                headers = None
-                pos = r.rend
-            else:
-                headers = _rd_headers(p, r.hpos, r.rend, &pos)
-                if pos != r.rend:
-                    raise InvalidRecordError(
-                        f"Invalid record size: expected to read {r.length} bytes in record "
-                        f"payload, but instead read {pos - (r.rend - r.length)}", position=pos)
+            headers = _rd_record(p, n, &pos, &r, i, count)
             rec = Record.__new__(Record)
             rec.offset = c_base_offset + r.offset_delta
             rec.timestamp = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>r.ts_delta)
@@ -797,3 +804,105 @@ cdef class ProducerSendPath:
                             self.full(b)
                         return fut
         return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+
+
+# --------------------------------------------------------------------------------------------------
+# consumer records: a batch decoded straight into the consumer's record tuples
+
+cdef extern from *:
+    """
+    static PyObject* kafkalog_alloc_tuple(PyObject* t, Py_ssize_t n) {
+        return ((PyTypeObject*)t)->tp_alloc((PyTypeObject*)t, n);
+    }
+    """
+    object _alloc_tuple "kafkalog_alloc_tuple" (object t, Py_ssize_t n)
+
+cdef extern from "Python.h":
+    void PyTuple_SET_ITEM(object t, Py_ssize_t i, object o)
+    void PyObject_GC_UnTrack(PyObject* o)
+    object PyLong_FromLongLong(long long v)
+    void Py_SET_SIZE(object o, Py_ssize_t n)
+
+
+def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp, log_append_time,
+                            type record_type, topic, partition, leader_epoch, timestamp_type,
+                            start, end):
+    """Decode ``count`` v2 records from ``body`` (the uncompressed records of one batch) straight
+    into ``record_type`` tuples (a ``tuple`` subclass of 9 fields: ``topic, partition, leader_epoch,
+    offset, timestamp, timestamp_type, key, value, headers``), keeping the records whose offset is
+    in ``[start, end)``. ``headers`` is a new list per record (empty without headers).
+
+    Checks the records as :func:`decode_records_v2` does (same errors, positions relative to
+    ``body``). The tuples and their header lists are not tracked by the cyclic garbage collector
+    (they hold only ``str``/``int``/``bytes``/``None`` and header pairs): do not store a reference
+    to a record inside its own headers.
+    """
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, pos = 0, i
+    cdef int64_t c_base_offset = _as_int64(base_offset, "base_offset")
+    cdef int64_t c_base_ts = _as_int64(base_timestamp, "base_timestamp")
+    cdef int64_t c_lat = _as_int64(log_append_time, "log_append_time")
+    cdef int64_t c_start = _as_int64(start, "start")
+    cdef int64_t c_end = _as_int64(end, "end")
+    cdef int64_t off, ts, last_ts = 0
+    cdef Py_ssize_t kept = 0
+    cdef object ts_obj = None
+    cdef RecordHead r
+    cdef list out
+    cdef object headers, t
+    if not issubclass(record_type, tuple):
+        raise TypeError(f"record_type must be a tuple subclass, not {record_type!r}")
+    if count < 0:
+        raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        n = view.len
+        _check_count(count, n, 0)
+        out = PyList_New(count)
+        for i in range(count):
+            headers = _rd_record(p, n, &pos, &r, i, count)
+            off = c_base_offset + r.offset_delta
+            if off < c_start or off >= c_end:
+                continue
+            if headers is None:
+                headers = []
+            PyObject_GC_UnTrack(<PyObject*>headers)
+            t = _alloc_tuple(record_type, 9)      # the type's allocation (a tuple of 9 NULLs)
+            Py_INCREF(topic)
+            PyTuple_SET_ITEM(t, 0, topic)
+            Py_INCREF(partition)
+            PyTuple_SET_ITEM(t, 1, partition)
+            Py_INCREF(leader_epoch)
+            PyTuple_SET_ITEM(t, 2, leader_epoch)
+            o = PyLong_FromLongLong(off)
+            Py_INCREF(o)
+            PyTuple_SET_ITEM(t, 3, o)
+            ts = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>r.ts_delta)
+            if ts_obj is None or ts != last_ts:       # records of a batch often share a timestamp
+                ts_obj = PyLong_FromLongLong(ts)
+                last_ts = ts
+            Py_INCREF(ts_obj)
+            PyTuple_SET_ITEM(t, 4, ts_obj)
+            Py_INCREF(timestamp_type)
+            PyTuple_SET_ITEM(t, 5, timestamp_type)
+            o = (PyBytes_FromStringAndSize(<const char*>(p + r.kstart), r.klen)
+                 if r.klen >= 0 else None)
+            Py_INCREF(o)
+            PyTuple_SET_ITEM(t, 6, o)
+            o = (PyBytes_FromStringAndSize(<const char*>(p + r.vstart), r.vlen)
+                 if r.vlen >= 0 else None)
+            Py_INCREF(o)
+            PyTuple_SET_ITEM(t, 7, o)
+            Py_INCREF(headers)
+            PyTuple_SET_ITEM(t, 8, headers)
+            PyObject_GC_UnTrack(<PyObject*>t)
+            Py_INCREF(t)
+            PyList_SET_ITEM(out, kept, t)
+            kept += 1
+        _check_consumed(pos, n, count)
+        Py_SET_SIZE(out, kept)      # the slots after ``kept`` are still NULL: the offsets filtered out
+        return out
+    finally:
+        PyBuffer_Release(&view)

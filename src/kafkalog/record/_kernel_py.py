@@ -22,6 +22,7 @@ __all__ = [
     "IMPLEMENTATION",
     "Record",
     "RecordsEncoder",
+    "decode_consumer_records",
     "decode_records_v2",
     "encode_records_v2",
     "murmur2",
@@ -621,3 +622,21 @@ class ProducerSendPath:
                             self._full(b)
                         return fut
         return self._slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+
+
+def decode_consumer_records(body, count: int, base_offset: int, base_timestamp: int,
+                            log_append_time: int, record_type: type, topic: Any, partition: Any,
+                            leader_epoch: Any, timestamp_type: Any, start: int, end: int) -> list:
+    """Decode ``count`` v2 records from ``body`` straight into ``record_type`` tuples (``topic,
+    partition, leader_epoch, offset, timestamp, timestamp_type, key, value, headers``; headers a new
+    list per record), keeping the records whose offset is in ``[start, end)``. Checks and errors
+    as :func:`decode_records_v2`."""
+    if not (isinstance(record_type, type) and issubclass(record_type, tuple)):
+        raise TypeError(f"record_type must be a tuple subclass, not {record_type!r}")
+    start = _int64(start, "start")
+    end = _int64(end, "end")
+    new = tuple.__new__
+    return [new(record_type, (topic, partition, leader_epoch, r.offset, r.timestamp, timestamp_type,
+                              r.key, r.value, r.headers))
+            for r in decode_records_v2(body, count, base_offset, base_timestamp, -1, log_append_time)
+            if start <= r.offset < end]
