@@ -70,7 +70,7 @@ def test_soak_cleaner_threads_with_tombstones_transactions_and_readers(tmp_path)
                 for p, log in enumerate(logs):
                     try:
                         _check_invariants(log, set(aborted[p]), errors)
-                    except Exception as e:  # noqa: BLE001 - reported below
+                    except Exception as e:
                         errors.append(f"reader {i}: {type(e).__name__}: {e}")
         readers = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(2)]
         for t in readers:

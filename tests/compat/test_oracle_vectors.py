@@ -11,9 +11,8 @@ import pytest
 
 from kafkalog.cli.dump import DumpOptions, dump_record_set
 from kafkalog.errors import InvalidRecordError
-from kafkalog.record.control import EndTransactionMarker, parse_control_key
 from kafkalog.record.constants import ControlRecordType
-
+from kafkalog.record.control import EndTransactionMarker, parse_control_key
 from tests.oracle import VECTORS_ROOT
 
 VECTORS = VECTORS_ROOT

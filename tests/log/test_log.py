@@ -7,10 +7,16 @@ import socket
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
-                             RecordBatchTooLargeError, RecordTooLargeError)
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 

@@ -12,8 +12,7 @@ import lz4.block
 import pytest
 import zstandard
 
-from kafkalog.errors import (CompressionError, InvalidConfigError, KafkalogError,
-                             UnsupportedCompressionTypeError)
+from kafkalog.errors import CompressionError, InvalidConfigError, KafkalogError, UnsupportedCompressionTypeError
 from kafkalog.record import compression as C
 from kafkalog.record.compression import compress, decompress, xxh32
 

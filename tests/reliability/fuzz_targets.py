@@ -203,6 +203,7 @@ def t_cli(data: bytes) -> None:
     """The CLI's inputs: `produce` JSON lines (topic name and config from the input too), and
     `dump` / `verify` of the input as a file."""
     from click.testing import CliRunner
+
     from kafkalog.cli.main import main
     runner = CliRunner()
     root = os.path.join(_TMP, "cli")
@@ -360,7 +361,7 @@ def mutation_fuzz(count: int, seed: int = 0, targets=None, progress=None) -> Dic
     names = list(targets or TARGETS)
     # heavy file-system targets get fewer inputs
     weights = [1 if n in ("segment", "cli", "topic_names") else 6 for n in names]
-    done = {n: 0 for n in names}
+    done = dict.fromkeys(names, 0)
     corpus = {n: list(sd[n]) for n in names}
     for i in range(count):
         name = rnd.choices(names, weights)[0]

@@ -14,9 +14,18 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.record.header_walk import (F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC, F_MAX_TIMESTAMP,
-                                         F_POSITION, F_RECORD_COUNT, F_SIZE, FindingKind, all_zero,
-                                         walk)
+from kafkalog.record.header_walk import (
+    F_BASE_OFFSET,
+    F_LAST_OFFSET,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    F_POSITION,
+    F_RECORD_COUNT,
+    F_SIZE,
+    FindingKind,
+    all_zero,
+    walk,
+)
 from kafkalog.record.header_walk import Finding as WalkFinding
 
 _OFF_ENTRY = struct.Struct(">ii")

@@ -20,10 +20,19 @@ from typing import Iterator, NamedTuple, Optional
 from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError, KafkalogIOError
-from kafkalog.record.header_walk import (F_ATTRIBUTES, F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC,
-                                         F_MAX_TIMESTAMP, F_PARTITION_LEADER_EPOCH, F_POSITION, F_SIZE,
-                                         FindingKind, walk)
-from kafkalog.record.header_walk import _ROW  # noqa: PLC2701 - one row of the walk's facts
+from kafkalog.record.header_walk import (
+    _ROW,
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    F_PARTITION_LEADER_EPOCH,
+    F_POSITION,
+    F_SIZE,
+    FindingKind,
+    walk,
+)
 
 # entry prefix shared by every magic: offset, length, crc (v0/v1) or leader epoch (v2), magic
 PREFIX = struct.Struct(">qiib")
@@ -130,7 +139,7 @@ class FileRecords:
 
     @classmethod
     def open(cls, path: str, *, file_already_exists: bool = True, init_file_size: int = 0,
-             preallocate: bool = False) -> "FileRecords":
+             preallocate: bool = False) -> FileRecords:
         """Open (or create) ``path``. A new preallocated file gets length ``init_file_size`` and
         logical size 0. An existing preallocated file's logical size is found by walking its headers
         up to the first zero/partial entry (Kafka does the same via recovery)."""

@@ -12,21 +12,32 @@ bounded by ``max_decompressed_size``.
 """
 from __future__ import annotations
 
+import struct
 from typing import Iterator, List, Optional
 
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, KafkalogError,
-                             UnsupportedCompressionTypeError)
+from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError, UnsupportedCompressionTypeError
 from kafkalog.record import kernel
-from kafkalog.record.constants import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK,
-                                       CONTROL_FLAG_MASK, CRC_OFFSET, DELETE_HORIZON_FLAG_MASK,
-                                       ENTRY_HEADER, LOG_OVERHEAD, MAGIC_OFFSET,
-                                       MAX_TIMESTAMP_OFFSET, PARTITION_LEADER_EPOCH_OFFSET,
-                                       RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
-                                       TRANSACTIONAL_FLAG_MASK, V2_HEADER, CompressionType,
-                                       TimestampType, increment_sequence, java_long)
+from kafkalog.record.constants import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    ENTRY_HEADER,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    V2_HEADER,
+    CompressionType,
+    TimestampType,
+    increment_sequence,
+    java_long,
+)
 from kafkalog.record.crc import crc32c
-
-import struct
 
 __all__ = ["RecordBatch", "DefaultRecordBatch", "batch_at", "read_batch_header",
            "read_entry_header", "DEFAULT_MAX_DECOMPRESSED_SIZE", "compute_v2_crc",
@@ -77,7 +88,7 @@ def compute_v2_crc(buf, position: int, size: int) -> int:
         mv.release()
 
 
-def batch_at(buf, position: int = 0, size: Optional[int] = None) -> "RecordBatch":
+def batch_at(buf, position: int = 0, size: Optional[int] = None) -> RecordBatch:
     """The batch view of the entry starting at ``position`` (magic < 2: legacy, else v2).
 
     ``size`` (the entry size incl. the 12-byte log overhead) is read from the buffer when omitted.

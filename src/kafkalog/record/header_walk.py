@@ -40,7 +40,6 @@ from crc32c import crc32c
 
 from kafkalog.record.kernel_selection import load_kernel
 
-
 #: the module in use (``kafkalog.record._header_walk`` or ``kafkalog.record._header_walk_py``)
 implementation_module: ModuleType = load_kernel("kafkalog.record._header_walk")
 _impl = implementation_module

@@ -12,10 +12,8 @@ import struct
 from typing import Iterator, Optional
 
 from kafkalog.errors import CorruptRecordError
-from kafkalog.record.batch import (DefaultRecordBatch, RecordBatch, batch_at, read_batch_header,
-                                   read_entry_header)
-from kafkalog.record.constants import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_ENTRY_HEADER,
-                                       RECORD_OVERHEAD_V0)
+from kafkalog.record.batch import DefaultRecordBatch, RecordBatch, batch_at, read_batch_header, read_entry_header
+from kafkalog.record.constants import LOG_OVERHEAD, MAGIC_OFFSET, MIN_ENTRY_HEADER, RECORD_OVERHEAD_V0
 
 __all__ = ["iter_batches", "scan_batches", "valid_bytes_end", "iter_records",
            "read_batch_header", "read_entry_header", "batch_at", "RecordBatch"]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Iterable, Iterator, List, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
-
-import time
 
 from kafkalog.spark.commit import profile
 from kafkalog.spark.options import ReadOptions, parse_read_options
