@@ -27,8 +27,7 @@ def _record_sets():
     out = []
     for hx in sorted(glob.glob(os.path.join(VECTORS, "*", "*.hex"))):
         name = os.path.basename(hx)
-        if ".request." in name or name.startswith("fetch_response_") or \
-                name.startswith("control_record_"):
+        if ".request." in name or name.startswith(("fetch_response_", "control_record_")):
             continue
         oracle = hx[:-4] + ".oracle.jsonl"
         if os.path.exists(oracle):

@@ -114,8 +114,9 @@ def t_indexes(data: bytes) -> None:
         except KafkalogError:
             continue
         try:
-            for call in (idx.sanity_check, idx.verify_entries, lambda: idx.lookup(5),
-                         lambda: idx.lookup(1 << 40), lambda: [idx.entry(i) for i in range(min(idx._entries, 64))]):
+            for call in (idx.sanity_check, idx.verify_entries, lambda idx=idx: idx.lookup(5),
+                         lambda idx=idx: idx.lookup(1 << 40),
+                         lambda idx=idx: [idx.entry(i) for i in range(min(idx._entries, 64))]):
                 try:
                     call()
                 except KafkalogError:
@@ -263,7 +264,7 @@ def t_topic_names(data: bytes) -> None:
             m.create_topic(name, 1)
         except KafkalogError:
             pass
-        for tp, log in m.logs():
+        for _tp, log in m.logs():
             if os.path.dirname(os.path.realpath(log.dir)) != os.path.realpath(data_dir):
                 raise AssertionError(f"topic {name!r} escaped the data directory: {log.dir}")
     finally:

@@ -36,7 +36,7 @@ class LeaderEpochFileCache:
         topic_partition: for messages only.
     """
 
-    def __init__(self, checkpoint: LeaderEpochCheckpointFile | os.PathLike | str | None,
+    def __init__(self, checkpoint: LeaderEpochCheckpointFile | os.PathLike[str] | str | None,
                  topic_partition: Optional[object] = None) -> None:
         if checkpoint is not None and not isinstance(checkpoint, LeaderEpochCheckpointFile):
             p = os.fspath(checkpoint)

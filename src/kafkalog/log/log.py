@@ -666,7 +666,8 @@ class Log:
             max_pos = bound_pos if seg.base_offset == bound_base else seg.size
             info = seg.read(start_offset, max_bytes, max_pos, min_one_message)
             if info is not None:
-                if seg.base_offset == bound_base and info.fetch_offset_metadata.relative_position_in_segment >= bound_pos:
+                position = info.fetch_offset_metadata.relative_position_in_segment
+                if seg.base_offset == bound_base and position >= bound_pos:
                     break
                 return info
             i += 1
@@ -1087,7 +1088,10 @@ def delete_segments_later(scheduler, delay_ms: int, segments: Sequence[LogSegmen
                           other_files: Sequence[str] = ()) -> None:
     """Delete segments already renamed ``.deleted`` (and ``other_files``) after ``delay_ms`` via
     ``scheduler``, or now when there is none (Kafka's asynchronous segment deletion)."""
-    def delete(segs=list(segments), files=list(other_files)) -> None:
+    segs = list(segments)
+    files = list(other_files)
+
+    def delete() -> None:
         for s in segs:
             s.delete()
         for p in files:

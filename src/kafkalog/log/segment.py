@@ -213,8 +213,8 @@ class LogSegment:
         """Create/map both index files now (Kafka touches them on the first append/flush/roll), so a
         segment with data always has its ``.index``/``.timeindex`` on disk."""
         if not self._indexes_touched:
-            self.time_index.entries        # maps (creating) the files
-            self.offset_index.entries
+            _ = self.time_index.entries        # maps (creating) the files
+            _ = self.offset_index.entries
             self._indexes_touched = True
 
     @property
