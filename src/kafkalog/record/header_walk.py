@@ -136,7 +136,7 @@ class HeaderWalk:
         self.finding: Finding | None = Finding(_KINDS[stop], pos, a, b, c) if stop else None
 
     def __len__(self) -> int:
-        return self.count
+        return int(self.count)
 
     def batch(self, i: int) -> tuple[int, ...]:
         """Row ``i`` as a tuple indexed by the ``F_*`` numbers."""

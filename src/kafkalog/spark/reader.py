@@ -40,7 +40,8 @@ class KafkalogBatchReader(DataSourceReader):
         t0 = time.perf_counter()
         tasks = plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions)
         profile("read.plan", time.perf_counter() - t0)
-        return tasks
+        partitions: List[InputPartition] = list(tasks)
+        return partitions
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_task(partition, self.opts)
