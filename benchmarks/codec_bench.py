@@ -219,7 +219,7 @@ def interleaved_best(repeats: int, calls: dict):
             t = time.perf_counter()
             try:
                 results[name] = fn(*args)
-            except Exception as e:  # noqa: BLE001 - report and go on with the others
+            except Exception as e:
                 print(f"# {name}: failed: {e!r}", file=sys.stderr)
                 del times[name]
                 results.pop(name, None)
@@ -257,7 +257,7 @@ def main(argv=None) -> int:
     for lib in libs:
         try:
             adapters[lib] = ADAPTERS[lib]()
-        except Exception as e:  # noqa: BLE001 - report and go on with the others
+        except Exception as e:
             print(f"# {lib}: not available: {e!r}", file=sys.stderr)
             if lib == "kafkalog":
                 adapters["kafkalog-kernel"] = KafkalogKernelAdapter()

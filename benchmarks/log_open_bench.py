@@ -20,10 +20,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
+import _common as C
 
-from kafkalog.log.log import Log  # noqa: E402
-from kafkalog.record import kernel  # noqa: E402
+from kafkalog.log.log import Log
+from kafkalog.record import kernel
 
 
 def build(d: str, batch, seg_mb: int, nseg: int):

@@ -27,12 +27,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
+import _common as C
+from crc32c import crc32c
 
-from crc32c import crc32c  # noqa: E402
-
-from kafkalog.log.log import Log  # noqa: E402
-from kafkalog.record import kernel  # noqa: E402
+from kafkalog.log.log import Log
+from kafkalog.record import kernel
 
 GOAL_GBPS = 2.0
 GOAL_FLOOR_RATIO = 0.70          # 64 KB batches: >= 70% of the mmap + crc32c floor

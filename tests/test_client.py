@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 import kafkalog
@@ -50,7 +51,7 @@ def test_producer_batches_and_sticky_partitioning(tmp_path):
         assert sum(1 for v in ends.values() if v > 0) >= 2, "sticky partition must move on"
         vals = sorted(r.value for r in dl.consume("t"))
         assert vals == sorted(b"%05d" % i + b"x" * 95 for i in range(300))
-        batches = [b for b in dl.manager.get_log("t", 0).batches()]
+        batches = list(dl.manager.get_log("t", 0).batches())
         assert len(batches) >= 2 and all(b.count > 1 for b in batches)
 
 

@@ -1,11 +1,10 @@
 """Shared helpers of the cleaner tests: real logs on disk, a reader, and the reference model."""
 from __future__ import annotations
 
-import os
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from kafkalog.cleaner import Cleaner, LogCleanerManager, SkimpyOffsetMap
-from kafkalog.cleaner.manager import log_to_clean, cleanable_offsets, tp_of_log
+from kafkalog.cleaner import Cleaner, SkimpyOffsetMap
+from kafkalog.cleaner.manager import cleanable_offsets, log_to_clean, tp_of_log
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.record.builder import build_batch, build_end_txn_marker

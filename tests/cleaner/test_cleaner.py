@@ -1,5 +1,4 @@
 """Port of the intent of Kafka's LogCleanerTest (spec §5.15) on real files."""
-import os
 import types
 
 import pytest
@@ -7,8 +6,7 @@ import pytest
 from kafkalog.cleaner.grouping import group_segments_by_size
 from kafkalog.record.constants import CompressionType
 
-from .helpers import (NOW, append, append_marker, batches, clean, data_records, latest_per_key,
-                     open_log, records)
+from .helpers import NOW, append, append_marker, batches, clean, data_records, latest_per_key, open_log, records
 
 
 def _fill(log, n, keys, **kw):

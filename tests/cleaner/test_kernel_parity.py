@@ -1,12 +1,12 @@
 """The cleaner kernel functions agree between the compiled and the pure-Python kernel."""
-import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog.cleaner import _kernel_py
-from kafkalog.record.builder import build_batch
 from kafkalog.record.batch import batch_at
+from kafkalog.record.builder import build_batch
 
 try:
     from kafkalog.cleaner import _kernel as _kc
@@ -65,7 +65,6 @@ def test_filter_reencodes_timestamps_relative_to_new_base():
 # --- offset_map_build_v2 / offset_map_clean_v2 (superseded bitmap, whole-batch rewrite) ---------
 
 from kafkalog.record.crc import crc32c  # noqa: E402
-from kafkalog.record import compression as _compression  # noqa: E402
 
 keyed = st.lists(st.tuples(st.one_of(st.none(), st.sampled_from([b"", b"a", b"b", b"c", b"k" * 55,
                                                                     b"z" * 56, b"q" * 70])),

@@ -1,5 +1,4 @@
 """Port of the intent of Kafka's LogCleanerManagerTest (spec §5.16)."""
-import os
 
 from kafkalog.cleaner import LogCleaner, LogCleanerManager
 from kafkalog.cleaner.config import CleanerConfig

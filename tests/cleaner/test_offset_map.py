@@ -6,8 +6,8 @@ import pytest
 
 from kafkalog.cleaner import SkimpyOffsetMap
 from kafkalog.errors import CleanerError
-from kafkalog.record.builder import build_batch
 from kafkalog.record.batch import batch_at
+from kafkalog.record.builder import build_batch
 
 
 def test_basic_put_get():

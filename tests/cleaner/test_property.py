@@ -5,7 +5,8 @@ and the cleaned range holds one record per key."""
 import shutil
 import tempfile
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkalog.record.constants import CompressionType
 

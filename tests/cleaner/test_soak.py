@@ -61,7 +61,7 @@ def test_soak_cleaner_threads_with_tombstones_transactions_and_readers(tmp_path)
                                               "min.cleanable.dirty.ratio": 0.01,
                                               "file.delete.delay.ms": 60_000})
         logs = [mgr.get_log("soak", p) for p in range(PARTITIONS)]
-        models = [dict() for _ in logs]
+        models = [{} for _ in logs]
         aborted = [set() for _ in logs]
         errors, stop = [], threading.Event()
 
@@ -70,7 +70,7 @@ def test_soak_cleaner_threads_with_tombstones_transactions_and_readers(tmp_path)
                 for p, log in enumerate(logs):
                     try:
                         _check_invariants(log, set(aborted[p]), errors)
-                    except Exception as e:  # noqa: BLE001 - reported below
+                    except Exception as e:
                         errors.append(f"reader {i}: {type(e).__name__}: {e}")
         readers = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(2)]
         for t in readers:

@@ -1,12 +1,11 @@
 """The cleaner as background threads of a LogManager, and the ``kafkalog compact`` command."""
 import json
-import os
 import time
 
 from click.testing import CliRunner
 
-from kafkalog.cli.main import main
 from kafkalog.cleaner import LogCleaner
+from kafkalog.cli.main import main
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
 

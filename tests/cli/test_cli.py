@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 
@@ -15,7 +14,7 @@ from kafkalog.cli.main import main
 
 
 def _lines(out: str):
-    return [json.loads(l) for l in out.splitlines() if l.strip().startswith("{")]
+    return [json.loads(line) for line in out.splitlines() if line.strip().startswith("{")]
 
 
 @pytest.fixture
@@ -178,7 +177,7 @@ def test_installed_command_subprocess(data_dir):
     p = subprocess.run([exe, "describe", str(data_dir), "--format", "json"], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    rows = [json.loads(l) for l in p.stdout.splitlines()]
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
     assert sum(r["logEndOffset"] for r in rows) == 200
     p = subprocess.run([exe, "verify", str(data_dir)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "\x1b[" not in p.stdout + p.stderr   # no progress bar when piped

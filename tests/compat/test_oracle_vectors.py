@@ -11,9 +11,8 @@ import pytest
 
 from kafkalog.cli.dump import DumpOptions, dump_record_set
 from kafkalog.errors import InvalidRecordError
-from kafkalog.record.control import EndTransactionMarker, parse_control_key
 from kafkalog.record.constants import ControlRecordType
-
+from kafkalog.record.control import EndTransactionMarker, parse_control_key
 from tests.oracle import VECTORS_ROOT
 
 VECTORS = VECTORS_ROOT
@@ -28,8 +27,7 @@ def _record_sets():
     out = []
     for hx in sorted(glob.glob(os.path.join(VECTORS, "*", "*.hex"))):
         name = os.path.basename(hx)
-        if ".request." in name or name.startswith("fetch_response_") or \
-                name.startswith("control_record_"):
+        if ".request." in name or name.startswith(("fetch_response_", "control_record_")):
             continue
         oracle = hx[:-4] + ".oracle.jsonl"
         if os.path.exists(oracle):

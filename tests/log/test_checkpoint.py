@@ -6,12 +6,21 @@ import os
 import uuid
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptCheckpointError
-from kafkalog.log.checkpoint import (CleanShutdownFile, EpochEntry, LeaderEpochCheckpointFile,
-                                     MetaProperties, OffsetCheckpointFile, PartitionMetadataFile,
-                                     _OffsetFormatter, parse_checkpoint, uuid_to_kafka_string)
+from kafkalog.log.checkpoint import (
+    CleanShutdownFile,
+    EpochEntry,
+    LeaderEpochCheckpointFile,
+    MetaProperties,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+    _OffsetFormatter,
+    parse_checkpoint,
+    uuid_to_kafka_string,
+)
 
 
 def test_write_overwrite_reload(tmp_path):

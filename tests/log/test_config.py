@@ -3,7 +3,7 @@ import random
 import pytest
 
 from kafkalog.errors import InvalidConfigError
-from kafkalog.log.config import (BrokerConfig, LogConfig, TOPIC_CONFIGS, parse_properties)
+from kafkalog.log.config import TOPIC_CONFIGS, BrokerConfig, LogConfig, parse_properties
 
 
 def test_defaults():

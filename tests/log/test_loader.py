@@ -78,7 +78,7 @@ def test_mid_segment_corruption_reported_and_later_segments_deleted(seg_dir):
 
 
 def test_leftover_temp_files(seg_dir):
-    logs = make(seg_dir)
+    make(seg_dir)
     (seg_dir / "00000000000000000099.log.deleted").write_bytes(b"x")
     (seg_dir / "00000000000000000099.index.cleaned").write_bytes(b"x")
     (seg_dir / "00000000000000000777.index").write_bytes(b"\0" * 8)   # orphan

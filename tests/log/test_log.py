@@ -7,10 +7,16 @@ import socket
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
-                             RecordBatchTooLargeError, RecordTooLargeError)
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 
@@ -120,7 +126,7 @@ def test_offset_for_timestamp(seg_dir):
 
 def test_truncate_to_and_fully(seg_dir):
     log = open_log(seg_dir, **{"segment.bytes": 300, "file.delete.delay.ms": 0})
-    for i in range(20):
+    for _i in range(20):
         log.append(v2_batch([b"v" * 40]))
     log.truncate_to(7)
     assert log.log_end_offset == 7
@@ -136,7 +142,7 @@ def test_delete_segments_async_with_scheduler_and_roll_when_all(seg_dir):
     tasks = []
     log = Log.open(str(seg_dir), LogConfig({"segment.bytes": 300}),
                    scheduler=lambda delay, fn: tasks.append((delay, fn)))
-    for i in range(10):
+    for _i in range(10):
         log.append(v2_batch([b"v" * 40]))
     segs = log.segments
     log.delete_segments(segs, "retention")
@@ -195,7 +201,7 @@ def test_flush_moves_recovery_point(seg_dir):
 
 def test_close_is_idempotent_and_reopen_clean_scans_nothing(seg_dir):
     log = open_log(seg_dir, **{"segment.bytes": 300})
-    for i in range(10):
+    for _i in range(10):
         log.append(v2_batch([b"v" * 40]))
     log.close()
     log.close()

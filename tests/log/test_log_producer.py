@@ -10,8 +10,7 @@ import pytest
 from kafkalog.errors import InvalidRecordError, ProducerStateError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
-from kafkalog.log.producer_state import (InvalidProducerEpochError, InvalidTxnStateError,
-                                         OutOfOrderSequenceError)
+from kafkalog.log.producer_state import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
 from kafkalog.record.builder import build_batch, build_end_txn_marker
 from kafkalog.record.constants import ControlRecordType
 

@@ -5,11 +5,17 @@ import random
 from bisect import bisect_right
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, KafkalogError
-from kafkalog.log.offset_index import (IndexEntryOutOfRangeError, IndexOffsetOverflowError,
-                                       OffsetIndex, OffsetPosition, ReadOnlyIndexError)
+from kafkalog.log.offset_index import (
+    IndexEntryOutOfRangeError,
+    IndexOffsetOverflowError,
+    OffsetIndex,
+    OffsetPosition,
+    ReadOnlyIndexError,
+)
 
 BASE = 45
 
@@ -39,7 +45,7 @@ def test_lookup_empty(idx):
 def test_lookup_random_entries(idx):
     rnd = random.Random(1)
     offsets = sorted(rnd.sample(range(BASE, BASE + 1000), idx.max_entries))
-    positions = sorted(rnd.sample(range(0, 100000), idx.max_entries))
+    positions = sorted(rnd.sample(range(100000), idx.max_entries))
     for o, p in zip(offsets, positions):
         idx.append(o, p)
     for i, (o, p) in enumerate(zip(offsets, positions)):

@@ -5,7 +5,8 @@ both ``_kernel`` and ``_kernel_py``) against the reference."""
 import importlib
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 from kafkalog.log import partitioner
@@ -56,7 +57,7 @@ def test_kernel_vectors_and_java_partitions(K):
         assert K.murmur2(s.encode()) == h
         assert K.partition_for_key(s.encode(), 12) == (h & 0x7FFFFFFF) % 12
     # every tail length, and hashes with the sign bit set
-    for n in range(0, 12):
+    for n in range(12):
         data = bytes(range(200, 200 + n))
         assert K.murmur2(data) == murmur2_py(data) == _kp_signed(data)
     assert K.partition_for_key(b"foobar", 1) == 0

@@ -7,11 +7,19 @@ import struct
 import pytest
 
 from kafkalog.errors import CorruptSnapshotError
-from kafkalog.log.producer_state import (ORIGIN_REPLICATION, BatchMetadata, InvalidProducerEpochError,
-                                         InvalidTxnStateError, OutOfOrderSequenceError,
-                                         ProducerStateEntry, ProducerStateManager,
-                                         TransactionCoordinatorFencedError, parse_snapshot,
-                                         read_snapshot, snapshot_bytes)
+from kafkalog.log.producer_state import (
+    ORIGIN_REPLICATION,
+    BatchMetadata,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    ProducerStateEntry,
+    ProducerStateManager,
+    TransactionCoordinatorFencedError,
+    parse_snapshot,
+    read_snapshot,
+    snapshot_bytes,
+)
 from kafkalog.log.txn_index import AbortedTxn
 
 from .conftest import v2_batch

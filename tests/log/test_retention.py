@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
-import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log

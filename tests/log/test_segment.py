@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import given, settings, strategies as st, HealthCheck
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptRecordError, LogSegmentOffsetOverflowError
 from kafkalog.log.segment import LogSegment, RollParams
 
-from .conftest import BASE_TS, v2_batch, legacy_batch
+from .conftest import BASE_TS, legacy_batch, v2_batch
 
 
 def seg(d, base=0, **kw):

@@ -3,11 +3,11 @@
 from bisect import bisect_right
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log.time_index import (IndexEntryOutOfRangeError, TimeIndex, TimestampOffset,
-                                     TimestampOrderError)
+from kafkalog.log.time_index import IndexEntryOutOfRangeError, TimeIndex, TimestampOffset, TimestampOrderError
 
 BASE = 45
 MAX_ENTRIES = 30

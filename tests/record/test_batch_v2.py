@@ -7,9 +7,18 @@ import struct
 import pytest
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError
-from kafkalog.record import (CompressionType, ControlRecordType, DefaultRecordBatch,
-                             EndTransactionMarker, TimestampType, batch_at, build_batch,
-                             build_empty_batch, build_end_txn_marker, iter_batches)
+from kafkalog.record import (
+    CompressionType,
+    ControlRecordType,
+    DefaultRecordBatch,
+    EndTransactionMarker,
+    TimestampType,
+    batch_at,
+    build_batch,
+    build_empty_batch,
+    build_end_txn_marker,
+    iter_batches,
+)
 from kafkalog.record.builder import write_v2_header
 from kafkalog.record.compression import compress
 

@@ -12,8 +12,7 @@ import lz4.block
 import pytest
 import zstandard
 
-from kafkalog.errors import (CompressionError, InvalidConfigError, KafkalogError,
-                             UnsupportedCompressionTypeError)
+from kafkalog.errors import CompressionError, InvalidConfigError, KafkalogError, UnsupportedCompressionTypeError
 from kafkalog.record import compression as C
 from kafkalog.record.compression import compress, decompress, xxh32
 
@@ -126,7 +125,7 @@ def _foreign_lz4_frame(data: bytes, *, flg: int, bd: int = 0x40, content_size: b
 
 def test_lz4_foreign_flags_block_and_content_checksum_and_size():
     data = HEX[:150_000]
-    for flg, cs in ((0x70, False), (0x64, False), (0x74, True), (0x68, True), (0x7C, True)):
+    for flg, _cs in ((0x70, False), (0x64, False), (0x74, True), (0x68, True), (0x7C, True)):
         z = _foreign_lz4_frame(data, flg=flg, content_size=bool(flg & 0x08))
         assert decompress(C.LZ4, z, magic=2, max_size=len(data)) == data
     # larger block size codes are accepted

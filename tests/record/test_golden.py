@@ -1,8 +1,16 @@
 """Spec §1.9 golden byte vectors: built byte for byte, and decoded back."""
 from __future__ import annotations
 
-from kafkalog.record import (ControlRecordType, EndTransactionMarker, TimestampType, batch_at,
-                             build_batch, build_empty_batch, build_end_txn_marker, iter_batches)
+from kafkalog.record import (
+    ControlRecordType,
+    EndTransactionMarker,
+    TimestampType,
+    batch_at,
+    build_batch,
+    build_empty_batch,
+    build_end_txn_marker,
+    iter_batches,
+)
 from kafkalog.record.compression import compress
 
 

@@ -98,13 +98,15 @@ SEED = A + L + B + build_batch([(b"z", b"y" * 40, 9)], magic=0, compression=Comp
                                base_offset=4)
 
 
-@settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=2000,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=300), strict=st.booleans())
 def test_fuzz_random_bytes(data, strict, any_kernel):
     _exercise(data, strict)
 
 
-@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=2000,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(flips=st.lists(st.tuples(st.integers(0, len(SEED) - 1), st.integers(1, 255)), min_size=1,
                       max_size=4), cut=st.integers(0, len(SEED)), strict=st.booleans())
 def test_fuzz_mutated_batches(flips, cut, strict, any_kernel):

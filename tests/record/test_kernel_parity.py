@@ -374,8 +374,8 @@ def test_records_encoder_append_record_checks(K):
     recs = K.decode_records_v2(e.finish(), 4, 100, e.base_timestamp, -1, -1)
     assert [r.offset for r in recs] == [100, 105, 106, 107]
     assert [r.timestamp for r in recs] == [TS, TS + 9, -1, TS + 9]
-    for bad in (dict(offset=107), dict(offset=50), dict(timestamp=-2), dict(offset=100 + 2**31)):
-        kw = dict(timestamp=TS, offset=None)
+    for bad in ({"offset": 107}, {"offset": 50}, {"timestamp": -2}, {"offset": 100 + 2**31}):
+        kw = {"timestamp": TS, "offset": None}
         kw.update(bad)
         with pytest.raises(InvalidArgumentError):
             e.append_record(b"k", b"v", kw["timestamp"], None, kw["offset"])

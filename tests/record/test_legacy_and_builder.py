@@ -5,10 +5,8 @@ import struct
 
 import pytest
 
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, KafkalogError,
-                             UnsupportedCompressionTypeError)
-from kafkalog.record import (BatchBuilder, CompressionType, TimestampType, batch_at, build_batch,
-                             iter_batches)
+from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError, UnsupportedCompressionTypeError
+from kafkalog.record import BatchBuilder, CompressionType, TimestampType, batch_at, build_batch, iter_batches
 from kafkalog.record.compression import compress
 from kafkalog.record.legacy import encode_legacy_message
 

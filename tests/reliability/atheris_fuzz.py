@@ -14,9 +14,9 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["kafkalog"]):
-    import kafkalog.log.log  # noqa: F401
+    import kafkalog.cli.main
+    import kafkalog.log.log
     import kafkalog.log.manager  # noqa: F401
-    import kafkalog.cli.main  # noqa: F401
     from tests.reliability import fuzz_targets as ft
 
 from kafkalog.errors import KafkalogError

@@ -286,7 +286,7 @@ def check_trial(p: Pristine, work: str, trial: Trial, tally: Tally) -> None:
     except KafkalogError as e:
         tally.untyped.append(f"{what}: the log does not open after recovery: {e!r}")
         return
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         tally.untyped.append(f"{what}: untyped {type(e).__name__}: {e}")
         return
     try:
@@ -300,7 +300,7 @@ def check_trial(p: Pristine, work: str, trial: Trial, tally: Tally) -> None:
                 tally.undetected.append(f"{what}: not detected")
         try:
             got = {r.offset: (r.key, r.value) for r in log.records()}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             tally.wrong_prefix.append(f"{what}: reading after recovery raised {e!r}")
             got = None
         if got is not None:
@@ -330,7 +330,7 @@ def _check_reader(p: Pristine, path: str, trial: Trial, what: str, tally: Tally)
         log = Log.open(path, CONFIG, recovery_point=p.leo, had_clean_shutdown=True)
     except KafkalogError:
         return
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         tally.untyped.append(f"{what}: trusting open raised untyped {type(e).__name__}: {e}")
         return
     try:
@@ -362,7 +362,7 @@ def _check_reader(p: Pristine, path: str, trial: Trial, what: str, tally: Tally)
                                                      f"{expect} (log end offset {log.log_end_offset})")
             except KafkalogError:
                 pass
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 tally.untyped.append(f"{what}: reader raised untyped {type(e).__name__}: {e}")
     finally:
         try:

@@ -171,7 +171,7 @@ def run_cycle(state: CrashState, seed: int, max_delay: float = 0.25) -> None:
         try:
             os.close(rfd)
             writer(state.data_dir, ack_path, seed, wfd)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             with open(err_path, "w") as f:
                 f.write(traceback.format_exc())
             code = 3
@@ -228,7 +228,7 @@ def _read_acks(state: CrashState, ack_path: str) -> Dict[Tuple[str, int], Option
         elif parts[0] == "CB":
             state.cleanings += 1
     if in_flight:
-        return {tp: None for tp in bounds} | {tp: None for tp in state.acked}
+        return dict.fromkeys(bounds) | dict.fromkeys(state.acked)
     return bounds
 
 

@@ -51,24 +51,24 @@ def main() -> None:
                 out.write("".join(f"ACK {o} {v}\n" for o, v in pending))
                 out.flush()
                 pending.clear()
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         out.write(f"ERR {type(e).__module__}.{type(e).__name__} {e}\n".replace("\n", " ") + "\n")
         out.flush()
     try:
         log.append(build_batch([(None, b"second", 1_700_000_000_000, None)]))
         log.flush()
         out.write("OK2\n")
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         out.write(f"ERR2 {type(e).__module__}.{type(e).__name__} {e}\n".replace("\n", " ") + "\n")
     out.flush()
     try:
         m.close()
         out.write("CLOSED\n")
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         out.write(f"CLOSE-ERR {type(e).__module__}.{type(e).__name__} {e}\n".replace("\n", " ") + "\n")
         try:
             m.abandon()
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
     out.flush()
 

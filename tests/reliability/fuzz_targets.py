@@ -114,8 +114,9 @@ def t_indexes(data: bytes) -> None:
         except KafkalogError:
             continue
         try:
-            for call in (idx.sanity_check, idx.verify_entries, lambda: idx.lookup(5),
-                         lambda: idx.lookup(1 << 40), lambda: [idx.entry(i) for i in range(min(idx._entries, 64))]):
+            for call in (idx.sanity_check, idx.verify_entries, lambda idx=idx: idx.lookup(5),
+                         lambda idx=idx: idx.lookup(1 << 40),
+                         lambda idx=idx: [idx.entry(i) for i in range(min(idx._entries, 64))]):
                 try:
                     call()
                 except KafkalogError:
@@ -203,6 +204,7 @@ def t_cli(data: bytes) -> None:
     """The CLI's inputs: `produce` JSON lines (topic name and config from the input too), and
     `dump` / `verify` of the input as a file."""
     from click.testing import CliRunner
+
     from kafkalog.cli.main import main
     runner = CliRunner()
     root = os.path.join(_TMP, "cli")
@@ -262,7 +264,7 @@ def t_topic_names(data: bytes) -> None:
             m.create_topic(name, 1)
         except KafkalogError:
             pass
-        for tp, log in m.logs():
+        for _tp, log in m.logs():
             if os.path.dirname(os.path.realpath(log.dir)) != os.path.realpath(data_dir):
                 raise AssertionError(f"topic {name!r} escaped the data directory: {log.dir}")
     finally:
@@ -360,7 +362,7 @@ def mutation_fuzz(count: int, seed: int = 0, targets=None, progress=None) -> Dic
     names = list(targets or TARGETS)
     # heavy file-system targets get fewer inputs
     weights = [1 if n in ("segment", "cli", "topic_names") else 6 for n in names]
-    done = {n: 0 for n in names}
+    done = dict.fromkeys(names, 0)
     corpus = {n: list(sd[n]) for n in names}
     for i in range(count):
         name = rnd.choices(names, weights)[0]

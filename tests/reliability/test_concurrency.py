@@ -14,8 +14,8 @@ import traceback
 
 import pytest
 
-from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
 from kafkalog.cleaner import LogCleaner
+from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
 from kafkalog.record.records import iter_batches
@@ -97,7 +97,7 @@ def run_soak(data_dir: str, seconds: float, readers: int = 4, procs: int = 2, se
         def run(*args):
             try:
                 fn(*args)
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 errors.append(traceback.format_exc())
                 stop.set()
         return run
@@ -125,7 +125,7 @@ def run_soak(data_dir: str, seconds: float, readers: int = 4, procs: int = 2, se
     @guard
     def reader(i):
         rnd = random.Random(seed * 100 + i)
-        last_leo = {t: 0 for t in TOPICS}
+        last_leo = dict.fromkeys(TOPICS, 0)
         while not stop.is_set():
             t = rnd.choice(list(TOPICS))
             log = logs[t]
@@ -174,7 +174,7 @@ def run_soak(data_dir: str, seconds: float, readers: int = 4, procs: int = 2, se
             code = 0
             try:
                 _process_reader(data_dir, seconds, ep)
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 with open(ep, "a") as f:
                     f.write(traceback.format_exc())
                 code = 1

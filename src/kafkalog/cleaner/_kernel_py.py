@@ -145,7 +145,7 @@ def offset_map_put_v2(table, slots: int, entries: int, max_entries: int, body, c
     last = -1
     read = 0
     md5 = _hashlib.md5
-    for buf, rs, re_, tp, tsd, at, od, ks, klen, vlen in _cl_records(body, count):
+    for buf, _rs, _re, _tp, _tsd, _at, od, ks, klen, _vlen in _cl_records(body, count):
         off = base_offset + od
         if klen >= 0 and off >= start_offset:
             if entries >= max_entries:
@@ -209,7 +209,7 @@ def offset_map_build_v2(table, slots: int, entries: int, max_entries: int, body,
     read = 0
     md5 = _hashlib.md5
     nbits = len(superseded) * 8 if superseded is not None else 0
-    for buf, rs, re_, tp, tsd, at, od, ks, klen, vlen in _cl_records(body, count):
+    for buf, _rs, _re, _tp, _tsd, _at, od, ks, klen, _vlen in _cl_records(body, count):
         off = base_offset + od
         if klen >= 0 and off >= start_offset:
             if entries >= max_entries:

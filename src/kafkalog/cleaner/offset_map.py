@@ -21,8 +21,8 @@ from __future__ import annotations
 import hashlib
 from typing import Optional
 
-from kafkalog.errors import CleanerError
 from kafkalog.cleaner import kernel as _cleaner_kernel
+from kafkalog.errors import CleanerError
 
 __all__ = ["SkimpyOffsetMap", "ENTRY_SIZE", "HASH_SIZE", "cleaner_kernel"]
 

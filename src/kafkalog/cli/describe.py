@@ -15,7 +15,7 @@ from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.checkpoint import OffsetCheckpointFile
-from kafkalog.log.naming import parse_partition_dir_name
+from kafkalog.log.naming import TopicPartition, parse_partition_dir_name
 
 _PREFIX = struct.Struct(">qiiB")
 
@@ -57,7 +57,7 @@ def _next_offset(log_path: str, base: int) -> int:
 
 def describe_dir(data_dir: str) -> List[dict]:
     """One JSON-able dict per partition directory."""
-    starts = {}
+    starts: dict[TopicPartition, int] = {}
     try:
         starts = OffsetCheckpointFile(os.path.join(data_dir, "log-start-offset-checkpoint"),
                                       create=False).read()
@@ -84,7 +84,7 @@ def describe_dir(data_dir: str) -> List[dict]:
                 leo = nxt
                 break
         first = bases[0] if bases else 0
-        lso = max(starts.get((parsed.topic, parsed.partition), first), first)
+        lso = max(starts.get(TopicPartition(parsed.topic, parsed.partition), first), first)
         out.append({"topic": parsed.topic, "partition": parsed.partition,
                     "logStartOffset": lso, "logEndOffset": leo if leo is not None else lso,
                     "sizeInBytes": size, "numSegments": len(logs), "dir": d})

@@ -16,7 +16,6 @@ import os
 import sys
 from typing import Any, Callable, Optional, TypeVar
 
-
 from kafkalog.errors import KafkalogError
 
 __all__ = ["EXIT_OK", "EXIT_FINDINGS", "EXIT_ERROR", "EXIT_BROKEN_PIPE", "emit", "error_json",

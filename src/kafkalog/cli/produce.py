@@ -134,6 +134,7 @@ class LineParser:
             if not isinstance(items, (list, type({}.items()))):
                 raise self.error("headers must be an object or a list of [key, value] pairs")
             hs = []
+            h: object
             for h in items:
                 if not isinstance(h, (list, tuple)) or len(h) != 2 or not isinstance(h[0], str):
                     raise self.error("headers must be an object or a list of [key, value] pairs")

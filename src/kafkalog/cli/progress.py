@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Protocol
+
+
+class ProgressBar(Protocol):
+    """What ``progress_bar`` yields."""
+
+    def advance(self, n: int = 1, description: Optional[str] = None) -> None: ...
+
+    def update_total(self, total: int) -> None: ...
 
 
 class _NoProgress:
@@ -45,7 +53,7 @@ def progress_enabled(no_progress: bool = False) -> bool:
 
 
 @contextmanager
-def progress_bar(total: int, description: str, *, enabled: bool) -> Iterator[object]:
+def progress_bar(total: int, description: str, *, enabled: bool) -> Iterator[ProgressBar]:
     """``with progress_bar(n, "verifying", enabled=...) as bar: bar.advance()``."""
     if not enabled or total <= 1:
         yield _NoProgress()

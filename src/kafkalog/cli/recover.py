@@ -108,8 +108,8 @@ def recover(path: str, from_recovery_point: bool, no_progress: bool) -> None:
             totals["clean"] = totals["clean"] and s["clean"]
         for d in m.load_result.deleted_dirs:
             emit({"type": "deletedDir", "dir": d})
-        for d in m.load_result.skipped_dirs:
-            emit({"type": "skipped", **d})
+        for skipped in m.load_result.skipped_dirs:
+            emit({"type": "skipped", **skipped})
     finally:
         m.close()
     emit({"type": "summary", **totals})

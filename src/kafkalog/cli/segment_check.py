@@ -14,9 +14,18 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.record.header_walk import (F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC, F_MAX_TIMESTAMP,
-                                         F_POSITION, F_RECORD_COUNT, F_SIZE, FindingKind, all_zero,
-                                         walk)
+from kafkalog.record.header_walk import (
+    F_BASE_OFFSET,
+    F_LAST_OFFSET,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    F_POSITION,
+    F_RECORD_COUNT,
+    F_SIZE,
+    FindingKind,
+    all_zero,
+    walk,
+)
 from kafkalog.record.header_walk import Finding as WalkFinding
 
 _OFF_ENTRY = struct.Struct(">ii")
@@ -219,7 +228,7 @@ def check_offset_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
                                     f"Index file {os.path.basename(path)} is corrupt, found "
                                     f"{len(data)} bytes which is neither positive nor a multiple of 8."))
     prev_rel, prev_pos = -1, -1
-    by_pos = scan.by_position if scan is not None else None
+    by_pos = scan.by_position if scan is not None else {}
     lasts = sorted((b.position, b.last_offset) for b in scan.batches) if scan is not None else []
     for i in range(len(data) // 8):
         rel, position = _OFF_ENTRY.unpack_from(data, i * 8)

@@ -20,11 +20,11 @@ import sys
 
 import click
 
+from kafkalog.cleaner import LogCleaner
 from kafkalog.cli.output import emit, handle_errors
 from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log.config import parse_properties
-from kafkalog.cleaner import LogCleaner
 from kafkalog.log.manager import LogManager
 from kafkalog.server.broker import Broker
 from kafkalog.server.config import ServerConfig

@@ -18,8 +18,7 @@ import click
 from kafkalog.cli.output import EXIT_FINDINGS, EXIT_OK, FORMAT_OPTION_HELP, emit, handle_errors
 from kafkalog.cli.paths import data_dir_or_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
-from kafkalog.cli.segment_check import (check_offset_index, check_time_index, read_txn_index,
-                                        scan_log)
+from kafkalog.cli.segment_check import check_offset_index, check_time_index, read_txn_index, scan_log
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.naming import parse_partition_dir_name
 

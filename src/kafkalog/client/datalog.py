@@ -25,18 +25,17 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
-                    Sequence, Tuple)
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from kafkalog.cleaner import LogCleaner
 from kafkalog.client.producer import Producer, RecordMetadata
 from kafkalog.client.producer_future import refused
+from kafkalog.client.readonly import _legacy_ts_type, _ReadOnlyManager
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError, OffsetOutOfRangeError
 from kafkalog.log.manager import LogManager
-from kafkalog.client.readonly import _ReadOnlyManager, _legacy_ts_type
 
 if TYPE_CHECKING:
     from kafkalog.client.consumer import Consumer
@@ -88,7 +87,7 @@ class DataLog:
         self._producer_ids: Optional[ProducerIdManager] = None
         self._txn_coordinator: Optional[TransactionCoordinator] = None
         self._rr: Dict[str, int] = {}
-        self._producers: "weakref.WeakSet[Producer]" = weakref.WeakSet()
+        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
 
     # --- coordinator-level state (kafkalog.coordinator) ---------------------------------------------
 
@@ -221,13 +220,13 @@ class DataLog:
 
     # --- consume ------------------------------------------------------------------------------------
 
-    def consumer(self, *topics: str, conf: Optional[Mapping[str, Any]] = None, **config: Any) -> "Consumer":
+    def consumer(self, *topics: str, conf: Optional[Mapping[str, Any]] = None, **config: Any) -> Consumer:
         """A kafka-python-shaped :class:`~kafkalog.client.consumer.Consumer` (subscribed to ``topics``
         when given). ``conf``: Kafka's dotted keys; keyword arguments: the same keys with underscores."""
         from kafkalog.client.consumer import Consumer
         return Consumer(self, *topics, conf=conf, **config)
 
-    def _offsets_store(self) -> "OffsetsStore":
+    def _offsets_store(self) -> OffsetsStore:
         """The committed offsets of this directory (``__consumer_offsets``), loaded once, shared by
         its consumers."""
         store = self.__dict__.get("_offsets")
@@ -358,7 +357,7 @@ class DataLog:
         finally:
             self.manager.close()
 
-    def __enter__(self) -> "DataLog":
+    def __enter__(self) -> DataLog:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -252,7 +252,9 @@ def _f_add_done_callback(fut: _FutureFields, fn: Callable[[Any], Any]) -> Any:
     return _f__add(fut, _DONE, fn)
 
 
-def _f_add_delivery_callback(fut: _FutureFields, fn: Callable[[BaseException | None, RecordMetadata | None], Any]) -> Any:
+def _f_add_delivery_callback(
+    fut: _FutureFields, fn: Callable[[BaseException | None, RecordMetadata | None], Any]
+) -> Any:
     """confluent-kafka's ``on_delivery(err, metadata)``."""
     return _f__add(fut, _DELIVERY, fn)
 

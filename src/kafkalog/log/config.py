@@ -675,7 +675,7 @@ def _unescape_char(ch: str) -> str:
     return {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}.get(ch, ch)
 
 
-def as_log_config(config: "LogConfig | Mapping[str, Any] | None") -> LogConfig:
+def as_log_config(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
     """The :class:`LogConfig` of what a public entry point was given: a ``LogConfig`` itself, topic
     overrides by Kafka key (validated; an unknown key raises :class:`InvalidConfigError`), or None
     (Kafka's defaults). Inside the log layer only ``LogConfig`` travels."""

@@ -163,7 +163,7 @@ class DataDirView:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> "DataDirView":
+    def __enter__(self) -> DataDirView:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,10 +20,20 @@ from typing import Iterator, NamedTuple, Optional
 from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError, KafkalogIOError
-from kafkalog.record.header_walk import (F_ATTRIBUTES, F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC,
-                                         F_MAX_TIMESTAMP, F_PARTITION_LEADER_EPOCH, F_POSITION, F_SIZE,
-                                         FindingKind, walk)
-from kafkalog.record.header_walk import _ROW  # noqa: PLC2701 - one row of the walk's facts
+from kafkalog.record.crc import Buffer
+from kafkalog.record.header_walk import (
+    _ROW,
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    F_PARTITION_LEADER_EPOCH,
+    F_POSITION,
+    F_SIZE,
+    FindingKind,
+    walk,
+)
 
 # entry prefix shared by every magic: offset, length, crc (v0/v1) or leader epoch (v2), magic
 PREFIX = struct.Struct(">qiib")
@@ -68,7 +78,7 @@ class BatchHeader(NamedTuple):
         return self.magic >= 2 and bool(self.attributes & 0x10)
 
 
-def parse_header(buf, off: int, position: int, size: int, offset: int, ple_or_crc: int,
+def parse_header(buf: Buffer, off: int, position: int, size: int, offset: int, ple_or_crc: int,
                  magic: int) -> BatchHeader:
     """Build a :class:`BatchHeader` from an entry starting at ``buf[off]`` (at least the fixed header
     of its magic must be in ``buf``)."""
@@ -84,7 +94,7 @@ def parse_header(buf, off: int, position: int, size: int, offset: int, ple_or_cr
     return BatchHeader(position, size, magic, offset, offset, ts, -1, attrs)
 
 
-def _header(row: tuple) -> BatchHeader:
+def _header(row: tuple[int, ...]) -> BatchHeader:
     """The :class:`BatchHeader` of one row of the walker's facts (v2 attributes as one byte, as
     :func:`parse_header` gives them)."""
     magic = row[F_MAGIC]
@@ -93,7 +103,7 @@ def _header(row: tuple) -> BatchHeader:
                        row[F_ATTRIBUTES] & 0xFF)
 
 
-def entry_is_valid(buf, off: int, size: int, magic: int) -> Optional[str]:
+def entry_is_valid(buf: Buffer, off: int, size: int, magic: int) -> Optional[str]:
     """Check one entry's integrity (``isValid()``: size and checksum). Returns None when valid, else
     the reason. ``buf[off:off+size]`` must hold the whole entry."""
     if magic >= 2:
@@ -130,7 +140,7 @@ class FileRecords:
 
     @classmethod
     def open(cls, path: str, *, file_already_exists: bool = True, init_file_size: int = 0,
-             preallocate: bool = False) -> "FileRecords":
+             preallocate: bool = False) -> FileRecords:
         """Open (or create) ``path``. A new preallocated file gets length ``init_file_size`` and
         logical size 0. An existing preallocated file's logical size is found by walking its headers
         up to the first zero/partial entry (Kafka does the same via recovery)."""
@@ -179,7 +189,7 @@ class FileRecords:
 
     # --- writes ----------------------------------------------------------------------------------
 
-    def append(self, data) -> int:
+    def append(self, data: Buffer) -> int:
         """Write ``data`` at the logical end; returns the number of bytes written."""
         pos = self.size
         n = len(data)

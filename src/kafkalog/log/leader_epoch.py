@@ -12,8 +12,7 @@ from bisect import bisect_left, bisect_right
 from typing import List, Optional, Tuple
 
 from kafkalog.errors import CorruptCheckpointError, KafkalogError
-from kafkalog.log.checkpoint import (LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry,
-                                     LeaderEpochCheckpointFile)
+from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochCheckpointFile
 
 __all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET",
            "InvalidEpochError"]
@@ -37,7 +36,7 @@ class LeaderEpochFileCache:
         topic_partition: for messages only.
     """
 
-    def __init__(self, checkpoint: "LeaderEpochCheckpointFile | os.PathLike | str | None",
+    def __init__(self, checkpoint: LeaderEpochCheckpointFile | os.PathLike[str] | str | None,
                  topic_partition: Optional[object] = None) -> None:
         if checkpoint is not None and not isinstance(checkpoint, LeaderEpochCheckpointFile):
             p = os.fspath(checkpoint)

@@ -28,15 +28,21 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Set
 
 from kafkalog.errors import KafkalogError, LogDirError
+from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.file_records import INT64, RECORD_BATCH_OVERHEAD
 from kafkalog.log.fsutil import fsync_dir
+from kafkalog.log.naming import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_SUFFIXES,
+    LOG_FILE_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_FILE_SUFFIX,
+)
 from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
-from kafkalog.log.naming import (CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, INDEX_SUFFIXES,
-                                  LOG_FILE_SUFFIX, SEGMENT_SUFFIXES, SWAP_FILE_SUFFIX)
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
-from kafkalog.record.constants import INT32_MAX
-from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.segment import LogSegment, _now_ms, segment_file_name
+from kafkalog.record.constants import INT32_MAX
 
 LOG = LOG_FILE_SUFFIX
 DELETED = DELETED_FILE_SUFFIX

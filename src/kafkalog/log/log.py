@@ -19,27 +19,32 @@ import threading
 from bisect import bisect_right
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
-
-from kafkalog.errors import (CorruptRecordError, KafkalogError, KafkalogIOError, OffsetOutOfRangeError,
-                             RecordBatchTooLargeError)
+from kafkalog.errors import (
+    CorruptRecordError,
+    KafkalogError,
+    KafkalogIOError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
 from kafkalog.log.config import LogConfig, as_log_config
-from kafkalog.log.naming import (CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX,  # noqa: F401 - re-exported
-                                  SWAP_FILE_SUFFIX)
-from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.fetch import AppendInfo, FetchDataInfo, LogOffsetMetadata
+from kafkalog.log.file_records import BatchHeader
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
+from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from kafkalog.log.partition_view import (
+    AbortedTxnFilter,
+    LiveSegment,
+    collect_aborted_transactions,
+    find_offset_for_timestamp,
+    walk_batches,
+)
+from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
+from kafkalog.log.segment import LONG_MAX, LogSegment, RollParams, TimestampAndOffset, _now_ms, segment_file_name
+from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.record.header_walk import one_v2_data_batch
-from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
-from kafkalog.record.constants import ControlRecordType
-from kafkalog.record.control import control_record_type
-from kafkalog.log.file_records import BatchHeader
-from kafkalog.log.segment import (LONG_MAX, LogSegment, RollParams, TimestampAndOffset,
-                                  _now_ms, segment_file_name)
-from kafkalog.log.partition_view import (AbortedTxnFilter, LiveSegment, collect_aborted_transactions,
-                                         find_offset_for_timestamp, walk_batches)
-from kafkalog.log.txn_index import AbortedTxn
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -66,7 +71,7 @@ def _lom(message_offset: int, segment_base_offset: int, relative_position: int) 
 
 
 if "__slots__" in LogOffsetMetadata.__dict__ or not LogOffsetMetadata.__dataclass_params__.frozen:
-    _lom = LogOffsetMetadata  # noqa: F811 - the trick above needs an instance __dict__
+    _lom = LogOffsetMetadata
 
 
 class Log:
@@ -95,8 +100,8 @@ class Log:
         self.last_flush_time = clock()
         self._closed = False
         # truncation hooks for the cleaner / manager (spec §4.9): called before / after
-        self.cleaner_abort_hook: Optional[Callable[["Log"], None]] = None
-        self.on_truncate: List[Callable[["Log", int], None]] = []
+        self.cleaner_abort_hook: Optional[Callable[[Log], None]] = None
+        self.on_truncate: List[Callable[[Log, int], None]] = []
         self._reload_config()
         segs = tuple(sorted(segments, key=lambda s: s.base_offset))
         self._publish(segs, next_offset)
@@ -106,7 +111,7 @@ class Log:
     @classmethod
     def open(cls, dir_path, config=None, *, log_start_offset: int = 0, recovery_point: int = 0,
              had_clean_shutdown: bool = False, scheduler=None, clock: Callable[[], int] = _now_ms,
-             producer_state_manager=None, leader_epoch_cache=None) -> "Log":
+             producer_state_manager=None, leader_epoch_cache=None) -> Log:
         """Open (creating when missing) a partition directory and run the loader (spec §4.8). The
         loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`."""
         from kafkalog.log.loader import load_log
@@ -162,13 +167,13 @@ class Log:
 
     #: called as ``listener(log)`` after every publish of the log end offset (appends, rolls,
     #: truncations, retention), under the log's lock: a listener must be cheap and must not block
-    _publish_listeners: Tuple[Callable[["Log"], None], ...] = ()
+    _publish_listeners: Tuple[Callable[[Log], None], ...] = ()
 
-    def add_publish_listener(self, listener: Callable[["Log"], None]) -> None:
+    def add_publish_listener(self, listener: Callable[[Log], None]) -> None:
         with self._lock:
             self._publish_listeners = self._publish_listeners + (listener,)
 
-    def remove_publish_listener(self, listener: Callable[["Log"], None]) -> None:
+    def remove_publish_listener(self, listener: Callable[[Log], None]) -> None:
         with self._lock:
             self._publish_listeners = tuple(x for x in self._publish_listeners if x != listener)
 
@@ -661,7 +666,8 @@ class Log:
             max_pos = bound_pos if seg.base_offset == bound_base else seg.size
             info = seg.read(start_offset, max_bytes, max_pos, min_one_message)
             if info is not None:
-                if seg.base_offset == bound_base and info.fetch_offset_metadata.relative_position_in_segment >= bound_pos:
+                position = info.fetch_offset_metadata.relative_position_in_segment
+                if seg.base_offset == bound_base and position >= bound_pos:
                     break
                 return info
             i += 1
@@ -1067,7 +1073,7 @@ class Log:
                 s.close()
             self._closed = True
 
-    def __enter__(self) -> "Log":
+    def __enter__(self) -> Log:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -1082,7 +1088,10 @@ def delete_segments_later(scheduler, delay_ms: int, segments: Sequence[LogSegmen
                           other_files: Sequence[str] = ()) -> None:
     """Delete segments already renamed ``.deleted`` (and ``other_files``) after ``delay_ms`` via
     ``scheduler``, or now when there is none (Kafka's asynchronous segment deletion)."""
-    def delete(segs=list(segments), files=list(other_files)) -> None:
+    segs = list(segments)
+    files = list(other_files)
+
+    def delete() -> None:
         for s in segs:
             s.delete()
         for p in files:

@@ -141,7 +141,7 @@ def producer_snapshot_file(dir_: os.PathLike[str] | str, offset: int, extra: str
     return _file(dir_, offset, PRODUCER_SNAPSHOT_FILE_SUFFIX, extra)
 
 
-def topic_config_file(data_dir: os.PathLike | str, topic: str) -> str:
+def topic_config_file(data_dir: os.PathLike[str] | str, topic: str) -> str:
     """``<data_dir>/kafkalog-topic-<topic>.properties``: the config overrides of ``topic``."""
     return os.path.join(os.fspath(data_dir), topic_config_file_name(topic))
 

@@ -4,7 +4,7 @@ above hands in an implementation; imports only point downwards)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from kafkalog.log.checkpoint import EpochEntry
@@ -48,6 +48,9 @@ class ProducerStateLike(Protocol):
     :class:`kafkalog.log.producer_state.ProducerStateManager`)."""
 
     producer_id_expiration_ms: int
+
+    @property
+    def producers(self) -> Mapping[int, Any]: ...
 
     def update_from_batch(self, batch: Any, origin: str = ...) -> list[Any]: ...
 

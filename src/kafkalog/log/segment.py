@@ -19,24 +19,43 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from crc32c import crc32c
 
-from kafkalog.errors import (KafkalogError, KafkalogIOError,
-                             LogSegmentOffsetOverflowError)
+from kafkalog.errors import KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log.config import LogConfig
+from kafkalog.log.fetch import EMPTY_SLICE, FetchDataInfo, FileSlice, LogOffsetMetadata
+from kafkalog.log.file_records import (
+    LOG_OVERHEAD,
+    PREFIX,
+    PREFIX_SIZE,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    UINT32,
+    BatchHeader,
+    FileRecords,
+)
+from kafkalog.log.naming import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX
 from kafkalog.log.offset_index import OffsetIndex
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.time_index import TimeIndex
 from kafkalog.log.txn_index import TransactionIndex
-from kafkalog.log.fetch import FetchDataInfo, FileSlice, LogOffsetMetadata, EMPTY_SLICE
-from kafkalog.log.file_records import (LOG_OVERHEAD, PREFIX, PREFIX_SIZE,
-                                       RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, UINT32, BatchHeader, FileRecords)
-from kafkalog.log.naming import (INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
-                                  TXN_INDEX_FILE_SUFFIX)
-from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.record.header_walk import (F_ATTRIBUTES, F_BASE_OFFSET, F_LAST_OFFSET, F_MAGIC,
-                                         F_MAX_TIMESTAMP, F_MAX_TIMESTAMP_SO_FAR,
-                                         F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR, F_POSITION,
-                                         F_PRODUCER_ID, F_SIZE, NF, Finding, FindingKind,
-                                         HeaderWalk, all_zero, walk)
+from kafkalog.record.header_walk import (
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    F_MAX_TIMESTAMP_SO_FAR,
+    F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR,
+    F_POSITION,
+    F_PRODUCER_ID,
+    F_SIZE,
+    NF,
+    Finding,
+    FindingKind,
+    HeaderWalk,
+    all_zero,
+    walk,
+)
 
 LOG_SUFFIX = LOG_FILE_SUFFIX
 INDEX_SUFFIX = INDEX_FILE_SUFFIX
@@ -137,7 +156,7 @@ class LogSegment:
     @classmethod
     def open(cls, dir_path: str, base_offset: int, config: LogConfig, *,
              file_already_exists: bool = False, file_suffix: str = "",
-             preallocate: Optional[bool] = None, clock: Callable[[], int] = _now_ms) -> "LogSegment":
+             preallocate: Optional[bool] = None, clock: Callable[[], int] = _now_ms) -> LogSegment:
         """Open or create a segment using a ``LogConfig`` (``index.interval.bytes``,
         ``segment.index.bytes``, ``preallocate``, ``segment.bytes``, jitter)."""
         pre = config.preallocate if preallocate is None else preallocate
@@ -194,8 +213,8 @@ class LogSegment:
         """Create/map both index files now (Kafka touches them on the first append/flush/roll), so a
         segment with data always has its ``.index``/``.timeindex`` on disk."""
         if not self._indexes_touched:
-            self.time_index.entries        # maps (creating) the files
-            self.offset_index.entries
+            _ = self.time_index.entries        # maps (creating) the files
+            _ = self.offset_index.entries
             self._indexes_touched = True
 
     @property
@@ -526,7 +545,7 @@ class LogSegment:
                                              bad_pos, kind, follows, next_valid, scan.batches)
         return truncated
 
-    def _recover_window(self, mm: mmap.mmap, size: int, scan: "_RecoveryScan",
+    def _recover_window(self, mm: mmap.mmap, size: int, scan: _RecoveryScan,
                         psm: Optional[ProducerStateLike], cache: Optional[LeaderEpochCacheLike],
                         contiguous: bool) -> Optional[Finding]:
         """Walk up to ``_RECOVERY_WINDOW`` batches from ``scan.valid`` and apply them: index
@@ -568,7 +587,7 @@ class LogSegment:
         cols.release()
         return finding
 
-    def _index_window(self, cols: memoryview, n: int, scan: "_RecoveryScan") -> None:
+    def _index_window(self, cols: memoryview, n: int, scan: _RecoveryScan) -> None:
         """Index entries for ``n`` walked batches: one ``(last offset, position)`` (and the running
         max timestamp) at each batch starting more than ``index.interval.bytes`` after the last
         entry, as :meth:`append_batches` does."""
@@ -592,7 +611,7 @@ class LogSegment:
                                     [cols[r + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR] for r in rows])
         positions.release()
 
-    def _finish_recovery(self, scan: "_RecoveryScan") -> None:
+    def _finish_recovery(self, scan: _RecoveryScan) -> None:
         """The segment's timestamps and index tails after a recovery walk."""
         if self.rolling_based_timestamp is None and scan.first_ts is not None:
             self.rolling_based_timestamp = scan.first_ts
@@ -676,7 +695,7 @@ class LogSegment:
             if idx is not None:
                 try:
                     idx.close_handler()
-                except Exception:  # noqa: BLE001 - closing before deletion must not fail it
+                except Exception:
                     pass
         if self.log.fd >= 0:
             os.close(self.log.fd)

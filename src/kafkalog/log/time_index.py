@@ -130,7 +130,7 @@ class TimeIndex(AbstractIndex):
             return
         self.maybe_append(timestamps[0], offsets[0])       # every check against the existing entries
         last_ts, last_off = self._last_ts, self._last_off
-        flat: list = []
+        flat: list[int] = []
         base = self.base_offset
         for i in range(1, k):
             ts, off = timestamps[i], offsets[i]

@@ -142,7 +142,7 @@ class LocalFiles:
 
     def open_segment(self, path: str) -> Optional[SegmentBytes]:
         try:
-            f = open(path, "rb")  # noqa: SIM115 (closed below; the map outlives it)
+            f = open(path, "rb")
         except FileNotFoundError:                  # deleted by a writer since the listing
             return None
         except OSError as err:

@@ -8,15 +8,18 @@ Main entry points::
         for record in batch.records():
             ...
 """
-from kafkalog.record.constants import (LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, CompressionType,
-                                       ControlRecordType, TimestampType)
-from kafkalog.record.batch import (DefaultRecordBatch, RecordBatch, batch_at, read_batch_header,
-                                   read_entry_header)
+from kafkalog.record.batch import DefaultRecordBatch, RecordBatch, batch_at, read_batch_header, read_entry_header
+from kafkalog.record.builder import BatchBuilder, build_batch, build_empty_batch, build_end_txn_marker
+from kafkalog.record.constants import (
+                                       LOG_OVERHEAD,
+                                       RECORD_BATCH_OVERHEAD,
+                                       CompressionType,
+                                       ControlRecordType,
+                                       TimestampType,
+)
+from kafkalog.record.control import EndTransactionMarker
 from kafkalog.record.legacy import LegacyRecord, LegacyRecordBatch
 from kafkalog.record.records import iter_batches, iter_records, scan_batches
-from kafkalog.record.control import EndTransactionMarker
-from kafkalog.record.builder import (BatchBuilder, build_batch, build_empty_batch,
-                                     build_end_txn_marker)
 
 __all__ = ["LOG_OVERHEAD", "RECORD_BATCH_OVERHEAD", "CompressionType", "ControlRecordType",
            "TimestampType", "RecordBatch", "DefaultRecordBatch", "LegacyRecordBatch",

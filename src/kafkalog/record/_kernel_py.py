@@ -1,8 +1,8 @@
 """Pure-Python twin of the record codec kernel: the per-record loops of v2 records (spec §1.6).
 
 Same API and behaviour as the compiled ``_kernel.pyx`` (docs/design.md "Kernels");
-:mod:`kafkalog.record.kernel` selects one of the two for the whole process. Written for clarity first, with a fast path for
-the common one-byte varints.
+:mod:`kafkalog.record.kernel` selects one of the two for the whole process. Written for clarity first, with a fast path
+for the common one-byte varints.
 """
 from __future__ import annotations
 

@@ -12,21 +12,32 @@ bounded by ``max_decompressed_size``.
 """
 from __future__ import annotations
 
-from typing import Iterator, List, Optional
-
-from kafkalog.errors import (CorruptRecordError, InvalidRecordError, KafkalogError,
-                             UnsupportedCompressionTypeError)
-from kafkalog.record import kernel
-from kafkalog.record.constants import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK,
-                                       CONTROL_FLAG_MASK, CRC_OFFSET, DELETE_HORIZON_FLAG_MASK,
-                                       ENTRY_HEADER, LOG_OVERHEAD, MAGIC_OFFSET,
-                                       MAX_TIMESTAMP_OFFSET, PARTITION_LEADER_EPOCH_OFFSET,
-                                       RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
-                                       TRANSACTIONAL_FLAG_MASK, V2_HEADER, CompressionType,
-                                       TimestampType, increment_sequence, java_long)
-from kafkalog.record.crc import crc32c
-
 import struct
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional
+
+from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError, UnsupportedCompressionTypeError
+from kafkalog.record import kernel
+from kafkalog.record.constants import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    ENTRY_HEADER,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    V2_HEADER,
+    CompressionType,
+    TimestampType,
+    increment_sequence,
+    java_long,
+)
+from kafkalog.record.crc import Buffer, crc32c
 
 __all__ = ["RecordBatch", "DefaultRecordBatch", "batch_at", "read_batch_header",
            "read_entry_header", "DEFAULT_MAX_DECOMPRESSED_SIZE", "compute_v2_crc",
@@ -47,14 +58,14 @@ _B = struct.Struct(">b")
 _ATTR_TS = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp
 
 
-def read_entry_header(buf, position: int) -> tuple:
+def read_entry_header(buf: Buffer, position: int) -> tuple[int, int, int]:
     """``(offset, length, magic)`` of the entry at ``position`` (needs 17 bytes; struct.error
     is the caller's responsibility to avoid: check the remaining size first)."""
     offset, length = ENTRY_HEADER.unpack_from(buf, position)
     return offset, length, _B.unpack_from(buf, position + MAGIC_OFFSET)[0]
 
 
-def read_batch_header(buf, position: int) -> tuple:
+def read_batch_header(buf: Buffer, position: int) -> tuple[Any, ...]:
     """The 61-byte v2 header at ``position`` as a tuple, without building an object:
 
     ``(base_offset, length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
@@ -68,7 +79,7 @@ def read_batch_header(buf, position: int) -> tuple:
                                  position=position) from None
 
 
-def compute_v2_crc(buf, position: int, size: int) -> int:
+def compute_v2_crc(buf: Buffer, position: int, size: int) -> int:
     """CRC-32C over the CRC-covered bytes ``[position + 21, position + size)`` of a v2 batch."""
     mv = memoryview(buf)
     try:
@@ -77,7 +88,7 @@ def compute_v2_crc(buf, position: int, size: int) -> int:
         mv.release()
 
 
-def batch_at(buf, position: int = 0, size: Optional[int] = None) -> "RecordBatch":
+def batch_at(buf: Buffer, position: int = 0, size: Optional[int] = None) -> RecordBatch:
     """The batch view of the entry starting at ``position`` (magic < 2: legacy, else v2).
 
     ``size`` (the entry size incl. the 12-byte log overhead) is read from the buffer when omitted.
@@ -108,11 +119,52 @@ class RecordBatch:
 
     __slots__ = ("_buf", "position", "size_in_bytes", "magic")
 
-    def __init__(self, buf, position: int, size_in_bytes: int, magic: int) -> None:
+    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int) -> None:
         self._buf = buf
         self.position = position
         self.size_in_bytes = size_in_bytes
         self.magic = magic
+
+    if TYPE_CHECKING:
+        # the header fields and methods every subclass provides (properties there; declared for the checker only)
+        @property
+        def base_offset(self) -> int: ...
+        @property
+        def last_offset(self) -> int: ...
+        @property
+        def count(self) -> Optional[int]: ...
+        @property
+        def checksum(self) -> int: ...
+        @property
+        def attributes(self) -> int: ...
+        @property
+        def compression_id(self) -> int: ...
+        @property
+        def compression(self) -> CompressionType: ...
+        @property
+        def timestamp_type(self) -> TimestampType: ...
+        @property
+        def max_timestamp(self) -> int: ...
+        @property
+        def producer_id(self) -> int: ...
+        @property
+        def producer_epoch(self) -> int: ...
+        @property
+        def base_sequence(self) -> int: ...
+        @property
+        def is_transactional(self) -> bool: ...
+        @property
+        def is_control(self) -> bool: ...
+        @property
+        def has_delete_horizon(self) -> bool: ...
+        @property
+        def delete_horizon_ms(self) -> Optional[int]: ...
+
+        def records(self, max_decompressed_size: Optional[int] = None) -> List[Any]: ...
+        def is_valid(self) -> bool: ...
+        def ensure_valid(self) -> None: ...
+        def compute_checksum(self) -> int: ...
+        def offset_of_max_timestamp(self) -> Optional[int]: ...
 
     # --- common -------------------------------------------------------------------------------
     @property
@@ -126,7 +178,7 @@ class RecordBatch:
         return self.position + self.size_in_bytes
 
     @property
-    def buf(self):
+    def buf(self) -> Buffer:
         """The underlying buffer."""
         return self._buf
 
@@ -140,7 +192,7 @@ class RecordBatch:
 
     raw = to_bytes
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.records())
 
     def has_producer_id(self) -> bool:
@@ -156,12 +208,12 @@ class RecordBatch:
                     f"size_in_bytes={self.size_in_bytes}, <corrupt>)")
 
 
-class _ShortHeader(tuple):
+class _ShortHeader(tuple[int, ...]):
     """Stands in for the header of a v2 batch shorter than 61 bytes: any field access raises."""
 
     position = 0
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         raise CorruptRecordError("Record batch is corrupt (the size is smaller than the minimum "
                                  f"allowed overhead {RECORD_BATCH_OVERHEAD})",
                                  position=self.position)
@@ -176,7 +228,10 @@ class DefaultRecordBatch(RecordBatch):
 
     __slots__ = ("_h", "_records")
 
-    def __init__(self, buf, position: int, size_in_bytes: int, magic: int = 2) -> None:
+    _h: tuple[int, ...]
+    _records: Optional[List[Any]]
+
+    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int = 2) -> None:
         RecordBatch.__init__(self, buf, position, size_in_bytes, magic)
         self._records = None
         if size_in_bytes >= RECORD_BATCH_OVERHEAD:
@@ -193,7 +248,8 @@ class DefaultRecordBatch(RecordBatch):
     # --- header fields ------------------------------------------------------------------------
     @property
     def base_offset(self) -> int:
-        return _I64.unpack_from(self._buf, self.position)[0]
+        offset: int = _I64.unpack_from(self._buf, self.position)[0]
+        return offset
 
     @property
     def partition_leader_epoch(self) -> int:
@@ -312,7 +368,7 @@ class DefaultRecordBatch(RecordBatch):
                                      f"{computed})", position=self.position)
 
     # --- records ------------------------------------------------------------------------------
-    def records_body(self, max_decompressed_size: Optional[int] = None):
+    def records_body(self, max_decompressed_size: Optional[int] = None) -> Buffer:
         """The (decompressed) record bytes of the batch."""
         start = self.position + RECORD_BATCH_OVERHEAD
         end = self.position + self.size_in_bytes
@@ -327,7 +383,7 @@ class DefaultRecordBatch(RecordBatch):
         except KafkalogError as e:
             raise e.at(None, start) from None
 
-    def records(self, max_decompressed_size: Optional[int] = None) -> List:
+    def records(self, max_decompressed_size: Optional[int] = None) -> List[Any]:
         """The decoded records (kernel ``Record`` objects), cached.
 
         Raises :class:`InvalidRecordError` (position in the buffer; for compressed batches the
@@ -345,7 +401,7 @@ class DefaultRecordBatch(RecordBatch):
         body = self.records_body(max_decompressed_size)
         lat = h[8] if h[5] & TIMESTAMP_TYPE_MASK else -1
         try:
-            recs = kernel.decode_records_v2(body, count, h[0], h[7], h[11], lat)
+            recs: List[Any] = kernel.decode_records_v2(body, count, h[0], h[7], h[11], lat)
         except KafkalogError as e:
             if h[5] & COMPRESSION_CODEC_MASK:
                 raise type(e)(f"{e.message} (at byte {e.position} of the decompressed records)",
@@ -364,7 +420,8 @@ class DefaultRecordBatch(RecordBatch):
             return self.base_offset
         for r in self.records():
             if r.timestamp == mt:
-                return r.offset
+                offset: int = r.offset
+                return offset
         return None
 
     # --- in-place mutation (MutableRecordBatch) ------------------------------------------------

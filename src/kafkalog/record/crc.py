@@ -1,13 +1,14 @@
 """Checksums: CRC-32C (v2 batches, hardware via the ``crc32c`` package) and CRC-32 (legacy, zlib)."""
 from __future__ import annotations
 
+import mmap
 import zlib
 from typing import Union
 
 import crc32c as _crc32c
 
-#: what the checksums read: any bytes-like object
-Buffer = Union[bytes, bytearray, memoryview]
+#: what the checksums read: any bytes-like object (a mapped segment file included)
+Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 
 __all__ = ["crc32c", "crc32"]
 

@@ -40,7 +40,6 @@ from crc32c import crc32c
 
 from kafkalog.record.kernel_selection import load_kernel
 
-
 #: the module in use (``kafkalog.record._header_walk`` or ``kafkalog.record._header_walk_py``)
 implementation_module: ModuleType = load_kernel("kafkalog.record._header_walk")
 _impl = implementation_module
@@ -137,7 +136,7 @@ class HeaderWalk:
         self.finding: Finding | None = Finding(_KINDS[stop], pos, a, b, c) if stop else None
 
     def __len__(self) -> int:
-        return self.count
+        return int(self.count)
 
     def batch(self, i: int) -> tuple[int, ...]:
         """Row ``i`` as a tuple indexed by the ``F_*`` numbers."""

@@ -9,13 +9,12 @@ trailing batch. :func:`scan_batches` also reports where iteration stopped.
 from __future__ import annotations
 
 import struct
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from kafkalog.errors import CorruptRecordError
-from kafkalog.record.batch import (DefaultRecordBatch, RecordBatch, batch_at, read_batch_header,
-                                   read_entry_header)
-from kafkalog.record.constants import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_ENTRY_HEADER,
-                                       RECORD_OVERHEAD_V0)
+from kafkalog.record.batch import DefaultRecordBatch, RecordBatch, batch_at, read_batch_header, read_entry_header
+from kafkalog.record.constants import LOG_OVERHEAD, MAGIC_OFFSET, MIN_ENTRY_HEADER, RECORD_OVERHEAD_V0
+from kafkalog.record.crc import Buffer
 
 __all__ = ["iter_batches", "scan_batches", "valid_bytes_end", "iter_records",
            "read_batch_header", "read_entry_header", "batch_at", "RecordBatch"]
@@ -24,7 +23,7 @@ _QIB = struct.Struct(">qi")
 _B = struct.Struct(">b")
 
 
-def iter_batches(buf, start: int = 0, end: Optional[int] = None, *, strict: bool = False,
+def iter_batches(buf: Buffer, start: int = 0, end: Optional[int] = None, *, strict: bool = False,
                  max_message_size: Optional[int] = None) -> Iterator[RecordBatch]:
     """Yield the batches of ``buf[start:end]``.
 
@@ -71,7 +70,7 @@ class BatchScan:
 
     __slots__ = ("batches", "valid_end", "end")
 
-    def __init__(self, batches: list, valid_end: int, end: int) -> None:
+    def __init__(self, batches: list[RecordBatch], valid_end: int, end: int) -> None:
         self.batches = batches
         self.valid_end = valid_end
         self.end = end
@@ -81,7 +80,7 @@ class BatchScan:
         return self.end - self.valid_end
 
 
-def scan_batches(buf, start: int = 0, end: Optional[int] = None, *, strict: bool = False,
+def scan_batches(buf: Buffer, start: int = 0, end: Optional[int] = None, *, strict: bool = False,
                  max_message_size: Optional[int] = None) -> BatchScan:
     """All batches of ``buf[start:end]`` plus where iteration stopped (see :func:`iter_batches`)."""
     n = len(buf)
@@ -91,7 +90,7 @@ def scan_batches(buf, start: int = 0, end: Optional[int] = None, *, strict: bool
     return BatchScan(batches, valid_end, end)
 
 
-def valid_bytes_end(buf, start: int = 0, end: Optional[int] = None) -> int:
+def valid_bytes_end(buf: Buffer, start: int = 0, end: Optional[int] = None) -> int:
     """Position after the last complete batch (header walk only, no CRC checks)."""
     pos = start
     for b in iter_batches(buf, start, end):
@@ -99,8 +98,8 @@ def valid_bytes_end(buf, start: int = 0, end: Optional[int] = None) -> int:
     return pos
 
 
-def iter_records(buf, start: int = 0, end: Optional[int] = None, *, strict: bool = False,
-                 verify: bool = True):
+def iter_records(buf: Buffer, start: int = 0, end: Optional[int] = None, *, strict: bool = False,
+                 verify: bool = True) -> Iterator[Any]:
     """Yield every record of every batch of ``buf[start:end]`` (deep iteration); with ``verify``
     each batch's CRC is checked first."""
     for b in iter_batches(buf, start, end, strict=strict):

@@ -29,7 +29,7 @@ def _register_active_session() -> None:
         spark = SparkSession.getActiveSession()
         if spark is not None:
             register(spark)
-    except Exception:  # noqa: BLE001 - registration on import is best effort
+    except Exception:
         pass
 
 

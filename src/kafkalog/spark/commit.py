@@ -122,7 +122,7 @@ def sink_commit_path(data_dir: str, sink_id: str) -> str:
 def read_intent(data_dir: str) -> Optional[dict]:
     """The pending commit intent of ``data_dir``, or None."""
     try:
-        with open(intent_path(data_dir), "r", encoding="utf-8") as f:
+        with open(intent_path(data_dir), encoding="utf-8") as f:
             return json.load(f)
     except FileNotFoundError:
         return None
@@ -154,7 +154,7 @@ def _delete_intent(data_dir: str) -> None:
 def read_committed_batch(path: str) -> int:
     """The last batch id recorded in a sink commit file (-1 when none)."""
     try:
-        with open(path, "r", encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             return int(f.read().strip() or -1)
     except FileNotFoundError:
         return -1

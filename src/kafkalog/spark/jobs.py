@@ -36,8 +36,6 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-import pyarrow as pa
-
 from kafkalog.errors import CleanerError
 
 TopicPartition = Tuple[str, int]
@@ -70,7 +68,7 @@ class _ExternalMapCleaner:
         from kafkalog.cleaner import Cleaner, SkimpyOffsetMap
 
         class SparkMapCleaner(Cleaner):
-            def build_offset_map(self, log, tp, start, end_, stats):  # noqa: D401 - hook
+            def build_offset_map(self, log, tp, start, end_, stats):
                 m = self.offset_map
                 m.clear()
                 for k, o in zip(keys, offsets):
@@ -136,7 +134,7 @@ def clean_partition(plan: PartitionPlan, cleaner_config, keys: Optional[Sequence
         retention = delete_old_segments(log)
         out["segments_deleted"] = retention.num_deleted
         out["log_start_offset"] = log.log_start_offset
-    except Exception as err:  # noqa: BLE001 - one partition must not fail the others
+    except Exception as err:
         out["error"] = f"{type(err).__name__}: {err}"
     finally:
         log.close()
@@ -183,6 +181,7 @@ def compact(spark, data_dir: str, topics: Optional[Iterable[str]] = None, *,
     True/False forces it for every/no compacted partition.
     """
     from pyspark.sql import functions as F
+
     from kafkalog.cleaner import CleanerConfig
     from kafkalog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
     from kafkalog.log.manager import LogManager
@@ -273,9 +272,16 @@ def stats(spark, data_dir: str, topics: Optional[Iterable[str]] = None):
     the active segment, over all bytes: Kafka's cleanable ratio), ``min_timestamp``,
     ``max_timestamp``. Reads the data directory without locking it."""
     from pyspark.sql import functions as F
+
     from kafkalog.spark import register
-    from kafkalog.spark.log_view import (list_partitions, partition_bounds, read_cleaner_checkpoint,
-                                         read_log_start_checkpoint, segment_bases, segment_path)
+    from kafkalog.spark.log_view import (
+        list_partitions,
+        partition_bounds,
+        read_cleaner_checkpoint,
+        read_log_start_checkpoint,
+        segment_bases,
+        segment_path,
+    )
 
     register(spark)
     wanted = set(topics) if topics is not None else None

@@ -12,21 +12,28 @@ import datetime as _dt
 from typing import Iterable, Iterator, List
 
 from pyspark.sql.datasource import (
-    EqualNullSafe, EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, IsNotNull, LessThan,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    LessThan,
     LessThanOrEqual,
 )
 
 from kafkalog.spark.planning import PushedFilters
 
 _NEVER_NULL = {("topic",), ("partition",), ("offset",), ("timestamp",), ("timestampType",)}
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def _ms(value) -> int:
     """Epoch milliseconds (floor) of a pushed timestamp literal."""
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
+            value = value.replace(tzinfo=_dt.UTC)
         return (value - _EPOCH) // _dt.timedelta(milliseconds=1)
     return int(value)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Iterable, Iterator, List, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
-
-import time
 
 from kafkalog.spark.commit import profile
 from kafkalog.spark.options import ReadOptions, parse_read_options
@@ -43,7 +42,8 @@ class KafkalogBatchReader(DataSourceReader):
         tasks = plan_tasks(plan_ranges(self.opts, self.pushed), self.opts.min_partitions,
                            max_records=self.opts.max_records_per_partition)
         profile("read.plan", time.perf_counter() - t0)
-        return tasks
+        partitions: List[InputPartition] = list(tasks)
+        return partitions
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_task(partition, self.opts)

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql.types import (
-    ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])

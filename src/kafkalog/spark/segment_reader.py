@@ -61,7 +61,7 @@ def decode_entry(batch, builder: ColumnBuilder, min_offset: int, max_offset: int
                 added += 1
         return added
     except KafkalogError as err:
-        raise err.at(path, 0) if err.file is None else err
+        raise (err.at(path, 0) if err.file is None else err) from None
 
 
 def last_stable_offset(pdir: PartitionDir, start: int, log_end_offset: int) -> int:

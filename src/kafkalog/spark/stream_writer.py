@@ -24,7 +24,11 @@ from pyspark.sql.types import StructType
 from kafkalog.spark.commit import commit_staged, read_committed_batch, sink_commit_path
 from kafkalog.spark.options import parse_write_options
 from kafkalog.spark.writer import (
-    StagedWrite, remove_staging, stage_task, staged_by_partition, staging_prefix,
+    StagedWrite,
+    remove_staging,
+    stage_task,
+    staged_by_partition,
+    staging_prefix,
     validate_sink_schema,
 )
 
