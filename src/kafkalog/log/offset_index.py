@@ -127,7 +127,9 @@ class OffsetIndex(AbstractIndex):
             raise IndexOffsetOverflowError(f"Integer overflow for offset {prev} or a position "
                                            f"({self._path})", file=self._path, position=n * 8)
         flat = [v for i in range(1, k) for v in (offsets[i] - base, positions[i])]
-        self._mm[n * 8:(n + k - 1) * 8] = struct.pack(f">{len(flat)}i", *flat)
+        mm = self._mm
+        assert not isinstance(mm, bytes), "appending to a read-only index"
+        mm[n * 8:(n + k - 1) * 8] = struct.pack(f">{len(flat)}i", *flat)
         self._entries = n + k - 1
         self._last_offset = prev
 

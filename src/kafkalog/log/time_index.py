@@ -151,7 +151,9 @@ class TimeIndex(AbstractIndex):
         if last_off - base > INT32_MAX:
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {last_off} ({self._path})",
                                            file=self._path, position=n * 12)
-        self._mm[n * 12:(n + m) * 12] = struct.pack(">" + "qi" * m, *flat)
+        mm = self._mm
+        assert not isinstance(mm, bytes), "appending to a read-only index"
+        mm[n * 12:(n + m) * 12] = struct.pack(">" + "qi" * m, *flat)
         self._entries = n + m
         self._last_ts, self._last_off = last_ts, last_off
 
