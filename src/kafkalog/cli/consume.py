@@ -15,6 +15,7 @@ unless ``--auto-offset-reset`` asks for Kafka's reset."""
 from __future__ import annotations
 
 import base64
+import signal
 import sys
 import time
 from typing import Any, Optional
@@ -89,8 +90,8 @@ def _open(data_dir: str, writable: bool) -> Any:
         raise
 
 
-def _start(consumer: Any, dl: Any, tps: list[TopicPartition], offset: Optional[int | str],
-           timestamp: Optional[int], group: Optional[str], committed_only: bool) -> None:
+def _start(consumer: Any, tps: list[TopicPartition], offset: Optional[int | str],
+           timestamp: Optional[int], group: Optional[str]) -> None:
     """Seek every partition to where this run starts."""
     for tp in tps:
         if timestamp is not None:
@@ -177,14 +178,17 @@ def consume(data_dir: str, topic: str, partition: Optional[int], offset_spec: Op
 
         def commit() -> None:
             if group is not None and printed:
-                consumer.commit({tp: o for tp, o in printed.items()})
+                consumer.commit(dict(printed))
 
+        interrupted: list[int] = []
+        # Ctrl-C ends the loop between polls (never inside a write of the library): quietly, exit 0
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
         try:
             consumer.assign(tps)
-            _start(consumer, dl, tps, offset, timestamp, group, isolation_level == "read_committed")
+            _start(consumer, tps, offset, timestamp, group)
             ends = None if follow else consumer.end_offsets(tps)
             left = max_records
-            while left is None or left > 0:
+            while (left is None or left > 0) and not interrupted:
                 got = consumer.poll(timeout_ms=1000 if follow else 0, max_records=left or 500)
                 for tp, recs in got.items():
                     for r in recs:
@@ -202,13 +206,13 @@ def consume(data_dir: str, topic: str, partition: Optional[int], offset_spec: Op
                 if follow and time.monotonic() >= next_commit:
                     commit()
                     next_commit = time.monotonic() + interval
-        except KeyboardInterrupt:
-            pass
+            commit()
         except CorruptRecordError as e:
             commit()
             report_error(e, fmt == "json")
             sys.exit(EXIT_FINDINGS)
         except InvalidConfigError as e:
             raise click.UsageError(str(e)) from None
-        commit()
+        finally:
+            signal.signal(signal.SIGINT, previous)
         consumer.close(autocommit=False)
