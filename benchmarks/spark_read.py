@@ -202,14 +202,14 @@ def main() -> None:
 
         def by_offsets():
             return spark.read.format("kafkalog").option("assign", '{"bench":[0]}') \
-                .option("startingOffsets", '{"bench":{"0":%d}}' % at) \
-                .option("endingOffsets", '{"bench":{"0":%d}}' % (at + 1000)) \
+                .option("startingOffsets", f'{{"bench":{{"0":{at}}}}}') \
+                .option("endingOffsets", f'{{"bench":{{"0":{at + 1000}}}}}') \
                 .option("pushFilters", "false").load(data)
 
         # the same records by timestamp through the .timeindex (offsetsForTimes semantics)
         stamps = [r.timestamp for r in kl.filter(f"partition = 0 AND offset IN ({at}, {at + 1000})")
                   .orderBy("offset").select("timestamp").collect()]
-        ts0, ts1 = (int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000) for t in stamps)
+        ts0, ts1 = (int(t.replace(tzinfo=datetime.UTC).timestamp() * 1000) for t in stamps)
 
         def by_timestamps():
             return spark.read.format("kafkalog").option("assign", '{"bench":[0]}') \

@@ -5,8 +5,8 @@ Writes N records (16-byte keys, 100-byte values) through Spark into a kafkalog t
 the log layer) and, in the same session, into an Arrow writer that discards its input; prints both
 times and the ratio (goal >= 80%), with the time of each phase of the kafkalog write (from
 ``$KAFKALOG_SPARK_PROFILE``: per task the wait for Spark's input, the kernel encode, the staging
-write and, part of it, the final sync; in the driver's commit the append into the logs, the fsync, the whole commit) and the ratio
-of each alternating pair of runs (the machine is noisy).
+write and, part of it, the final sync; in the driver's commit the append into the logs, the fsync,
+the whole commit) and the ratio of each alternating pair of runs (the machine is noisy).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ PROFILE = tempfile.mktemp(prefix="kafkalog-wprof-")
 os.environ["KAFKALOG_SPARK_PROFILE"] = PROFILE  # inherited by the executors' Python workers
 
 from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter,  # noqa: E402
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage  # noqa: E402
 
 import kafkalog.spark  # noqa: E402
 
@@ -98,7 +97,7 @@ def main() -> None:
                                .option("kafka.compression.type", args.compression)
                                .options(**({"kafka.batch.size": str(args.batch_size)}
                                            if args.batch_size else {}))
-                               .mode("append").save(target)))
+                               .mode("append").save(target)))  # noqa: B023 (called at once)
             profiles.append(read_profile())
             if i:
                 shutil.rmtree(target, ignore_errors=True)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kafkalog.record import (CompressionType, ControlRecordType, build_batch, build_end_txn_marker)
+from kafkalog.record import CompressionType, ControlRecordType, build_batch, build_end_txn_marker
 
 V2 = build_batch([(b"k", b"v", 1000), (None, b"v2", 1005, [("h", b"x"), ("n", None)])],
                  partition_leader_epoch=0)

@@ -35,7 +35,7 @@ class BrokerProcess:
         for c in self.configs:
             cmd += ["--config", c]
         cmd += self.extra_args
-        self._stderr = open(self.stderr_path, "ab")      # noqa: SIM115 - open while it runs
+        self._stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -26,7 +26,8 @@ def test_admin_create_describe_delete(broker: BrokerProcess) -> None:
             admin.create_topics([NewTopic("kp-admin", 1, 1)], raise_errors=True)
         assert "kp-admin" in admin.list_topics()
         desc = admin.describe_topics(["kp-admin"])
-        assert [p["partition_index"] for p in sorted(desc[0]["partitions"], key=lambda p: p["partition_index"])] == [0, 1, 2]
+        parts = sorted(desc[0]["partitions"], key=lambda p: p["partition_index"])
+        assert [p["partition_index"] for p in parts] == [0, 1, 2]
         configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-admin")])
         text = repr(configs)
         assert "retention.ms" in text and "123456" in text

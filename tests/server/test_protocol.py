@@ -186,7 +186,7 @@ def test_large_fetch_sent_from_the_segment_file_is_byte_exact(broker: BrokerProc
             await c.close()
         assert len(records) > 256 * 1024
         seg = os.path.join(broker.data_dir, "big-0", "00000000000000000000.log")
-        with open(seg, "rb") as f:   # noqa: ASYNC230 - a small local read
+        with open(seg, "rb") as f:
             assert records == f.read(len(records))
         # and every value comes back through a real consumer
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, max_partition_fetch_bytes=MiB)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tests.oracle import KAFKA_CLIENTS as VECTORS  # noqa: F401 - used by the tests
+from tests.oracle import KAFKA_CLIENTS as VECTORS
 
 
 def vector_bytes(name: str) -> bytes:

@@ -11,8 +11,7 @@ import textwrap
 import pyarrow as pa
 import pytest
 
-from kafkalog.spark.commit import (pending_bounds, read_committed_batch, read_intent,
-                                   recover_data_dir, sink_commit_path)
+from kafkalog.spark.commit import pending_bounds, read_committed_batch, read_intent, recover_data_dir, sink_commit_path
 from kafkalog.spark.log_view import PartitionDir, partition_bounds
 from kafkalog.spark.options import parse_read_options
 from kafkalog.spark.planning import plan_ranges

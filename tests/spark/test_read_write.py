@@ -33,7 +33,7 @@ def test_schema_matches_spark_kafka_source(spark, tmp_path):
 def test_reads_kafka_written_vectors(spark, tmp_path, name):
     make_partition(str(tmp_path), "t", 0, vector_bytes(name))
     rows = _read(spark, tmp_path, subscribe="t").orderBy("offset").collect()
-    lines = [json.loads(l) for l in open(os.path.join(VECTORS, name + ".oracle.jsonl"))]
+    lines = [json.loads(line) for line in open(os.path.join(VECTORS, name + ".oracle.jsonl"))]
     expected, control = [], False
     for e in lines:
         if e["type"] == "batch":
@@ -83,7 +83,7 @@ def test_round_trip_every_codec(spark, written, codec):
     offsets = {}
     for r in rows:
         offsets.setdefault(r.partition, []).append(r.offset)
-    for p, offs in offsets.items():
+    for offs in offsets.values():
         assert sorted(offs) == list(range(len(offs)))
 
 

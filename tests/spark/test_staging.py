@@ -7,7 +7,8 @@ import os
 import time
 
 import pyarrow as pa
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog.log.log import Log
 from kafkalog.record.constants import RECORD_BATCH_OVERHEAD
@@ -15,7 +16,6 @@ from kafkalog.spark import writer
 from kafkalog.spark.commit import commit_staged
 from kafkalog.spark.options import parse_write_options
 from kafkalog.spark.writer import staged_by_partition
-
 from tests.pagecache import PAGE, require_eviction, resident
 
 

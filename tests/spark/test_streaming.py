@@ -38,8 +38,8 @@ def test_stream_restart_no_loss_no_duplicates_and_rate_limit(spark, tmp_path):
 
 
 def test_stream_writer_drops_replayed_batch(spark, tmp_path):
-    from pyspark.sql.types import BinaryType, StructField, StructType
     import pyarrow as pa
+    from pyspark.sql.types import BinaryType, StructField, StructType
     schema = StructType([StructField("value", BinaryType())])
     opts = {"path": str(tmp_path), "topic": "sink", "checkpointLocation": str(tmp_path / "c")}
     writer = KafkalogStreamWriter(opts, schema)

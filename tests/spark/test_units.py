@@ -9,10 +9,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from kafkalog.log.partitioner import partition_for_key
-from kafkalog.record import _kernel_py
-from kafkalog.record.builder import build_batch
-from kafkalog.spark.arrow_batches import ColumnBuilder
 from kafkalog.spark.log_view import PartitionDir, partition_bounds
 from kafkalog.spark.options import InvalidOptionError, parse_read_options, parse_write_options
 from kafkalog.spark.planning import OffsetRange, plan_tasks
@@ -59,7 +55,7 @@ def test_read_range_matches_oracle_and_filters_offsets(tmp_path):
         pdir = PartitionDir(name, 0, str(tmp_path / f"{name}-0"))
         b = partition_bounds(pdir)
         rows = [r for rb in read_range(pdir, b.log_start_offset, b.log_end_offset) for r in rb.to_pylist()]
-        expected = [json.loads(l) for l in open(os.path.join(VECTORS, name + ".oracle.jsonl"))]
+        expected = [json.loads(line) for line in open(os.path.join(VECTORS, name + ".oracle.jsonl"))]
         expected = [e for e in expected if e["type"] == "record"]
         assert [r["offset"] for r in rows] == [e["offset"] for e in expected]
         assert [None if r["value"] is None else r["value"].hex() for r in rows] == \

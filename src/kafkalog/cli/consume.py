@@ -1,22 +1,37 @@
-"""``kafkalog consume DATA_DIR TOPIC``: print records as JSON lines (``topic``, ``partition``,
-``offset``, ``timestamp``, ``timestampType``, ``key``, ``value``, ``headers``). Keys and values are
-UTF-8 strings when they decode, else base64 with ``keyEncoding``/``valueEncoding`` = ``base64``;
-``--base64`` always uses base64.
+"""``kafkalog consume DATA_DIR TOPIC``: print records, kcat-style, with the embedded
+:class:`~kafkalog.client.consumer.Consumer`.
 
-The data directory is opened read-only (``kafkalog.open(dir, read_only=True)``): no ``.lock``, no
-recovery, nothing written, so it can be read while an application or a Kafka broker holds it."""
+``--format json`` (the default) prints JSON lines (``topic``, ``partition``, ``offset``,
+``timestamp``, ``timestampType``, ``key``, ``value``, ``headers``); keys and values are UTF-8 strings
+when they decode, else base64 with ``keyEncoding``/``valueEncoding`` = ``base64`` (``--base64``
+always). ``--format text`` prints values, one a line, with the key and ``-K SEP`` before.
+
+Following (the default on a terminal) waits for new records, also those another process appends.
+Without ``--group`` the data directory is opened read-only (no ``.lock``, nothing written); with
+``--group`` it is opened writable, to commit what was printed (at the end, on Ctrl-C, and every
+``auto.commit.interval.ms`` while following). Damage is exit 1; an out-of-range start is exit 2
+unless ``--auto-offset-reset`` asks for Kafka's reset."""
 
 from __future__ import annotations
 
 import base64
-from typing import Optional
+import signal
+import sys
+import time
+from typing import Any, Optional
 
 import click
 
-from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.output import EXIT_FINDINGS, FORMAT_OPTION_HELP, emit, handle_errors, report_error
+from kafkalog.cli.paths import existing_data_dir
+from kafkalog.client.config import CONSUMER_DEFAULTS
+from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidTopicError, LogDirError
+from kafkalog.log.naming import TopicPartition
+
+_TS_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
 
 
-def _text(b: Optional[bytes], force_b64: bool):
+def _text(b: Optional[bytes], force_b64: bool) -> tuple[Optional[str], Optional[str]]:
     if b is None:
         return None, None
     if not force_b64:
@@ -27,43 +42,177 @@ def _text(b: Optional[bytes], force_b64: bool):
     return base64.b64encode(b).decode("ascii"), "base64"
 
 
+def _json_record(r: Any, b64: bool) -> dict:
+    k, ke = _text(r.key, b64)
+    v, ve = _text(r.value, b64)
+    hs = [[hk, _text(hv, b64)[0]] for hk, hv in r.headers]
+    obj = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
+           "timestampType": _TS_TYPES.get(r.timestamp_type, "NoTimestampType"), "key": k, "value": v,
+           "headers": hs}
+    if ke:
+        obj["keyEncoding"] = ke
+    if ve:
+        obj["valueEncoding"] = ve
+    return obj
+
+
+def _print_text(r: Any, key_sep: Optional[str]) -> None:
+    out = sys.stdout.buffer
+    if key_sep is not None:
+        out.write(r.key or b"")
+        out.write(key_sep.encode("utf-8"))
+    out.write(r.value or b"")
+    out.write(b"\n")
+
+
+def _parse_offset(spec: Optional[str]) -> Optional[int | str]:
+    """``beginning``, ``end``, ``N`` (an offset) or ``-N`` (N before the end)."""
+    if spec is None or spec in ("beginning", "end"):
+        return spec
+    try:
+        return int(spec)
+    except ValueError:
+        raise click.BadParameter(f"{spec!r}: expected an offset N, -N (N from the end), beginning or end",
+                                 param_hint="--offset") from None
+
+
+def _open(data_dir: str, writable: bool) -> Any:
+    import kafkalog
+    if not writable:
+        return kafkalog.open(data_dir, read_only=True)
+    try:
+        return kafkalog.open(data_dir, background=False)
+    except LogDirError as e:
+        if "lock" in str(e).lower():
+            raise LogDirError("another process holds the data directory's lock: --group needs to "
+                              "open it writable to commit offsets (consume without --group reads it "
+                              "read-only)", file=data_dir) from None
+        raise
+
+
+def _start(consumer: Any, tps: list[TopicPartition], offset: Optional[int | str],
+           timestamp: Optional[int], group: Optional[str]) -> None:
+    """Seek every partition to where this run starts."""
+    for tp in tps:
+        if timestamp is not None:
+            found = consumer.offsets_for_times({tp: timestamp})[tp]
+            if found is None:
+                consumer.seek_to_end(tp)
+            else:
+                consumer.seek(tp, found.offset)
+        elif offset == "beginning":
+            consumer.seek_to_beginning(tp)
+        elif offset == "end":
+            consumer.seek_to_end(tp)
+        elif isinstance(offset, int) and offset < 0:
+            begin = consumer.beginning_offsets([tp])[tp]
+            end = consumer.end_offsets([tp])[tp]
+            consumer.seek(tp, max(begin, end + offset))
+        elif isinstance(offset, int):
+            consumer.seek(tp, offset)
+        elif group is None or consumer.committed(tp) is None:
+            consumer.seek_to_beginning(tp)
+        # else: the group's committed offset, fetched by the consumer
+
+
 @click.command("consume")
-@click.argument("data_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("data_dir", type=click.Path(file_okay=False))
 @click.argument("topic")
 @click.option("--partition", type=click.IntRange(0), default=None,
-              help="Only this partition (default: every partition, one after another).")
-@click.option("--offset", type=click.IntRange(0), default=None, help="Start offset.")
-@click.option("--from-beginning", is_flag=True, help="Start at the log start offset (default when "
-              "neither --offset nor --timestamp is given).")
-@click.option("--timestamp", type=int, default=None, help="Start at the first record with a "
-              "timestamp >= this (ms).")
+              help="Only this partition (default: every partition).")
+@click.option("--offset", "offset_spec", default=None, metavar="N|-N|beginning|end",
+              help="Start offset: N, -N (N records before the end), beginning or end (default: the "
+                   "group's committed offset with --group, else beginning).")
+@click.option("--from-beginning", is_flag=True, help="Same as --offset beginning.")
+@click.option("--timestamp", type=click.IntRange(0), default=None,
+              help="Start at the first record with a timestamp >= this (ms since the epoch).")
+@click.option("--follow/--no-follow", default=None,
+              help="Wait for new records (also appended by another process) until Ctrl-C, or stop at "
+                   "the end of the log (default: follow when stdout is a terminal).")
+@click.option("--group", "group", default=None,
+              help="Consumer group: start at its committed offsets and commit what was printed "
+                   "(opens the directory writable).")
+@click.option("--auto-offset-reset", type=click.Choice(["earliest", "latest"]), default=None,
+              help="Kafka's reset when the start is out of range (default: an error, exit 2).")
 @click.option("--max-records", type=click.IntRange(0), default=None,
               help="Stop after this many records.")
 @click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
               default="read_uncommitted", show_default=True,
               help="read_committed skips aborted transactions and stops at the last stable offset.")
-@click.option("--base64", "b64", is_flag=True, help="Print keys, values and header values as base64.")
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help=FORMAT_OPTION_HELP + " text prints values, one a line.")
+@click.option("-K", "key_sep", default=None, metavar="SEP",
+              help="With --format text: print the key, then SEP, then the value.")
+@click.option("--base64", "b64", is_flag=True, help="Print keys, values and header values as base64 "
+              "(--format json).")
 @handle_errors()
-def consume(data_dir: str, topic: str, partition: Optional[int], offset: Optional[int],
-            from_beginning: bool, timestamp: Optional[int], max_records: Optional[int],
-            isolation_level: str, b64: bool) -> None:
-    """Print the records of TOPIC in DATA_DIR as JSON lines."""
-    import kafkalog
-    with kafkalog.open(data_dir, read_only=True) as dl:
-        for r in dl.consume(topic, partition, offset=offset, timestamp=timestamp,
-                            from_beginning=True, isolation=isolation_level,
-                            max_records=max_records):
-            k, ke = _text(r.key, b64)
-            v, ve = _text(r.value, b64)
-            hs = []
-            for hk, hv in r.headers:
-                t, _e = _text(hv, True) if b64 else _text(hv, False)
-                hs.append([hk, t])
-            obj = {"topic": r.topic, "partition": r.partition, "offset": r.offset,
-                   "timestamp": r.timestamp, "timestampType": r.timestamp_type, "key": k,
-                   "value": v, "headers": hs}
-            if ke:
-                obj["keyEncoding"] = ke
-            if ve:
-                obj["valueEncoding"] = ve
-            emit(obj)
+def consume(data_dir: str, topic: str, partition: Optional[int], offset_spec: Optional[str],
+            from_beginning: bool, timestamp: Optional[int], follow: Optional[bool], group: Optional[str],
+            auto_offset_reset: Optional[str], max_records: Optional[int], isolation_level: str,
+            fmt: str, key_sep: Optional[str], b64: bool) -> None:
+    """Print the records of TOPIC in DATA_DIR (JSON lines or values), following new ones."""
+    offset = _parse_offset("beginning" if from_beginning and offset_spec is None else offset_spec)
+    if timestamp is not None and offset is not None:
+        raise click.UsageError("--offset and --timestamp are exclusive")
+    if key_sep is not None and fmt != "text":
+        raise click.UsageError("-K needs --format text")
+    if follow is None:
+        follow = sys.stdout.isatty()
+    existing_data_dir(data_dir)
+    with _open(data_dir, writable=group is not None) as dl:
+        parts = dl.manager.partitions_of(topic)
+        if not parts:
+            raise InvalidTopicError(f"Unknown topic {topic!r}", file=data_dir)
+        if partition is not None:
+            if partition not in parts:
+                raise InvalidTopicError(f"Partition {partition} of topic {topic!r} does not exist",
+                                        file=data_dir)
+            parts = [partition]
+        tps = [TopicPartition(topic, p) for p in parts]
+        consumer = dl.consumer(conf={"group.id": group, "enable.auto.commit": False,
+                                     "isolation.level": isolation_level,
+                                     "auto.offset.reset": auto_offset_reset or "none"})
+        printed: dict[TopicPartition, int] = {}
+        interval = CONSUMER_DEFAULTS["auto.commit.interval.ms"] / 1000.0
+        next_commit = time.monotonic() + interval
+
+        def commit() -> None:
+            if group is not None and printed:
+                consumer.commit(dict(printed))
+
+        interrupted: list[int] = []
+        # Ctrl-C ends the loop between polls (never inside a write of the library): quietly, exit 0
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+        try:
+            consumer.assign(tps)
+            _start(consumer, tps, offset, timestamp, group)
+            ends = None if follow else consumer.end_offsets(tps)
+            left = max_records
+            while (left is None or left > 0) and not interrupted:
+                got = consumer.poll(timeout_ms=1000 if follow else 0, max_records=left or 500)
+                for tp, recs in got.items():
+                    for r in recs:
+                        if fmt == "json":
+                            emit(_json_record(r, b64))
+                        else:
+                            _print_text(r, key_sep)
+                    printed[tp] = recs[-1].offset + 1
+                    if left is not None:
+                        left -= len(recs)
+                sys.stdout.flush()
+                if ends is not None and not got and all(
+                        consumer.position(tp) >= ends[tp] for tp in tps):
+                    break
+                if follow and time.monotonic() >= next_commit:
+                    commit()
+                    next_commit = time.monotonic() + interval
+            commit()
+        except CorruptRecordError as e:
+            commit()
+            report_error(e, fmt == "json")
+            sys.exit(EXIT_FINDINGS)
+        except InvalidConfigError as e:
+            raise click.UsageError(str(e)) from None
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        consumer.close(autocommit=False)

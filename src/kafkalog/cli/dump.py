@@ -26,7 +26,6 @@ from kafkalog.record.records import iter_batches
 __all__ = ["dump", "DumpOptions", "DUMPERS", "register_dumper", "dump_records_file",
            "batch_json", "record_json", "dump_record_set"]
 
-from kafkalog.record.constants import INT32_MAX as INT_MAX
 
 
 @dataclass

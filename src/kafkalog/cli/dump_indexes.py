@@ -19,8 +19,14 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
 from kafkalog.cli.dump import DumpOptions, register_dumper
-from kafkalog.cli.segment_check import (IndexCheck, LogScan, check_offset_index, check_time_index,
-                                        read_txn_index, scan_log)
+from kafkalog.cli.segment_check import (
+    IndexCheck,
+    LogScan,
+    check_offset_index,
+    check_time_index,
+    read_txn_index,
+    scan_log,
+)
 
 CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                     "replication-offset-checkpoint", "cleaner-offset-checkpoint")

@@ -16,7 +16,8 @@ of dotted keys or underscored keyword arguments.
 * One open v2 batch per partition, encoded record by record by the compiled record kernel
   (``ProducerBatch``; ``send``'s common case is the kernel's ``ProducerSendPath``). A batch is
   appended once its records reach ``batch.size`` bytes (uncompressed), when the next record would
-  take it past the topic's limits, when it is ``linger.ms`` old (the producer's one background thread: no further call is needed), on
+  take it past the topic's limits, when it is ``linger.ms`` old (the producer's one background thread:
+no further call is needed), on
   :meth:`Producer.flush` and on :meth:`Producer.close`. A batch never exceeds the topic's
   ``max.message.bytes``, its ``segment.bytes`` or ``max.request.size``; a record that alone exceeds
   one of them fails (through its future) with :class:`~kafkalog.errors.RecordTooLargeError` naming
@@ -481,7 +482,7 @@ class Producer:
                                       count=count, partition_leader_epoch=-1))
             buf += body
             info = st.logs[p].append(buf)
-        except Exception as e:  # noqa: BLE001 - every failure reaches the batch's futures
+        except Exception as e:
             if self.first_error is None:
                 self.first_error = e
             if self._txn_state is not None:

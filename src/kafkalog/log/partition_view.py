@@ -50,6 +50,7 @@ from kafkalog.log.naming import (
     transaction_index_file,
 )
 from kafkalog.log.offset_index import OffsetIndex
+from kafkalog.log.ranged_read import ChunkedBatches
 from kafkalog.log.segment import LogSegment, TimestampAndOffset
 from kafkalog.log.time_index import TimeIndex
 from kafkalog.log.txn_index import (
@@ -58,7 +59,6 @@ from kafkalog.log.txn_index import (
     collect_aborted_txns,
     parse_txn_index,
 )
-from kafkalog.log.ranged_read import ChunkedBatches
 from kafkalog.log.view_files import Buffer, LocalFiles, RangeSource, SegmentBytes, ViewFiles
 from kafkalog.record.batch import DefaultRecordBatch
 from kafkalog.record.constants import LOG_OVERHEAD, RECORD_OVERHEAD_V0, ControlRecordType
@@ -261,8 +261,7 @@ class LiveSegment:
             return
         for h in seg.log.iter_headers(h0.position, self.limit):
             try:
-                for b in walk_batches(seg.log.read_entry(h.position, h.size)):
-                    yield b
+                yield from walk_batches(seg.log.read_entry(h.position, h.size))
             except KafkalogError as e:
                 raise e.at(seg.log_path, h.position) from None
 
@@ -601,10 +600,10 @@ class PartitionView:
             seg = self._segs[k]
             pos = seg.index_position(MAX_OFFSET)
             last: Optional[ViewBatch] = None
-            for last in seg.walk(pos):
+            for last in seg.walk(pos):  # noqa: B007 (the last batch is what is wanted)
                 pass
             if last is None and pos:
-                for last in seg.walk(0):
+                for last in seg.walk(0):  # noqa: B007
                     pass
             if last is not None:
                 return max(last.last_offset + 1, seg.base_offset)
@@ -703,7 +702,7 @@ class PartitionView:
         for s in self._segs:
             s.close()
 
-    def __enter__(self) -> "PartitionView":
+    def __enter__(self) -> PartitionView:
         return self
 
     def __exit__(self, *exc: object) -> None:

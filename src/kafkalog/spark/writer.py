@@ -41,13 +41,19 @@ from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
 from kafkalog.log.naming import topic_config_file
-from kafkalog.spark import kernel
-from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, RECORD_BATCH_OVERHEAD, CompressionType
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress
+from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, RECORD_BATCH_OVERHEAD, CompressionType
+from kafkalog.spark import kernel
 from kafkalog.spark.commit import (  # noqa: F401 - re-exported
-    STAGING_PREFIX, commit_staged, move_threshold, profile, remove_stale_staging, remove_staging,
-    staging_files, staging_prefix,
+    STAGING_PREFIX,
+    commit_staged,
+    move_threshold,
+    profile,
+    remove_staging,
+    remove_stale_staging,
+    staging_files,
+    staging_prefix,
 )
 from kafkalog.spark.log_view import list_partitions
 from kafkalog.spark.options import InvalidOptionError, WriteOptions, parse_write_options
@@ -157,7 +163,7 @@ class ArrowStager:
             if topic in self.counts:
                 path = topic_config_file(self.opts.path, topic)
                 if os.path.exists(path):
-                    with open(path, "r", encoding="utf-8") as f:
+                    with open(path, encoding="utf-8") as f:
                         conf = parse_properties(f.read(1 << 20), file=path)
             else:
                 conf = self.opts.topic_config_dict
