@@ -108,7 +108,8 @@ def main() -> None:
     args = ap.parse_args()
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="kafkalog-pipeline-")
     spark = (SparkSession.builder.master("local[*]").appName("kafkalog-pipeline")
-             .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(spark)  # the "kafkalog" format + filter pushdown
