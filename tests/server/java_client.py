@@ -111,6 +111,9 @@ def classpath(version: str) -> str:
     return os.pathsep.join([classes, *cp])
 
 
-def run_driver(version: str, bootstrap: str, prefix: str, n: int) -> subprocess.CompletedProcess:
-    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", bootstrap, prefix, str(n)],
+def run_driver(version: str, bootstrap: str, prefix: str, n: int, mode: str | None = None
+               ) -> subprocess.CompletedProcess:
+    """Run the driver: its basic steps, or ``mode`` ("txn": the transaction steps)."""
+    args = [bootstrap, prefix, str(n)] + ([mode] if mode else [])
+    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", *args],
                           capture_output=True, text=True, timeout=600, check=False)

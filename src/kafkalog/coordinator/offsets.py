@@ -326,8 +326,9 @@ class OffsetsStore:
         now = self._clock()
         if producer is None:
             log.append(bytearray(build_batch([(k, v, now, None) for k, v in records])))
-        else:                # Kafka's group coordinator: no sequence, written as the coordinator
+        else:    # as Kafka's group coordinator writes it: base sequence 0, appended as the coordinator
             log.append(bytearray(build_batch([(k, v, now, None) for k, v in records],
                                              producer_id=producer[0], producer_epoch=producer[1],
-                                             is_transactional=True)), origin=ORIGIN_COORDINATOR)
+                                             base_sequence=0, is_transactional=True)),
+                       origin=ORIGIN_COORDINATOR)
         log.flush(include_active=True)
