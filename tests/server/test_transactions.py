@@ -113,3 +113,175 @@ def test_java_client_transactions(broker: BrokerProcess, version: str) -> None:
     assert f"txn ok {N}" in lines
     assert f"eos ok {N}" in lines
     assert "fence ok" in lines
+
+
+# --- kafka-python and aiokafka -------------------------------------------------------------------
+
+def test_kafka_python_commit_and_abort(broker: BrokerProcess) -> None:
+    from kafka import KafkaProducer
+    _create(broker, "kp-txn")
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-txn-1")
+    p.init_transactions()
+    p.begin_transaction()
+    for i in range(N):
+        p.send("kp-txn", b"committed-%d" % i, partition=i % 2)
+    p.commit_transaction()
+    p.begin_transaction()
+    for i in range(N):
+        p.send("kp-txn", b"aborted-%d" % i, partition=i % 2)
+    p.flush()
+    p.abort_transaction()
+    p.close()
+    committed = sorted(b"committed-%d" % i for i in range(N))
+    assert _read(broker, "kp-txn", "read_committed") == committed
+    assert _read(broker, "kp-txn", "read_uncommitted") == sorted(
+        committed + [b"aborted-%d" % i for i in range(N)])
+
+
+def test_aiokafka_commit_and_abort(broker: BrokerProcess) -> None:
+    from aiokafka import AIOKafkaProducer
+    _create(broker, "aio-txn")
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="aio-txn-1")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(N):
+                    await p.send("aio-txn", b"committed-%d" % i, partition=i % 2)
+            await p.begin_transaction()
+            futs = [await p.send("aio-txn", b"aborted-%d" % i, partition=i % 2) for i in range(N)]
+            await asyncio.gather(*futs)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    committed = sorted(b"committed-%d" % i for i in range(N))
+    assert _read(broker, "aio-txn", "read_committed") == committed
+    assert _read(broker, "aio-txn", "read_uncommitted") == sorted(
+        committed + [b"aborted-%d" % i for i in range(N)])
+
+
+# --- timeouts, restarts, crashes ----------------------------------------------------------------
+
+TXN_CONFIGS = ["transaction.max.timeout.ms=5000",
+               "transaction.abort.timed.out.transaction.cleanup.interval.ms=200"]
+
+
+@pytest.fixture
+def own_broker(tmp_path: os.PathLike[str]) -> Iterator[BrokerProcess]:
+    """A broker of this test alone (restarted, killed), with short transaction timeouts."""
+    b = BrokerProcess(os.path.join(str(tmp_path), "data"), TXN_CONFIGS).start()
+    try:
+        yield b
+    finally:
+        if b.alive():
+            b.kill()
+
+
+def _wait_for(b: BrokerProcess, topic: str, isolation: str, want: list[bytes],
+              partitions: int = 2) -> list[bytes]:
+    """What ``topic`` reads as, once it reads as ``want`` (or after 60 s)."""
+    deadline = time.monotonic() + 60
+    got = _read(b, topic, isolation, partitions)
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = _read(b, topic, isolation, partitions)
+    return got
+
+
+def test_timeouts(own_broker: BrokerProcess) -> None:
+    b = own_broker
+    _create(b, "to-txn")
+    # larger than transaction.max.timeout.ms: refused
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "to-big",
+                  "transaction.timeout.ms": 10000})
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(30)
+    assert "INVALID_TRANSACTION_TIMEOUT" in str(e.value) or "timeout" in str(e.value).lower()
+    # a transaction left open past its timeout is aborted by the broker
+    p = _txn_producer(b, "to-open", **{"transaction.timeout.ms": 1000})
+    p.begin_transaction()
+    p.produce("to-txn", b"left-open", partition=0)
+    p.flush(30)
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    plain.produce("to-txn", b"after", partition=0)
+    plain.flush(30)
+    assert _wait_for(b, "to-txn", "read_committed", [b"after"]) == [b"after"]
+    assert _read(b, "to-txn", "read_uncommitted") == [b"after", b"left-open"]
+    with pytest.raises(KafkaException):          # its producer was fenced by the abort
+        p.commit_transaction(30)
+
+
+def _commit_offsets_in_txn(p: Producer, b: BrokerProcess, group: str, offset: int, commit: bool,
+                           value: bytes) -> None:
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
+    p.begin_transaction()
+    p.produce("rs-out", value, partition=0)
+    p.send_offsets_to_transaction([TopicPartition("rs-in", 0, offset)], c.consumer_group_metadata(), 30)
+    if commit:
+        p.commit_transaction(30)
+    else:
+        p.flush(30)
+        p.abort_transaction(30)
+    c.close()
+
+
+def _committed(b: BrokerProcess, group: str) -> int:
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
+    got = c.committed([TopicPartition("rs-in", 0)], timeout=30)[0].offset
+    c.close()
+    return got
+
+
+def test_state_and_offsets_survive_a_restart(own_broker: BrokerProcess) -> None:
+    b = own_broker
+    _create(b, "rs-in", 1)
+    _create(b, "rs-out", 1)
+    p = _txn_producer(b, "rs-1", **{"transaction.timeout.ms": 4000})
+    _commit_offsets_in_txn(p, b, "rs-group", 5, True, b"committed")
+    _commit_offsets_in_txn(p, b, "rs-group", 99, False, b"aborted")
+    assert _committed(b, "rs-group") == 5                     # the aborted offsets are discarded
+    p.flush(30)
+    del p
+    assert b.stop() == 0, b.stderr()
+    assert os.path.isdir(os.path.join(b.data_dir, "__transaction_state-0"))
+    b.start()
+    assert _committed(b, "rs-group") == 5
+    assert _read(b, "rs-out", "read_committed", 1) == [b"committed"]
+    # the coordinator knows the transactional id: a new producer bumps its epoch and goes on
+    p = _txn_producer(b, "rs-1", **{"transaction.timeout.ms": 4000})
+    _commit_offsets_in_txn(p, b, "rs-group", 7, True, b"committed-2")
+    assert _committed(b, "rs-group") == 7
+    assert _read(b, "rs-out", "read_committed", 1) == [b"committed", b"committed-2"]
+    assert b.stop() == 0, b.stderr()
+
+
+def test_sigkill_mid_transaction(own_broker: BrokerProcess) -> None:
+    b = own_broker
+    _create(b, "rs-in", 1)
+    _create(b, "rs-out", 1)
+    p = _txn_producer(b, "kill-1", **{"transaction.timeout.ms": 2000})
+    _commit_offsets_in_txn(p, b, "kill-group", 3, True, b"committed")
+    p.begin_transaction()                              # left open: records and offsets
+    p.produce("rs-out", b"open", partition=0)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "kill-group", "enable.auto.commit": False})
+    p.send_offsets_to_transaction([TopicPartition("rs-in", 0, 50)], c.consumer_group_metadata(), 30)
+    c.close()
+    p.flush(30)
+    b.stop(sig=signal.SIGKILL)
+    b.start()
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    plain.produce("rs-out", b"after", partition=0)
+    plain.flush(30)
+    # the open transaction times out after the restart: aborted, its offsets discarded
+    assert _wait_for(b, "rs-out", "read_committed", [b"after", b"committed"], 1) == [b"after", b"committed"]
+    assert _committed(b, "kill-group") == 3
+    p2 = _txn_producer(b, "kill-1", **{"transaction.timeout.ms": 4000})
+    _commit_offsets_in_txn(p2, b, "kill-group", 4, True, b"committed-2")
+    assert _committed(b, "kill-group") == 4
+    assert b.stop() == 0, b.stderr()
+    verify = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", b.data_dir],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
