@@ -1,5 +1,6 @@
 """The state every handler shares: the data directory's ``LogManager``, topic IDs, the producer ID
-allocator, and the fetch waiters woken by appends; :meth:`Broker.handle` dispatches a parsed request
+allocator, the group coordinator and offsets store, the transaction coordinator (whose timer aborts
+expired transactions), and the fetch waiters woken by appends; :meth:`Broker.handle` dispatches a parsed request
 to its API's handler (:mod:`kafkalog.server.apis`)."""
 
 from __future__ import annotations

@@ -59,8 +59,7 @@ def _add(broker: Broker, request: Request, transactional_id: str, producer_id: i
 def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
     b = request.body
     wanted = [(t.name, int(p)) for t in b.v3_and_below_topics for p in t.partitions]
-    unknown = {(t, p) for t, p in wanted
-               if broker.log(t, p) is None or t == CONSUMER_OFFSETS_TOPIC}
+    unknown = {(t, p) for t, p in wanted if broker.log(t, p) is None}
     if unknown:       # Kafka: the unknown partitions fail, the others are not attempted
         errors = {tp: ec.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ec.OPERATION_NOT_ATTEMPTED
                   for tp in wanted}
