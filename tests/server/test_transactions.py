@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -19,10 +21,18 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkalog.record.builder import build_batch
 from tests.server.broker_process import BrokerProcess
 from tests.server.java_client import CLIENTS, JavaUnavailable, classpath, run_driver
+from tests.server.raw import connect, recv_frame
 
 N = 40
+#: Kafka's error codes (``Errors.java``)
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+OPERATION_NOT_ATTEMPTED = 55
 
 
 def _create(b: BrokerProcess, topic: str, partitions: int = 2) -> None:
@@ -285,3 +295,83 @@ def test_sigkill_mid_transaction(own_broker: BrokerProcess) -> None:
     verify = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", b.data_dir],
                             capture_output=True, text=True, timeout=300, check=False)
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+
+
+# --- Kafka's error codes, on raw requests ---------------------------------------------------------
+
+def _string(s: str) -> bytes:
+    return struct.pack(">h", len(s)) + s.encode()
+
+
+def _call(sock: socket.socket, key: int, version: int, body: bytes) -> bytes:
+    """A non-flexible request (header v1); the response body after its correlation id."""
+    req = struct.pack(">hhi", key, version, 1) + _string("raw") + body
+    sock.sendall(struct.pack(">i", len(req)) + req)
+    resp = recv_frame(sock)
+    assert resp is not None
+    return resp[4:]
+
+
+def _init_producer_id(sock: socket.socket, tid: str) -> tuple[int, int, int]:
+    r = _call(sock, 22, 0, _string(tid) + struct.pack(">i", 60000))
+    err, pid, epoch = struct.unpack_from(">hqh", r, 4)
+    return err, pid, epoch
+
+
+def _produce_error(sock: socket.socket, topic: str, pid: int, epoch: int, seq: int) -> int:
+    records = build_batch([(None, b"raw", 1_700_000_000_000, None)], producer_id=pid,
+                          producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    body = (_string("raw-txn") + struct.pack(">hii", -1, 30000, 1) + _string(topic)
+            + struct.pack(">iii", 1, 0, len(records)) + records)
+    r = _call(sock, 0, 3, body)
+    pos = 4 + 2 + len(topic) + 4 + 4        # topics count, name, partitions count, partition index
+    return int(struct.unpack_from(">h", r, pos)[0])
+
+
+def _add_partitions_errors(sock: socket.socket, tid: str, pid: int, epoch: int,
+                           partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    body = _string(tid) + struct.pack(">qhi", pid, epoch, len(by_topic))
+    for t, ps in by_topic.items():
+        body += _string(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
+    r = _call(sock, 24, 0, body)
+    out, pos = {}, 4
+    (n,) = struct.unpack_from(">i", r, pos)
+    pos += 4
+    for _ in range(n):
+        (size,) = struct.unpack_from(">h", r, pos)
+        name = r[pos + 2:pos + 2 + size].decode()
+        pos += 2 + size
+        (m,) = struct.unpack_from(">i", r, pos)
+        pos += 4
+        for _ in range(m):
+            p, e = struct.unpack_from(">ih", r, pos)
+            pos += 6
+            out[(name, p)] = e
+    return out
+
+
+def test_error_codes_of_raw_requests(broker: BrokerProcess) -> None:
+    _create(broker, "raw-txn")
+    with connect(broker.port) as s:
+        err, pid, epoch = _init_producer_id(s, "raw-txn-1")
+        assert err == 0 and pid >= 0
+        # Produce of a transactional batch to a partition not added to the transaction
+        assert _produce_error(s, "raw-txn", pid, epoch, 0) == INVALID_TXN_STATE
+        # an unknown partition fails, the others are not attempted
+        assert _add_partitions_errors(s, "raw-txn-1", pid, epoch, [("raw-txn", 0), ("raw-txn", 7)]) == {
+            ("raw-txn", 0): OPERATION_NOT_ATTEMPTED, ("raw-txn", 7): UNKNOWN_TOPIC_OR_PARTITION}
+        assert _add_partitions_errors(s, "raw-txn-1", pid, epoch, [("raw-txn", 0)]) == {("raw-txn", 0): 0}
+        assert _produce_error(s, "raw-txn", pid, epoch, 0) == 0
+        # a second InitProducerId fences the first epoch (and aborts its open transaction)
+        err, pid2, epoch2 = _init_producer_id(s, "raw-txn-1")
+        assert (err, pid2, epoch2) == (0, pid, epoch + 2)
+        assert _add_partitions_errors(s, "raw-txn-1", pid, epoch, [("raw-txn", 1)]) == {
+            ("raw-txn", 1): INVALID_PRODUCER_EPOCH}            # v0-1: no PRODUCER_FENCED yet
+        assert _add_partitions_errors(s, "raw-txn-1", pid + 1, epoch2, [("raw-txn", 1)]) == {
+            ("raw-txn", 1): INVALID_PRODUCER_ID_MAPPING}
+        assert _produce_error(s, "raw-txn", pid, epoch, 1) == INVALID_PRODUCER_EPOCH
+    assert _read(broker, "raw-txn", "read_committed") == []
+    assert _read(broker, "raw-txn", "read_uncommitted") == [b"raw"]
