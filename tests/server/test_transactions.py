@@ -53,9 +53,10 @@ def _read(b: BrokerProcess, topic: str, isolation: str, partitions: int = 2) -> 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(pos[p] < ends[p] for p in pos):
         for m in c.consume(500, 0.3):
-            if m.error() is None:
-                out.append(m.value())
-                pos[m.partition()] = m.offset() + 1
+            value, partition, offset = m.value(), m.partition(), m.offset()
+            if m.error() is None and value is not None and partition is not None and offset is not None:
+                out.append(value)
+                pos[partition] = offset + 1
         for tp in c.position([TopicPartition(topic, p) for p in range(partitions)]):
             if tp.offset >= 0:
                 pos[tp.partition] = max(pos[tp.partition], tp.offset)
