@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalog.record.builder import build_batch
 from tests.server.broker_process import BrokerProcess
-from tests.server.java_client import CLIENTS, JavaUnavailable, classpath, run_driver
+from tests.server.java_client import CLIENTS, driver_output
 from tests.server.raw import connect, recv_frame
 
 N = 40
@@ -114,13 +114,7 @@ def test_confluent_kafka_fencing(broker: BrokerProcess) -> None:
 
 @pytest.mark.parametrize("version", sorted(CLIENTS))
 def test_java_client_transactions(broker: BrokerProcess, version: str) -> None:
-    try:
-        classpath(version)
-    except JavaUnavailable as e:
-        pytest.skip(str(e))
-    r = run_driver(version, broker.bootstrap, "jtxn-" + version.replace(".", ""), N, mode="txn")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    lines = r.stdout.splitlines()
+    lines = driver_output(version, broker.bootstrap, "jtxn-" + version.replace(".", ""), N, mode="txn")
     assert f"txn ok {N}" in lines
     assert f"eos ok {N}" in lines
     assert "fence ok" in lines
@@ -182,9 +176,12 @@ TXN_CONFIGS = ["transaction.max.timeout.ms=5000",
 
 @pytest.fixture
 def own_broker(tmp_path: os.PathLike[str]) -> Iterator[BrokerProcess]:
-    """A broker of this test alone (restarted, killed), with short transaction timeouts."""
+    """A broker of this test alone (restarted, killed), with short transaction timeouts, and the
+    topics ``rs-in`` and ``rs-out`` of one partition."""
     b = BrokerProcess(os.path.join(str(tmp_path), "data"), TXN_CONFIGS).start()
     try:
+        _create(b, "rs-in", 1)
+        _create(b, "rs-out", 1)
         yield b
     finally:
         if b.alive():
@@ -248,8 +245,6 @@ def _committed(b: BrokerProcess, group: str) -> int:
 
 def test_state_and_offsets_survive_a_restart(own_broker: BrokerProcess) -> None:
     b = own_broker
-    _create(b, "rs-in", 1)
-    _create(b, "rs-out", 1)
     p = _txn_producer(b, "rs-1", **{"transaction.timeout.ms": 4000})
     _commit_offsets_in_txn(p, b, "rs-group", 5, True, b"committed")
     _commit_offsets_in_txn(p, b, "rs-group", 99, False, b"aborted")
@@ -271,8 +266,6 @@ def test_state_and_offsets_survive_a_restart(own_broker: BrokerProcess) -> None:
 
 def test_sigkill_mid_transaction(own_broker: BrokerProcess) -> None:
     b = own_broker
-    _create(b, "rs-in", 1)
-    _create(b, "rs-out", 1)
     p = _txn_producer(b, "kill-1", **{"transaction.timeout.ms": 2000})
     _commit_offsets_in_txn(p, b, "kill-group", 3, True, b"committed")
     p.begin_transaction()                              # left open: records and offsets

@@ -14,14 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
-from kafkalog.coordinator.offsets import OffsetAndMetadata
 from kafkalog.coordinator.transaction_coordinator import InvalidTxnStateError, ProducerFencedError
 from kafkalog.coordinator.transaction_log import TransactionState
 from kafkalog.errors import KafkalogError
-from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
 from kafkalog.server.broker import Broker
 from kafkalog.server.error_codes import error_code
+from kafkalog.server.offset_commit import fail_written, offsets_to_commit
 from kafkalog.server.protocol import Request
 
 #: KIP-588: PRODUCER_FENCED from AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+
@@ -104,34 +103,13 @@ def _txn_offset_error(broker: Broker, request: Request) -> int:
 
 def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     b = request.body
-    err = _txn_offset_error(broker, request)
-    max_meta = broker.config.values["offset.metadata.max.bytes"]
-    topics = []
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for t in b.topics:
-        parts = []
-        for p in t.partitions:
-            e = err
-            meta = p.committed_metadata or ""
-            if not e and broker.log(t.name, p.partition_index) is None:
-                e = ec.UNKNOWN_TOPIC_OR_PARTITION
-            elif not e and len(meta.encode("utf-8")) > max_meta:
-                e = ec.OFFSET_METADATA_TOO_LARGE
-            elif not e:
-                epoch = p.committed_leader_epoch if request.api_version >= 2 else -1
-                offsets[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                    p.committed_offset, meta, None if epoch < 0 else epoch)
-            parts.append({"partition_index": p.partition_index, "error_code": e})
-        topics.append({"name": t.name, "partitions": parts})
+    topics, offsets = offsets_to_commit(broker, b.topics, _txn_offset_error(broker, request),
+                                        request.api_version >= 2)
     if offsets:
         try:
             broker.offsets.commit_transactional(b.group_id, offsets, b.producer_id, b.producer_epoch)
         except KafkalogError as exc:
-            code = error_code(exc)
-            for row in topics:
-                for p in row["partitions"]:
-                    if p["error_code"] == ec.NONE:
-                        p["error_code"] = code
+            fail_written(topics, error_code(exc))
     return broker.response(request, {"throttle_time": 0, "topics": topics})
 
 
