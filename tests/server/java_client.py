@@ -14,6 +14,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "java", "KafkalogDriver.java")
 
@@ -111,6 +113,21 @@ def classpath(version: str) -> str:
     return os.pathsep.join([classes, *cp])
 
 
-def run_driver(version: str, bootstrap: str, prefix: str, n: int) -> subprocess.CompletedProcess:
-    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", bootstrap, prefix, str(n)],
+def run_driver(version: str, bootstrap: str, prefix: str, n: int, mode: str | None = None
+               ) -> subprocess.CompletedProcess:
+    """Run the driver: its basic steps, or ``mode`` ("txn": the transaction steps)."""
+    args = [bootstrap, prefix, str(n)] + ([mode] if mode else [])
+    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", *args],
                           capture_output=True, text=True, timeout=600, check=False)
+
+
+def driver_output(version: str, bootstrap: str, prefix: str, n: int, mode: str | None = None) -> list[str]:
+    """The lines the driver printed; the test is skipped without a JDK or the jars, and fails
+    when the driver does."""
+    try:
+        classpath(version)
+    except JavaUnavailable as e:
+        pytest.skip(str(e))
+    r = run_driver(version, bootstrap, prefix, n, mode)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout.splitlines()

@@ -7,18 +7,12 @@ from __future__ import annotations
 import pytest
 
 from tests.server.broker_process import BrokerProcess
-from tests.server.java_client import CLIENTS, JavaUnavailable, classpath, run_driver
+from tests.server.java_client import CLIENTS, driver_output
 
 
 @pytest.mark.parametrize("version", sorted(CLIENTS))
 def test_java_client(broker: BrokerProcess, version: str) -> None:
-    try:
-        classpath(version)
-    except JavaUnavailable as e:
-        pytest.skip(str(e))
-    r = run_driver(version, broker.bootstrap, "java-" + version.replace(".", ""), 150)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    lines = r.stdout.splitlines()
+    lines = driver_output(version, broker.bootstrap, "java-" + version.replace(".", ""), 150)
     assert "admin ok" in lines
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
         assert f"codec {codec} ok 150" in lines

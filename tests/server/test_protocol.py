@@ -223,7 +223,8 @@ def test_acks_zero_error_closes_the_connection(broker: BrokerProcess) -> None:
 
 def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -> None:
     """Kafka 4's floors, the clients' ceilings; no ConsumerGroupHeartbeat (68), no telemetry (71,
-    72), the classic group protocol's APIs, no transaction APIs until their coordinator exists."""
+    72), the classic group protocol's APIs, the transaction APIs at the client versions (no
+    broker-to-broker AddPartitionsToTxn v4+, no transaction version 2, KIP-890)."""
     with connect(broker.port) as s:
         s.sendall(api_versions_v0(9))
         resp = recv_frame(s)
@@ -237,4 +238,5 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
     assert ranges == {0: (3, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 18: (0, 4), 19: (2, 7),
                       20: (1, 6), 21: (0, 2), 22: (0, 5), 32: (1, 4), 44: (0, 1), 60: (0, 2),
                       8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
-                      14: (0, 5), 15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0)}
+                      14: (0, 5), 15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0),
+                      24: (0, 3), 25: (0, 3), 26: (0, 4), 28: (0, 4)}

@@ -38,6 +38,7 @@ from kafkalog.coordinator.group_metadata import (
 )
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.log.naming import TopicPartition
+from kafkalog.log.producer_state import ORIGIN_COORDINATOR
 from kafkalog.record.builder import build_batch
 
 __all__ = ["OFFSETS_TOPIC_CONFIG", "OffsetAndMetadata", "OffsetsStore"]
@@ -126,6 +127,8 @@ class OffsetsStore:
         self._lock = threading.RLock()
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._groups: dict[str, GroupMetadataValue] = {}
+        #: offsets written in open transactions: producer id -> group -> offsets (visible on commit)
+        self._pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         self.load()
 
     # --- loading ----------------------------------------------------------------------------------
@@ -238,6 +241,38 @@ class OffsetsStore:
             self._write(group, records)
             self.apply(group, offsets)
 
+    def commit_transactional(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec],
+                             producer_id: int, producer_epoch: int) -> None:
+        """Kafka's TxnOffsetCommit: one transactional batch of ``producer_id`` in the group's
+        partition (fsynced); the offsets stay invisible until :meth:`complete_transaction` commits
+        them (the transaction coordinator's COMMIT marker), and an abort drops them."""
+        self._check_group(group)
+        if not offsets:
+            return
+        offsets = {TopicPartition(tp[0], tp[1]): spec for tp, spec in offsets.items()}
+        now = self._clock()
+        with self._lock:
+            records = self.offset_commit_records(group, offsets)
+            self._write(group, records, producer=(producer_id, producer_epoch))
+            got = self._pending.setdefault(producer_id, {}).setdefault(group, {})
+            for tp, spec in offsets.items():
+                got[tp] = as_offset_and_metadata(spec, now)
+
+    def complete_transaction(self, producer_id: int, partitions: frozenset[tuple[str, int]],
+                             committed: bool) -> None:
+        """A transaction of ``producer_id`` ended (its markers are written): its offsets become
+        visible (``committed``) or are dropped. Offsets written before a restart are not in memory:
+        the store is then replayed from the topic (the marker decides what counts)."""
+        with self._lock:
+            pending = self._pending.pop(producer_id, None)
+            if pending is None:
+                if any(t == CONSUMER_OFFSETS_TOPIC for t, _p in partitions):
+                    self.load()
+                return
+            if committed:
+                for group, offsets in pending.items():
+                    self._offsets.setdefault(group, {}).update(offsets)
+
     def store_group_metadata(self, group: str, value: GroupMetadataValue) -> None:
         """Write a group's metadata record (the broker's group coordinator, after a rebalance)."""
         self._check_group(group)
@@ -280,7 +315,8 @@ class OffsetsStore:
         if not isinstance(group, str) or not group:
             raise InvalidConfigError(f"a group.id is needed to commit offsets, got {group!r}")
 
-    def _write(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+    def _write(self, group: str, records: Sequence[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> None:
         m = self._manager
         if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
             m.create_topic(CONSUMER_OFFSETS_TOPIC, self._num_partitions, OFFSETS_TOPIC_CONFIG,
@@ -288,6 +324,11 @@ class OffsetsStore:
             self._num_partitions = len(m.partitions_of(CONSUMER_OFFSETS_TOPIC))
         log = m.get_log(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
         now = self._clock()
-        batch = build_batch([(k, v, now, None) for k, v in records])
-        log.append(bytearray(batch))
+        if producer is None:
+            log.append(bytearray(build_batch([(k, v, now, None) for k, v in records])))
+        else:    # as Kafka's group coordinator writes it: base sequence 0, appended as the coordinator
+            log.append(bytearray(build_batch([(k, v, now, None) for k, v in records],
+                                             producer_id=producer[0], producer_epoch=producer[1],
+                                             base_sequence=0, is_transactional=True)),
+                       origin=ORIGIN_COORDINATOR)
         log.flush(include_active=True)

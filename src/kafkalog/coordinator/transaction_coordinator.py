@@ -86,13 +86,20 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: Called after a transaction's markers are written: ``(producer id, partitions, committed)`` (the
+#: offsets store makes the transaction's offsets visible or drops them).
+CompletionListener = Callable[[int, frozenset[tuple[str, int]], bool], None]
+
+
 class TransactionCoordinator:
     """Transactions of one data directory (all transactional ids)."""
 
     def __init__(self, manager: _Manager, producer_ids: ProducerIdManager, *,
                  num_partitions: int = DEFAULT_TRANSACTION_STATE_PARTITIONS,
-                 max_timeout_ms: int = 900_000, clock: Callable[[], int] = _now_ms) -> None:
+                 max_timeout_ms: int = 900_000, clock: Callable[[], int] = _now_ms,
+                 on_complete: CompletionListener | None = None) -> None:
         self._manager = manager
+        self._on_complete = on_complete
         self._max_timeout = max_timeout_ms
         self._ids = producer_ids
         self._clock = clock
@@ -140,16 +147,33 @@ class TransactionCoordinator:
         with self._lock:
             return self._txns.get(transactional_id)
 
-    def init_producer_id(self, transactional_id: str, txn_timeout_ms: int) -> tuple[int, int]:
+    def transaction_of_producer(self, producer_id: int) -> TransactionMetadata | None:
+        """The state of the transactional id whose producer id is ``producer_id`` (None if none)."""
+        with self._lock:
+            for m in self._txns.values():
+                if m.producer_id == producer_id:
+                    return m
+            return None
+
+    def init_producer_id(self, transactional_id: str, txn_timeout_ms: int,
+                         expected: tuple[int, int] | None = None) -> tuple[int, int]:
         """Kafka's InitProducerId: ``(producer id, epoch)`` for ``transactional_id``. An open
         transaction of a previous producer with this id is aborted and that producer fenced (the
-        epoch is bumped); a new id gets a new producer id and epoch 0."""
+        epoch is bumped); a new id gets a new producer id and epoch 0. ``expected`` is the
+        ``(producer id, epoch)`` a producer re-initializing itself sends (KIP-360): when it is not
+        the current one, that producer was fenced (:class:`ProducerFencedError`)."""
         if not 0 < txn_timeout_ms <= self._max_timeout:
             raise InvalidTransactionTimeoutError(
                 f"The transaction timeout {txn_timeout_ms} ms is larger than the maximum value allowed by "
                 f"the broker (as configured by transaction.max.timeout.ms: {self._max_timeout} ms)")
         with self._lock:
             m = self._txns.get(transactional_id)
+            if expected is not None and expected[0] >= 0 and (
+                    m is None or (m.producer_id, m.producer_epoch) != expected):
+                raise ProducerFencedError(
+                    f"Producer {expected[0]} epoch {expected[1]} of transactional id {transactional_id!r} "
+                    f"is fenced: the current one is "
+                    f"{'unknown' if m is None else f'producer {m.producer_id} epoch {m.producer_epoch}'}")
             if m is None:
                 m = TransactionMetadata(transactional_id, self._ids.generate_producer_id(), 0,
                                         txn_timeout_ms)
@@ -226,9 +250,12 @@ class TransactionCoordinator:
             log.append(build_end_txn_marker(marker, producer_id=m.producer_id,
                                             producer_epoch=m.producer_epoch, timestamp=now),
                        origin=ORIGIN_COORDINATOR)
+        done = frozenset(m.partitions)
         m.state = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
         m.partitions = set()
         self._persist(m)
+        if self._on_complete is not None:
+            self._on_complete(m.producer_id, done, commit)
 
     def _abort_fenced(self, m: TransactionMetadata) -> None:
         """Abort ``m``'s open transaction with a bumped epoch (the old producer is fenced)."""

@@ -7,8 +7,9 @@ Layers, h11-style:
 * :mod:`~kafkalog.server.network`: the sockets (one asyncio loop, one process), connection limits,
   idle timeouts, ``sendfile``.
 * :mod:`~kafkalog.server.broker`: the state the handlers share (the ``LogManager``, topic IDs, the
-  fetch waiters) and the dispatch table.
+  fetch waiters, the group and transaction coordinators) and the dispatch table.
 * One handler module per API group, named after Kafka's concepts: :mod:`.api_versions`,
   :mod:`.metadata`, :mod:`.topics`, :mod:`.configs`, :mod:`.produce`, :mod:`.fetch`,
-  :mod:`.list_offsets`, :mod:`.init_producer_id`.
+  :mod:`.list_offsets`, :mod:`.init_producer_id`, :mod:`.groups`, :mod:`.offset_commit`,
+  :mod:`.transactions`.
 """

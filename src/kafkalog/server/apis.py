@@ -34,6 +34,12 @@ from kafkalog.server.topics import (
     handle_delete_records,
     handle_delete_topics,
 )
+from kafkalog.server.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_end_txn,
+    handle_txn_offset_commit,
+)
 
 #: key: (name, min version, max version, handler)
 APIS: dict[int, tuple[str, int, int, Handler]] = {
@@ -55,6 +61,12 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     20: ("DeleteTopics", 1, 6, handle_delete_topics),
     21: ("DeleteRecords", 0, 2, handle_delete_records),
     22: ("InitProducerId", 0, 5, handle_init_producer_id),
+    # transactions: the client versions only (AddPartitionsToTxn v4+ is broker-to-broker, EndTxn v5,
+    # TxnOffsetCommit v5 and AddOffsetsToTxn v4 are transaction version 2, KIP-890, not served)
+    24: ("AddPartitionsToTxn", 0, 3, handle_add_partitions_to_txn),
+    25: ("AddOffsetsToTxn", 0, 3, handle_add_offsets_to_txn),
+    26: ("EndTxn", 0, 4, handle_end_txn),
+    28: ("TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
     32: ("DescribeConfigs", 1, 4, handle_describe_configs),
     42: ("DeleteGroups", 0, 2, handle_delete_groups),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),

@@ -1,5 +1,6 @@
 """The state every handler shares: the data directory's ``LogManager``, topic IDs, the producer ID
-allocator, and the fetch waiters woken by appends; :meth:`Broker.handle` dispatches a parsed request
+allocator, the group coordinator and offsets store, the transaction coordinator (whose timer aborts
+expired transactions), and the fetch waiters woken by appends; :meth:`Broker.handle` dispatches a parsed request
 to its API's handler (:mod:`kafkalog.server.apis`)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import (
 from kio.index import load_response_schema
 
 from kafkalog.coordinator.offsets import OffsetsStore
+from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.errors import InvalidTopicError
 from kafkalog.log.fetch import FileSlice
 from kafkalog.log.log import Log
@@ -66,6 +68,14 @@ class Broker:
             value = self.offsets.group_metadata(group)
             if value is not None:
                 self.groups.restore(group, value)
+        b = config.broker
+        # loading __transaction_state finishes the decisions a crash left half-written
+        self.transactions = TransactionCoordinator(
+            manager, self.producer_ids, num_partitions=b.get("transaction.state.log.num.partitions"),
+            max_timeout_ms=b.get("transaction.max.timeout.ms"),
+            on_complete=self.offsets.complete_transaction)
+        self.transactions.abort_timed_out_transactions()
+        self._txn_abort_interval_s = b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
 
     # --- logs and topics ----------------------------------------------------------------------
 
@@ -120,12 +130,24 @@ class Broker:
     # --- dispatch -----------------------------------------------------------------------------
 
     async def _run_group_timer(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_txn_check = loop.time() + self._txn_abort_interval_s
         while True:
             await asyncio.sleep(GROUP_TICK_S)
             try:
                 self.groups.tick()
             except Exception:
                 logger.exception("group coordinator timer failed")
+            if loop.time() >= next_txn_check:
+                next_txn_check = loop.time() + self._txn_abort_interval_s
+                try:
+                    aborted = self.transactions.abort_timed_out_transactions()
+                except Exception:
+                    logger.exception("aborting timed-out transactions failed")
+                else:
+                    for tid in aborted:
+                        logger.info("aborted transaction of transactional id %r: open longer than "
+                                    "its transaction.timeout.ms", tid)
 
     async def stop_timers(self) -> None:
         timer, self._group_timer = self._group_timer, None

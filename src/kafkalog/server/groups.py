@@ -18,6 +18,7 @@ from kafkalog.server.protocol import Request
 logger = logging.getLogger("kafkalog.server")
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 #: DescribeGroups' ``authorized_operations`` when not asked for.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
@@ -36,10 +37,10 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
     host, port = broker.advertised.host, broker.advertised.port
 
     def one(key: str, key_type: int) -> dict[str, Any]:
-        if key_type != GROUP_KEY_TYPE:
+        if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": ec.COORDINATOR_NOT_AVAILABLE,
-                    "error_message": "transactions are not served by this broker yet"}
+                    "error_code": ec.INVALID_REQUEST,
+                    "error_message": f"unknown coordinator key type {key_type}"}
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": 0,
                 "error_message": None}
 

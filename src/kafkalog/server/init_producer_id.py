@@ -1,23 +1,42 @@
-"""InitProducerId for idempotent producers (no ``transactional.id``): a new producer ID, epoch 0,
-from the crash-safe allocator. Transactional producers are refused until the transaction
-coordinator lands (COORDINATOR_NOT_AVAILABLE is what a client retries; FindCoordinator is not
-advertised, so clients do not start transactions)."""
+"""InitProducerId: a new producer ID with epoch 0 from the crash-safe allocator for an idempotent
+producer; for a ``transactional.id``, the transaction coordinator's producer ID and bumped epoch
+(fencing the previous producer with that id and aborting its open transaction)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from kafkalog.coordinator.transaction_coordinator import (
+    InvalidTransactionTimeoutError,
+    ProducerFencedError,
+)
 from kafkalog.server import error_codes
 from kafkalog.server.broker import Broker
 from kafkalog.server.protocol import Request
 
+#: KIP-360: InitProducerId v3 carries the producer id and epoch of a producer re-initializing itself
+FIRST_EXPECTED_PRODUCER = 3
+#: KIP-588: PRODUCER_FENCED for InitProducerId v4+, INVALID_PRODUCER_EPOCH before
+FIRST_PRODUCER_FENCED = 4
+
 
 def handle_init_producer_id(broker: Broker, request: Request) -> Any:
     body = request.body
-    if body.transactional_id is not None:
-        return broker.response(request, {"throttle_time": 0,
-                                         "error_code": error_codes.COORDINATOR_NOT_AVAILABLE,
-                                         "producer_id": -1, "producer_epoch": -1})
-    pid = broker.producer_ids.generate_producer_id()
-    return broker.response(request, {"throttle_time": 0, "error_code": 0, "producer_id": pid,
-                                     "producer_epoch": 0})
+    if body.transactional_id is None:
+        pid = broker.producer_ids.generate_producer_id()
+        return broker.response(request, {"throttle_time": 0, "error_code": 0, "producer_id": pid,
+                                         "producer_epoch": 0})
+    expected = ((int(body.producer_id), int(body.producer_epoch))
+                if request.api_version >= FIRST_EXPECTED_PRODUCER else None)
+    timeout_ms = body.transaction_timeout // timedelta(milliseconds=1)
+    err, pid, epoch = error_codes.NONE, -1, -1
+    try:
+        pid, epoch = broker.transactions.init_producer_id(body.transactional_id, timeout_ms, expected)
+    except InvalidTransactionTimeoutError:
+        err = error_codes.INVALID_TRANSACTION_TIMEOUT
+    except ProducerFencedError:
+        err = (error_codes.PRODUCER_FENCED if request.api_version >= FIRST_PRODUCER_FENCED
+               else error_codes.INVALID_PRODUCER_EPOCH)
+    return broker.response(request, {"throttle_time": 0, "error_code": err, "producer_id": pid,
+                                     "producer_epoch": epoch})

@@ -16,15 +16,14 @@ from kafkalog.server.group_coordinator import STABLE
 from kafkalog.server.protocol import Request
 
 
-def handle_offset_commit(broker: Broker, request: Request) -> Any:
-    b = request.body
-    instance = b.group_instance_id if request.api_version >= 7 else None
-    err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance)
-           if b.group_id else ec.INVALID_GROUP_ID)
+def offsets_to_commit(broker: Broker, topics: Any, err: int, with_leader_epoch: bool
+                      ) -> tuple[list[dict[str, Any]], dict[TopicPartition, OffsetAndMetadata]]:
+    """The response rows of an OffsetCommit or TxnOffsetCommit (``err`` for every partition when
+    set, else each partition's own check: known, metadata not too large) and the offsets to write."""
     max_meta = broker.config.values["offset.metadata.max.bytes"]
-    topics = []
+    rows = []
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for t in b.topics:
+    for t in topics:
         parts = []
         known = set(broker.manager.partitions_of(t.name)) if broker.manager.has_topic(t.name) else set()
         for p in t.partitions:
@@ -35,19 +34,33 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
             elif not e and len(meta.encode("utf-8")) > max_meta:
                 e = ec.OFFSET_METADATA_TOO_LARGE
             elif not e:
-                epoch = p.committed_leader_epoch if request.api_version >= 6 else -1
+                epoch = p.committed_leader_epoch if with_leader_epoch else -1
                 offsets[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
                     p.committed_offset, meta, None if epoch < 0 else epoch)
             parts.append({"partition_index": p.partition_index, "error_code": e})
-        topics.append({"name": t.name, "partitions": parts})
+        rows.append({"name": t.name, "partitions": parts})
+    return rows, offsets
+
+
+def fail_written(rows: list[dict[str, Any]], code: int) -> None:
+    """The write of the offsets failed: ``code`` for every partition that had no error."""
+    for t in rows:
+        for p in t["partitions"]:
+            if p["error_code"] == ec.NONE:
+                p["error_code"] = code
+
+
+def handle_offset_commit(broker: Broker, request: Request) -> Any:
+    b = request.body
+    instance = b.group_instance_id if request.api_version >= 7 else None
+    err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance)
+           if b.group_id else ec.INVALID_GROUP_ID)
+    topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 6)
     if offsets:
         try:
             broker.offsets.commit(b.group_id, offsets)
         except KafkalogError:
-            for t in topics:
-                for p in t["partitions"]:
-                    if p["error_code"] == ec.NONE:
-                        p["error_code"] = ec.UNKNOWN_SERVER_ERROR
+            fail_written(topics, ec.UNKNOWN_SERVER_ERROR)
     return broker.response(request, {"throttle_time": 0, "topics": topics})
 
 

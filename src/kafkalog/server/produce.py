@@ -9,6 +9,7 @@ import logging
 import struct
 from typing import Any
 
+from kafkalog.coordinator.transaction_log import TransactionState
 from kafkalog.errors import KafkalogError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
@@ -22,6 +23,9 @@ logger = logging.getLogger("kafkalog.server")
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
 _BATCH_HEADER = 61
+#: the batch attributes' transactional bit (low byte of the int16 at offset 21)
+_TRANSACTIONAL = 0x10
+_PRODUCER = struct.Struct(">qh")
 
 
 class AcksZeroFailure(KafkalogError):
@@ -57,6 +61,19 @@ def check_batch(records: bytes | None) -> str | None:
     return None
 
 
+def _transaction_error(broker: Broker, topic: str, index: int, records: bytes) -> int:
+    """Kafka's check of a transactional batch (KIP-890 part 1): its producer's current epoch, and
+    the partition added to the open transaction (AddPartitionsToTxn) before data is written."""
+    producer_id, producer_epoch = _PRODUCER.unpack_from(records, 43)
+    m = broker.transactions.transaction_of_producer(producer_id)
+    if m is not None and producer_epoch < m.producer_epoch:
+        return error_codes.INVALID_PRODUCER_EPOCH
+    if m is None or m.producer_epoch != producer_epoch or m.state != TransactionState.ONGOING \
+            or (topic, index) not in m.partitions:
+        return error_codes.INVALID_TXN_STATE
+    return error_codes.NONE
+
+
 def _append(broker: Broker, topic: str, index: int, records: bytes | None) -> PartitionResult:
     log = broker.log(topic, index)
     if log is None:
@@ -66,6 +83,12 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None) -> Pa
         return PartitionResult(index, error_codes.INVALID_RECORD, log_start_offset=log.log_start_offset,
                                message=problem)
     assert records is not None
+    if records[22] & _TRANSACTIONAL:
+        err = _transaction_error(broker, topic, index, records)
+        if err:
+            return PartitionResult(index, err, log_start_offset=log.log_start_offset,
+                                   message=f"{topic}-{index} is not in the producer's open transaction"
+                                   if err == error_codes.INVALID_TXN_STATE else None)
     try:
         info = log.append(bytearray(records))
     except KafkalogError as e:

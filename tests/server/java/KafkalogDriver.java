@@ -1,6 +1,10 @@
 // A small driver of the genuine Java client (kafka-clients 3.9.1 and 4.3.0) against kafkalog serve:
 // admin create/describe/delete, an idempotent acks=all producer per codec, assign-and-seek consume
-// that must read back exactly what was produced. Prints one line per step; exit code 0 = all good.
+// that must read back exactly what was produced; with a 4th argument "txn": transactions
+// (committed and aborted transactional produce read back with read_committed, exactly-once
+// consume-transform-produce with sendOffsetsToTransaction, an aborted transaction's offsets discarded,
+// a second producer with the same transactional.id fencing the first). Prints one line per step;
+// exit code 0 = all good.
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -24,6 +28,10 @@ public class KafkalogDriver {
         Properties common = new Properties();
         common.put("bootstrap.servers", bootstrap);
         common.put("request.timeout.ms", "30000");
+        if (args.length > 3 && args[3].equals("txn")) {
+            transactions(common, prefix, n);
+            return;
+        }
         try (Admin admin = Admin.create(common)) {
             String t = prefix + "-admin";
             admin.createTopics(List.of(new NewTopic(t, 3, (short) 1)
@@ -94,5 +102,145 @@ public class KafkalogDriver {
             check(got.equals(sent), "consumed == produced for " + codec + " (" + got.size() + " of " + sent.size() + ")");
             System.out.println("codec " + codec + " ok " + n);
         }
+    }
+
+    static Producer<String, String> txnProducer(Properties common, String tid) {
+        Properties pp = new Properties();
+        pp.putAll(common);
+        pp.put("transactional.id", tid);
+        pp.put("linger.ms", "5");
+        return new KafkaProducer<>(pp, new StringSerializer(), new StringSerializer());
+    }
+
+    static Consumer<String, String> consumer(Properties common, String group, String isolation) {
+        Properties cp = new Properties();
+        cp.putAll(common);
+        cp.put("enable.auto.commit", "false");
+        cp.put("fetch.max.wait.ms", "200");
+        cp.put("auto.offset.reset", "earliest");
+        cp.put("isolation.level", isolation);
+        if (group != null) cp.put("group.id", group);
+        return new KafkaConsumer<>(cp, new StringDeserializer(), new StringDeserializer());
+    }
+
+    /** Every value of ``topic`` (2 partitions) up to its end offsets. */
+    static List<String> readAll(Properties common, String topic, String isolation) {
+        List<String> out = new ArrayList<>();
+        try (Consumer<String, String> c = consumer(common, null, isolation)) {
+            List<TopicPartition> tps = List.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1));
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> ends = c.endOffsets(tps);
+            long deadline = System.currentTimeMillis() + 60000;
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(300))) out.add(r.value());
+                boolean done = true;
+                for (TopicPartition tp : tps) done &= c.position(tp) >= ends.get(tp);
+                if (done) break;
+            }
+        }
+        Collections.sort(out);
+        return out;
+    }
+
+    static void transactions(Properties common, String prefix, int n) throws Exception {
+        String in = prefix + "-in", out = prefix + "-out";
+        try (Admin admin = Admin.create(common)) {
+            admin.createTopics(List.of(new NewTopic(in, 2, (short) 1), new NewTopic(out, 2, (short) 1)))
+                    .all().get();
+        }
+        List<String> committed = new ArrayList<>();
+        try (Producer<String, String> p = txnProducer(common, prefix + "-src")) {
+            p.initTransactions();
+            p.beginTransaction();
+            for (int i = 0; i < n; i++) {
+                p.send(new ProducerRecord<>(in, i % 2, "k" + i, "c" + i));
+                committed.add("c" + i);
+            }
+            p.commitTransaction();
+            p.beginTransaction();
+            for (int i = 0; i < n; i++) p.send(new ProducerRecord<>(in, i % 2, "k" + i, "a" + i));
+            p.flush();
+            p.abortTransaction();
+        }
+        Collections.sort(committed);
+        check(readAll(common, in, "read_committed").equals(committed), "read_committed sees the committed only");
+        check(readAll(common, in, "read_uncommitted").size() == 2 * n, "read_uncommitted sees both");
+        System.out.println("txn ok " + n);
+
+        // exactly-once consume-transform-produce
+        String group = prefix + "-eos";
+        int done = 0;
+        Map<TopicPartition, Long> sentOffsets = new HashMap<>();
+        try (Consumer<String, String> c = consumer(common, group, "read_committed");
+             Producer<String, String> p = txnProducer(common, prefix + "-eos")) {
+            p.initTransactions();
+            c.subscribe(List.of(in));
+            long deadline = System.currentTimeMillis() + 90000;
+            while (done < n && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(300));
+                if (recs.isEmpty()) continue;
+                p.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<String, String> r : recs) {
+                    p.send(new ProducerRecord<>(out, r.partition(), r.key(), "T" + r.value()));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    done++;
+                }
+                p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+                p.commitTransaction();
+                for (var e : offsets.entrySet()) sentOffsets.put(e.getKey(), e.getValue().offset());
+            }
+            // one more transaction that aborts: neither its output nor its offsets count
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(out, 0, "x", "junk"));
+            p.sendOffsetsToTransaction(Map.of(new TopicPartition(in, 0), new OffsetAndMetadata(0)),
+                    c.groupMetadata());
+            p.flush();
+            p.abortTransaction();
+        }
+        check(done == n, "consumed " + done + " of " + n);
+        List<String> transformed = new ArrayList<>();
+        for (String v : committed) transformed.add("T" + v);
+        Collections.sort(transformed);
+        check(readAll(common, out, "read_committed").equals(transformed), "output == transformed input");
+        try (Admin admin = Admin.create(common)) {
+            Map<TopicPartition, OffsetAndMetadata> got =
+                    admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            check(sentOffsets.size() == 2, "offsets of both partitions sent");
+            for (TopicPartition tp : sentOffsets.keySet())
+                check(got.get(tp) != null && got.get(tp).offset() == sentOffsets.get(tp),
+                        "committed offset of " + tp + " " + got.get(tp) + " == " + sentOffsets.get(tp)
+                        + " (the aborted transaction's offsets are discarded)");
+        }
+        System.out.println("eos ok " + done);
+
+        // a second producer with the same transactional.id fences the first
+        try (Producer<String, String> a = txnProducer(common, prefix + "-fence");
+             Producer<String, String> b = txnProducer(common, prefix + "-fence")) {
+            a.initTransactions();
+            a.beginTransaction();
+            a.send(new ProducerRecord<>(out, 0, "f", "fenced-open")).get();
+            b.initTransactions();
+            boolean fenced = false;
+            try {
+                a.send(new ProducerRecord<>(out, 1, "f", "fenced")).get();
+                a.commitTransaction();
+            } catch (Exception e) {
+                Throwable t = e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e;
+                fenced = t instanceof org.apache.kafka.common.errors.ProducerFencedException
+                        || t instanceof org.apache.kafka.common.errors.InvalidProducerEpochException
+                        || (t != null && t.getCause() instanceof org.apache.kafka.common.errors.ProducerFencedException);
+                System.out.println("fenced by " + t);
+            }
+            check(fenced, "the first producer is fenced");
+            b.beginTransaction();
+            b.send(new ProducerRecord<>(out, 0, "f", "fencer"));
+            b.commitTransaction();
+        }
+        List<String> all = readAll(common, out, "read_committed");
+        check(all.contains("fencer") && !all.contains("fenced") && !all.contains("fenced-open"),
+                "only the fencer's transaction is visible");
+        System.out.println("fence ok");
     }
 }
