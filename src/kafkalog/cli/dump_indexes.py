@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
 from kafkalog.cli.dump import DumpOptions, register_dumper
 from kafkalog.cli.segment_check import (
@@ -27,6 +27,10 @@ from kafkalog.cli.segment_check import (
     read_txn_index,
     scan_log,
 )
+
+if TYPE_CHECKING:
+    from kafkalog.log.offset_index import OffsetIndex
+    from kafkalog.log.time_index import TimeIndex
 
 CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                     "replication-offset-checkpoint", "cleaner-offset-checkpoint")
@@ -50,17 +54,17 @@ def _sanity_check_or_empty(path: str, opts: DumpOptions, kind: str, entry_size: 
     ``sanityCheck`` of the ``OffsetIndex``/``TimeIndex``) and the empty-file report. Returns the
     exit code when one of them answered, None when the entries are to be dumped."""
     if opts.index_sanity_check:
+        idx: OffsetIndex | TimeIndex
         if kind == "offset_index":
-            from kafkalog.log.offset_index import OffsetIndex as index_cls
+            from kafkalog.log.offset_index import OffsetIndex
+            idx = OffsetIndex.open_read_only(path)
         else:
-            from kafkalog.log.time_index import TimeIndex as index_cls
-        idx = index_cls.open_read_only(path)
+            from kafkalog.log.time_index import TimeIndex
+            idx = TimeIndex.open_read_only(path)
         try:
             idx.sanity_check()
         finally:
-            close = getattr(idx, "close_handler", None) or getattr(idx, "close", None)
-            if callable(close):
-                close()
+            idx.close_handler()
         if opts.json:
             _j(opts, {"type": "sanityCheck", "file": path, "passed": True})
         else:
@@ -244,8 +248,8 @@ def dump_metadata_file(path: str, opts: DumpOptions) -> int:
                 opts.out.write(f"epoch: {e[0]} startOffset: {e[1]}\n")
         return 0
     if name.endswith("checkpoint"):
-        entries = cp.OffsetCheckpointFile(path, create=False).read()
-        for (topic, part), off in sorted(entries.items()):
+        offsets = cp.OffsetCheckpointFile(path, create=False).read()
+        for (topic, part), off in sorted(offsets.items()):
             if opts.json:
                 _j(opts, {"type": "checkpointEntry", "topic": topic, "partition": part, "offset": off})
             else:
