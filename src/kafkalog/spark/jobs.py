@@ -34,10 +34,17 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, TypedDict
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple, TypedDict
 
 from kafkalog.errors import CleanerError
 from kafkalog.log.naming import TopicPartition
+
+if TYPE_CHECKING:
+    from kafkalog.cleaner import Cleaner, CleanerConfig
+    from kafkalog.cleaner.stats import CleanerStats
+    from kafkalog.log.config import LogConfig
+    from kafkalog.log.log import Log
+    from kafkalog.log.manager import LogManager
 
 
 @dataclass
@@ -55,7 +62,7 @@ class PartitionPlan:
     spark_offset_map: bool
 
 
-def _is_compacted(config) -> bool:
+def _is_compacted(config: LogConfig) -> bool:
     return config.compact
 
 
@@ -64,11 +71,13 @@ class _ExternalMapCleaner:
     a scan of the dirty section (the cleaner's ``build_offset_map`` hook)."""
 
     @staticmethod
-    def create(keys: Sequence[bytes], offsets: Sequence[int], end: int, cleaner_config):
+    def create(keys: Sequence[bytes], offsets: Sequence[int], end: int,
+               cleaner_config: CleanerConfig) -> Cleaner:
         from kafkalog.cleaner import Cleaner, SkimpyOffsetMap
 
         class SparkMapCleaner(Cleaner):
-            def build_offset_map(self, log, tp, start, end_, stats):
+            def build_offset_map(self, log: Log, tp: TopicPartition, start: int, end_: int,
+                                 stats: CleanerStats) -> None:
                 m = self.offset_map
                 m.clear()
                 for k, o in zip(keys, offsets):
@@ -100,7 +109,7 @@ class PartitionResult(TypedDict):
     error: Optional[str]
 
 
-def clean_partition(plan: PartitionPlan, cleaner_config, keys: Optional[Sequence[bytes]] = None,
+def clean_partition(plan: PartitionPlan, cleaner_config: CleanerConfig, keys: Optional[Sequence[bytes]] = None,
                     offsets: Optional[Sequence[int]] = None, max_rounds: int = 1000) -> PartitionResult:
     """Executor side: clean (when compacted) and apply retention to one partition (``keys`` and
     their latest ``offsets``, the offset map Spark computed, come together or not at all)."""
@@ -162,7 +171,7 @@ def clean_partition(plan: PartitionPlan, cleaner_config, keys: Optional[Sequence
     return out
 
 
-def _plan(mgr, topics: Optional[Iterable[str]], map_capacity: int, spark_offset_map: Optional[bool]
+def _plan(mgr: LogManager, topics: Optional[Iterable[str]], map_capacity: int, spark_offset_map: Optional[bool]
           ) -> List[PartitionPlan]:
     from kafkalog.cleaner.manager import cleanable_offsets
     from kafkalog.spark.log_view import read_cleaner_checkpoint
@@ -280,7 +289,7 @@ def compact(spark, data_dir: str, topics: Optional[Iterable[str]] = None, *,
         mgr.close()
 
 
-def _clean_one(plan: PartitionPlan, ccfg, keys: List[bytes], offsets: List[int]) -> PartitionResult:
+def _clean_one(plan: PartitionPlan, ccfg: CleanerConfig, keys: List[bytes], offsets: List[int]) -> PartitionResult:
     if plan.spark_offset_map:
         return clean_partition(plan, ccfg, keys, offsets)
     return clean_partition(plan, ccfg)
