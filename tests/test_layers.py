@@ -103,3 +103,29 @@ def test_typed_errors_are_reexported_from_kafkalog():
     exec("from kafkalog import *", star)
     assert star["LogDirError"] is kafkalog.errors.LogDirError
     assert star.get("open", open) is open          # the builtin is not shadowed
+
+
+def test_public_client_classes_are_lazy_exports_of_kafkalog():
+    """``import kafkalog`` stays light (the client is imported on first use), and every name of
+    the client's API the README uses is reachable as ``kafkalog.<name>``."""
+    code = (
+        "import sys, kafkalog\n"
+        "assert 'kafkalog.client' not in sys.modules, 'import kafkalog imported the client'\n"
+        "import kafkalog.client as c\n"
+        "for name in c.__all__:\n"
+        "    assert getattr(kafkalog, name) is getattr(c, name), name\n"
+        "    assert name in dir(kafkalog), name\n"
+        "    assert (name in kafkalog.__all__) == (name != 'open'), name\n"
+        "assert kafkalog.Consumer.__name__ == 'Consumer'\n"
+        "star = {}\n"
+        "exec('from kafkalog import *', star)\n"
+        "assert star['Consumer'] is c.Consumer and star['TopicPartition'] is c.TopicPartition\n"
+        "try:\n"
+        "    kafkalog.NoSuchThing\n"
+        "except AttributeError as e:\n"
+        "    assert 'NoSuchThing' in str(e)\n"
+        "else:\n"
+        "    raise AssertionError('kafkalog.NoSuchThing did not raise')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

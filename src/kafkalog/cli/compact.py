@@ -7,13 +7,23 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from dataclasses import dataclass
 from typing import Optional
 
 import click
 
 from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
 from kafkalog.cli.paths import existing_data_dir
-from kafkalog.cli.progress import progress_bar, progress_enabled
+from kafkalog.cli.progress import ProgressBar, progress_bar, progress_enabled
+from kafkalog.log.naming import TopicPartition
+
+
+@dataclass
+class _Progress:
+    """The bar of a compaction and the partition it is at."""
+
+    bar: Optional[ProgressBar] = None
+    tp: Optional[TopicPartition] = None
 
 
 def _why_not_cleaned(log) -> str:
@@ -51,32 +61,32 @@ def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
         broker["log.cleaner.dedupe.buffer.size"] = dedupe_buffer_size
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        state = {"bar": None, "tp": None}
-        waiting: dict = {}
+        state = _Progress()
+        waiting: dict[tuple[str, int], str] = {}
 
         def on_open(selected) -> None:
             for tp, log in selected:
                 waiting[(tp.topic, tp.partition)] = _why_not_cleaned(log)
-            state["bar"] = stack.enter_context(progress_bar(
+            state.bar = stack.enter_context(progress_bar(
                 len(selected), "compacting", enabled=progress_enabled(no_progress or fmt == "json")))
 
         def on_progress(tp, log, result) -> None:
-            bar = state["bar"]
+            bar = state.bar
             if result is None:
-                if state["tp"] is not None and state["tp"] != tp and bar is not None:
+                if state.tp is not None and state.tp != tp and bar is not None:
                     bar.advance(1, description=f"compacting {tp.topic}-{tp.partition}")
-                state["tp"] = tp
+                state.tp = tp
                 return
             if fmt == "json":
                 emit({"type": "round", **result.to_json()})
 
         results = compact_data_dir(data_dir, topic, broker_config=broker, force=force,
                                    progress=on_progress, on_open=on_open)
-        if state["bar"] is not None and state["tp"] is not None:
-            state["bar"].advance(1)
+        if state.bar is not None and state.tp is not None:
+            state.bar.advance(1)
     total = CleanerStats()
     failed = [r for r in results if r.error]
-    parts = {}
+    parts: dict[tuple[str, int], list[int]] = {}
     for r in results:
         total.merge(r.stats)
         key = (r.topic_partition.topic, r.topic_partition.partition)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from kafkalog.cli.dump import DumpOptions, register_dumper
 from kafkalog.cli.segment_check import (
@@ -27,6 +27,10 @@ from kafkalog.cli.segment_check import (
     read_txn_index,
     scan_log,
 )
+
+if TYPE_CHECKING:
+    from kafkalog.log.offset_index import OffsetIndex
+    from kafkalog.log.time_index import TimeIndex
 
 CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                     "replication-offset-checkpoint", "cleaner-offset-checkpoint")
@@ -50,17 +54,17 @@ def _sanity_check_or_empty(path: str, opts: DumpOptions, kind: str, entry_size: 
     ``sanityCheck`` of the ``OffsetIndex``/``TimeIndex``) and the empty-file report. Returns the
     exit code when one of them answered, None when the entries are to be dumped."""
     if opts.index_sanity_check:
+        idx: OffsetIndex | TimeIndex
         if kind == "offset_index":
-            from kafkalog.log.offset_index import OffsetIndex as index_cls
+            from kafkalog.log.offset_index import OffsetIndex
+            idx = OffsetIndex.open_read_only(path)
         else:
-            from kafkalog.log.time_index import TimeIndex as index_cls
-        idx = index_cls.open_read_only(path)
+            from kafkalog.log.time_index import TimeIndex
+            idx = TimeIndex.open_read_only(path)
         try:
             idx.sanity_check()
         finally:
-            close = getattr(idx, "close_handler", None) or getattr(idx, "close", None)
-            if callable(close):
-                close()
+            idx.close_handler()
         if opts.json:
             _j(opts, {"type": "sanityCheck", "file": path, "passed": True})
         else:
@@ -80,7 +84,7 @@ class _IndexReport:
     """One report kafka-dump-log.sh prints after the entries of an index: the (index value, log
     value) pairs of an :class:`IndexCheck` list, as JSON lines on ``out`` or as text on ``err``."""
 
-    field: str                  # the IndexCheck list, e.g. "mismatches"
+    pairs: Callable[[IndexCheck], List[Tuple[int, int]]]    # the IndexCheck list it reports
     summary_key: str            # its count in the JSON summary
     json_type: str
     json_keys: Tuple[str, str]
@@ -106,20 +110,20 @@ class _IndexFormat:
 _OFFSET_INDEX = _IndexFormat(
     "offset_index", ".index", 8, check_offset_index,
     "indexEntry", ("offset", "position"), "offset: {0} position: {1}\n",
-    (_IndexReport("mismatches", "mismatches", "mismatch", ("indexOffset", "logOffset"),
+    (_IndexReport(lambda c: c.mismatches, "mismatches", "mismatch", ("indexOffset", "logOffset"),
                   "Mismatches in :{file}\n", "  Index offset: {0}, log offset: {1}\n"),))
 
 _TIME_INDEX = _IndexFormat(
     "time_index", ".timeindex", 12, check_time_index,
     "timeIndexEntry", ("timestamp", "offset"), "timestamp: {0} offset: {1}\n",
-    (_IndexReport("mismatches", "mismatches", "mismatch", ("indexTimestamp", "logTimestamp"),
+    (_IndexReport(lambda c: c.mismatches, "mismatches", "mismatch", ("indexTimestamp", "logTimestamp"),
                   "Found timestamp mismatch in :{file}\n",
                   "  Index timestamp: {0}, log timestamp: {1}\n"),
-     _IndexReport("out_of_order", "outOfOrder", "outOfOrder",
+     _IndexReport(lambda c: c.out_of_order, "outOfOrder", "outOfOrder",
                   ("indexTimestamp", "previousTimestamp"),
                   "Found out of order timestamp in :{file}\n",
                   "  Index timestamp: {0}, Previously indexed timestamp: {1}\n"),
-     _IndexReport("not_found", "notFound", "notFound", ("indexOffset", "logOffset"),
+     _IndexReport(lambda c: c.not_found, "notFound", "notFound", ("indexOffset", "logOffset"),
                   "The following indexed offsets are not found in the log.\n",
                   "Indexed offset: {0}, found log offset: {1}\n")),
     json_findings=("zero-filled-tail", "index-size"))
@@ -144,14 +148,14 @@ def _dump_index(path: str, opts: DumpOptions, fmt: _IndexFormat) -> int:
                 _j(opts, {"type": fmt.entry_type, k0: a, k1: b})
         for rep in fmt.reports:
             k0, k1 = rep.json_keys
-            for a, b in getattr(res, rep.field):
+            for a, b in rep.pairs(res):
                 _j(opts, {"type": rep.json_type, "file": ap, k0: a, k1: b})
         for f in res.findings:
             if fmt.json_findings is None or f.check in fmt.json_findings or f.check in _STRUCTURAL:
                 _j(opts, {"type": "finding", **f.to_json()})
         summary = {"type": "summary", "file": path, "entries": len(entries)}
         for rep in fmt.reports:
-            summary[rep.summary_key] = len(getattr(res, rep.field))
+            summary[rep.summary_key] = len(rep.pairs(res))
         summary["zeroFilledTailAt"] = res.zero_tail_at
         _j(opts, summary)
     else:
@@ -160,7 +164,7 @@ def _dump_index(path: str, opts: DumpOptions, fmt: _IndexFormat) -> int:
                 opts.out.write(fmt.entry_line.format(a, b))
         opts.out.flush()
         for rep in fmt.reports:
-            pairs = getattr(res, rep.field)
+            pairs = rep.pairs(res)
             if pairs:
                 opts.err.write(rep.header.format(file=ap))
                 for a, b in pairs:
@@ -244,8 +248,8 @@ def dump_metadata_file(path: str, opts: DumpOptions) -> int:
                 opts.out.write(f"epoch: {e[0]} startOffset: {e[1]}\n")
         return 0
     if name.endswith("checkpoint"):
-        entries = cp.OffsetCheckpointFile(path, create=False).read()
-        for (topic, part), off in sorted(entries.items()):
+        offsets = cp.OffsetCheckpointFile(path, create=False).read()
+        for (topic, part), off in sorted(offsets.items()):
             if opts.json:
                 _j(opts, {"type": "checkpointEntry", "topic": topic, "partition": part, "offset": off})
             else:

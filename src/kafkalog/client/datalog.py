@@ -25,17 +25,32 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+)
 
 from kafkalog.cleaner import LogCleaner
 from kafkalog.client.producer import Producer, RecordMetadata
 from kafkalog.client.producer_future import refused
-from kafkalog.client.readonly import _legacy_ts_type, _ReadOnlyManager
+from kafkalog.client.readonly import ReadableLog, _legacy_ts_type, _ReadOnlyManager
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError, OffsetOutOfRangeError
-from kafkalog.log.manager import LogManager
+from kafkalog.log.config import LogConfig
+from kafkalog.log.manager import LogManager, PartitionInfo
+from kafkalog.log.retention import RetentionResult
 
 if TYPE_CHECKING:
     from kafkalog.client.consumer import Consumer
@@ -77,11 +92,46 @@ class ProduceResult:
                                for p, (a, b) in sorted(self.offsets.items())}}
 
 
+class LogManagerLike(Protocol):
+    """What a :class:`DataLog` needs from its data directory: a
+    :class:`~kafkalog.log.manager.LogManager`, or the read-only mode's manager (whose writing
+    methods raise :class:`~kafkalog.errors.LogDirError`)."""
+
+    data_dir: str
+
+    def create_topic(self, topic: str, partitions: int = ..., config: Optional[Mapping[str, Any]] = ...,
+                     *, exist_ok: bool = ...) -> object: ...
+
+    def delete_topic(self, topic: str) -> object: ...
+
+    def alter_topic_config(self, topic: str, updates: Mapping[str, Any],
+                           deletes: Tuple[str, ...] = ...) -> object: ...
+
+    def topic_config(self, topic: str) -> LogConfig: ...
+
+    def topics(self) -> List[str]: ...
+
+    def partitions_of(self, topic: str) -> List[int]: ...
+
+    def has_topic(self, topic: str) -> bool: ...
+
+    def get_log(self, topic: str, partition: int) -> ReadableLog: ...
+
+    def describe(self) -> List[PartitionInfo]: ...
+
+    def cleanup_logs(self) -> Dict[str, RetentionResult]: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class DataLog:
     """A data directory opened with :func:`open`; wraps a :class:`~kafkalog.log.manager.LogManager`
-    (available as :attr:`manager` for everything below this API)."""
+    (available as :attr:`manager` for everything below this API; read-only, the read-only view
+    of the directory)."""
 
-    def __init__(self, manager: LogManager) -> None:
+    def __init__(self, manager: LogManagerLike) -> None:
         self.manager = manager
         self._coord_lock = threading.Lock()
         self._producer_ids: Optional[ProducerIdManager] = None

@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 from types import MethodType
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kafkalog.errors import KafkalogError
 from kafkalog.record.kernel import RecordFuture, bind_record_future
@@ -109,13 +109,6 @@ class ProduceRequestResult:
                                  self.partition)
 
 
-#: The future of one record (``send``'s result): the record kernel's ``RecordFuture`` (small,
-#: pooled, not tracked by the cyclic GC), whose attributes are the functions of
-#: :class:`_FutureMethods` below. Fields: ``produce_result``, ``index``, ``timestamp``,
-#: ``key_size``, ``value_size``.
-FutureRecordMetadata = RecordFuture
-
-
 def refused(fut: Any) -> BaseException | None:
     """The error of a record refused at once by ``send`` (RecordTooLargeError), else None; cheap
     (field reads only), for bulk senders that keep no futures."""
@@ -143,6 +136,52 @@ class _FutureFields(Protocol):
     timestamp: int
     key_size: int
     value_size: int
+
+
+#: The future of one record (``send``'s result): the record kernel's ``RecordFuture`` (small,
+#: pooled, not tracked by the cyclic GC), whose attributes are the functions of
+#: :class:`_FutureMethods` below. Fields: ``produce_result``, ``index``, ``timestamp``,
+#: ``key_size``, ``value_size``. For the type checker, the Protocol below is its typed face (the
+#: kernel's class gets its methods at run time).
+if TYPE_CHECKING:
+    class FutureRecordMetadata(_FutureFields, Protocol):
+        """A record's future: kafka-python's ``FutureRecordMetadata`` (plus the
+        ``concurrent.futures`` and confluent-kafka spellings)."""
+
+        def is_done(self) -> bool: ...
+
+        def done(self) -> bool: ...
+
+        def succeeded(self) -> bool: ...
+
+        def failed(self) -> bool: ...
+
+        @property
+        def exception(self) -> BaseException | None: ...
+
+        @property
+        def value(self) -> RecordMetadata | None: ...
+
+        @property
+        def partition(self) -> int: ...
+
+        def get(self, timeout: float | None = None) -> RecordMetadata: ...
+
+        def result(self, timeout: float | None = None) -> RecordMetadata: ...
+
+        def add_callback(self, fn: Callable[[RecordMetadata], object]) -> FutureRecordMetadata: ...
+
+        def add_errback(self, fn: Callable[[BaseException], object]) -> FutureRecordMetadata: ...
+
+        def add_both(self, fn: Callable[[RecordMetadata | BaseException], object]) -> FutureRecordMetadata: ...
+
+        def add_done_callback(self, fn: Callable[[FutureRecordMetadata], object]) -> FutureRecordMetadata: ...
+
+        def add_delivery_callback(
+            self, fn: Callable[[BaseException | None, RecordMetadata | None], object]
+        ) -> FutureRecordMetadata: ...
+else:
+    FutureRecordMetadata = RecordFuture
 
 
 # The methods and properties of FutureRecordMetadata, as functions of the future.

@@ -25,11 +25,11 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.config import LogConfig, as_log_config
-from kafkalog.log.file_records import INT64, RECORD_BATCH_OVERHEAD
+from kafkalog.log.file_records import INT64, RECORD_BATCH_OVERHEAD, BatchHeader
 from kafkalog.log.fsutil import fsync_dir
 from kafkalog.log.naming import (
     CLEANED_FILE_SUFFIX,
@@ -40,7 +40,7 @@ from kafkalog.log.naming import (
     SWAP_FILE_SUFFIX,
 )
 from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
-from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike, Scheduler
 from kafkalog.log.segment import LogSegment, _now_ms, segment_file_name
 from kafkalog.record.constants import INT32_MAX
 
@@ -48,6 +48,9 @@ LOG = LOG_FILE_SUFFIX
 DELETED = DELETED_FILE_SUFFIX
 CLEANED = CLEANED_FILE_SUFFIX
 SWAP = SWAP_FILE_SUFFIX
+
+#: one entry of a :class:`RecoveryReport` list, as it goes into the JSON report
+ReportEntry = Dict[str, object]
 
 
 @dataclass
@@ -58,21 +61,21 @@ class RecoveryReport:
     had_clean_shutdown: bool
     recovery_point: int = 0
     log_end_offset: int = 0
-    recovered_segments: List[dict] = field(default_factory=list)
-    truncations: List[dict] = field(default_factory=list)
-    corruptions: List[dict] = field(default_factory=list)
-    deleted_segments: List[dict] = field(default_factory=list)
+    recovered_segments: List[ReportEntry] = field(default_factory=list)
+    truncations: List[ReportEntry] = field(default_factory=list)
+    corruptions: List[ReportEntry] = field(default_factory=list)
+    deleted_segments: List[ReportEntry] = field(default_factory=list)
     deleted_files: List[str] = field(default_factory=list)
-    rebuilt_indexes: List[dict] = field(default_factory=list)
+    rebuilt_indexes: List[ReportEntry] = field(default_factory=list)
     completed_swaps: List[str] = field(default_factory=list)
-    split_segments: List[dict] = field(default_factory=list)
+    split_segments: List[ReportEntry] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         """True when nothing was truncated, deleted for damage, or rebuilt."""
         return not (self.truncations or self.corruptions or self.rebuilt_indexes)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, object]:
         return {"dir": self.dir, "hadCleanShutdown": self.had_clean_shutdown,
                 "recoveryPoint": self.recovery_point, "logEndOffset": self.log_end_offset,
                 "recoveredSegments": self.recovered_segments, "truncations": self.truncations,
@@ -107,10 +110,12 @@ def _unlink(path: str, report: RecoveryReport) -> None:
         pass
 
 
-def load_log(dir_path, config=None, *, log_start_offset: int = 0, recovery_point: int = 0,
+def load_log(dir_path: str | os.PathLike[str], config: LogConfig | Mapping[str, Any] | None = None,
+             *, log_start_offset: int = 0, recovery_point: int = 0,
              had_clean_shutdown: bool = False, clock: Callable[[], int] = _now_ms,
              producer_state_manager: Optional[ProducerStateLike] = None,
-             leader_epoch_cache: Optional[LeaderEpochCacheLike] = None, scheduler=None) -> LoadedLog:
+             leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
+             scheduler: Optional[Scheduler] = None) -> LoadedLog:
     """Load (and if needed recover) the partition directory ``dir_path`` (spec §4.8). Segments
     the load deletes are renamed ``.deleted`` and removed after ``file.delete.delay.ms`` through
     ``scheduler`` (``scheduler(delay_seconds, fn)``), or at once when there is none."""
@@ -125,10 +130,13 @@ class LogLoader:
     (``remove_temp_files_and_collect_swap_files``, ``complete_swap_operations``,
     ``load_segment_files``, ``recover_log``, ...), sharing the load's state here."""
 
-    def __init__(self, dir_path, config=None, *, log_start_offset: int = 0, recovery_point: int = 0,
+    def __init__(self, dir_path: str | os.PathLike[str],
+                 config: LogConfig | Mapping[str, Any] | None = None, *, log_start_offset: int = 0,
+                 recovery_point: int = 0,
                  had_clean_shutdown: bool = False, clock: Callable[[], int] = _now_ms,
                  producer_state_manager: Optional[ProducerStateLike] = None,
-                 leader_epoch_cache: Optional[LeaderEpochCacheLike] = None, scheduler=None) -> None:
+                 leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
+                 scheduler: Optional[Scheduler] = None) -> None:
         self.dir = os.fspath(dir_path)
         self.config: LogConfig = as_log_config(config)
         self.log_start_offset = log_start_offset
@@ -317,8 +325,10 @@ class LogLoader:
 
     # --- helpers of the steps ------------------------------------------------------------------
 
-    def _open_segment(self, base: int, **kwargs) -> LogSegment:
-        seg = LogSegment.open(self.dir, base, self.config, clock=self.clock, **kwargs)
+    def _open_segment(self, base: int, *, file_already_exists: bool = False,
+                      preallocate: Optional[bool] = None) -> LogSegment:
+        seg = LogSegment.open(self.dir, base, self.config, clock=self.clock,
+                              file_already_exists=file_already_exists, preallocate=preallocate)
         self.opened.append(seg)
         return seg
 
@@ -406,7 +416,8 @@ class LogLoader:
         return psm
 
 
-def rebuild_producer_state(psm, segments, log_start_offset: int, last_offset: int, now: int,
+def rebuild_producer_state(psm: ProducerStateLike, segments: Sequence[LogSegment],
+                           log_start_offset: int, last_offset: int, now: int,
                            reload_from_clean_shutdown: bool = False) -> None:
     """Kafka's ``UnifiedLog.rebuildProducerState`` (spec §4.8 step 8, §4.9): load the latest valid
     snapshot <= ``last_offset`` (deleting corrupt and out-of-range ones) and replay the v2 batches
@@ -437,7 +448,7 @@ def rebuild_producer_state(psm, segments, log_start_offset: int, last_offset: in
     psm.take_snapshot(sync=False)
 
 
-def _replay_producer_batches(psm, seg: LogSegment, start: int, end: int) -> None:
+def _replay_producer_batches(psm: ProducerStateLike, seg: LogSegment, start: int, end: int) -> None:
     """Feed the producer batches of ``seg`` holding offsets in ``[start, end)`` to ``psm``
     (replication origin; header bytes only, except for transaction markers)."""
     h0 = seg.translate_offset(start)
@@ -468,10 +479,10 @@ def split_overflowed_segment(seg: LogSegment, config: LogConfig, clock: Callable
     d = seg.dir
     parts: List[LogSegment] = []
     cur: Optional[LogSegment] = None
-    pending: list = []          # (header) of the batches waiting to be appended to ``cur``
+    pending: List[BatchHeader] = []          # (header) of the batches waiting to be appended to ``cur``
 
     def flush_pending() -> None:
-        if not pending:
+        if not pending or cur is None:      # (nothing is pending before the first part is open)
             return
         start = pending[0].position
         data = seg.log.pread(start, pending[-1].position + pending[-1].size - start)
@@ -521,7 +532,7 @@ def _finish_split(parts: List[LogSegment]) -> None:
         fsync_dir(parts[0].dir)
 
 
-def _floor_base(logs: dict, recovery_point: int) -> int:
+def _floor_base(logs: Mapping[int, str], recovery_point: int) -> int:
     """Base offset of the segment that contains the recovery point (0 if none)."""
     best = None
     for base in logs:
@@ -530,7 +541,8 @@ def _floor_base(logs: dict, recovery_point: int) -> int:
     return best if best is not None else (min(logs) if logs else 0)
 
 
-def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str, psm, lec,
+def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
+                     psm: Optional[ProducerStateLike], lec: Optional[LeaderEpochCacheLike],
                      contiguous: bool = False) -> int:
     truncated = seg.recover(psm, lec, contiguous=contiguous)
     if psm is not None:
@@ -542,7 +554,7 @@ def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str, psm, lec
     report.recovered_segments.append(info)
     report.rebuilt_indexes.append({"file": seg.offset_index_path, "reason": why}) if why != "unclean shutdown" else None
     if r is not None and r.kind != "clean":
-        entry = {"file": r.file, "position": r.position, "bytes": r.truncated_bytes, "kind": r.kind,
+        entry: ReportEntry = {"file": r.file, "position": r.position, "bytes": r.truncated_bytes, "kind": r.kind,
                  "reason": r.reason}
         report.truncations.append(entry)
         if r.kind == "corruption":

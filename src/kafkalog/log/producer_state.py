@@ -27,6 +27,7 @@ from kafkalog.log.naming import (
 )
 from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.constants import INT32_MAX, decrement_sequence, increment_sequence, java_long
+from kafkalog.record.crc import Buffer
 
 __all__ = [
     "ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "TxnMetadata", "CompletedTxn",
@@ -210,7 +211,7 @@ def parse_snapshot(data: bytes, file: Optional[str] = None) -> List[ProducerStat
     return out
 
 
-def read_snapshot(path: os.PathLike | str) -> List[ProducerStateEntry]:
+def read_snapshot(path: os.PathLike[str] | str) -> List[ProducerStateEntry]:
     """Read a ``.snapshot`` file."""
     p = os.fspath(path)
     try:
@@ -221,7 +222,7 @@ def read_snapshot(path: os.PathLike | str) -> List[ProducerStateEntry]:
     return parse_snapshot(data, p)
 
 
-def write_snapshot(path: os.PathLike | str, entries: Iterable[ProducerStateEntry], sync: bool = True) -> None:
+def write_snapshot(path: os.PathLike[str] | str, entries: Iterable[ProducerStateEntry], sync: bool = True) -> None:
     """Write a ``.snapshot`` file atomically."""
     atomic_write(path, snapshot_bytes(entries), sync=sync)
 
@@ -236,7 +237,7 @@ class ProducerStateManager:
         producer_id_expiration_ms: ``producer.id.expiration.ms``.
     """
 
-    def __init__(self, log_dir: os.PathLike | str, producer_id_expiration_ms: int = 86_400_000,
+    def __init__(self, log_dir: os.PathLike[str] | str, producer_id_expiration_ms: int = 86_400_000,
                  topic_partition: Optional[object] = None) -> None:
         self.log_dir = os.fspath(log_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -313,10 +314,9 @@ class ProducerStateManager:
         """
         if producer_id == NO_PRODUCER_ID:
             return None
-        entry = self.producers.get(producer_id)
-        new = entry is None
-        if new:
-            entry = ProducerStateEntry(producer_id)
+        existing = self.producers.get(producer_id)
+        new = existing is None
+        entry = ProducerStateEntry(producer_id) if existing is None else existing
         if last_offset + 1 > self.last_map_offset:
             pass  # map end offset is advanced by update_map_end_offset (Kafka) -- and below
         completed = None
@@ -357,7 +357,7 @@ class ProducerStateManager:
             self.last_map_offset = last_offset + 1
         return completed
 
-    def update_from_batch(self, batch, origin: str = ORIGIN_REPLICATION) -> List[AbortedTxn]:
+    def update_from_batch(self, batch: Buffer, origin: str = ORIGIN_REPLICATION) -> List[AbortedTxn]:
         """Apply one raw v2 batch (bytes-like, starting at its base offset) and complete the
         transaction its marker ends. Returns the aborted transactions to add to the txn index.
         Batches without a producer id, and v0/v1 batches, are ignored."""
@@ -386,7 +386,8 @@ class ProducerStateManager:
         self.complete_txn(completed)
         return out
 
-    def check_append(self, batches: Iterable, origin: str = ORIGIN_CLIENT) -> Optional[BatchMetadata]:
+    def check_append(self, batches: Iterable[tuple[int, Buffer]],
+                     origin: str = ORIGIN_CLIENT) -> Optional[BatchMetadata]:
         """Run the checks of :meth:`update_from_batch` for ``batches`` (``(position, batch bytes)``
         pairs of raw v2 batches with their final offsets, in append order) against a scratch copy
         of the state: nothing here changes. Raises the first :class:`ProducerStateError`, located
@@ -623,7 +624,7 @@ def _copy_entry(e: ProducerStateEntry) -> ProducerStateEntry:
     return c
 
 
-def _read_uvarint(mv, pos: int, limit: int):
+def _read_uvarint(mv: memoryview, pos: int, limit: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= limit or shift > 63:
@@ -636,12 +637,12 @@ def _read_uvarint(mv, pos: int, limit: int):
         shift += 7
 
 
-def _read_varint(mv, pos: int, limit: int):
+def _read_varint(mv: memoryview, pos: int, limit: int) -> tuple[int, int]:
     v, pos = _read_uvarint(mv, pos, limit)
     return (v >> 1) ^ -(v & 1), pos
 
 
-def _parse_marker(mv):
+def _parse_marker(mv: memoryview) -> tuple[int, int]:
     """(control_type, coordinator_epoch) of the first record of an (uncompressed) control batch."""
     limit = min(len(mv), 12 + struct.unpack_from(">i", mv, 8)[0])
     pos = 61

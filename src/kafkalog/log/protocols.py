@@ -13,7 +13,7 @@ from kafkalog.log.naming import TopicPartition
 if TYPE_CHECKING:
     from kafkalog.log.manager import LogManager
 
-__all__ = ["Cleaner", "CleanerFactory", "ProducerStateLike", "LeaderEpochCacheLike"]
+__all__ = ["Cleaner", "CleanerFactory", "ProducerStateLike", "LeaderEpochCacheLike", "Scheduler"]
 
 
 # --- the cleaner (kafkalog.cleaner.LogCleaner implements it) ------------------------------------------
@@ -51,6 +51,9 @@ class ProducerStateLike(Protocol):
 
     @property
     def producers(self) -> Mapping[int, Any]: ...
+
+    @property
+    def snapshots(self) -> Mapping[int, str]: ...
 
     def update_from_batch(self, batch: Any, origin: str = ...) -> list[Any]: ...
 
@@ -101,3 +104,5 @@ class LeaderEpochCacheLike(Protocol):
     def clear_and_flush(self) -> None: ...
 
 
+#: runs ``fn`` after ``delay_seconds`` (Kafka's scheduler, as the log's asynchronous deletion uses it)
+Scheduler = Callable[[float, Callable[[], None]], object]

@@ -6,11 +6,12 @@ for the common one-byte varints.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol, SupportsInt
 
 from kafkalog.errors import InvalidRecordError
 from kafkalog.record.constants import increment_sequence
+from kafkalog.record.crc import Buffer
 from kafkalog.record.varint import (
     read_varint,
     read_varlong,
@@ -43,6 +44,13 @@ IMPLEMENTATION = "python"
 _INT32_MAX = 2**31 - 1
 _M64 = 0xFFFFFFFFFFFFFFFF
 
+#: a decoded record header: ``(key, value)``, the value None for a null header value
+Header = tuple[str, bytes | None]
+#: a record header to encode: the key as str (UTF-8) or bytes, the value bytes or None
+HeaderIn = tuple[str | Buffer, Buffer | None]
+#: a record to encode: ``(key, value, timestamp, headers)``
+RecordIn = tuple[Buffer | None, Buffer | None, SupportsInt, Iterable[HeaderIn] | None]
+
 
 def _to_int64(v: int) -> int:
     v &= _M64
@@ -60,7 +68,8 @@ class Record:
     __slots__ = ("_headers", "key", "offset", "sequence", "size_in_bytes", "timestamp", "value")
 
     def __init__(self, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
-                 headers: list | None = None, sequence: int = -1, size_in_bytes: int = 0) -> None:
+                 headers: list[Header] | None = None, sequence: int = -1,
+                 size_in_bytes: int = 0) -> None:
         self.offset = offset
         self.timestamp = timestamp
         self.key = key
@@ -70,13 +79,13 @@ class Record:
         self.size_in_bytes = size_in_bytes
 
     @property
-    def headers(self) -> list:
+    def headers(self) -> list[Header]:
         if self._headers is None:
             self._headers = []
         return self._headers
 
     @headers.setter
-    def headers(self, value: list) -> None:
+    def headers(self, value: list[Header]) -> None:
         self._headers = value
 
     @property
@@ -105,7 +114,8 @@ class Record:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Record], tuple[int, int, bytes | None, bytes | None,
+                                                      list[Header], int, int]]:
         return (Record, (self.offset, self.timestamp, self.key, self.value, self.headers,
                          self.sequence, self.size_in_bytes))
 
@@ -117,21 +127,21 @@ def _next_sequence(base: int, delta: int) -> int:
     return increment_sequence(base, delta)
 
 
-def _int32(v, what: str) -> int:
+def _int32(v: SupportsInt, what: str) -> int:
     v = int(v)
     if not -2**31 <= v <= _INT32_MAX:
         raise InvalidRecordError(f"{what} {v} does not fit in a 32-bit varint")
     return v
 
 
-def _int64(v, what: str) -> int:
+def _int64(v: SupportsInt, what: str) -> int:
     v = int(v)
     if not -2**63 <= v < 2**63:
         raise InvalidRecordError(f"{what} {v} does not fit in a 64-bit varlong")
     return v
 
 
-def _varint_at(buf, pos: int, end: int, what: str) -> tuple:
+def _varint_at(buf: Buffer, pos: int, end: int, what: str) -> tuple[int, int]:
     """``read_varint`` with the one-byte form inline (the common case)."""
     if pos < end and buf[pos] < 0x80:
         b = buf[pos]
@@ -139,7 +149,8 @@ def _varint_at(buf, pos: int, end: int, what: str) -> tuple:
     return read_varint(buf, pos, end, what)
 
 
-def _record_head(buf, pos: int, n: int) -> tuple:
+def _record_head(buf: Buffer, pos: int, n: int
+                 ) -> tuple[int, int, int, int, int, int, int, int, int, int, int]:
     """Parse the v2 record at ``pos`` up to its header count (Kafka's DefaultRecord.readFrom
     checks; the twin of ``_rd_record_head`` in ``_wire.pxd``). Returns ``(rend, length, ts_pos,
     ts_delta, after_ts, offset_delta, kstart, klen, vstart, vlen, hpos)``; raises
@@ -182,7 +193,7 @@ def _record_head(buf, pos: int, n: int) -> tuple:
             pos)
 
 
-def _record_headers(buf, pos: int, rend: int) -> tuple:
+def _record_headers(buf: Buffer, pos: int, rend: int) -> tuple[list[Header] | None, int]:
     """The header section at ``pos``: ``(None or [(str, bytes | None)], end position)`` (the twin
     of ``_rd_headers`` in ``_wire.pxd``)."""
     nheaders, pos = _varint_at(buf, pos, rend, "header count")
@@ -195,7 +206,7 @@ def _record_headers(buf, pos: int, rend: int) -> tuple:
         raise InvalidRecordError(
             f"Found invalid number of record headers. {nheaders} is larger than the "
             f"remaining size of the buffer", position=pos)
-    headers = []
+    headers: list[Header] = []
     for _ in range(nheaders):
         hklen, pos = read_varint(buf, pos, rend, "header key length")
         if hklen < 0:
@@ -212,7 +223,7 @@ def _record_headers(buf, pos: int, rend: int) -> tuple:
                 raise InvalidRecordError(
                     f"Found invalid record structure: header value length {hvlen} exceeds "
                     f"the {rend - pos} bytes left in the record", position=pos)
-            hvalue = bytes(buf[pos:pos + hvlen])
+            hvalue: bytes | None = bytes(buf[pos:pos + hvlen])
             pos += hvlen
         else:
             hvalue = None
@@ -220,8 +231,8 @@ def _record_headers(buf, pos: int, rend: int) -> tuple:
     return headers, pos
 
 
-def decode_records_v2(body, count: int, base_offset: int, base_timestamp: int,
-                      base_sequence: int, log_append_time: int) -> list:
+def decode_records_v2(body: Buffer, count: int, base_offset: int, base_timestamp: int,
+                      base_sequence: int, log_append_time: int) -> list[Record]:
     """Decode ``count`` v2 records from ``body`` (the uncompressed records of one batch).
 
     ``log_append_time >= 0`` replaces every record's timestamp. Raises :class:`InvalidRecordError`
@@ -284,30 +295,35 @@ def decode_records_v2(body, count: int, base_offset: int, base_timestamp: int,
     return out
 
 
-def _as_bytes_like(x):
-    if x is None or type(x) is bytes:
+def _to_bytes(x: Buffer) -> bytes:
+    if type(x) is bytes:
         return x
     if isinstance(x, str):
         raise TypeError("record keys and values must be bytes-like or None, not str")
     return bytes(memoryview(x))
 
 
-def _normalise_headers(headers) -> list | None:
+def _as_bytes_like(x: Buffer | None) -> bytes | None:
+    return None if x is None else _to_bytes(x)
+
+
+def _normalise_headers(headers: Iterable[HeaderIn] | None) -> list[tuple[bytes, bytes | None]] | None:
     if not headers:
         return None
     out = []
     for hk, hv in headers:
         if hk is None:
             raise InvalidRecordError("Invalid null header key found in headers")
-        hk = hk.encode("utf-8") if isinstance(hk, str) else _as_bytes_like(hk)
-        out.append((hk, _as_bytes_like(hv)))
+        out.append((hk.encode("utf-8") if isinstance(hk, str) else _to_bytes(hk),
+                    _as_bytes_like(hv)))
     return out
 
 
-def _encode_one(out: bytearray, key, value, ts_delta: int, offset_delta: int, headers) -> int:
+def _encode_one(out: bytearray, key_in: Buffer | None, value_in: Buffer | None, ts_delta: int,
+                offset_delta: int, headers: Iterable[HeaderIn] | None) -> int:
     """Append one encoded record to ``out``; returns its encoded size."""
-    key = _as_bytes_like(key)
-    value = _as_bytes_like(value)
+    key = _as_bytes_like(key_in)
+    value = _as_bytes_like(value_in)
     hlist = _normalise_headers(headers)
     parts = [b"\x00", write_varlong(ts_delta), write_varint(offset_delta)]
     if key is None:
@@ -341,7 +357,7 @@ def _encode_one(out: bytearray, key, value, ts_delta: int, offset_delta: int, he
     return len(head) + len(body)
 
 
-def encode_records_v2(records: Iterable, base_timestamp: int,
+def encode_records_v2(records: Iterable[RecordIn], base_timestamp: int,
                       offset_deltas: Sequence[int] | None = None) -> bytes:
     """Encode ``records`` (sequence of ``(key, value, timestamp, headers)``) as v2 record bodies.
 
@@ -381,8 +397,8 @@ class RecordsEncoder:
         self._last_offset: int | None = None
         self._offset_of_max = -1
 
-    def append_record(self, key, value, timestamp: int | None = -1, headers=None,
-                      offset: int | None = None) -> None:
+    def append_record(self, key: Buffer | None, value: Buffer | None, timestamp: int | None = -1,
+                      headers: Iterable[HeaderIn] | None = None, offset: int | None = None) -> None:
         """``BatchBuilder.append`` for v2 data batches, with Kafka's MemoryRecordsBuilder checks
         (offsets increase and are >= ``base_offset``; timestamp None/-1 = none, other negatives
         refused). Tracks ``last_offset`` and ``offset_of_max_timestamp``."""
@@ -424,7 +440,8 @@ class RecordsEncoder:
         """The offset of the first record with the max timestamp (``append_record``; -1 if none)."""
         return self._offset_of_max
 
-    def append(self, key, value, timestamp: int, headers=None, offset_delta: int | None = None) -> int:
+    def append(self, key: Buffer | None, value: Buffer | None, timestamp: int,
+               headers: Iterable[HeaderIn] | None = None, offset_delta: int | None = None) -> int:
         ts = _int64(timestamp, "timestamp")
         if offset_delta is None:
             if self._count > _INT32_MAX:
@@ -467,7 +484,7 @@ class RecordsEncoder:
 # --------------------------------------------------------------------------------------------------
 # Kafka's default partitioner for one key (kafkalog.log.partitioner)
 
-def _murmur2(data) -> int:
+def _murmur2(data: memoryview) -> int:
     length = len(data)
     m = 0x5BD1E995
     h = (0x9747B28C ^ length) & 0xFFFFFFFF
@@ -492,7 +509,7 @@ def _murmur2(data) -> int:
 
 
 
-def murmur2(data) -> int:
+def murmur2(data: Buffer) -> int:
     """Kafka's ``Utils.murmur2`` (seed ``0x9747b28c``) of a bytes-like ``data`` as a signed Java
     int. The reference is :func:`kafkalog.log.partitioner.murmur2_py`; this is the per-key kernel
     entry point (``TypeError`` for anything that is not bytes-like)."""
@@ -500,7 +517,7 @@ def murmur2(data) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
-def partition_for_key(key, num_partitions: int) -> int:
+def partition_for_key(key: Buffer, num_partitions: int) -> int:
     """Kafka's default partitioner for a non-null key: ``toPositive(murmur2(key)) %
     num_partitions`` (``ValueError`` when ``num_partitions <= 0``)."""
     if num_partitions <= 0:
@@ -510,31 +527,49 @@ def partition_for_key(key, num_partitions: int) -> int:
 
 # --- the producer's per-record path (kafkalog.client.producer): see _kernel.pyx ------------------
 
-_future_methods = None
+class FutureMethods(Protocol):
+    """What :func:`bind_record_future` is given: ``lookup(future, name)`` returns the attribute
+    ``name`` of ``future`` (a method bound to it, or a computed value)."""
+
+    def lookup(self, fut: RecordFuture, name: str) -> Any: ...
 
 
-def bind_record_future(methods) -> None:
+_future_methods: FutureMethods | None = None
+
+
+def bind_record_future(methods: FutureMethods) -> None:
     """Give :class:`RecordFuture` its Python-level attributes (see ``_kernel.pyx``)."""
     global _future_methods
     _future_methods = methods
+
+
+def _bound_methods() -> FutureMethods:
+    if _future_methods is None:      # an AttributeError, as the unbound lookup always raised
+        raise AttributeError("RecordFuture has no methods until bind_record_future is called")
+    return _future_methods
 
 
 class RecordFuture:
     """The producer's per-record future (reference of the compiled ``RecordFuture``)."""
 
     __slots__ = ("produce_result", "index", "timestamp", "key_size", "value_size")
+    produce_result: object
+    index: int
+    timestamp: int
+    key_size: int
+    value_size: int
 
-    def __getattr__(self, name):
-        return _future_methods.lookup(self, name)
+    def __getattr__(self, name: str) -> Any:        # the attributes are dynamic (lookup's)
+        return _bound_methods().lookup(self, name)
 
     def __repr__(self) -> str:
-        return _future_methods.lookup(self, "_repr")()
+        return str(_bound_methods().lookup(self, "_repr")())
 
 
 class ProducerBatch:
     """One open producer batch (reference of the compiled ``ProducerBatch``)."""
 
-    def __init__(self, result, cap: int, full: int) -> None:
+    def __init__(self, result: object, cap: int, full: int) -> None:
         self.encoder = RecordsEncoder()
         self.result = result
         self.cap = cap
@@ -542,7 +577,8 @@ class ProducerBatch:
         self.sealed = False
         self.full = False
 
-    def append(self, key, value, timestamp, headers):
+    def append(self, key: bytes | None, value: bytes | None, timestamp: int | None,
+               headers: Iterable[HeaderIn] | None) -> RecordFuture | Literal[False] | None:
         if self.sealed:
             return None
         e = self.encoder
@@ -588,31 +624,37 @@ class ProducerTopic:
     __slots__ = ("batches", "sticky", "num_partitions", "keyed")
 
     def __init__(self, num_partitions: int, keyed: bool) -> None:
-        self.batches = [None] * num_partitions
+        self.batches: list[ProducerBatch | None] = [None] * num_partitions
         self.sticky = 0
         self.num_partitions = num_partitions
         self.keyed = keyed
 
 
+#: the producer's full ``send``: ``(topic, value, key, partition, timestamp_ms, headers,
+#: on_delivery) -> future``
+SendSlow = Callable[[str, object, object, int | None, int | None, object, object], object]
+
+
 class ProducerSendPath:
     """``Producer.send``'s common case (reference of the compiled ``ProducerSendPath``)."""
 
-    def __init__(self, topics: dict, slow, full) -> None:
+    def __init__(self, topics: Mapping[str, ProducerTopic], slow: SendSlow,
+                 full: Callable[[ProducerBatch], object]) -> None:
         self._topics = topics
         self._slow = slow
         self._full = full
 
-    def send(self, topic, value=None, key=None, *, partition=None, timestamp_ms=None, headers=None,
-             on_delivery=None):
+    def send(self, topic: str, value: object = None, key: object = None, *,
+             partition: int | None = None, timestamp_ms: int | None = None, headers: object = None,
+             on_delivery: object = None) -> object:
         st = self._topics.get(topic)
         if (st is not None and partition is None and headers is None and on_delivery is None
-                and (value is None or type(value) is bytes)):
+                and (value is None or type(value) is bytes)
+                and (key is None or (st.keyed and type(key) is bytes))):
             if key is None:
                 p = st.sticky
-            elif st.keyed and type(key) is bytes:
-                p = (murmur2(key) & 0x7FFFFFFF) % st.num_partitions
             else:
-                p = -1
+                p = (murmur2(key) & 0x7FFFFFFF) % st.num_partitions
             if 0 <= p < len(st.batches):
                 b = st.batches[p]
                 if b is not None:
@@ -624,9 +666,10 @@ class ProducerSendPath:
         return self._slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)
 
 
-def decode_consumer_records(body, count: int, base_offset: int, base_timestamp: int,
-                            log_append_time: int, record_type: type, topic: Any, partition: Any,
-                            leader_epoch: Any, timestamp_type: Any, start: int, end: int) -> list:
+def decode_consumer_records(body: Buffer, count: int, base_offset: int, base_timestamp: int,
+                            log_append_time: int, record_type: type[tuple[object, ...]],
+                            topic: object, partition: object, leader_epoch: object,
+                            timestamp_type: object, start: int, end: int) -> list[tuple[object, ...]]:
     """Decode ``count`` v2 records from ``body`` straight into ``record_type`` tuples (``topic,
     partition, leader_epoch, offset, timestamp, timestamp_type, key, value, headers``; headers a new
     list per record), keeping the records whose offset is in ``[start, end)``. Checks and errors

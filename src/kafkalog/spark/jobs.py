@@ -34,11 +34,18 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple, TypedDict
 
 from kafkalog.errors import CleanerError
+from kafkalog.log.naming import TopicPartition
 
-TopicPartition = Tuple[str, int]
+if TYPE_CHECKING:
+    from kafkalog.cleaner import Cleaner, CleanerConfig
+    from kafkalog.cleaner.stats import CleanerStats
+    from kafkalog.log.config import LogConfig
+    from kafkalog.log.log import Log
+    from kafkalog.log.manager import LogManager
+
 
 @dataclass
 class PartitionPlan:
@@ -55,7 +62,7 @@ class PartitionPlan:
     spark_offset_map: bool
 
 
-def _is_compacted(config) -> bool:
+def _is_compacted(config: LogConfig) -> bool:
     return config.compact
 
 
@@ -64,11 +71,13 @@ class _ExternalMapCleaner:
     a scan of the dirty section (the cleaner's ``build_offset_map`` hook)."""
 
     @staticmethod
-    def create(keys: Sequence[bytes], offsets: Sequence[int], end: int, cleaner_config):
+    def create(keys: Sequence[bytes], offsets: Sequence[int], end: int,
+               cleaner_config: CleanerConfig) -> Cleaner:
         from kafkalog.cleaner import Cleaner, SkimpyOffsetMap
 
         class SparkMapCleaner(Cleaner):
-            def build_offset_map(self, log, tp, start, end_, stats):
+            def build_offset_map(self, log: Log, tp: TopicPartition, start: int, end_: int,
+                                 stats: CleanerStats) -> None:
                 m = self.offset_map
                 m.clear()
                 for k, o in zip(keys, offsets):
@@ -84,9 +93,28 @@ class _ExternalMapCleaner:
                                max_io_buffer_size=cleaner_config.max_message_size)
 
 
-def clean_partition(plan: PartitionPlan, cleaner_config, keys: Optional[Sequence[bytes]] = None,
-                    offsets: Optional[Sequence[int]] = None, max_rounds: int = 1000) -> dict:
-    """Executor side: clean (when compacted) and apply retention to one partition."""
+class PartitionResult(TypedDict):
+    """What cleaning one partition reports (one row of :func:`compact`'s result)."""
+
+    topic: str
+    partition: int
+    mode: str                       # "retention", "cleaner" or "spark-offset-map"
+    rounds: int
+    first_dirty_offset: int
+    end_offset: Optional[int]       # the new first dirty offset (None: not compacted, or failed)
+    log_start_offset: int
+    bytes_before: int
+    bytes_after: Optional[int]
+    segments_deleted: int
+    error: Optional[str]
+
+
+def clean_partition(plan: PartitionPlan, cleaner_config: CleanerConfig, keys: Optional[Sequence[bytes]] = None,
+                    offsets: Optional[Sequence[int]] = None, max_rounds: int = 1000) -> PartitionResult:
+    """Executor side: clean (when compacted) and apply retention to one partition (``keys`` and
+    their latest ``offsets``, the offset map Spark computed, come together or not at all)."""
+    if (keys is None) != (offsets is None):
+        raise TypeError("clean_partition: keys and offsets are given together or not at all")
     from kafkalog.cleaner import Cleaner, SkimpyOffsetMap
     from kafkalog.cleaner.manager import cleanable_offsets, log_to_clean
     from kafkalog.log.log import Log
@@ -94,16 +122,16 @@ def clean_partition(plan: PartitionPlan, cleaner_config, keys: Optional[Sequence
 
     log = Log.open(plan.path, plan.config, log_start_offset=plan.log_start_offset,
                    recovery_point=plan.recovery_point, had_clean_shutdown=True)
-    out = {"topic": plan.topic, "partition": plan.partition, "mode": "retention", "rounds": 0,
-           "first_dirty_offset": plan.first_dirty_offset, "end_offset": None,
-           "log_start_offset": log.log_start_offset, "bytes_before": log.size,
-           "bytes_after": None, "segments_deleted": 0, "error": None}
+    out: PartitionResult = {"topic": plan.topic, "partition": plan.partition, "mode": "retention", "rounds": 0,
+                            "first_dirty_offset": plan.first_dirty_offset, "end_offset": None,
+                            "log_start_offset": log.log_start_offset, "bytes_before": log.size,
+                            "bytes_after": None, "segments_deleted": 0, "error": None}
     try:
-        tp = (plan.topic, plan.partition)
+        tp = TopicPartition(plan.topic, plan.partition)
         if plan.compacted:
             now = int(time.time() * 1000)
             first_dirty = plan.first_dirty_offset
-            if keys is not None:
+            if keys is not None and offsets is not None:
                 out["mode"] = "spark-offset-map"
                 cleaner = _ExternalMapCleaner.create(keys, offsets, plan.first_uncleanable_offset,
                                                      cleaner_config)
@@ -143,7 +171,7 @@ def clean_partition(plan: PartitionPlan, cleaner_config, keys: Optional[Sequence
     return out
 
 
-def _plan(mgr, topics: Optional[Iterable[str]], map_capacity: int, spark_offset_map: Optional[bool]
+def _plan(mgr: LogManager, topics: Optional[Iterable[str]], map_capacity: int, spark_offset_map: Optional[bool]
           ) -> List[PartitionPlan]:
     from kafkalog.cleaner.manager import cleanable_offsets
     from kafkalog.spark.log_view import read_cleaner_checkpoint
@@ -228,7 +256,9 @@ def compact(spark, data_dir: str, topics: Optional[Iterable[str]] = None, *,
         def clean_groups(rows):
             # rows of one task, sorted by (topic, partition): one group per topic-partition
             # (pandas-free: Spark's applyInArrow/mapInArrow need pandas, the RDD API does not)
-            current, keys, offsets = None, [], []
+            current: Optional[Tuple[str, int]] = None
+            keys: List[bytes] = []
+            offsets: List[int] = []
             for row in rows:
                 tp = (row[0], row[1])
                 if tp != current:
@@ -259,7 +289,7 @@ def compact(spark, data_dir: str, topics: Optional[Iterable[str]] = None, *,
         mgr.close()
 
 
-def _clean_one(plan: PartitionPlan, ccfg, keys: list, offsets: list) -> dict:
+def _clean_one(plan: PartitionPlan, ccfg: CleanerConfig, keys: List[bytes], offsets: List[int]) -> PartitionResult:
     if plan.spark_offset_map:
         return clean_partition(plan, ccfg, keys, offsets)
     return clean_partition(plan, ccfg)

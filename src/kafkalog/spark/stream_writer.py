@@ -18,7 +18,7 @@ import os
 from typing import Iterator, List, Mapping, Optional
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamArrowWriter
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from kafkalog.spark.commit import commit_staged, read_committed_batch, sink_commit_path
@@ -28,6 +28,7 @@ from kafkalog.spark.writer import (
     remove_staging,
     stage_task,
     staged_by_partition,
+    staged_writes,
     staging_prefix,
     validate_sink_schema,
 )
@@ -59,17 +60,18 @@ class KafkalogStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
         return stage_task(self.opts, self.staging_prefix, iterator)
 
-    def commit(self, messages: List[Optional[StagedWrite]], batchId: int) -> None:
+    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        staged = staged_writes(messages)
         try:
-            commit_staged(self.opts.path, staged_by_partition(messages), job_id=f"stream-{batchId}",
+            commit_staged(self.opts.path, staged_by_partition(staged), job_id=f"stream-{batchId}",
                           new_topic_partitions=self.opts.partitions,
                           topic_config=self.opts.topic_config_dict, sink=self.sink_id,
                           batch_id=batchId)
         finally:
-            self._discard(messages)
+            self._discard(staged)
 
-    def abort(self, messages: List[Optional[StagedWrite]], batchId: int) -> None:
-        self._discard(messages)
+    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        self._discard(staged_writes(messages))
 
     def _discard(self, messages: List[Optional[StagedWrite]]) -> None:
         for msg in messages:

@@ -204,6 +204,7 @@ class ArrowStager:
                                          f"topic has {count} partitions)")
         else:
             pcol = None
+        groups: List[Tuple[int, Optional[memoryview]]]     # (partition, its rows; None: all)
         if count == 1:
             groups = [(0, None)]
         else:
@@ -211,7 +212,7 @@ class ArrowStager:
             if keys is not None:
                 parts = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(
                     kernel.murmur2_partitions(keys, n, count))])
-                if key.null_count:
+                if key is not None and key.null_count:     # (keys: key is not None)
                     parts = pc.if_else(pc.equal(parts, -1), self.rng.randrange(count), parts)
             else:
                 parts = None
@@ -403,6 +404,17 @@ def staged_by_partition(messages: Sequence[Optional[StagedWrite]]) -> Dict[Tuple
     return by_tp
 
 
+def staged_writes(messages: Sequence[Optional[WriterCommitMessage]]) -> List[Optional[StagedWrite]]:
+    """The messages Spark hands ``commit``/``abort``: what the tasks' ``write`` returned (None for
+    a task that failed), checked to be this writer's."""
+    out: List[Optional[StagedWrite]] = []
+    for msg in messages:
+        if msg is not None and not isinstance(msg, StagedWrite):
+            raise TypeError(f"not a kafkalog staged write: {type(msg).__name__}")
+        out.append(msg)
+    return out
+
+
 def stage_task(opts: WriteOptions, prefix: str, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
     """One task: stage every input batch (timed phases for ``$KAFKALOG_SPARK_PROFILE``)."""
     stager = ArrowStager(opts, prefix, task_tag())
@@ -448,17 +460,17 @@ class KafkalogArrowWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
         return stage_task(self.opts, self.staging_prefix, iterator)
 
-    def commit(self, messages: List[Optional[StagedWrite]]) -> None:
+    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         t0 = time.perf_counter()
         try:
-            commit_staged(self.opts.path, staged_by_partition(messages), job_id=self.job_id,
+            commit_staged(self.opts.path, staged_by_partition(staged_writes(messages)), job_id=self.job_id,
                           new_topic_partitions=self.opts.partitions,
                           topic_config=self.opts.topic_config_dict)
         finally:
             remove_staging(self.staging_prefix)
             profile("commit.total", time.perf_counter() - t0)
 
-    def abort(self, messages: List[Optional[StagedWrite]]) -> None:
+    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         # Tasks of a failed job that are still being killed may stage files after the first
         # removal: sweep a few times.
         for attempt in range(4):
