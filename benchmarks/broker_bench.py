@@ -207,7 +207,7 @@ def run_sendfile_server(port: int, data_dir: str, chunk: int) -> None:
                     fd = os.open(files[fi], os.O_RDONLY)
                     size = os.fstat(fd).st_size
                 n = min(chunk, size - pos)
-                conn.sendall(struct.pack(">i", n))
+                conn.sendall(struct.pack(">i", n), socket.MSG_MORE)   # as kafkalog's header
                 sent = 0
                 while sent < n:
                     sent += os.sendfile(conn.fileno(), fd, pos + sent, n - sent)
