@@ -1,20 +1,31 @@
-"""``kafkalog serve`` against a memory broker of the same parsing, with confluent-kafka.
+"""``kafkalog serve`` against its peers, with confluent-kafka and the Java client (kafka-clients 3.9.1).
 
-The peer ("memory broker", ``--memory-broker PORT`` runs it) parses every request with the same
-protocol layer and network code as kafkalog serve but keeps the produced batches in a Python list:
-no files, no indexes, no producer state. It is the client's own ceiling on this machine. Both run
-as separate processes; the client runs here.
+Peers, each a separate process on the same machine:
 
-Measured, in one run, for both brokers (JSON lines, then a ratio line):
+* the memory broker (``--memory-broker PORT``): the same protocol and network layers as kafkalog
+  serve, batches kept in a Python list (no files, indexes or producer state) -- the client's own
+  ceiling through this protocol code; for consume it is preloaded with the very batches of the
+  prepared topic;
+* the sendfile floor (``--sendfile-server PORT``): for each request frame it reads, a 4-byte size
+  and then 1 MiB of the prepared topic's segment files by ``os.sendfile`` (blocking socket).
 
-* ``produce``: N records of 100-byte values, acks=all, idempotent, linger.ms=5 (msgs/s);
-* ``consume``: the same N records from offset 0 with an assign()ed consumer (msgs/s);
-* ``latency``: single-record produce requests at a fixed rate (each waits for its ack): p50, p99 ms;
-* ``idle``: kafkalog serve's produce rate with ``--idle-connections`` open, idle connections (each
-  has sent one ApiVersions request) against its rate without them, in the same run.
+Measured in each run (JSON lines), then one ratio line of medians over the runs:
 
-    python benchmarks/broker_bench.py                 # 300,000 records, 3 runs, medians
-    python benchmarks/broker_bench.py --records 50000 --runs 1
+* ``produce``: ``--produce-records`` 100-byte values, acks=all, idempotent, linger.ms=5, per client,
+  memory broker vs kafkalog serve; single-record produce latency p50/p99 at a fixed rate;
+* ``consume``: ``--records`` (default the issue's 10 M) from the beginning of a prepared topic
+  (batches of 1,000 records written through kafkalog's log layer into ``--data-dir``, kept for later
+  runs), per client, memory broker vs kafkalog serve on that directory;
+* ``fetch_1mib``: a raw Fetch v4 requester (this process, one socket, one 1 MiB+ buffer, the next
+  offset from the last batch) reading ``--fetch-mib`` MiB in 1 MiB answers from kafkalog serve, vs
+  the same client reading the same segment bytes from the sendfile floor (MiB/s);
+* ``idle``: kafkalog serve's produce rate with ``--idle-connections`` idle connections open against
+  its rate without them.
+
+Goals (issue 14): produce >= 0.80, consume >= 0.80, fetch_1mib >= 0.90, idle >= 0.90.
+
+    python benchmarks/broker_bench.py                          # 10 M records, 3 runs, medians
+    python benchmarks/broker_bench.py --records 1000000 --runs 1 --clients confluent
 """
 
 from __future__ import annotations
