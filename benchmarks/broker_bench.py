@@ -9,7 +9,8 @@ Peers, each a separate process on the same machine:
 * the sendfile floor (``--sendfile-server PORT``): for each request frame it reads, a 4-byte size
   and then 1 MiB of the prepared topic's segment files by ``os.sendfile`` (blocking socket).
 
-Measured in each run (JSON lines), then one ratio line of medians over the runs:
+Measured in each run (JSON lines), then one line of ratios: each the median over the runs of the
+ratio within one run (the machine is shared; figures of one run are compared with each other):
 
 * ``produce``: ``--produce-records`` 100-byte values, acks=all, idempotent, linger.ms=5, per client,
   memory broker vs kafkalog serve; single-record produce latency p50/p99 at a fixed rate;
@@ -516,6 +517,14 @@ def _median(rows: list[dict[str, Any]], kind: str, field: str) -> float:
     return statistics.median(r[field] for r in rows if r["broker"] == kind)
 
 
+def _ratio(rows: list[dict[str, Any]], peer: str, field: str) -> float:
+    """The median over the runs of kafkalog's figure over the peer's in the same run."""
+    by_run: dict[int, dict[str, float]] = {}
+    for r in rows:
+        by_run.setdefault(r["run"], {})[r["broker"]] = r[field]
+    return round(statistics.median(v["kafkalog"] / v[peer] for v in by_run.values()), 3)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=10_000_000,
@@ -571,10 +580,9 @@ def main(argv: list[str] | None = None) -> None:
                            "produce_records": args.produce_records}
     for client in clients:
         f = f"{client}_msgs_per_s"
-        out[f"produce_ratio_{client}"] = round(_median(prod, "kafkalog", f) / _median(prod, "memory", f), 3)
-        out[f"consume_ratio_{client}"] = round(_median(cons, "kafkalog", f) / _median(cons, "memory", f), 3)
-    out["fetch_1mib_ratio"] = round(_median(fetch, "kafkalog", "mib_per_s")
-                                    / _median(fetch, "sendfile", "mib_per_s"), 3)
+        out[f"produce_ratio_{client}"] = _ratio(prod, "memory", f)
+        out[f"consume_ratio_{client}"] = _ratio(cons, "memory", f)
+    out["fetch_1mib_ratio"] = _ratio(fetch, "sendfile", "mib_per_s")
     out["idle_ratio"] = statistics.median(r["ratio"] for r in idle_rows)
     out["goals"] = {"produce_ratio": 0.80, "consume_ratio": 0.80, "fetch_1mib_ratio": 0.90,
                     "idle_ratio": 0.90}
