@@ -53,6 +53,7 @@ TOPIC = "bench"
 MiB = 1 << 20
 FETCH_BYTES = MiB
 JAVA_VERSION = "3.9.1"
+MEASURES = ("produce", "consume", "fetch", "idle")
 
 
 # --- the memory broker ------------------------------------------------------------------------------
@@ -533,6 +534,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fetch-mib", type=int, default=512, help="MiB read by the 1 MiB fetch measure")
     ap.add_argument("--clients", default="confluent,java", help="comma-separated: confluent, java")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--measure", default=",".join(MEASURES),
+                    help=f"comma-separated, some of: {', '.join(MEASURES)}")
     ap.add_argument("--latency-requests", type=int, default=500)
     ap.add_argument("--latency-rate", type=float, default=200.0, help="single-record requests per second")
     ap.add_argument("--idle-connections", type=int, default=1000)
@@ -551,46 +554,53 @@ def main(argv: list[str] | None = None) -> None:
     clients = [c for c in args.clients.split(",") if c]
     if not set(clients) <= {"confluent", "java"}:
         raise SystemExit(f"--clients: unknown client in {args.clients!r}")
+    measures = [m for m in args.measure.split(",") if m]
+    if not measures or not set(measures) <= set(MEASURES):
+        raise SystemExit(f"--measure: expected some of {','.join(MEASURES)}, got {args.measure!r}")
     data_dir = os.path.join(args.data_dir, str(args.records))
-    prepare_topic(data_dir, args.records)
+    if {"consume", "fetch"} & set(measures):
+        prepare_topic(data_dir, args.records)
     prod: list[dict[str, Any]] = []
     cons: list[dict[str, Any]] = []
     fetch: list[dict[str, Any]] = []
+    idle: list[dict[str, Any]] = []
+
+    def emit(rows: list[dict[str, Any]], row: dict[str, Any], run: int) -> None:
+        row["run"] = run
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
     for run in range(args.runs):
         for kind in ("memory", "kafkalog"):
-            pr = measure_produce(kind, args.produce_records, clients, args.latency_requests,
-                                 args.latency_rate)
-            cr = measure_consume(kind, data_dir, args.records, clients)
-            for rows, r in ((prod, pr), (cons, cr)):
-                r["run"] = run
-                rows.append(r)
-                print(json.dumps(r), flush=True)
-        for kind in ("sendfile", "kafkalog"):
-            r = measure_fetch(kind, data_dir, args.fetch_mib * MiB, args.records)
-            r["run"] = run
-            fetch.append(r)
-            print(json.dumps(r), flush=True)
-    idle_rows = []
-    for run in range(args.runs):
-        row = measure_idle(args.produce_records, args.idle_connections)
-        row["run"] = run
-        idle_rows.append(row)
-        print(json.dumps(row), flush=True)
+            if "produce" in measures:
+                emit(prod, measure_produce(kind, args.produce_records, clients, args.latency_requests,
+                                           args.latency_rate), run)
+            if "consume" in measures:
+                emit(cons, measure_consume(kind, data_dir, args.records, clients), run)
+        if "fetch" in measures:
+            for kind in ("sendfile", "kafkalog"):
+                emit(fetch, measure_fetch(kind, data_dir, args.fetch_mib * MiB, args.records), run)
+        if "idle" in measures:
+            emit(idle, measure_idle(args.produce_records, args.idle_connections), run)
     out: dict[str, Any] = {"type": "ratio", "runs": args.runs, "records": args.records,
                            "produce_records": args.produce_records}
     for client in clients:
         f = f"{client}_msgs_per_s"
-        out[f"produce_ratio_{client}"] = _ratio(prod, "memory", f)
-        out[f"consume_ratio_{client}"] = _ratio(cons, "memory", f)
-    out["fetch_1mib_ratio"] = _ratio(fetch, "sendfile", "mib_per_s")
-    out["idle_ratio"] = statistics.median(r["ratio"] for r in idle_rows)
+        if prod:
+            out[f"produce_ratio_{client}"] = _ratio(prod, "memory", f)
+        if cons:
+            out[f"consume_ratio_{client}"] = _ratio(cons, "memory", f)
+    if fetch:
+        out["fetch_1mib_ratio"] = _ratio(fetch, "sendfile", "mib_per_s")
+    if idle:
+        out["idle_ratio"] = statistics.median(r["ratio"] for r in idle)
     out["goals"] = {"produce_ratio": 0.80, "consume_ratio": 0.80, "fetch_1mib_ratio": 0.90,
                     "idle_ratio": 0.90}
-    out["latency_median_ms"] = {k: {"p50": _median(prod, k, "latency_p50_ms"),
-                                    "p99": _median(prod, k, "latency_p99_ms")}
-                                for k in ("memory", "kafkalog")}
+    if prod:
+        out["latency_median_ms"] = {k: {"p50": _median(prod, k, "latency_p50_ms"),
+                                        "p99": _median(prod, k, "latency_p99_ms")}
+                                    for k in ("memory", "kafkalog")}
     print(json.dumps(out), flush=True)
-
 
 if __name__ == "__main__":
     main()
