@@ -1,6 +1,6 @@
 """Incremental fetch sessions (KIP-227) over real sockets: raw Fetch frames for the session rules and
-errors, and confluent-kafka (librdkafka) and the Java client consuming many partitions with
-sessions on."""
+errors, the Java client (which opens sessions) and confluent-kafka (librdkafka sends session id 0 and
+epoch -1: sessionless full fetches) consuming many partitions with sessions on."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def test_confluent_kafka_consumes_many_partitions_with_sessions(broker: BrokerPr
                 assert part is not None and value is not None
                 seen[part].append(value)
             if not produced_more and sum(map(len, seen.values())) == parts * per // 2:
-                # the session is in place now: later records arrive through incremental fetches
+                # later records arrive on fetches that already returned these partitions
                 _produce(broker, topic, dict.fromkeys(range(parts), per // 2), "b")
                 produced_more = True
     finally:
