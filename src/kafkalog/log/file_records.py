@@ -50,6 +50,10 @@ INT64 = struct.Struct(">q")
 UINT32 = struct.Struct(">I")
 
 _READ_BLOCK = 64 * 1024
+#: The first window of a header walk: an offset-index lookup lands within ``index.interval.bytes``
+#: (4 KiB) of its target, so a search mostly needs one small read, not a whole block; later windows
+#: double up to :data:`_READ_BLOCK`.
+_FIRST_READ_BLOCK = 8 * 1024
 _WRITE_CHUNK = 256 * 1024
 
 
@@ -245,8 +249,10 @@ class FileRecords:
         if end is None:
             end = self.size
         pos = start
+        block = _FIRST_READ_BLOCK
         while pos < end - PREFIX_SIZE:
-            buf = os.pread(self.fd, min(_READ_BLOCK, end - pos), pos)
+            n = min(block, end - pos)
+            buf = os.pread(self.fd, n, pos)
             w = walk(buf, pos, end, verify_crc=False, base=pos)
             cols = w.facts
             for i in range(w.count):
@@ -263,8 +269,9 @@ class FileRecords:
                         + LOG_OVERHEAD
                     continue
                 return
-            if f.position == pos and end - pos <= _READ_BLOCK:     # pragma: no cover - defensive
+            if f.position == pos and end - pos <= n:     # pragma: no cover - defensive
                 return
+            block = min(block * 2, _READ_BLOCK)
             pos = f.position
 
     def _damaged_header(self, position: int, end: int) -> BatchHeader:

@@ -43,9 +43,22 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError, LogDirError
+from kafkalog.errors import (
+    CorruptCheckpointError,
+    InvalidConfigError,
+    InvalidTopicError,
+    KafkalogError,
+    LogDirError,
+)
 from kafkalog.log import fsutil
-from kafkalog.log.checkpoint import CleanShutdownFile, MetaProperties, OffsetCheckpointFile, uuid_to_kafka_string
+from kafkalog.log.checkpoint import (
+    PARTITION_METADATA_FILE,
+    CleanShutdownFile,
+    MetaProperties,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+    uuid_to_kafka_string,
+)
 from kafkalog.log.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -409,6 +422,7 @@ class LogManager:
             for p in range(partitions):
                 logs.append(self._create_log(TopicPartition(topic, p), cfg))
             fsutil.fsync_dir(self.data_dir)
+            self.topic_id(topic)        # partition.metadata in every partition, as Kafka writes it
             return logs
 
     def _create_log(self, tp: TopicPartition, cfg: LogConfig) -> Log:
@@ -428,8 +442,36 @@ class LogManager:
                 raise InvalidConfigError(f"Topic currently has {len(current)} partitions, which is "
                                          f"higher than the requested {total_partitions}.")
             cfg = self.topic_config(topic)
-            return [self._create_log(TopicPartition(topic, p), cfg)
+            logs = [self._create_log(TopicPartition(topic, p), cfg)
                     for p in range(len(current), total_partitions)]
+            self.topic_id(topic)        # the new partitions carry the topic's ID
+            return logs
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic ID of ``topic`` from its partitions' ``partition.metadata``. A partition
+        without the file (a topic created by an older tool, or a new partition) gets the topic's
+        ID written atomically; a topic with none gets a random one. Unreadable files are skipped
+        in the search and left as they are."""
+        with self._lock:
+            parts = self.partitions_of(topic)
+            if not parts:
+                raise InvalidTopicError(f"Topic '{topic}' does not exist.", file=self.data_dir)
+            files = [PartitionMetadataFile(os.path.join(self._logs[TopicPartition(topic, p)].dir,
+                                                        PARTITION_METADATA_FILE)) for p in parts]
+            tid: Optional[uuid.UUID] = None
+            for f in files:
+                if f.exists():
+                    try:
+                        tid = f.read().topic_id
+                        break
+                    except CorruptCheckpointError:
+                        continue
+            if tid is None:
+                tid = uuid.uuid4()
+            for f in files:
+                if not f.exists():
+                    f.write(tid)
+            return tid
 
     def delete_topic(self, topic: str) -> int:
         """Delete every partition of ``topic``: close it, rename its directory to

@@ -23,6 +23,7 @@ from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server.config import Listener, ServerConfig
+from kafkalog.server.fetch_session import FetchSessionCache
 from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.kio_build import build
 from kafkalog.server.producer_id_migration import adopt_legacy_reservation
@@ -54,6 +55,7 @@ class Broker:
         self.node_id = config.node_id
         self.cluster_id = manager.meta_properties.cluster_id or config.values["cluster.id"] or None
         self.topic_ids = TopicIds(manager)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.producer_ids = adopt_legacy_reservation(manager.data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         v = config.values

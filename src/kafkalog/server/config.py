@@ -32,6 +32,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("connections.max.idle.ms", LONG, 600000, None),
     ConfigDef("delete.topic.enable", BOOLEAN, True, None),
     ConfigDef("fetch.max.bytes", INT, 55 * 1024 * 1024, None),
+    ConfigDef("max.incremental.fetch.session.cache.slots", INT, 1000, None),
     ConfigDef("cluster.id", STRING, "", None),
     ConfigDef("group.min.session.timeout.ms", INT, 6000, None),
     ConfigDef("group.max.session.timeout.ms", INT, 1800000, None),
@@ -92,6 +93,10 @@ class ServerConfig:
         self.fetch_max_bytes: int = resolved["fetch.max.bytes"]
         if self.fetch_max_bytes < 0:
             raise InvalidConfigError("fetch.max.bytes must be at least 0")
+        self.max_incremental_fetch_session_cache_slots: int = \
+            resolved["max.incremental.fetch.session.cache.slots"]
+        if self.max_incremental_fetch_session_cache_slots < 0:
+            raise InvalidConfigError("max.incremental.fetch.session.cache.slots must be at least 0")
         self.listeners: list[Listener] = [parse_listener(s, "listeners") for s in resolved["listeners"]]
         self.advertised_listeners: list[Listener] = [parse_listener(s, "advertised.listeners")
                                                      for s in resolved["advertised.listeners"]]

@@ -1,7 +1,8 @@
 """Fetch: long-poll (a fetch waits until ``min_bytes`` are available or ``max_wait`` passes, woken
 by appends, never by polling), ``max_bytes`` and per-partition limits with KIP-74's first-batch
 rule, ``isolation_level`` with the last stable offset and the aborted transactions from the
-``.txnindex``, OffsetOutOfRange with the log start and end, topics by ID from v13.
+``.txnindex``, OffsetOutOfRange with the log start and end, topics by ID from v13, incremental
+fetch sessions from v7 (:mod:`kafkalog.server.fetch_session`).
 
 The response is written here: the record bytes of each partition follow a header written
 separately. Slices of at least :data:`SENDFILE_MIN_BYTES` are sent from the segment file with
@@ -21,13 +22,14 @@ from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
 from kafkalog.server.broker import Broker, Response
 from kafkalog.server.error_codes import error_code
+from kafkalog.server.fetch_session import FetchContext
 from kafkalog.server.protocol import Request, response_header
 
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
 SENDFILE_MIN_BYTES = 64 * 1024
 READ_COMMITTED = 1
-FETCH_SESSION_ID_NOT_FOUND = 70
+FIRST_SESSION = 7
 
 
 class PartitionData:
@@ -132,16 +134,22 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
     version = request.api_version
     by_id = version >= FIRST_TOPIC_ID
     unknown_code = error_codes.UNKNOWN_TOPIC_ID if by_id else error_codes.UNKNOWN_TOPIC_OR_PARTITION
-    if getattr(body, "session_id", 0) != 0:
-        return encode_fetch_response(request.correlation_id, version, FETCH_SESSION_ID_NOT_FOUND, [])
     wanted: list[_Wanted] = []
-    topics: list[tuple[Any, int]] = []
     for t in body.topics:
         key = t.topic_id if by_id else t.topic
         name = broker.topic_ids.name_of(t.topic_id) if by_id else t.topic
-        topics.append((key, len(t.partitions)))
         for p in t.partitions:
             wanted.append(_Wanted(key, name, p.partition, p.fetch_offset, p.partition_max_bytes))
+    if version >= FIRST_SESSION:
+        forgotten = [(f.topic_id if by_id else f.topic, p)
+                     for f in body.forgotten_topics_data for p in f.partitions]
+        ctx = broker.fetch_sessions.new_context(body.session_id, body.session_epoch, by_id,
+                                                list(wanted), forgotten)
+        if ctx.error:
+            return encode_fetch_response(request.correlation_id, version, ctx.error, [])
+        wanted = [w for w in ctx.wanted if isinstance(w, _Wanted)]
+    else:
+        ctx = FetchContext(list(wanted))
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     # Kafka's broker-side cap: fetch.max.bytes
     max_bytes = min(getattr(body, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes)
@@ -164,16 +172,21 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
             pass
         finally:
             broker.remove_waiter(tps, fut)
+    session_id, answered = ctx.respond(parts)
+    kept = {id(pd) for _w, pd in answered}
+    _release([p for p in parts if id(p) not in kept])
     grouped: list[tuple[Any, list[PartitionData]]] = []
-    i = 0
-    for key, n in topics:
-        grouped.append((key, parts[i:i + n]))
-        i += n
-    return encode_fetch_response(request.correlation_id, version, 0, grouped)
+    for w, pd in answered:              # consecutive partitions of one topic share its entry
+        if grouped and grouped[-1][0] == w.key:
+            grouped[-1][1].append(pd)
+        else:
+            grouped.append((w.key, [pd]))
+    return encode_fetch_response(request.correlation_id, version, 0, grouped, session_id)
 
 
 def encode_fetch_response(correlation_id: int, version: int, top_error: int,
-                          topics: list[tuple[Any, list[PartitionData]]]) -> list[bytes | FileSlice]:
+                          topics: list[tuple[Any, list[PartitionData]]],
+                          session_id: int = 0) -> list[bytes | FileSlice]:
     """The response as frame parts: bytes, with each partition's records (bytes or a
     ``FileSlice``) between them; the first part starts with the frame size."""
     flex = version >= FIRST_FLEXIBLE
@@ -181,7 +194,7 @@ def encode_fetch_response(correlation_id: int, version: int, top_error: int,
     parts: list[bytes | FileSlice] = []
     cur = [response_header(correlation_id, flex), i32(0)]          # throttle_time_ms
     if version >= 7:
-        cur.append(i16(top_error) + i32(0))                         # error_code, session_id
+        cur.append(i16(top_error) + i32(session_id))
     cur.append(wire.array_len(len(topics), flex))
     for key, pds in topics:
         cur.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))

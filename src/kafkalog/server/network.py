@@ -34,6 +34,7 @@ from kafkalog.server.protocol import (
 logger = logging.getLogger("kafkalog.server")
 
 RECV_BYTES = 256 * 1024
+MSG_MORE = getattr(socket, "MSG_MORE", 0)
 
 
 class Server:
@@ -147,9 +148,8 @@ class Server:
         return await self.broker.handle(request)
 
     async def _send(self, conn: socket.socket, response: bytes | list[bytes | FileSlice]) -> None:
-        loop = asyncio.get_running_loop()
         if isinstance(response, bytes):
-            await asyncio.wait_for(loop.sock_sendall(conn, response), self.idle_s)
+            await self._sendall(conn, response, 0)
             return
         try:
             for i, part in enumerate(response):
@@ -157,12 +157,24 @@ class Server:
                     await self._sendfile(conn, part)
                     os.close(part.fd)
                     response[i] = b""
-                else:
-                    await asyncio.wait_for(loop.sock_sendall(conn, part), self.idle_s)
+                elif part:
+                    # a header followed by a slice: MSG_MORE lets the kernel send both as one
+                    nxt = response[i + 1] if i + 1 < len(response) else None
+                    await self._sendall(conn, part, MSG_MORE if isinstance(nxt, FileSlice) else 0)
         finally:
             for part in response:
                 if isinstance(part, FileSlice):
                     os.close(part.fd)
+
+    async def _sendall(self, conn: socket.socket, data: bytes, flags: int) -> None:
+        """Send ``data``: straight away when the socket takes it all (the usual case: no task, no
+        loop turn), else the rest through the loop within ``connections.max.idle.ms``."""
+        try:
+            n = conn.send(data, flags)
+        except BlockingIOError:
+            n = 0
+        if n < len(data):
+            await asyncio.wait_for(asyncio.get_running_loop().sock_sendall(conn, data[n:]), self.idle_s)
 
     async def _sendfile(self, conn: socket.socket, sl: FileSlice) -> None:
         """``os.sendfile`` the slice to the non-blocking socket, waiting for writability."""

@@ -1,17 +1,13 @@
 """Topic IDs: Kafka keeps a topic's UUID in ``partition.metadata`` of each partition directory;
 Produce v13 and Fetch v13+ address topics only by it, so Metadata must return the real one.
 
-A topic without the file (created by an older tool) gets a random ID written to every partition,
-atomically, before any client sees it."""
+The log layer keeps the file (:meth:`LogManager.topic_id`); this is the broker's two-way cache of it."""
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 
-from kafkalog.errors import CorruptCheckpointError
-from kafkalog.log.checkpoint import PARTITION_METADATA_FILE, PartitionMetadataFile
 from kafkalog.log.manager import LogManager
 
 ZERO = uuid.UUID(int=0)
@@ -26,32 +22,15 @@ class TopicIds:
         self._by_id: dict[uuid.UUID, str] = {}
         self._lock = threading.Lock()
 
-    def _files(self, topic: str) -> list:
-        return [PartitionMetadataFile(os.path.join(self.manager.get_log(topic, p).dir,
-                                                   PARTITION_METADATA_FILE))
-                for p in self.manager.partitions_of(topic)]
-
     def of(self, topic: str) -> uuid.UUID:
-        """The ID of an existing topic (read, or assigned and written once)."""
+        """The ID of an existing topic (read once from the log layer, which assigns it when the
+        topic has none)."""
         with self._lock:
             tid = self._by_name.get(topic)
-            if tid is not None:
-                return tid
-            files = self._files(topic)
-            for f in files:
-                if f.exists():
-                    try:
-                        tid = f.read().topic_id
-                        break
-                    except CorruptCheckpointError:
-                        continue
             if tid is None:
-                tid = uuid.uuid4()
-            for f in files:
-                if not f.exists():
-                    f.write(tid)
-            self._by_name[topic] = tid
-            self._by_id[tid] = topic
+                tid = self.manager.topic_id(topic)
+                self._by_name[topic] = tid
+                self._by_id[tid] = topic
             return tid
 
     def name_of(self, topic_id: uuid.UUID) -> str | None:
