@@ -14,6 +14,7 @@ from typing import Any, Iterator, List, Mapping, Optional, Tuple, Union
 from kafkalog.errors import LogDirError
 from kafkalog.log.data_dir_view import DataDirView
 from kafkalog.log.filesystem import files_for, is_remote, local_path
+from kafkalog.log.remote_segments import remote_storage_from_options
 from kafkalog.log.log import READ_UNCOMMITTED, Log
 from kafkalog.log.manager import PartitionInfo
 from kafkalog.log.partition_view import PartitionView, ViewBatch
@@ -59,7 +60,9 @@ class _ReadOnlyManager(DataDirView):
         path = os.fspath(data_dir)
         if not is_remote(path):
             path = os.path.abspath(local_path(path))
-        super().__init__(path, files=files_for(path, {k: str(v) for k, v in (options or {}).items()}))
+        opts = {k: str(v) for k, v in (options or {}).items()}
+        super().__init__(path, files=files_for(path, opts),
+                         remote=remote_storage_from_options(opts))
 
     def describe(self) -> List[PartitionInfo]:
         out = []
