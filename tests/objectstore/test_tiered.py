@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 
-import pyarrow.fs as pafs
 import pytest
 
 import kafkalog
@@ -17,6 +16,7 @@ from kafkalog.errors import DataLossError, InvalidConfigError, RemoteStorageErro
 from tests.objectstore.tiered_layouts import (
     AivenWriter,
     kafka_uuid,
+    put_object,
     segment_bases,
     write_partition_metadata,
 )
@@ -52,16 +52,12 @@ def _tiered_copy(broker_dir, tmp_path, moved: int):
 
 
 def _upload_kafka_layout(s3, pdir, bases, root: str, skip=()) -> None:
-    fs = s3.filesystem()
     for base in bases:
         if base in skip:
             continue
         for ext in ("log", "index", "timeindex"):
-            src = os.path.join(pdir, f"{base:020d}.{ext}")
-            dst = f"{root}/{TOPIC}-0/{base:020d}.{ext}"
-            fs.create_dir(dst.rsplit("/", 1)[0])
-            pafs.copy_files(src, dst, source_filesystem=pafs.LocalFileSystem(),
-                            destination_filesystem=fs)
+            name = f"{base:020d}.{ext}"
+            put_object(s3, f"{root}/{TOPIC}-0/{name}", open(os.path.join(pdir, name), "rb").read())
 
 
 def _read_all(local, options):
@@ -122,7 +118,7 @@ def _aiven(s3_server, broker_dir, tmp_path, root, *, skip=(), half=None, **write
     topic_id = kafka_uuid()
     write_partition_metadata(pdir, topic_id)
     _bucket(s3_server, "aiven")
-    w = AivenWriter(s3_server.filesystem(), f"aiven/{root}", **writer)
+    w = AivenWriter(s3_server, f"aiven/{root}", **writer)
     keys = {}
     for base in bases[:5]:
         if base in skip:

@@ -54,9 +54,9 @@ class AivenWriter:
     """Uploads segments as the plugin does (``chunk.size``, ``compression.enabled``,
     ``encryption.enabled`` with an RSA key pair)."""
 
-    def __init__(self, fs, root: str, *, chunk_size: int = 4096, compression: bool = False,
+    def __init__(self, s3, root: str, *, chunk_size: int = 4096, compression: bool = False,
                  rsa_private_key=None, key_id: str = "key1") -> None:
-        self.fs = fs
+        self.s3 = s3
         self.root = root.rstrip("/")
         self.chunk_size = chunk_size
         self.compression = compression
@@ -82,15 +82,7 @@ class AivenWriter:
         return f"{self.key_id}:{base64.b64encode(wrapped).decode()}"
 
     def put(self, key: str, data: bytes) -> None:
-        import tempfile
-
-        import pyarrow.fs as pafs
-        self.fs.create_dir(key.rsplit("/", 1)[0])
-        with tempfile.NamedTemporaryFile() as tmp:   # (moto refuses pyarrow's streamed upload)
-            tmp.write(data)
-            tmp.flush()
-            pafs.copy_files(tmp.name, key, source_filesystem=pafs.LocalFileSystem(),
-                            destination_filesystem=self.fs)
+        put_object(self.s3, key, data)
 
     def upload(self, partition_dir, topic: str, topic_id: str, partition: int, base: int,
                *, parts: tuple[str, ...] = ("log", "indexes", "rsm-manifest")) -> str:
@@ -162,6 +154,16 @@ def _last_offset(log: bytes) -> int:
         last = base + delta
         pos += 12 + length
     return last
+
+
+def put_object(s3, key: str, data: bytes) -> None:
+    """One PUT of ``bucket/key`` to the test server (boto3: a single request, where pyarrow's
+    streamed upload is slow against moto)."""
+    import boto3
+    bucket, _, name = key.partition("/")
+    client = boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id="testing",
+                          aws_secret_access_key="testing", region_name="us-east-1")
+    client.put_object(Bucket=bucket, Key=name, Body=data)
 
 
 def write_partition_metadata(partition_dir, topic_id: str) -> None:
