@@ -14,11 +14,11 @@ from typing import Any, Iterator, List, Mapping, Optional, Tuple, Union
 from kafkalog.errors import LogDirError
 from kafkalog.log.data_dir_view import DataDirView
 from kafkalog.log.filesystem import files_for, is_remote, local_path
-from kafkalog.log.remote_segments import remote_storage_from_options
 from kafkalog.log.log import READ_UNCOMMITTED, Log
 from kafkalog.log.manager import PartitionInfo
 from kafkalog.log.partition_view import PartitionView, ViewBatch
 from kafkalog.log.partition_view import is_abort_marker as _is_abort_marker  # noqa: F401 (consumer)
+from kafkalog.log.remote_segments import remote_storage_from_options
 
 __all__: List[str] = []
 

@@ -26,13 +26,13 @@ from typing import Any, List, Mapping, Optional
 from kafkalog.errors import InvalidConfigError, RemoteStorageError
 from kafkalog.log.aiven_rsm import AivenPartitionFiles, list_aiven_segments, load_private_key
 from kafkalog.log.filesystem import files_for
-from kafkalog.log.partition_view import PartitionView, segment_bases
 from kafkalog.log.naming import (
     is_log_file,
     offset_from_file_name,
     offset_index_file,
     time_index_file,
 )
+from kafkalog.log.partition_view import PartitionView, segment_bases
 from kafkalog.log.view_files import ViewFiles
 
 __all__ = ["RemoteStorage", "REMOTE_STORAGE_OPTIONS", "LAYOUTS", "remote_storage_from_options",

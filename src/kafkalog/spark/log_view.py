@@ -26,8 +26,8 @@ from kafkalog.log.data_dir_view import (
 from kafkalog.log.filesystem import files_for
 from kafkalog.log.naming import log_file
 from kafkalog.log.partition_view import PartitionView
-from kafkalog.log.remote_segments import RemoteStorage, open_partition_view
 from kafkalog.log.partition_view import segment_bases as _segment_bases
+from kafkalog.log.remote_segments import RemoteStorage, open_partition_view
 
 __all__ = ["PartitionDir", "PartitionBounds", "list_partitions", "segment_bases", "segment_path",
            "read_log_start_checkpoint", "read_cleaner_checkpoint", "partition_bounds",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log.filesystem import FS_OPTIONS, files_for, local_path, refuse_remote_write
 from kafkalog.log.remote_segments import RemoteStorage, remote_storage_from_options
-from kafkalog.spark.log_view import configure_tiered
 from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES
+from kafkalog.spark.log_view import configure_tiered
 
 _log = logging.getLogger("kafkalog.spark")
 
