@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._common import rmtree
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from tests.objectstore.s3_server import CountingMotoServer, S3Server
+from tests.objectstore.s3_server import start_server
 
 import kafkalog
 import kafkalog.spark
@@ -89,9 +89,6 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--partitions", type=int, default=2)
     args = ap.parse_args()
-    import logging
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -99,12 +96,8 @@ def main() -> None:
     from kafkalog.spark.schema import source_schema
     from kafkalog.spark.segment_reader import read_range
 
-    server = CountingMotoServer()
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    s3 = S3Server(endpoint, {"fs.s3a.endpoint": endpoint, "fs.s3a.access.key": "testing",
-                             "fs.s3a.secret.key": "testing"}, server.counts)
+    server, s3 = start_server()
+    endpoint = s3.endpoint
     local = tempfile.mkdtemp(prefix="kafkalog-s3pq-")
     pq_dir = tempfile.mkdtemp(prefix="kafkalog-s3pq-parquet-")
     per = args.records // args.partitions
