@@ -46,7 +46,7 @@ from kafkalog.log.naming import offset_from_file_name
 from kafkalog.log.view_files import SegmentBytes, ViewFiles
 
 __all__ = ["ChunkIndex", "SegmentManifest", "AivenSegment", "AivenPartitionFiles",
-           "parse_manifest", "decode_chunk_sizes", "encode_chunk_sizes", "object_name",
+           "parse_manifest", "decode_chunk_sizes", "object_name",
            "list_aiven_segments", "load_private_key", "IV_SIZE", "TAG_SIZE"]
 
 #: ``SegmentEncryptionMetadataV1.IV_SIZE`` and the GCM tag (128 bits)
@@ -70,23 +70,6 @@ def object_name(base_offset: int, segment_id: str, suffix: str) -> str:
 
 
 # --- the chunk index ------------------------------------------------------------------------------
-
-def encode_chunk_sizes(values: Sequence[int]) -> bytes:
-    """``ChunkSizesBinaryCodec.encode`` (for fixtures and tools writing the layout)."""
-    count = len(values)
-    if count == 0:
-        return struct.pack(">i", 0)
-    if count == 1:
-        return struct.pack(">ii", 1, values[0])
-    base = min(values[:-1])
-    width = max(_bytes_needed(v - base) for v in values[:-1])
-    body = b"".join((v - base).to_bytes(4, "big")[4 - width:] for v in values[:-1])
-    return struct.pack(">iib", count, base, width) + body + struct.pack(">i", values[-1])
-
-
-def _bytes_needed(v: int) -> int:
-    return 1 if v <= 0xFF else 2 if v <= 0xFFFF else 3 if v <= 0xFFFFFF else 4
-
 
 def decode_chunk_sizes(raw: bytes, where: str) -> List[int]:
     """``ChunkSizesBinaryCodec.decode``; :class:`RemoteStorageError` naming ``where`` when the

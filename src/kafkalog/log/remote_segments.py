@@ -26,12 +26,7 @@ from typing import Any, List, Mapping, Optional
 from kafkalog.errors import InvalidConfigError, RemoteStorageError
 from kafkalog.log.aiven_rsm import AivenPartitionFiles, list_aiven_segments, load_private_key
 from kafkalog.log.filesystem import files_for
-from kafkalog.log.naming import (
-    is_log_file,
-    offset_from_file_name,
-    offset_index_file,
-    time_index_file,
-)
+from kafkalog.log.naming import offset_index_file, time_index_file
 from kafkalog.log.partition_view import PartitionView, segment_bases
 from kafkalog.log.view_files import ViewFiles
 
@@ -141,7 +136,6 @@ def _kafka_layout(storage: RemoteStorage, topic: str, partition: int,
                 raise RemoteStorageError(f"half-uploaded segment: the .log is there without "
                                          f"{index.rsplit('/', 1)[-1]}",
                                          file=files.join(directory, log_name))
-        assert is_log_file(log_name) and offset_from_file_name(log_name) == base
         found.append(base)
     return RemotePartition(files, directory, found, [None] * len(found))
 
