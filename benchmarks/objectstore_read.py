@@ -25,7 +25,7 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.objectstore.s3_server import CountingMotoServer, S3Server
+from tests.objectstore.s3_server import start_server
 
 import kafkalog
 import kafkalog.spark
@@ -35,14 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=1_000_000)
     args = ap.parse_args()
-    import logging
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = CountingMotoServer()
-    server.start()
-    host, port = server.get_host_and_port()
-    s3 = S3Server(f"http://{host}:{port}", {"fs.s3a.endpoint": f"http://{host}:{port}",
-                                            "fs.s3a.access.key": "testing",
-                                            "fs.s3a.secret.key": "testing"}, server.counts)
+    server, s3 = start_server()
     local = tempfile.mkdtemp(prefix="kafkalog-osbench-")
     half = args.records // 2
     with kafkalog.open(local, background=False) as dl:

@@ -119,6 +119,16 @@ class OffsetOutOfRangeError(KafkalogError):
     """A read below the log start offset or beyond the log end offset."""
 
 
+class DataLossError(OffsetOutOfRangeError):
+    """Offsets a partition's log no longer holds, neither locally nor in remote storage (a remote
+    segment deleted), inside the range a reader asked for."""
+
+
+class RemoteStorageError(KafkalogError):
+    """Remote (tiered) storage that cannot be read as a partition's older segments: a
+    half-uploaded segment, a bad manifest, a missing key."""
+
+
 class InvalidTimestampError(KafkalogError):
     """A record timestamp outside ``message.timestamp.before.max.ms`` / ``after.max.ms``."""
 

@@ -93,8 +93,8 @@ class S3Server:
         return f"s3://{bucket}/{prefix}"
 
 
-@pytest.fixture(scope="session")
-def s3_server():
+def start_server() -> tuple[CountingMotoServer, S3Server]:
+    """Start a counting moto server on 127.0.0.1 (stop it with ``server.stop()``)."""
     import logging
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -103,6 +103,12 @@ def s3_server():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    yield S3Server(endpoint, {"fs.s3a.endpoint": endpoint, "fs.s3a.access.key": "testing",
-                              "fs.s3a.secret.key": "testing"}, server.counts)
+    return server, S3Server(endpoint, {"fs.s3a.endpoint": endpoint, "fs.s3a.access.key": "testing",
+                                       "fs.s3a.secret.key": "testing"}, server.counts)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    server, s3 = start_server()
+    yield s3
     server.stop()

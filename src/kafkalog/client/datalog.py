@@ -430,7 +430,10 @@ def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None
     :class:`~kafkalog.errors.LogDirError`. Read-only, ``data_dir`` may also be a URI
     (``s3://``, ``s3a://``, ``gs://``, ``abfs(s)://``, ``hdfs://``, ``file://``) read through
     ``pyarrow.fs``; ``config`` then holds its ``fs.*`` options (``fs.s3a.endpoint``, ...; see
-    :mod:`kafkalog.log.filesystem`). Opened writable, a URI other than ``file://`` is refused."""
+    :mod:`kafkalog.log.filesystem`). Opened writable, a URI other than ``file://`` is refused.
+    Read-only, ``config`` may also name the remote storage of a broker with tiered storage
+    (``remoteStorage``, ``remoteStorage.layout``, ...; see
+    :mod:`kafkalog.log.remote_segments`): partitions then read their older segments from there."""
     if read_only:
         return DataLog(_ReadOnlyManager(data_dir, config))
     dl = DataLog(LogManager(data_dir, config, background=background, progress=progress,

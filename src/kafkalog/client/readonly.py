@@ -18,6 +18,7 @@ from kafkalog.log.log import READ_UNCOMMITTED, Log
 from kafkalog.log.manager import PartitionInfo
 from kafkalog.log.partition_view import PartitionView, ViewBatch
 from kafkalog.log.partition_view import is_abort_marker as _is_abort_marker  # noqa: F401 (consumer)
+from kafkalog.log.remote_segments import remote_storage_from_options
 
 __all__: List[str] = []
 
@@ -59,7 +60,9 @@ class _ReadOnlyManager(DataDirView):
         path = os.fspath(data_dir)
         if not is_remote(path):
             path = os.path.abspath(local_path(path))
-        super().__init__(path, files=files_for(path, {k: str(v) for k, v in (options or {}).items()}))
+        opts = {k: str(v) for k, v in (options or {}).items()}
+        super().__init__(path, files=files_for(path, opts),
+                         remote=remote_storage_from_options(opts))
 
     def describe(self) -> List[PartitionInfo]:
         out = []

@@ -23,6 +23,7 @@ from kafkalog.log.naming import (
     topic_config_file,
 )
 from kafkalog.log.partition_view import PartitionView
+from kafkalog.log.remote_segments import RemoteStorage, open_partition_view
 from kafkalog.log.view_files import LocalFiles, ViewFiles
 
 __all__ = ["PartitionDir", "DataDirView", "list_partition_dirs", "read_offset_checkpoint",
@@ -90,9 +91,12 @@ class DataDirView:
 
     read_only = True
 
-    def __init__(self, data_dir: str, *, files: Optional[ViewFiles] = None) -> None:
+    def __init__(self, data_dir: str, *, files: Optional[ViewFiles] = None,
+                 remote: Optional[RemoteStorage] = None) -> None:
         self.files: ViewFiles = files if files is not None else LocalFiles()
         self.data_dir = data_dir
+        #: Kafka's tiered storage: where the partitions' older segments were moved to
+        self.remote = remote
         self._dirs: Dict[TopicPartition, str] = {
             TopicPartition(p.topic, p.partition): p.path
             for p in list_partition_dirs(self.files, data_dir)}
@@ -149,8 +153,9 @@ class DataDirView:
             if path is None:
                 raise InvalidTopicError(f"Unknown topic or partition: {topic}-{partition}",
                                         file=self.data_dir)
-            log = self._logs[tp] = PartitionView(path, self.log_start_offsets().get(tp),
-                                                 files=self.files)
+            log = self._logs[tp] = open_partition_view(
+                path, topic, partition, files=self.files,
+                log_start_checkpoint=self.log_start_offsets().get(tp), remote=self.remote)
         return log
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ be live). What is here:
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_right
 from typing import (
     Any,
@@ -39,7 +40,12 @@ from typing import (
     cast,
 )
 
-from kafkalog.errors import CorruptRecordError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.errors import (
+    CorruptRecordError,
+    DataLossError,
+    KafkalogError,
+    OffsetOutOfRangeError,
+)
 from kafkalog.log._mmap_index import first_zero_slot
 from kafkalog.log.naming import (
     is_log_file,
@@ -71,6 +77,8 @@ __all__ = ["ViewRecord", "ViewBatch", "ViewSegment", "walk_batches", "is_abort_m
            "AbortedTxnFilter", "TransactionState", "scan_transactions",
            "collect_aborted_transactions", "find_offset_for_timestamp", "LiveSegment",
            "SegmentSnapshot", "PartitionView"]
+
+_log = logging.getLogger(__name__)
 
 #: an offset above every offset a log can hold
 MAX_OFFSET = (1 << 63) - 1
@@ -529,6 +537,27 @@ def find_offset_for_timestamp(segments: Sequence[ViewSegment], timestamp: int,
 
 # --- a read-only snapshot of one partition directory ----------------------------------------------
 
+def _segment_next_offset(seg: SegmentSnapshot) -> int:
+    """The offset after the last batch of a sealed segment (its base offset when empty)."""
+    pos = seg.index_position(MAX_OFFSET)
+    last: Optional[ViewBatch] = None
+    for last in seg.walk(pos):  # noqa: B007 (the last batch is what is wanted)
+        pass
+    if last is None and pos:
+        for last in seg.walk(0):  # noqa: B007
+            pass
+    return seg.base_offset if last is None else max(last.last_offset + 1, seg.base_offset)
+
+
+class RemoteSegments(Protocol):
+    """A partition's segments in remote storage
+    (:class:`kafkalog.log.remote_segments.RemotePartition`)."""
+    files: ViewFiles
+    directory: str
+    bases: List[int]
+    next_offsets: List[Optional[int]]
+
+
 def segment_bases(files: ViewFiles, directory: str) -> List[int]:
     """Sorted base offsets of the ``.log`` segments of a partition directory."""
     bases = []
@@ -560,7 +589,8 @@ class PartitionView:
     :class:`~kafkalog.errors.OffsetOutOfRangeError`."""
 
     def __init__(self, path: str, log_start_checkpoint: Optional[int] = None, *,
-                 files: Optional[ViewFiles] = None, open_all: bool = True) -> None:
+                 files: Optional[ViewFiles] = None, open_all: bool = True,
+                 remote: Optional[RemoteSegments] = None, fail_on_data_loss: bool = True) -> None:
         self.dir = path
         self.files: ViewFiles = files if files is not None else LocalFiles()
         self._segs: List[SegmentSnapshot] = []
@@ -572,6 +602,19 @@ class PartitionView:
         while last >= 0 and not self._segs[last].open():  # (open_all=False: deleted meanwhile)
             del self._segs[last]
             last -= 1
+        #: the remote (tiered) segments below the local ones, and the offset after each one's
+        #: last when its remote storage manager recorded it
+        self.remote_count = 0
+        self._remote_next: List[Optional[int]] = []
+        self.fail_on_data_loss = fail_on_data_loss
+        self._gaps: Optional[List[Tuple[int, int]]] = None
+        if remote is not None:
+            first_local = self._segs[0].base_offset if self._segs else None
+            below = [(b, n) for b, n in zip(remote.bases, remote.next_offsets, strict=True)
+                     if first_local is None or b < first_local]
+            self._segs[:0] = [SegmentSnapshot(remote.files, remote.directory, b) for b, _ in below]
+            self._remote_next = [n for _, n in below]
+            self.remote_count = len(below)
         self.bases = [s.base_offset for s in self._segs]
         self.log_end_offset = self._find_log_end_offset()
         for s in self._segs:
@@ -595,20 +638,35 @@ class PartitionView:
     def size(self) -> int:
         return sum(s.size for s in self._segs)
 
+    @property
+    def gaps(self) -> List[Tuple[int, int]]:
+        """``[first, last + 1)`` offset ranges missing after a remote segment: the segment that
+        held them was deleted from remote storage (not moved there), so no reader can have
+        them. Found from the manifests' end offsets, or by walking each remote segment's
+        last batch."""
+        if self._gaps is None:
+            self._gaps = []
+            for k in range(self.remote_count):
+                if k + 1 >= len(self._segs):
+                    break
+                nxt = self._remote_next[k]
+                if nxt is None:
+                    nxt = _segment_next_offset(self._segs[k])
+                following = self._segs[k + 1].base_offset
+                if nxt < following:
+                    self._gaps.append((nxt, following))
+        return self._gaps
+
+    def missing_offsets(self, start: int, end: int) -> List[Tuple[int, int]]:
+        """The :attr:`gaps` overlapping ``[start, end)``, clipped to it."""
+        return [(max(a, start), min(b, end)) for a, b in self.gaps if a < end and b > start]
+
     def _find_log_end_offset(self) -> int:
         for k in range(len(self._segs) - 1, -1, -1):
             seg = self._segs[k]
-            pos = seg.index_position(MAX_OFFSET)
-            last: Optional[ViewBatch] = None
-            for last in seg.walk(pos):  # noqa: B007 (the last batch is what is wanted)
-                pass
-            if last is None and pos:
-                for last in seg.walk(0):  # noqa: B007
-                    pass
-            if last is not None:
-                return max(last.last_offset + 1, seg.base_offset)
-            if k == len(self._segs) - 1:
-                return seg.base_offset                 # an empty active segment
+            found = _segment_next_offset(seg)
+            if found > seg.base_offset or k == len(self._segs) - 1:
+                return found            # (an empty active segment: its base offset)
         return self.bases[-1] if self.bases else 0
 
     def log_path_of(self, offset: int) -> str:
@@ -620,6 +678,14 @@ class PartitionView:
     def batches(self, start: int, end: int) -> Iterator[ViewBatch]:
         """CRC-checked batches holding offsets in ``[start, end)``, across segments."""
         start = max(start, self.log_start_offset)
+        missing = self.missing_offsets(start, end) if self.remote_count else []
+        if missing:
+            what = ", ".join(f"{a}..{b - 1}" for a, b in missing)
+            if self.fail_on_data_loss:
+                raise DataLossError(f"offsets {what} are neither in the local log nor in remote "
+                                    "storage (a remote segment was deleted)",
+                                    file=self.log_path_of(missing[0][0]))
+            _log.warning("%s: skipping offsets %s, deleted from remote storage", self.dir, what)
         i = _floor(self.bases, start)
         for k in range(i, len(self._segs)):
             seg = self._segs[k]

@@ -10,6 +10,7 @@ the few calls the planner, the streaming reader and the jobs make, over local fi
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -26,10 +27,11 @@ from kafkalog.log.filesystem import files_for
 from kafkalog.log.naming import log_file
 from kafkalog.log.partition_view import PartitionView
 from kafkalog.log.partition_view import segment_bases as _segment_bases
+from kafkalog.log.remote_segments import RemoteStorage, open_partition_view
 
 __all__ = ["PartitionDir", "PartitionBounds", "list_partitions", "segment_bases", "segment_path",
            "read_log_start_checkpoint", "read_cleaner_checkpoint", "partition_bounds",
-           "offset_for_timestamp", "open_partition"]
+           "offset_for_timestamp", "open_partition", "configure_tiered"]
 
 def list_partitions(data_dir: str) -> List[PartitionDir]:
     """Partition directories of ``data_dir`` sorted by topic then partition."""
@@ -45,10 +47,26 @@ def segment_path(partition_dir: str, base: int) -> str:
     return log_file(partition_dir, base)
 
 
+#: data directory -> (its tiered storage, failOnDataLoss), set by each process of a read
+_TIERED: Dict[str, Tuple[Optional[RemoteStorage], bool]] = {}
+_TIERED_LOCK = threading.Lock()
+
+
+def configure_tiered(data_dir: str, remote: Optional[RemoteStorage], fail_on_data_loss: bool
+                     ) -> None:
+    """Where the older segments of ``data_dir``'s partitions are (Kafka's tiered storage), and
+    whether offsets deleted from there fail a read (``failOnDataLoss``) or are skipped."""
+    with _TIERED_LOCK:
+        _TIERED[data_dir.rstrip("/")] = (remote, fail_on_data_loss)
+
+
 def open_partition(pdir: PartitionDir, log_start_checkpoint: Optional[int] = None) -> PartitionView:
-    """A read-only snapshot of one partition directory (close it, or use it as a context)."""
-    return PartitionView(pdir.path, log_start_checkpoint, files=files_for(pdir.path),
-                         open_all=False)
+    """A read-only snapshot of one partition directory, with its segments in remote storage
+    when the read configured them (close it, or use it as a context)."""
+    remote, fail = _TIERED.get(pdir.path.rstrip("/").rsplit("/", 1)[0], (None, True))
+    return open_partition_view(pdir.path, pdir.topic, pdir.partition, files=files_for(pdir.path),
+                               log_start_checkpoint=log_start_checkpoint, open_all=False,
+                               remote=remote, fail_on_data_loss=fail)
 
 
 def _checkpoint(data_dir: str, name: str) -> Dict[Tuple[str, int], int]:

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log.filesystem import FS_OPTIONS, files_for, local_path, refuse_remote_write
+from kafkalog.log.remote_segments import RemoteStorage, remote_storage_from_options
 from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES
+from kafkalog.spark.log_view import configure_tiered
 
 _log = logging.getLogger("kafkalog.spark")
 
@@ -48,6 +50,9 @@ SOURCE_OPTIONS = (
     "maxRecordsPerPartition", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     "maxBytesPerTrigger", "failOnDataLoss", "includeHeaders", "kafka.isolation.level",
     "isolation.level", "maxRecordsPerBatch", "pushFilters",
+    # Kafka's tiered storage (kafkalog.log.remote_segments)
+    "remoteStorage", "remoteStorage.layout", "remoteStorage.topicId",
+    "remoteStorage.privateKeyFile",
 )
 #: Options of ``df.write`` / ``writeStream`` ``.format("kafkalog")`` besides ``topic.<config>``.
 SINK_OPTIONS = (
@@ -116,6 +121,14 @@ def check_option_names(opts: Mapping[str, str], names: tuple[str, ...],
             f"{', '.join(n for n in names if n != 'path')}"
             f"{''.join(', ' + p + '<name>' for p in prefixes)} and broker-only options such as "
             "kafka.bootstrap.servers (see docs/spark.md)")
+
+
+def _remote_storage(opts: Mapping[str, str]) -> RemoteStorage | None:
+    """``remoteStorage*`` options (:class:`InvalidOptionError` when refused)."""
+    try:
+        return remote_storage_from_options(opts)
+    except InvalidConfigError as err:
+        raise InvalidOptionError(err.message) from None
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -293,11 +306,14 @@ class ReadOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     max_bytes_per_trigger: int | None = None
     fs_options: tuple[tuple[str, str], ...] = ()
+    remote_storage: RemoteStorage | None = None
 
     def configure_files(self) -> None:
-        """Configure the file system of a URI :attr:`path` from the ``fs.*`` options (each
-        process of the read: the planner, the streaming driver, every task)."""
+        """Configure the file system of a URI :attr:`path` from the ``fs.*`` options, and the
+        tiered storage of its partitions (each process of the read: the planner, the streaming
+        driver, every task)."""
         files_for(self.path, dict(self.fs_options))
+        configure_tiered(self.path, self.remote_storage, self.fail_on_data_loss)
 
     def matches_topic(self, topic: str) -> bool:
         """True if ``topic`` is selected by ``subscribe`` / ``subscribePattern`` / ``assign``."""
@@ -389,6 +405,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=DEFAULT_MAX_TRIGGER_DELAY_MS if delay is None else delay,
         max_bytes_per_trigger=max_bytes, fs_options=fs_options,
+        remote_storage=_remote_storage(opts),
     )
     read.configure_files()
     return read
