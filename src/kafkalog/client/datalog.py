@@ -235,6 +235,17 @@ class DataLog:
             store = self.__dict__.setdefault("_offsets", OffsetsStore(self.manager))
         return store
 
+    def offsets_store(self) -> OffsetsStore:
+        """The consumer groups' committed offsets and stored metadata (``__consumer_offsets``, the
+        coordinator's :class:`~kafkalog.coordinator.offsets.OffsetsStore`). Writable: the store this
+        directory's consumers and transactional producers share. Read-only: a snapshot of the
+        committed records on disk now (commits raise :class:`~kafkalog.errors.LogDirError`)."""
+        if isinstance(self.manager, _ReadOnlyManager):
+            from kafkalog.client.consumer import _read_only_committed_batches
+            from kafkalog.coordinator.offsets import OffsetsStore
+            return OffsetsStore(self.manager, committed_batches=_read_only_committed_batches)
+        return self._offsets_store()
+
     def consume(self, topic: str, partition: Optional[int] = None, *, offset: Optional[int] = None,
                 timestamp: Optional[int] = None, from_beginning: bool = True,
                 isolation: str = READ_UNCOMMITTED, max_records: Optional[int] = None

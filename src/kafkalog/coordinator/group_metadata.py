@@ -36,6 +36,7 @@ __all__ = [
     "encode_group_metadata_value",
     "encode_key",
     "encode_offset_commit_value",
+    "consumer_assignment_partitions",
     "java_string_hash_code",
     "partition_for_group",
 ]
@@ -362,6 +363,25 @@ def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
     r.tags()
     r.done()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, tuple(members), ts)
+
+
+# --- the consumer protocol's assignment ----------------------------------------------------------
+
+def consumer_assignment_partitions(assignment: bytes) -> list[tuple[str, int]]:
+    """The ``(topic, partition)`` pairs of a ``consumer`` protocol member assignment (Kafka's
+    ``ConsumerProtocolAssignment``: version, then an array of (topic, array of int32 partitions),
+    then user data), as stored in a member of :class:`GroupMetadataValue`; empty for an empty
+    assignment (a member before its first sync)."""
+    if not assignment:
+        return []
+    r = _Reader(assignment, "ConsumerProtocolAssignment")
+    r.i16("version")
+    out: list[tuple[str, int]] = []
+    for _ in range(r.array_len("assignedPartitions")):
+        topic = str(r.string("topic"))
+        for _ in range(r.array_len("partitions")):
+            out.append((topic, r.i32("partition")))
+    return out
 
 
 # --- partitioning -----------------------------------------------------------------------------------
