@@ -124,13 +124,13 @@ def _describe_rows(dl: DataLog, store: OffsetsStore, group: str) -> tuple[dict[s
             ends[tp.topic] = dl.end_offsets(tp.topic) if dl.partitions(tp.topic) else {}
         end = ends[tp.topic].get(tp.partition)
         cur = committed.get(tp)
-        m = owner.get(tp)
+        who = owner.get(tp)
         rows.append({"group": group, "topic": tp.topic, "partition": tp.partition,
                      "currentOffset": None if cur is None else cur.offset, "logEndOffset": end,
                      "lag": None if cur is None or end is None else max(0, end - cur.offset),
-                     "consumerId": None if m is None else m["memberId"],
-                     "host": None if m is None else m["host"],
-                     "clientId": None if m is None else m["clientId"]})
+                     "consumerId": None if who is None else who["memberId"],
+                     "host": None if who is None else who["host"],
+                     "clientId": None if who is None else who["clientId"]})
     summary = {"type": "group", "group": group, "state": _state(meta),
                "protocolType": "consumer" if meta is None else meta.protocol_type,
                "protocol": None if meta is None else meta.protocol,
