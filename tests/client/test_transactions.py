@@ -132,17 +132,6 @@ def test_new_producer_fences_the_old_one(tmp_path):
         new.close()
 
 
-def test_send_offsets_to_transaction_is_not_available_yet(tmp_path):
-    with kafkalog.open(tmp_path / "d", BROKER, background=False) as dl:
-        p = dl.producer(transactional_id="tx-o")
-        p.init_transactions()
-        p.begin_transaction()
-        with pytest.raises(NotImplementedError, match="__consumer_offsets"):
-            p.send_offsets_to_transaction({}, "group")
-        p.abort_transaction()
-        p.close()
-
-
 def test_transaction_of_a_killed_writer_is_aborted_after_its_timeout(tmp_path):
     """A real writer process opens a transaction, appends to it and is killed with SIGKILL; the
     next open of the directory after ``transaction.timeout.ms`` aborts it (ABORT marker, LSO

@@ -54,6 +54,7 @@ from kafkalog.client.producer_future import (
     new_future,
     refused,
 )
+from kafkalog.coordinator.offsets import ConsumerGroupMetadata, OffsetsStore
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.errors import (
@@ -93,6 +94,8 @@ class _Coordinators(Protocol):
     def producer_id_manager(self) -> ProducerIdManager: ...
 
     def transaction_coordinator(self) -> TransactionCoordinator: ...
+
+    def offsets_store(self) -> OffsetsStore: ...
 
 
 def codec_id(compression: Any) -> int:
@@ -242,6 +245,7 @@ class Producer:
         self._txn_state: str | None = "uninitialized" if self._transactional_id else None
         self._txn_partitions: set[tuple[str, int]] = set()
         self._txn_error: BaseException | None = None
+        self._txn_offsets = False           # offsets sent in the open transaction
         if idempotent and self._transactional_id is None:
             self._pid = dl.producer_id_manager().generate_producer_id()
             self._epoch = 0
@@ -597,10 +601,29 @@ class Producer:
                 self._transactional_id, self._pid, self._epoch, [tp])
             self._txn_partitions.add(tp)
 
-    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any) -> None:
-        """Kafka's ``sendOffsetsToTransaction``: commit consumer offsets in the transaction."""
-        raise NotImplementedError("send_offsets_to_transaction needs the __consumer_offsets store "
-                                  "(kafkalog.coordinator.offsets), which is not available yet")
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any],
+                                    group_metadata: str | ConsumerGroupMetadata) -> None:
+        """Kafka's ``sendOffsetsToTransaction``: commit a consumer group's offsets
+        (``{TopicPartition: offset | OffsetAndMetadata | (offset, metadata, leader_epoch)}``, the
+        next offsets to read) with the transaction. ``group_metadata`` is the consumer's
+        :meth:`~kafkalog.client.consumer.Consumer.group_metadata` or a group id (kafka-python's
+        ``consumer_group_id``). The group's ``__consumer_offsets`` partition joins the transaction
+        and the offsets are written there in it: they count once the transaction commits, and are
+        discarded if it aborts (or its producer dies and it times out)."""
+        group = group_metadata if isinstance(group_metadata, str) else group_metadata.group_id
+        self._coordinator()
+        with self._lock:
+            if self._txn_state != "in_transaction":
+                raise IllegalStateError(f"send_offsets_to_transaction called in state {self._txn_state}: "
+                                        f"begin_transaction first")
+        if not offsets:
+            return
+        store = self._dl.offsets_store()
+        tp = store.offsets_partition(group)
+        with self._lock:
+            self._add_to_txn(tp.topic, tp.partition)
+            store.commit_transactional(group, offsets, self._pid, self._epoch)
+            self._txn_offsets = True
 
     def _end(self, commit: bool) -> None:
         coord = self._coordinator()
@@ -621,9 +644,17 @@ class Producer:
                 coord.end_txn(self._transactional_id, self._pid, self._epoch, commit)
             except KafkalogError:
                 self._txn_state = "fatal"
+                self._end_offsets(False)
                 raise
+            self._end_offsets(commit)
             self._txn_state = "ready"
             self._txn_partitions = set()
+
+    def _end_offsets(self, commit: bool) -> None:
+        """The offsets sent in the ended transaction become committed, or are dropped."""
+        if self._txn_offsets:
+            self._txn_offsets = False
+            self._dl.offsets_store().complete_transaction(self._pid, self._epoch, commit)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Append what is open, then write COMMIT markers in every partition of the transaction."""
