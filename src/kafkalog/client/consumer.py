@@ -34,7 +34,8 @@ from kafkalog.client.readonly import (
     _ReadOnlyManager,
 )
 from kafkalog.client.wakeup import AppendNotifier, FileWatcher, Wakeup
-from kafkalog.coordinator.offsets import ConsumerGroupMetadata, OffsetAndMetadata, OffsetsStore
+from kafkalog.coordinator.group_metadata import ConsumerGroupMetadata
+from kafkalog.coordinator.offsets import OffsetAndMetadata, OffsetsStore
 from kafkalog.errors import (
     InvalidConfigError,
     InvalidOffsetError,

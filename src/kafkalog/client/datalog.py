@@ -110,13 +110,22 @@ class DataLog:
                 b = self.manager.broker_config
                 c = TransactionCoordinator(self.manager, ids,
                                            num_partitions=int(b.get("transaction.state.log.num.partitions")),
-                                           max_timeout_ms=int(b.get("transaction.max.timeout.ms")))
+                                           max_timeout_ms=int(b.get("transaction.max.timeout.ms")),
+                                           on_complete=self._transaction_completed)
                 c.abort_timed_out_transactions()
                 every = int(b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
                 self.manager.scheduler.schedule("transaction-abort", c.abort_timed_out_transactions,
                                                 every, every)
                 self._txn_coordinator = c
             return self._txn_coordinator
+
+    def _transaction_completed(self, producer_id: int, partitions: frozenset[tuple[str, int]],
+                               committed: bool) -> None:
+        """A transaction's markers are written: its offsets (``send_offsets_to_transaction``) become
+        committed or are dropped (a store not loaded yet reads the markers from the topic)."""
+        store = self.__dict__.get("_offsets")
+        if store is not None:
+            store.complete_transaction(producer_id, partitions, committed)
 
     # --- topics -------------------------------------------------------------------------------------
 

@@ -54,7 +54,8 @@ from kafkalog.client.producer_future import (
     new_future,
     refused,
 )
-from kafkalog.coordinator.offsets import ConsumerGroupMetadata, OffsetsStore
+from kafkalog.coordinator.group_metadata import ConsumerGroupMetadata
+from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.errors import (
@@ -245,7 +246,6 @@ class Producer:
         self._txn_state: str | None = "uninitialized" if self._transactional_id else None
         self._txn_partitions: set[tuple[str, int]] = set()
         self._txn_error: BaseException | None = None
-        self._txn_offsets = False           # offsets sent in the open transaction
         if idempotent and self._transactional_id is None:
             self._pid = dl.producer_id_manager().generate_producer_id()
             self._epoch = 0
@@ -609,7 +609,8 @@ class Producer:
         :meth:`~kafkalog.client.consumer.Consumer.group_metadata` or a group id (kafka-python's
         ``consumer_group_id``). The group's ``__consumer_offsets`` partition joins the transaction
         and the offsets are written there in it: they count once the transaction commits, and are
-        discarded if it aborts (or its producer dies and it times out)."""
+        discarded if it aborts (or its producer dies and it times out): the data directory's
+        transaction coordinator tells the offsets store once the markers are written."""
         group = group_metadata if isinstance(group_metadata, str) else group_metadata.group_id
         self._coordinator()
         with self._lock:
@@ -623,7 +624,6 @@ class Producer:
         with self._lock:
             self._add_to_txn(tp.topic, tp.partition)
             store.commit_transactional(group, offsets, self._pid, self._epoch)
-            self._txn_offsets = True
 
     def _end(self, commit: bool) -> None:
         coord = self._coordinator()
@@ -644,17 +644,9 @@ class Producer:
                 coord.end_txn(self._transactional_id, self._pid, self._epoch, commit)
             except KafkalogError:
                 self._txn_state = "fatal"
-                self._end_offsets(False)
                 raise
-            self._end_offsets(commit)
             self._txn_state = "ready"
             self._txn_partitions = set()
-
-    def _end_offsets(self, commit: bool) -> None:
-        """The offsets sent in the ended transaction become committed, or are dropped."""
-        if self._txn_offsets:
-            self._txn_offsets = False
-            self._dl.offsets_store().complete_transaction(self._pid, self._epoch, commit)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Append what is open, then write COMMIT markers in every partition of the transaction."""

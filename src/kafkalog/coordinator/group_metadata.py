@@ -24,6 +24,7 @@ from kafkalog.record.varint import read_unsigned_varint, write_unsigned_varint
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
+    "ConsumerGroupMetadata",
     "OFFSETS_TOPIC_NUM_PARTITIONS",
     "GroupMetadataKey",
     "GroupMetadataValue",
@@ -90,6 +91,16 @@ class GroupMetadataValue(NamedTuple):
 
 
 Key = OffsetCommitKey | GroupMetadataKey
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group identity (Kafka's ``ConsumerGroupMetadata``): what a transactional
+    producer's ``send_offsets_to_transaction`` takes."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 # --- primitive writers ------------------------------------------------------------------------------

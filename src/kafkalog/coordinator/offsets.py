@@ -41,7 +41,7 @@ from kafkalog.log.naming import TopicPartition
 from kafkalog.log.producer_state import ORIGIN_COORDINATOR
 from kafkalog.record.builder import build_batch
 
-__all__ = ["OFFSETS_TOPIC_CONFIG", "ConsumerGroupMetadata", "OffsetAndMetadata", "OffsetsStore"]
+__all__ = ["OFFSETS_TOPIC_CONFIG", "OffsetAndMetadata", "OffsetsStore"]
 
 #: The topic configuration Kafka gives ``__consumer_offsets`` (``offsets.topic.segment.bytes``,
 #: ``offsets.topic.compression.codec`` none, compacted).
@@ -59,16 +59,6 @@ class OffsetAndMetadata(NamedTuple):
     metadata: str = ""
     leader_epoch: int | None = None
     commit_timestamp: int = -1
-
-
-class ConsumerGroupMetadata(NamedTuple):
-    """A consumer's group identity (Kafka's ``ConsumerGroupMetadata``), what a transactional
-    producer's ``send_offsets_to_transaction`` takes."""
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
 
 
 OffsetSpec = int | OffsetAndMetadata | tuple[Any, ...]
@@ -137,8 +127,8 @@ class OffsetsStore:
         self._lock = threading.RLock()
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._groups: dict[str, GroupMetadataValue] = {}
-        # offsets written in an open transaction: (producer id, epoch) -> group -> offsets
-        self._pending: dict[tuple[int, int], dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        #: offsets written in open transactions: producer id -> group -> offsets (visible on commit)
+        self._pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         self.load()
 
     # --- loading ----------------------------------------------------------------------------------
@@ -194,6 +184,19 @@ class OffsetsStore:
 
     def partition_for(self, group: str) -> int:
         return partition_for_group(group, self._num_partitions)
+
+    def offsets_partition(self, group: str) -> TopicPartition:
+        """The ``__consumer_offsets`` partition holding ``group``, the topic created first when
+        missing (so the partition count is the one it keeps): what a transactional producer adds to
+        its transaction (Kafka's AddOffsetsToTxn) before :meth:`commit_transactional`."""
+        self._check_group(group)
+        with self._lock:
+            m = self._manager
+            if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
+                m.create_topic(CONSUMER_OFFSETS_TOPIC, self._num_partitions, OFFSETS_TOPIC_CONFIG,
+                               exist_ok=True)
+                self._num_partitions = len(m.partitions_of(CONSUMER_OFFSETS_TOPIC))
+            return TopicPartition(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
 
     def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
               ) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -251,46 +254,37 @@ class OffsetsStore:
             self._write(group, records)
             self.apply(group, offsets)
 
-    def offsets_partition(self, group: str) -> TopicPartition:
-        """The ``__consumer_offsets`` partition holding ``group`` (the topic is created first when
-        missing, so the partition count is the one it will have): what a transactional producer adds
-        to its transaction (Kafka's AddOffsetsToTxn) before :meth:`commit_transactional`."""
-        self._check_group(group)
-        with self._lock:
-            self._ensure_topic()
-            return TopicPartition(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
-
     def commit_transactional(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec],
                              producer_id: int, producer_epoch: int) -> None:
-        """Kafka's TxnOffsetCommit: the offsets written to the group's partition in a transactional
-        batch of ``producer_id``/``producer_epoch`` (fsynced), pending until
-        :meth:`complete_transaction` (after the transaction's COMMIT or ABORT marker): not returned
-        by :meth:`fetch` meanwhile, and never visible to a reload unless the transaction commits."""
+        """Kafka's TxnOffsetCommit: one transactional batch of ``producer_id`` in the group's
+        partition (fsynced); the offsets stay invisible until :meth:`complete_transaction` commits
+        them (the transaction coordinator's COMMIT marker), and an abort drops them."""
         self._check_group(group)
         if not offsets:
             return
-        tps = {TopicPartition(tp[0], tp[1]): spec for tp, spec in offsets.items()}
+        offsets = {TopicPartition(tp[0], tp[1]): spec for tp, spec in offsets.items()}
+        now = self._clock()
         with self._lock:
-            records = self.offset_commit_records(group, tps)
-            now = self._clock()
-            batch = build_batch([(k, v, now, None) for k, v in records], producer_id=producer_id,
-                                producer_epoch=producer_epoch, base_sequence=0,   # as Kafka's
-                                is_transactional=True)
-            log = self._log_of(group)
-            log.append(bytearray(batch), origin=ORIGIN_COORDINATOR)
-            log.flush(include_active=True)
-            pending = self._pending.setdefault((producer_id, producer_epoch), {}).setdefault(group, {})
-            pending.update({tp: as_offset_and_metadata(spec, now) for tp, spec in tps.items()})
+            records = self.offset_commit_records(group, offsets)
+            self._write(group, records, producer=(producer_id, producer_epoch))
+            got = self._pending.setdefault(producer_id, {}).setdefault(group, {})
+            for tp, spec in offsets.items():
+                got[tp] = as_offset_and_metadata(spec, now)
 
-    def complete_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        """The transaction of ``producer_id``/``producer_epoch`` ended (its markers are written):
-        its offsets become the committed ones, or are dropped on abort (Kafka's
-        ``handleTxnCompletion``)."""
+    def complete_transaction(self, producer_id: int, partitions: frozenset[tuple[str, int]],
+                             committed: bool) -> None:
+        """A transaction of ``producer_id`` ended (its markers are written): its offsets become
+        visible (``committed``) or are dropped. Offsets written before a restart are not in memory:
+        the store is then replayed from the topic (the marker decides what counts)."""
         with self._lock:
-            done = self._pending.pop((producer_id, producer_epoch), {})
-            if commit:
-                for group, offsets in done.items():
-                    self.apply(group, offsets)
+            pending = self._pending.pop(producer_id, None)
+            if pending is None:
+                if any(t == CONSUMER_OFFSETS_TOPIC for t, _p in partitions):
+                    self.load()
+                return
+            if committed:
+                for group, offsets in pending.items():
+                    self._offsets.setdefault(group, {}).update(offsets)
 
     def store_group_metadata(self, group: str, value: GroupMetadataValue) -> None:
         """Write a group's metadata record (the broker's group coordinator, after a rebalance)."""
@@ -334,20 +328,20 @@ class OffsetsStore:
         if not isinstance(group, str) or not group:
             raise InvalidConfigError(f"a group.id is needed to commit offsets, got {group!r}")
 
-    def _ensure_topic(self) -> None:
+    def _write(self, group: str, records: Sequence[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> None:
         m = self._manager
         if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
             m.create_topic(CONSUMER_OFFSETS_TOPIC, self._num_partitions, OFFSETS_TOPIC_CONFIG,
                            exist_ok=True)
             self._num_partitions = len(m.partitions_of(CONSUMER_OFFSETS_TOPIC))
-
-    def _log_of(self, group: str) -> Any:
-        self._ensure_topic()
-        return self._manager.get_log(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
-
-    def _write(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        log = self._log_of(group)
+        log = m.get_log(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
         now = self._clock()
-        batch = build_batch([(k, v, now, None) for k, v in records])
-        log.append(bytearray(batch))
+        if producer is None:
+            log.append(bytearray(build_batch([(k, v, now, None) for k, v in records])))
+        else:    # as Kafka's group coordinator writes it: base sequence 0, appended as the coordinator
+            log.append(bytearray(build_batch([(k, v, now, None) for k, v in records],
+                                             producer_id=producer[0], producer_epoch=producer[1],
+                                             base_sequence=0, is_transactional=True)),
+                       origin=ORIGIN_COORDINATOR)
         log.flush(include_active=True)

@@ -86,13 +86,20 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: Called after a transaction's markers are written: ``(producer id, partitions, committed)`` (the
+#: offsets store makes the transaction's offsets visible or drops them).
+CompletionListener = Callable[[int, frozenset[tuple[str, int]], bool], None]
+
+
 class TransactionCoordinator:
     """Transactions of one data directory (all transactional ids)."""
 
     def __init__(self, manager: _Manager, producer_ids: ProducerIdManager, *,
                  num_partitions: int = DEFAULT_TRANSACTION_STATE_PARTITIONS,
-                 max_timeout_ms: int = 900_000, clock: Callable[[], int] = _now_ms) -> None:
+                 max_timeout_ms: int = 900_000, clock: Callable[[], int] = _now_ms,
+                 on_complete: CompletionListener | None = None) -> None:
         self._manager = manager
+        self._on_complete = on_complete
         self._max_timeout = max_timeout_ms
         self._ids = producer_ids
         self._clock = clock
@@ -226,9 +233,12 @@ class TransactionCoordinator:
             log.append(build_end_txn_marker(marker, producer_id=m.producer_id,
                                             producer_epoch=m.producer_epoch, timestamp=now),
                        origin=ORIGIN_COORDINATOR)
+        done = frozenset(m.partitions)
         m.state = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
         m.partitions = set()
         self._persist(m)
+        if self._on_complete is not None:
+            self._on_complete(m.producer_id, done, commit)
 
     def _abort_fenced(self, m: TransactionMetadata) -> None:
         """Abort ``m``'s open transaction with a bumped epoch (the old producer is fenced)."""
