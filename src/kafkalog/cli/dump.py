@@ -12,7 +12,7 @@ import mmap
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
 import click
 
@@ -90,7 +90,7 @@ def batch_json(batch, valid: bool, valid_error: Optional[str] = None) -> dict:
     return d
 
 
-def _control_info(record) -> Tuple[Optional[ControlRecordType], Optional[EndTransactionMarker]]:
+def _control_info(record) -> Tuple[ControlRecordType, Optional[EndTransactionMarker]]:
     _v, ctype = parse_control_key(record.key)
     if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
         return ctype, EndTransactionMarker.deserialize_value(ctype, record.value)
@@ -104,7 +104,7 @@ def _decoded_text(d: Decoded) -> str:
 def record_json(batch, record, decoder: Optional[RecordDecoder] = None) -> dict:
     """One ``record`` JSON object (with ``decodedKey`` / ``decodedPayload`` when a decoder is
     given: Kafka's JSON objects, or texts such as ``<DELETE>``)."""
-    d = {"type": "record", "offset": record.offset, "timestamp": record.timestamp,
+    d: Dict[str, Any] = {"type": "record", "offset": record.offset, "timestamp": record.timestamp,
          "keySize": -1 if record.key is None else len(record.key),
          "valueSize": -1 if record.value is None else len(record.value),
          "sizeInBytes": record.size_in_bytes}
@@ -143,7 +143,7 @@ def _batch_line(batch, valid: bool) -> str:
     return f"offset: {batch.last_offset} position: {batch.position} {ts} {tail}"
 
 
-def _decode(b: Optional[bytes]) -> str:
+def _decode(b: bytes) -> str:
     return bytes(b).decode("utf-8", "replace")
 
 
@@ -193,7 +193,7 @@ def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
                     check_trailing: bool = True) -> Tuple[int, dict]:
     """Dump the batches of ``buf``; returns ``(exit_status, summary)``."""
     out, w = opts.out, opts.out.write
-    summary = {"type": "summary", "batches": 0, "invalidBatches": 0, "bytesInBatches": 0,
+    summary: Dict[str, Any] = {"type": "summary", "batches": 0, "invalidBatches": 0, "bytesInBatches": 0,
                "totalBytes": len(buf), "trailingBytes": 0}
     valid_bytes = 0
     last_offset = -1

@@ -41,6 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import (
+    TYPE_CHECKING,
     Any,
     Protocol,
     Self,
@@ -72,6 +73,13 @@ from kafkalog.record import kernel
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress, validate_level
 from kafkalog.record.constants import RECORD_BATCH_OVERHEAD, CompressionType
+
+if TYPE_CHECKING:      # the compiled kernel's classes, typed by their pure-Python twins
+    from kafkalog.record._kernel_py import ProducerTopic as _KernelTopic
+    from kafkalog.record._kernel_py import RecordFuture as _Future
+else:
+    _KernelTopic = kernel.ProducerTopic
+    _Future = FutureRecordMetadata
 
 __all__ = ["FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata", "codec_id"]
 
@@ -158,7 +166,7 @@ def _bool(cfg: Mapping[str, Any], key: str) -> bool:
     raise InvalidConfigError(f"Invalid value {v!r} for configuration {key}: expected a boolean")
 
 
-class _TopicState(kernel.ProducerTopic):
+class _TopicState(_KernelTopic):
     """A topic as seen by one producer: (from the kernel's ``ProducerTopic``) its open batch per
     partition, sticky partition and partitioner flag; its logs, next sequence per partition, and
     the batch limits derived from the topic's configuration."""
@@ -327,7 +335,7 @@ class Producer:
     def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
              timestamp_ms: int | None = None, headers: Any = None,
              on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None
-             ) -> FutureRecordMetadata:
+             ) -> _Future:
         """Add one record; returns its future. ``key``/``value``: bytes-like, ``str`` (UTF-8) or
         None; ``headers``: ``[(str, bytes | None)]`` or a mapping; ``timestamp_ms``: ms (default
         now). ``on_delivery(err, metadata)`` is called once the record is appended or failed."""
@@ -351,7 +359,7 @@ class Producer:
     def _send_slow(self, topic: str, value: Any, key: Any, partition: int | None,
                    timestamp_ms: int | None, headers: Any,
                    on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None
-                   ) -> FutureRecordMetadata:
+                   ) -> _Future:
         st = self._topics.get(topic)
         if st is None or self._closed:
             st = self._topic(topic)
@@ -394,7 +402,7 @@ class Producer:
 
     def _append_slow(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
                      timestamp_ms: int | None, headers: list | None,
-                     completed: list[ProduceRequestResult]) -> FutureRecordMetadata:
+                     completed: list[ProduceRequestResult]) -> _Future:
         """Append a record under the lock: to the open batch, else to a new one (the open batch is
         appended first when the record does not fit); a failed future when it alone is too large."""
         while True:
@@ -424,7 +432,7 @@ class Producer:
         return b
 
     def _too_large(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
-                   headers: list | None, timestamp_ms: int | None) -> FutureRecordMetadata:
+                   headers: list | None, timestamp_ms: int | None) -> _Future:
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         size = _Encoder().append(key, value, ts, headers) + RECORD_BATCH_OVERHEAD
         limit = st.body_cap + RECORD_BATCH_OVERHEAD
