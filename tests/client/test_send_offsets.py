@@ -7,10 +7,6 @@ client and with the asyncio producer."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import time
 
@@ -27,8 +23,8 @@ from kafkalog.coordinator.group_metadata import (
 )
 from kafkalog.log.naming import TopicPartition
 from kafkalog.record.control import ControlRecordType, control_record_type
+from tests.client.test_transactions import kill_when_ready
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 BROKER = {"transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 5}
 IN0 = TopicPartition("in", 0)
 
@@ -132,13 +128,7 @@ def test_writer_killed_mid_transaction_commits_no_offsets(tmp_path):
         print("ready", flush=True)
         time.sleep(600)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.path.abspath(SRC)})
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    kill_when_ready(script)
     assert _committed(d, "killed") == {}                             # written, but pending
     time.sleep(1.2)                                                   # past transaction.timeout.ms
     with kafkalog.open(d, BROKER, background=False) as dl:           # the coordinator aborts it

@@ -31,6 +31,17 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 BROKER = {"transaction.state.log.num.partitions": 3}
 
 
+def kill_when_ready(script: str) -> None:
+    """Run ``script`` in a real Python process until it prints ``ready``, then SIGKILL it."""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.path.abspath(SRC)})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
 def _values(dl, topic, isolation):
     return [r.value for r in dl.consume(topic, isolation=isolation)]
 
@@ -151,13 +162,7 @@ def test_transaction_of_a_killed_writer_is_aborted_after_its_timeout(tmp_path):
         print("ready", flush=True)
         time.sleep(600)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.path.abspath(SRC)})
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    kill_when_ready(script)
     with kafkalog.open(d, BROKER, background=False, read_only=True) as ro:
         assert ro.end_offsets("t", "read_committed") == {0: 1}       # still held by the open transaction
     time.sleep(1.2)                                                   # past transaction.timeout.ms
