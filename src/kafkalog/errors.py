@@ -166,6 +166,15 @@ class CleanerError(KafkalogError):
     """A compaction failure of one partition (the partition is marked uncleanable)."""
 
 
+class GroupIdNotFoundError(KafkalogError):
+    """A consumer group with no committed offsets and no stored metadata (Kafka:
+    GroupIdNotFoundException)."""
+
+
+class NonEmptyGroupError(KafkalogError):
+    """A change refused because the consumer group has members (Kafka: GroupNotEmptyException)."""
+
+
 __all__ = [
     "KafkalogError", "CorruptRecordError", "InvalidRecordError", "CompressionError",
     "UnsupportedCompressionTypeError", "UnsupportedMagicError", "RecordTooLargeError",
@@ -173,4 +182,5 @@ __all__ = [
     "LogSegmentOffsetOverflowError", "OffsetOutOfRangeError", "InvalidTimestampError",
     "CorruptSnapshotError", "CorruptCheckpointError", "InvalidTopicError", "InvalidConfigError",
     "LogDirError", "KafkalogIOError", "ProducerStateError", "CleanerError",
+    "GroupIdNotFoundError", "NonEmptyGroupError",
 ]

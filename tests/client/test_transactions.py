@@ -31,6 +31,17 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 BROKER = {"transaction.state.log.num.partitions": 3}
 
 
+def kill_when_ready(script: str) -> None:
+    """Run ``script`` in a real Python process until it prints ``ready``, then SIGKILL it."""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.path.abspath(SRC)})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
 def _values(dl, topic, isolation):
     return [r.value for r in dl.consume(topic, isolation=isolation)]
 
@@ -132,17 +143,6 @@ def test_new_producer_fences_the_old_one(tmp_path):
         new.close()
 
 
-def test_send_offsets_to_transaction_is_not_available_yet(tmp_path):
-    with kafkalog.open(tmp_path / "d", BROKER, background=False) as dl:
-        p = dl.producer(transactional_id="tx-o")
-        p.init_transactions()
-        p.begin_transaction()
-        with pytest.raises(NotImplementedError, match="__consumer_offsets"):
-            p.send_offsets_to_transaction({}, "group")
-        p.abort_transaction()
-        p.close()
-
-
 def test_transaction_of_a_killed_writer_is_aborted_after_its_timeout(tmp_path):
     """A real writer process opens a transaction, appends to it and is killed with SIGKILL; the
     next open of the directory after ``transaction.timeout.ms`` aborts it (ABORT marker, LSO
@@ -162,13 +162,7 @@ def test_transaction_of_a_killed_writer_is_aborted_after_its_timeout(tmp_path):
         print("ready", flush=True)
         time.sleep(600)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.path.abspath(SRC)})
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    kill_when_ready(script)
     with kafkalog.open(d, BROKER, background=False, read_only=True) as ro:
         assert ro.end_offsets("t", "read_committed") == {0: 1}       # still held by the open transaction
     time.sleep(1.2)                                                   # past transaction.timeout.ms

@@ -12,10 +12,11 @@ import mmap
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
 import click
 
+from kafkalog.cli.dump_decoders import Decoded, RecordDecoder, offsets_decoder, transaction_log_decoder
 from kafkalog.cli.output import EXIT_ERROR, EXIT_FINDINGS, FORMAT_OPTION_HELP, report_error
 from kafkalog.cli.paths import is_partition_dir
 from kafkalog.errors import KafkalogError, LogDirError
@@ -40,6 +41,8 @@ class DumpOptions:
     verify_index_only: bool = False
     index_sanity_check: bool = False
     json: bool = False
+    #: kafka-dump-log.sh's --offsets-decoder / --transaction-log-decoder (:mod:`kafkalog.cli.dump_decoders`)
+    decoder: Optional[RecordDecoder] = None
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
 
@@ -87,16 +90,21 @@ def batch_json(batch, valid: bool, valid_error: Optional[str] = None) -> dict:
     return d
 
 
-def _control_info(record) -> Tuple[Optional[ControlRecordType], Optional[EndTransactionMarker]]:
+def _control_info(record) -> Tuple[ControlRecordType, Optional[EndTransactionMarker]]:
     _v, ctype = parse_control_key(record.key)
     if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
         return ctype, EndTransactionMarker.deserialize_value(ctype, record.value)
     return ctype, None
 
 
-def record_json(batch, record) -> dict:
-    """One ``record`` JSON object."""
-    d = {"type": "record", "offset": record.offset, "timestamp": record.timestamp,
+def _decoded_text(d: Decoded) -> str:
+    return d if isinstance(d, str) else json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+
+
+def record_json(batch, record, decoder: Optional[RecordDecoder] = None) -> dict:
+    """One ``record`` JSON object (with ``decodedKey`` / ``decodedPayload`` when a decoder is
+    given: Kafka's JSON objects, or texts such as ``<DELETE>``)."""
+    d: Dict[str, Any] = {"type": "record", "offset": record.offset, "timestamp": record.timestamp,
          "keySize": -1 if record.key is None else len(record.key),
          "valueSize": -1 if record.value is None else len(record.value),
          "sizeInBytes": record.size_in_bytes}
@@ -113,6 +121,8 @@ def record_json(batch, record) -> dict:
         d["controlType"] = ctype.name
         if marker is not None:
             d["coordinatorEpoch"] = marker.coordinator_epoch
+    elif decoder is not None:
+        d["decodedKey"], d["decodedPayload"] = decoder(record)
     return d
 
 
@@ -133,7 +143,7 @@ def _batch_line(batch, valid: bool) -> str:
     return f"offset: {batch.last_offset} position: {batch.position} {ts} {tail}"
 
 
-def _decode(b: Optional[bytes]) -> str:
+def _decode(b: bytes) -> str:
     return bytes(b).decode("utf-8", "replace")
 
 
@@ -158,7 +168,13 @@ def _record_line(batch, record, opts: DumpOptions) -> str:
                 tid = -1 if record.key is None or len(record.key) < 4 else \
                     int.from_bytes(bytes(record.key[2:4]), "big", signed=True)
                 parts.append(f" controlType: {ctype.name}({tid})")
-    if opts.print_data_log and not batch.is_control:
+    if opts.print_data_log and not batch.is_control and opts.decoder is not None:
+        key, payload = opts.decoder(record)
+        if key is not None:
+            parts.append(("| key: " if opts.skip_record_metadata else " key: ") + _decoded_text(key))
+        if payload is not None:
+            parts.append(f" payload: {_decoded_text(payload)}")
+    elif opts.print_data_log and not batch.is_control:
         if record.key is not None:
             parts.append(("| key: " if opts.skip_record_metadata else " key: ") + _decode(record.key))
         if record.value is not None:
@@ -177,7 +193,7 @@ def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
                     check_trailing: bool = True) -> Tuple[int, dict]:
     """Dump the batches of ``buf``; returns ``(exit_status, summary)``."""
     out, w = opts.out, opts.out.write
-    summary = {"type": "summary", "batches": 0, "invalidBatches": 0, "bytesInBatches": 0,
+    summary: Dict[str, Any] = {"type": "summary", "batches": 0, "invalidBatches": 0, "bytesInBatches": 0,
                "totalBytes": len(buf), "trailingBytes": 0}
     valid_bytes = 0
     last_offset = -1
@@ -204,7 +220,8 @@ def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
                     non_consecutive.append((last_offset, r.offset))
                 last_offset = r.offset
                 if opts.json:
-                    w(json.dumps(record_json(batch, r)) + "\n")
+                    w(json.dumps(record_json(batch, r, opts.decoder if opts.print_data_log else None))
+                      + "\n")
                 else:
                     w(_record_line(batch, r, opts) + "\n")
             valid_bytes += batch.size_in_bytes
@@ -310,13 +327,25 @@ def expand_paths(paths: Sequence[str]) -> List[str]:
               help="For .index/.timeindex files: run Kafka's index sanity check only.")
 @click.option("--records", "as_records", is_flag=True, help="Read every file as a raw record set, "
               "whatever its suffix.")
+@click.option("--offsets-decoder", "offsets_decoder_opt", is_flag=True,
+              help="Decode the records as __consumer_offsets data (offset commits, group metadata), "
+                   "as kafka-dump-log.sh does; implies --print-data-log.")
+@click.option("--transaction-log-decoder", "transaction_log_decoder_opt", is_flag=True,
+              help="Decode the records as __transaction_state data (transactional ids and their state), "
+                   "as kafka-dump-log.sh does; implies --print-data-log.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help=FORMAT_OPTION_HELP)
 def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata, max_bytes,
-         max_message_size, verify_index_only, index_sanity_check, as_records, fmt) -> None:
+         max_message_size, verify_index_only, index_sanity_check, as_records, offsets_decoder_opt,
+         transaction_log_decoder_opt, fmt) -> None:
     """Print the contents of segment, index, snapshot and checkpoint files (kafka-dump-log.sh).
     PATHS may be files, partition directories or data directories. Exit 1 when damage is found."""
-    opts = DumpOptions(deep_iteration=deep_iteration, print_data_log=print_data_log,
+    if offsets_decoder_opt and transaction_log_decoder_opt:
+        raise click.UsageError("give one of --offsets-decoder and --transaction-log-decoder")
+    decoder = offsets_decoder if offsets_decoder_opt else \
+        transaction_log_decoder if transaction_log_decoder_opt else None
+    print_data_log = print_data_log or decoder is not None
+    opts = DumpOptions(deep_iteration=deep_iteration, print_data_log=print_data_log, decoder=decoder,
                        skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,
                        max_message_size=max_message_size, verify_index_only=verify_index_only,
                        index_sanity_check=index_sanity_check, json=fmt == "json",

@@ -56,12 +56,13 @@ def _register() -> None:
     from kafkalog.cli.consume import consume
     from kafkalog.cli.describe import describe
     from kafkalog.cli.dump import dump
+    from kafkalog.cli.groups import groups
     from kafkalog.cli.offsets import offsets
     from kafkalog.cli.produce import produce
     from kafkalog.cli.recover import recover
     from kafkalog.cli.serve import serve
     from kafkalog.cli.verify import verify
-    for cmd in (dump, produce, consume, describe, offsets, verify, recover, compact, serve):
+    for cmd in (dump, produce, consume, describe, offsets, groups, verify, recover, compact, serve):
         main.add_command(cmd)
 
 

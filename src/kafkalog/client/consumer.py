@@ -34,6 +34,7 @@ from kafkalog.client.readonly import (
     _ReadOnlyManager,
 )
 from kafkalog.client.wakeup import AppendNotifier, FileWatcher, Wakeup
+from kafkalog.coordinator.group_metadata import ConsumerGroupMetadata
 from kafkalog.coordinator.offsets import OffsetAndMetadata, OffsetsStore
 from kafkalog.errors import (
     InvalidConfigError,
@@ -582,6 +583,13 @@ class Consumer:
             else:
                 self._store = self._dl._offsets_store()
         return self._store
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Kafka's ``groupMetadata()``: what a transactional producer's
+        ``send_offsets_to_transaction`` takes to commit this group's offsets in a transaction."""
+        if self._group is None:
+            raise InvalidConfigError("group metadata needs a group.id")
+        return ConsumerGroupMetadata(self._group)
 
     def _committed_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         if self._group is None:

@@ -160,13 +160,22 @@ class DataLog:
                 b = self.manager.broker_config
                 c = TransactionCoordinator(self.manager, ids,
                                            num_partitions=int(b.get("transaction.state.log.num.partitions")),
-                                           max_timeout_ms=int(b.get("transaction.max.timeout.ms")))
+                                           max_timeout_ms=int(b.get("transaction.max.timeout.ms")),
+                                           on_complete=self._transaction_completed)
                 c.abort_timed_out_transactions()
                 every = int(b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
                 self.manager.scheduler.schedule("transaction-abort", c.abort_timed_out_transactions,
                                                 every, every)
                 self._txn_coordinator = c
             return self._txn_coordinator
+
+    def _transaction_completed(self, producer_id: int, partitions: frozenset[tuple[str, int]],
+                               committed: bool) -> None:
+        """A transaction's markers are written: its offsets (``send_offsets_to_transaction``) become
+        committed or are dropped (a store not loaded yet reads the markers from the topic)."""
+        store = self.__dict__.get("_offsets")
+        if store is not None:
+            store.complete_transaction(producer_id, partitions, committed)
 
     # --- topics -------------------------------------------------------------------------------------
 
@@ -284,6 +293,17 @@ class DataLog:
             from kafkalog.coordinator.offsets import OffsetsStore
             store = self.__dict__.setdefault("_offsets", OffsetsStore(self.manager))
         return store
+
+    def offsets_store(self) -> OffsetsStore:
+        """The consumer groups' committed offsets and stored metadata (``__consumer_offsets``, the
+        coordinator's :class:`~kafkalog.coordinator.offsets.OffsetsStore`). Writable: the store this
+        directory's consumers and transactional producers share. Read-only: a snapshot of the
+        committed records on disk now (commits raise :class:`~kafkalog.errors.LogDirError`)."""
+        if isinstance(self.manager, _ReadOnlyManager):
+            from kafkalog.client.consumer import _read_only_committed_batches
+            from kafkalog.coordinator.offsets import OffsetsStore
+            return OffsetsStore(self.manager, committed_batches=_read_only_committed_batches)
+        return self._offsets_store()
 
     def consume(self, topic: str, partition: Optional[int] = None, *, offset: Optional[int] = None,
                 timestamp: Optional[int] = None, from_beginning: bool = True,

@@ -41,6 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import (
+    TYPE_CHECKING,
     Any,
     Protocol,
     Self,
@@ -54,6 +55,8 @@ from kafkalog.client.producer_future import (
     new_future,
     refused,
 )
+from kafkalog.coordinator.group_metadata import ConsumerGroupMetadata
+from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.errors import (
@@ -70,6 +73,13 @@ from kafkalog.record import kernel
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress, validate_level
 from kafkalog.record.constants import RECORD_BATCH_OVERHEAD, CompressionType
+
+if TYPE_CHECKING:      # the compiled kernel's classes, typed by their pure-Python twins
+    from kafkalog.record._kernel_py import ProducerTopic as _KernelTopic
+    from kafkalog.record._kernel_py import RecordFuture as _Future
+else:
+    _KernelTopic = kernel.ProducerTopic
+    _Future = FutureRecordMetadata
 
 __all__ = ["FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata", "codec_id"]
 
@@ -93,6 +103,8 @@ class _Coordinators(Protocol):
     def producer_id_manager(self) -> ProducerIdManager: ...
 
     def transaction_coordinator(self) -> TransactionCoordinator: ...
+
+    def offsets_store(self) -> OffsetsStore: ...
 
 
 def codec_id(compression: Any) -> int:
@@ -154,7 +166,7 @@ def _bool(cfg: Mapping[str, Any], key: str) -> bool:
     raise InvalidConfigError(f"Invalid value {v!r} for configuration {key}: expected a boolean")
 
 
-class _TopicState(kernel.ProducerTopic):
+class _TopicState(_KernelTopic):
     """A topic as seen by one producer: (from the kernel's ``ProducerTopic``) its open batch per
     partition, sticky partition and partitioner flag; its logs, next sequence per partition, and
     the batch limits derived from the topic's configuration."""
@@ -323,7 +335,7 @@ class Producer:
     def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
              timestamp_ms: int | None = None, headers: Any = None,
              on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None
-             ) -> FutureRecordMetadata:
+             ) -> _Future:
         """Add one record; returns its future. ``key``/``value``: bytes-like, ``str`` (UTF-8) or
         None; ``headers``: ``[(str, bytes | None)]`` or a mapping; ``timestamp_ms``: ms (default
         now). ``on_delivery(err, metadata)`` is called once the record is appended or failed."""
@@ -347,7 +359,7 @@ class Producer:
     def _send_slow(self, topic: str, value: Any, key: Any, partition: int | None,
                    timestamp_ms: int | None, headers: Any,
                    on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None
-                   ) -> FutureRecordMetadata:
+                   ) -> _Future:
         st = self._topics.get(topic)
         if st is None or self._closed:
             st = self._topic(topic)
@@ -390,7 +402,7 @@ class Producer:
 
     def _append_slow(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
                      timestamp_ms: int | None, headers: list | None,
-                     completed: list[ProduceRequestResult]) -> FutureRecordMetadata:
+                     completed: list[ProduceRequestResult]) -> _Future:
         """Append a record under the lock: to the open batch, else to a new one (the open batch is
         appended first when the record does not fit); a failed future when it alone is too large."""
         while True:
@@ -420,7 +432,7 @@ class Producer:
         return b
 
     def _too_large(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
-                   headers: list | None, timestamp_ms: int | None) -> FutureRecordMetadata:
+                   headers: list | None, timestamp_ms: int | None) -> _Future:
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         size = _Encoder().append(key, value, ts, headers) + RECORD_BATCH_OVERHEAD
         limit = st.body_cap + RECORD_BATCH_OVERHEAD
@@ -597,10 +609,29 @@ class Producer:
                 self._transactional_id, self._pid, self._epoch, [tp])
             self._txn_partitions.add(tp)
 
-    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any) -> None:
-        """Kafka's ``sendOffsetsToTransaction``: commit consumer offsets in the transaction."""
-        raise NotImplementedError("send_offsets_to_transaction needs the __consumer_offsets store "
-                                  "(kafkalog.coordinator.offsets), which is not available yet")
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any],
+                                    group_metadata: str | ConsumerGroupMetadata) -> None:
+        """Kafka's ``sendOffsetsToTransaction``: commit a consumer group's offsets
+        (``{TopicPartition: offset | OffsetAndMetadata | (offset, metadata, leader_epoch)}``, the
+        next offsets to read) with the transaction. ``group_metadata`` is the consumer's
+        :meth:`~kafkalog.client.consumer.Consumer.group_metadata` or a group id (kafka-python's
+        ``consumer_group_id``). The group's ``__consumer_offsets`` partition joins the transaction
+        and the offsets are written there in it: they count once the transaction commits, and are
+        discarded if it aborts (or its producer dies and it times out): the data directory's
+        transaction coordinator tells the offsets store once the markers are written."""
+        group = group_metadata if isinstance(group_metadata, str) else group_metadata.group_id
+        self._coordinator()
+        with self._lock:
+            if self._txn_state != "in_transaction":
+                raise IllegalStateError(f"send_offsets_to_transaction called in state {self._txn_state}: "
+                                        f"begin_transaction first")
+        if not offsets:
+            return
+        store = self._dl.offsets_store()
+        tp = store.offsets_partition(group)
+        with self._lock:
+            self._add_to_txn(tp.topic, tp.partition)
+            store.commit_transactional(group, offsets, self._pid, self._epoch)
 
     def _end(self, commit: bool) -> None:
         coord = self._coordinator()

@@ -24,6 +24,9 @@ from kafkalog.record.varint import read_unsigned_varint, write_unsigned_varint
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
+    "ConsumerGroupMetadata",
+    "ConsumerProtocolAssignment",
+    "ConsumerProtocolSubscription",
     "OFFSETS_TOPIC_NUM_PARTITIONS",
     "GroupMetadataKey",
     "GroupMetadataValue",
@@ -36,6 +39,9 @@ __all__ = [
     "encode_group_metadata_value",
     "encode_key",
     "encode_offset_commit_value",
+    "consumer_assignment_partitions",
+    "decode_consumer_assignment",
+    "decode_consumer_subscription",
     "java_string_hash_code",
     "partition_for_group",
 ]
@@ -89,6 +95,16 @@ class GroupMetadataValue(NamedTuple):
 
 
 Key = OffsetCommitKey | GroupMetadataKey
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group identity (Kafka's ``ConsumerGroupMetadata``): what a transactional
+    producer's ``send_offsets_to_transaction`` takes."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 # --- primitive writers ------------------------------------------------------------------------------
@@ -199,6 +215,14 @@ class _Reader:
         except UnicodeDecodeError as e:
             raise InvalidRecordError(f"{self.what}: {field} is not UTF-8 ({e.reason})",
                                      position=start) from None
+
+    def nullable_bytes(self, field: str) -> bytes | None:
+        start = self.pos
+        n = self._length(field, wide=True)
+        if n == -1:
+            return None
+        self.pos = start
+        return self.bytes_(field)
 
     def bytes_(self, field: str) -> bytes:
         start = self.pos
@@ -362,6 +386,69 @@ def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
     r.tags()
     r.done()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, tuple(members), ts)
+
+
+# --- the consumer protocol's subscription and assignment -----------------------------------------
+
+class ConsumerProtocolSubscription(NamedTuple):
+    """A ``consumer`` protocol member's subscription (Kafka's ``ConsumerProtocolSubscription``,
+    versions 0-3), as stored in a member of :class:`GroupMetadataValue`."""
+
+    version: int
+    topics: tuple[str, ...]
+    user_data: bytes | None
+    owned_partitions: tuple[tuple[str, tuple[int, ...]], ...] = ()     # versions 1+
+    generation_id: int = -1                                            # versions 2+
+    rack_id: str | None = None                                         # versions 3+
+
+
+class ConsumerProtocolAssignment(NamedTuple):
+    """A ``consumer`` protocol member's assignment (Kafka's ``ConsumerProtocolAssignment``)."""
+
+    version: int
+    assigned_partitions: tuple[tuple[str, tuple[int, ...]], ...]
+    user_data: bytes | None
+
+
+def _topic_partitions(r: _Reader, field: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    out = []
+    for _ in range(r.array_len(field)):
+        topic = str(r.string("topic"))
+        out.append((topic, tuple(r.i32("partition") for _ in range(r.array_len("partitions")))))
+    return tuple(out)
+
+
+def decode_consumer_subscription(buf: bytes) -> ConsumerProtocolSubscription:
+    """Kafka's ``ConsumerProtocol.deserializeSubscription`` (a newer version is read as the newest
+    known one, its extra bytes ignored, as Kafka does)."""
+    r = _Reader(buf, "ConsumerProtocolSubscription")
+    version = r.i16("version")
+    if version < 0:
+        raise InvalidRecordError(f"ConsumerProtocolSubscription: version {version}", position=0)
+    topics = tuple(str(r.string("topic")) for _ in range(r.array_len("topics")))
+    user_data = r.nullable_bytes("userData")
+    owned = _topic_partitions(r, "ownedPartitions") if version >= 1 else ()
+    generation = r.i32("generationId") if version >= 2 else -1
+    rack = r.string("rackId", nullable=True) if version >= 3 else None
+    return ConsumerProtocolSubscription(version, topics, user_data, owned, generation, rack)
+
+
+def decode_consumer_assignment(buf: bytes) -> ConsumerProtocolAssignment:
+    """Kafka's ``ConsumerProtocol.deserializeAssignment``."""
+    r = _Reader(buf, "ConsumerProtocolAssignment")
+    version = r.i16("version")
+    if version < 0:
+        raise InvalidRecordError(f"ConsumerProtocolAssignment: version {version}", position=0)
+    return ConsumerProtocolAssignment(version, _topic_partitions(r, "assignedPartitions"),
+                                      r.nullable_bytes("userData"))
+
+
+def consumer_assignment_partitions(assignment: bytes) -> list[tuple[str, int]]:
+    """The ``(topic, partition)`` pairs of a ``consumer`` protocol member assignment; empty for an
+    empty assignment (a member before its first sync)."""
+    if not assignment:
+        return []
+    return [(t, p) for t, ps in decode_consumer_assignment(assignment).assigned_partitions for p in ps]
 
 
 # --- partitioning -----------------------------------------------------------------------------------

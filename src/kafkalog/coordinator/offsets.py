@@ -185,6 +185,19 @@ class OffsetsStore:
     def partition_for(self, group: str) -> int:
         return partition_for_group(group, self._num_partitions)
 
+    def offsets_partition(self, group: str) -> TopicPartition:
+        """The ``__consumer_offsets`` partition holding ``group``, the topic created first when
+        missing (so the partition count is the one it keeps): what a transactional producer adds to
+        its transaction (Kafka's AddOffsetsToTxn) before :meth:`commit_transactional`."""
+        self._check_group(group)
+        with self._lock:
+            m = self._manager
+            if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
+                m.create_topic(CONSUMER_OFFSETS_TOPIC, self._num_partitions, OFFSETS_TOPIC_CONFIG,
+                               exist_ok=True)
+                self._num_partitions = len(m.partitions_of(CONSUMER_OFFSETS_TOPIC))
+            return TopicPartition(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
+
     def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
               ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The committed offsets of ``group`` (only those of ``partitions`` when given; partitions

@@ -23,11 +23,13 @@ __all__ = [
     "TRANSACTION_STATE_TOPIC",
     "CorruptTransactionLogError",
     "TransactionMetadata",
+    "TransactionLogValue",
     "TransactionState",
     "java_string_hash",
     "key_from_bytes",
     "key_to_bytes",
     "partition_for",
+    "read_value",
     "value_from_bytes",
     "value_to_bytes",
 ]
@@ -172,26 +174,65 @@ def value_to_bytes(m: TransactionMetadata) -> bytes:
     return bytes(out)
 
 
-def value_from_bytes(transactional_id: str, data: bytes) -> TransactionMetadata:
-    """Decode a ``TransactionLogValue`` (version 0 or 1)."""
+@dataclass
+class TransactionLogValue:
+    """A ``TransactionLogValue`` record as stored: its version, fields in the schema's order
+    (partitions grouped by topic as written; None for the null array), and the tagged fields of
+    version 1 (``PreviousProducerId`` tag 0, ``NextProducerId`` tag 1, ``ClientTransactionVersion``
+    tag 2; their defaults when absent)."""
+
+    version: int
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_status: int
+    transaction_partitions: list[tuple[str, list[int]]] | None
+    transaction_last_update_timestamp_ms: int
+    transaction_start_timestamp_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
+
+
+_TAG_FIELDS = {0: ("previous_producer_id", struct.Struct(">q")), 1: ("next_producer_id", struct.Struct(">q")),
+               2: ("client_transaction_version", struct.Struct(">h"))}
+
+
+def read_value(data: bytes) -> TransactionLogValue:
+    """Decode a ``TransactionLogValue`` (version 0 or 1) field by field."""
     r = _Reader(data, "TransactionLogValue")
     version, pid, epoch, timeout, status = r.take(_VALUE_HEAD)
     if version not in (0, 1):
         raise CorruptTransactionLogError(f"unknown TransactionLogValue version {version}", position=0)
     compact = version >= 1
-    try:
-        state = TransactionState(status)
-    except ValueError:
-        raise CorruptTransactionLogError(f"unknown TransactionStatus {status}", position=15) from None
-    parts: set[tuple[str, int]] = set()
     n = r.array_len(compact)
+    parts: list[tuple[str, list[int]]] | None = None if n < 0 else []
     for _ in range(max(n, 0)):
         topic = r.string(compact)
-        for _ in range(max(r.array_len(compact), 0)):
-            parts.add((topic, r.take(_I32)[0]))
+        ids = [r.take(_I32)[0] for _ in range(max(r.array_len(compact), 0))]
         if compact:
             r.skip_tags()
+        assert parts is not None
+        parts.append((topic, ids))
     last_update, start = r.take(_TAIL)
+    out = TransactionLogValue(version, pid, epoch, timeout, status, parts, last_update, start)
     if compact:
-        r.skip_tags()
-    return TransactionMetadata(transactional_id, pid, epoch, timeout, state, parts, last_update, start)
+        for tag, raw in r.skip_tags().items():
+            known = _TAG_FIELDS.get(tag)
+            if known is not None and len(raw) == known[1].size:
+                setattr(out, known[0], known[1].unpack(raw)[0])
+    return out
+
+
+def value_from_bytes(transactional_id: str, data: bytes) -> TransactionMetadata:
+    """Decode a ``TransactionLogValue`` (version 0 or 1)."""
+    v = read_value(data)
+    try:
+        state = TransactionState(v.transaction_status)
+    except ValueError:
+        raise CorruptTransactionLogError(f"unknown TransactionStatus {v.transaction_status}",
+                                         position=15) from None
+    parts = {(t, p) for t, ids in v.transaction_partitions or () for p in ids}
+    return TransactionMetadata(transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
+                               state, parts, v.transaction_last_update_timestamp_ms,
+                               v.transaction_start_timestamp_ms)

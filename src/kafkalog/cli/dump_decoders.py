@@ -1,0 +1,179 @@
+"""kafka-dump-log.sh's record decoders for the coordinators' topics: ``--offsets-decoder``
+(``__consumer_offsets``: offset commits and group metadata) and ``--transaction-log-decoder``
+(``__transaction_state``), printing what Kafka's ``OffsetsMessageParser`` and
+``TransactionLogMessageParser`` print.
+
+A decoder turns a record into ``(key, payload)``: the key as ``{"type": "<key version>", "data":
+{...}}`` and the payload as ``{"version": "<value version>", "data": {...}}`` (the fields of Kafka's
+message schemas, in their order and JSON names, bytes as base64; a ``consumer`` group's member
+subscriptions and assignments decoded), ``"<DELETE>"`` for a tombstone, and for a record that does
+not decode Kafka's ``Unknown record type N at offset O, skipping.`` or ``Error at offset O,
+skipping. ...`` in place of the key with no payload. Decoding is the coordinator's
+(:mod:`kafkalog.coordinator.group_metadata`, :mod:`kafkalog.coordinator.transaction_log`).
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kafkalog.coordinator.group_metadata import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    decode_consumer_assignment,
+    decode_consumer_subscription,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+)
+from kafkalog.coordinator.transaction_log import key_from_bytes, read_value
+from kafkalog.errors import InvalidRecordError, KafkalogError
+
+__all__ = ["Decoded", "RecordDecoder", "offsets_decoder", "transaction_log_decoder"]
+
+#: a decoded key or payload: Kafka's JSON object, or a text such as ``<DELETE>``; None: not printed
+Decoded = dict[str, Any] | str | None
+
+
+class _Record(Protocol):
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> Any: ...
+    @property
+    def value(self) -> Any: ...
+
+
+RecordDecoder = Callable[[_Record], tuple[Decoded, Decoded]]
+
+
+def _b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode("ascii")
+
+
+def _version(buf: bytes) -> int:
+    return int(struct.unpack_from(">h", buf, 0)[0]) if len(buf) >= 2 else -1
+
+
+def _missing_key(offset: int) -> InvalidRecordError:
+    return InvalidRecordError(f"Failed to decode message at offset {offset} using the specified decoder "
+                              f"(message had a missing key)")
+
+
+def _topic_partitions(tps: tuple[tuple[str, tuple[int, ...]], ...]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partitions": list(ps)} for t, ps in tps]
+
+
+def _subscription_json(raw: bytes) -> Any:
+    try:
+        s = decode_consumer_subscription(raw)
+    except KafkalogError:
+        return _b64(raw)                  # as Kafka: the original bytes when they do not decode
+    out: dict[str, Any] = {"topics": list(s.topics), "userData": _b64(s.user_data)}
+    if s.version >= 1:
+        out["ownedPartitions"] = _topic_partitions(s.owned_partitions)
+    if s.version >= 2:
+        out["generationId"] = s.generation_id
+    if s.version >= 3:
+        out["rackId"] = s.rack_id
+    return out
+
+
+def _assignment_json(raw: bytes) -> Any:
+    try:
+        a = decode_consumer_assignment(raw)
+    except KafkalogError:
+        return _b64(raw)
+    return {"assignedPartitions": _topic_partitions(a.assigned_partitions), "userData": _b64(a.user_data)}
+
+
+def _group_metadata_json(v: GroupMetadataValue, version: int) -> dict[str, Any]:
+    consumer = v.protocol_type == "consumer"
+    out: dict[str, Any] = {"protocolType": v.protocol_type, "generation": v.generation,
+                           "protocol": v.protocol, "leader": v.leader}
+    if version >= 2:
+        out["currentStateTimestamp"] = v.current_state_timestamp
+    members = []
+    for m in v.members:
+        j: dict[str, Any] = {"memberId": m.member_id}
+        if version >= 3:
+            j["groupInstanceId"] = m.group_instance_id
+        j["clientId"] = m.client_id
+        j["clientHost"] = m.client_host
+        if version >= 1:
+            j["rebalanceTimeout"] = m.rebalance_timeout
+        j["sessionTimeout"] = m.session_timeout
+        j["subscription"] = _subscription_json(m.subscription) if consumer else _b64(m.subscription)
+        j["assignment"] = _assignment_json(m.assignment) if consumer else _b64(m.assignment)
+        members.append(j)
+    out["members"] = members
+    return out
+
+
+def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:
+    """A ``__consumer_offsets`` record as kafka-dump-log.sh's ``--offsets-decoder`` prints it."""
+    if record.key is None:
+        raise _missing_key(record.offset)
+    key = bytes(record.key)
+    try:
+        k = decode_key(key)
+        if k is None:
+            return f"Unknown record type {_version(key)} at offset {record.offset}, skipping.", None
+        if isinstance(k, OffsetCommitKey):
+            key_json: dict[str, Any] = {"group": k.group, "topic": k.topic, "partition": k.partition}
+        else:
+            assert isinstance(k, GroupMetadataKey)
+            key_json = {"group": k.group}
+        decoded_key = {"type": str(_version(key)), "data": key_json}
+        if record.value is None:
+            return decoded_key, "<DELETE>"
+        value = bytes(record.value)
+        version = _version(value)
+        if isinstance(k, OffsetCommitKey):
+            v = decode_offset_commit_value(value)
+            data: dict[str, Any] = {"offset": v.offset}
+            if version >= 3:
+                data["leaderEpoch"] = v.leader_epoch
+            data["metadata"] = v.metadata
+            data["commitTimestamp"] = v.commit_timestamp
+            if version == 1:
+                data["expireTimestamp"] = v.expire_timestamp
+        else:
+            data = _group_metadata_json(decode_group_metadata_value(value), version)
+        return decoded_key, {"version": str(version), "data": data}
+    except KafkalogError as e:
+        return f"Error at offset {record.offset}, skipping. {e.message}", None
+
+
+def transaction_log_decoder(record: _Record) -> tuple[Decoded, Decoded]:
+    """A ``__transaction_state`` record as kafka-dump-log.sh's ``--transaction-log-decoder``
+    prints it."""
+    if record.key is None:
+        raise _missing_key(record.offset)
+    key = bytes(record.key)
+    if _version(key) > 0:
+        return f"Unknown record type {_version(key)} at offset {record.offset}, skipping.", None
+    try:
+        decoded_key = {"type": str(_version(key)), "data": {"transactionalId": key_from_bytes(key)}}
+        if record.value is None:
+            return decoded_key, "<DELETE>"
+        v = read_value(bytes(record.value))
+    except KafkalogError as e:
+        return f"Error at offset {record.offset}, skipping. {e.message}", None
+    data: dict[str, Any] = {"producerId": v.producer_id}
+    if v.version >= 1 and v.previous_producer_id != -1:
+        data["previousProducerId"] = v.previous_producer_id
+    if v.version >= 1 and v.next_producer_id != -1:
+        data["nextProducerId"] = v.next_producer_id
+    data.update({"producerEpoch": v.producer_epoch, "transactionTimeoutMs": v.transaction_timeout_ms,
+                 "transactionStatus": v.transaction_status,
+                 "transactionPartitions": None if v.transaction_partitions is None else [
+                     {"topic": t, "partitionIds": ids} for t, ids in v.transaction_partitions],
+                 "transactionLastUpdateTimestampMs": v.transaction_last_update_timestamp_ms,
+                 "transactionStartTimestampMs": v.transaction_start_timestamp_ms})
+    if v.version >= 1 and v.client_transaction_version != 0:
+        data["clientTransactionVersion"] = v.client_transaction_version
+    return decoded_key, {"version": str(v.version), "data": data}
