@@ -45,6 +45,7 @@ from typing import (
     Any,
     Protocol,
     Self,
+    cast,
 )
 
 from kafkalog.client.config import PRODUCER_DEFAULTS, client_config
@@ -76,10 +77,8 @@ from kafkalog.record.constants import RECORD_BATCH_OVERHEAD, CompressionType
 
 if TYPE_CHECKING:      # the compiled kernel's classes, typed by their pure-Python twins
     from kafkalog.record._kernel_py import ProducerTopic as _KernelTopic
-    from kafkalog.record._kernel_py import RecordFuture as _Future
 else:
     _KernelTopic = kernel.ProducerTopic
-    _Future = FutureRecordMetadata
 
 __all__ = ["FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata", "codec_id"]
 
@@ -335,7 +334,7 @@ class Producer:
     def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
              timestamp_ms: int | None = None, headers: Any = None,
              on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None
-             ) -> _Future:
+             ) -> FutureRecordMetadata:
         """Add one record; returns its future. ``key``/``value``: bytes-like, ``str`` (UTF-8) or
         None; ``headers``: ``[(str, bytes | None)]`` or a mapping; ``timestamp_ms``: ms (default
         now). ``on_delivery(err, metadata)`` is called once the record is appended or failed."""
@@ -359,7 +358,7 @@ class Producer:
     def _send_slow(self, topic: str, value: Any, key: Any, partition: int | None,
                    timestamp_ms: int | None, headers: Any,
                    on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None
-                   ) -> _Future:
+                   ) -> FutureRecordMetadata:
         st = self._topics.get(topic)
         if st is None or self._closed:
             st = self._topic(topic)
@@ -402,7 +401,7 @@ class Producer:
 
     def _append_slow(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
                      timestamp_ms: int | None, headers: list | None,
-                     completed: list[ProduceRequestResult]) -> _Future:
+                     completed: list[ProduceRequestResult]) -> FutureRecordMetadata:
         """Append a record under the lock: to the open batch, else to a new one (the open batch is
         appended first when the record does not fit); a failed future when it alone is too large."""
         while True:
@@ -412,8 +411,8 @@ class Producer:
                     raise IllegalStateError("Cannot perform operation after producer has been closed")
                 b = self._new_batch(st, partition)
             fut = b.append(key, value, timestamp_ms, headers)
-            if fut:
-                return fut
+            if fut:     # the kernel's RecordFuture, whose methods are bound at run time
+                return cast(FutureRecordMetadata, fut)
             if b.count == 0:
                 return self._too_large(st, partition, key, value, headers, timestamp_ms)
             self._drain_locked(b, completed)
@@ -432,7 +431,7 @@ class Producer:
         return b
 
     def _too_large(self, st: _TopicState, partition: int, key: bytes | None, value: bytes | None,
-                   headers: list | None, timestamp_ms: int | None) -> _Future:
+                   headers: list | None, timestamp_ms: int | None) -> FutureRecordMetadata:
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         size = _Encoder().append(key, value, ts, headers) + RECORD_BATCH_OVERHEAD
         limit = st.body_cap + RECORD_BATCH_OVERHEAD
