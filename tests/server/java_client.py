@@ -111,6 +111,10 @@ def classpath(version: str) -> str:
     return os.pathsep.join([classes, *cp])
 
 
-def run_driver(version: str, bootstrap: str, prefix: str, n: int) -> subprocess.CompletedProcess:
-    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", bootstrap, prefix, str(n)],
-                          capture_output=True, text=True, timeout=600, check=False)
+def run_driver(version: str, bootstrap: str, prefix: str, n: int,
+               properties: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the driver; ``properties`` are client properties (``security.protocol``, ``ssl.*``,
+    ``sasl.*``) and the driver's own ``kafkalog.codecs`` / ``kafkalog.admin``."""
+    extra = [f"{k}={v}" for k, v in (properties or {}).items()]
+    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", bootstrap, prefix, str(n),
+                           *extra], capture_output=True, text=True, timeout=600, check=False)

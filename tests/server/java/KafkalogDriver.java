@@ -1,6 +1,8 @@
 // A small driver of the genuine Java client (kafka-clients 3.9.1 and 4.3.0) against kafkalog serve:
 // admin create/describe/delete, an idempotent acks=all producer per codec, assign-and-seek consume
 // that must read back exactly what was produced. Prints one line per step; exit code 0 = all good.
+// Arguments: BOOTSTRAP PREFIX N [key=value ...]: client properties (security.protocol, ssl.*, sasl.*)
+// for every client; kafkalog.codecs=none,gzip limits the codecs, kafkalog.admin=false skips admin.
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -24,7 +26,15 @@ public class KafkalogDriver {
         Properties common = new Properties();
         common.put("bootstrap.servers", bootstrap);
         common.put("request.timeout.ms", "30000");
-        try (Admin admin = Admin.create(common)) {
+        String[] codecs = {"none", "gzip", "snappy", "lz4", "zstd"};
+        boolean runAdmin = true;
+        for (int i = 3; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            if (kv[0].equals("kafkalog.codecs")) codecs = kv[1].split(",");
+            else if (kv[0].equals("kafkalog.admin")) runAdmin = Boolean.parseBoolean(kv[1]);
+            else common.put(kv[0], kv[1]);
+        }
+        if (runAdmin) try (Admin admin = Admin.create(common)) {
             String t = prefix + "-admin";
             admin.createTopics(List.of(new NewTopic(t, 3, (short) 1)
                     .configs(Map.of("retention.ms", "7200000")))).all().get();
@@ -39,7 +49,7 @@ public class KafkalogDriver {
             check(!admin.listTopics().names().get().contains(t), "deleted");
             System.out.println("admin ok");
         }
-        for (String codec : new String[] {"none", "gzip", "snappy", "lz4", "zstd"}) {
+        for (String codec : codecs) {
             String topic = prefix + "-" + codec;
             try (Admin admin = Admin.create(common)) {
                 admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get();
