@@ -129,12 +129,15 @@ def test_kafka_python(secure: BrokerProcess, pki: Pki, listener: str, mech: str 
         p.flush(30)
     finally:
         p.close()
-    c = KafkaConsumer(enable_auto_commit=False, consumer_timeout_ms=5000, **cfg)
+    c = KafkaConsumer(enable_auto_commit=False, **cfg)
+    got: list[bytes] = []
     try:
         tp = TopicPartition(topic, 0)
         c.assign([tp])
         c.seek(tp, 0)
-        got = [m.value for m in c]
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            got += [m.value for m in c.poll(1000).get(tp, [])]
     finally:
         c.close()
     assert got == [f"v{i}".encode() for i in range(20)]
@@ -150,7 +153,7 @@ def test_kafka_python_salted_scram_user(secure: BrokerProcess, pki: Pki) -> None
     finally:
         p.close()
     with pytest.raises(KafkaError):
-        KafkaProducer(api_version_auto_timeout_ms=5000,
+        KafkaProducer(bootstrap_timeout_ms=3000,
                       **_kafka_python_config(secure, pki, "SASL_PLAINTEXT", "PLAIN", *BOB)).close()
 
 
@@ -160,7 +163,7 @@ def test_kafka_python_wrong_password(secure: BrokerProcess, pki: Pki, mech: str,
     from kafka import KafkaProducer
     from kafka.errors import KafkaError, SaslAuthenticationFailedError
     with pytest.raises(KafkaError) as info:
-        KafkaProducer(api_version_auto_timeout_ms=5000,
+        KafkaProducer(
                       **_kafka_python_config(secure, pki, "SASL_PLAINTEXT", mech, "alice", "wrong")).close()
     # kafka-python logs the broker's SASL_AUTHENTICATION_FAILED on the connection, then gives up
     assert isinstance(info.value, SaslAuthenticationFailedError) or \
@@ -486,7 +489,8 @@ def _serve_fails(tmp: str, configs: list[str]) -> str:
         cmd += ["--config", c]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode != 0
-    return r.stderr
+    assert not os.path.exists(os.path.join(tmp, "data"))     # refused before anything is made
+    return r.stdout + r.stderr
 
 
 def test_configuration_errors(tmp_path: os.PathLike[str], pki: Pki) -> None:

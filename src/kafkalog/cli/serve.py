@@ -99,10 +99,10 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
 def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
           config_file: str | None) -> None:
     """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
-    new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
     cfg = ServerConfig(_config_values(config_file, configs))
     listeners = cfg.bind_listeners(host, port)
-    tls, sasl = _security(cfg, listeners)
+    tls, sasl = _security(cfg, listeners)      # refused before the data directory is touched
+    new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
     root = logging.getLogger("kafkalog")
     if root.getEffectiveLevel() > logging.INFO:
         root.setLevel(logging.INFO)

@@ -59,6 +59,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"], None),
     ConfigDef("sasl.enabled.mechanisms", LIST, ["GSSAPI"], None),
     ConfigDef("sasl.server.max.receive.size", INT, 524288, None),
+    ConfigDef("connection.failed.authentication.delay.ms", INT, 100, None),
     #: kafkalog's own key (Kafka takes users from JAAS and the metadata log): docs/server.md
     ConfigDef("sasl.credentials.file", STRING, None, None),
 ]}

@@ -8,7 +8,9 @@ itself, and one connection buffers at most one request and one response
 (:mod:`~kafkalog.server.channel`). Limits are Kafka's: ``max.connections`` (further connections are
 closed at once), ``connections.max.idle.ms`` (a connection with no progress, reading or writing,
 for that long is closed; it also bounds a TLS handshake), ``socket.request.max.bytes``
-(``sasl.server.max.receive.size`` before a SASL client is authenticated). A frame that is refused
+(``sasl.server.max.receive.size`` before a SASL client is authenticated),
+``connection.failed.authentication.delay.ms`` (a failed authentication is answered, then the
+connection closed after that delay). A frame that is refused
 or does not parse closes its connection; the broker goes on serving the others.
 
 TLS listeners use the context of :func:`~kafkalog.server.tls.server_context`; SASL listeners
@@ -68,6 +70,7 @@ class Server:
         self.max_sasl_request = min(self.max_request, cfg.values["sasl.server.max.receive.size"])
         self.max_connections = cfg.max_connections
         self.idle_s = cfg.connections_max_idle_ms / 1000.0
+        self.failed_auth_delay_s = cfg.values["connection.failed.authentication.delay.ms"] / 1000.0
         #: the bound listeners (port 0 resolved), in the order of ``listeners``
         self.bound: list[Listener] = []
         self._socks: list[socket.socket] = []
@@ -187,7 +190,8 @@ class Server:
                 answer = auth.receive(data)
                 if answer is not None:
                     await channel.send(answer)
-                    if auth.failed:
+                    if auth.failed:           # Kafka closes after connection.failed.authentication.delay.ms
+                        await asyncio.sleep(self.failed_auth_delay_s)
                         return
                     if auth.complete:
                         reader.max_size = self.max_request
