@@ -163,7 +163,7 @@ def test_kafka_python_wrong_password(secure: BrokerProcess, pki: Pki, mech: str,
     from kafka import KafkaProducer
     from kafka.errors import KafkaError, SaslAuthenticationFailedError
     with pytest.raises(KafkaError) as info:
-        KafkaProducer(
+        KafkaProducer(bootstrap_timeout_ms=3000,
                       **_kafka_python_config(secure, pki, "SASL_PLAINTEXT", mech, "alice", "wrong")).close()
     # kafka-python logs the broker's SASL_AUTHENTICATION_FAILED on the connection, then gives up
     assert isinstance(info.value, SaslAuthenticationFailedError) or \
@@ -511,3 +511,58 @@ def test_configuration_errors(tmp_path: os.PathLike[str], pki: Pki) -> None:
     assert "bad.properties" in err and "carol" in err
     err = _serve_fails(tmp, ["listeners=FOO://127.0.0.1:0"])
     assert "listener.security.protocol.map" in err
+
+
+def test_large_fetch_over_tls(secure: BrokerProcess, pki: Pki) -> None:
+    """Fetched slices large enough for ``sendfile`` on a plain socket are read from the segment
+    and encrypted on a TLS connection: the bytes arrive whole."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    topic = _topic("big")
+    values = [bytes([i]) * 8192 for i in range(48)]
+
+    async def run() -> list[bytes]:
+        p = AIOKafkaProducer(acks="all", max_batch_size=1 << 20, linger_ms=50,
+                             **_aiokafka_config(secure, pki, "SASL_SSL", "SCRAM-SHA-256"))
+        await p.start()
+        try:
+            for f in [await p.send(topic, v, partition=0) for v in values]:
+                await f
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(enable_auto_commit=False, max_partition_fetch_bytes=1 << 20,
+                             **_aiokafka_config(secure, pki, "SASL_SSL", "SCRAM-SHA-256"))
+        await c.start()
+        got: list[bytes] = []
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek(tp, 0)
+            while len(got) < len(values):
+                batch = await c.getmany(tp, timeout_ms=5000)
+                if not batch:
+                    break
+                got += [m.value for m in batch.get(tp, [])]
+        finally:
+            await c.stop()
+        return got
+    assert asyncio.run(run()) == values
+
+
+def test_pkcs12_key_store(tmp_path: os.PathLike[str], pki: Pki) -> None:
+    """A PKCS12 key store (read with the ``cryptography`` package) serves like the PEM one."""
+    pytest.importorskip("cryptography")
+    p12 = os.path.join(str(tmp_path), "server.p12")
+    _openssl("pkcs12", "-export", "-in", pki.server_cert, "-inkey", pki.server_key, "-out", p12,
+             "-passout", "pass:storepass", cwd=str(tmp_path))
+    b = BrokerProcess(os.path.join(str(tmp_path), "data"), [
+        "listeners=SSL://127.0.0.1:0", "ssl.keystore.type=PKCS12", f"ssl.keystore.location={p12}",
+        "ssl.keystore.password=storepass"]).start()
+    try:
+        resp = _tls_api_versions(b.port, pki)
+        assert resp is not None and struct.unpack_from(">ih", resp) == (7, 0)
+    finally:
+        assert b.stop() == 0, b.stderr()
+    again = os.path.join(str(tmp_path), "again")
+    err = _serve_fails(again, ["listeners=SSL://127.0.0.1:0", "ssl.keystore.type=PKCS12",
+                               f"ssl.keystore.location={p12}", "ssl.keystore.password=wrong"])
+    assert "PKCS12" in err and "server.p12" in err

@@ -58,7 +58,8 @@ def _pkcs12_to_pem(data: bytes, password: str | None, key: str) -> tuple[bytes, 
         pkey, cert, extra = pkcs12.load_key_and_certificates(
             data, password.encode() if password else None)
     except ValueError as e:
-        raise InvalidConfigError(f"{key}: cannot read the PKCS12 store: {e}") from None
+        raise InvalidConfigError(f"{key}: cannot read the PKCS12 store (wrong ssl.*.password?): "
+                                 f"{e}") from None
     certs = ([cert] if cert is not None else []) + list(extra or [])
     pem = b"".join(c.public_bytes(Encoding.PEM) for c in certs)
     key_pem = (pkey.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
@@ -102,7 +103,8 @@ def server_context(values: dict[str, Any]) -> ssl.SSLContext:
     if location:
         data = _read(location, "ssl.keystore.location")
         if ktype == "PKCS12":
-            pem, pkey = _pkcs12_to_pem(data, values["ssl.keystore.password"], "ssl.keystore.location")
+            pem, pkey = _pkcs12_to_pem(data, values["ssl.keystore.password"],
+                                       f"ssl.keystore.location={location}")
             if pkey is None:
                 raise InvalidConfigError(f"ssl.keystore.location={location}: no private key in it")
             _load_chain(ctx, pem, pkey, None, f"ssl.keystore.location={location}")
@@ -130,7 +132,7 @@ def server_context(values: dict[str, Any]) -> ssl.SSLContext:
         data = _read(tlocation, "ssl.truststore.location")
         if ttype == "PKCS12":
             data, _k = _pkcs12_to_pem(data, values["ssl.truststore.password"],
-                                      "ssl.truststore.location")
+                                      f"ssl.truststore.location={tlocation}")
         _load_cas(ctx, data.decode("ascii", "replace"), f"ssl.truststore.location={tlocation}")
     elif tcerts:
         _load_cas(ctx, tcerts, "ssl.truststore.certificates")
