@@ -465,8 +465,11 @@ def test_tls_client_that_never_sends_or_reads_does_not_stall_others(secure: Brok
 # --- mutual TLS and configuration errors -------------------------------------------------------
 
 def test_client_auth_required(tmp_path: os.PathLike[str], pki: Pki) -> None:
+    """SSL listeners honour ssl.client.auth=required; SASL_SSL listeners ignore it (Kafka's rule,
+    KIP-684): a client without a certificate reaches them and authenticates with SASL."""
     b = BrokerProcess(os.path.join(str(tmp_path), "data"), [
-        "listeners=SSL://127.0.0.1:0", "ssl.keystore.type=PEM",
+        "listeners=SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN",
+        f"sasl.credentials.file={_credentials_file(str(tmp_path))}", "ssl.keystore.type=PEM",
         f"ssl.keystore.certificate.chain={open(pki.server_cert).read()}",
         f"ssl.keystore.key={open(pki.server_key).read()}",
         "ssl.truststore.type=PEM", f"ssl.truststore.location={pki.ca}",
@@ -479,6 +482,8 @@ def test_client_auth_required(tmp_path: os.PathLike[str], pki: Pki) -> None:
             if r is None:                        # TLS 1.3: the refusal arrives after the handshake
                 raise ConnectionError("closed")
         assert _tls_api_versions(b.port, pki, cert=True) is not None
+        resp = _tls_api_versions(b.ports["SASL_SSL"], pki, cert=False)
+        assert resp is not None and struct.unpack_from(">ih", resp) == (7, 0)
     finally:
         assert b.stop() == 0, b.stderr()
 

@@ -34,7 +34,7 @@ from kafkalog.server.broker import Broker
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.network import Server
 from kafkalog.server.sasl import SaslConfig
-from kafkalog.server.tls import server_context
+from kafkalog.server.tls import listener_contexts
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -52,16 +52,16 @@ def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str,
     return values
 
 
-def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[ssl.SSLContext | None,
+def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, ssl.SSLContext],
                                                                      SaslConfig | None]:
-    """The TLS context and SASL users the listeners need (refused before anything is bound)."""
-    tls = server_context(cfg.values) if any(lst.tls for lst in listeners) else None
+    """The TLS contexts and SASL users the listeners need (refused before anything is bound)."""
+    tls = listener_contexts(cfg.values, {lst.protocol for lst in listeners})
     sasl = SaslConfig.from_values(cfg.values) if any(lst.sasl for lst in listeners) else None
     return tls, sasl
 
 
 async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener],
-               tls: ssl.SSLContext | None, sasl: SaslConfig | None) -> None:
+               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -13,7 +13,7 @@ for that long is closed; it also bounds a TLS handshake), ``socket.request.max.b
 connection closed after that delay). A frame that is refused
 or does not parse closes its connection; the broker goes on serving the others.
 
-TLS listeners use the context of :func:`~kafkalog.server.tls.server_context`; SASL listeners
+TLS listeners use the contexts of :func:`~kafkalog.server.tls.listener_contexts`; SASL listeners
 authenticate each connection with :class:`~kafkalog.server.sasl.SaslAuthenticator` before any other
 request is served.
 """
@@ -26,6 +26,7 @@ import os
 import socket
 import ssl
 from collections import deque
+from collections.abc import Mapping
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.fetch import FileSlice
@@ -54,13 +55,16 @@ class Server:
     PLAINTEXT listener, or on every listener of ``listeners``."""
 
     def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 9092, *,
-                 listeners: list[Listener] | None = None, tls: ssl.SSLContext | None = None,
+                 listeners: list[Listener] | None = None,
+                 tls: Mapping[str, ssl.SSLContext] | None = None,
                  sasl: SaslConfig | None = None) -> None:
         self.broker = broker
         self.listeners = list(listeners) if listeners else [Listener(host, port)]
         self.host, self.port = self.listeners[0].host, self.listeners[0].port
-        if any(lst.tls for lst in self.listeners) and tls is None:
-            raise KafkalogError("an SSL or SASL_SSL listener needs a TLS context")
+        tls = dict(tls or {})
+        for lst in self.listeners:
+            if lst.tls and lst.protocol not in tls:
+                raise KafkalogError(f"listener {lst.name} ({lst.protocol}) needs a TLS context")
         if any(lst.sasl for lst in self.listeners) and sasl is None:
             raise KafkalogError("a SASL_PLAINTEXT or SASL_SSL listener needs a SASL configuration")
         self.tls = tls
@@ -146,8 +150,7 @@ class Server:
         logger.debug("connection from %s on %s", addr, listener.name)
         try:
             if listener.tls:
-                assert self.tls is not None
-                channel = await TlsChannel.accept(conn, self.tls, self.idle_s)
+                channel = await TlsChannel.accept(conn, self.tls[listener.protocol], self.idle_s)
             else:
                 channel = PlainChannel(conn, self.idle_s)
             auth = None

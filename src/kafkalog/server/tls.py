@@ -9,7 +9,8 @@ Java format: refused with an error that says to convert it to PEM.
 
 Trust store (the CAs that sign client certificates, for ``ssl.client.auth``): ``ssl.truststore.type=PEM``
 with ``ssl.truststore.location`` or ``ssl.truststore.certificates``. ``ssl.client.auth`` is Kafka's
-``none`` / ``requested`` / ``required``; ``ssl.enabled.protocols`` bounds the TLS versions.
+``none`` / ``requested`` / ``required`` (SSL listeners only: SASL_SSL ignores it, as in Kafka);
+``ssl.enabled.protocols`` bounds the TLS versions.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tempfile
 from typing import Any
 
 from kafkalog.errors import InvalidConfigError
+from kafkalog.server.config import SASL_SSL, SSL
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -81,9 +83,22 @@ def _load_chain(ctx: ssl.SSLContext, chain: bytes, key_pem: bytes, password: str
         os.unlink(path)
 
 
-def server_context(values: dict[str, Any]) -> ssl.SSLContext:
-    """The server-side context of the TLS listeners; :class:`InvalidConfigError` naming the key for
-    a missing, unreadable or unsupported key or trust store."""
+def listener_contexts(values: dict[str, Any], protocols: set[str]) -> dict[str, ssl.SSLContext]:
+    """security protocol -> context for the TLS ones in ``protocols``. ``ssl.client.auth`` applies
+    to SSL listeners; SASL_SSL listeners authenticate with SASL and ignore it, as Kafka does
+    (KIP-684 makes that a per-listener setting, which kafkalog does not serve)."""
+    out: dict[str, ssl.SSLContext] = {}
+    if SSL in protocols:
+        out[SSL] = server_context(values)
+    if SASL_SSL in protocols:
+        out[SASL_SSL] = server_context(values, client_auth=False)
+    return out
+
+
+def server_context(values: dict[str, Any], client_auth: bool = True) -> ssl.SSLContext:
+    """The server-side context of a TLS listener; :class:`InvalidConfigError` naming the key for
+    a missing, unreadable or unsupported key or trust store. ``client_auth=False`` ignores
+    ``ssl.client.auth``."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     enabled = [str(p) for p in values["ssl.enabled.protocols"]]
     unknown = [p for p in enabled if p not in _VERSIONS]
@@ -136,7 +151,7 @@ def server_context(values: dict[str, Any]) -> ssl.SSLContext:
         _load_cas(ctx, data.decode("ascii", "replace"), f"ssl.truststore.location={tlocation}")
     elif tcerts:
         _load_cas(ctx, tcerts, "ssl.truststore.certificates")
-    auth = values["ssl.client.auth"]
+    auth = values["ssl.client.auth"] if client_auth else "none"
     if auth != "none" and not (tlocation or tcerts):
         raise InvalidConfigError(f"ssl.client.auth={auth} needs a trust store of the client "
                                  f"certificates' CAs: set ssl.truststore.location")
