@@ -106,14 +106,26 @@ def _topic(tag: str) -> str:
     return f"sec-{tag}-{uuid.uuid4().hex[:8]}"
 
 
+#: each Python client's names for bootstrap, security protocol, mechanism, user, password
+PY_KEYS = ("bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_plain_username",
+           "sasl_plain_password")
+CONFLUENT_KEYS = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.username",
+                  "sasl.password")
+
+
+def _client_config(keys: tuple[str, ...], b: BrokerProcess, listener: str, mech: str | None,
+                   user: str, password: str) -> dict[str, object]:
+    cfg: dict[str, object] = {keys[0]: f"127.0.0.1:{b.ports[listener]}", keys[1]: listener}
+    if mech is not None:
+        cfg.update({keys[2]: mech, keys[3]: user, keys[4]: password})
+    return cfg
+
+
 def _kafka_python_config(b: BrokerProcess, pki: Pki, listener: str, mech: str | None,
                          user: str = "alice", password: str = "alice-secret") -> dict[str, object]:
-    cfg: dict[str, object] = {"bootstrap_servers": f"127.0.0.1:{b.ports[listener]}",
-                              "security_protocol": listener, "request_timeout_ms": 20000}
+    cfg = _client_config(PY_KEYS, b, listener, mech, user, password)
     if "SSL" in listener:
         cfg.update(ssl_cafile=pki.ca, ssl_check_hostname=True)
-    if mech is not None:
-        cfg.update(sasl_mechanism=mech, sasl_plain_username=user, sasl_plain_password=password)
     return cfg
 
 
@@ -173,12 +185,9 @@ def test_kafka_python_wrong_password(secure: BrokerProcess, pki: Pki, mech: str,
 def _aiokafka_config(b: BrokerProcess, pki: Pki, listener: str, mech: str | None,
                      user: str = "alice", password: str = "alice-secret") -> dict[str, object]:
     from aiokafka.helpers import create_ssl_context
-    cfg: dict[str, object] = {"bootstrap_servers": f"127.0.0.1:{b.ports[listener]}",
-                              "security_protocol": listener}
+    cfg = _client_config(PY_KEYS, b, listener, mech, user, password)
     if "SSL" in listener:
         cfg["ssl_context"] = create_ssl_context(cafile=pki.ca)
-    if mech is not None:
-        cfg.update(sasl_mechanism=mech, sasl_plain_username=user, sasl_plain_password=password)
     return cfg
 
 
@@ -234,12 +243,9 @@ def test_aiokafka_wrong_password(secure: BrokerProcess, pki: Pki, mech: str,
 
 def _confluent_config(b: BrokerProcess, pki: Pki, listener: str, mech: str | None,
                       user: str = "alice", password: str = "alice-secret") -> dict[str, object]:
-    cfg: dict[str, object] = {"bootstrap.servers": f"127.0.0.1:{b.ports[listener]}",
-                              "security.protocol": listener}
+    cfg = _client_config(CONFLUENT_KEYS, b, listener, mech, user, password)
     if "SSL" in listener:
         cfg["ssl.ca.location"] = pki.ca
-    if mech is not None:
-        cfg.update({"sasl.mechanism": mech, "sasl.username": user, "sasl.password": password})
     return cfg
 
 
