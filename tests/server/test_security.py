@@ -298,16 +298,18 @@ def _java_properties(b: BrokerProcess, pki: Pki, listener: str, mech: str | None
     return props
 
 
-@pytest.mark.parametrize("listener,mech", [("SSL", None), ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
-                                           ("SASL_SSL", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-512")])
-def test_java_client(secure: BrokerProcess, pki: Pki, listener: str, mech: str | None) -> None:
+@pytest.mark.parametrize("version,listener,mech", [
+    ("4.3.0", "SSL", None), ("4.3.0", "SASL_PLAINTEXT", "SCRAM-SHA-256"), ("4.3.0", "SASL_SSL", "PLAIN"),
+    ("4.3.0", "SASL_SSL", "SCRAM-SHA-512"), ("3.9.1", "SASL_SSL", "SCRAM-SHA-512")])
+def test_java_client(secure: BrokerProcess, pki: Pki, version: str, listener: str, mech: str | None) -> None:
     from tests.server.java_client import JavaUnavailable, classpath, run_driver
     try:
-        classpath("4.3.0")
+        classpath(version)
     except JavaUnavailable as e:
         pytest.skip(str(e))
-    prefix = "java-" + listener.lower().replace("_", "") + (mech or "").lower().replace("-", "")
-    r = run_driver("4.3.0", f"127.0.0.1:{secure.ports[listener]}", prefix, 30,
+    prefix = "java-" + version.replace(".", "") + listener.lower().replace("_", "") + \
+        (mech or "").lower().replace("-", "")
+    r = run_driver(version, f"127.0.0.1:{secure.ports[listener]}", prefix, 30,
                    _java_properties(secure, pki, listener, mech))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert {"codec none ok 30", "codec lz4 ok 30"} <= set(r.stdout.splitlines())
