@@ -23,6 +23,8 @@ class BrokerProcess:
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
         self.port = -1
+        #: listener name -> bound port (every listener of ``listeners``)
+        self.ports: dict[str, int] = {}
         self.stderr_path = os.path.join(os.path.dirname(data_dir.rstrip("/")) or ".",
                                         os.path.basename(data_dir.rstrip("/")) + ".stderr")
 
@@ -54,6 +56,7 @@ class BrokerProcess:
         msg = json.loads(line)
         assert msg["type"] == "listening"
         self.port = msg["port"]
+        self.ports = {lst["name"]: lst["port"] for lst in msg.get("listeners", [])}
         return self
 
     def stderr(self) -> str:

@@ -119,12 +119,14 @@ def classpath(version: str) -> str:
     return os.pathsep.join([classes, *cp])
 
 
-def run_driver(version: str, bootstrap: str, prefix: str, n: int, mode: str | None = None
-               ) -> subprocess.CompletedProcess:
-    """Run the driver: its basic steps, or ``mode`` ("txn": the transaction steps)."""
-    args = [bootstrap, prefix, str(n)] + ([mode] if mode else [])
-    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", *args],
-                          capture_output=True, text=True, timeout=600, check=False)
+def run_driver(version: str, bootstrap: str, prefix: str, n: int, mode: str | None = None,
+               properties: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the driver: its basic steps, or ``mode`` ("txn": the transaction steps); ``properties``
+    are client properties (``security.protocol``, ``ssl.*``, ``sasl.*``) and the driver's own
+    ``kafkalog.codecs`` / ``kafkalog.admin``."""
+    extra = ([mode] if mode else []) + [f"{k}={v}" for k, v in (properties or {}).items()]
+    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", bootstrap, prefix, str(n),
+                           *extra], capture_output=True, text=True, timeout=600, check=False)
 
 
 def driver_output(version: str, bootstrap: str, prefix: str, n: int, mode: str | None = None) -> list[str]:

@@ -1,12 +1,15 @@
 """``kafkalog serve DATA_DIR``: a Kafka-compatible broker over a data directory.
 
 Kafka's broker keys (``--config key=value``, ``--config-file server.properties``; the flags win
-over the file): ``listeners``/``advertised.listeners``, ``num.partitions``,
+over the file): ``listeners``/``advertised.listeners``/``listener.security.protocol.map`` (PLAINTEXT,
+SSL, SASL_PLAINTEXT, SASL_SSL listeners, several at once), ``ssl.*`` (PEM key stores),
+``sasl.enabled.mechanisms`` and ``sasl.credentials.file`` (docs/server.md), ``num.partitions``,
 ``auto.create.topics.enable``, ``socket.request.max.bytes``, ``max.connections``,
 ``connections.max.idle.ms``, ``delete.topic.enable`` and every storage key (``log.*``,
 ``message.max.bytes`` ...). Unknown keys are refused. Binds to 127.0.0.1:9092 unless told
 otherwise (``--port 0`` picks a free port). When listening it prints one JSON line
-(``{"type":"listening","host":...,"port":...}``) on stdout; logs go to stderr. SIGTERM or SIGINT
+(``{"type":"listening","host":...,"port":...,"listeners":[...]}``, the first listener's address
+and every listener's ``name``/``protocol``/``host``/``port``) on stdout; logs go to stderr. SIGTERM or SIGINT
 stops it cleanly: connections closed, logs flushed, checkpoints and the clean-shutdown marker
 written.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 import sys
 
 import click
@@ -27,8 +31,10 @@ from kafkalog.errors import InvalidConfigError
 from kafkalog.log.config import parse_properties
 from kafkalog.log.manager import LogManager
 from kafkalog.server.broker import Broker
-from kafkalog.server.config import ServerConfig
+from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.network import Server
+from kafkalog.server.sasl import SaslConfig
+from kafkalog.server.tls import listener_contexts
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -46,21 +52,35 @@ def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str,
     return values
 
 
-async def _run(manager: LogManager, cfg: ServerConfig, host: str, port: int) -> None:
+def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, ssl.SSLContext],
+                                                                     SaslConfig | None]:
+    """The TLS contexts and SASL users the listeners need (refused before anything is bound)."""
+    tls = listener_contexts(cfg.values, {lst.protocol for lst in listeners})
+    sasl = SaslConfig.from_values(cfg.values) if any(lst.sasl for lst in listeners) else None
+    return tls, sasl
+
+
+async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener],
+               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server_broker = Broker(manager, cfg, cfg.advertised(host, port))
-    server = Server(server_broker, host, port)
-    # the advertised address needs the bound port (--port 0)
+    first = listeners[0]
+    server_broker = Broker(manager, cfg, cfg.advertised(first.host, first.port, first.name))
+    server = Server(server_broker, listeners=listeners, tls=tls, sasl=sasl)
+    # the advertised addresses need the bound ports (--port 0)
     bound_host, bound_port = await server.start()
-    server_broker.advertised = cfg.advertised(bound_host, bound_port)
-    logger.info("kafkalog broker %d (cluster %s) serving %s on %s:%d, advertised as %s:%d",
-                server_broker.node_id, server_broker.cluster_id, manager.data_dir, bound_host,
-                bound_port, server_broker.advertised.host, server_broker.advertised.port)
+    server_broker.set_endpoints({b.name: cfg.advertised(b.host, b.port, b.name) for b in server.bound})
+    for b in server.bound:
+        adv = cfg.advertised(b.host, b.port, b.name)
+        logger.info("kafkalog broker %d (cluster %s) serving %s on %s://%s:%d (%s), advertised as "
+                    "%s:%d", server_broker.node_id, server_broker.cluster_id, manager.data_dir,
+                    b.name, b.host, b.port, b.protocol, adv.host, adv.port)
     emit({"type": "listening", "host": bound_host, "port": bound_port,
-          "advertised": f"{server_broker.advertised.host}:{server_broker.advertised.port}"})
+          "advertised": f"{server_broker.advertised.host}:{server_broker.advertised.port}",
+          "listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
+                        for b in server.bound]})
     sys.stdout.flush()
     await stop.wait()
     logger.info("shutting down: closing %d connection(s)", server.connection_count)
@@ -79,9 +99,10 @@ async def _run(manager: LogManager, cfg: ServerConfig, host: str, port: int) -> 
 def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
           config_file: str | None) -> None:
     """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
-    new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
     cfg = ServerConfig(_config_values(config_file, configs))
-    bind_host, bind_port = cfg.bind_address(host, port)
+    listeners = cfg.bind_listeners(host, port)
+    tls, sasl = _security(cfg, listeners)      # refused before the data directory is touched
+    new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
     root = logging.getLogger("kafkalog")
     if root.getEffectiveLevel() > logging.INFO:
         root.setLevel(logging.INFO)
@@ -92,7 +113,7 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
     logger.info("loaded %d partition(s) of %d topic(s) (clean shutdown: %s)",
                 len(manager.partitions()), len(manager.topics()), manager.had_clean_shutdown)
     try:
-        asyncio.run(_run(manager, cfg, bind_host, bind_port))
+        asyncio.run(_run(manager, cfg, listeners, tls, sasl))
     finally:
         logger.info("closing the logs")
         manager.close()

@@ -29,6 +29,7 @@ from kafkalog.server.offset_commit import (
     handle_offset_fetch,
 )
 from kafkalog.server.produce import handle_produce
+from kafkalog.server.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from kafkalog.server.topics import (
     handle_create_topics,
     handle_delete_records,
@@ -56,6 +57,7 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     14: ("SyncGroup", 0, 5, handle_sync_group),
     15: ("DescribeGroups", 0, 5, handle_describe_groups),
     16: ("ListGroups", 0, 5, handle_list_groups),
+    17: ("SaslHandshake", 0, 1, handle_sasl_handshake),
     18: ("ApiVersions", 0, 4, handle_api_versions),
     19: ("CreateTopics", 2, 7, handle_create_topics),
     20: ("DeleteTopics", 1, 6, handle_delete_topics),
@@ -68,6 +70,7 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     26: ("EndTxn", 0, 4, handle_end_txn),
     28: ("TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
     32: ("DescribeConfigs", 1, 4, handle_describe_configs),
+    36: ("SaslAuthenticate", 0, 2, handle_sasl_authenticate),
     42: ("DeleteGroups", 0, 2, handle_delete_groups),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
     47: ("OffsetDelete", 0, 0, handle_offset_delete),

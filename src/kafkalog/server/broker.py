@@ -9,6 +9,8 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import (
     Any,
 )
@@ -41,12 +43,20 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 #: How often the group coordinator's session and rebalance timeouts are checked.
 GROUP_TICK_S = 0.1
 
+#: The name of the listener the connection being served came in on: the network layer sets it in
+#: each connection's task, so :attr:`Broker.advertised` (Metadata, FindCoordinator) is the endpoint
+#: of the listener the client connected on.
+current_listener: ContextVar[str | None] = ContextVar("kafkalog_current_listener", default=None)
+
 
 class Broker:
     """One node serving one data directory."""
 
     #: the group coordinator's clock, started by the first request :meth:`handle` serves
     _group_timer: asyncio.Task[None] | None = None
+    #: listener name -> advertised endpoint (:meth:`set_endpoints`)
+    _endpoints: Mapping[str, Listener] = MappingProxyType({})
+    _default_endpoint: Listener
 
     def __init__(self, manager: LogManager, config: ServerConfig, advertised: Listener) -> None:
         self.manager = manager
@@ -78,6 +88,24 @@ class Broker:
             on_complete=self.offsets.complete_transaction)
         self.transactions.abort_timed_out_transactions()
         self._txn_abort_interval_s = b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+
+    @property
+    def advertised(self) -> Listener:
+        """The endpoint advertised to the client being served: its listener's (see
+        :data:`current_listener`), else the first listener's."""
+        name = current_listener.get()
+        ep = self._endpoints.get(name) if name is not None else None
+        return ep if ep is not None else self._default_endpoint
+
+    @advertised.setter
+    def advertised(self, value: Listener) -> None:
+        self._default_endpoint = value
+
+    def set_endpoints(self, endpoints: Mapping[str, Listener]) -> None:
+        """Every listener's advertised endpoint (the first one becomes the default)."""
+        self._endpoints = dict(endpoints)
+        if endpoints:
+            self._default_endpoint = next(iter(endpoints.values()))
 
     # --- logs and topics ----------------------------------------------------------------------
 

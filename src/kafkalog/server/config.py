@@ -1,5 +1,6 @@
 """The broker's configuration: Kafka's broker keys and defaults for what ``kafkalog serve`` does
-(listeners, topic auto-creation, request and connection limits), plus every storage key
+(listeners and their security protocols, TLS, SASL, topic auto-creation, request and connection
+limits), plus every storage key
 :class:`~kafkalog.log.config.BrokerConfig` knows (``log.*``, ``message.max.bytes`` ...), which go to
 the ``LogManager``. Unknown keys are refused, not ignored."""
 
@@ -18,6 +19,7 @@ from kafkalog.log.config import (
     STRING,
     BrokerConfig,
     ConfigDef,
+    one_of,
     parse_value,
 )
 
@@ -40,25 +42,82 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.max.size", INT, 2**31 - 1, None),
     ConfigDef("offsets.topic.num.partitions", INT, 50, None),
     ConfigDef("offset.metadata.max.bytes", INT, 4096, None),
+    # --- security (docs/server.md "TLS and SASL") ---
+    ConfigDef("listener.security.protocol.map", LIST,
+              ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+              None),
+    ConfigDef("ssl.keystore.type", STRING, "JKS", one_of("JKS", "PKCS12", "PEM")),
+    ConfigDef("ssl.keystore.location", STRING, None, None),
+    ConfigDef("ssl.keystore.password", STRING, None, None),
+    ConfigDef("ssl.keystore.certificate.chain", STRING, None, None),
+    ConfigDef("ssl.keystore.key", STRING, None, None),
+    ConfigDef("ssl.key.password", STRING, None, None),
+    ConfigDef("ssl.truststore.type", STRING, "JKS", one_of("JKS", "PKCS12", "PEM")),
+    ConfigDef("ssl.truststore.location", STRING, None, None),
+    ConfigDef("ssl.truststore.password", STRING, None, None),
+    ConfigDef("ssl.truststore.certificates", STRING, None, None),
+    ConfigDef("ssl.client.auth", STRING, "none", one_of("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"], None),
+    ConfigDef("sasl.enabled.mechanisms", LIST, ["GSSAPI"], None),
+    ConfigDef("sasl.server.max.receive.size", INT, 524288, None),
+    ConfigDef("connection.failed.authentication.delay.ms", INT, 100, None),
+    #: kafkalog's own key (Kafka takes users from JAAS and the metadata log): docs/server.md
+    ConfigDef("sasl.credentials.file", STRING, None, None),
 ]}
+
+#: the security protocols of Kafka's ``SecurityProtocol``
+PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
+SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 
 
 @dataclass(frozen=True)
 class Listener:
+    """One endpoint: ``NAME://host:port`` and the security protocol its name maps to."""
     host: str
     port: int
+    name: str = PLAINTEXT
+    protocol: str = PLAINTEXT
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in (SSL, SASL_SSL)
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
 
 
-def parse_listener(text: str, key: str) -> Listener:
-    """``PLAINTEXT://host:port`` (only PLAINTEXT is served)."""
+def parse_protocol_map(entries: list[str]) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL`` pairs."""
+    out: dict[str, str] = {}
+    for e in entries:
+        name, sep, proto = e.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name or proto not in SECURITY_PROTOCOLS:
+            raise InvalidConfigError(f"Invalid value {e!r} for configuration "
+                                     f"listener.security.protocol.map: expected NAME:PROTOCOL with "
+                                     f"PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+        if name in out:
+            raise InvalidConfigError(f"listener.security.protocol.map: listener name {name} twice")
+        out[name] = proto
+    return out
+
+
+def parse_listener(text: str, key: str,
+                   protocols: dict[str, str] | None = None) -> Listener:
+    """``NAME://host:port``, NAME a key of ``listener.security.protocol.map``."""
+    protocols = protocols if protocols is not None else parse_protocol_map(
+        SERVER_CONFIGS["listener.security.protocol.map"].default)
     name, sep, rest = text.partition("://")
-    if not sep or name.upper() != "PLAINTEXT":
-        raise InvalidConfigError(f"Invalid value {text!r} for configuration {key}: only PLAINTEXT://"
-                                 f"host:port listeners are served")
+    name = name.strip().upper()
+    if not sep or name not in protocols:
+        raise InvalidConfigError(f"Invalid value {text!r} for configuration {key}: expected NAME://"
+                                 f"host:port with NAME in listener.security.protocol.map "
+                                 f"({', '.join(sorted(protocols))})")
     host, sep, port = rest.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise InvalidConfigError(f"Invalid value {text!r} for configuration {key}: expected host:port")
-    return Listener(host.strip("[]"), int(port))
+    return Listener(host.strip("[]"), int(port), name, protocols[name])
 
 
 class ServerConfig:
@@ -76,6 +135,12 @@ class ServerConfig:
         for k, d in SERVER_CONFIGS.items():
             raw = server.get(k)
             resolved[k] = parse_value(k, d.type, raw) if raw is not None else d.default
+            if raw is not None and d.validator is not None:
+                try:
+                    d.validator(resolved[k])
+                except ValueError as e:
+                    raise InvalidConfigError(f"Invalid value {raw!r} for configuration {k}: {e}") \
+                        from None
         self.values = resolved
         self.num_partitions: int = resolved["num.partitions"]
         if self.num_partitions < 1:
@@ -97,9 +162,13 @@ class ServerConfig:
             resolved["max.incremental.fetch.session.cache.slots"]
         if self.max_incremental_fetch_session_cache_slots < 0:
             raise InvalidConfigError("max.incremental.fetch.session.cache.slots must be at least 0")
-        self.listeners: list[Listener] = [parse_listener(s, "listeners") for s in resolved["listeners"]]
-        self.advertised_listeners: list[Listener] = [parse_listener(s, "advertised.listeners")
-                                                     for s in resolved["advertised.listeners"]]
+        self.protocol_map = parse_protocol_map(resolved["listener.security.protocol.map"])
+        self.listeners: list[Listener] = [parse_listener(s, "listeners", self.protocol_map)
+                                          for s in resolved["listeners"]]
+        self.advertised_listeners: list[Listener] = [
+            parse_listener(s, "advertised.listeners", self.protocol_map)
+            for s in resolved["advertised.listeners"]]
+        _check_listeners(self.listeners, self.advertised_listeners)
         node_id, broker_id = self.broker.get("node.id"), self.broker.get("broker.id")
         node = node_id if node_id >= 0 else broker_id
         self.node_id: int = max(node, 0)
@@ -115,16 +184,44 @@ class ServerConfig:
                                          f"must be at least 0")
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
-        """The address to listen on: ``--host``/``--port`` win over ``listeners``; loopback and
-        9092 by default."""
-        lst = self.listeners[0] if self.listeners else Listener("127.0.0.1", 9092)
-        return (host if host is not None else (lst.host or "127.0.0.1"),
-                port if port is not None else lst.port)
+        """The address of the first listener: ``--host``/``--port`` win over ``listeners``;
+        loopback and 9092 by default."""
+        first = self.bind_listeners(host, port)[0]
+        return first.host, first.port
 
-    def advertised(self, bound_host: str, bound_port: int) -> Listener:
-        """What Metadata tells clients to connect to."""
-        if self.advertised_listeners:
+    def bind_listeners(self, host: str | None, port: int | None) -> list[Listener]:
+        """Every listener to bind; ``--host``/``--port`` replace the first one's address."""
+        listeners = list(self.listeners) or [Listener("127.0.0.1", 9092)]
+        first = listeners[0]
+        listeners[0] = Listener(host if host is not None else (first.host or "127.0.0.1"),
+                                port if port is not None else first.port, first.name, first.protocol)
+        return [Listener(lst.host or "127.0.0.1", lst.port, lst.name, lst.protocol)
+                for lst in listeners]
+
+    def advertised(self, bound_host: str, bound_port: int, name: str = PLAINTEXT) -> Listener:
+        """What Metadata tells a client connected on listener ``name`` (bound at
+        ``bound_host:bound_port``) to connect to: its ``advertised.listeners`` entry, else the
+        bound address (loopback for a wildcard)."""
+        for a in self.advertised_listeners:
+            if a.name == name:
+                return Listener(a.host or bound_host, a.port or bound_port, a.name, a.protocol)
+        if not self.listeners and self.advertised_listeners:    # legacy: one unnamed listener
             a = self.advertised_listeners[0]
-            return Listener(a.host or bound_host, a.port or bound_port)
+            return Listener(a.host or bound_host, a.port or bound_port, name, a.protocol)
         host = bound_host if bound_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        return Listener(host, bound_port)
+        return Listener(host, bound_port, name, self.protocol_map.get(name, PLAINTEXT))
+
+
+def _check_listeners(listeners: list[Listener], advertised: list[Listener]) -> None:
+    names = [lst.name for lst in listeners]
+    for n in set(names):
+        if names.count(n) > 1:
+            raise InvalidConfigError(f"listeners: listener name {n} appears more than once")
+    ports = [lst.port for lst in listeners if lst.port]
+    for p in set(ports):
+        if ports.count(p) > 1:
+            raise InvalidConfigError(f"listeners: port {p} appears more than once")
+    for a in advertised:
+        if listeners and a.name not in names:
+            raise InvalidConfigError(f"advertised.listeners: {a.name} is not one of listeners "
+                                     f"({', '.join(names)})")

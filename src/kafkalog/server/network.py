@@ -1,12 +1,21 @@
-"""The sockets: one asyncio loop in one process, one task per connection.
+"""The sockets: one asyncio loop in one process, one task per connection, one listening socket per
+listener (``listeners=PLAINTEXT://...,SSL://...,SASL_PLAINTEXT://...,SASL_SSL://...``).
 
 Each connection reads frames (:class:`~kafkalog.server.frames.FrameReader`), handles its requests
 one at a time in order (Kafka mutes a channel while a request is in flight too) and writes each
 response before reading the next request, so a client that never reads its responses stalls only
-itself, and one connection buffers at most one request. Limits are Kafka's: ``max.connections``
-(further connections are closed at once), ``connections.max.idle.ms`` (a connection with no
-progress, reading or writing, for that long is closed), ``socket.request.max.bytes``. A frame that
-is refused or does not parse closes its connection; the broker goes on serving the others.
+itself, and one connection buffers at most one request and one response
+(:mod:`~kafkalog.server.channel`). Limits are Kafka's: ``max.connections`` (further connections are
+closed at once), ``connections.max.idle.ms`` (a connection with no progress, reading or writing,
+for that long is closed; it also bounds a TLS handshake), ``socket.request.max.bytes``
+(``sasl.server.max.receive.size`` before a SASL client is authenticated),
+``connection.failed.authentication.delay.ms`` (a failed authentication is answered, then the
+connection closed after that delay). A frame that is refused
+or does not parse closes its connection; the broker goes on serving the others.
+
+TLS listeners use the contexts of :func:`~kafkalog.server.tls.listener_contexts`; SASL listeners
+authenticate each connection with :class:`~kafkalog.server.sasl.SaslAuthenticator` before any other
+request is served.
 """
 
 from __future__ import annotations
@@ -15,13 +24,17 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 from collections import deque
+from collections.abc import Mapping
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.fetch import FileSlice
 from kafkalog.server.api_versions import unsupported_version_response
 from kafkalog.server.apis import VERSIONS
-from kafkalog.server.broker import Broker, Response
+from kafkalog.server.broker import Broker, Response, current_listener
+from kafkalog.server.channel import RECV_BYTES, Channel, PlainChannel, TlsChannel
+from kafkalog.server.config import Listener
 from kafkalog.server.frames import FrameReader
 from kafkalog.server.protocol import (
     API_VERSIONS_KEY,
@@ -30,52 +43,77 @@ from kafkalog.server.protocol import (
     UnsupportedVersionError,
     parse_request,
 )
+from kafkalog.server.sasl import SaslAuthenticator, SaslConfig
 
 logger = logging.getLogger("kafkalog.server")
 
-RECV_BYTES = 256 * 1024
-MSG_MORE = getattr(socket, "MSG_MORE", 0)
+__all__ = ["RECV_BYTES", "Server"]
 
 
 class Server:
-    """Accepts connections for a :class:`Broker` until :meth:`stop`."""
+    """Accepts connections for a :class:`Broker` until :meth:`stop`: on ``host:port`` as one
+    PLAINTEXT listener, or on every listener of ``listeners``."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 9092, *,
+                 listeners: list[Listener] | None = None,
+                 tls: Mapping[str, ssl.SSLContext] | None = None,
+                 sasl: SaslConfig | None = None) -> None:
         self.broker = broker
-        self.host = host
-        self.port = port
+        self.listeners = list(listeners) if listeners else [Listener(host, port)]
+        self.host, self.port = self.listeners[0].host, self.listeners[0].port
+        tls = dict(tls or {})
+        for lst in self.listeners:
+            if lst.tls and lst.protocol not in tls:
+                raise KafkalogError(f"listener {lst.name} ({lst.protocol}) needs a TLS context")
+        if any(lst.sasl for lst in self.listeners) and sasl is None:
+            raise KafkalogError("a SASL_PLAINTEXT or SASL_SSL listener needs a SASL configuration")
+        self.tls = tls
+        self.sasl = sasl
         cfg = broker.config
         self.max_request = cfg.socket_request_max_bytes
+        self.max_sasl_request = min(self.max_request, cfg.values["sasl.server.max.receive.size"])
         self.max_connections = cfg.max_connections
         self.idle_s = cfg.connections_max_idle_ms / 1000.0
-        self._sock: socket.socket | None = None
+        self.failed_auth_delay_s = cfg.values["connection.failed.authentication.delay.ms"] / 1000.0
+        #: the bound listeners (port 0 resolved), in the order of ``listeners``
+        self.bound: list[Listener] = []
+        self._socks: list[socket.socket] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._accept_task: asyncio.Task[None] | None = None
+        self._accept_tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> tuple[str, int]:
-        """Bind and listen; returns the bound (host, port)."""
-        infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
-        family, _t, _p, _c, addr = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(addr)
-        sock.listen(1024)
-        sock.setblocking(False)
-        self._sock = sock
-        bound = sock.getsockname()
-        self.host, self.port = bound[0], bound[1]
-        self._accept_task = asyncio.get_running_loop().create_task(self._accept_loop())
+        """Bind and listen on every listener; returns the first one's bound (host, port)."""
+        loop = asyncio.get_running_loop()
+        for lst in self.listeners:
+            infos = socket.getaddrinfo(lst.host, lst.port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+            family, _t, _p, _c, addr = infos[0]
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(addr)
+            except OSError as e:
+                sock.close()
+                raise KafkalogError(f"listener {lst.name}://{lst.host}:{lst.port}: cannot bind: "
+                                    f"{e.strerror or e}") from None
+            sock.listen(1024)
+            sock.setblocking(False)
+            self._socks.append(sock)
+            bound = sock.getsockname()
+            self.bound.append(Listener(bound[0], bound[1], lst.name, lst.protocol))
+        for sock, lst in zip(self._socks, self.bound, strict=True):
+            self._accept_tasks.append(loop.create_task(self._accept_loop(sock, lst)))
+        self.host, self.port = self.bound[0].host, self.bound[0].port
         return self.host, self.port
 
     async def stop(self) -> None:
         """Stop accepting, close every connection (in-flight requests are abandoned)."""
-        if self._accept_task is not None:
-            self._accept_task.cancel()
-            await asyncio.gather(self._accept_task, return_exceptions=True)
+        for t in self._accept_tasks:
+            t.cancel()
+        await asyncio.gather(*self._accept_tasks, return_exceptions=True)
         await self.broker.stop_timers()
-        if self._sock is not None:
-            self._sock.close()
+        for sock in self._socks:
+            sock.close()
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
@@ -85,12 +123,11 @@ class Server:
     def connection_count(self) -> int:
         return len(self._tasks)
 
-    async def _accept_loop(self) -> None:
+    async def _accept_loop(self, sock: socket.socket, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
-        assert self._sock is not None
         while True:
             try:
-                conn, addr = await loop.sock_accept(self._sock)
+                conn, addr = await loop.sock_accept(sock)
             except OSError as e:          # EMFILE and friends: back off, keep serving
                 logger.warning("accept failed: %s", e)
                 await asyncio.sleep(0.1)
@@ -103,31 +140,32 @@ class Server:
             conn.setblocking(False)
             if conn.family in (socket.AF_INET, socket.AF_INET6):
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = loop.create_task(self._serve(conn, addr))
+            task = loop.create_task(self._serve(conn, addr, listener))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, conn: socket.socket, addr: object) -> None:
-        loop = asyncio.get_running_loop()
-        reader = FrameReader(self.max_request)
-        pending: deque[bytes] = deque()
-        logger.debug("connection from %s", addr)
+    async def _serve(self, conn: socket.socket, addr: object, listener: Listener) -> None:
+        current_listener.set(listener.name)      # this task's context: Metadata advertises it
+        channel: Channel | None = None
+        logger.debug("connection from %s on %s", addr, listener.name)
         try:
-            while True:
-                if not pending:
-                    data = await asyncio.wait_for(loop.sock_recv(conn, RECV_BYTES), self.idle_s)
-                    if not data:
-                        return
-                    pending.extend(reader.feed(data))
-                    continue
-                response = await self._process(pending.popleft())
-                if response is not None:
-                    await self._send(conn, response)
+            if listener.tls:
+                channel = await TlsChannel.accept(conn, self.tls[listener.protocol], self.idle_s)
+            else:
+                channel = PlainChannel(conn, self.idle_s)
+            auth = None
+            if listener.sasl:
+                assert self.sasl is not None
+                auth = SaslAuthenticator(self.sasl)
+            await self._requests(channel, auth)
         except (KafkalogError, InvalidRequestError) as e:
-            logger.warning("closing connection from %s: %s", addr, e)
+            logger.warning("closing connection from %s on %s: %s", addr, listener.name, e)
         except TimeoutError:
-            logger.info("closing connection from %s: idle for connections.max.idle.ms=%d",
-                        addr, int(self.idle_s * 1000))
+            logger.info("closing connection from %s on %s: idle for connections.max.idle.ms=%d",
+                        addr, listener.name, int(self.idle_s * 1000))
+        except ssl.SSLError as e:
+            logger.warning("closing connection from %s on %s: TLS: %s", addr, listener.name,
+                           e.reason or e)
         except (ConnectionError, OSError) as e:
             logger.debug("connection from %s: %s", addr, e)
         except asyncio.CancelledError:
@@ -135,7 +173,35 @@ class Server:
         except Exception:
             logger.exception("closing connection from %s after an unexpected error", addr)
         finally:
-            conn.close()
+            if channel is not None:
+                channel.close()
+            else:
+                conn.close()
+
+    async def _requests(self, channel: Channel, auth: SaslAuthenticator | None) -> None:
+        reader = FrameReader(self.max_request if auth is None else self.max_sasl_request)
+        pending: deque[bytes] = deque()
+        while True:
+            if not pending:
+                data = await channel.recv()
+                if not data:
+                    return
+                pending.extend(reader.feed(data))
+                continue
+            data = pending.popleft()
+            if auth is not None and not auth.complete:
+                answer = auth.receive(data)
+                if answer is not None:
+                    await channel.send(answer)
+                    if auth.failed:           # Kafka closes after connection.failed.authentication.delay.ms
+                        await asyncio.sleep(self.failed_auth_delay_s)
+                        return
+                    if auth.complete:
+                        reader.max_size = self.max_request
+                    continue
+            response = await self._process(data)
+            if response is not None:
+                await self._send(channel, response)
 
     async def _process(self, frame: bytes) -> Response:
         try:
@@ -147,56 +213,21 @@ class Server:
             return unsupported_version_response(req)
         return await self.broker.handle(request)
 
-    async def _send(self, conn: socket.socket, response: bytes | list[bytes | FileSlice]) -> None:
+    async def _send(self, channel: Channel, response: bytes | list[bytes | FileSlice]) -> None:
         if isinstance(response, bytes):
-            await self._sendall(conn, response, 0)
+            await channel.send(response)
             return
         try:
             for i, part in enumerate(response):
                 if isinstance(part, FileSlice):
-                    await self._sendfile(conn, part)
+                    await channel.send_file(part)
                     os.close(part.fd)
                     response[i] = b""
                 elif part:
                     # a header followed by a slice: MSG_MORE lets the kernel send both as one
                     nxt = response[i + 1] if i + 1 < len(response) else None
-                    await self._sendall(conn, part, MSG_MORE if isinstance(nxt, FileSlice) else 0)
+                    await channel.send(part, more=isinstance(nxt, FileSlice))
         finally:
             for part in response:
                 if isinstance(part, FileSlice):
                     os.close(part.fd)
-
-    async def _sendall(self, conn: socket.socket, data: bytes, flags: int) -> None:
-        """Send ``data``: straight away when the socket takes it all (the usual case: no task, no
-        loop turn), else the rest through the loop within ``connections.max.idle.ms``."""
-        try:
-            n = conn.send(data, flags)
-        except BlockingIOError:
-            n = 0
-        if n < len(data):
-            await asyncio.wait_for(asyncio.get_running_loop().sock_sendall(conn, data[n:]), self.idle_s)
-
-    async def _sendfile(self, conn: socket.socket, sl: FileSlice) -> None:
-        """``os.sendfile`` the slice to the non-blocking socket, waiting for writability."""
-        loop = asyncio.get_running_loop()
-        sent = 0
-        fd = conn.fileno()
-        while sent < sl.size:
-            try:
-                n = os.sendfile(fd, sl.fd, sl.position + sent, sl.size - sent)
-            except BlockingIOError:
-                fut: asyncio.Future[None] = loop.create_future()
-                loop.add_writer(fd, _resolve, fut)
-                try:
-                    await asyncio.wait_for(fut, self.idle_s)
-                finally:
-                    loop.remove_writer(fd)
-                continue
-            if n == 0:
-                raise ConnectionError(f"{sl.path} ended before the fetched slice was sent")
-            sent += n
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

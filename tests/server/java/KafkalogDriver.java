@@ -1,10 +1,12 @@
 // A small driver of the genuine Java client (kafka-clients 3.9.1 and 4.3.0) against kafkalog serve:
 // admin create/describe/delete, an idempotent acks=all producer per codec, assign-and-seek consume
-// that must read back exactly what was produced; with a 4th argument "txn": transactions
+// that must read back exactly what was produced; with the argument "txn": transactions
 // (committed and aborted transactional produce read back with read_committed, exactly-once
 // consume-transform-produce with sendOffsetsToTransaction, an aborted transaction's offsets discarded,
 // a second producer with the same transactional.id fencing the first). Prints one line per step;
 // exit code 0 = all good.
+// Arguments: BOOTSTRAP PREFIX N [txn] [key=value ...]: client properties (security.protocol, ssl.*,
+// sasl.*) for every client; kafkalog.codecs=none,gzip limits the codecs, kafkalog.admin=false skips admin.
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -28,11 +30,21 @@ public class KafkalogDriver {
         Properties common = new Properties();
         common.put("bootstrap.servers", bootstrap);
         common.put("request.timeout.ms", "30000");
-        if (args.length > 3 && args[3].equals("txn")) {
+        String[] codecs = {"none", "gzip", "snappy", "lz4", "zstd"};
+        boolean runAdmin = true;
+        String mode = null;
+        for (int i = 3; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            if (kv.length == 1) mode = kv[0];
+            else if (kv[0].equals("kafkalog.codecs")) codecs = kv[1].split(",");
+            else if (kv[0].equals("kafkalog.admin")) runAdmin = Boolean.parseBoolean(kv[1]);
+            else common.put(kv[0], kv[1]);
+        }
+        if ("txn".equals(mode)) {
             transactions(common, prefix, n);
             return;
         }
-        try (Admin admin = Admin.create(common)) {
+        if (runAdmin) try (Admin admin = Admin.create(common)) {
             String t = prefix + "-admin";
             admin.createTopics(List.of(new NewTopic(t, 3, (short) 1)
                     .configs(Map.of("retention.ms", "7200000")))).all().get();
@@ -47,7 +59,7 @@ public class KafkalogDriver {
             check(!admin.listTopics().names().get().contains(t), "deleted");
             System.out.println("admin ok");
         }
-        for (String codec : new String[] {"none", "gzip", "snappy", "lz4", "zstd"}) {
+        for (String codec : codecs) {
             String topic = prefix + "-" + codec;
             try (Admin admin = Admin.create(common)) {
                 admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get();

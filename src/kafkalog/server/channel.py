@@ -1,0 +1,135 @@
+"""One connection's byte transport: :class:`PlainChannel` (the socket itself, ``sendfile`` for
+record bytes) and :class:`TlsChannel` (Python's ``ssl`` through an asyncio transport; record bytes
+are read from the segment file and encrypted, as Kafka does on SSL listeners).
+
+Both bound what a connection can hold: a receive is at most ``RECV_BYTES``, a send waits until the
+client has taken the bytes (TLS: until the transport's buffer is under its high-water mark), and a
+client that takes nothing for ``connections.max.idle.ms`` makes the send fail with TimeoutError, so
+the connection is closed. A client that never reads cannot grow the broker's memory past one
+response."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import ssl
+from typing import Protocol
+
+from kafkalog.log.fetch import FileSlice
+
+RECV_BYTES = 256 * 1024
+MSG_MORE = getattr(socket, "MSG_MORE", 0)
+#: the chunk of a file slice read and encrypted at a time on a TLS connection
+TLS_FILE_CHUNK = 256 * 1024
+
+
+class Channel(Protocol):
+    async def recv(self) -> bytes: ...
+
+    async def send(self, data: bytes, more: bool = False) -> None:
+        """Send ``data``; ``more``: a file slice follows at once (the kernel may send both as one)."""
+
+    async def send_file(self, sl: FileSlice) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PlainChannel:
+    """The accepted non-blocking socket."""
+
+    def __init__(self, conn: socket.socket, idle_s: float) -> None:
+        self.conn = conn
+        self.idle_s = idle_s
+
+    async def recv(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        return await asyncio.wait_for(loop.sock_recv(self.conn, RECV_BYTES), self.idle_s)
+
+    async def send(self, data: bytes, more: bool = False) -> None:
+        """Straight away when the socket takes it all (the usual case: no task, no loop turn), else
+        the rest through the loop within ``connections.max.idle.ms``."""
+        try:
+            n = self.conn.send(data, MSG_MORE if more else 0)
+        except BlockingIOError:
+            n = 0
+        if n < len(data):
+            loop = asyncio.get_running_loop()
+            await asyncio.wait_for(loop.sock_sendall(self.conn, data[n:]), self.idle_s)
+
+    async def send_file(self, sl: FileSlice) -> None:
+        """``os.sendfile`` the slice to the non-blocking socket, waiting for writability."""
+        loop = asyncio.get_running_loop()
+        sent = 0
+        fd = self.conn.fileno()
+        while sent < sl.size:
+            try:
+                n = os.sendfile(fd, sl.fd, sl.position + sent, sl.size - sent)
+            except BlockingIOError:
+                fut: asyncio.Future[None] = loop.create_future()
+                loop.add_writer(fd, _resolve, fut)
+                try:
+                    await asyncio.wait_for(fut, self.idle_s)
+                finally:
+                    loop.remove_writer(fd)
+                continue
+            if n == 0:
+                raise ConnectionError(f"{sl.path} ended before the fetched slice was sent")
+            sent += n
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class TlsChannel:
+    """A TLS session over the accepted socket (asyncio's SSL transport)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 idle_s: float) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.idle_s = idle_s
+
+    @classmethod
+    async def accept(cls, conn: socket.socket, context: ssl.SSLContext, idle_s: float) -> TlsChannel:
+        """The TLS handshake (bounded by ``idle_s``); ``ssl.SSLError`` or ``ConnectionError`` when
+        the client does not speak TLS or is refused (``ssl.client.auth``)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=RECV_BYTES, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        transport, _ = await loop.connect_accepted_socket(
+            lambda: protocol, conn, ssl=context, ssl_handshake_timeout=idle_s)
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        return cls(reader, writer, idle_s)
+
+    @property
+    def peer_certificate(self) -> object:
+        return self.writer.get_extra_info("peercert")
+
+    async def recv(self) -> bytes:
+        return await asyncio.wait_for(self.reader.read(RECV_BYTES), self.idle_s)
+
+    async def send(self, data: bytes, more: bool = False) -> None:
+        self.writer.write(data)
+        await asyncio.wait_for(self.writer.drain(), self.idle_s)
+
+    async def send_file(self, sl: FileSlice) -> None:
+        sent = 0
+        while sent < sl.size:
+            chunk = os.pread(sl.fd, min(TLS_FILE_CHUNK, sl.size - sent), sl.position + sent)
+            if not chunk:
+                raise ConnectionError(f"{sl.path} ended before the fetched slice was sent")
+            await self.send(chunk)
+            sent += len(chunk)
+
+    def close(self) -> None:
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():     # a client that does not read: drop its bytes
+            transport.abort()
+        else:
+            transport.close()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
