@@ -28,7 +28,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.fetch import AppendInfo, FetchDataInfo, LogOffsetMetadata
-from kafkalog.log.file_records import BatchHeader
+from kafkalog.log.file_records import LOG_OVERHEAD, PREFIX, PREFIX_SIZE, BatchHeader, header_of_row
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
@@ -44,7 +44,7 @@ from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.segment import LONG_MAX, LogSegment, RollParams, TimestampAndOffset, _now_ms, segment_file_name
 from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.record.header_walk import one_v2_data_batch
+from kafkalog.record.header_walk import FindingKind, one_v2_data_batch, walk
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -730,7 +730,7 @@ class Log:
             h0 = seg.translate_offset(start) if k == i else None
             pos = h0.position if h0 is not None else 0   # None: walk it all (its end is checked)
             seg_end = pos
-            for h in seg.log.iter_headers(pos, limit):
+            for h, data in _segment_entries(seg, pos, limit):
                 seg_end = h.position + h.size
                 if not 0 <= h.magic <= 2:
                     # magic is outside the v2 CRC: never skip or decode such an entry silently
@@ -743,7 +743,7 @@ class Log:
                 if h.magic < 2 and h.last_offset >= stop and h.last_offset - 0 >= stop:
                     # legacy wrapper may begin below stop; include it only if it starts there
                     pass
-                yield h, seg.log.read_entry(h.position, h.size)
+                yield h, data
             if seg_end < limit and k < len(segs) - 1:
                 # a torn or cut batch inside an older segment: never skip offsets silently
                 raise CorruptRecordError(f"partial or invalid batch at the end of the segment "
@@ -1082,6 +1082,53 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log(dir={self.dir}, logStartOffset={self.log_start_offset}, "
                 f"logEndOffset={self.log_end_offset}, segments={len(self.segments)})")
+
+
+_FIRST_READ = 64 * 1024          # iter_batch_bytes reads windows growing from this ...
+_MAX_READ = 1024 * 1024          # ... to this (one pread and one header walk per window)
+
+
+def _segment_entries(seg: LogSegment, pos: int, limit: int) -> Iterator[Tuple[BatchHeader, bytes]]:
+    """(header, bytes) of the entries of ``seg`` from ``pos`` to ``limit``: windows read by one
+    ``pread`` each and walked by the header walker, every whole entry sliced out of its window. An
+    entry the walker refuses (bad size, magic, header) is left to ``FileRecords.iter_headers``,
+    which walks the rest of the segment by the file iteration rules (and raises where they do)."""
+    fr = seg.log
+    want = _FIRST_READ
+    while pos < limit - PREFIX_SIZE:
+        base = pos
+        buf = fr.pread(pos, min(want, limit - pos))
+        if not buf:
+            return
+        w = walk(buf, pos, limit, verify_crc=False, base=pos)
+        got = len(buf)
+        cut = -1                             # the first entry whose header only is in the window
+        for i in range(w.count):
+            h = header_of_row(w.batch(i))
+            off = h.position - base
+            if off + h.size > got:
+                cut = h.position
+                break
+            yield h, buf[off:off + h.size]
+        f = w.finding
+        if cut >= 0:
+            pos = cut
+        elif f is None:
+            return
+        elif f.kind is not FindingKind.NEED_MORE:
+            for h in fr.iter_headers(f.position, limit):
+                yield h, fr.read_entry(h.position, h.size)
+            return
+        else:
+            pos = f.position
+        if pos == base:                      # one entry larger than the window: read it whole
+            if len(buf) >= limit - base:     # ... unless it is cut by the end (a partial entry)
+                return
+            head = fr.pread(pos, PREFIX_SIZE)
+            if len(head) < PREFIX_SIZE:
+                return
+            want = max(want, PREFIX.unpack_from(head)[1] + LOG_OVERHEAD)
+        want = min(max(want * 2, _FIRST_READ), max(_MAX_READ, want))
 
 
 def delete_segments_later(scheduler, delay_ms: int, segments: Sequence[LogSegment],
