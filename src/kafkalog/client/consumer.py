@@ -182,9 +182,9 @@ def _valid_batches(log: Any, start: int, end: int, decode: bool = True) -> Itera
     for h, data in log.iter_batch_bytes(start, end):
         for batch in iter_batches(data):
             try:
-                batch.ensure_valid()                # type: ignore[attr-defined]  # every magic has it
+                batch.ensure_valid()
                 if decode or batch.magic < 2:
-                    batch.records()                 # type: ignore[attr-defined]  # cached; locates a bad record
+                    batch.records()
             except KafkalogError as e:
                 seg = log.floor_segment(h.base_offset)
                 raise e.at(log.dir if seg is None else seg.log_path, h.position) from None
