@@ -215,7 +215,7 @@ class LogCleanerManager:
             candidates = []
             for tp, log in logs:
                 self.watch_log(tp, log)
-                if log._closed or not log.config.compact:  # Log has no public `closed` yet
+                if log.closed or not log.config.compact:
                     continue
                 if tp in self.in_progress or self._is_uncleanable(tp, now):
                     continue

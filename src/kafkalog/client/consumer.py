@@ -183,9 +183,9 @@ def _valid_batches(log: Any, start: int, end: int, decode: bool = True) -> Itera
     for h, data in log.iter_batch_bytes(start, end):
         for batch in iter_batches(data):
             try:
-                batch.ensure_valid()                # type: ignore[attr-defined]  # every magic has it
+                batch.ensure_valid()
                 if decode or batch.magic < 2:
-                    batch.records()                 # type: ignore[attr-defined]  # cached; locates a bad record
+                    batch.records()
             except KafkalogError as e:
                 seg = log.floor_segment(h.base_offset)
                 raise e.at(log.dir if seg is None else seg.log_path, h.position) from None
@@ -272,14 +272,35 @@ class _Source:
 
 
 class _PartitionState:
-    __slots__ = ("buffer", "paused", "position", "reset", "tp")
+    __slots__ = ("buffer", "buffer_i", "buffer_next", "paused", "position", "reset", "tp")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
         self.position: int | None = None
-        self.buffer: list[ConsumerRecord] = []      # decoded, not yet returned (position = buffer[0])
+        # the records of the last fetch not yet returned: buffer[buffer_i:] (position =
+        # buffer[buffer_i].offset); buffer_next is the position once they are all returned
+        self.buffer: list[ConsumerRecord] = []
+        self.buffer_i = 0
+        self.buffer_next = 0
         self.paused = False
         self.reset: str | None = None            # a pending seek_to_beginning/_end
+
+    def drop_buffer(self) -> None:
+        self.buffer = []
+        self.buffer_i = 0
+
+    def take(self, budget: int) -> list[ConsumerRecord]:
+        """Up to ``budget`` buffered records, advancing the position past them."""
+        buf, i = self.buffer, self.buffer_i
+        j = i + budget
+        recs = buf[i:j]
+        if j >= len(buf):
+            self.buffer, self.buffer_i = [], 0
+            self.position = self.buffer_next
+        else:
+            self.buffer_i = j
+            self.position = buf[j].offset
+        return recs
 
 
 TopicPartitionLike = TopicPartition | tuple[str, int]
@@ -462,14 +483,15 @@ class Consumer:
             raise InvalidConfigError(f"seek offset must not be a negative number, got {offset!r}")
         st = self._state(partition)
         st.position = offset
-        st.buffer = []
+        st.drop_buffer()
         st.reset = None
         self._drop_iterated([st.tp])
 
     def seek_to_beginning(self, *partitions: TopicPartitionLike) -> None:
         states = self._states_of(partitions)
         for st in states:
-            st.reset, st.buffer = "earliest", []
+            st.reset = "earliest"
+            st.drop_buffer()
         self._drop_iterated([st.tp for st in states])
 
     def seek_to_end(self, *partitions: TopicPartitionLike) -> None:
@@ -477,7 +499,8 @@ class Consumer:
         the next :meth:`poll` or :meth:`position`, as Kafka does."""
         states = self._states_of(partitions)
         for st in states:
-            st.reset, st.buffer = "latest", []
+            st.reset = "latest"
+            st.drop_buffer()
         self._drop_iterated([st.tp for st in states])
 
     def _drop_iterated(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
@@ -683,10 +706,7 @@ class Consumer:
 
     def _fetch_partition(self, st: _PartitionState, budget: int) -> list[ConsumerRecord]:
         if st.buffer:
-            recs = st.buffer[:budget]
-            st.buffer = st.buffer[budget:]
-            st.position = recs[-1].offset + 1 if not st.buffer else st.buffer[0].offset
-            return recs
+            return st.take(budget)
         tp = st.tp
         log = self._source.log(tp)
         pos = st.position
@@ -708,11 +728,24 @@ class Consumer:
         next_pos = pos
         new = tuple.__new__
         cls = ConsumerRecord
-        for batch, visible in read_batches(log, pos, end, committed, decode=False):
+        batches = read_batches(log, pos, end, committed, decode=False)
+        while True:
+            # a damaged batch after some records: those are returned first (the fetch stops before
+            # it), and the next fetch raises at it, as Kafka's consumer does
+            try:
+                batch, visible = next(batches)
+            except StopIteration:
+                break
+            except KafkalogError:
+                if not out:
+                    raise
+                break
             last = batch.last_offset
             if visible and batch.magic >= 2:
                 got = _consumer_records(batch, topic, partition, pos, end)
                 if got is None:                     # a bad batch: the checked path locates it
+                    if out:
+                        break
                     for _ in read_batches(log, pos, end, committed):
                         pass
                     raise AssertionError("a batch failed to decode only once")  # pragma: no cover
@@ -740,15 +773,15 @@ class Consumer:
                 out.extend(got)
             next_pos = min(last + 1, end) if last >= end else last + 1
             size += batch.size_in_bytes
-            if len(out) >= budget or size >= self._max_bytes:
+            if size >= self._max_bytes:         # a fetch: max.partition.fetch.bytes, at least a batch
                 break
-        if len(out) > budget:
-            st.buffer = out[budget:]
-            out = out[:budget]
-            st.position = st.buffer[0].offset
-        else:
-            st.position = max(next_pos, pos)
-        return out
+        # the fetched records are buffered; a poll returns at most ``budget`` of them (Kafka's
+        # fetch buffer and max.poll.records)
+        st.buffer, st.buffer_i, st.buffer_next = out, 0, max(next_pos, pos)
+        if not out:
+            st.position = st.buffer_next
+            return out
+        return st.take(budget)
 
     def _out_of_range(self, st: _PartitionState, log: Any) -> None:
         """Kafka's handling of an OffsetOutOfRange fetch error: reset by ``auto.offset.reset``, or
@@ -761,7 +794,7 @@ class Consumer:
                 f"{log.log_start_offset}, log end offset {log.log_end_offset}) and auto.offset.reset "
                 f"is none", {st.tp: pos}, file=log.dir)
         st.position = self._offset_for_reset(st.tp, self._reset)
-        st.buffer = []
+        st.drop_buffer()
 
     # --- iteration ----------------------------------------------------------------------------
 

@@ -98,7 +98,7 @@ def parse_header(buf: Buffer, off: int, position: int, size: int, offset: int, p
     return BatchHeader(position, size, magic, offset, offset, ts, -1, attrs)
 
 
-def _header(row: tuple[int, ...]) -> BatchHeader:
+def header_of_row(row: tuple[int, ...]) -> BatchHeader:
     """The :class:`BatchHeader` of one row of the walker's facts (v2 attributes as one byte, as
     :func:`parse_header` gives them)."""
     magic = row[F_MAGIC]
@@ -256,7 +256,7 @@ class FileRecords:
             w = walk(buf, pos, end, verify_crc=False, base=pos)
             cols = w.facts
             for i in range(w.count):
-                yield _header(_ROW.unpack_from(cols, i * _ROW.size))
+                yield header_of_row(_ROW.unpack_from(cols, i * _ROW.size))
             f = w.finding
             if f is None or f.kind is not FindingKind.NEED_MORE:
                 if f is not None and f.kind is FindingKind.BAD_SIZE:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import mmap
 import os
+import socket
 import struct
 import threading
 from bisect import bisect_right
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafkalog.errors import (
     CorruptRecordError,
@@ -28,13 +29,14 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.fetch import AppendInfo, FetchDataInfo, LogOffsetMetadata
-from kafkalog.log.file_records import BatchHeader
+from kafkalog.log.file_records import LOG_OVERHEAD, PREFIX, PREFIX_SIZE, BatchHeader, header_of_row
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from kafkalog.log.partition_view import (
     AbortedTxnFilter,
     LiveSegment,
+    ViewBatch,
     collect_aborted_transactions,
     find_offset_for_timestamp,
     walk_batches,
@@ -44,7 +46,13 @@ from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.segment import LONG_MAX, LogSegment, RollParams, TimestampAndOffset, _now_ms, segment_file_name
 from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.constants import INT32_MAX
-from kafkalog.record.header_walk import one_v2_data_batch
+from kafkalog.record.crc import Buffer
+from kafkalog.record.header_walk import FindingKind, one_v2_data_batch, walk
+
+#: what the entry points take as configuration (see :func:`~kafkalog.log.config.as_log_config`)
+ConfigArg = LogConfig | Mapping[str, Any] | None
+#: ``scheduler(delay_seconds, task)``: runs ``task`` later (Kafka's asynchronous deletions)
+Scheduler = Callable[[float, Callable[[], None]], object]
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -70,8 +78,9 @@ def _lom(message_offset: int, segment_base_offset: int, relative_position: int) 
     return o
 
 
-if "__slots__" in LogOffsetMetadata.__dict__ or not LogOffsetMetadata.__dataclass_params__.frozen:
-    _lom = LogOffsetMetadata
+if ("__slots__" in LogOffsetMetadata.__dict__
+        or not LogOffsetMetadata.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+    _lom = LogOffsetMetadata  # type: ignore[assignment]
 
 
 class Log:
@@ -80,13 +89,13 @@ class Log:
     :attr:`segments`, :meth:`delete_segments`, :meth:`maybe_increment_log_start_offset`.
     """
 
-    def __init__(self, dir_path: str, config=None, *, segments: Sequence[LogSegment],
+    def __init__(self, dir_path: str | os.PathLike[str], config: ConfigArg = None, *, segments: Sequence[LogSegment],
                  log_start_offset: int, recovery_point: int, next_offset: int,
                  scheduler: Optional[Callable[[float, Callable[[], None]], object]] = None,
                  clock: Callable[[], int] = _now_ms,
                  producer_state_manager: Optional[ProducerStateLike] = None,
                  leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
-                 recovery_report=None) -> None:
+                 recovery_report: Any = None) -> None:
         self.dir = os.fspath(dir_path)
         self.config: LogConfig = as_log_config(config)
         self.clock = clock
@@ -109,9 +118,11 @@ class Log:
     # --- construction ----------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, dir_path, config=None, *, log_start_offset: int = 0, recovery_point: int = 0,
-             had_clean_shutdown: bool = False, scheduler=None, clock: Callable[[], int] = _now_ms,
-             producer_state_manager=None, leader_epoch_cache=None) -> Log:
+    def open(cls, dir_path: str | os.PathLike[str], config: ConfigArg = None, *,
+             log_start_offset: int = 0, recovery_point: int = 0, had_clean_shutdown: bool = False,
+             scheduler: Optional[Scheduler] = None, clock: Callable[[], int] = _now_ms,
+             producer_state_manager: Optional[ProducerStateLike] = None,
+             leader_epoch_cache: Optional[LeaderEpochCacheLike] = None) -> Log:
         """Open (creating when missing) a partition directory and run the loader (spec §4.8). The
         loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`."""
         from kafkalog.log.loader import load_log
@@ -151,7 +162,7 @@ class Log:
         self._rules = AppendRules(self.max_message_bytes, self.log_append_time_type,
                                   self.ts_before_max, self.ts_after_max)
 
-    def update_config(self, config) -> None:
+    def update_config(self, config: ConfigArg) -> None:
         """Swap the configuration (Kafka's dynamic topic config update)."""
         with self._lock:
             self.config = as_log_config(config)
@@ -238,7 +249,7 @@ class Log:
 
     # --- append ----------------------------------------------------------------------------------
 
-    def append(self, records, *, assign_offsets: bool = True,
+    def append(self, records: Buffer, *, assign_offsets: bool = True,
                leader_epoch: Optional[int] = None, origin: Optional[str] = None) -> AppendInfo:
         """Append a buffer of one or more whole batches (any magic).
 
@@ -303,7 +314,8 @@ class Log:
             if not seg.try_append_one(buf, n, last, mts, self.segment_bytes, self.max_segment_ms):
                 return None
             self._view = (segs, bases, _lom(last + 1, seg.base_offset, seg.log.size))
-            self._notify_published()
+            if self._publish_listeners:
+                self._notify_published()
             if last + 1 - self.recovery_point >= self.flush_messages:
                 self.flush(last + 1)
             if mts > -1:
@@ -369,7 +381,9 @@ class Log:
                                                    verify_crc=verify_crc)
                     except NeedsConversion:
                         from kafkalog.log._encode import convert_legacy_wrappers
-                        return self._append_locked(bytearray(convert_legacy_wrappers(m)), True, None)
+                        with memoryview(m) as mv:
+                            converted = bytearray(convert_legacy_wrappers(mv))
+                        return self._append_locked(converted, True, None)
             except KafkalogError as err:
                 if err.file is None:  # a validation error: name the file (positions are the file's)
                     raise err.at(path) from None
@@ -382,12 +396,12 @@ class Log:
         finally:
             os.close(fd)
 
-    def append_as_follower(self, records) -> AppendInfo:
+    def append_as_follower(self, records: Buffer) -> AppendInfo:
         """Append batches keeping their offsets (Kafka's appendAsFollower); the first offset must be
         >= the log end offset."""
         return self.append(records, assign_offsets=False)
 
-    def append_records(self, records, *, compression="none", timestamp: Optional[int] = None,
+    def append_records(self, records: Iterable[Any], *, compression: str = "none", timestamp: Optional[int] = None,
                        producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                        transactional: bool = False) -> AppendInfo:
         """Encode Python records into one v2 batch and append it.
@@ -517,13 +531,16 @@ class Log:
         segment.adopt_log_file(path, size, positions, lasts, mtss)
         self._publish(self._view[0], lasts[-1] + 1)
 
-    def _update_producer_state(self, psm, pbatches, origin: str) -> None:
+    def _update_producer_state(self, psm: ProducerStateLike, pbatches: Optional[Iterable[Tuple[int, Any]]],
+                               origin: str) -> None:
         """Apply the appended producer batches (already checked); an aborted transaction's entry
         goes to the ``.txnindex`` of the segment holding its marker (spec §4.1 step 4.6)."""
         leo = self.log_end_offset
         for _pos, batch in pbatches or ():
             for a in psm.update_from_batch(batch, origin):
-                self.floor_segment(a.last_offset).txn_index.append(a)
+                seg = self.floor_segment(a.last_offset)
+                assert seg is not None, "a marker is always inside the log"
+                seg.txn_index.append(a)
         psm.update_map_end_offset(leo)
         psm.on_high_watermark_updated(leo)     # single replica: HW = LEO
 
@@ -664,17 +681,17 @@ class Log:
             if seg.base_offset > bound_base:
                 break
             max_pos = bound_pos if seg.base_offset == bound_base else seg.size
-            info = seg.read(start_offset, max_bytes, max_pos, min_one_message)
-            if info is not None:
-                position = info.fetch_offset_metadata.relative_position_in_segment
+            got = seg.read(start_offset, max_bytes, max_pos, min_one_message)
+            if got is not None:
+                position = got.fetch_offset_metadata.relative_position_in_segment
                 if seg.base_offset == bound_base and position >= bound_pos:
                     break
-                return info
+                return got
             i += 1
         return FetchDataInfo(LogOffsetMetadata(start_offset, end.segment_base_offset,
                                                end.relative_position_in_segment))
 
-    def _aborted_for_fetch(self, start_offset: int, info: FetchDataInfo) -> list:
+    def _aborted_for_fetch(self, start_offset: int, info: FetchDataInfo) -> List[AbortedTxn]:
         """Spec §4.6 step 7: the upper bound is the first offset-index entry at or after the end
         of the returned slice, else the next segment's base offset, else the log end offset."""
         if not info.records.size:
@@ -709,7 +726,7 @@ class Log:
         return [LiveSegment(segs[k], end.relative_position_in_segment if k == last else segs[k].size)
                 for k in range(first, len(segs))]
 
-    def send_to(self, sock_or_fd, start_offset: int, max_bytes: int) -> int:
+    def send_to(self, sock_or_fd: int | socket.socket, start_offset: int, max_bytes: int) -> int:
         """Zero-copy: ``os.sendfile`` the slice :meth:`read` would return to a socket or fd; returns
         the bytes sent."""
         fd = sock_or_fd if isinstance(sock_or_fd, int) else sock_or_fd.fileno()
@@ -730,7 +747,7 @@ class Log:
             h0 = seg.translate_offset(start) if k == i else None
             pos = h0.position if h0 is not None else 0   # None: walk it all (its end is checked)
             seg_end = pos
-            for h in seg.log.iter_headers(pos, limit):
+            for h, data in _segment_entries(seg, pos, limit):
                 seg_end = h.position + h.size
                 if not 0 <= h.magic <= 2:
                     # magic is outside the v2 CRC: never skip or decode such an entry silently
@@ -743,7 +760,7 @@ class Log:
                 if h.magic < 2 and h.last_offset >= stop and h.last_offset - 0 >= stop:
                     # legacy wrapper may begin below stop; include it only if it starts there
                     pass
-                yield h, seg.log.read_entry(h.position, h.size)
+                yield h, data
             if seg_end < limit and k < len(segs) - 1:
                 # a torn or cut batch inside an older segment: never skip offsets silently
                 raise CorruptRecordError(f"partial or invalid batch at the end of the segment "
@@ -751,7 +768,7 @@ class Log:
                                          position=seg_end)
 
     def batches(self, from_offset: Optional[int] = None,
-                isolation: str = "read_uncommitted") -> Iterator:
+                isolation: str = "read_uncommitted") -> Iterator[ViewBatch]:
         """Decoded batches (``kafkalog.record`` RecordBatch views) from ``from_offset`` on. With
         ``isolation="read_committed"``: only below the last stable offset, without control batches
         and without the batches of aborted transactions (Kafka's consumer rules)."""
@@ -762,7 +779,7 @@ class Log:
             raise ValueError(f"isolation must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}")
         yield from self._batches(from_offset)
 
-    def _committed_batches(self, from_offset: Optional[int]) -> Iterator:
+    def _committed_batches(self, from_offset: Optional[int]) -> Iterator[ViewBatch]:
         start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
         lso = self.last_stable_offset
         skip = AbortedTxnFilter((a.producer_id, a.first_offset)
@@ -771,7 +788,8 @@ class Log:
             if not skip.skip(batch) and not batch.is_control:
                 yield batch
 
-    def _batches(self, from_offset: Optional[int] = None, to_offset: Optional[int] = None) -> Iterator:
+    def _batches(self, from_offset: Optional[int] = None,
+                 to_offset: Optional[int] = None) -> Iterator[ViewBatch]:
         expect = None
         start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
         for h, data in self.iter_batch_bytes(from_offset, to_offset):
@@ -799,14 +817,14 @@ class Log:
                 yield b
 
     def records(self, from_offset: Optional[int] = None,
-                isolation: str = "read_uncommitted") -> Iterator:
+                isolation: str = "read_uncommitted") -> Iterator[Any]:
         """Decoded records with offset >= ``from_offset``, across segments, skipping control
         records; ``isolation="read_committed"`` as in :meth:`batches`."""
         start = self.log_start_offset if from_offset is None else from_offset
         for batch in self.batches(from_offset, isolation):
             if batch.is_control:
                 continue
-            for rec in batch:
+            for rec in batch.records():
                 if rec.offset >= start:
                     yield rec
 
@@ -1073,10 +1091,15 @@ class Log:
                 s.close()
             self._closed = True
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has run (appends and other writes then raise)."""
+        return self._closed
+
     def __enter__(self) -> Log:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -1084,7 +1107,54 @@ class Log:
                 f"logEndOffset={self.log_end_offset}, segments={len(self.segments)})")
 
 
-def delete_segments_later(scheduler, delay_ms: int, segments: Sequence[LogSegment],
+_FIRST_READ = 64 * 1024          # iter_batch_bytes reads windows growing from this ...
+_MAX_READ = 1024 * 1024          # ... to this (one pread and one header walk per window)
+
+
+def _segment_entries(seg: LogSegment, pos: int, limit: int) -> Iterator[Tuple[BatchHeader, bytes]]:
+    """(header, bytes) of the entries of ``seg`` from ``pos`` to ``limit``: windows read by one
+    ``pread`` each and walked by the header walker, every whole entry sliced out of its window. An
+    entry the walker refuses (bad size, magic, header) is left to ``FileRecords.iter_headers``,
+    which walks the rest of the segment by the file iteration rules (and raises where they do)."""
+    fr = seg.log
+    want = _FIRST_READ
+    while pos < limit - PREFIX_SIZE:
+        base = pos
+        buf = fr.pread(pos, min(want, limit - pos))
+        if not buf:
+            return
+        w = walk(buf, pos, limit, verify_crc=False, base=pos)
+        got = len(buf)
+        cut = -1                             # the first entry whose header only is in the window
+        for i in range(w.count):
+            h = header_of_row(w.batch(i))
+            off = h.position - base
+            if off + h.size > got:
+                cut = h.position
+                break
+            yield h, buf[off:off + h.size]
+        f = w.finding
+        if cut >= 0:
+            pos = cut
+        elif f is None:
+            return
+        elif f.kind is not FindingKind.NEED_MORE:
+            for h in fr.iter_headers(f.position, limit):
+                yield h, fr.read_entry(h.position, h.size)
+            return
+        else:
+            pos = f.position
+        if pos == base:                      # one entry larger than the window: read it whole
+            if len(buf) >= limit - base:     # ... unless it is cut by the end (a partial entry)
+                return
+            head = fr.pread(pos, PREFIX_SIZE)
+            if len(head) < PREFIX_SIZE:
+                return
+            want = max(want, PREFIX.unpack_from(head)[1] + LOG_OVERHEAD)
+        want = min(max(want * 2, _FIRST_READ), max(_MAX_READ, want))
+
+
+def delete_segments_later(scheduler: Optional[Scheduler], delay_ms: int, segments: Sequence[LogSegment],
                           other_files: Sequence[str] = ()) -> None:
     """Delete segments already renamed ``.deleted`` (and ``other_files``) after ``delay_ms`` via
     ``scheduler``, or now when there is none (Kafka's asynchronous segment deletion)."""

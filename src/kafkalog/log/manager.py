@@ -583,7 +583,7 @@ class LogManager:
             try:
                 r = delete_old_segments(log, now=now)
             except KafkalogError as e:
-                if self._closed or log._closed:
+                if self._closed or log.closed:
                     continue
                 logger.error("Retention failed for %s: %s", tp, e)
                 continue

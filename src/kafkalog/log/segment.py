@@ -15,7 +15,7 @@ import time as _time
 import zlib
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from crc32c import crc32c
 
@@ -36,8 +36,9 @@ from kafkalog.log.naming import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_F
 from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.time_index import TimeIndex
-from kafkalog.log.txn_index import TransactionIndex
+from kafkalog.log.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.crc import Buffer
 from kafkalog.record.header_walk import (
     F_ATTRIBUTES,
     F_BASE_OFFSET,
@@ -113,7 +114,7 @@ class SegmentRecovery:
     next_valid_position: Optional[int] = None
     batches: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"file": self.file, "validBytes": self.valid_bytes,
                 "truncatedBytes": self.truncated_bytes, "kind": self.kind, "reason": self.reason,
                 "position": self.position, "validDataFollows": self.valid_data_follows,
@@ -142,9 +143,9 @@ class LogSegment:
         self.file_suffix = file_suffix
         self.log = FileRecords.open(self._path(LOG_SUFFIX), file_already_exists=file_already_exists,
                                     init_file_size=init_file_size, preallocate=preallocate)
-        self._offset_index = None
-        self._time_index = None
-        self._txn_index = None
+        self._offset_index: Optional[OffsetIndex] = None
+        self._time_index: Optional[TimeIndex] = None
+        self._txn_index: Optional[TransactionIndex] = None
         self.bytes_since_last_index_entry = 0
         self.created_ms = clock()
         self.rolling_based_timestamp: Optional[int] = None
@@ -189,21 +190,21 @@ class LogSegment:
         return self._path(TXN_INDEX_SUFFIX)
 
     @property
-    def offset_index(self):
+    def offset_index(self) -> OffsetIndex:
         """The offset index, created/mapped on first access."""
         if self._offset_index is None:
             self._offset_index = OffsetIndex(self.offset_index_path, self.base_offset, self.max_index_size)
         return self._offset_index
 
     @property
-    def time_index(self):
+    def time_index(self) -> TimeIndex:
         """The time index, created/mapped on first access."""
         if self._time_index is None:
             self._time_index = TimeIndex(self.time_index_path, self.base_offset, self.max_index_size)
         return self._time_index
 
     @property
-    def txn_index(self):
+    def txn_index(self) -> TransactionIndex:
         """The transaction index (the file itself appears only with the first entry)."""
         if self._txn_index is None:
             self._txn_index = TransactionIndex(self.base_offset, self.txn_index_path)
@@ -227,16 +228,18 @@ class LogSegment:
 
     # --- timestamps ------------------------------------------------------------------------------
 
-    def _load_max_ts(self) -> None:
-        if self._max_ts is None:
-            ts, off = self.time_index.last_entry
-            self._max_ts = ts
+    def _load_max_ts(self) -> int:
+        """The segment's max timestamp so far, loaded from the time index on first use."""
+        mts = self._max_ts
+        if mts is None:
+            mts, off = self.time_index.last_entry
+            self._max_ts = mts
             self._max_ts_offset = off
+        return mts
 
     @property
     def max_timestamp_so_far(self) -> int:
-        self._load_max_ts()
-        return self._max_ts  # type: ignore[return-value]
+        return self._load_max_ts()
 
     @property
     def shallow_offset_of_max_timestamp_so_far(self) -> int:
@@ -295,7 +298,7 @@ class LogSegment:
     # --- append ----------------------------------------------------------------------------------
 
     def append(self, largest_offset: int, largest_timestamp: int,
-               shallow_offset_of_max_timestamp: int, records) -> None:
+               shallow_offset_of_max_timestamp: int, records: Buffer) -> None:
         """Kafka's ``LogSegment.append``: write ``records`` (whole batches) and add at most one index
         entry, keyed by ``largest_offset`` at the append's start position, when more than
         ``index.interval.bytes`` were appended since the last entry (measured before this append)."""
@@ -309,8 +312,7 @@ class LogSegment:
         if not self._indexes_touched:
             self.touch_indexes()
         self.log.append(records)
-        self._load_max_ts()
-        if largest_timestamp > self._max_ts:  # type: ignore[operator]
+        if largest_timestamp > self._load_max_ts():
             self._max_ts = largest_timestamp
             self._max_ts_offset = shallow_offset_of_max_timestamp
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
@@ -318,7 +320,7 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += n
 
-    def append_batches(self, data, positions: Sequence[int], last_offsets: Sequence[int],
+    def append_batches(self, data: Buffer, positions: Sequence[int], last_offsets: Sequence[int],
                        max_timestamps: Sequence[int]) -> None:
         """Fast path: write ``data`` (whole, validated batches; ``positions[i]`` is where batch ``i``
         starts inside ``data``) in one ``pwrite`` and maintain the indexes per batch with the
@@ -363,8 +365,7 @@ class LogSegment:
         """Index entries and max timestamp for ``n`` bytes of batches just added at ``pos0``."""
         if pos0 == 0:
             self.rolling_based_timestamp = max_timestamps[0]
-        self._load_max_ts()
-        mts = self._max_ts
+        mts = self._load_max_ts()
         moff = self._max_ts_offset
         since = self.bytes_since_last_index_entry
         interval = self.index_interval_bytes
@@ -388,7 +389,7 @@ class LogSegment:
         self._max_ts_offset = moff
         self.bytes_since_last_index_entry = since
 
-    def try_append_one(self, data, size: int, last_offset: int, max_timestamp: int,
+    def try_append_one(self, data: Buffer, size: int, last_offset: int, max_timestamp: int,
                        max_segment_bytes: int, max_segment_ms: int) -> bool:
         """Fast path of ``Log.append`` for one batch (offsets already assigned in ``data``): the
         :meth:`should_roll` checks, then exactly what :meth:`append_batches` does for one batch.
@@ -405,16 +406,16 @@ class LogSegment:
             return False
         oi = self._offset_index
         ti = self._time_index
-        if oi.is_full() or ti.is_full():
+        if oi is None or ti is None or oi.is_full() or ti.is_full():
             return False
         self.log.append(data)
         if max_timestamp > mts:
-            self._max_ts = max_timestamp
+            self._max_ts = mts = max_timestamp
             self._max_ts_offset = last_offset
         since = self.bytes_since_last_index_entry
         if since > self.index_interval_bytes:
             oi.append(last_offset, pos0)
-            ti.maybe_append(self._max_ts, self._max_ts_offset)
+            ti.maybe_append(mts, self._max_ts_offset)
             since = 0
         self.bytes_since_last_index_entry = since + size
         return True
@@ -425,7 +426,7 @@ class LogSegment:
         if oi.is_full() or ti.is_full():
             return
         oi.append(offset, position)
-        ti.maybe_append(self._max_ts, self._max_ts_offset)
+        ti.maybe_append(self._load_max_ts(), self._max_ts_offset)
 
     def _ensure_offset_in_range(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):
@@ -433,7 +434,7 @@ class LogSegment:
                 f"Detected offset overflow at offset {offset} in segment with base offset "
                 f"{self.base_offset}", file=self.log.path)
 
-    def update_txn_index(self, aborted_txns) -> None:
+    def update_txn_index(self, aborted_txns: Iterable[AbortedTxn]) -> None:
         """Append completed aborted transactions to the ``.txnindex``."""
         for txn in aborted_txns:
             self.txn_index.append(txn)
@@ -655,8 +656,7 @@ class LogSegment:
 
     def on_become_inactive_segment(self) -> None:
         """On roll: final time-index entry, trim both indexes and the ``.log`` (spec §2.5)."""
-        self._load_max_ts()
-        self.time_index.maybe_append(self._max_ts, self._max_ts_offset, skip_full_check=True)
+        self.time_index.maybe_append(self._load_max_ts(), self._max_ts_offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.log.trim()
@@ -792,7 +792,7 @@ def _classify_stop(mm: mmap.mmap, size: int, f: Finding, base: int
     return reason, pos, "corruption", next_valid is not None, next_valid
 
 
-def _probe_valid_batch(buf, start: int, end: int) -> Optional[int]:
+def _probe_valid_batch(buf: bytes | bytearray | mmap.mmap, start: int, end: int) -> Optional[int]:
     """Look for a valid batch (plausible header + matching CRC) in ``buf[start:end]``, within
     ``_CORRUPTION_PROBE_WINDOW`` bytes. Returns its position or None."""
     stop = min(end - PREFIX_SIZE, start + _CORRUPTION_PROBE_WINDOW)
@@ -824,7 +824,7 @@ def _probe_valid_batch(buf, start: int, end: int) -> Optional[int]:
         mv.release()
 
 
-def _legacy_first_offset(entry, last: int) -> int:
+def _legacy_first_offset(entry: Buffer, last: int) -> int:
     """First offset of a compressed v0/v1 wrapper whose (outer) offset is ``last``; -1 when its
     inner messages cannot be read (the wrapper offset is outside the CRC-32)."""
     from kafkalog.log._encode import legacy_wrapper_inner_offsets
