@@ -24,10 +24,11 @@ import time
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession, Window, functions as F  # noqa: E402
+from pyspark.sql import SparkSession, Window
+from pyspark.sql import functions as F
 
-import kafkalog.spark  # noqa: E402
-from kafkalog.spark import jobs  # noqa: E402
+import kafkalog.spark
+from kafkalog.spark import jobs
 
 TOPIC = "user-profiles"
 
@@ -46,7 +47,8 @@ def generate_events(spark, n: int, users: int):
                     F.to_json(F.struct(
                         F.col("user"),
                         F.element_at(F.array(*map(F.lit, plans)), (F.col("id") % 4 + 1).cast("int")).alias("plan"),
-                        F.element_at(F.array(*map(F.lit, countries)), (F.col("user") % 8 + 1).cast("int")).alias("country"),
+                        F.element_at(F.array(*map(F.lit, countries)),
+                                     (F.col("user") % 8 + 1).cast("int")).alias("country"),
                         (F.col("id") % 1000).alias("logins"))).cast("binary")).alias("value"),
                 F.timestamp_millis(F.lit(1_700_000_000_000) + (F.col("id") * (86_400_000 / n)).cast("long"))
                 .alias("timestamp")))

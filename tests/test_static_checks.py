@@ -1,4 +1,4 @@
-"""The static checks of issue 11 run with the test suite: ruff over src, tests and benchmarks, and
+"""The static checks of issue 11 run with the test suite: ruff over src, tests, benchmarks and examples, and
 mypy over the configured scope (strict for kafkalog.record and kafkalog.log, see pyproject.toml)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def test_ruff_is_clean() -> None:
     ruff = shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed (it is a test dependency: pip install ruff)")
-    result = _run([ruff, "check", "--no-cache", "src", "tests", "benchmarks"])
+    result = _run([ruff, "check", "--no-cache", "src", "tests", "benchmarks", "examples"])
     assert result.returncode == 0, f"ruff check failed:\n{result.stdout}\n{result.stderr}"
 
 

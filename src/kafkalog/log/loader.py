@@ -549,7 +549,7 @@ def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
         psm.update_map_end_offset(seg.read_next_offset())
         psm.take_snapshot()
     r = seg.last_recovery
-    info = r.to_json() if r is not None else {"file": seg.log_path}
+    info: dict[str, object] = r.to_json() if r is not None else {"file": seg.log_path}
     info["why"] = why
     report.recovered_segments.append(info)
     report.rebuilt_indexes.append({"file": seg.offset_index_path, "reason": why}) if why != "unclean shutdown" else None

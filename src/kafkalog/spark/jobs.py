@@ -53,7 +53,7 @@ class PartitionPlan:
     topic: str
     partition: int
     path: str
-    config: object                 # kafkalog.log.config.LogConfig
+    config: LogConfig
     log_start_offset: int
     recovery_point: int
     first_dirty_offset: int
