@@ -194,3 +194,37 @@ def test_remote_storage_options_refused(broker_dir):
                  "remoteStorage.layout": "aiven"}):
         with pytest.raises(InvalidConfigError):
             kafkalog.open(broker_dir, bad, read_only=True)
+
+
+def _write_log_start_checkpoint(local, offset: int) -> None:
+    """The broker's ``log-start-offset-checkpoint`` (Kafka's format: version, count, entries)."""
+    (local / "log-start-offset-checkpoint").write_text(f"0\n1\n{TOPIC} 0 {offset}\n")
+
+
+def test_kafka_layout_deleted_first_segment_is_data_loss(s3_server, broker_dir, tmp_path):
+    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
+    _write_log_start_checkpoint(local, 0)
+    _bucket(s3_server, "tiered")
+    _upload_kafka_layout(s3_server, broker_dir / f"{TOPIC}-0", bases[:4], "tiered/kafka-first",
+                         skip=(bases[0],))
+    opts = {**s3_server.options, "remoteStorage": "s3://tiered/kafka-first"}
+    with pytest.raises(DataLossError) as err:
+        _read_all(local, opts)
+    assert f"offsets 0..{bases[1] - 1} " in str(err.value)
+    with kafkalog.open(local, opts, read_only=True) as dl:
+        assert dl.beginning_offsets(TOPIC) == {0: 0}       # the broker's log start offset
+        # an offset asked for inside the gap is data loss too, one after it is read
+        with pytest.raises(DataLossError, match=f"offsets 5..{bases[1] - 1} "):
+            next(iter(dl.consume(TOPIC, 0, offset=5)))
+        assert next(iter(dl.consume(TOPIC, 0, offset=bases[1]))).offset == bases[1]
+
+
+def test_kafka_layout_nothing_left_in_remote_storage_is_data_loss(s3_server, broker_dir, tmp_path):
+    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
+    _write_log_start_checkpoint(local, 0)
+    _bucket(s3_server, "tiered")
+    opts = {**s3_server.options, "remoteStorage": "s3://tiered/kafka-empty"}
+    with pytest.raises(DataLossError, match=f"offsets 0..{bases[3] - 1} "):
+        _read_all(local, opts)
+    # without remote storage the same directory is read from its first local segment
+    assert _read_all(local, {})[0][0] == bases[3]
