@@ -228,3 +228,41 @@ def test_kafka_layout_nothing_left_in_remote_storage_is_data_loss(s3_server, bro
         _read_all(local, opts)
     # without remote storage the same directory is read from its first local segment
     assert _read_all(local, {})[0][0] == bases[3]
+
+
+def test_read_only_fail_on_data_loss_false_skips_gaps_with_a_warning(s3_server, broker_dir, tmp_path,
+                                                                     caplog):
+    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
+    _write_log_start_checkpoint(local, 0)
+    _bucket(s3_server, "tiered")
+    _upload_kafka_layout(s3_server, broker_dir / f"{TOPIC}-0", bases[:4], "tiered/kafka-skip",
+                         skip=(bases[0], bases[2]))
+    opts = {**s3_server.options, "remoteStorage": "s3://tiered/kafka-skip"}
+    with pytest.raises(DataLossError):
+        _read_all(local, {**opts, "failOnDataLoss": "true"})
+    with caplog.at_level("WARNING"):
+        got = _read_all(local, {**opts, "failOnDataLoss": "false"})
+    kept = [i for i in range(RECORDS) if not (i < bases[1] or bases[2] <= i < bases[3])]
+    assert got == [(i, b"order-%06d" % i) for i in kept]
+    assert f"0..{bases[1] - 1}, {bases[2]}..{bases[3] - 1}" in caplog.text
+    # the embedded consumer skips them too
+    with kafkalog.open(local, {**opts, "FAILONDATALOSS": False}, read_only=True) as dl, \
+            dl.consumer(TOPIC, auto_offset_reset="earliest") as c:
+        offsets = [r.offset for batch in c.poll(timeout_ms=0, max_records=RECORDS).values()
+                   for r in batch]
+        while len(offsets) < len(kept):
+            more = [r.offset for batch in c.poll(timeout_ms=0, max_records=RECORDS).values()
+                    for r in batch]
+            assert more
+            offsets += more
+        assert offsets == kept
+
+
+def test_read_only_options_refused(broker_dir):
+    for bad in ({"failOnDataLoss": "maybe"}, {"retention.msx": "1"}, {"fs.s3a.endpointx": "x"}):
+        with pytest.raises(InvalidConfigError, match=next(iter(bad))):
+            kafkalog.open(broker_dir, bad, read_only=True)
+    # the writable mode's keys and the fs.* options are accepted read-only
+    with kafkalog.open(broker_dir, {"log.segment.bytes": 1000, "fs.s3a.endpoint": "http://x"},
+                       read_only=True) as dl:
+        assert dl.topics() == [TOPIC]
