@@ -72,6 +72,18 @@ def _bucket(s3, name):
         pass
 
 
+def _kafka_tiered(s3, broker_dir, tmp_path, root: str, skip=(), log_start=None):
+    """A broker directory whose first 3 segments are only in remote storage (layout ``kafka``,
+    under ``tiered/<root>``) but those in ``skip``; with a ``log-start-offset-checkpoint`` saying
+    ``log_start`` when given. Returns (local dir, base offsets, read options)."""
+    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
+    if log_start is not None:
+        (local / "log-start-offset-checkpoint").write_text(f"0\n1\n{TOPIC} 0 {log_start}\n")
+    _bucket(s3, "tiered")
+    _upload_kafka_layout(s3, broker_dir / f"{TOPIC}-0", bases[:4], f"tiered/{root}", skip=skip)
+    return local, bases, {**s3.options, "remoteStorage": f"s3://tiered/{root}"}
+
+
 def test_kafka_layout_offsets_continuous(s3_server, broker_dir, tmp_path):
     local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
     _bucket(s3_server, "tiered")
@@ -88,11 +100,8 @@ def test_kafka_layout_offsets_continuous(s3_server, broker_dir, tmp_path):
 
 
 def test_kafka_layout_deleted_segment_is_data_loss(s3_server, broker_dir, tmp_path):
-    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
-    _bucket(s3_server, "tiered")
-    _upload_kafka_layout(s3_server, broker_dir / f"{TOPIC}-0", bases[:4], "tiered/kafka-gap",
-                         skip=(bases[1],))
-    opts = {**s3_server.options, "remoteStorage": "s3://tiered/kafka-gap"}
+    local, bases, opts = _kafka_tiered(s3_server, broker_dir, tmp_path, "kafka-gap",
+                                       skip=(segment_bases(broker_dir / f"{TOPIC}-0")[1],))
     with pytest.raises(DataLossError) as err:
         _read_all(local, opts)
     assert f"offsets {bases[1]}..{bases[2] - 1}" in str(err.value)
@@ -196,18 +205,9 @@ def test_remote_storage_options_refused(broker_dir):
             kafkalog.open(broker_dir, bad, read_only=True)
 
 
-def _write_log_start_checkpoint(local, offset: int) -> None:
-    """The broker's ``log-start-offset-checkpoint`` (Kafka's format: version, count, entries)."""
-    (local / "log-start-offset-checkpoint").write_text(f"0\n1\n{TOPIC} 0 {offset}\n")
-
-
 def test_kafka_layout_deleted_first_segment_is_data_loss(s3_server, broker_dir, tmp_path):
-    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
-    _write_log_start_checkpoint(local, 0)
-    _bucket(s3_server, "tiered")
-    _upload_kafka_layout(s3_server, broker_dir / f"{TOPIC}-0", bases[:4], "tiered/kafka-first",
-                         skip=(bases[0],))
-    opts = {**s3_server.options, "remoteStorage": "s3://tiered/kafka-first"}
+    local, bases, opts = _kafka_tiered(s3_server, broker_dir, tmp_path, "kafka-first",
+                                       skip=(0,), log_start=0)
     with pytest.raises(DataLossError) as err:
         _read_all(local, opts)
     assert f"offsets 0..{bases[1] - 1} " in str(err.value)
@@ -220,10 +220,9 @@ def test_kafka_layout_deleted_first_segment_is_data_loss(s3_server, broker_dir, 
 
 
 def test_kafka_layout_nothing_left_in_remote_storage_is_data_loss(s3_server, broker_dir, tmp_path):
-    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
-    _write_log_start_checkpoint(local, 0)
-    _bucket(s3_server, "tiered")
-    opts = {**s3_server.options, "remoteStorage": "s3://tiered/kafka-empty"}
+    bases = segment_bases(broker_dir / f"{TOPIC}-0")
+    local, _, opts = _kafka_tiered(s3_server, broker_dir, tmp_path, "kafka-empty",
+                                   skip=tuple(bases[:4]), log_start=0)
     with pytest.raises(DataLossError, match=f"offsets 0..{bases[3] - 1} "):
         _read_all(local, opts)
     # without remote storage the same directory is read from its first local segment
@@ -232,12 +231,9 @@ def test_kafka_layout_nothing_left_in_remote_storage_is_data_loss(s3_server, bro
 
 def test_read_only_fail_on_data_loss_false_skips_gaps_with_a_warning(s3_server, broker_dir, tmp_path,
                                                                      caplog):
-    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
-    _write_log_start_checkpoint(local, 0)
-    _bucket(s3_server, "tiered")
-    _upload_kafka_layout(s3_server, broker_dir / f"{TOPIC}-0", bases[:4], "tiered/kafka-skip",
-                         skip=(bases[0], bases[2]))
-    opts = {**s3_server.options, "remoteStorage": "s3://tiered/kafka-skip"}
+    bases = segment_bases(broker_dir / f"{TOPIC}-0")
+    local, _, opts = _kafka_tiered(s3_server, broker_dir, tmp_path, "kafka-skip",
+                                   skip=(bases[0], bases[2]), log_start=0)
     with pytest.raises(DataLossError):
         _read_all(local, {**opts, "failOnDataLoss": "true"})
     with caplog.at_level("WARNING"):
