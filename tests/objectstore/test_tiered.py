@@ -72,6 +72,18 @@ def _bucket(s3, name):
         pass
 
 
+def _kafka_tiered(s3, broker_dir, tmp_path, root: str, skip=(), log_start=None):
+    """A broker directory whose first 3 segments are only in remote storage (layout ``kafka``,
+    under ``tiered/<root>``) but those in ``skip``; with a ``log-start-offset-checkpoint`` saying
+    ``log_start`` when given. Returns (local dir, base offsets, read options)."""
+    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
+    if log_start is not None:
+        (local / "log-start-offset-checkpoint").write_text(f"0\n1\n{TOPIC} 0 {log_start}\n")
+    _bucket(s3, "tiered")
+    _upload_kafka_layout(s3, broker_dir / f"{TOPIC}-0", bases[:4], f"tiered/{root}", skip=skip)
+    return local, bases, {**s3.options, "remoteStorage": f"s3://tiered/{root}"}
+
+
 def test_kafka_layout_offsets_continuous(s3_server, broker_dir, tmp_path):
     local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
     _bucket(s3_server, "tiered")
@@ -88,11 +100,8 @@ def test_kafka_layout_offsets_continuous(s3_server, broker_dir, tmp_path):
 
 
 def test_kafka_layout_deleted_segment_is_data_loss(s3_server, broker_dir, tmp_path):
-    local, pdir, bases = _tiered_copy(broker_dir, tmp_path, moved=4)
-    _bucket(s3_server, "tiered")
-    _upload_kafka_layout(s3_server, broker_dir / f"{TOPIC}-0", bases[:4], "tiered/kafka-gap",
-                         skip=(bases[1],))
-    opts = {**s3_server.options, "remoteStorage": "s3://tiered/kafka-gap"}
+    local, bases, opts = _kafka_tiered(s3_server, broker_dir, tmp_path, "kafka-gap",
+                                       skip=(segment_bases(broker_dir / f"{TOPIC}-0")[1],))
     with pytest.raises(DataLossError) as err:
         _read_all(local, opts)
     assert f"offsets {bases[1]}..{bases[2] - 1}" in str(err.value)
@@ -194,3 +203,62 @@ def test_remote_storage_options_refused(broker_dir):
                  "remoteStorage.layout": "aiven"}):
         with pytest.raises(InvalidConfigError):
             kafkalog.open(broker_dir, bad, read_only=True)
+
+
+def test_kafka_layout_deleted_first_segment_is_data_loss(s3_server, broker_dir, tmp_path):
+    local, bases, opts = _kafka_tiered(s3_server, broker_dir, tmp_path, "kafka-first",
+                                       skip=(0,), log_start=0)
+    with pytest.raises(DataLossError) as err:
+        _read_all(local, opts)
+    assert f"offsets 0..{bases[1] - 1} " in str(err.value)
+    with kafkalog.open(local, opts, read_only=True) as dl:
+        assert dl.beginning_offsets(TOPIC) == {0: 0}       # the broker's log start offset
+        # an offset asked for inside the gap is data loss too, one after it is read
+        with pytest.raises(DataLossError, match=f"offsets 5..{bases[1] - 1} "):
+            next(iter(dl.consume(TOPIC, 0, offset=5)))
+        assert next(iter(dl.consume(TOPIC, 0, offset=bases[1]))).offset == bases[1]
+
+
+def test_kafka_layout_nothing_left_in_remote_storage_is_data_loss(s3_server, broker_dir, tmp_path):
+    bases = segment_bases(broker_dir / f"{TOPIC}-0")
+    local, _, opts = _kafka_tiered(s3_server, broker_dir, tmp_path, "kafka-empty",
+                                   skip=tuple(bases[:4]), log_start=0)
+    with pytest.raises(DataLossError, match=f"offsets 0..{bases[3] - 1} "):
+        _read_all(local, opts)
+    # without remote storage the same directory is read from its first local segment
+    assert _read_all(local, {})[0][0] == bases[3]
+
+
+def test_read_only_fail_on_data_loss_false_skips_gaps_with_a_warning(s3_server, broker_dir, tmp_path,
+                                                                     caplog):
+    bases = segment_bases(broker_dir / f"{TOPIC}-0")
+    local, _, opts = _kafka_tiered(s3_server, broker_dir, tmp_path, "kafka-skip",
+                                   skip=(bases[0], bases[2]), log_start=0)
+    with pytest.raises(DataLossError):
+        _read_all(local, {**opts, "failOnDataLoss": "true"})
+    with caplog.at_level("WARNING"):
+        got = _read_all(local, {**opts, "failOnDataLoss": "false"})
+    kept = [i for i in range(RECORDS) if not (i < bases[1] or bases[2] <= i < bases[3])]
+    assert got == [(i, b"order-%06d" % i) for i in kept]
+    assert f"0..{bases[1] - 1}, {bases[2]}..{bases[3] - 1}" in caplog.text
+    # the embedded consumer skips them too
+    with kafkalog.open(local, {**opts, "FAILONDATALOSS": False}, read_only=True) as dl, \
+            dl.consumer(TOPIC, auto_offset_reset="earliest") as c:
+        offsets = [r.offset for batch in c.poll(timeout_ms=0, max_records=RECORDS).values()
+                   for r in batch]
+        while len(offsets) < len(kept):
+            more = [r.offset for batch in c.poll(timeout_ms=0, max_records=RECORDS).values()
+                    for r in batch]
+            assert more
+            offsets += more
+        assert offsets == kept
+
+
+def test_read_only_options_refused(broker_dir):
+    for bad in ({"failOnDataLoss": "maybe"}, {"retention.msx": "1"}, {"fs.s3a.endpointx": "x"}):
+        with pytest.raises(InvalidConfigError, match=next(iter(bad))):
+            kafkalog.open(broker_dir, bad, read_only=True)
+    # the writable mode's keys and the fs.* options are accepted read-only
+    with kafkalog.open(broker_dir, {"log.segment.bytes": 1000, "fs.s3a.endpoint": "http://x"},
+                       read_only=True) as dl:
+        assert dl.topics() == [TOPIC]

@@ -238,7 +238,7 @@ class _Source:
         self._own: _ReadOnlyManager | None = None
         self.wakeup: Wakeup
         if self.read_only:
-            self._own = _ReadOnlyManager(manager.data_dir)
+            self._own = manager.reopened()
             self._watcher = FileWatcher(poll_interval_ms=poll_interval_ms)
             self._watcher.watch(manager.data_dir)
             self.wakeup = self._watcher
@@ -262,7 +262,7 @@ class _Source:
         """A new snapshot of a read-only directory (after the watcher saw a change)."""
         if self._own is not None:
             old = self._own
-            self._own = _ReadOnlyManager(old.data_dir)
+            self._own = old.reopened()
             old.close()
 
     def close(self) -> None:

@@ -48,7 +48,7 @@ from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError, OffsetOutOfRangeError
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import BrokerConfig, LogConfig
 from kafkalog.log.manager import LogManager, PartitionInfo
 from kafkalog.log.retention import RetentionResult
 
@@ -291,7 +291,12 @@ class DataLog:
         store = self.__dict__.get("_offsets")
         if store is None:
             from kafkalog.coordinator.offsets import OffsetsStore
-            store = self.__dict__.setdefault("_offsets", OffsetsStore(self.manager))
+            m = self.manager
+            if isinstance(m, LogManager):
+                n = int(m.broker_config.get("offsets.topic.num.partitions"))
+                store = self.__dict__.setdefault("_offsets", OffsetsStore(m, num_partitions=n))
+            else:
+                store = self.__dict__.setdefault("_offsets", OffsetsStore(m))
         return store
 
     def offsets_store(self) -> OffsetsStore:
@@ -453,10 +458,19 @@ def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None
     :mod:`kafkalog.log.filesystem`). Opened writable, a URI other than ``file://`` is refused.
     Read-only, ``config`` may also name the remote storage of a broker with tiered storage
     (``remoteStorage``, ``remoteStorage.layout``, ...; see
-    :mod:`kafkalog.log.remote_segments`): partitions then read their older segments from there."""
+    :mod:`kafkalog.log.remote_segments`): partitions then read their older segments from there,
+    and ``failOnDataLoss`` (``true``, the default, or ``false``; the Spark source's option) says
+    whether offsets deleted from remote storage fail a read with
+    :class:`~kafkalog.errors.DataLossError` or are skipped with a warning.
+
+    ``offsets.topic.num.partitions`` and ``transaction.state.log.num.partitions`` give the
+    partition count of ``__consumer_offsets`` and ``__transaction_state`` when this directory
+    creates them (an existing one keeps its count). An unknown key is refused with
+    :class:`~kafkalog.errors.InvalidConfigError` before anything is created."""
     if read_only:
         return DataLog(_ReadOnlyManager(data_dir, config))
-    dl = DataLog(LogManager(data_dir, config, background=background, progress=progress,
+    broker = BrokerConfig(dict(config or {}), strict=True)     # a typo is refused, not ignored
+    dl = DataLog(LogManager(data_dir, broker, background=background, progress=progress,
                             cleaner_factory=LogCleaner))
     if dl.manager.has_topic(TRANSACTION_STATE_TOPIC):
         try:

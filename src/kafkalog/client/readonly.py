@@ -9,11 +9,12 @@ client needs on top: the writing methods of a :class:`~kafkalog.log.manager.LogM
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from kafkalog.errors import LogDirError
+from kafkalog.log.config import BOOLEAN, BrokerConfig, parse_value
 from kafkalog.log.data_dir_view import DataDirView
-from kafkalog.log.filesystem import files_for, is_remote, local_path
+from kafkalog.log.filesystem import FS_OPTIONS, files_for, is_remote, local_path
 from kafkalog.log.log import READ_UNCOMMITTED, Log
 from kafkalog.log.manager import PartitionInfo
 from kafkalog.log.partition_view import PartitionView, ViewBatch
@@ -21,6 +22,10 @@ from kafkalog.log.partition_view import is_abort_marker as _is_abort_marker  # n
 from kafkalog.log.remote_segments import remote_storage_from_options
 
 __all__: List[str] = []
+
+#: the read-only option (case-insensitive, the Spark source's name) that lets a read skip offsets
+#: deleted from remote storage (with a warning) instead of raising DataLossError
+FAIL_ON_DATA_LOSS = "failondataloss"
 
 #: a partition as the consumer reads it: writable, or a read-only snapshot
 ReadableLog = Union[Log, PartitionView]
@@ -57,12 +62,27 @@ class _ReadOnlyManager(DataDirView):
 
     def __init__(self, data_dir: os.PathLike[str] | str,
                  options: Optional[Mapping[str, Any]] = None) -> None:
+        self._options: Mapping[str, Any] = dict(options or {})
         path = os.fspath(data_dir)
         if not is_remote(path):
             path = os.path.abspath(local_path(path))
-        opts = {k: str(v) for k, v in (options or {}).items()}
+        opts: Dict[str, str] = {}
+        broker: Dict[str, Any] = {}     # the writable mode's keys: validated, without effect here
+        for k, v in (options or {}).items():
+            key = str(k).lower()
+            if key in FS_OPTIONS or key.startswith("remotestorage") or key == FAIL_ON_DATA_LOSS:
+                opts[key] = str(v)
+            else:
+                broker[str(k)] = v
+        BrokerConfig(broker, strict=True)       # an unknown key is refused, not ignored
+        fail = parse_value("failOnDataLoss", BOOLEAN, opts.pop(FAIL_ON_DATA_LOSS, "true"))
         super().__init__(path, files=files_for(path, opts),
-                         remote=remote_storage_from_options(opts))
+                         remote=remote_storage_from_options(opts), fail_on_data_loss=fail)
+
+    def reopened(self) -> _ReadOnlyManager:
+        """A new snapshot of the same directory, with the same options (remote storage,
+        ``failOnDataLoss``, ``fs.*``)."""
+        return _ReadOnlyManager(self.data_dir, self._options)
 
     def describe(self) -> List[PartitionInfo]:
         out = []

@@ -262,6 +262,8 @@ BROKER_ONLY_CONFIGS: Dict[str, ConfigDef] = {c.name: c for c in [
     _d("transaction.max.timeout.ms", INT, 900000, at_least(1)),
     # the transaction coordinator's (kafkalog.coordinator.transaction_coordinator)
     _d("transaction.state.log.num.partitions", INT, 50, at_least(1)),
+    # the group coordinator's (kafkalog.coordinator.offsets): for a new __consumer_offsets
+    _d("offsets.topic.num.partitions", INT, 50, at_least(1)),
     _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000, at_least(1)),
     _d("broker.id", INT, -1),
     _d("node.id", INT, -1),

@@ -92,11 +92,13 @@ class DataDirView:
     read_only = True
 
     def __init__(self, data_dir: str, *, files: Optional[ViewFiles] = None,
-                 remote: Optional[RemoteStorage] = None) -> None:
+                 remote: Optional[RemoteStorage] = None, fail_on_data_loss: bool = True) -> None:
         self.files: ViewFiles = files if files is not None else LocalFiles()
         self.data_dir = data_dir
         #: Kafka's tiered storage: where the partitions' older segments were moved to
         self.remote = remote
+        #: offsets deleted from remote storage fail a read (DataLossError), or are skipped
+        self.fail_on_data_loss = fail_on_data_loss
         self._dirs: Dict[TopicPartition, str] = {
             TopicPartition(p.topic, p.partition): p.path
             for p in list_partition_dirs(self.files, data_dir)}
@@ -155,7 +157,8 @@ class DataDirView:
                                         file=self.data_dir)
             log = self._logs[tp] = open_partition_view(
                 path, topic, partition, files=self.files,
-                log_start_checkpoint=self.log_start_offsets().get(tp), remote=self.remote)
+                log_start_checkpoint=self.log_start_offsets().get(tp), remote=self.remote,
+                fail_on_data_loss=self.fail_on_data_loss)
         return log
 
     def close(self) -> None:

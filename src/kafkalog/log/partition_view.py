@@ -621,6 +621,12 @@ class PartitionView:
             s.end_offset = self.log_end_offset
         first = self.bases[0] if self.bases else (log_start_checkpoint or 0)
         start = max(first, log_start_checkpoint if log_start_checkpoint is not None else first)
+        #: offsets from the log start offset (the checkpoint) to the first segment, with remote
+        #: storage: its first segments were deleted from there, so they are a gap, not retention
+        self._leading_gap: Optional[Tuple[int, int]] = None
+        if remote is not None and log_start_checkpoint is not None and log_start_checkpoint < first:
+            start = log_start_checkpoint
+            self._leading_gap = (log_start_checkpoint, first)
         self.log_start_offset = min(start, self.log_end_offset)
         self._txn_states: Dict[Tuple[int, int], TransactionState] = {}
 
@@ -640,12 +646,13 @@ class PartitionView:
 
     @property
     def gaps(self) -> List[Tuple[int, int]]:
-        """``[first, last + 1)`` offset ranges missing after a remote segment: the segment that
-        held them was deleted from remote storage (not moved there), so no reader can have
-        them. Found from the manifests' end offsets, or by walking each remote segment's
-        last batch."""
+        """``[first, last + 1)`` offset ranges missing before the first remote segment (from the
+        ``log-start-offset-checkpoint``'s log start offset) or after a remote segment: the
+        segment that held them was deleted from remote storage (not moved there), so no reader
+        can have them. Found from the manifests' end offsets, or by walking each remote
+        segment's last batch."""
         if self._gaps is None:
-            self._gaps = []
+            self._gaps = [] if self._leading_gap is None else [self._leading_gap]
             for k in range(self.remote_count):
                 if k + 1 >= len(self._segs):
                     break
@@ -678,7 +685,8 @@ class PartitionView:
     def batches(self, start: int, end: int) -> Iterator[ViewBatch]:
         """CRC-checked batches holding offsets in ``[start, end)``, across segments."""
         start = max(start, self.log_start_offset)
-        missing = self.missing_offsets(start, end) if self.remote_count else []
+        missing = (self.missing_offsets(start, end)
+                   if self.remote_count or self._leading_gap is not None else [])
         if missing:
             what = ", ".join(f"{a}..{b - 1}" for a, b in missing)
             if self.fail_on_data_loss:

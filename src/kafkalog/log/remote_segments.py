@@ -199,5 +199,7 @@ def open_partition_view(path: str, topic: str, partition: int, *, files: ViewFil
         local = segment_bases(files, path) if files.is_dir(path) else []
         found = remote_partition(remote, topic, partition, local_files=files, local_dir=path,
                                  local_start=local[0] if local else None)
+        if found is None:       # none there: offsets below the local ones can only be a gap
+            found = RemotePartition(files, path, [], [])
     return PartitionView(path, log_start_checkpoint, files=files, open_all=open_all,
                          remote=found, fail_on_data_loss=fail_on_data_loss)

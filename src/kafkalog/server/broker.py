@@ -69,7 +69,8 @@ class Broker:
         self.producer_ids = adopt_legacy_reservation(manager.data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         v = config.values
-        self.offsets = OffsetsStore(manager, num_partitions=v["offsets.topic.num.partitions"])
+        self.offsets = OffsetsStore(manager,
+                                    num_partitions=config.broker.get("offsets.topic.num.partitions"))
         self.groups = GroupCoordinator(
             self.offsets.store_group_metadata,
             min_session_timeout_ms=v["group.min.session.timeout.ms"],

@@ -40,7 +40,6 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.max.session.timeout.ms", INT, 1800000, None),
     ConfigDef("group.initial.rebalance.delay.ms", INT, 3000, None),
     ConfigDef("group.max.size", INT, 2**31 - 1, None),
-    ConfigDef("offsets.topic.num.partitions", INT, 50, None),
     ConfigDef("offset.metadata.max.bytes", INT, 4096, None),
     # --- security (docs/server.md "TLS and SASL") ---
     ConfigDef("listener.security.protocol.map", LIST,
@@ -173,8 +172,7 @@ class ServerConfig:
         node = node_id if node_id >= 0 else broker_id
         self.node_id: int = max(node, 0)
         self.storage_values: dict[str, Any] = storage
-        for key in ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
-                    "offsets.topic.num.partitions"):
+        for key in ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size"):
             if resolved[key] < 1:
                 raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
                                          f"must be at least 1")
