@@ -43,8 +43,13 @@ class PlainChannel:
         self.idle_s = idle_s
 
     async def recv(self) -> bytes:
-        loop = asyncio.get_running_loop()
-        return await asyncio.wait_for(loop.sock_recv(self.conn, RECV_BYTES), self.idle_s)
+        """Straight away when bytes are waiting, else once the socket is readable (one future and
+        one timer: no task per receive)."""
+        while True:
+            try:
+                return self.conn.recv(RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                await _ready(self.conn.fileno(), False, self.idle_s)
 
     async def send(self, data: bytes, more: bool = False) -> None:
         """Straight away when the socket takes it all (the usual case: no task, no loop turn), else
@@ -59,19 +64,13 @@ class PlainChannel:
 
     async def send_file(self, sl: FileSlice) -> None:
         """``os.sendfile`` the slice to the non-blocking socket, waiting for writability."""
-        loop = asyncio.get_running_loop()
         sent = 0
         fd = self.conn.fileno()
         while sent < sl.size:
             try:
                 n = os.sendfile(fd, sl.fd, sl.position + sent, sl.size - sent)
             except BlockingIOError:
-                fut: asyncio.Future[None] = loop.create_future()
-                loop.add_writer(fd, _resolve, fut)
-                try:
-                    await asyncio.wait_for(fut, self.idle_s)
-                finally:
-                    loop.remove_writer(fd)
+                await _ready(fd, True, self.idle_s)
                 continue
             if n == 0:
                 raise ConnectionError(f"{sl.path} ended before the fetched slice was sent")
@@ -130,6 +129,32 @@ class TlsChannel:
             transport.close()
 
 
+async def _ready(fd: int, write: bool, idle_s: float) -> None:
+    """Wait until ``fd`` is writable (``write``) or readable; TimeoutError after ``idle_s``
+    (``connections.max.idle.ms``). A loop timer rather than ``asyncio.wait_for``, which wraps every
+    wait in a task of its own."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+    if write:
+        loop.add_writer(fd, _resolve, fut)
+    else:
+        loop.add_reader(fd, _resolve, fut)
+    timer = loop.call_later(idle_s, _expire, fut)
+    try:
+        await fut
+    finally:
+        timer.cancel()
+        if write:
+            loop.remove_writer(fd)
+        else:
+            loop.remove_reader(fd)
+
+
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def _expire(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())

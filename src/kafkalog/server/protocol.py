@@ -13,6 +13,7 @@ can read the error of a version it does not share); bytes after a request body a
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from kafkalog.errors import KafkalogError
 from kafkalog.server.frames import frame
 
 _HEADER_PREFIX = struct.Struct(">hhi")
+#: kio's lookup imports the schema's module each call (~7 µs); a request's class is asked for often
+_request_schema = functools.cache(load_request_schema)
 _INT32 = struct.Struct(">i")
 
 API_VERSIONS_KEY = 18
@@ -86,7 +89,7 @@ def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request
     if rng is None or not rng[0] <= version <= rng[1]:
         raise UnsupportedVersionError(f"unsupported API key {key} version {version}", key, version, corr)
     try:
-        cls = load_request_schema(key, version)
+        cls = _request_schema(key, version)
         header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
         header: Any
         header, hsize = entity_reader(header_cls)(data, 0)
