@@ -39,7 +39,8 @@ def test_tuple_behaviour(K):
     r = K.ConsumerRecord(*VALUES)
     nt = _Shape(*VALUES)
     assert len(r) == 9 and list(r) == list(nt) and tuple(r) == tuple(nt)
-    assert r == nt and nt == r and r == tuple(nt) and not (r != nt)
+    assert r == nt and nt == r and r == tuple(nt)
+    assert (r != nt) is False
     assert [r[i] for i in range(-9, 9)] == [nt[i] for i in range(-9, 9)]
     assert r[2:5] == nt[2:5] and r[::-1] == nt[::-1]
     with pytest.raises(IndexError):

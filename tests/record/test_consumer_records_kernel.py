@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from tests.record.test_kernel_parity import CY, KERNELS, MALFORMED, PY, SAMPLE, TS, both, kernels
 
+
 def _expected(K, body, count, base_offset, base_ts, lat, start, end, epoch=None):
     tst = 1 if lat >= 0 else 0
     return [K.ConsumerRecord("t", 3, epoch, r.offset, r.timestamp, tst, r.key, r.value, list(r.headers))
