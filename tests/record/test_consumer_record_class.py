@@ -81,6 +81,8 @@ def test_replace_make_repr_pickle(K):
     assert tuple(d) == ("t", 3, 7, 100, TS, 0, "k", {"v": 1}, VALUES[8]) and tuple(r) == VALUES
     with pytest.raises(ValueError):
         r._replace(nope=1)
+    moved = r._replace(topic="u", partition=4, leader_epoch=None, timestamp_type=1)
+    assert tuple(moved) == ("u", 4, None, 100, TS, 1, b"k", b"value", VALUES[8]) and tuple(r) == VALUES
     assert K.ConsumerRecord._make(VALUES) == r
     assert repr(r) == repr(_Shape(*VALUES)).replace("_Shape(", "ConsumerRecord(")
     assert eval(repr(r), {"ConsumerRecord": K.ConsumerRecord}) == r

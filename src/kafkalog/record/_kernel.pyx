@@ -824,6 +824,21 @@ _CONSUMER_RECORD_FIELDS = ("topic", "partition", "leader_epoch", "offset", "time
 # 100 bytes; ~1.7 MB at most is kept): records taken from it and returned to it do not count as
 # allocations for the cyclic GC's generation-0 threshold, so decoding a fetch does not trigger a
 # collection every 700 records (each traversing the young fetch lists).
+@cython.final
+cdef class _RecordSource:
+    """The fields the records of one batch share: topic, partition, leader epoch, timestamp type."""
+    cdef object topic, partition, leader_epoch, timestamp_type
+
+
+cdef _RecordSource _record_source(topic, partition, leader_epoch, timestamp_type):
+    cdef _RecordSource s = _RecordSource.__new__(_RecordSource)
+    s.topic = topic
+    s.partition = partition
+    s.leader_epoch = leader_epoch
+    s.timestamp_type = timestamp_type
+    return s
+
+
 @cython.freelist(16384)
 @cython.final
 cdef class ConsumerRecord:
@@ -836,16 +851,14 @@ cdef class ConsumerRecord:
     ``serialized_value_size`` / ``serialized_header_size`` (-1 for a null key/value/no headers) are
     computed when read.
 
-    ``offset`` and ``timestamp`` are held as C int64; ``headers`` is created on first access when the
+    ``offset`` and ``timestamp`` are held as C int64; topic, partition, leader epoch and timestamp type
+    in one object shared by the records of a batch; ``headers`` is created on first access when the
     record has none. A decoded record without headers holds only ``str``/``int``/``bytes``/``None``
     and is not tracked by the cyclic garbage collector until its headers list exists.
     """
-    cdef readonly object topic
-    cdef readonly object partition
-    cdef readonly object leader_epoch
+    cdef _RecordSource _src
     cdef int64_t _offset
     cdef int64_t _timestamp
-    cdef readonly object timestamp_type
     cdef readonly object key
     cdef readonly object value
     cdef object _headers
@@ -854,12 +867,9 @@ cdef class ConsumerRecord:
 
     def __init__(self, topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
                  headers=None):
-        self.topic = topic
-        self.partition = partition
-        self.leader_epoch = leader_epoch
+        self._src = _record_source(topic, partition, leader_epoch, timestamp_type)
         self._offset = _as_int64(offset, "offset")
         self._timestamp = _as_int64(timestamp, "timestamp")
-        self.timestamp_type = timestamp_type
         self.key = key
         self.value = value
         self._headers = headers
@@ -867,6 +877,22 @@ cdef class ConsumerRecord:
     @classmethod
     def _make(cls, iterable):
         return cls(*iterable)
+
+    @property
+    def topic(self):
+        return self._src.topic
+
+    @property
+    def partition(self):
+        return self._src.partition
+
+    @property
+    def leader_epoch(self):
+        return self._src.leader_epoch
+
+    @property
+    def timestamp_type(self):
+        return self._src.timestamp_type
 
     @property
     def offset(self):
@@ -903,8 +929,9 @@ cdef class ConsumerRecord:
         return sum(len(k.encode("utf-8")) + (0 if v is None else len(v)) for k, v in self._headers)
 
     cdef tuple _tuple(self):
-        return (self.topic, self.partition, self.leader_epoch, self._offset, self._timestamp,
-                self.timestamp_type, self.key, self.value, self.headers)
+        cdef _RecordSource s = self._src
+        return (s.topic, s.partition, s.leader_epoch, self._offset, self._timestamp,
+                s.timestamp_type, self.key, self.value, self.headers)
 
     def __len__(self):
         return 9
@@ -942,13 +969,15 @@ cdef class ConsumerRecord:
     def _replace(self, **fields):
         """A new record with ``fields`` replaced (``key=``/``value=`` after deserialisation)."""
         cdef ConsumerRecord r = ConsumerRecord.__new__(ConsumerRecord)
-        r.topic = fields.pop("topic", self.topic)
-        r.partition = fields.pop("partition", self.partition)
-        r.leader_epoch = fields.pop("leader_epoch", self.leader_epoch)
+        cdef _RecordSource s = self._src
+        if "topic" in fields or "partition" in fields or "leader_epoch" in fields or "timestamp_type" in fields:
+            s = _record_source(fields.pop("topic", s.topic), fields.pop("partition", s.partition),
+                               fields.pop("leader_epoch", s.leader_epoch),
+                               fields.pop("timestamp_type", s.timestamp_type))
+        r._src = s
         r._offset = _as_int64(fields.pop("offset"), "offset") if "offset" in fields else self._offset
         r._timestamp = (_as_int64(fields.pop("timestamp"), "timestamp") if "timestamp" in fields
                         else self._timestamp)
-        r.timestamp_type = fields.pop("timestamp_type", self.timestamp_type)
         r.key = fields.pop("key", self.key)
         r.value = fields.pop("value", self.value)
         r._headers = fields.pop("headers", self._headers)
@@ -960,19 +989,18 @@ cdef class ConsumerRecord:
 cdef extern from "Python.h":
     object PyObject_RichCompare(object a, object b, int op)
 
-cdef PyMemberDef _consumer_record_members[6]
+cdef PyMemberDef _consumer_record_members[2]
 
 
 cdef void _install_consumer_record_members() except *:
-    """``topic``, ``partition``, ``leader_epoch``, ``timestamp_type``, ``key``, ``value`` as read-only
-    member descriptors (specialised attribute loads, as for :class:`Record`)."""
+    """``key`` and ``value`` as read-only member descriptors (specialised attribute loads, as for
+    :class:`Record`)."""
     cdef ConsumerRecord probe = ConsumerRecord.__new__(ConsumerRecord)
-    cdef list sentinels = [object() for _ in range(6)]
-    probe.topic, probe.partition, probe.leader_epoch = sentinels[0], sentinels[1], sentinels[2]
-    probe.timestamp_type, probe.key, probe.value = sentinels[3], sentinels[4], sentinels[5]
+    cdef list sentinels = [object(), object()]
+    probe.key, probe.value = sentinels[0], sentinels[1]
     cdef dict tp_dict = <dict>(<PyTypeObject*>ConsumerRecord).tp_dict
     cdef int i
-    for i, name in enumerate((b"topic", b"partition", b"leader_epoch", b"timestamp_type", b"key", b"value")):
+    for i, name in enumerate((b"key", b"value")):
         _consumer_record_members[i].name = <const char*>name     # bytes constants of the module: live
         _consumer_record_members[i].type = T_OBJECT_EX
         _consumer_record_members[i].offset = _field_offset(probe, sentinels[i])
@@ -1008,6 +1036,7 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
     cdef list out
     cdef object headers
     cdef ConsumerRecord rec
+    cdef _RecordSource src = _record_source(topic, partition, leader_epoch, timestamp_type)
     if count < 0:
         raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
@@ -1022,12 +1051,9 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
             if off < c_start or off >= c_end:
                 continue
             rec = ConsumerRecord.__new__(ConsumerRecord)
-            rec.topic = topic
-            rec.partition = partition
-            rec.leader_epoch = leader_epoch
+            rec._src = src
             rec._offset = off
             rec._timestamp = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>r.ts_delta)
-            rec.timestamp_type = timestamp_type
             if r.klen >= 0:
                 rec.key = PyBytes_FromStringAndSize(<const char*>(p + r.kstart), r.klen)
             if r.vlen >= 0:
