@@ -1,4 +1,4 @@
-"""``decode_consumer_records``: a batch decoded straight into the consumer's record tuples, compiled
+"""``decode_consumer_records``: a batch decoded straight into the consumer's records, compiled
 kernel against the pure-Python twin, and both against ``decode_records_v2`` (the same records, the
 same errors) on Kafka-written bodies (oracle vectors) and generated ones."""
 
@@ -13,23 +13,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog.client.consumer import ConsumerRecord
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from tests.record.test_kernel_parity import CY, KERNELS, MALFORMED, PY, SAMPLE, TS, both, kernels
-
-Rec = ConsumerRecord
 
 
 def _expected(K, body, count, base_offset, base_ts, lat, start, end, epoch=None):
     tst = 1 if lat >= 0 else 0
-    return [Rec("t", 3, epoch, r.offset, r.timestamp, tst, r.key, r.value, list(r.headers))
+    return [K.ConsumerRecord("t", 3, epoch, r.offset, r.timestamp, tst, r.key, r.value, list(r.headers))
             for r in K.decode_records_v2(body, count, base_offset, base_ts, -1, lat)
             if start <= r.offset < end]
 
 
 def _decode(K, body, count, base_offset, base_ts, lat, start, end, epoch=None):
-    return K.decode_consumer_records(body, count, base_offset, base_ts, lat, Rec, "t", 3, epoch,
-                                     1 if lat >= 0 else 0, start, end)
+    got = K.decode_consumer_records(body, count, base_offset, base_ts, lat, "t", 3, epoch,
+                                    1 if lat >= 0 else 0, start, end)
+    assert all(type(r) is K.ConsumerRecord for r in got)
+    return got
 
 
 @kernels
@@ -54,7 +53,7 @@ def test_kafka_written_batches(K):
         pos += 12 + length
     assert len(got) == len(want) > 0
     for r, w in zip(got, want, strict=True):
-        assert type(r) is Rec
+        assert type(r) is K.ConsumerRecord
         assert (r.topic, r.partition, r.leader_epoch, r.timestamp_type) == ("t", 3, 5, 0)
         assert r.offset == w["offset"] and r.timestamp == w["timestamp"]
         assert r.key == (None if w["key"] is None else bytes.fromhex(w["key"]))
@@ -78,7 +77,7 @@ def test_offset_window_log_append_time_and_fresh_header_lists(K):
     assert len({id(h) for h in empty}) == len(empty)          # a new list per record
     empty[0].append(("k", b"v"))
     assert all(h == [] for h in empty[1:])
-    gc.collect()                                               # untracked tuples survive a collection
+    gc.collect()                                               # untracked records survive a collection
     fresh = _decode(K, body, n, 100, TS, TS + 5, 0, 2**63 - 1)
     assert [r[:8] for r in recs] == [r[:8] for r in fresh]
 
@@ -96,10 +95,14 @@ def test_malformed_bodies_fail_as_decode_records_v2(K, case):
 
 
 @kernels
-def test_record_type_must_be_a_tuple_type(K):
+def test_offset_and_timestamp_must_be_int64(K):
     body = K.encode_records_v2(SAMPLE, TS)
+    with pytest.raises(InvalidRecordError):
+        K.decode_consumer_records(body, len(SAMPLE), 0, TS, -1, "t", 0, None, 0, 0, 2**64)
+    with pytest.raises(InvalidRecordError):
+        K.ConsumerRecord("t", 0, None, 2**63, TS, 0, None, None)
     with pytest.raises(TypeError):
-        K.decode_consumer_records(body, len(SAMPLE), 0, TS, -1, dict, "t", 0, None, 0, 0, 10)
+        K.ConsumerRecord("t", 0, None, "0", TS, 0, None, None)
 
 
 binary = st.one_of(st.none(), st.binary(max_size=40))
@@ -110,7 +113,7 @@ record = st.tuples(binary, binary, st.integers(TS - 2**40, TS + 2**40),
 
 def _outcome(K, body, count, base_offset, lat, start, end):
     try:
-        return ("ok", _decode(K, body, count, base_offset, TS, lat, start, end))
+        return ("ok", [tuple(r) for r in _decode(K, body, count, base_offset, TS, lat, start, end)])
     except KafkalogError as e:
         return ("error", type(e), e.position)
 
@@ -131,7 +134,8 @@ def test_parity_compiled_and_pure(recs, base_offset, lat, lo, span, flips, dcoun
     a = _outcome(CY, bytes(body), count, base_offset, lat, start, end)
     assert a == _outcome(PY, bytes(body), count, base_offset, lat, start, end)
     if not flips and dcount == 0:
-        assert a == ("ok", _expected(PY, bytes(body), count, base_offset, TS, lat, start, end))
+        assert a == ("ok", [tuple(r) for r in _expected(PY, bytes(body), count, base_offset, TS, lat, start,
+                                                         end)])
 
 
 def test_exported_by_the_selected_kernel():

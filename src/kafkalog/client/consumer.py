@@ -22,9 +22,8 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import repeat
 from re import Pattern
-from typing import Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from kafkalog.client.config import CONSUMER_DEFAULTS, client_config
 from kafkalog.client.readonly import (
@@ -47,6 +46,11 @@ from kafkalog.errors import (
 from kafkalog.log.log import Log
 from kafkalog.log.naming import TopicPartition
 from kafkalog.record.kernel import decode_consumer_records
+
+if TYPE_CHECKING:      # the compiled kernel's record class, typed by its pure-Python twin
+    from kafkalog.record._kernel_py import ConsumerRecord
+else:
+    from kafkalog.record.kernel import ConsumerRecord
 from kafkalog.record.records import iter_batches
 
 __all__ = [
@@ -65,43 +69,6 @@ READ_COMMITTED = "read_committed"
 _RESETS = ("earliest", "latest", "none")
 #: how often a read-only consumer looks at the files where inotify is not available
 FILE_POLL_INTERVAL_MS = 50
-
-
-class ConsumerRecord(NamedTuple):
-    """One record, with kafka-python's ``ConsumerRecord`` fields. ``timestamp_type``: 0 CreateTime,
-    1 LogAppendTime, -1 none (magic 0); ``leader_epoch`` None when the batch has none. The derived
-    fields (``checksum``, None: v2 batches checksum whole batches; ``serialized_key_size`` /
-    ``serialized_value_size`` / ``serialized_header_size``, -1 for a null key/value/no headers) are
-    computed when read, so building a record costs one tuple."""
-
-    topic: str
-    partition: int
-    leader_epoch: int | None
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: Any
-    value: Any
-    headers: list[tuple[str, bytes | None]]
-
-    @property
-    def checksum(self) -> None:
-        return None
-
-    @property
-    def serialized_key_size(self) -> int:
-        k = self.key
-        return -1 if k is None else len(k)
-
-    @property
-    def serialized_value_size(self) -> int:
-        v = self.value
-        return -1 if v is None else len(v)
-
-    @property
-    def serialized_header_size(self) -> int:
-        h = self.headers
-        return _header_size(h) if h else -1
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -195,7 +162,7 @@ def _valid_batches(log: Any, start: int, end: int, decode: bool = True) -> Itera
 def _consumer_records(batch: Any, topic: str, partition: int, start: int,
                       end: int) -> list[ConsumerRecord] | None:
     """The records of one v2 batch with offsets in ``[start, end)`` as :class:`ConsumerRecord`s,
-    decoded by the record kernel straight into the tuples; None if the batch does not decode (the
+    decoded by the record kernel straight into the records; None if the batch does not decode (the
     caller re-reads it through :func:`read_batches`, which raises naming the file and position)."""
     tst = int(batch.timestamp_type)
     epoch = batch.partition_leader_epoch
@@ -204,7 +171,7 @@ def _consumer_records(batch: Any, topic: str, partition: int, start: int,
         try:
             return decode_consumer_records(
                 body, batch.count, batch.base_offset, batch.base_timestamp,
-                batch.max_timestamp if tst == 1 else -1, ConsumerRecord, topic, partition,
+                batch.max_timestamp if tst == 1 else -1, topic, partition,
                 epoch if epoch >= 0 else None, tst, start, end)
         finally:
             if isinstance(body, memoryview):
@@ -726,8 +693,6 @@ class Consumer:
         kd, vd = self._key_de, self._value_de
         size = 0
         next_pos = pos
-        new = tuple.__new__
-        cls = ConsumerRecord
         batches = read_batches(log, pos, end, committed, decode=False)
         while True:
             # a damaged batch after some records: those are returned first (the fetch stops before
@@ -764,8 +729,8 @@ class Consumer:
                 tst = int(batch.timestamp_type)
                 if recs and (recs[0].offset < pos or last >= end):
                     recs = [r for r in recs if pos <= r.offset < end]
-                got = list(map(new, repeat(cls), [(topic, partition, le, r.offset, r.timestamp, tst,
-                                                    r.key, r.value, r.headers) for r in recs]))
+                got = [ConsumerRecord(topic, partition, le, r.offset, r.timestamp, tst, r.key, r.value,
+                                      r.headers) for r in recs]
                 if kd is not None or vd is not None:
                     got = [r._replace(key=r.key if kd is None or r.key is None else kd(r.key),
                                       value=r.value if vd is None or r.value is None else vd(r.value))
@@ -850,6 +815,3 @@ class Consumer:
     def __repr__(self) -> str:
         return f"Consumer(group_id={self._group!r}, assignment={sorted(self._states)!r})"
 
-
-def _header_size(headers: Sequence[tuple[str, bytes | None]]) -> int:
-    return sum(len(k.encode("utf-8")) + (0 if v is None else len(v)) for k, v in headers)

@@ -41,7 +41,7 @@ cdef extern from *:
 
 IMPLEMENTATION = "cython"
 
-__all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "encode_records_v2", "decode_records_v2",
+__all__ = ["IMPLEMENTATION", "ConsumerRecord", "Record", "RecordsEncoder", "decode_consumer_records", "encode_records_v2", "decode_records_v2",
            "read_varint", "read_varlong", "write_varint", "write_varlong", "murmur2",
            "partition_for_key"]
 
@@ -131,6 +131,7 @@ cdef extern from "structmember.h":
         int flags
         const char* doc
     int T_OBJECT_EX
+    int READONLY
 
 cdef extern from "Python.h":
     ctypedef struct PyTypeObject:
@@ -141,11 +142,11 @@ cdef extern from "Python.h":
 cdef PyMemberDef _record_members[2]
 
 
-cdef Py_ssize_t _field_offset(Record probe, object sentinel) except -1:
+cdef Py_ssize_t _field_offset(object probe, object sentinel) except -1:
     """Byte offset of the object field of ``probe`` that currently holds ``sentinel``."""
     cdef char* base = <char*><PyObject*>probe
     cdef Py_ssize_t off
-    cdef Py_ssize_t size = (<object>Record).__basicsize__
+    cdef Py_ssize_t size = type(probe).__basicsize__
     for off in range(sizeof(PyObject), size - <Py_ssize_t>sizeof(PyObject*) + 1, sizeof(PyObject*)):
         if (<PyObject**>(base + off))[0] == <PyObject*>sentinel:
             return off
@@ -807,35 +808,219 @@ cdef class ProducerSendPath:
 
 
 # --------------------------------------------------------------------------------------------------
-# consumer records: a batch decoded straight into the consumer's record tuples
-
-cdef extern from *:
-    """
-    static PyObject* kafkalog_alloc_tuple(PyObject* t, Py_ssize_t n) {
-        return ((PyTypeObject*)t)->tp_alloc((PyTypeObject*)t, n);
-    }
-    """
-    object _alloc_tuple "kafkalog_alloc_tuple" (object t, Py_ssize_t n)
+# consumer records: a batch decoded straight into the consumer's records
 
 cdef extern from "Python.h":
-    void PyTuple_SET_ITEM(object t, Py_ssize_t i, object o)
     void PyObject_GC_UnTrack(PyObject* o)
-    object PyLong_FromLongLong(long long v)
+    void PyObject_GC_Track(PyObject* o)
+    int PyObject_GC_IsTracked(PyObject* o)
     void Py_SET_SIZE(object o, Py_ssize_t n)
+
+_CONSUMER_RECORD_FIELDS = ("topic", "partition", "leader_epoch", "offset", "timestamp", "timestamp_type",
+                           "key", "value", "headers")
+
+
+# The free list holds a whole fetch buffer (max.partition.fetch.bytes, 1 MiB, is ~8,000 records of
+# 100 bytes; ~1.7 MB at most is kept): records taken from it and returned to it do not count as
+# allocations for the cyclic GC's generation-0 threshold, so decoding a fetch does not trigger a
+# collection every 700 records (each traversing the young fetch lists).
+@cython.final
+cdef class _RecordSource:
+    """The fields the records of one batch share: topic, partition, leader epoch, timestamp type."""
+    cdef object topic, partition, leader_epoch, timestamp_type
+
+
+cdef _RecordSource _record_source(topic, partition, leader_epoch, timestamp_type):
+    cdef _RecordSource s = _RecordSource.__new__(_RecordSource)
+    s.topic = topic
+    s.partition = partition
+    s.leader_epoch = leader_epoch
+    s.timestamp_type = timestamp_type
+    return s
+
+
+@cython.freelist(16384)
+@cython.final
+cdef class ConsumerRecord:
+    """One record as the consumer returns it: kafka-python's ``ConsumerRecord`` fields and the
+    behaviour of its 9-field named tuple (``topic, partition, leader_epoch, offset, timestamp,
+    timestamp_type, key, value, headers``): attributes, read-only; indexing, slicing, ``len``,
+    iteration and unpacking; comparison with another record or a tuple as the tuple of the 9
+    fields; ``_fields``, ``_asdict()``, ``_replace(**fields)``, ``_make(iterable)``. ``checksum``
+    (None: v2 batches checksum whole batches) and ``serialized_key_size`` /
+    ``serialized_value_size`` / ``serialized_header_size`` (-1 for a null key/value/no headers) are
+    computed when read.
+
+    ``offset`` and ``timestamp`` are held as C int64; topic, partition, leader epoch and timestamp type
+    in one object shared by the records of a batch; ``headers`` is created on first access when the
+    record has none. A decoded record without headers holds only ``str``/``int``/``bytes``/``None``
+    and is not tracked by the cyclic garbage collector until its headers list exists.
+    """
+    cdef _RecordSource _src
+    cdef int64_t _offset
+    cdef int64_t _timestamp
+    cdef readonly object key
+    cdef readonly object value
+    cdef object _headers
+
+    _fields = _CONSUMER_RECORD_FIELDS
+
+    def __init__(self, topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
+                 headers=None):
+        self._src = _record_source(topic, partition, leader_epoch, timestamp_type)
+        self._offset = _as_int64(offset, "offset")
+        self._timestamp = _as_int64(timestamp, "timestamp")
+        self.key = key
+        self.value = value
+        self._headers = headers
+
+    @classmethod
+    def _make(cls, iterable):
+        return cls(*iterable)
+
+    @property
+    def topic(self):
+        return self._src.topic
+
+    @property
+    def partition(self):
+        return self._src.partition
+
+    @property
+    def leader_epoch(self):
+        return self._src.leader_epoch
+
+    @property
+    def timestamp_type(self):
+        return self._src.timestamp_type
+
+    @property
+    def offset(self):
+        return self._offset
+
+    @property
+    def timestamp(self):
+        return self._timestamp
+
+    @property
+    def headers(self):
+        if self._headers is None:
+            self._headers = []
+            if not PyObject_GC_IsTracked(<PyObject*>self):    # a list can reach back: tracked now
+                PyObject_GC_Track(<PyObject*>self)
+        return self._headers
+
+    @property
+    def checksum(self):
+        return None
+
+    @property
+    def serialized_key_size(self):
+        return -1 if self.key is None else len(self.key)
+
+    @property
+    def serialized_value_size(self):
+        return -1 if self.value is None else len(self.value)
+
+    @property
+    def serialized_header_size(self):
+        if not self._headers:
+            return -1
+        return sum(len(k.encode("utf-8")) + (0 if v is None else len(v)) for k, v in self._headers)
+
+    cdef tuple _tuple(self):
+        cdef _RecordSource s = self._src
+        return (s.topic, s.partition, s.leader_epoch, self._offset, self._timestamp,
+                s.timestamp_type, self.key, self.value, self.headers)
+
+    def __len__(self):
+        return 9
+
+    def __getitem__(self, i):
+        return self._tuple()[i]          # the tuple's indexing: ints, negative ints, slices
+
+    def __iter__(self):
+        return iter(self._tuple())
+
+    def __contains__(self, item):
+        return item in self._tuple()
+
+    def __richcmp__(self, other, int op):
+        if isinstance(other, ConsumerRecord):
+            return PyObject_RichCompare(self._tuple(), (<ConsumerRecord>other)._tuple(), op)
+        if isinstance(other, tuple):
+            return PyObject_RichCompare(self._tuple(), other, op)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return (ConsumerRecord, self._tuple())
+
+    def __repr__(self):
+        return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition!r}, "
+                f"leader_epoch={self.leader_epoch!r}, offset={self._offset!r}, "
+                f"timestamp={self._timestamp!r}, timestamp_type={self.timestamp_type!r}, "
+                f"key={self.key!r}, value={self.value!r}, headers={self.headers!r})")
+
+    def _asdict(self):
+        return dict(zip(_CONSUMER_RECORD_FIELDS, self._tuple()))
+
+    def _replace(self, **fields):
+        """A new record with ``fields`` replaced (``key=``/``value=`` after deserialisation)."""
+        cdef ConsumerRecord r = ConsumerRecord.__new__(ConsumerRecord)
+        cdef _RecordSource s = self._src
+        if "topic" in fields or "partition" in fields or "leader_epoch" in fields or "timestamp_type" in fields:
+            s = _record_source(fields.pop("topic", s.topic), fields.pop("partition", s.partition),
+                               fields.pop("leader_epoch", s.leader_epoch),
+                               fields.pop("timestamp_type", s.timestamp_type))
+        r._src = s
+        r._offset = _as_int64(fields.pop("offset"), "offset") if "offset" in fields else self._offset
+        r._timestamp = (_as_int64(fields.pop("timestamp"), "timestamp") if "timestamp" in fields
+                        else self._timestamp)
+        r.key = fields.pop("key", self.key)
+        r.value = fields.pop("value", self.value)
+        r._headers = fields.pop("headers", self._headers)
+        if fields:
+            raise ValueError(f"Got unexpected field names: {list(fields)!r}")
+        return r
+
+
+cdef extern from "Python.h":
+    object PyObject_RichCompare(object a, object b, int op)
+
+cdef PyMemberDef _consumer_record_members[2]
+
+
+cdef void _install_consumer_record_members() except *:
+    """``key`` and ``value`` as read-only member descriptors (specialised attribute loads, as for
+    :class:`Record`)."""
+    cdef ConsumerRecord probe = ConsumerRecord.__new__(ConsumerRecord)
+    cdef list sentinels = [object(), object()]
+    probe.key, probe.value = sentinels[0], sentinels[1]
+    cdef dict tp_dict = <dict>(<PyTypeObject*>ConsumerRecord).tp_dict
+    cdef int i
+    for i, name in enumerate((b"key", b"value")):
+        _consumer_record_members[i].name = <const char*>name     # bytes constants of the module: live
+        _consumer_record_members[i].type = T_OBJECT_EX
+        _consumer_record_members[i].offset = _field_offset(probe, sentinels[i])
+        _consumer_record_members[i].flags = READONLY
+        _consumer_record_members[i].doc = NULL
+        tp_dict[name.decode()] = PyDescr_NewMember(<PyTypeObject*>ConsumerRecord, &_consumer_record_members[i])
+    PyType_Modified(<PyTypeObject*>ConsumerRecord)
+
+
+_install_consumer_record_members()
 
 
 def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp, log_append_time,
-                            type record_type, topic, partition, leader_epoch, timestamp_type,
-                            start, end):
+                            topic, partition, leader_epoch, timestamp_type, start, end):
     """Decode ``count`` v2 records from ``body`` (the uncompressed records of one batch) straight
-    into ``record_type`` tuples (a ``tuple`` subclass of 9 fields: ``topic, partition, leader_epoch,
-    offset, timestamp, timestamp_type, key, value, headers``), keeping the records whose offset is
-    in ``[start, end)``. ``headers`` is a new list per record (empty without headers).
+    into :class:`ConsumerRecord`s, keeping the records whose offset is in ``[start, end)``.
 
     Checks the records as :func:`decode_records_v2` does (same errors, positions relative to
-    ``body``). The tuples and their header lists are not tracked by the cyclic garbage collector
-    (they hold only ``str``/``int``/``bytes``/``None`` and header pairs): do not store a reference
-    to a record inside its own headers.
+    ``body``). A record without headers is not tracked by the cyclic garbage collector (see
+    :class:`ConsumerRecord`).
     """
     cdef Py_buffer view
     cdef const unsigned char* p
@@ -845,14 +1030,13 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
     cdef int64_t c_lat = _as_int64(log_append_time, "log_append_time")
     cdef int64_t c_start = _as_int64(start, "start")
     cdef int64_t c_end = _as_int64(end, "end")
-    cdef int64_t off, ts, last_ts = 0
+    cdef int64_t off
     cdef Py_ssize_t kept = 0
-    cdef object ts_obj = None
     cdef RecordHead r
     cdef list out
-    cdef object headers, t
-    if not issubclass(record_type, tuple):
-        raise TypeError(f"record_type must be a tuple subclass, not {record_type!r}")
+    cdef object headers
+    cdef ConsumerRecord rec
+    cdef _RecordSource src = _record_source(topic, partition, leader_epoch, timestamp_type)
     if count < 0:
         raise InvalidRecordError(f"Invalid negative record count {count}", position=0)
     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
@@ -866,40 +1050,20 @@ def decode_consumer_records(body, Py_ssize_t count, base_offset, base_timestamp,
             off = c_base_offset + r.offset_delta
             if off < c_start or off >= c_end:
                 continue
+            rec = ConsumerRecord.__new__(ConsumerRecord)
+            rec._src = src
+            rec._offset = off
+            rec._timestamp = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>r.ts_delta)
+            if r.klen >= 0:
+                rec.key = PyBytes_FromStringAndSize(<const char*>(p + r.kstart), r.klen)
+            if r.vlen >= 0:
+                rec.value = PyBytes_FromStringAndSize(<const char*>(p + r.vstart), r.vlen)
             if headers is None:
-                headers = []
-            PyObject_GC_UnTrack(<PyObject*>headers)
-            t = _alloc_tuple(record_type, 9)      # the type's allocation (a tuple of 9 NULLs)
-            Py_INCREF(topic)
-            PyTuple_SET_ITEM(t, 0, topic)
-            Py_INCREF(partition)
-            PyTuple_SET_ITEM(t, 1, partition)
-            Py_INCREF(leader_epoch)
-            PyTuple_SET_ITEM(t, 2, leader_epoch)
-            o = PyLong_FromLongLong(off)
-            Py_INCREF(o)
-            PyTuple_SET_ITEM(t, 3, o)
-            ts = c_lat if c_lat >= 0 else <int64_t>(<uint64_t>c_base_ts + <uint64_t>r.ts_delta)
-            if ts_obj is None or ts != last_ts:       # records of a batch often share a timestamp
-                ts_obj = PyLong_FromLongLong(ts)
-                last_ts = ts
-            Py_INCREF(ts_obj)
-            PyTuple_SET_ITEM(t, 4, ts_obj)
-            Py_INCREF(timestamp_type)
-            PyTuple_SET_ITEM(t, 5, timestamp_type)
-            o = (PyBytes_FromStringAndSize(<const char*>(p + r.kstart), r.klen)
-                 if r.klen >= 0 else None)
-            Py_INCREF(o)
-            PyTuple_SET_ITEM(t, 6, o)
-            o = (PyBytes_FromStringAndSize(<const char*>(p + r.vstart), r.vlen)
-                 if r.vlen >= 0 else None)
-            Py_INCREF(o)
-            PyTuple_SET_ITEM(t, 7, o)
-            Py_INCREF(headers)
-            PyTuple_SET_ITEM(t, 8, headers)
-            PyObject_GC_UnTrack(<PyObject*>t)
-            Py_INCREF(t)
-            PyList_SET_ITEM(out, kept, t)
+                PyObject_GC_UnTrack(<PyObject*>rec)
+            else:
+                rec._headers = headers
+            Py_INCREF(rec)
+            PyList_SET_ITEM(out, kept, rec)
             kept += 1
         _check_consumed(pos, n, count)
         Py_SET_SIZE(out, kept)      # the slots after ``kept`` are still NULL: the offsets filtered out

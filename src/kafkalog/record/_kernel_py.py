@@ -6,8 +6,9 @@ for the common one-byte varints.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol, SupportsInt
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import index
+from typing import Any, ClassVar, Literal, Protocol, SupportsIndex, SupportsInt, overload
 
 from kafkalog.errors import InvalidRecordError
 from kafkalog.record.constants import increment_sequence
@@ -23,6 +24,7 @@ __all__ = [
     "IMPLEMENTATION",
     "Record",
     "RecordsEncoder",
+    "ConsumerRecord",
     "decode_consumer_records",
     "decode_records_v2",
     "encode_records_v2",
@@ -666,20 +668,169 @@ class ProducerSendPath:
         return self._slow(topic, value, key, partition, timestamp_ms, headers, on_delivery)
 
 
+_CONSUMER_RECORD_FIELDS = ("topic", "partition", "leader_epoch", "offset", "timestamp", "timestamp_type",
+                           "key", "value", "headers")
+
+
+class ConsumerRecord:
+    """One record as the consumer returns it: kafka-python's ``ConsumerRecord`` fields and the
+    behaviour of its 9-field named tuple (``topic, partition, leader_epoch, offset, timestamp,
+    timestamp_type, key, value, headers``): attributes, read-only; indexing, slicing, ``len``,
+    iteration and unpacking; comparison with another record or a tuple as the tuple of the 9
+    fields; ``_fields``, ``_asdict()``, ``_replace(**fields)``, ``_make(iterable)``. ``checksum``
+    (None: v2 batches checksum whole batches) and ``serialized_key_size`` /
+    ``serialized_value_size`` / ``serialized_header_size`` (-1 for a null key/value/no headers) are
+    computed when read. ``headers`` is created on first access when the record has none."""
+
+    __slots__ = ("_headers", "key", "leader_epoch", "offset", "partition", "timestamp", "timestamp_type",
+                 "topic", "value")
+    _fields: ClassVar[tuple[str, ...]] = _CONSUMER_RECORD_FIELDS
+
+    topic: str
+    partition: int
+    leader_epoch: int | None
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    _headers: list[Header] | None
+
+    def __init__(self, topic: str, partition: int, leader_epoch: int | None, offset: int, timestamp: int,
+                 timestamp_type: int, key: Any, value: Any, headers: list[Header] | None = None) -> None:
+        init = object.__setattr__
+        init(self, "topic", topic)
+        init(self, "partition", partition)
+        init(self, "leader_epoch", leader_epoch)
+        init(self, "offset", _int64(index(offset), "offset"))
+        init(self, "timestamp", _int64(index(timestamp), "timestamp"))
+        init(self, "timestamp_type", timestamp_type)
+        init(self, "key", key)
+        init(self, "value", value)
+        init(self, "_headers", headers)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ConsumerRecord attribute {name!r} is read-only")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ConsumerRecord attribute {name!r} is read-only")
+
+    @classmethod
+    def _make(cls, iterable: Iterable[Any]) -> ConsumerRecord:
+        return cls(*iterable)
+
+    @property
+    def headers(self) -> list[Header]:
+        h = self._headers
+        if h is None:
+            h = []
+            object.__setattr__(self, "_headers", h)
+        return h
+
+    @property
+    def checksum(self) -> None:
+        return None
+
+    @property
+    def serialized_key_size(self) -> int:
+        return -1 if self.key is None else len(self.key)
+
+    @property
+    def serialized_value_size(self) -> int:
+        return -1 if self.value is None else len(self.value)
+
+    @property
+    def serialized_header_size(self) -> int:
+        h = self._headers
+        if not h:
+            return -1
+        return sum(len(k.encode("utf-8")) + (0 if v is None else len(v)) for k, v in h)
+
+    def _tuple(self) -> tuple[Any, ...]:
+        return (self.topic, self.partition, self.leader_epoch, self.offset, self.timestamp,
+                self.timestamp_type, self.key, self.value, self.headers)
+
+    def __len__(self) -> int:
+        return 9
+
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> Any: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Any, ...]: ...
+
+    def __getitem__(self, i: SupportsIndex | slice) -> Any:
+        return self._tuple()[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._tuple())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._tuple()
+
+    def _other(self, other: object) -> tuple[Any, ...] | None:
+        if isinstance(other, ConsumerRecord):
+            return other._tuple()
+        return other if isinstance(other, tuple) else None
+
+    def __eq__(self, other: object) -> bool:
+        o = self._other(other)
+        return NotImplemented if o is None else self._tuple() == o
+
+    def __ne__(self, other: object) -> bool:
+        o = self._other(other)
+        return NotImplemented if o is None else self._tuple() != o
+
+    def __lt__(self, other: object) -> bool:
+        o = self._other(other)
+        return NotImplemented if o is None else self._tuple() < o
+
+    def __le__(self, other: object) -> bool:
+        o = self._other(other)
+        return NotImplemented if o is None else self._tuple() <= o
+
+    def __gt__(self, other: object) -> bool:
+        o = self._other(other)
+        return NotImplemented if o is None else self._tuple() > o
+
+    def __ge__(self, other: object) -> bool:
+        o = self._other(other)
+        return NotImplemented if o is None else self._tuple() >= o
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type[ConsumerRecord], tuple[Any, ...]]:
+        return (ConsumerRecord, self._tuple())
+
+    def __repr__(self) -> str:
+        return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition!r}, "
+                f"leader_epoch={self.leader_epoch!r}, offset={self.offset!r}, "
+                f"timestamp={self.timestamp!r}, timestamp_type={self.timestamp_type!r}, "
+                f"key={self.key!r}, value={self.value!r}, headers={self.headers!r})")
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(_CONSUMER_RECORD_FIELDS, self._tuple(), strict=True))
+
+    def _replace(self, **fields: Any) -> ConsumerRecord:
+        """A new record with ``fields`` replaced (``key=``/``value=`` after deserialisation)."""
+        unknown = [f for f in fields if f not in _CONSUMER_RECORD_FIELDS]
+        if unknown:
+            raise ValueError(f"Got unexpected field names: {unknown!r}")
+        g = fields.get
+        return ConsumerRecord(g("topic", self.topic), g("partition", self.partition),
+                              g("leader_epoch", self.leader_epoch), g("offset", self.offset),
+                              g("timestamp", self.timestamp), g("timestamp_type", self.timestamp_type),
+                              g("key", self.key), g("value", self.value), g("headers", self._headers))
+
+
 def decode_consumer_records(body: Buffer, count: int, base_offset: int, base_timestamp: int,
-                            log_append_time: int, record_type: type[tuple[object, ...]],
-                            topic: object, partition: object, leader_epoch: object,
-                            timestamp_type: object, start: int, end: int) -> list[tuple[object, ...]]:
-    """Decode ``count`` v2 records from ``body`` straight into ``record_type`` tuples (``topic,
-    partition, leader_epoch, offset, timestamp, timestamp_type, key, value, headers``; headers a new
-    list per record), keeping the records whose offset is in ``[start, end)``. Checks and errors
-    as :func:`decode_records_v2`."""
-    if not (isinstance(record_type, type) and issubclass(record_type, tuple)):
-        raise TypeError(f"record_type must be a tuple subclass, not {record_type!r}")
+                            log_append_time: int, topic: str, partition: int, leader_epoch: int | None,
+                            timestamp_type: int, start: int, end: int) -> list[ConsumerRecord]:
+    """Decode ``count`` v2 records from ``body`` straight into :class:`ConsumerRecord`s, keeping the
+    records whose offset is in ``[start, end)``. Checks and errors as :func:`decode_records_v2`."""
     start = _int64(start, "start")
     end = _int64(end, "end")
-    new = tuple.__new__
-    return [new(record_type, (topic, partition, leader_epoch, r.offset, r.timestamp, timestamp_type,
-                              r.key, r.value, r.headers))
+    return [ConsumerRecord(topic, partition, leader_epoch, r.offset, r.timestamp, timestamp_type, r.key,
+                           r.value, r._headers)
             for r in decode_records_v2(body, count, base_offset, base_timestamp, -1, log_append_time)
             if start <= r.offset < end]

@@ -19,7 +19,8 @@ Record = implementation_module.Record
 RecordsEncoder = implementation_module.RecordsEncoder
 encode_records_v2 = implementation_module.encode_records_v2
 decode_records_v2 = implementation_module.decode_records_v2
-#: the consumer's fetch path (kafkalog.client.consumer): a batch's records as its record tuples
+#: the consumer's fetch path (kafkalog.client.consumer): its record class, a batch decoded into it
+ConsumerRecord = implementation_module.ConsumerRecord
 decode_consumer_records = implementation_module.decode_consumer_records
 read_varint = implementation_module.read_varint
 read_varlong = implementation_module.read_varlong
@@ -35,6 +36,6 @@ bind_record_future = implementation_module.bind_record_future
 ProducerTopic = implementation_module.ProducerTopic
 ProducerSendPath = implementation_module.ProducerSendPath
 
-__all__ = ["IMPLEMENTATION", "Record", "RecordsEncoder", "decode_consumer_records", "decode_records_v2",
-           "encode_records_v2", "implementation_module", "murmur2", "partition_for_key", "read_varint", "read_varlong",
-           "write_varint", "write_varlong"]
+__all__ = ["IMPLEMENTATION", "ConsumerRecord", "Record", "RecordsEncoder", "decode_consumer_records",
+           "decode_records_v2", "encode_records_v2", "implementation_module", "murmur2", "partition_for_key",
+           "read_varint", "read_varlong", "write_varint", "write_varlong"]
