@@ -369,3 +369,50 @@ def test_error_codes_of_raw_requests(broker: BrokerProcess) -> None:
         assert _produce_error(s, "raw-txn", pid, epoch, 1) == INVALID_PRODUCER_EPOCH
     assert _read(broker, "raw-txn", "read_committed") == []
     assert _read(broker, "raw-txn", "read_uncommitted") == [b"raw"]
+
+
+def _init_producer_id_flexible(sock: socket.socket, version: int, tid: str | None, producer_id: int,
+                               producer_epoch: int) -> tuple[int, int, int]:
+    """InitProducerId v3+ (flexible: request header v2, response header v1) with KIP-360's
+    expected producer id and epoch."""
+    tid_bytes = b"\x00" if tid is None else bytes([len(tid.encode()) + 1]) + tid.encode()
+    body = tid_bytes + struct.pack(">iqh", 60000, producer_id, producer_epoch) + b"\x00"
+    req = struct.pack(">hhi", 22, version, 1) + _string("raw") + b"\x00" + body
+    sock.sendall(struct.pack(">i", len(req)) + req)
+    resp = recv_frame(sock)
+    assert resp is not None
+    err, pid, epoch = struct.unpack_from(">hqh", resp, 4 + 1 + 4)   # correlation id, tags, throttle
+    return err, pid, epoch
+
+
+def test_init_producer_id_kip_360(broker: BrokerProcess) -> None:
+    """A producer re-initializing itself with its id and epoch (KIP-360) as Kafka's
+    TransactionCoordinator answers it: its epoch is bumped, a retry whose answer was lost gets the
+    same id and epoch again, a producer fenced by a newer one stays fenced, and an id and epoch
+    for a transactional id the coordinator does not know get a new producer id."""
+    invalid_request, producer_fenced = 42, 90
+    _create(broker, "raw-kip")
+    with connect(broker.port) as s:
+        err, pid, epoch = _init_producer_id_flexible(s, 4, "kip360", -1, -1)
+        assert (err, epoch) == (0, 0) and pid >= 0
+        assert _init_producer_id_flexible(s, 4, "kip360", pid, 0) == (0, pid, 1)
+        assert _init_producer_id_flexible(s, 4, "kip360", pid, 0) == (0, pid, 1)      # the retry
+        assert _init_producer_id_flexible(s, 4, "kip360", pid, 1) == (0, pid, 2)
+        # a new producer with this transactional.id takes over; the old one is fenced for good
+        assert _init_producer_id_flexible(s, 4, "kip360", -1, -1) == (0, pid, 3)
+        assert _init_producer_id_flexible(s, 4, "kip360", pid, 2)[0] == producer_fenced
+        assert _init_producer_id_flexible(s, 3, "kip360", pid, 2)[0] == INVALID_PRODUCER_EPOCH
+        assert _init_producer_id_flexible(s, 4, "kip360", pid + 1000, 3)[0] == producer_fenced
+        # one of the two without the other
+        assert _init_producer_id_flexible(s, 4, "kip360", pid, -1)[0] == invalid_request
+        assert _init_producer_id_flexible(s, 4, "kip360", -1, 3)[0] == invalid_request
+        # unknown to the coordinator: a new producer id, whatever the producer remembers
+        err, pid2, epoch2 = _init_producer_id_flexible(s, 4, "kip360-new", pid, 7)
+        assert (err, epoch2) == (0, 0) and pid2 not in (-1, pid)
+        # an open transaction is aborted and its producer fenced even when it asks itself
+        assert _add_partitions_errors(s, "kip360-new", pid2, 0, [("raw-kip", 0)]) == {("raw-kip", 0): 0}
+        assert _produce_error(s, "raw-kip", pid2, 0, 0) == 0
+        assert _init_producer_id_flexible(s, 4, "kip360-new", pid2, 0)[0] == producer_fenced
+        assert _init_producer_id_flexible(s, 4, "kip360-new", -1, -1) == (0, pid2, 2)
+    assert _read(broker, "raw-kip", "read_committed") == []
+    assert _read(broker, "raw-kip", "read_uncommitted") == [b"raw"]

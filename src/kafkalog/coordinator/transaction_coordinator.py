@@ -52,6 +52,11 @@ TRANSACTION_STATE_CONFIG = {"cleanup.policy": "compact", "segment.bytes": 104857
 _MAX_EPOCH = 32767
 
 
+def _epoch_exhausted(epoch: int) -> bool:
+    """Kafka's ``TransactionMetadata.isEpochExhausted``: no room for a bump and a fencing bump."""
+    return epoch >= _MAX_EPOCH - 1
+
+
 class ProducerFencedError(ProducerStateError):
     """Kafka: ProducerFencedException (a newer producer with the same transactional.id took over)."""
 
@@ -159,39 +164,57 @@ class TransactionCoordinator:
                          expected: tuple[int, int] | None = None) -> tuple[int, int]:
         """Kafka's InitProducerId: ``(producer id, epoch)`` for ``transactional_id``. An open
         transaction of a previous producer with this id is aborted and that producer fenced (the
-        epoch is bumped); a new id gets a new producer id and epoch 0. ``expected`` is the
-        ``(producer id, epoch)`` a producer re-initializing itself sends (KIP-360): when it is not
-        the current one, that producer was fenced (:class:`ProducerFencedError`)."""
+        epoch is bumped); a new id gets a new producer id and epoch 0; an exhausted epoch rotates
+        to a new producer id. ``expected`` is the ``(producer id, epoch)`` a producer
+        re-initializing itself sends (KIP-360): its current epoch is bumped, a retry of a bump
+        whose answer was lost gets the current id and epoch again, anything older was fenced
+        (:class:`ProducerFencedError`), as Kafka's ``TransactionCoordinator`` decides."""
         if not 0 < txn_timeout_ms <= self._max_timeout:
             raise InvalidTransactionTimeoutError(
                 f"The transaction timeout {txn_timeout_ms} ms is larger than the maximum value allowed by "
                 f"the broker (as configured by transaction.max.timeout.ms: {self._max_timeout} ms)")
         with self._lock:
             m = self._txns.get(transactional_id)
-            if expected is not None and expected[0] >= 0 and (
-                    m is None or (m.producer_id, m.producer_epoch) != expected):
-                raise ProducerFencedError(
-                    f"Producer {expected[0]} epoch {expected[1]} of transactional id {transactional_id!r} "
-                    f"is fenced: the current one is "
-                    f"{'unknown' if m is None else f'producer {m.producer_id} epoch {m.producer_epoch}'}")
-            if m is None:
+            if m is None:                    # Kafka creates the id with epoch -1 and accepts any expected
                 m = TransactionMetadata(transactional_id, self._ids.generate_producer_id(), 0,
                                         txn_timeout_ms)
                 self._txns[transactional_id] = m
+                self._persist(m)
+                return m.producer_id, m.producer_epoch
+            if expected is not None and not (
+                    expected[0] == m.producer_id
+                    or (expected[0] == m.previous_producer_id and _epoch_exhausted(expected[1]))):
+                raise self._fenced(m, expected)
+            if m.state == TransactionState.ONGOING:
+                # Kafka fences (bump, last epoch -1), aborts, answers CONCURRENT_TRANSACTIONS and
+                # decides on the client's retry: both steps at once here
+                self._abort_fenced(m)
+                if expected is not None:
+                    raise self._fenced(m, expected)
+            if _epoch_exhausted(m.producer_epoch) and (expected is None or expected[1] == m.producer_epoch):
+                m.previous_producer_id = m.producer_id
+                m.last_producer_epoch = m.producer_epoch if expected is not None else -1
+                m.producer_id = self._ids.generate_producer_id()
+                m.producer_epoch = 0
+            elif expected is None or expected[1] == m.producer_epoch:
+                m.last_producer_epoch = m.producer_epoch if expected is not None else -1
+                m.producer_epoch += 1
+            elif expected[1] == m.last_producer_epoch:
+                return m.producer_id, m.producer_epoch      # a retry of a bump whose answer was lost
             else:
-                if m.state == TransactionState.ONGOING:
-                    self._abort_fenced(m)
-                if m.producer_epoch >= _MAX_EPOCH - 1:
-                    m.producer_id = self._ids.generate_producer_id()
-                    m.producer_epoch = 0
-                else:
-                    m.producer_epoch += 1
-                m.txn_timeout_ms = txn_timeout_ms
-                m.state = TransactionState.EMPTY
-                m.partitions = set()
-                m.txn_start_timestamp = -1
+                raise self._fenced(m, expected)
+            m.txn_timeout_ms = txn_timeout_ms
+            m.state = TransactionState.EMPTY
+            m.partitions = set()
+            m.txn_start_timestamp = -1
             self._persist(m)
             return m.producer_id, m.producer_epoch
+
+    @staticmethod
+    def _fenced(m: TransactionMetadata, expected: tuple[int, int]) -> ProducerFencedError:
+        return ProducerFencedError(
+            f"Producer {expected[0]} epoch {expected[1]} of transactional id {m.transactional_id!r} is "
+            f"fenced: the current one is producer {m.producer_id} epoch {m.producer_epoch}")
 
     def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
                         ) -> TransactionMetadata:
@@ -260,6 +283,7 @@ class TransactionCoordinator:
     def _abort_fenced(self, m: TransactionMetadata) -> None:
         """Abort ``m``'s open transaction with a bumped epoch (the old producer is fenced)."""
         m.producer_epoch = min(m.producer_epoch + 1, _MAX_EPOCH)
+        m.last_producer_epoch = -1
         m.state = TransactionState.PREPARE_ABORT
         self._persist(m)
         self._complete(m, False)

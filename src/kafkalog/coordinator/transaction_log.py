@@ -61,7 +61,8 @@ class TransactionState(enum.IntEnum):
 
 @dataclass
 class TransactionMetadata:
-    """One transactional id's state (Kafka's ``TransactionMetadata``, persisted fields)."""
+    """One transactional id's state (Kafka's ``TransactionMetadata``: the persisted fields, then the
+    two Kafka keeps in memory for KIP-360's retried InitProducerId)."""
 
     transactional_id: str
     producer_id: int
@@ -71,6 +72,10 @@ class TransactionMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     txn_last_update_timestamp: int = -1
     txn_start_timestamp: int = -1
+    #: the epoch before the last bump by the same producer (-1 when a new producer took over)
+    last_producer_epoch: int = -1
+    #: the producer id before the last rotation on an exhausted epoch (-1 when none)
+    previous_producer_id: int = -1
 
 
 def java_string_hash(s: str) -> int:

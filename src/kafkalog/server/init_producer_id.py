@@ -27,8 +27,13 @@ def handle_init_producer_id(broker: Broker, request: Request) -> Any:
         pid = broker.producer_ids.generate_producer_id()
         return broker.response(request, {"throttle_time": 0, "error_code": 0, "producer_id": pid,
                                          "producer_epoch": 0})
-    expected = ((int(body.producer_id), int(body.producer_epoch))
-                if request.api_version >= FIRST_EXPECTED_PRODUCER else None)
+    expected: tuple[int, int] | None = None
+    if request.api_version >= FIRST_EXPECTED_PRODUCER:
+        given = (int(body.producer_id), int(body.producer_epoch))
+        if (given[0] == -1) != (given[1] == -1):     # Kafka: one of the two without the other
+            return broker.response(request, {"throttle_time": 0, "error_code": error_codes.INVALID_REQUEST,
+                                             "producer_id": -1, "producer_epoch": -1})
+        expected = None if given[0] == -1 else given
     timeout_ms = body.transaction_timeout // timedelta(milliseconds=1)
     err, pid, epoch = error_codes.NONE, -1, -1
     try:
