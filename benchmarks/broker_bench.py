@@ -444,19 +444,24 @@ def _broker_cmd(kind: str, data_dir: str, preload: bool = False) -> list[str]:
 
 def prepare_topic(data_dir: str, n: int) -> None:
     """The consume topic: ``n`` records of 100-byte values in batches of 1,000, written through
-    kafkalog's log layer (as a producer's batches would land), unless already there."""
+    kafkalog's log layer (as a producer's batches would land), unless already there whole. The topic
+    keeps its records (``retention.ms=-1``): the records' timestamps are fixed, and kafkalog serve,
+    as Kafka, would otherwise delete them by time retention minutes into a run."""
     from kafkalog.log.manager import LogManager
     from kafkalog.record.builder import build_batch
     marker = os.path.join(data_dir, f".bench-{n}")
     if os.path.exists(marker):
-        return
+        with LogManager(data_dir, background=False) as m:
+            log = m.get_log(TOPIC, 0)
+            if log.log_start_offset == 0 and log.log_end_offset == n:
+                return
     shutil.rmtree(data_dir, ignore_errors=True)
     per = 1000
     value = os.urandom(50).hex().encode()
     batch = build_batch([(None, value, 1_700_000_000_000 + i) for i in range(per)])
     t0 = time.perf_counter()
     with LogManager(data_dir, background=False) as m:
-        log = m.create_topic(TOPIC, 1)[0]
+        log = m.create_topic(TOPIC, 1, {"retention.ms": -1})[0]
         done = 0
         while done < n:
             k = min(per, n - done)
