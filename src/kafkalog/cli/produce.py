@@ -14,8 +14,11 @@ Records are appended as they arrive (within ``linger.ms`` when input pauses), so
 lingered yet. The data directory and the topic are created only when the first valid record arrives
 (``--partitions``, ``--config key=value``). A bad line stops the command with an error naming the
 input and line, after the records before it are appended. Ctrl-C appends what was read and ends
-with the summary. The summary (one JSON line, or text with ``--format text``) has the record count
-and each partition's first and last offset: where to resume.
+with the summary. The summary (one JSON line, or text with ``--format text``) has the count of
+records appended and each partition's first and last offset: where to resume. A failed append (a
+full disk) stops the command at once: nothing after it is appended, the error names the file, the
+summary says what was written, the exit code is 2, and the next open recovers the directory (it was
+not shut down cleanly).
 """
 
 from __future__ import annotations
