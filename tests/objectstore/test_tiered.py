@@ -262,3 +262,64 @@ def test_read_only_options_refused(broker_dir):
     with kafkalog.open(broker_dir, {"log.segment.bytes": 1000, "fs.s3a.endpoint": "http://x"},
                        read_only=True) as dl:
         assert dl.topics() == [TOPIC]
+
+
+def _jce_or_skip():
+    pytest.importorskip("cryptography")
+    from tests.objectstore import aiven_jce
+    from tests.server.java_client import JavaUnavailable
+    try:
+        aiven_jce.compile_java([aiven_jce.SOURCE], "aiven-crypto")
+    except JavaUnavailable as e:
+        pytest.skip(str(e))
+    return aiven_jce
+
+
+def _pem(key, path):
+    from cryptography.hazmat.primitives import serialization
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+    return str(path)
+
+
+@pytest.mark.parametrize("compression", [False, True], ids=["fixed-chunks", "zstd"])
+def test_aiven_layout_encrypted_by_java_jce(s3_server, broker_dir, tmp_path, compression):
+    """Segments encrypted by SunJCE exactly as the plugin does (data key and AAD generated in Java,
+    AES/GCM/NoPadding with the cipher's own 12-byte IV prepended, RSA/ECB/OAEPPadding with
+    OAEPParameterSpec(SHA3-512, MGF1(SHA3-512), empty label)) read back by kafkalog; a wrong
+    private key is a RemoteStorageError naming the manifest."""
+    aiven_jce = _jce_or_skip()
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    cipher = aiven_jce.JavaSegmentCipher(key, key_id="jce-key")
+    root = f"jce-{compression}"
+    local, bases, keys = _aiven(s3_server, broker_dir, tmp_path, root, compression=compression,
+                                cipher=cipher)
+    assert cipher.reports and all(r == "RSA SunJCE RSA/ECB/OAEPPadding" for r in cipher.reports)
+    opts = {**s3_server.options, "remoteStorage": f"s3://aiven/{root}", "remoteStorage.layout": "aiven",
+            "remoteStorage.privateKeyFile": _pem(key, tmp_path / "private.pem")}
+    assert _read_all(local, opts) == [(i, b"order-%06d" % i) for i in range(RECORDS)]
+    with kafkalog.open(local, opts, read_only=True) as dl:          # an index lookup, decrypted
+        start = bases[1] + 31
+        assert [r.offset for r in dl.consume(TOPIC, 0, offset=start)][:2] == [start, start + 1]
+
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    opts["remoteStorage.privateKeyFile"] = _pem(other, tmp_path / "other.pem")
+    with pytest.raises(RemoteStorageError) as err:
+        _read_all(local, opts)
+    assert err.value.file == f"s3://{keys[bases[0]]}.rsm-manifest"
+    assert "cannot unwrap the data key of key id 'jce-key'" in str(err.value)
+
+
+def test_python_fixture_encryption_decrypts_with_java_jce():
+    """The other direction: what the Python fixture writes (kafkalog's own OAEP encoder, AES-GCM
+    from ``cryptography``) is unwrapped and decrypted by SunJCE to the same bytes."""
+    aiven_jce = _jce_or_skip()
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from tests.objectstore.tiered_layouts import PythonSegmentCipher
+    key = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+    plain = [os.urandom(4096), b"", os.urandom(17)]
+    pieces, data_key, aad = PythonSegmentCipher(key, "py-key").encrypt_segment(plain)
+    assert data_key.startswith("py-key:")
+    assert aiven_jce.java_decrypt(key, data_key, aad, pieces) == plain

@@ -50,22 +50,14 @@ def _chunk_sizes(values: list[int]) -> bytes:
             + struct.pack(">i", values[-1]))
 
 
-class AivenWriter:
-    """Uploads segments as the plugin does (``chunk.size``, ``compression.enabled``,
-    ``encryption.enabled`` with an RSA key pair)."""
+class PythonSegmentCipher:
+    """The plugin's encryption done here: AES-GCM from ``cryptography``, the RSA-OAEP(SHA3-512)
+    wrap of the data key with kafkalog's own OAEP encoder (``cryptography`` refuses SHA-3 in OAEP;
+    ``tests/objectstore/java/AivenCrypto.java`` checks this encoder against Java's JCE)."""
 
-    def __init__(self, s3, root: str, *, chunk_size: int = 4096, compression: bool = False,
-                 rsa_private_key=None, key_id: str = "key1") -> None:
-        self.s3 = s3
-        self.root = root.rstrip("/")
-        self.chunk_size = chunk_size
-        self.compression = compression
+    def __init__(self, rsa_private_key, key_id: str = "key1") -> None:
         self.private_key = rsa_private_key
         self.key_id = key_id
-
-    def _zstd(self, data: bytes) -> bytes:
-        import zstandard
-        return zstandard.ZstdCompressor(write_content_size=True).compress(data)
 
     def _encrypt(self, key: bytes, aad: bytes, data: bytes) -> bytes:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -81,6 +73,31 @@ class AivenWriter:
         wrapped = pow(int.from_bytes(em, "big"), pub.e, pub.n).to_bytes(k, "big")
         return f"{self.key_id}:{base64.b64encode(wrapped).decode()}"
 
+    def encrypt_segment(self, pieces: list[bytes]) -> tuple[list[bytes], str, bytes]:
+        """A new data key and AAD for one segment: its pieces (chunks, indexes) encrypted, the
+        serialized wrapped data key (``keyId:base64``) and the AAD."""
+        data_key, aad = os.urandom(32), os.urandom(32)
+        return [self._encrypt(data_key, aad, p) for p in pieces], self._wrap(data_key), aad
+
+
+class AivenWriter:
+    """Uploads segments as the plugin does (``chunk.size``, ``compression.enabled``,
+    ``encryption.enabled`` with an RSA key pair: ``rsa_private_key``, or any ``cipher`` with
+    :meth:`PythonSegmentCipher.encrypt_segment`)."""
+
+    def __init__(self, s3, root: str, *, chunk_size: int = 4096, compression: bool = False,
+                 rsa_private_key=None, key_id: str = "key1", cipher=None) -> None:
+        self.s3 = s3
+        self.root = root.rstrip("/")
+        self.chunk_size = chunk_size
+        self.compression = compression
+        self.cipher = cipher if cipher is not None or rsa_private_key is None \
+            else PythonSegmentCipher(rsa_private_key, key_id)
+
+    def _zstd(self, data: bytes) -> bytes:
+        import zstandard
+        return zstandard.ZstdCompressor(write_content_size=True).compress(data)
+
     def put(self, key: str, data: bytes) -> None:
         put_object(self.s3, key, data)
 
@@ -90,16 +107,24 @@ class AivenWriter:
         seg_id = kafka_uuid()
         main = f"{self.root}/{topic}-{topic_id}/{partition}/{base:020d}-{seg_id}"
         log = open(os.path.join(partition_dir, f"{base:020d}.log"), "rb").read()
-        encrypted = self.private_key is not None
-        data_key, aad = (os.urandom(32), os.urandom(32)) if encrypted else (b"", b"")
+        encrypted = self.cipher is not None
         chunks = [log[i:i + self.chunk_size] for i in range(0, len(log), self.chunk_size)]
-        out = []
-        for c in chunks:
-            if self.compression:
-                c = self._zstd(c)
-            if encrypted:
-                c = self._encrypt(data_key, aad, c)
-            out.append(c)
+        out = [self._zstd(c) for c in chunks] if self.compression else chunks
+        # indexes: offset, timestamp, producer snapshot, leader epoch, transaction (if any)
+        stem = os.path.join(partition_dir, f"{base:020d}")
+        sources = [("offset", _index_bytes(stem + ".index")),
+                   ("timestamp", _index_bytes(stem + ".timeindex")),
+                   ("producerSnapshot", b""), ("leaderEpoch", b"0\n0\n")]
+        if os.path.exists(stem + ".txnindex"):
+            sources.append(("transaction", open(stem + ".txnindex", "rb").read()))
+        if encrypted:
+            # every chunk, then every non-empty index (empty ones stay empty), one data key
+            nonempty = [i for i, (_n, raw) in enumerate(sources) if raw]
+            n = len(out)
+            pieces, data_key, aad = self.cipher.encrypt_segment(out + [sources[i][1] for i in nonempty])
+            out = pieces[:n]
+            for i, enc in zip(nonempty, pieces[n:], strict=True):
+                sources[i] = (sources[i][0], enc)
         if self.compression:
             chunk_index = {"type": "variable", "originalChunkSize": self.chunk_size,
                            "originalFileSize": len(log), "transformedChunks": base64.b64encode(
@@ -109,17 +134,9 @@ class AivenWriter:
             chunk_index = {"type": "fixed", "originalChunkSize": self.chunk_size,
                            "originalFileSize": len(log), "transformedChunkSize": fixed,
                            "finalTransformedChunkSize": len(out[-1]) if out else 0}
-        # indexes: offset, timestamp, producer snapshot, leader epoch, transaction (if any)
-        stem = os.path.join(partition_dir, f"{base:020d}")
-        sources = [("offset", _index_bytes(stem + ".index")),
-                   ("timestamp", _index_bytes(stem + ".timeindex")),
-                   ("producerSnapshot", b""), ("leaderEpoch", b"0\n0\n")]
-        if os.path.exists(stem + ".txnindex"):
-            sources.append(("transaction", open(stem + ".txnindex", "rb").read()))
-        blob, seg_indexes, pos = b"", {}, 0
+        blob, pos = b"", 0
+        seg_indexes: dict[str, dict[str, int] | None] = {}
         for name, raw in sources:
-            if raw and encrypted:
-                raw = self._encrypt(data_key, aad, raw)
             seg_indexes[name] = {"position": pos, "size": len(raw)}
             blob += raw
             pos += len(raw)
@@ -128,7 +145,7 @@ class AivenWriter:
         manifest = {"version": "1", "chunkIndex": chunk_index, "segmentIndexes": seg_indexes,
                     "compression": self.compression}
         if encrypted:
-            manifest["encryption"] = {"dataKey": self._wrap(data_key),
+            manifest["encryption"] = {"dataKey": data_key,
                                       "aad": base64.b64encode(aad).decode()}
         manifest["remoteLogSegmentMetadata"] = {
             "remoteLogSegmentId": {"topicIdPartition": {

@@ -12,6 +12,7 @@ import pytest
 
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
+from tests.tmpfs import grow_tmpfs, mounted_tmpfs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -68,15 +69,8 @@ def test_file_size_limit_efbig(tmp_path):
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "mnt", "3m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 @pytest.mark.parametrize("interval", [4096])
@@ -88,8 +82,7 @@ def test_disk_full_enospc(small_tmpfs, interval):
     acks, errors, out = _run_writer(d, 0, seed=2, interval=interval)
     _assert_typed(errors, out)
     assert len(acks) > 100
-    r = subprocess.run(["mount", "-o", "remount,size=16m", str(small_tmpfs)], capture_output=True)
-    assert r.returncode == 0, r.stderr
+    grow_tmpfs(small_tmpfs, "16m")
     m, log = _check_reopen(d, acks)
     try:
         log.append(build_batch([(None, b"after", 1_700_000_000_000, None)]))

@@ -96,26 +96,36 @@ def jars() -> str:
     return jar_dir
 
 
+def compile_java(sources: list[str], label: str, classpath: list[str] | None = None) -> str:
+    """The directory of ``sources`` compiled with ``javac`` (against ``classpath``), cached under
+    :func:`cache_dir` by ``label`` and the sources' digest; :class:`JavaUnavailable` without a JDK."""
+    if shutil.which("java") is None or shutil.which("javac") is None:
+        raise JavaUnavailable("no JDK (java/javac) on PATH")
+    h = hashlib.sha256()
+    for src in sources:
+        with open(src, "rb") as f:
+            h.update(f.read())
+    classes = os.path.join(cache_dir(), f"{label}-{h.hexdigest()[:12]}")
+    done = os.path.join(classes, os.path.basename(sources[-1])[:-len(".java")] + ".class")
+    if not os.path.exists(done):
+        os.makedirs(classes + ".tmp", exist_ok=True)
+        cp = ["-cp", os.pathsep.join(classpath)] if classpath else []
+        r = subprocess.run(["javac", "-d", classes + ".tmp", *cp, *sources],
+                           capture_output=True, text=True, timeout=600, check=False)
+        if r.returncode != 0:
+            raise RuntimeError(f"javac failed: {r.stderr}")
+        shutil.rmtree(classes, ignore_errors=True)
+        os.replace(classes + ".tmp", classes)
+    return classes
+
+
 def classpath(version: str) -> str:
     """The classpath of the compiled driver for kafka-clients ``version``."""
     if shutil.which("java") is None or shutil.which("javac") is None:
         raise JavaUnavailable("no JDK (java/javac) on PATH")
     jar_dir = jars()
     cp = [os.path.join(jar_dir, j) for j in CLIENTS[version]]
-    sources = [DRIVER, BENCH]
-    h = hashlib.sha256()
-    for src in sources:
-        with open(src, "rb") as f:
-            h.update(f.read())
-    classes = os.path.join(cache_dir(), f"driver-{version}-{h.hexdigest()[:12]}")
-    if not os.path.exists(os.path.join(classes, "KafkalogBench.class")):
-        os.makedirs(classes + ".tmp", exist_ok=True)
-        r = subprocess.run(["javac", "-d", classes + ".tmp", "-cp", cp[0], *sources],
-                           capture_output=True, text=True, timeout=600, check=False)
-        if r.returncode != 0:
-            raise RuntimeError(f"javac failed: {r.stderr}")
-        shutil.rmtree(classes, ignore_errors=True)
-        os.replace(classes + ".tmp", classes)
+    classes = compile_java([DRIVER, BENCH], f"driver-{version}", cp[:1])
     return os.pathsep.join([classes, *cp])
 
 

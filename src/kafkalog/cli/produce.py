@@ -14,8 +14,11 @@ Records are appended as they arrive (within ``linger.ms`` when input pauses), so
 lingered yet. The data directory and the topic are created only when the first valid record arrives
 (``--partitions``, ``--config key=value``). A bad line stops the command with an error naming the
 input and line, after the records before it are appended. Ctrl-C appends what was read and ends
-with the summary. The summary (one JSON line, or text with ``--format text``) has the record count
-and each partition's first and last offset: where to resume.
+with the summary. The summary (one JSON line, or text with ``--format text``) has the count of
+records appended and each partition's first and last offset: where to resume. A failed append (a
+full disk) stops the command at once: nothing after it is appended, the error names the file, the
+summary says what was written, the exit code is 2, and the next open recovers the directory (it was
+not shut down cleanly).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import os
 import select
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
 
@@ -178,7 +182,9 @@ def read_lines(stream: BinaryIO, idle_s: float) -> Iterator[Optional[bytes]]:
 
 @dataclass
 class ProduceRun:
-    """The state of one ``produce``: opened lazily at the first valid record."""
+    """The state of one ``produce``: opened lazily at the first valid record. Batches are appended
+    on this thread only (at the linger deadline, when one is full, or when input pauses), so the first
+    failed append (a full disk) is the last one: nothing after it is written past a hole."""
 
     data_dir: str
     topic: str
@@ -188,46 +194,78 @@ class ProduceRun:
     dl: Any = None
     producer: Any = None
     refused: Any = None
-    records: int = 0
     offsets: Dict[int, Tuple[int, int]] = field(default_factory=dict)
+    #: when the oldest record not yet appended was sent (its linger deadline is IDLE_FLUSH_S later)
+    lingering_since: Optional[float] = None
 
     def send(self, rec: InputRecord) -> None:
         if self.producer is None:
             import kafkalog
+            from kafkalog.client.producer import Producer
             from kafkalog.client.producer_future import refused
             self.refused = refused
             self.dl = kafkalog.open(self.data_dir, background=False)
             if not self.dl.manager.has_topic(self.topic):
                 self.dl.create_topic(self.topic, self.partitions, self.topic_config)
-            self.producer = self.dl.producer(compression_type=self.compression or "none")
+            self.producer = Producer(self.dl, {"compression.type": self.compression or "none"},
+                                     linger_thread=False)
         fut = self.producer.send(self.topic, rec.value, rec.key, partition=rec.partition,
                                  timestamp_ms=rec.timestamp, headers=rec.headers)
         err = self.refused(fut)
         if err is not None:              # refused at once (RecordTooLargeError)
             raise err
-        self.records += 1
+        if self.producer.first_error is not None:      # a full batch failed to append
+            raise self.producer.first_error
+        now = time.monotonic()
+        if self.lingering_since is None:
+            self.lingering_since = now
+        elif now - self.lingering_since >= IDLE_FLUSH_S:
+            self.flush()
 
     def flush(self) -> None:
         if self.producer is None:
             return
+        self.lingering_since = None
         self.producer.flush()
-        for (_t, p), (first, last) in self.producer.appended_offsets().items():
-            prev = self.offsets.get(p)
-            self.offsets[p] = (prev[0] if prev else first, last)
+        self._collect_offsets()
         if self.producer.first_error is not None:
             raise self.producer.first_error
 
-    def close(self) -> None:
-        try:
-            self.flush()
-        finally:
-            if self.producer is not None:
+    def _collect_offsets(self) -> None:
+        for (_t, p), (first, last) in self.producer.appended_offsets().items():
+            prev = self.offsets.get(p)
+            self.offsets[p] = (prev[0] if prev else first, last)
+
+    def close(self) -> Optional[KafkalogError]:
+        """Append what is open and shut down cleanly; the error of that, if any. After a failed
+        append nothing more is appended: what was written is synced and the data directory is left
+        without a clean shutdown (the next open recovers it, as after a crash)."""
+        if self.producer is None:
+            return None
+        if self.producer.first_error is None:
+            try:
+                self.flush()
                 self.producer.close()
-            if self.dl is not None:
                 self.dl.close()
+                return None
+            except KafkalogError as e:
+                if self.producer.first_error is not e:
+                    if not self.dl.manager.closed:
+                        self.dl.manager.abandon()
+                    return e
+        self._collect_offsets()
+        try:
+            for p in self.offsets:
+                self.dl.manager.get_log(self.topic, p).flush()
+        except KafkalogError:
+            pass                        # the append's error is the one reported
+        self.dl.manager.abandon()
+        return None
 
     def summary(self, interrupted: bool) -> dict:
-        return {"type": "summary", "topic": self.topic, "records": self.records,
+        """What was written (records appended, not records read) and where."""
+        return {"type": "summary", "topic": self.topic,
+                "records": self.producer.records_sent if self.producer is not None else 0,
                 "batches": self.producer.batches_sent if self.producer is not None else 0,
                 "interrupted": interrupted,
                 "partitions": {str(p): {"firstOffset": a, "lastOffset": b}
@@ -308,7 +346,8 @@ def produce(data_dir: str, topic: str, input_file: Optional[str], input_format: 
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)     # a second Ctrl-C must not cut the flush
         try:
-            run.close()
+            close_error = run.close()
+            error = error or close_error
         finally:
             signal.signal(signal.SIGINT, previous)
             if input_file is not None:

@@ -11,7 +11,9 @@ otherwise (``--port 0`` picks a free port). When listening it prints one JSON li
 (``{"type":"listening","host":...,"port":...,"listeners":[...]}``, the first listener's address
 and every listener's ``name``/``protocol``/``host``/``port``) on stdout; logs go to stderr. SIGTERM or SIGINT
 stops it cleanly: connections closed, logs flushed, checkpoints and the clean-shutdown marker
-written.
+written (exit 0). After a write failed (disk full, EIO) the data directory is offline, as Kafka's log
+directory failure: every produce gets KAFKA_STORAGE_ERROR, and the stop is not a clean shutdown
+(exit 1; the next start recovers the logs).
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ import sys
 import click
 
 from kafkalog.cleaner import LogCleaner
-from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.output import EXIT_FINDINGS, emit, handle_errors
 from kafkalog.cli.paths import new_or_existing_data_dir
-from kafkalog.errors import InvalidConfigError
+from kafkalog.errors import InvalidConfigError, KafkalogIOError
 from kafkalog.log.config import parse_properties
 from kafkalog.log.manager import LogManager
 from kafkalog.server.broker import Broker
@@ -61,7 +63,8 @@ def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, s
 
 
 async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener],
-               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None) -> None:
+               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None) -> KafkalogIOError | None:
+    """Serve until SIGTERM/SIGINT; returns the I/O failure that took the data directory offline."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -85,6 +88,7 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
     await stop.wait()
     logger.info("shutting down: closing %d connection(s)", server.connection_count)
     await server.stop()
+    return server_broker.log_dir_failure
 
 
 @click.command("serve")
@@ -112,9 +116,18 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
     manager = LogManager(data_dir, cfg.broker, cleaner_factory=LogCleaner)
     logger.info("loaded %d partition(s) of %d topic(s) (clean shutdown: %s)",
                 len(manager.partitions()), len(manager.topics()), manager.had_clean_shutdown)
+    failure: KafkalogIOError | None = None
     try:
-        asyncio.run(_run(manager, cfg, listeners, tls, sasl))
+        failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl))
     finally:
-        logger.info("closing the logs")
-        manager.close()
-        logger.info("stopped")
+        if failure is None:
+            logger.info("closing the logs")
+            manager.close()
+            logger.info("stopped")
+    if failure is not None:
+        # as Kafka does for an offline log directory: no flush, no checkpoints, no clean-shutdown
+        # marker after a failed write; the next start recovers the logs
+        manager.abandon()
+        logger.warning("stopped without a clean shutdown (the data directory went offline); the next "
+                       "start recovers it")
+        sys.exit(EXIT_FINDINGS)

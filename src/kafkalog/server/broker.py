@@ -19,7 +19,7 @@ from kio.index import load_response_schema
 
 from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
-from kafkalog.errors import InvalidTopicError
+from kafkalog.errors import InvalidTopicError, KafkalogIOError
 from kafkalog.log.fetch import FileSlice
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
@@ -57,6 +57,9 @@ class Broker:
     #: listener name -> advertised endpoint (:meth:`set_endpoints`)
     _endpoints: Mapping[str, Listener] = MappingProxyType({})
     _default_endpoint: Listener
+    #: the I/O failure that took the data directory offline (Kafka's ``LogDirFailureChannel``):
+    #: from then on every produce gets KAFKA_STORAGE_ERROR until the broker restarts
+    log_dir_failure: KafkalogIOError | None = None
 
     def __init__(self, manager: LogManager, config: ServerConfig, advertised: Listener) -> None:
         self.manager = manager
@@ -116,6 +119,17 @@ class Broker:
             return self.manager.get_log(topic, partition)
         except InvalidTopicError:
             return None
+
+    def log_dir_failed(self, tp: TopicPartition, error: KafkalogIOError) -> None:
+        """Take the data directory offline after a write to ``tp`` failed, logging it once: as in
+        Kafka, the state of a log after a failed write is unknown until it is recovered on restart
+        (a single-node Kafka halts; this broker keeps serving reads and answers every produce with
+        KAFKA_STORAGE_ERROR)."""
+        if self.log_dir_failure is None:
+            self.log_dir_failure = error
+            logger.error("data directory %s is offline: a write to %s failed: %s; every produce now "
+                         "gets KAFKA_STORAGE_ERROR, restart the broker once the cause is fixed",
+                         self.manager.data_dir, tp, error)
 
     def create_topic(self, topic: str, partitions: int, configs: Mapping[str, Any]) -> uuid.UUID:
         """Create a topic (validated names, configs and partition count); returns its ID."""

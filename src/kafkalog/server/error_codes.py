@@ -9,6 +9,7 @@ from kafkalog.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     InvalidTopicError,
+    KafkalogIOError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
@@ -65,6 +66,8 @@ INVALID_PRODUCER_ID_MAPPING = 49
 CONCURRENT_TRANSACTIONS = 51
 OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
+#: Kafka's KafkaStorageException: an I/O failure of the log directory (disk full, EIO)
+KAFKA_STORAGE_ERROR = 56
 
 _TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (OffsetOutOfRangeError, OFFSET_OUT_OF_RANGE),
@@ -80,6 +83,7 @@ _TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (InvalidTxnStateError, INVALID_TXN_STATE),
     (InvalidTopicError, INVALID_TOPIC_EXCEPTION),
     (InvalidConfigError, INVALID_CONFIG),
+    (KafkalogIOError, KAFKA_STORAGE_ERROR),
 )
 
 

@@ -10,7 +10,7 @@ import struct
 from typing import Any
 
 from kafkalog.coordinator.transaction_log import TransactionState
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
 from kafkalog.server.broker import Broker, Response
@@ -89,8 +89,16 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None) -> Pa
             return PartitionResult(index, err, log_start_offset=log.log_start_offset,
                                    message=f"{topic}-{index} is not in the producer's open transaction"
                                    if err == error_codes.INVALID_TXN_STATE else None)
+    failure = broker.log_dir_failure
+    if failure is not None:
+        return PartitionResult(index, error_codes.KAFKA_STORAGE_ERROR, log_start_offset=log.log_start_offset,
+                               message=f"the data directory is offline since: {failure}")
     try:
         info = log.append(bytearray(records))
+    except KafkalogIOError as e:
+        broker.log_dir_failed(TopicPartition(topic, index), e)
+        return PartitionResult(index, error_codes.KAFKA_STORAGE_ERROR, log_start_offset=log.log_start_offset,
+                               message=str(e))
     except KafkalogError as e:
         code = error_code(e)
         if code == error_codes.UNKNOWN_SERVER_ERROR:

@@ -1,0 +1,76 @@
+"""``kafkalog produce`` (a real process, records on a stdin pipe) into a data directory whose file
+system fills up: one clear error naming the file, exit code 2, a summary of what was written (no
+record after the failed batch is written past the hole), and every record the summary reports as
+written is there after a reopen, which recovers the directory (``kafkalog verify`` passes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import kafkalog
+from tests.tmpfs import grow_tmpfs, mounted_tmpfs
+
+RECORDS = 20_000            # ~8 MiB of input for a 3 MiB file system
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    with mounted_tmpfs(tmp_path / "mnt", "3m") as mnt:
+        yield mnt
+
+
+def _input() -> bytes:
+    return b"".join(json.dumps({"key": f"k{i}", "value": f"{i:08d}|" + "v" * 400}).encode() + b"\n"
+                    for i in range(RECORDS))
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_produce_into_a_file_system_that_fills_up(small_tmpfs: Path, fmt: str) -> None:
+    data = small_tmpfs / "data"
+    # small indexes (they reserve their blocks): the .log is what fills the file system
+    p = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "produce", str(data), "t",
+                        "--config", "segment.index.bytes=65536", "--format", fmt],
+                       input=_input(), capture_output=True, timeout=300)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 2, out[-2000:] + err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    if fmt == "json":
+        lines = [json.loads(x) for x in out.splitlines()]
+        assert err == ""
+        errors = [x for x in lines if x["type"] == "error"]
+        assert len(errors) == 1, lines                                  # printed once
+        assert errors[0]["error"] == "KafkalogIOError"
+        assert errors[0]["file"].startswith(str(data / "t-0")), errors[0]
+        assert "No space left on device" in errors[0]["message"]
+        summary = [x for x in lines if x["type"] == "summary"]
+        assert len(summary) == 1, lines
+        written = summary[0]["partitions"]["0"]
+        first, last = written["firstOffset"], written["lastOffset"]
+        assert summary[0]["records"] == last - first + 1                # what was written, not read
+    else:
+        assert out == ""
+        errors = [ln for ln in err.splitlines() if ln.startswith("Error:")]
+        assert len(errors) == 1, err
+        assert str(data / "t-0") in errors[0] and "No space left on device" in errors[0], errors
+        summary_lines = [ln for ln in err.splitlines() if "record(s) appended to t" in ln]
+        assert len(summary_lines) == 1, err
+        # "N record(s) appended to t; partition: offsets 0: FIRST..LAST"
+        first, last = map(int, summary_lines[0].rsplit(" ", 1)[1].split(".."))
+        assert summary_lines[0].startswith(f"{last - first + 1} record(s)"), summary_lines
+    assert first == 0 and 1000 < last < RECORDS - 1
+
+    grow_tmpfs(small_tmpfs, "64m")
+    # the stop after the failure was not a clean shutdown: the reopen recovers the partial tail
+    with kafkalog.open(data, background=False) as dl:
+        got = {r.offset: r.value for r in dl.consume("t")}
+    for o in range(first, last + 1):
+        assert (got.get(o) or b"")[:9] == b"%08d|" % o, f"offset {o} reported as written is lost"
+    v = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", str(data)],
+                       capture_output=True, text=True, timeout=300)
+    assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-3000:]

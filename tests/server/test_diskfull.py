@@ -1,0 +1,117 @@
+"""``kafkalog serve`` whose data directory fills up under a real producer's load (confluent-kafka,
+acks=all, idempotent). As Kafka's broker does on a log directory failure (``LogDirFailureChannel``:
+the IOException becomes a KafkaStorageException and the directory goes offline): the producer gets
+KAFKA_STORAGE_ERROR for the partition, the broker logs the failure once and keeps answering (a
+single-node Kafka halts instead), SIGTERM then stops it without a clean shutdown (exit 1), and
+after a restart with space every acknowledged record is there and ``kafkalog verify`` passes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from tests.server.broker_process import BrokerProcess
+from tests.tmpfs import grow_tmpfs, mounted_tmpfs
+
+TOPIC = "filling"
+#: small indexes (they reserve their blocks) and segments larger than the file system: the .log fills it
+CONFIGS = ["log.index.size.max.bytes=65536", "log.segment.bytes=67108864", "num.partitions=1"]
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    with mounted_tmpfs(tmp_path / "mnt", "4m") as mnt:
+        yield mnt
+
+
+def _consume_all(bootstrap: str) -> dict[int, bytes | None]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        end = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)[1]
+        c.assign([TopicPartition(TOPIC, 0, 0)])
+        got: dict[int, bytes | None] = {}
+        limit = time.monotonic() + 120
+        while len(got) < end and time.monotonic() < limit:
+            for m in c.consume(1000, 1.0):
+                assert m.error() is None, m.error()
+                got[m.offset() or 0] = m.value()
+        return got
+    finally:
+        c.close()
+
+
+def test_data_directory_fills_up_under_acks_all_load(small_tmpfs: Path) -> None:
+    data = str(small_tmpfs / "data")
+    b = BrokerProcess(data, CONFIGS)
+    b.stderr_path = str(small_tmpfs.parent / "broker.stderr")      # not on the full file system
+    b.start()
+    acked: dict[int, bytes] = {}
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        if err is None:
+            acked[msg.offset()] = msg.value()            # type: ignore[attr-defined]
+        else:
+            errors.append(err)
+
+    try:
+        p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "acks": "all",
+                      "linger.ms": 5, "message.timeout.ms": 8000, "retry.backoff.ms": 100})
+        i = 0
+        value = b"v" * 300
+        deadline = time.monotonic() + 120
+        while not errors and time.monotonic() < deadline:
+            try:
+                p.produce(TOPIC, value=b"%08d|" % i + value, partition=0, on_delivery=on_delivery)
+                i += 1
+            except BufferError:
+                p.poll(0.05)
+            p.poll(0)
+        p.flush(30)
+        assert errors, f"the 4 MiB file system never filled up ({len(acked)} records acknowledged)"
+        assert len(acked) > 1000
+        assert b.alive(), b.stderr()[-3000:]
+        codes = {e.code() for e in errors}
+        # the idempotent producer retries the retriable KAFKA_STORAGE_ERROR until its timeout
+        assert codes <= {KafkaError.KAFKA_STORAGE_ERROR, KafkaError._MSG_TIMED_OUT}, errors[:3]
+
+        # a producer that does not retry sees the partition's error as the broker returns it
+        probe_errors: list[KafkaError] = []
+        probe = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "retries": 0,
+                          "message.timeout.ms": 20000})
+        probe.produce(TOPIC, value=b"probe", partition=0,
+                      on_delivery=lambda err, msg: probe_errors.append(err))     # type: ignore[arg-type]
+        assert probe.flush(30) == 0
+        assert [e.code() if e else None for e in probe_errors] == [KafkaError.KAFKA_STORAGE_ERROR]
+        assert b.alive(), b.stderr()[-3000:]
+        log = b.stderr()
+        failures = [ln for ln in log.splitlines() if "ERROR" in ln]
+        assert len(failures) == 1, log[-3000:]
+        assert f"{TOPIC}-0" in failures[0] and ("No space left" in failures[0]), failures[0]
+        # SIGTERM on the full disk: stops without a clean shutdown (exit 1), never hangs
+        assert b.stop(timeout=120) == 1, b.stderr()[-3000:]
+        assert not os.path.exists(os.path.join(data, ".kafka_cleanshutdown"))
+        assert len([ln for ln in b.stderr().splitlines() if "ERROR" in ln]) == 1, b.stderr()[-3000:]
+    finally:
+        b.kill()
+
+    grow_tmpfs(small_tmpfs, "64m")
+    b2 = BrokerProcess(data, CONFIGS)
+    b2.stderr_path = str(small_tmpfs.parent / "broker2.stderr")
+    b2.start()
+    try:
+        got = _consume_all(b2.bootstrap)
+    finally:
+        assert b2.stop() == 0, b2.stderr()
+    missing = [o for o, v in acked.items() if got.get(o) != v]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    verify = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", data],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]

@@ -1,0 +1,30 @@
+"""A small tmpfs mounted for a test, to fill a file system for real (ENOSPC); skips the test where
+``mount -t tmpfs`` is not allowed."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+
+@contextmanager
+def mounted_tmpfs(mnt: Path, size: str) -> Iterator[Path]:
+    """Mount a tmpfs of ``size`` (``3m``) on the new directory ``mnt``; unmounted afterwards."""
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def grow_tmpfs(mnt: Path, size: str) -> None:
+    """Give the file system room again (``mount -o remount,size=...``)."""
+    r = subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], capture_output=True)
+    assert r.returncode == 0, r.stderr
