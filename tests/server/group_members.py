@@ -322,6 +322,23 @@ class JavaMember(Member):
         assert rc == 0 and self.closed, f"member {self.name} exited {rc}: {self.stderr()}"
         os.unlink(self.stderr_path)
 
+    def crash(self, timeout: float = 60) -> None:
+        """Halt after the next non-empty poll, those records consumed but not committed, without
+        leaving the group; wait until it did."""
+        self._stop.set()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"crash\n")
+        self.proc.stdin.flush()
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"member {self.name} did not crash: {self.stderr()}") from None
+        self._reader.join(timeout)
+        assert rc == 3, f"member {self.name} exited {rc}: {self.stderr()}"
+        self._stderr.close()
+        os.unlink(self.stderr_path)
+
     def abort(self) -> None:
         self.kill()
 
@@ -353,6 +370,13 @@ def _confluent(properties: dict[str, str]) -> MemberFactory:
     return make
 
 
+def _mixed(name: str, bootstrap: str, topic: str, group: str) -> Member:
+    """Members of different clients in one group (their common assignor: range), by the last letter
+    of the name: a = Java 4.3.0, b = kafka-python, c = confluent-kafka."""
+    clients: dict[str, MemberFactory] = {"a": _java("4.3.0"), "b": KafkaPythonMember, "c": ConfluentMember}
+    return clients[name[-1]](name, bootstrap, topic, group)
+
+
 #: client name -> member factory; the cooperative variants rebalance incrementally (KIP-429)
 MEMBERS: dict[str, MemberFactory] = {
     "kafka-python": KafkaPythonMember,
@@ -362,4 +386,5 @@ MEMBERS: dict[str, MemberFactory] = {
     "java-4.3.0": _java("4.3.0"),
     "confluent-kafka-cooperative": _confluent({"partition.assignment.strategy": "cooperative-sticky"}),
     "java-4.3.0-cooperative": _java("4.3.0", {"partition.assignment.strategy": COOPERATIVE_STICKY}),
+    "mixed": _mixed,
 }

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.server.broker_process import BrokerProcess
-from tests.server.group_members import MEMBERS, Member, wait_until
+from tests.server.group_members import MEMBERS, JavaMember, Member, MemberFactory, wait_until
 
 PARTITIONS = 6
-FAST_GROUPS = ["group.initial.rebalance.delay.ms=0"]
+#: no initial rebalance delay; sessions down to 1 s (the crash test)
+FAST_GROUPS = ["group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000"]
 
 
 @pytest.fixture
@@ -96,26 +97,28 @@ def _consumed_since(m: Member, mark: int) -> set[int]:
     return {p for kind, p, _o, _v in m.events()[mark:] if kind == "rec"}
 
 
-@pytest.mark.parametrize("client", list(MEMBERS))
-def test_three_members_join_and_leave_while_records_flow(broker: BrokerProcess, client: str) -> None:
-    topic = group = "flow-" + client
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def _join_and_leave_while_records_flow(bootstrap: str, name: str, make: MemberFactory,
+                                      leave: Callable[[Member], None]) -> tuple[list[Member], dict[int, int]]:
+    """Members a and b join while a producer writes, then c; b leaves (``leave``); once a and c
+    consume every partition the producer stops, and a and c stop once their commits reach the log end
+    offsets. The members and the log end offsets; the committed offsets are checked too."""
+    topic = group = "flow-" + name
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30).values():
         f.result(60)
-    make = MEMBERS[client]
     members: list[Member] = []
-    feed = Feed(broker.bootstrap, topic)
+    feed = Feed(bootstrap, topic)
     try:
-        first = make(client + "-a", broker.bootstrap, topic, group)
+        first = make(name + "-a", bootstrap, topic, group)
         members.append(first)
         wait_until(lambda: first.consumed() > 0, "the first member consumes")
-        leaving = make(client + "-b", broker.bootstrap, topic, group)
+        leaving = make(name + "-b", bootstrap, topic, group)
         members.append(leaving)
         wait_until(lambda: leaving.consumed() > 0, "the second member joined and consumes")
-        third = make(client + "-c", broker.bootstrap, topic, group)
+        third = make(name + "-c", bootstrap, topic, group)
         members.append(third)
         wait_until(lambda: third.consumed() > 0, "the third member joined and consumes")
-        leaving.stop()                                  # commits and leaves (LeaveGroup)
+        leave(leaving)
         marks = len(first.events()), len(third.events())
         wait_until(lambda: _consumed_since(first, marks[0]) | _consumed_since(third, marks[1])
                    == set(range(PARTITIONS)), "the two left consume every partition")
@@ -140,7 +143,37 @@ def test_three_members_join_and_leave_while_records_flow(broker: BrokerProcess, 
     assert not twice, f"{len(twice)} records consumed and committed twice, e.g. {twice[:5]}"
     missing = sorted(set(feed.acked) - set(covered))
     assert not missing, f"{len(missing)} records never consumed and committed, e.g. {missing[:5]}"
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
     c.close()
     assert {tp.partition: tp.offset for tp in committed} == ends
+    return members, ends
+
+
+@pytest.mark.parametrize("client", list(MEMBERS))
+def test_three_members_join_and_leave_while_records_flow(broker: BrokerProcess, client: str) -> None:
+    """The leaving member commits and closes (LeaveGroup)."""
+    _join_and_leave_while_records_flow(broker.bootstrap, client, MEMBERS[client], lambda m: m.stop())
+
+
+def test_a_member_that_crashes_leaves_when_its_session_expires(broker: BrokerProcess) -> None:
+    """The leaving member (Java 3.9.1) halts between consuming records and committing them, without
+    LeaveGroup: once its session (2 s) expires, the others take its partitions and consume again
+    from its last commit — the records it consumed after that commit are the only ones consumed
+    twice."""
+    def make(name: str, bootstrap: str, topic: str, group: str) -> Member:
+        return JavaMember("3.9.1", name, bootstrap, topic, group, {"session.timeout.ms": "2000"})
+
+    def crash(m: Member) -> None:
+        assert isinstance(m, JavaMember)
+        m.crash()
+
+    members, _ends = _join_and_leave_while_records_flow(broker.bootstrap, "crash", make, crash)
+    crashed = members[1]
+    consumed = {(p, o) for kind, p, o, _v in crashed.events() if kind == "rec"}
+    own = committed_once([crashed], {(p, o): v for kind, p, o, v in crashed.events() if kind == "rec"})
+    again = consumed - set(own)
+    assert again, "the crashed member consumed records it did not commit"
+    others = {(p, o) for m in (members[0], members[2]) for kind, p, o, _v in m.events() if kind == "rec"}
+    assert again <= others                         # consumed again by the others
+    assert all(o >= crashed.committed().get(p, 0) for p, o in again)   # after its last commit

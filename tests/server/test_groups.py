@@ -73,6 +73,8 @@ def _kafka_python_consume(bootstrap: str, topic: str, group: str, n: int) -> lis
     from kafka import KafkaConsumer
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False)
+    # the topic's metadata before the first join: see KafkaPythonMember (a kafka-python 3.0.12 bug)
+    assert topic in c.topics()
     got: list[bytes] = []
     deadline = time.monotonic() + DEADLINE_S
     while len(got) < n and time.monotonic() < deadline:

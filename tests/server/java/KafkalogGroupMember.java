@@ -1,7 +1,10 @@
 // One member of a consumer group, the genuine Java client (kafka-clients 3.9.1 and 4.3.0) against
 // kafkalog serve: subscribes to TOPIC with group.id GROUP, consumes, commits synchronously after every
 // non-empty poll and before its partitions are revoked, until its standard input closes (or a line
-// "stop" arrives) or LIFETIME_MS pass; then commits what it consumed and closes (LeaveGroup).
+// "stop" arrives) or LIFETIME_MS pass; then commits what it consumed and closes (LeaveGroup). A line
+// "crash" makes it halt right after its next non-empty poll, before committing those records and
+// without leaving the group (exit code 3, after printing "crashed"): the group learns of it when
+// its session times out.
 // Prints one line per event, flushed at once, for the test to parse:
 //   "assigned P,P,..."   partitions assigned      "revoked P,P,..."   partitions revoked
 //   "rec P O VALUE"      a record consumed         "commit P O"        offset O of P committed
@@ -21,6 +24,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class KafkalogGroupMember {
     static volatile boolean stop = false;
+    static volatile boolean crash = false;
     static final Map<TopicPartition, Long> pending = new HashMap<>();
 
     static void emit(String line) {
@@ -78,7 +82,9 @@ public class KafkalogGroupMember {
         Thread stdin = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
                 String line;
-                while ((line = r.readLine()) != null && !line.trim().equals("stop")) { }
+                while ((line = r.readLine()) != null && !line.trim().equals("stop")) {
+                    if (line.trim().equals("crash")) crash = true;
+                }
             } catch (Exception e) {
                 // EOF or a broken pipe: stop as well
             }
@@ -118,6 +124,10 @@ public class KafkalogGroupMember {
             for (ConsumerRecord<byte[], byte[]> r : recs) {
                 emit("rec " + r.partition() + " " + r.offset() + " " + new String(r.value(), StandardCharsets.UTF_8));
                 pending.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
+            }
+            if (crash && !recs.isEmpty()) {
+                emit("crashed");
+                Runtime.getRuntime().halt(3);
             }
             if (!recs.isEmpty()) commit(c, new ArrayList<>(c.assignment()));
         }
