@@ -1,12 +1,17 @@
 """A consumer group of three members of one real client — kafka-python, aiokafka, confluent-kafka,
-the Java client 3.9.1 and 4.3.0 — that join and leave while a producer writes into the topic: every
-record is consumed once per commit boundary (each record is covered by exactly one accepted commit of
-the member that consumed it; a record is consumed again only when the member that consumed it first
-never committed it), and at the end the group's committed offsets are the log end offsets."""
+the Java client 3.9.1 and 4.3.0, cooperative-sticky confluent-kafka and Java 4.3.0, and a mixed group
+(Java, kafka-python, confluent-kafka) — that join and leave while a producer writes into the topic:
+every record is consumed once per commit boundary (each record is covered by exactly one accepted
+commit of a member that consumed it; a record is consumed again only when the member that consumed
+it first never committed it), and at the end the group's committed offsets are the log end offsets.
+The same holds when the leaving member crashes (no LeaveGroup: its session expires) and when the
+broker restarts under the members on the same data directory and port."""
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 
@@ -138,19 +143,31 @@ def _join_and_leave_while_records_flow(bootstrap: str, name: str, make: MemberFa
         for m in members:
             m.abort()
         feed.stop()
-    covered = committed_once(members, feed.acked)
+    _assert_once_per_commit_boundary(bootstrap, topic, group, members, feed.acked, ends)
+    return members, ends
+
+
+def _assert_once_per_commit_boundary(bootstrap: str, topic: str, group: str, members: list[Member],
+                                     log: dict[tuple[int, int], bytes], ends: dict[int, int]) -> None:
+    """Every record of ``log`` covered by exactly one accepted commit; the group's committed offsets
+    are ``ends``."""
+    covered = committed_once(members, log)
     twice = sorted(k for k, n in covered.items() if n > 1)
     assert not twice, f"{len(twice)} records consumed and committed twice, e.g. {twice[:5]}"
-    missing = sorted(set(feed.acked) - set(covered))
+    missing = sorted(set(log) - set(covered))
     assert not missing, f"{len(missing)} records never consumed and committed, e.g. {missing[:5]}"
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
     c.close()
     assert {tp.partition: tp.offset for tp in committed} == ends
-    return members, ends
 
 
-@pytest.mark.parametrize("client", list(MEMBERS))
+#: the slower variants beyond one cell per client and protocol run with ``-m slow``
+SLOW = {"java-4.3.0-cooperative"}
+
+
+@pytest.mark.parametrize("client", [pytest.param(c, marks=[pytest.mark.slow] if c in SLOW else [])
+                                    for c in MEMBERS])
 def test_three_members_join_and_leave_while_records_flow(broker: BrokerProcess, client: str) -> None:
     """The leaving member commits and closes (LeaveGroup)."""
     _join_and_leave_while_records_flow(broker.bootstrap, client, MEMBERS[client], lambda m: m.stop())
@@ -177,3 +194,71 @@ def test_a_member_that_crashes_leaves_when_its_session_expires(broker: BrokerPro
     others = {(p, o) for m in (members[0], members[2]) for kind, p, o, _v in m.events() if kind == "rec"}
     assert again <= others                         # consumed again by the others
     assert all(o >= crashed.committed().get(p, 0) for p, o in again)   # after its last commit
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _read_log(bootstrap: str, topic: str) -> tuple[dict[tuple[int, int], bytes], dict[int, int]]:
+    """Every record of ``topic`` (partition, offset) -> value, and the log end offsets."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    log: dict[tuple[int, int], bytes] = {}
+    deadline = time.monotonic() + 60
+    while len(log) < sum(ends.values()) and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            p, o, v = m.partition(), m.offset(), m.value()
+            assert m.error() is None and p is not None and o is not None and v is not None, m.error()
+            log[(p, o)] = v
+    c.close()
+    assert len(log) == sum(ends.values())
+    return log, ends
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", pytest.param("java-3.9.1", marks=pytest.mark.slow)])
+def test_members_stay_through_a_broker_restart(tmp_path, client: str) -> None:
+    """Three members consume while records flow; the broker stops (SIGTERM) and starts again on the
+    same data directory and port: the members rejoin, resume from the committed offsets, and every
+    record is still consumed once per commit boundary."""
+    port = _free_port()
+    data = str(tmp_path / "data")
+    holder = [BrokerProcess(data, FAST_GROUPS, ["--port", str(port)]).start()]
+    bootstrap = holder[0].bootstrap
+    topic = group = "restart-" + client
+    make = MEMBERS[client]
+    members: list[Member] = []
+    feed: Feed | None = None
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30).values():
+            f.result(60)
+        feed = Feed(bootstrap, topic)
+        for name in "abc":
+            members.append(make(f"{client}-{name}", bootstrap, topic, group))
+        wait_until(lambda: all(m.consumed() > 0 for m in members), "the three members consume")
+        assert holder[0].stop() == 0, holder[0].stderr()
+        holder[0] = BrokerProcess(data, FAST_GROUPS, ["--port", str(port)]).start()
+        marks = [len(m.events()) for m in members]
+        wait_until(lambda: set().union(*(_consumed_since(m, k) for m, k in zip(members, marks)))
+                   == set(range(PARTITIONS)), "the members consume every partition after the restart")
+        feed.stop()
+        log, ends = _read_log(bootstrap, topic)
+        assert all(log.get(k) == v for k, v in feed.acked.items())      # nothing acknowledged lost
+        wait_until(lambda: {p: max(m.committed().get(p, 0) for m in members) for p in range(PARTITIONS)}
+                   == ends, "the commits reach the log end offsets")
+        for m in members:
+            m.stop()
+        _assert_once_per_commit_boundary(bootstrap, topic, group, members, log, ends)
+    finally:
+        for m in members:
+            m.abort()
+        if feed is not None:
+            feed.stop()
+        if holder[0].alive():
+            assert holder[0].stop() == 0, holder[0].stderr()
+        else:
+            holder[0].kill()
