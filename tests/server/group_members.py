@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -285,9 +286,8 @@ class JavaMember(Member):
             cp = classpath(version)
         except JavaUnavailable as e:
             pytest.skip(str(e))
-        self.stderr_path = os.path.join(os.environ.get("TMPDIR", "/tmp"),
-                                        f"kafkalog-member-{os.getpid()}-{name}-{id(self)}.stderr")
-        self._stderr = open(self.stderr_path, "wb")
+        fd, self.stderr_path = tempfile.mkstemp(prefix=f"kafkalog-member-{name}-", suffix=".stderr")
+        self._stderr = os.fdopen(fd, "wb")
         props = [f"{k}={v}" for k, v in (properties or {}).items()]
         self.proc = subprocess.Popen(
             ["java", "-cp", cp, "KafkalogGroupMember", bootstrap, topic, group, str(LIFETIME_S * 1000),
@@ -309,38 +309,36 @@ class JavaMember(Member):
                 self.closed = True
 
     def stop(self, timeout: float = 60) -> None:
-        self._stop.set()
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"member {self.name} did not stop: {self.stderr()}") from None
-        self._reader.join(timeout)
-        self._stderr.close()
-        assert rc == 0 and self.closed, f"member {self.name} exited {rc}: {self.stderr()}"
-        os.unlink(self.stderr_path)
+        self._end(None, 0, timeout)
+        assert self.closed, f"member {self.name} did not close: {self.stderr()}"
 
     def crash(self, timeout: float = 60) -> None:
         """Halt after the next non-empty poll, those records consumed but not committed, without
         leaving the group; wait until it did."""
+        self._end(b"crash\n", 3, timeout)
+
+    def _end(self, command: bytes | None, exit_code: int, timeout: float) -> None:
+        """Send ``command`` (None: close stdin) and wait for the exit with ``exit_code``."""
         self._stop.set()
         assert self.proc.stdin is not None
-        self.proc.stdin.write(b"crash\n")
-        self.proc.stdin.flush()
+        if command is None:
+            self.proc.stdin.close()
+        else:
+            self.proc.stdin.write(command)
+            self.proc.stdin.flush()
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"member {self.name} did not crash: {self.stderr()}") from None
+            raise AssertionError(f"member {self.name} did not end: {self.stderr()}") from None
         self._reader.join(timeout)
-        assert rc == 3, f"member {self.name} exited {rc}: {self.stderr()}"
+        assert rc == exit_code, f"member {self.name} exited {rc}: {self.stderr()}"
         self._stderr.close()
-        os.unlink(self.stderr_path)
 
     def abort(self) -> None:
         self.kill()
+        if os.path.exists(self.stderr_path):
+            os.unlink(self.stderr_path)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
