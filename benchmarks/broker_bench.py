@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -194,39 +195,68 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
 
 # --- the sendfile floor -----------------------------------------------------------------------------
 
+def fetch_answers(data_dir: str, chunk: int) -> dict[int, tuple[bytes, str, int, int]]:
+    """The 1 MiB answers the raw requester will get, by fetch offset: for each offset it asks for
+    (0, then the offset after the last whole batch of the previous answer), the Fetch v4 response
+    bytes before the records (frame size included), and the segment file, position and length of
+    the records -- from kafkalog's own ``Log.read`` (``min_one_message``, ``max_bytes`` = ``chunk``)
+    and the broker's response encoder, so the floor sends exactly the bytes kafkalog serve sends."""
+    from kafkalog.log.fetch import FileSlice
+    from kafkalog.log.manager import LogManager
+    from kafkalog.server.fetch import PartitionData, encode_fetch_response
+    out: dict[int, tuple[bytes, str, int, int]] = {}
+    with LogManager(data_dir, background=False) as m:
+        log = m.get_log(TOPIC, 0)
+        end = log.log_end_offset
+        offset = log.log_start_offset
+        while offset < end:
+            sl = log.read(offset, chunk, min_one_message=True).records
+            records = FileSlice(sl.path, -1, sl.position, sl.size)
+            parts = encode_fetch_response(1, 4, 0, [(TOPIC, [PartitionData(
+                0, 0, log.high_watermark, log.last_stable_offset, log.log_start_offset, None, records)])])
+            if len(parts) != 3 or parts[2] != b"" or not isinstance(parts[0], bytes):
+                raise SystemExit(f"fetch_answers: unexpected response layout at offset {offset}")
+            out[offset] = (parts[0], sl.path, sl.position, sl.size)
+            nxt = _next_offset(memoryview(parts[0][4:] + sl.read()))
+            if nxt is None:
+                raise SystemExit(f"fetch_answers: no whole batch in the answer at offset {offset}")
+            offset = nxt
+    return out
+
+
 def run_sendfile_server(port: int, data_dir: str, chunk: int) -> None:
-    """For each request frame read, a 4-byte size and then ``chunk`` bytes of the bench topic's
-    segment files, ``os.sendfile``d from where the previous answer stopped (blocking socket)."""
-    part = os.path.join(data_dir, f"{TOPIC}-0")
-    files = [os.path.join(part, f) for f in sorted(os.listdir(part)) if f.endswith(".log")]
+    """The floor: for each Fetch frame read, the precomputed response header of its fetch offset
+    (:func:`fetch_answers`, the request's correlation id put in) and then the same segment file
+    range kafkalog serve answers with, by ``os.sendfile`` (blocking socket)."""
+    answers = fetch_answers(data_dir, chunk)
+    fds: dict[str, int] = {}
+    table: dict[int, tuple[bytes, int, int, int]] = {}
+    for offset, (head, path, pos, n) in answers.items():
+        if path not in fds:
+            fds[path] = os.open(path, os.O_RDONLY)
+        table[offset] = (head, fds[path], pos, n)
     srv = socket.create_server(("127.0.0.1", port))
     print(json.dumps({"type": "listening", "host": "127.0.0.1", "port": srv.getsockname()[1]}), flush=True)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     while True:
         conn, _addr = srv.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        fi, pos = 0, 0
-        fd = os.open(files[0], os.O_RDONLY)
-        size = os.fstat(fd).st_size
+        out = conn.fileno()
         try:
             while True:
-                head = conn.recv(4, socket.MSG_WAITALL)
-                if len(head) < 4:
+                size = conn.recv(4, socket.MSG_WAITALL)
+                if len(size) < 4:
                     break
-                conn.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
-                if pos >= size and fi + 1 < len(files):
-                    os.close(fd)
-                    fi, pos = fi + 1, 0
-                    fd = os.open(files[fi], os.O_RDONLY)
-                    size = os.fstat(fd).st_size
-                n = min(chunk, size - pos)
-                conn.sendall(struct.pack(">i", n), socket.MSG_MORE)   # as kafkalog's header
+                frame = conn.recv(struct.unpack(">i", size)[0], socket.MSG_WAITALL)
+                offset = struct.unpack_from(">q", frame, len(frame) - 12)[0]
+                if offset not in table:
+                    raise SystemExit(f"sendfile floor: no precomputed answer for fetch offset {offset}")
+                head, fd, pos, n = table[offset]
+                conn.sendall(head[:4] + frame[4:8] + head[8:], socket.MSG_MORE)  # correlation id
                 sent = 0
                 while sent < n:
-                    sent += os.sendfile(conn.fileno(), fd, pos + sent, n - sent)
-                pos += n
+                    sent += os.sendfile(out, fd, pos + sent, n - sent)
         finally:
-            os.close(fd)
             conn.close()
 
 
@@ -259,9 +289,12 @@ def _next_offset(resp: memoryview) -> int | None:
     return nxt
 
 
-def fetch_1mib(port: int, total: int, parse: bool, chunk: int, end_offset: int) -> float:
-    """Bytes per second of ``chunk``-byte Fetch answers (kafkalog) or sendfile answers (floor) read
-    into one buffer until ``total`` bytes arrived or the log ended."""
+def fetch_1mib(port: int, total: int, chunk: int, end_offset: int,
+               answers: list[tuple[int, int, bytes]] | None = None) -> float:
+    """Bytes per second of ``chunk``-byte Fetch answers read into one buffer, the next fetch offset
+    taken from the last whole batch of each answer, from the log's start again at its end, until
+    ``total`` bytes arrived. The same requester for kafkalog serve and the floor. With ``answers``
+    (the check pass): one pass over the log, appending (fetch offset, size, digest) per answer."""
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray(chunk + 64 * 1024)
@@ -285,13 +318,14 @@ def fetch_1mib(port: int, total: int, parse: bool, chunk: int, end_offset: int) 
                     raise SystemExit("fetch_1mib: the server closed the connection")
                 r += k
             got += n + 4
-            if parse:
-                nxt = _next_offset(view[:n])
-                if nxt is None or nxt >= end_offset:
+            nxt = _next_offset(view[:n])
+            if nxt is None:
+                raise SystemExit(f"fetch_1mib: no whole batch in the answer at offset {offset}")
+            if answers is not None:
+                answers.append((offset, n, hashlib.blake2b(view[:n]).digest()))
+                if nxt >= end_offset:
                     break
-                offset = nxt
-            elif n < chunk:              # the end of the segments
-                break
+            offset = 0 if nxt >= end_offset else nxt
     finally:
         s.close()
     return got / (time.perf_counter() - t0)
@@ -505,13 +539,25 @@ def measure_consume(kind: str, data_dir: str, records: int, clients: list[str]) 
     return row
 
 
-def measure_fetch(kind: str, data_dir: str, total: int, end_offset: int) -> dict[str, Any]:
+def measure_fetch(kind: str, data_dir: str, total: int, end_offset: int,
+                  answers: list[tuple[int, int, bytes]]) -> dict[str, Any]:
+    """One untimed check pass over the log (its answers appended to ``answers``: the caller
+    compares the floor's with kafkalog's), then ``total`` bytes timed on a new connection."""
     proc, port = _start(_broker_cmd(kind, data_dir, preload=True))
     try:
-        rate = fetch_1mib(port, total, kind == "kafkalog", FETCH_BYTES, end_offset)
+        fetch_1mib(port, total, FETCH_BYTES, end_offset, answers)
+        rate = fetch_1mib(port, total, FETCH_BYTES, end_offset)
     finally:
         _stop(proc)
     return {"type": "fetch_1mib", "broker": kind, "mib_per_s": round(rate / MiB, 1)}
+
+
+def check_same_answers(floor: list[tuple[int, int, bytes]], served: list[tuple[int, int, bytes]]) -> None:
+    """The floor must have sent byte for byte what kafkalog serve sent, for every fetch offset."""
+    if floor != served:
+        bad = next((i for i, (x, y) in enumerate(zip(floor, served)) if x != y), min(len(floor), len(served)))
+        raise SystemExit(f"fetch_1mib: the floor's answers differ from kafkalog serve's at answer {bad} "
+                         f"({len(floor)} vs {len(served)} answers)")
 
 
 def _median(rows: list[dict[str, Any]], kind: str, field: str) -> float:
@@ -578,8 +624,11 @@ def main(argv: list[str] | None = None) -> None:
             if "consume" in measures:
                 emit(cons, measure_consume(kind, data_dir, args.records, clients), run)
         if "fetch" in measures:
+            seen: dict[str, list[tuple[int, int, bytes]]] = {"sendfile": [], "kafkalog": []}
             for kind in ("sendfile", "kafkalog"):
-                emit(fetch, measure_fetch(kind, data_dir, args.fetch_mib * MiB, args.records), run)
+                emit(fetch, measure_fetch(kind, data_dir, args.fetch_mib * MiB, args.records, seen[kind]),
+                     run)
+            check_same_answers(seen["sendfile"], seen["kafkalog"])
         if "idle" in measures:
             emit(idle, measure_idle(args.produce_records, args.idle_connections), run)
     out: dict[str, Any] = {"type": "ratio", "runs": args.runs, "records": args.records,
