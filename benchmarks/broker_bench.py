@@ -290,8 +290,8 @@ def _next_offset(resp: memoryview) -> int | None:
 
 
 def fetch_1mib(port: int, total: int, chunk: int, end_offset: int,
-               answers: list[tuple[int, int, bytes]] | None = None) -> float:
-    """Bytes per second of ``chunk``-byte Fetch answers read into one buffer, the next fetch offset
+               answers: list[tuple[int, int, bytes]] | None = None) -> tuple[int, float]:
+    """(bytes, seconds) of ``chunk``-byte Fetch answers read into one buffer, the next fetch offset
     taken from the last whole batch of each answer, from the log's start again at its end, until
     ``total`` bytes arrived. The same requester for kafkalog serve and the floor. With ``answers``
     (the check pass): one pass over the log, appending (fetch offset, size, digest) per answer."""
@@ -328,7 +328,7 @@ def fetch_1mib(port: int, total: int, chunk: int, end_offset: int,
             offset = 0 if nxt >= end_offset else nxt
     finally:
         s.close()
-    return got / (time.perf_counter() - t0)
+    return got, time.perf_counter() - t0
 
 
 # --- processes ---------------------------------------------------------------------------------------
@@ -539,17 +539,33 @@ def measure_consume(kind: str, data_dir: str, records: int, clients: list[str]) 
     return row
 
 
-def measure_fetch(kind: str, data_dir: str, total: int, end_offset: int,
-                  answers: list[tuple[int, int, bytes]]) -> dict[str, Any]:
-    """One untimed check pass over the log (its answers appended to ``answers``: the caller
-    compares the floor's with kafkalog's), then ``total`` bytes timed on a new connection."""
-    proc, port = _start(_broker_cmd(kind, data_dir, preload=True))
+def measure_fetch(data_dir: str, total: int, end_offset: int, blocks: int) -> list[dict[str, Any]]:
+    """The floor and kafkalog serve side by side: one untimed check pass over the log from each
+    (their answers must be byte for byte the same), then ``total`` bytes from each in ``blocks``
+    alternating blocks (the first of each pair alternates too), so both see the same load."""
+    kinds = ("sendfile", "kafkalog")
+    procs: list[subprocess.Popen] = []
     try:
-        fetch_1mib(port, total, FETCH_BYTES, end_offset, answers)
-        rate = fetch_1mib(port, total, FETCH_BYTES, end_offset)
+        ports: dict[str, int] = {}
+        for kind in kinds:                  # the floor first: it reads the log before serving
+            proc, ports[kind] = _start(_broker_cmd(kind, data_dir, preload=True))
+            procs.append(proc)
+        seen: dict[str, list[tuple[int, int, bytes]]] = {k: [] for k in kinds}
+        for kind in kinds:
+            fetch_1mib(ports[kind], total, FETCH_BYTES, end_offset, seen[kind])
+        check_same_answers(seen["sendfile"], seen["kafkalog"])
+        done = dict.fromkeys(kinds, 0)
+        secs = dict.fromkeys(kinds, 0.0)
+        for b in range(blocks):
+            for kind in (kinds if b % 2 == 0 else kinds[::-1]):
+                got, s = fetch_1mib(ports[kind], max(total // blocks, 1), FETCH_BYTES, end_offset)
+                done[kind] += got
+                secs[kind] += s
     finally:
-        _stop(proc)
-    return {"type": "fetch_1mib", "broker": kind, "mib_per_s": round(rate / MiB, 1)}
+        for proc in procs:
+            _stop(proc)
+    return [{"type": "fetch_1mib", "broker": k, "mib_per_s": round(done[k] / secs[k] / MiB, 1),
+             "answers": len(seen[k]), "load_avg_1m": round(os.getloadavg()[0], 2)} for k in kinds]
 
 
 def check_same_answers(floor: list[tuple[int, int, bytes]], served: list[tuple[int, int, bytes]]) -> None:
@@ -578,6 +594,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="records of the consume topic (the issue's 10 M; scale down here)")
     ap.add_argument("--produce-records", type=int, default=300_000)
     ap.add_argument("--fetch-mib", type=int, default=512, help="MiB read by the 1 MiB fetch measure")
+    ap.add_argument("--fetch-blocks", type=int, default=10,
+                    help="alternating blocks of the 1 MiB fetch measure (floor and kafkalog in turn)")
     ap.add_argument("--clients", default="confluent,java", help="comma-separated: confluent, java")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--measure", default=",".join(MEASURES),
@@ -624,11 +642,8 @@ def main(argv: list[str] | None = None) -> None:
             if "consume" in measures:
                 emit(cons, measure_consume(kind, data_dir, args.records, clients), run)
         if "fetch" in measures:
-            seen: dict[str, list[tuple[int, int, bytes]]] = {"sendfile": [], "kafkalog": []}
-            for kind in ("sendfile", "kafkalog"):
-                emit(fetch, measure_fetch(kind, data_dir, args.fetch_mib * MiB, args.records, seen[kind]),
-                     run)
-            check_same_answers(seen["sendfile"], seen["kafkalog"])
+            for row in measure_fetch(data_dir, args.fetch_mib * MiB, args.records, args.fetch_blocks):
+                emit(fetch, row, run)
         if "idle" in measures:
             emit(idle, measure_idle(args.produce_records, args.idle_connections), run)
     out: dict[str, Any] = {"type": "ratio", "runs": args.runs, "records": args.records,
