@@ -290,8 +290,8 @@ def _next_offset(resp: memoryview) -> int | None:
 
 
 def fetch_1mib(port: int, total: int, chunk: int, end_offset: int,
-               answers: list[tuple[int, int, bytes]] | None = None) -> tuple[int, float]:
-    """(bytes, seconds) of ``chunk``-byte Fetch answers read into one buffer, the next fetch offset
+               answers: list[tuple[int, int, bytes]] | None = None) -> tuple[int, float, int]:
+    """(bytes, seconds, answers) of ``chunk``-byte Fetch answers read into one buffer, the next fetch offset
     taken from the last whole batch of each answer, from the log's start again at its end, until
     ``total`` bytes arrived. The same requester for kafkalog serve and the floor. With ``answers``
     (the check pass): one pass over the log, appending (fetch offset, size, digest) per answer."""
@@ -299,10 +299,11 @@ def fetch_1mib(port: int, total: int, chunk: int, end_offset: int,
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray(chunk + 64 * 1024)
     view = memoryview(buf)
-    got, offset = 0, 0
+    got, offset, count = 0, 0, 0
     t0 = time.perf_counter()
     try:
         while got < total:
+            count += 1
             s.sendall(_fetch_v4(offset, chunk))
             head = s.recv(4, socket.MSG_WAITALL)
             if len(head) < 4:
@@ -328,7 +329,7 @@ def fetch_1mib(port: int, total: int, chunk: int, end_offset: int,
             offset = 0 if nxt >= end_offset else nxt
     finally:
         s.close()
-    return got, time.perf_counter() - t0
+    return got, time.perf_counter() - t0, count
 
 
 # --- processes ---------------------------------------------------------------------------------------
@@ -556,16 +557,30 @@ def measure_fetch(data_dir: str, total: int, end_offset: int, blocks: int) -> li
         check_same_answers(seen["sendfile"], seen["kafkalog"])
         done = dict.fromkeys(kinds, 0)
         secs = dict.fromkeys(kinds, 0.0)
+        count = dict.fromkeys(kinds, 0)
+        cpu0 = {k: _cpu_ns(p.pid) for k, p in zip(kinds, procs, strict=True)}
         for b in range(blocks):
             for kind in (kinds if b % 2 == 0 else kinds[::-1]):
-                got, s = fetch_1mib(ports[kind], max(total // blocks, 1), FETCH_BYTES, end_offset)
+                got, s, n = fetch_1mib(ports[kind], max(total // blocks, 1), FETCH_BYTES, end_offset)
                 done[kind] += got
                 secs[kind] += s
+                count[kind] += n
+        cpu = {k: _cpu_ns(p.pid) - cpu0[k] for k, p in zip(kinds, procs, strict=True)}
     finally:
         for proc in procs:
             _stop(proc)
     return [{"type": "fetch_1mib", "broker": k, "mib_per_s": round(done[k] / secs[k] / MiB, 1),
-             "answers": len(seen[k]), "load_avg_1m": round(os.getloadavg()[0], 2)} for k in kinds]
+             "server_cpu_us_per_answer": round(cpu[k] / count[k] / 1000, 1), "answers": count[k],
+             "load_avg_1m": round(os.getloadavg()[0], 2)} for k in kinds]
+
+
+def _cpu_ns(pid: int) -> int:
+    """CPU time a process has used so far (ns, Linux's /proc/PID/schedstat; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except OSError:
+        return 0
 
 
 def check_same_answers(floor: list[tuple[int, int, bytes]], served: list[tuple[int, int, bytes]]) -> None:

@@ -155,16 +155,16 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
     max_bytes = min(getattr(body, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes)
     min_bytes = body.min_bytes
     deadline = time.monotonic() + max(body.max_wait.total_seconds(), 0.0)
-    tps = [TopicPartition(w.topic, w.index) for w in wanted if w.topic is not None]
-    loop = asyncio.get_running_loop()
     while True:
         parts = _collect(broker, wanted, max_bytes, committed, unknown_code)
-        total = sum(p.size for p in parts)
+        if sum(p.size for p in parts) >= min_bytes or any(p.error for p in parts):
+            break
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or remaining <= 0 or any(p.error for p in parts) or not tps:
+        tps = [TopicPartition(w.topic, w.index) for w in wanted if w.topic is not None]
+        if remaining <= 0 or not tps:
             break
         _release(parts)
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         broker.add_waiter(tps, fut)
         try:
             await asyncio.wait_for(fut, remaining)
