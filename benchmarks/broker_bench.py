@@ -6,8 +6,13 @@ Peers, each a separate process on the same machine:
   serve, batches kept in a Python list (no files, indexes or producer state) -- the client's own
   ceiling through this protocol code; for consume it is preloaded with the very batches of the
   prepared topic;
-* the sendfile floor (``--sendfile-server PORT``): for each request frame it reads, a 4-byte size
-  and then 1 MiB of the prepared topic's segment files by ``os.sendfile`` (blocking socket).
+* the sendfile floor (``--sendfile-server PORT``): raw ``sendfile`` of the same bytes. Before it
+  listens it asks kafkalog's ``Log.read`` for the answer to every fetch offset the raw requester
+  will send (0, then the offset after the last whole batch of each answer) and keeps, per fetch
+  offset, the Fetch v4 response bytes before the records (from the broker's encoder) and the
+  segment file, position and length of the records. Serving (blocking socket): read a frame, take
+  the fetch offset from its last 12 bytes, send the header (the request's correlation id put in,
+  ``MSG_MORE``) and ``os.sendfile`` that file range.
 
 Measured in each run (JSON lines), then one line of ratios: each the median over the runs of the
 ratio within one run (the machine is shared; figures of one run are compared with each other):
@@ -18,8 +23,11 @@ ratio within one run (the machine is shared; figures of one run are compared wit
   (batches of 1,000 records written through kafkalog's log layer into ``--data-dir``, kept for later
   runs), per client, memory broker vs kafkalog serve on that directory;
 * ``fetch_1mib``: a raw Fetch v4 requester (this process, one socket, one 1 MiB+ buffer, the next
-  offset from the last batch) reading ``--fetch-mib`` MiB in 1 MiB answers from kafkalog serve, vs
-  the same client reading the same segment bytes from the sendfile floor (MiB/s);
+  offset from the last whole batch, from the start again at the log end) reading ``--fetch-mib``
+  MiB in 1 MiB answers, from kafkalog serve and from the sendfile floor (MiB/s). Both servers run
+  side by side; an untimed pass over the log from each checks that their answers are the same
+  bytes, then ``--fetch-blocks`` alternating blocks are timed; the servers' CPU time per answer
+  is reported too;
 * ``idle``: kafkalog serve's produce rate with ``--idle-connections`` idle connections open against
   its rate without them.
 

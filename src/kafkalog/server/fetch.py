@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 import time
 from typing import Any
 
@@ -30,6 +31,8 @@ FIRST_TOPIC_ID = 13
 SENDFILE_MIN_BYTES = 64 * 1024
 READ_COMMITTED = 1
 FIRST_SESSION = 7
+#: partition index, error code, high watermark, last stable offset
+_PARTITION_HEAD = struct.Struct(">ihqq")
 
 
 class PartitionData:
@@ -200,7 +203,7 @@ def encode_fetch_response(correlation_id: int, version: int, top_error: int,
         cur.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))
         cur.append(wire.array_len(len(pds), flex))
         for p in pds:
-            cur.append(i32(p.index) + i16(p.error) + i64(p.high_watermark) + i64(p.last_stable_offset))
+            cur.append(_PARTITION_HEAD.pack(p.index, p.error, p.high_watermark, p.last_stable_offset))
             if version >= 5:
                 cur.append(i64(p.log_start_offset))
             if p.aborted is None:
