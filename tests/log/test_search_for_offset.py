@@ -84,7 +84,7 @@ def test_search_matches_the_header_walk(entries, records_per_batch, tail, damage
             struct.pack_into(">i", b, 8, 3)             # below the minimum: CorruptRecordError
         elif b[16] == 2:
             struct.pack_into(">i", b, 8, 40)            # a v2 batch smaller than its header
-            b = b[:52]
+            del b[52:]
         blobs[damage[0]] = bytes(b)
     fr = _write_file(blobs, tail)
     try:

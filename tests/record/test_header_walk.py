@@ -190,7 +190,8 @@ def test_a_small_window_of_a_huge_file(mod):
     w = hw.HeaderWalk(mod.walk(data, pos, 1 << 40, False, -(2**63), False, False, 0, False,
                                -1, -1, -1, -1, -1, crc32c, zlib.crc32, pos))
     assert w.count == 3 and [r[0] for r in w.rows()] == [pos, pos + len(data) // 3, pos + 2 * len(data) // 3]
-    assert w.finding.kind is FindingKind.NEED_MORE and w.finding.position == pos + len(data)
+    f = w.finding
+    assert f is not None and f.kind is FindingKind.NEED_MORE and f.position == pos + len(data)
 
 
 @pytest.mark.parametrize("mod", IMPLS, ids=lambda m: m.IMPLEMENTATION)
