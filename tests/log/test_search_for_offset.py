@@ -89,8 +89,8 @@ def test_search_matches_the_header_walk(entries, records_per_batch, tail, damage
     fr = _write_file(blobs, tail)
     try:
         starts = [0]
-        for b in blobs:
-            starts.append(starts[-1] + len(b))
+        for blob in blobs:
+            starts.append(starts[-1] + len(blob))
         for start in starts:
             for target in range(-1, offset + 3):
                 assert _outcome(fr.search_for_offset_with_size, target, start) == \
