@@ -6,8 +6,13 @@ Peers, each a separate process on the same machine:
   serve, batches kept in a Python list (no files, indexes or producer state) -- the client's own
   ceiling through this protocol code; for consume it is preloaded with the very batches of the
   prepared topic;
-* the sendfile floor (``--sendfile-server PORT``): for each request frame it reads, a 4-byte size
-  and then 1 MiB of the prepared topic's segment files by ``os.sendfile`` (blocking socket).
+* the sendfile floor (``--sendfile-server PORT``): raw ``sendfile`` of the same bytes. Before it
+  listens it asks kafkalog's ``Log.read`` for the answer to every fetch offset the raw requester
+  will send (0, then the offset after the last whole batch of each answer) and keeps, per fetch
+  offset, the Fetch v4 response bytes before the records (from the broker's encoder) and the
+  segment file, position and length of the records. Serving (blocking socket): read a frame, take
+  the fetch offset from its last 12 bytes, send the header (the request's correlation id put in,
+  ``MSG_MORE``) and ``os.sendfile`` that file range.
 
 Measured in each run (JSON lines), then one line of ratios: each the median over the runs of the
 ratio within one run (the machine is shared; figures of one run are compared with each other):
@@ -18,8 +23,11 @@ ratio within one run (the machine is shared; figures of one run are compared wit
   (batches of 1,000 records written through kafkalog's log layer into ``--data-dir``, kept for later
   runs), per client, memory broker vs kafkalog serve on that directory;
 * ``fetch_1mib``: a raw Fetch v4 requester (this process, one socket, one 1 MiB+ buffer, the next
-  offset from the last batch) reading ``--fetch-mib`` MiB in 1 MiB answers from kafkalog serve, vs
-  the same client reading the same segment bytes from the sendfile floor (MiB/s);
+  offset from the last whole batch, from the start again at the log end) reading ``--fetch-mib``
+  MiB in 1 MiB answers, from kafkalog serve and from the sendfile floor (MiB/s). Both servers run
+  side by side; an untimed pass over the log from each checks that their answers are the same
+  bytes, then ``--fetch-blocks`` alternating blocks are timed; the servers' CPU time per answer
+  is reported too;
 * ``idle``: kafkalog serve's produce rate with ``--idle-connections`` idle connections open against
   its rate without them.
 
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -194,39 +203,68 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
 
 # --- the sendfile floor -----------------------------------------------------------------------------
 
+def fetch_answers(data_dir: str, chunk: int) -> dict[int, tuple[bytes, str, int, int]]:
+    """The 1 MiB answers the raw requester will get, by fetch offset: for each offset it asks for
+    (0, then the offset after the last whole batch of the previous answer), the Fetch v4 response
+    bytes before the records (frame size included), and the segment file, position and length of
+    the records -- from kafkalog's own ``Log.read`` (``min_one_message``, ``max_bytes`` = ``chunk``)
+    and the broker's response encoder, so the floor sends exactly the bytes kafkalog serve sends."""
+    from kafkalog.log.fetch import FileSlice
+    from kafkalog.log.manager import LogManager
+    from kafkalog.server.fetch import PartitionData, encode_fetch_response
+    out: dict[int, tuple[bytes, str, int, int]] = {}
+    with LogManager(data_dir, background=False) as m:
+        log = m.get_log(TOPIC, 0)
+        end = log.log_end_offset
+        offset = log.log_start_offset
+        while offset < end:
+            sl = log.read(offset, chunk, min_one_message=True).records
+            records = FileSlice(sl.path, -1, sl.position, sl.size)
+            parts = encode_fetch_response(1, 4, 0, [(TOPIC, [PartitionData(
+                0, 0, log.high_watermark, log.last_stable_offset, log.log_start_offset, None, records)])])
+            if len(parts) != 3 or parts[2] != b"" or not isinstance(parts[0], bytes):
+                raise SystemExit(f"fetch_answers: unexpected response layout at offset {offset}")
+            out[offset] = (parts[0], sl.path, sl.position, sl.size)
+            nxt = _next_offset(memoryview(parts[0][4:] + sl.read()))
+            if nxt is None:
+                raise SystemExit(f"fetch_answers: no whole batch in the answer at offset {offset}")
+            offset = nxt
+    return out
+
+
 def run_sendfile_server(port: int, data_dir: str, chunk: int) -> None:
-    """For each request frame read, a 4-byte size and then ``chunk`` bytes of the bench topic's
-    segment files, ``os.sendfile``d from where the previous answer stopped (blocking socket)."""
-    part = os.path.join(data_dir, f"{TOPIC}-0")
-    files = [os.path.join(part, f) for f in sorted(os.listdir(part)) if f.endswith(".log")]
+    """The floor: for each Fetch frame read, the precomputed response header of its fetch offset
+    (:func:`fetch_answers`, the request's correlation id put in) and then the same segment file
+    range kafkalog serve answers with, by ``os.sendfile`` (blocking socket)."""
+    answers = fetch_answers(data_dir, chunk)
+    fds: dict[str, int] = {}
+    table: dict[int, tuple[bytes, int, int, int]] = {}
+    for offset, (head, path, pos, n) in answers.items():
+        if path not in fds:
+            fds[path] = os.open(path, os.O_RDONLY)
+        table[offset] = (head, fds[path], pos, n)
     srv = socket.create_server(("127.0.0.1", port))
     print(json.dumps({"type": "listening", "host": "127.0.0.1", "port": srv.getsockname()[1]}), flush=True)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     while True:
         conn, _addr = srv.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        fi, pos = 0, 0
-        fd = os.open(files[0], os.O_RDONLY)
-        size = os.fstat(fd).st_size
+        out = conn.fileno()
         try:
             while True:
-                head = conn.recv(4, socket.MSG_WAITALL)
-                if len(head) < 4:
+                size = conn.recv(4, socket.MSG_WAITALL)
+                if len(size) < 4:
                     break
-                conn.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
-                if pos >= size and fi + 1 < len(files):
-                    os.close(fd)
-                    fi, pos = fi + 1, 0
-                    fd = os.open(files[fi], os.O_RDONLY)
-                    size = os.fstat(fd).st_size
-                n = min(chunk, size - pos)
-                conn.sendall(struct.pack(">i", n), socket.MSG_MORE)   # as kafkalog's header
+                frame = conn.recv(struct.unpack(">i", size)[0], socket.MSG_WAITALL)
+                offset = struct.unpack_from(">q", frame, len(frame) - 12)[0]
+                if offset not in table:
+                    raise SystemExit(f"sendfile floor: no precomputed answer for fetch offset {offset}")
+                head, fd, pos, n = table[offset]
+                conn.sendall(head[:4] + frame[4:8] + head[8:], socket.MSG_MORE)  # correlation id
                 sent = 0
                 while sent < n:
-                    sent += os.sendfile(conn.fileno(), fd, pos + sent, n - sent)
-                pos += n
+                    sent += os.sendfile(out, fd, pos + sent, n - sent)
         finally:
-            os.close(fd)
             conn.close()
 
 
@@ -259,17 +297,21 @@ def _next_offset(resp: memoryview) -> int | None:
     return nxt
 
 
-def fetch_1mib(port: int, total: int, parse: bool, chunk: int, end_offset: int) -> float:
-    """Bytes per second of ``chunk``-byte Fetch answers (kafkalog) or sendfile answers (floor) read
-    into one buffer until ``total`` bytes arrived or the log ended."""
+def fetch_1mib(port: int, total: int, chunk: int, end_offset: int,
+               answers: list[tuple[int, int, bytes]] | None = None) -> tuple[int, float, int]:
+    """(bytes, seconds, answers) of ``chunk``-byte Fetch answers read into one buffer, the next fetch offset
+    taken from the last whole batch of each answer, from the log's start again at its end, until
+    ``total`` bytes arrived. The same requester for kafkalog serve and the floor. With ``answers``
+    (the check pass): one pass over the log, appending (fetch offset, size, digest) per answer."""
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray(chunk + 64 * 1024)
     view = memoryview(buf)
-    got, offset = 0, 0
+    got, offset, count = 0, 0, 0
     t0 = time.perf_counter()
     try:
         while got < total:
+            count += 1
             s.sendall(_fetch_v4(offset, chunk))
             head = s.recv(4, socket.MSG_WAITALL)
             if len(head) < 4:
@@ -285,16 +327,17 @@ def fetch_1mib(port: int, total: int, parse: bool, chunk: int, end_offset: int) 
                     raise SystemExit("fetch_1mib: the server closed the connection")
                 r += k
             got += n + 4
-            if parse:
-                nxt = _next_offset(view[:n])
-                if nxt is None or nxt >= end_offset:
+            nxt = _next_offset(view[:n])
+            if nxt is None:
+                raise SystemExit(f"fetch_1mib: no whole batch in the answer at offset {offset}")
+            if answers is not None:
+                answers.append((offset, n, hashlib.blake2b(view[:n]).digest()))
+                if nxt >= end_offset:
                     break
-                offset = nxt
-            elif n < chunk:              # the end of the segments
-                break
+            offset = 0 if nxt >= end_offset else nxt
     finally:
         s.close()
-    return got / (time.perf_counter() - t0)
+    return got, time.perf_counter() - t0, count
 
 
 # --- processes ---------------------------------------------------------------------------------------
@@ -510,13 +553,55 @@ def measure_consume(kind: str, data_dir: str, records: int, clients: list[str]) 
     return row
 
 
-def measure_fetch(kind: str, data_dir: str, total: int, end_offset: int) -> dict[str, Any]:
-    proc, port = _start(_broker_cmd(kind, data_dir, preload=True))
+def measure_fetch(data_dir: str, total: int, end_offset: int, blocks: int) -> list[dict[str, Any]]:
+    """The floor and kafkalog serve side by side: one untimed check pass over the log from each
+    (their answers must be byte for byte the same), then ``total`` bytes from each in ``blocks``
+    alternating blocks (the first of each pair alternates too), so both see the same load."""
+    kinds = ("sendfile", "kafkalog")
+    procs: list[subprocess.Popen] = []
     try:
-        rate = fetch_1mib(port, total, kind == "kafkalog", FETCH_BYTES, end_offset)
+        ports: dict[str, int] = {}
+        for kind in kinds:                  # the floor first: it reads the log before serving
+            proc, ports[kind] = _start(_broker_cmd(kind, data_dir, preload=True))
+            procs.append(proc)
+        seen: dict[str, list[tuple[int, int, bytes]]] = {k: [] for k in kinds}
+        for kind in kinds:
+            fetch_1mib(ports[kind], total, FETCH_BYTES, end_offset, seen[kind])
+        check_same_answers(seen["sendfile"], seen["kafkalog"])
+        done = dict.fromkeys(kinds, 0)
+        secs = dict.fromkeys(kinds, 0.0)
+        count = dict.fromkeys(kinds, 0)
+        cpu0 = {k: _cpu_ns(p.pid) for k, p in zip(kinds, procs, strict=True)}
+        for b in range(blocks):
+            for kind in (kinds if b % 2 == 0 else kinds[::-1]):
+                got, s, n = fetch_1mib(ports[kind], max(total // blocks, 1), FETCH_BYTES, end_offset)
+                done[kind] += got
+                secs[kind] += s
+                count[kind] += n
+        cpu = {k: _cpu_ns(p.pid) - cpu0[k] for k, p in zip(kinds, procs, strict=True)}
     finally:
-        _stop(proc)
-    return {"type": "fetch_1mib", "broker": kind, "mib_per_s": round(rate / MiB, 1)}
+        for proc in procs:
+            _stop(proc)
+    return [{"type": "fetch_1mib", "broker": k, "mib_per_s": round(done[k] / secs[k] / MiB, 1),
+             "server_cpu_us_per_answer": round(cpu[k] / count[k] / 1000, 1), "answers": count[k],
+             "load_avg_1m": round(os.getloadavg()[0], 2)} for k in kinds]
+
+
+def _cpu_ns(pid: int) -> int:
+    """CPU time a process has used so far (ns, Linux's /proc/PID/schedstat; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except OSError:
+        return 0
+
+
+def check_same_answers(floor: list[tuple[int, int, bytes]], served: list[tuple[int, int, bytes]]) -> None:
+    """The floor must have sent byte for byte what kafkalog serve sent, for every fetch offset."""
+    if floor != served:
+        bad = next((i for i, (x, y) in enumerate(zip(floor, served)) if x != y), min(len(floor), len(served)))
+        raise SystemExit(f"fetch_1mib: the floor's answers differ from kafkalog serve's at answer {bad} "
+                         f"({len(floor)} vs {len(served)} answers)")
 
 
 def _median(rows: list[dict[str, Any]], kind: str, field: str) -> float:
@@ -537,6 +622,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="records of the consume topic (the issue's 10 M; scale down here)")
     ap.add_argument("--produce-records", type=int, default=300_000)
     ap.add_argument("--fetch-mib", type=int, default=512, help="MiB read by the 1 MiB fetch measure")
+    ap.add_argument("--fetch-blocks", type=int, default=10,
+                    help="alternating blocks of the 1 MiB fetch measure (floor and kafkalog in turn)")
     ap.add_argument("--clients", default="confluent,java", help="comma-separated: confluent, java")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--measure", default=",".join(MEASURES),
@@ -583,8 +670,8 @@ def main(argv: list[str] | None = None) -> None:
             if "consume" in measures:
                 emit(cons, measure_consume(kind, data_dir, args.records, clients), run)
         if "fetch" in measures:
-            for kind in ("sendfile", "kafkalog"):
-                emit(fetch, measure_fetch(kind, data_dir, args.fetch_mib * MiB, args.records), run)
+            for row in measure_fetch(data_dir, args.fetch_mib * MiB, args.records, args.fetch_blocks):
+                emit(fetch, row, run)
         if "idle" in measures:
             emit(idle, measure_idle(args.produce_records, args.idle_connections), run)
     out: dict[str, Any] = {"type": "ratio", "runs": args.runs, "records": args.records,

@@ -181,6 +181,20 @@ def test_windows_of_a_file_give_the_rows_of_one_walk(mod):
 
 
 @pytest.mark.parametrize("mod", IMPLS, ids=lambda m: m.IMPLEMENTATION)
+def test_a_small_window_of_a_huge_file(mod):
+    """A header-only window of a file far larger than the window (a fetch from a big segment):
+    the rows it holds and NEED_MORE at the next entry, without room for rows of the whole rest of
+    the file (a 1 TiB file size once asked for a 40 GiB row buffer: MemoryError)."""
+    data = b"".join(v2_batch([b"x" * 100], base_offset=i) for i in range(3))
+    pos = 1 << 30
+    w = hw.HeaderWalk(mod.walk(data, pos, 1 << 40, False, -(2**63), False, False, 0, False,
+                               -1, -1, -1, -1, -1, crc32c, zlib.crc32, pos))
+    assert w.count == 3 and [r[0] for r in w.rows()] == [pos, pos + len(data) // 3, pos + 2 * len(data) // 3]
+    f = w.finding
+    assert f is not None and f.kind is FindingKind.NEED_MORE and f.position == pos + len(data)
+
+
+@pytest.mark.parametrize("mod", IMPLS, ids=lambda m: m.IMPLEMENTATION)
 def test_one_v2_data_batch(mod):
     """The one-batch produce path: facts of exactly one valid v2 data batch, else None."""
     b = v2_batch([b"a", b"b"], producer_id=5, leader_epoch=3)

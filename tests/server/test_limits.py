@@ -92,6 +92,28 @@ def test_a_client_that_never_reads_does_not_stall_others(tmp_path: os.PathLike[s
         assert b.stop() == 0, b.stderr()
 
 
+def test_pipelined_requests_in_bursts_are_all_answered_in_order(limited: BrokerProcess) -> None:
+    """Requests that arrive while the previous answer is still being written (a burst in one send),
+    then a pause, then a request split across sends: every one answered, in order, none twice."""
+    with connect(limited.port) as s:
+        for burst in range(3):
+            ids = list(range(burst * 100, burst * 100 + 40))
+            s.sendall(b"".join(api_versions_v0(i) for i in ids))
+            got = []
+            for _ in ids:
+                resp = recv_frame(s)
+                assert resp is not None
+                got.append(struct.unpack_from(">ih", resp, 0))
+            assert got == [(i, 0) for i in ids]
+            time.sleep(0.05)                              # the connection waits for the next bytes
+        frame = api_versions_v0(999)
+        s.sendall(frame[:5])
+        time.sleep(0.05)
+        s.sendall(frame[5:])
+        resp = recv_frame(s)
+        assert resp is not None and struct.unpack_from(">ih", resp, 0) == (999, 0)
+
+
 def test_fetch_max_bytes_caps_a_response(tmp_path: os.PathLike[str]) -> None:
     """``fetch.max.bytes`` caps what one Fetch returns: three batches of ~600 bytes, a client asking
     for 1 MiB with the broker's cap at 1000 bytes gets 1000 bytes: the first batch whole and the

@@ -31,7 +31,9 @@ from kafkalog.record.header_walk import (
     F_PARTITION_LEADER_EPOCH,
     F_POSITION,
     F_SIZE,
+    NF,
     FindingKind,
+    header_window,
     walk,
 )
 
@@ -55,6 +57,7 @@ _READ_BLOCK = 64 * 1024
 #: double up to :data:`_READ_BLOCK`.
 _FIRST_READ_BLOCK = 8 * 1024
 _WRITE_CHUNK = 256 * 1024
+_NEED_MORE = FindingKind.NEED_MORE.value
 
 
 class BatchHeader(NamedTuple):
@@ -289,8 +292,32 @@ class FileRecords:
     def search_for_offset_with_size(self, target_offset: int, start_position: int
                                     ) -> Optional[BatchHeader]:
         """The first entry at or after ``start_position`` whose last offset is >= ``target_offset``
-        (Kafka's ``searchForOffsetWithSize``), or None."""
-        for h in self.iter_headers(start_position):
+        (Kafka's ``searchForOffsetWithSize``), or None.
+
+        The fetch path: windows walked straight here, no generator nor a header per entry passed
+        by (an offset-index entry usually lands on the batch before the target, whose successor is
+        in the second window when batches are large); anything but whole entries and "read the
+        next window" (a tail, damage) is left to :meth:`iter_headers` from where it was found, so
+        the rules stay those of the walk."""
+        end = self.size
+        pos = start_position
+        block = _FIRST_READ_BLOCK
+        while pos < end - PREFIX_SIZE:
+            facts, count, stop, stop_pos = header_window(os.pread(self.fd, min(block, end - pos), pos),
+                                                         pos, end)
+            if count:
+                lasts = memoryview(facts).cast("q")
+                for i in range(F_LAST_OFFSET, count * NF, NF):
+                    if lasts[i] >= target_offset:
+                        return header_of_row(_ROW.unpack_from(facts, (i - F_LAST_OFFSET) * 8))
+            if not stop:
+                return None
+            if stop != _NEED_MORE or stop_pos == pos:
+                pos = stop_pos
+                break
+            block = min(block * 2, _READ_BLOCK)
+            pos = stop_pos
+        for h in self.iter_headers(pos):
             if h.last_offset >= target_offset:
                 return h
         return None

@@ -165,10 +165,12 @@ def walk(buf, Py_ssize_t start, Py_ssize_t end, bint verify_crc, int64_t expect_
         if end < 0:
             end = blen
         pos = start if start > base else base
-        rem = end - pos
+        # capacity: one row per smallest possible entry (26 bytes) that starts in the buffer (a
+        # window of a large file must not allocate rows for the whole rest of the file), bounded
+        # by max_batches
+        rem = (end if end < blen else blen) - pos
         if rem < 0:
             rem = 0
-        # capacity: one row per smallest possible entry (26 bytes), bounded by max_batches
         cap = rem // 26 + 1
         if max_batches >= 0 and cap > max_batches:
             cap = max_batches

@@ -14,7 +14,7 @@ import asyncio
 import os
 import socket
 import ssl
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafkalog.log.fetch import FileSlice
 
@@ -36,20 +36,62 @@ class Channel(Protocol):
 
 
 class PlainChannel:
-    """The accepted non-blocking socket."""
+    """The accepted non-blocking socket.
+
+    The socket stays registered for reading from its first wait on (one request after another
+    would otherwise add and remove it with the loop's selector each time, on the path from a
+    request's arrival to its answer); a readable event that finds nobody waiting (a client sending
+    while its answer is still going out) unregisters it, so the loop never spins on it."""
 
     def __init__(self, conn: socket.socket, idle_s: float) -> None:
         self.conn = conn
         self.idle_s = idle_s
+        self._fd = conn.fileno()
+        self._loop: asyncio.AbstractEventLoop | None = None     # set while registered for reading
+        self._reading: asyncio.Future[bytes] | None = None
 
     async def recv(self) -> bytes:
-        """Straight away when bytes are waiting, else once the socket is readable (one future and
-        one timer: no task per receive)."""
-        while True:
-            try:
-                return self.conn.recv(RECV_BYTES)
-            except (BlockingIOError, InterruptedError):
-                await _ready(self.conn.fileno(), False, self.idle_s)
+        """Straight away when bytes are waiting, else from the readable callback (one future and
+        one timer: no task per receive); TimeoutError after ``connections.max.idle.ms``."""
+        try:
+            return self.conn.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            pass
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bytes] = loop.create_future()
+        self._reading = fut
+        if self._loop is None:
+            loop.add_reader(self._fd, self._on_readable)
+            self._loop = loop
+        timer = loop.call_later(self.idle_s, _expire, fut)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            self._reading = None
+
+    def _on_readable(self) -> None:
+        """The bytes for the waiting receive. A readable event can be stale (reported before the
+        previous receive took the bytes): the receive here finds nothing and the wait goes on."""
+        fut = self._reading
+        if fut is None:             # nobody waits: stop watching until the next wait
+            self._unwatch()
+            return
+        if fut.done():              # the waiter has its bytes (or timed out) and has yet to run
+            return
+        try:
+            data = self.conn.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            fut.set_exception(e)
+            return
+        fut.set_result(data)
+
+    def _unwatch(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._fd)
+            self._loop = None
 
     async def send(self, data: bytes, more: bool = False) -> None:
         """Straight away when the socket takes it all (the usual case: no task, no loop turn), else
@@ -77,6 +119,7 @@ class PlainChannel:
             sent += n
 
     def close(self) -> None:
+        self._unwatch()
         self.conn.close()
 
 
@@ -155,6 +198,6 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def _expire(fut: asyncio.Future[None]) -> None:
+def _expire(fut: asyncio.Future[Any]) -> None:
     if not fut.done():
         fut.set_exception(TimeoutError())

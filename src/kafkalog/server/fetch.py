@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 import time
 from typing import Any
 
@@ -30,6 +31,8 @@ FIRST_TOPIC_ID = 13
 SENDFILE_MIN_BYTES = 64 * 1024
 READ_COMMITTED = 1
 FIRST_SESSION = 7
+#: partition index, error code, high watermark, last stable offset
+_PARTITION_HEAD = struct.Struct(">ihqq")
 
 
 class PartitionData:
@@ -155,16 +158,16 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
     max_bytes = min(getattr(body, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes)
     min_bytes = body.min_bytes
     deadline = time.monotonic() + max(body.max_wait.total_seconds(), 0.0)
-    tps = [TopicPartition(w.topic, w.index) for w in wanted if w.topic is not None]
-    loop = asyncio.get_running_loop()
     while True:
         parts = _collect(broker, wanted, max_bytes, committed, unknown_code)
-        total = sum(p.size for p in parts)
+        if sum(p.size for p in parts) >= min_bytes or any(p.error for p in parts):
+            break
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or remaining <= 0 or any(p.error for p in parts) or not tps:
+        tps = [TopicPartition(w.topic, w.index) for w in wanted if w.topic is not None]
+        if remaining <= 0 or not tps:
             break
         _release(parts)
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         broker.add_waiter(tps, fut)
         try:
             await asyncio.wait_for(fut, remaining)
@@ -200,7 +203,7 @@ def encode_fetch_response(correlation_id: int, version: int, top_error: int,
         cur.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))
         cur.append(wire.array_len(len(pds), flex))
         for p in pds:
-            cur.append(i32(p.index) + i16(p.error) + i64(p.high_watermark) + i64(p.last_stable_offset))
+            cur.append(_PARTITION_HEAD.pack(p.index, p.error, p.high_watermark, p.last_stable_offset))
             if version >= 5:
                 cur.append(i64(p.log_start_offset))
             if p.aborted is None:
