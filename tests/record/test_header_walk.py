@@ -134,11 +134,11 @@ def _buffers():
 def test_compiled_and_pure_walkers_agree(buf, flips, cut, verify, check, contiguous, start, max_batches):
     if len(IMPLS) < 2:
         pytest.skip("compiled walker not built")
-    data = bytearray(buf)
+    flipped = bytearray(buf)
     for at, x in flips:
-        if at < len(data):
-            data[at] ^= x
-    data = bytes(data[:cut])
+        if at < len(flipped):
+            flipped[at] ^= x
+    data = bytes(flipped[:cut])
     start = start if start < len(data) and start in (0, 17) else 0
     kw = {"start": start, "verify_crc": verify, "check_next": check, "expect_next": 0, "contiguous": contiguous,
               "check_range": check, "max_batches": max_batches}
