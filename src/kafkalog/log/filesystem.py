@@ -232,8 +232,8 @@ class RangeReader:
                 self._handle = self.files.fs.open_input_file(self.files.fs_path(self.path))
             data = self._handle.read_at(length, position)
         except OSError as err:
-            raise KafkalogIOError(f"cannot read {length} bytes at {position}: {err}",
-                                  file=self.path) from None
+            raise KafkalogIOError(f"cannot read {length} bytes: {err}", file=self.path,
+                                  position=position) from None
         self.files.stats.add("range", len(data))
         return bytes(data)
 

@@ -85,7 +85,7 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
             skip = AbortedTxnFilter(view.aborted_transactions(start, end, start, end))
         builder = ColumnBuilder(pdir.topic, pdir.partition, include_headers)
         visited = 0                        # bytes of .log walked (for $KAFKALOG_SPARK_PROFILE)
-        for batch in view.batches(start, end):
+        for batch in view.batches(start, end, whole=True):
             visited += batch.size_in_bytes
             if not (batch.is_control or (skip is not None and skip.skip(batch))):
                 decode_entry(batch, builder, start, end, view.log_path_of(batch.base_offset))
