@@ -86,7 +86,8 @@ class _ParquetReader(DataSourceReader):
         import pyarrow.fs as pafs
         import pyarrow.parquet as pq
         fs = pafs.S3FileSystem(endpoint_override=self.endpoint.split("://", 1)[1], scheme="http",
-                               access_key="testing", secret_key="testing", region="us-east-1")
+                               access_key="testing", secret_key="testing", region="us-east-1",
+                               request_timeout=60)  # as kafkalog (fs.s3a.connection.request.timeout)
         with fs.open_input_file(partition.value) as f:
             pf = pq.ParquetFile(f)
             for rg in range(pf.num_row_groups):

@@ -606,11 +606,16 @@ class PartitionView:
 
     ``open_all=False`` (a reader of a range, such as a Spark task) opens a segment's ``.log`` only
     when it is read; one deleted by retention before that raises
-    :class:`~kafkalog.errors.OffsetOutOfRangeError`."""
+    :class:`~kafkalog.errors.OffsetOutOfRangeError`.
+
+    ``log_end_offset``: the log end offset the caller already found (a Spark task: its planner
+    did, and it reads below it): the view takes it instead of walking the tail of the last
+    segment for it, and reads no further."""
 
     def __init__(self, path: str, log_start_checkpoint: Optional[int] = None, *,
                  files: Optional[ViewFiles] = None, open_all: bool = True,
-                 remote: Optional[RemoteSegments] = None, fail_on_data_loss: bool = True) -> None:
+                 remote: Optional[RemoteSegments] = None, fail_on_data_loss: bool = True,
+                 log_end_offset: Optional[int] = None) -> None:
         self.dir = path
         self.files: ViewFiles = files if files is not None else LocalFiles()
         self._segs: List[SegmentSnapshot] = []
@@ -636,7 +641,8 @@ class PartitionView:
             self._remote_next = [n for _, n in below]
             self.remote_count = len(below)
         self.bases = [s.base_offset for s in self._segs]
-        self.log_end_offset = self._find_log_end_offset()
+        self.log_end_offset = (self._find_log_end_offset() if log_end_offset is None
+                               else log_end_offset)
         for s in self._segs:
             s.end_offset = self.log_end_offset
         first = self.bases[0] if self.bases else (log_start_checkpoint or 0)
