@@ -37,6 +37,16 @@ def _segment(local, uri):
     return local / "orders-0" / name, f"{uri}/orders-0/{name}", name
 
 
+def _remote_segment(s3_server, remote_logs):
+    """(files, path, name, size) of the first segment in S3."""
+    local, uri = remote_logs
+    _local_path, path, name = _segment(local, uri)
+    files = resolve(uri, s3_server.options)
+    size = files.size(path)
+    assert size is not None
+    return files, path, name, size
+
+
 def _records(chunks) -> list:
     return [(pos + b.position, r.offset, bytes(r.value)) for pos, buf in chunks
             for b in walk_batches(buf) for r in b]
@@ -64,15 +74,13 @@ def test_prefetched_scan_equals_sequential_and_local(s3_server, remote_logs):
         assert sorted(r[2] for r in gets) == sorted(
             f"bytes={p}-{min(p + CHUNK, size) - 1}" for p in range(0, size, CHUNK))
         assert scan.max_in_flight == max(1, prefetch)
+        heads = [r for r in s3_server.counts.requests if r[0] == "HEAD"]
+        assert len(heads) == 1                   # one handle, however many threads read it
     assert results[0] == results[1] == results[3] == expected
 
 
 def test_chunks_in_flight_never_exceed_the_limit(s3_server, remote_logs):
-    local, uri = remote_logs
-    _local_path, path, _name = _segment(local, uri)
-    files = resolve(uri, s3_server.options)
-    size = files.size(path)
-    assert size is not None
+    files, path, _name, size = _remote_segment(s3_server, remote_logs)
     asked: list[tuple[int, int]] = []            # every request the reader sent, in order
 
     with files.ranges(path) as ranges:
@@ -94,11 +102,7 @@ def test_chunks_in_flight_never_exceed_the_limit(s3_server, remote_logs):
 
 
 def test_a_small_read_sends_one_small_request_and_prefetches_nothing(s3_server, remote_logs):
-    local, uri = remote_logs
-    _local_path, path, name = _segment(local, uri)
-    files = resolve(uri, s3_server.options)
-    size = files.size(path)
-    assert size is not None
+    files, path, name, size = _remote_segment(s3_server, remote_logs)
     s3_server.counts.reset()
     with files.ranges(path) as read:
         scan = ChunkedBatches(read, 0, size, path, first_chunk=16 << 10, chunk_bytes=CHUNK)

@@ -220,20 +220,26 @@ class LogFiles:
 
 
 class RangeReader:
-    """``reader(offset, length)``: byte ranges of one file through one open handle."""
+    """``reader(offset, length)``: byte ranges of one file through one open handle (calls may
+    come from several threads at once: a prefetching scan)."""
 
     def __init__(self, files: LogFiles, path: str) -> None:
         self.files = files
         self.path = path
         self._handle: Any = None
+        self._lock = threading.Lock()
+
+    def _opened(self) -> Any:
+        with self._lock:
+            if self._handle is None:
+                self._handle = self.files.fs.open_input_file(self.files.fs_path(self.path))
+            return self._handle
 
     def __call__(self, position: int, length: int) -> bytes:
         if length <= 0:
             return b""
         try:
-            if self._handle is None:
-                self._handle = self.files.fs.open_input_file(self.files.fs_path(self.path))
-            data = self._handle.read_at(length, position)
+            data = self._opened().read_at(length, position)
         except OSError as err:
             raise KafkalogIOError(f"cannot read {length} bytes: {err}", file=self.path,
                                   position=position) from None
@@ -241,9 +247,10 @@ class RangeReader:
         return bytes(data)
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
 
     def __enter__(self) -> Self:
         return self

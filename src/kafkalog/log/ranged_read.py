@@ -4,11 +4,13 @@ into large requests and prefetched.
 A segment in object storage is read with ranged GETs, never whole: :func:`byte_range` turns the
 ``.index`` entries (``(last offset of a batch, position of that batch)``, as Kafka's
 ``LogSegment.append`` writes them) into the byte range holding the offsets ``[start, end)``, and
-:class:`ChunkedBatches` walks that range in requests of ``chunk_bytes`` (whole batches handed out
-as one buffer per request; a batch cut by a request boundary is completed by the next request),
-fetching the next chunk on a background thread while the caller decodes the current one. A
-pushdown read of a few records thus fetches about one index interval (``index.interval.bytes``,
-4 KiB by default) of ``.log``; a full scan streams the segment in large requests.
+:class:`ChunkedBatches` walks a range in requests of up to ``chunk_bytes`` (whole batches handed
+out as one buffer per request; a batch cut by a request boundary is completed by the next
+request), with the next ``prefetch`` requests in flight on background threads while the caller
+decodes the current one. A pushdown read of a few records thus fetches about one index interval
+(``index.interval.bytes``, 4 KiB by default) of ``.log``; a full scan streams the segment in large
+requests. Object stores (and S3-compatible servers especially) charge per request, so a scan
+that will read the whole range asks for it in few large requests from the start (``whole``).
 """
 
 from __future__ import annotations
