@@ -71,6 +71,29 @@ def test_full_and_pushdown_reads_from_s3(spark, s3_server, tmp_path):  # noqa: F
         assert got == [(i, _value(i)) for i in range(RECORDS - 3, RECORDS)]
 
 
+def test_a_full_read_fetches_each_segment_in_one_request(spark, s3_server, tmp_path):  # noqa: F811
+    # one segment per partition, smaller than a request: the planner walks the tail of each from
+    # its last .index entry to find the log end offset; each task then asks for its segment
+    # whole, once, and does not look for the log end offset again
+    local = tmp_path / "logs"
+    with kafkalog.open(local, background=False) as dl:
+        dl.create_topic("orders", partitions=2)
+        for p in range(2):
+            dl.produce_many("orders", [_value(i) for i in range(20_000)], partition=p,
+                            batch_size=500)
+    uri = s3_server.upload(local, "kafka", "onereq/logs")
+    s3_server.counts.reset()
+    n = _read(spark, uri, s3_server.options).count()
+    assert n == 40_000
+    for p in range(2):
+        size = os.path.getsize(local / f"orders-{p}" / "00000000000000000000.log")
+        ranges = sorted(r[2] for r in s3_server.counts.gets(f"orders-{p}/00000000000000000000.log"))
+        whole = f"bytes=0-{size - 1}"
+        assert whole in ranges, ranges
+        tails = [r for r in ranges if r != whole]
+        assert len(tails) == 1 and tails[0].endswith(f"-{size - 1}"), ranges   # the planner's
+
+
 def test_streaming_over_a_growing_remote_layout(spark, s3_server, tmp_path):  # noqa: F811
     local = tmp_path / "logs"
     _fill(local, 0, 5000)

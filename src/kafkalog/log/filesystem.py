@@ -35,12 +35,15 @@ SCHEMES = ("file", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "hdfs")
 #: them: ``fs.s3a.endpoint`` (``http://127.0.0.1:9000`` or ``host:port``), ``fs.s3a.access.key``,
 #: ``fs.s3a.secret.key``, ``fs.s3a.session.token``, ``fs.s3a.endpoint.region``,
 #: ``fs.s3a.path.style.access`` (``true``: path-style URLs, for MinIO/moto/Ceph),
-#: ``fs.s3a.connection.ssl.enabled``; ``fs.gs.endpoint``, ``fs.gs.project.id``,
+#: ``fs.s3a.connection.ssl.enabled``, ``fs.s3a.connection.request.timeout`` (how long a request may
+#: go without receiving data: Hadoop 3.4's default ``60s``; a number of seconds or a duration with
+#: ``ms``, ``s``, ``m``, ``h``; ``0``: none); ``fs.gs.endpoint``, ``fs.gs.project.id``,
 #: ``fs.gs.access.token``, ``fs.gs.anonymous``; ``fs.azure.account.name``,
 #: ``fs.azure.account.key``, ``fs.azure.endpoint``; ``fs.hdfs.user``.
 FS_OPTIONS = (
     "fs.s3a.endpoint", "fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token",
     "fs.s3a.endpoint.region", "fs.s3a.path.style.access", "fs.s3a.connection.ssl.enabled",
+    "fs.s3a.connection.request.timeout",
     "fs.gs.endpoint", "fs.gs.project.id", "fs.gs.access.token", "fs.gs.anonymous",
     "fs.azure.account.name", "fs.azure.account.key", "fs.azure.endpoint", "fs.hdfs.user",
 )
@@ -217,30 +220,37 @@ class LogFiles:
 
 
 class RangeReader:
-    """``reader(offset, length)``: byte ranges of one file through one open handle."""
+    """``reader(offset, length)``: byte ranges of one file through one open handle (calls may
+    come from several threads at once: a prefetching scan)."""
 
     def __init__(self, files: LogFiles, path: str) -> None:
         self.files = files
         self.path = path
         self._handle: Any = None
+        self._lock = threading.Lock()
+
+    def _opened(self) -> Any:
+        with self._lock:
+            if self._handle is None:
+                self._handle = self.files.fs.open_input_file(self.files.fs_path(self.path))
+            return self._handle
 
     def __call__(self, position: int, length: int) -> bytes:
         if length <= 0:
             return b""
         try:
-            if self._handle is None:
-                self._handle = self.files.fs.open_input_file(self.files.fs_path(self.path))
-            data = self._handle.read_at(length, position)
+            data = self._opened().read_at(length, position)
         except OSError as err:
-            raise KafkalogIOError(f"cannot read {length} bytes at {position}: {err}",
-                                  file=self.path) from None
+            raise KafkalogIOError(f"cannot read {length} bytes: {err}", file=self.path,
+                                  position=position) from None
         self.files.stats.add("range", len(data))
         return bytes(data)
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
 
     def __enter__(self) -> Self:
         return self
@@ -263,9 +273,34 @@ def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
     return value.lower() == "true"
 
 
+#: ``fs.s3a.connection.request.timeout`` when not given (Hadoop 3.4's default; the AWS SDK's own,
+#: 3 s without a byte, fails large ranged GETs from a busy S3-compatible server)
+DEFAULT_S3_REQUEST_TIMEOUT = "60s"
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _seconds(options: Mapping[str, str], name: str, default: str) -> float:
+    """A Hadoop duration option in seconds (a plain number is seconds)."""
+    text = (_opt(options, name) or default).lower()
+    number, unit = text, "s"
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix):
+            number, unit = text[:-len(suffix)].strip(), suffix
+            break
+    try:
+        value = float(number) * _DURATION_UNITS[unit]
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise InvalidConfigError(f"option '{name}' must be a duration (60s, 500ms, 2m, or a "
+                                 f"number of seconds), got {text!r}")
+    return value
+
+
 def _s3(parts: Any, options: Mapping[str, str]) -> tuple[Any, str]:
     import pyarrow.fs as pafs
-    kwargs: dict[str, Any] = {}
+    timeout = _seconds(options, "fs.s3a.connection.request.timeout", DEFAULT_S3_REQUEST_TIMEOUT)
+    kwargs: dict[str, Any] = {"request_timeout": timeout or 86400.0}   # 0: no timeout
     endpoint = _opt(options, "fs.s3a.endpoint") or os.environ.get("AWS_ENDPOINT_URL_S3") \
         or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:

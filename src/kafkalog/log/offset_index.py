@@ -189,6 +189,18 @@ class OffsetIndex(AbstractIndex):
         rel, pos = _unpack_from(self._mm, slot << 3)
         return OffsetPosition(self.base_offset + rel, pos)
 
+    def end_position(self, end_offset: int) -> Optional[int]:
+        """A byte position from which every batch holds only offsets >= ``end_offset``: that of
+        the entry after the first one with an offset >= ``end_offset - 1`` (the chunk at an
+        entry ends with the entry's offset, so the next chunk starts above it); None when there is
+        none (the batches up to the end of the segment may hold offsets below ``end_offset``)."""
+        if not self._loaded:
+            self._load()
+        slot = self._largest_lower_bound_slot(end_offset - 2) + 2
+        if slot >= self._entries:
+            return None
+        return int(_POS_FROM(self._mm, slot << 3)[0])
+
     def fetch_upper_bound_offset(self, fetch_offset: Union[OffsetPosition, int],
                                  fetch_size: int) -> Optional[OffsetPosition]:
         """The entry with the smallest position >= ``start_position + fetch_size``, or ``None``.

@@ -200,13 +200,21 @@ class _AtPosition:
         return len(self._batch)  # type: ignore[arg-type]
 
 
-def walk_ranges(read: RangeSource, position: int, size: int, path: str) -> Iterator[ViewBatch]:
+def walk_ranges(read: RangeSource, position: int, size: int, path: str, *,
+                limit: Optional[int] = None, whole: bool = False) -> Iterator[ViewBatch]:
     """:func:`walk_batches` over a file read in ranged requests (object stores): chunks of whole
-    batches from byte ``position`` of a file of ``size`` bytes, small first and growing, the next
-    one prefetched (:class:`~kafkalog.log.ranged_read.ChunkedBatches`); positions are the file's."""
-    for start, chunk in ChunkedBatches(read, position, size, path, partial_tail=True):
-        for b in walk_batches(chunk):
-            yield cast(ViewBatch, _AtPosition(b, start))
+    batches from byte ``position`` of a file of ``size`` bytes, up to byte ``limit`` (from the
+    ``.index``: no batch past it is wanted) or the end, small first and growing with the next
+    ones prefetched, or, ``whole`` (the caller reads every batch up to ``limit``), large from the
+    start (:class:`~kafkalog.log.ranged_read.ChunkedBatches`); positions are the file's."""
+    hi = size if limit is None else min(limit, size)
+    for start, chunk in ChunkedBatches(read, position, hi, path, whole=whole,
+                                       partial_tail=hi == size):
+        try:
+            for b in walk_batches(chunk):
+                yield cast(ViewBatch, _AtPosition(b, start))
+        except KafkalogError as e:
+            raise e.at(None, start) from None
 
 
 def is_abort_marker(batch: ViewBatch) -> bool:
@@ -364,14 +372,26 @@ class SegmentSnapshot:
             return 0
         return int(idx.lookup(offset).position)
 
-    def walk(self, position: int) -> Iterator[ViewBatch]:
-        """The batches of the snapshot from byte ``position``; errors name the file."""
+    def end_position(self, end_offset: int) -> Optional[int]:
+        """A byte position from which the snapshot holds only offsets >= ``end_offset``, from the
+        ``.index`` (None when it does not tell)."""
+        idx = self._index()
+        return None if idx is None else idx.end_position(end_offset)
+
+    def walk(self, position: int, end_offset: Optional[int] = None, *, whole: bool = False
+             ) -> Iterator[ViewBatch]:
+        """The batches of the snapshot from byte ``position``; errors name the file. With
+        ``end_offset``, an object store is not asked for bytes past the ``.index`` position from
+        which all offsets are >= it (the walk may stop earlier or later: the caller filters);
+        ``whole``: the caller reads every batch below ``end_offset`` (large requests at once)."""
         try:
             data = self.data
             if data.ranges is None:
                 yield from walk_batches(data.buf, position)
             else:
-                yield from walk_ranges(data.ranges, position, data.size, self.log_path)
+                limit = None if end_offset is None else self.end_position(end_offset)
+                yield from walk_ranges(data.ranges, position, data.size, self.log_path,
+                                       limit=limit, whole=whole)
         except KafkalogError as e:
             raise (e.at(self.log_path, 0) if e.file is None else e) from None
 
@@ -541,10 +561,10 @@ def _segment_next_offset(seg: SegmentSnapshot) -> int:
     """The offset after the last batch of a sealed segment (its base offset when empty)."""
     pos = seg.index_position(MAX_OFFSET)
     last: Optional[ViewBatch] = None
-    for last in seg.walk(pos):  # noqa: B007 (the last batch is what is wanted)
+    for last in seg.walk(pos, whole=True):  # noqa: B007 (the last batch is what is wanted)
         pass
     if last is None and pos:
-        for last in seg.walk(0):  # noqa: B007
+        for last in seg.walk(0, whole=True):  # noqa: B007
             pass
     return seg.base_offset if last is None else max(last.last_offset + 1, seg.base_offset)
 
@@ -586,11 +606,16 @@ class PartitionView:
 
     ``open_all=False`` (a reader of a range, such as a Spark task) opens a segment's ``.log`` only
     when it is read; one deleted by retention before that raises
-    :class:`~kafkalog.errors.OffsetOutOfRangeError`."""
+    :class:`~kafkalog.errors.OffsetOutOfRangeError`.
+
+    ``log_end_offset``: the log end offset the caller already found (a Spark task: its planner
+    did, and it reads below it): the view takes it instead of walking the tail of the last
+    segment for it, and reads no further."""
 
     def __init__(self, path: str, log_start_checkpoint: Optional[int] = None, *,
                  files: Optional[ViewFiles] = None, open_all: bool = True,
-                 remote: Optional[RemoteSegments] = None, fail_on_data_loss: bool = True) -> None:
+                 remote: Optional[RemoteSegments] = None, fail_on_data_loss: bool = True,
+                 log_end_offset: Optional[int] = None) -> None:
         self.dir = path
         self.files: ViewFiles = files if files is not None else LocalFiles()
         self._segs: List[SegmentSnapshot] = []
@@ -616,7 +641,8 @@ class PartitionView:
             self._remote_next = [n for _, n in below]
             self.remote_count = len(below)
         self.bases = [s.base_offset for s in self._segs]
-        self.log_end_offset = self._find_log_end_offset()
+        self.log_end_offset = (self._find_log_end_offset() if log_end_offset is None
+                               else log_end_offset)
         for s in self._segs:
             s.end_offset = self.log_end_offset
         first = self.bases[0] if self.bases else (log_start_checkpoint or 0)
@@ -682,8 +708,10 @@ class PartitionView:
 
     # --- batches ---------------------------------------------------------------------------------
 
-    def batches(self, start: int, end: int) -> Iterator[ViewBatch]:
-        """CRC-checked batches holding offsets in ``[start, end)``, across segments."""
+    def batches(self, start: int, end: int, *, whole: bool = False) -> Iterator[ViewBatch]:
+        """CRC-checked batches holding offsets in ``[start, end)``, across segments. ``whole``:
+        the caller reads them all (a scan), so object stores are read in large requests from the
+        start instead of small ones first (for a reader that may stop after a few records)."""
         start = max(start, self.log_start_offset)
         missing = (self.missing_offsets(start, end)
                    if self.remote_count or self._leading_gap is not None else [])
@@ -699,7 +727,7 @@ class PartitionView:
             seg = self._segs[k]
             pos = seg.index_position(start) if k == i else 0
             walked = pos
-            for b in seg.walk(pos):
+            for b in seg.walk(pos, end, whole=whole):
                 walked = b.position + b.size_in_bytes
                 if b.last_offset < start:
                     continue
@@ -713,6 +741,9 @@ class PartitionView:
                 if b.last_offset >= end - 1:
                     return
             if walked < seg.size and k < len(self._segs) - 1:
+                limit = seg.end_position(end)
+                if limit is not None and walked >= limit:
+                    return              # stopped at the .index position past ``end``
                 raise CorruptRecordError(f"partial or invalid batch at the end of the segment "
                                          f"({seg.size - walked} bytes)", file=seg.log_path,
                                          position=walked)

@@ -188,12 +188,14 @@ def remote_partition(storage: RemoteStorage, topic: str, partition: int, *,
 def open_partition_view(path: str, topic: str, partition: int, *, files: ViewFiles,
                         log_start_checkpoint: Optional[int] = None, open_all: bool = True,
                         remote: Optional[RemoteStorage] = None,
-                        fail_on_data_loss: bool = True) -> PartitionView:
+                        fail_on_data_loss: bool = True,
+                        log_end_offset: Optional[int] = None) -> PartitionView:
     """The read-only :class:`PartitionView` of a partition directory, with, when ``remote`` is
     given, its segments in remote storage below the local ones (offsets continuous across both;
     offsets deleted from remote storage are :attr:`PartitionView.gaps`: reading across one
     raises :class:`~kafkalog.errors.DataLossError` naming them, or, with
-    ``fail_on_data_loss=False``, skips them with a warning)."""
+    ``fail_on_data_loss=False``, skips them with a warning). ``log_end_offset``: as
+    :class:`PartitionView` takes it."""
     found = None
     if remote is not None:
         local = segment_bases(files, path) if files.is_dir(path) else []
@@ -202,4 +204,5 @@ def open_partition_view(path: str, topic: str, partition: int, *, files: ViewFil
         if found is None:       # none there: offsets below the local ones can only be a gap
             found = RemotePartition(files, path, [], [])
     return PartitionView(path, log_start_checkpoint, files=files, open_all=open_all,
-                         remote=found, fail_on_data_loss=fail_on_data_loss)
+                         remote=found, fail_on_data_loss=fail_on_data_loss,
+                         log_end_offset=log_end_offset)

@@ -60,13 +60,16 @@ def configure_tiered(data_dir: str, remote: Optional[RemoteStorage], fail_on_dat
         _TIERED[data_dir.rstrip("/")] = (remote, fail_on_data_loss)
 
 
-def open_partition(pdir: PartitionDir, log_start_checkpoint: Optional[int] = None) -> PartitionView:
+def open_partition(pdir: PartitionDir, log_start_checkpoint: Optional[int] = None, *,
+                   log_end_offset: Optional[int] = None) -> PartitionView:
     """A read-only snapshot of one partition directory, with its segments in remote storage
-    when the read configured them (close it, or use it as a context)."""
+    when the read configured them (close it, or use it as a context). ``log_end_offset``: one
+    the caller already knows and reads below (the view then does not look for it)."""
     remote, fail = _TIERED.get(pdir.path.rstrip("/").rsplit("/", 1)[0], (None, True))
     return open_partition_view(pdir.path, pdir.topic, pdir.partition, files=files_for(pdir.path),
                                log_start_checkpoint=log_start_checkpoint, open_all=False,
-                               remote=remote, fail_on_data_loss=fail)
+                               remote=remote, fail_on_data_loss=fail,
+                               log_end_offset=log_end_offset)
 
 
 def _checkpoint(data_dir: str, name: str) -> Dict[Tuple[str, int], int]:

@@ -76,7 +76,9 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
     """Yield the records of ``pdir`` with offsets in ``[start, end)`` as Arrow batches."""
     if start >= end:
         return
-    with open_partition(pdir) as view:
+    # read_uncommitted reads below ``end`` only: the view need not find the log end offset
+    # (a walk of the last segment's tail: a ranged GET in object storage)
+    with open_partition(pdir, log_end_offset=None if read_committed else end) as view:
         skip: Optional[AbortedTxnFilter] = None
         if read_committed:
             end = view.transaction_state(start, end).last_stable_offset
@@ -85,7 +87,7 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
             skip = AbortedTxnFilter(view.aborted_transactions(start, end, start, end))
         builder = ColumnBuilder(pdir.topic, pdir.partition, include_headers)
         visited = 0                        # bytes of .log walked (for $KAFKALOG_SPARK_PROFILE)
-        for batch in view.batches(start, end):
+        for batch in view.batches(start, end, whole=True):
             visited += batch.size_in_bytes
             if not (batch.is_control or (skip is not None and skip.skip(batch))):
                 decode_entry(batch, builder, start, end, view.log_path_of(batch.base_offset))
