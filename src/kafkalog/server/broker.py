@@ -92,6 +92,9 @@ class Broker:
             on_complete=self.offsets.complete_transaction)
         self.transactions.abort_timed_out_transactions()
         self._txn_abort_interval_s = b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        # the handlers import this module: imported here, once
+        from kafkalog.server.apis import HANDLERS
+        self._handlers: Mapping[int, Handler] = HANDLERS
 
     @property
     def advertised(self) -> Listener:
@@ -201,11 +204,12 @@ class Broker:
             await asyncio.gather(timer, return_exceptions=True)
 
     async def handle(self, request: Request) -> Response:
-        from kafkalog.server.apis import HANDLERS
         if self._group_timer is None:
             self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
-        handler = HANDLERS[request.api_key]
+        handler = self._handlers[request.api_key]
         result = handler(self, request)
+        if result is None or isinstance(result, (bytes, list)):     # answered at once
+            return result
         if asyncio.iscoroutine(result):
             result = await result
         if result is None or isinstance(result, (bytes, list)):

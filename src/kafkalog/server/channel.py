@@ -49,10 +49,14 @@ class PlainChannel:
         self._fd = conn.fileno()
         self._loop: asyncio.AbstractEventLoop | None = None     # set while registered for reading
         self._reading: asyncio.Future[bytes] | None = None
+        #: the idle timer, armed by a wait and kept across waits (re-armed lazily when it fires
+        #: during a later wait than the one that armed it): no timer created and cancelled per request
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._wait_started = 0.0
 
     async def recv(self) -> bytes:
-        """Straight away when bytes are waiting, else from the readable callback (one future and
-        one timer: no task per receive); TimeoutError after ``connections.max.idle.ms``."""
+        """Straight away when bytes are waiting, else from the readable callback (one future, no
+        task per receive); TimeoutError once this wait has lasted ``connections.max.idle.ms``."""
         try:
             return self.conn.recv(RECV_BYTES)
         except (BlockingIOError, InterruptedError):
@@ -63,12 +67,27 @@ class PlainChannel:
         if self._loop is None:
             loop.add_reader(self._fd, self._on_readable)
             self._loop = loop
-        timer = loop.call_later(self.idle_s, _expire, fut)
+        self._wait_started = now = loop.time()
+        if self._idle_timer is None:
+            self._idle_timer = loop.call_at(now + self.idle_s, self._check_idle)
         try:
             return await fut
         finally:
-            timer.cancel()
             self._reading = None
+
+    def _check_idle(self) -> None:
+        """The idle timer: expire the wait that has lasted ``idle_s``, else re-arm for the end of
+        the current wait's ``idle_s`` (nobody waiting: the next wait arms it)."""
+        self._idle_timer = None
+        fut = self._reading
+        if fut is None or fut.done():
+            return
+        loop = asyncio.get_running_loop()
+        due = self._wait_started + self.idle_s
+        if loop.time() >= due:
+            fut.set_exception(TimeoutError())
+        else:
+            self._idle_timer = loop.call_at(due, self._check_idle)
 
     def _on_readable(self) -> None:
         """The bytes for the waiting receive. A readable event can be stale (reported before the
@@ -119,6 +138,9 @@ class PlainChannel:
             sent += n
 
     def close(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         self._unwatch()
         self.conn.close()
 

@@ -15,6 +15,7 @@ import asyncio
 import os
 import struct
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
@@ -108,21 +109,28 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
 
 
 def _collect(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
-             unknown_code: int) -> list[PartitionData]:
+             unknown_code: int) -> tuple[list[PartitionData], int, bool]:
+    """(the partitions read, their record bytes, whether one has an error)."""
     out: list[PartitionData] = []
     budget = max_bytes
     first = True
+    total = 0
+    failed = False
     try:
         for w in wanted:
             pd = _read(broker, w, budget, first, committed, unknown_code)
-            if pd.size:
-                budget -= pd.size
+            size = len(pd.records)
+            if size:
+                budget -= size
+                total += size
                 first = False
+            if pd.error:
+                failed = True
             out.append(pd)
     except BaseException:
         _release(out)           # no duplicated descriptor outlives a failed read
         raise
-    return out
+    return out, total, failed
 
 
 def _release(parts: list[PartitionData]) -> None:
@@ -132,7 +140,10 @@ def _release(parts: list[PartitionData]) -> None:
             p.records = b""
 
 
-async def handle_fetch(broker: Broker, request: Request) -> Response:
+def handle_fetch(broker: Broker, request: Request) -> Response | Awaitable[Response]:
+    """The answer at once when the first read satisfies ``min_bytes`` (or has an error, or there
+    is nothing to wait for): no coroutine, task or future; else the long poll (:func:`_long_poll`)."""
+    start = time.monotonic()
     body = request.body
     version = request.api_version
     by_id = version >= FIRST_TOPIC_ID
@@ -153,38 +164,60 @@ async def handle_fetch(broker: Broker, request: Request) -> Response:
         wanted = [w for w in ctx.wanted if isinstance(w, _Wanted)]
     else:
         ctx = FetchContext(list(wanted))
-    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    # isolation_level from v4 and max_bytes from v3: every served version (4+) has both
+    committed = body.isolation_level == READ_COMMITTED
     # Kafka's broker-side cap: fetch.max.bytes
-    max_bytes = min(getattr(body, "max_bytes", 2**31 - 1), broker.config.fetch_max_bytes)
+    max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
     min_bytes = body.min_bytes
-    deadline = time.monotonic() + max(body.max_wait.total_seconds(), 0.0)
+    parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
+    if size < min_bytes and not failed:
+        deadline = start + max(body.max_wait.total_seconds(), 0.0)
+        if deadline > time.monotonic() and any(w.topic is not None for w in wanted):
+            _release(parts)
+            return _long_poll(broker, request, ctx, wanted, deadline, max_bytes, committed,
+                              unknown_code)
+    return _answer(request, ctx, parts)
+
+
+async def _long_poll(broker: Broker, request: Request, ctx: FetchContext, wanted: list[_Wanted],
+                     deadline: float, max_bytes: int, committed: bool,
+                     unknown_code: int) -> Response:
+    """Wait for appends to the wanted partitions until ``min_bytes`` are there, a read fails or
+    ``deadline`` passes (``max_wait``), then answer with the last read."""
+    min_bytes = request.body.min_bytes
+    tps = [TopicPartition(w.topic, w.index) for w in wanted if w.topic is not None]
     while True:
-        parts = _collect(broker, wanted, max_bytes, committed, unknown_code)
-        if sum(p.size for p in parts) >= min_bytes or any(p.error for p in parts):
-            break
         remaining = deadline - time.monotonic()
-        tps = [TopicPartition(w.topic, w.index) for w in wanted if w.topic is not None]
-        if remaining <= 0 or not tps:
-            break
+        if remaining > 0:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            broker.add_waiter(tps, fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                broker.remove_waiter(tps, fut)
+        parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
+        if size >= min_bytes or failed or deadline - time.monotonic() <= 0:
+            return _answer(request, ctx, parts)
         _release(parts)
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        broker.add_waiter(tps, fut)
-        try:
-            await asyncio.wait_for(fut, remaining)
-        except TimeoutError:
-            pass
-        finally:
-            broker.remove_waiter(tps, fut)
+
+
+def _answer(request: Request, ctx: FetchContext, parts: list[PartitionData]) -> Response:
+    """The response of the partitions the session context picks from ``parts`` (the others'
+    duplicated descriptors closed)."""
     session_id, answered = ctx.respond(parts)
-    kept = {id(pd) for _w, pd in answered}
-    _release([p for p in parts if id(p) not in kept])
+    if len(answered) != len(parts):
+        kept = {id(pd) for _w, pd in answered}
+        _release([p for p in parts if id(p) not in kept])
     grouped: list[tuple[Any, list[PartitionData]]] = []
     for w, pd in answered:              # consecutive partitions of one topic share its entry
         if grouped and grouped[-1][0] == w.key:
             grouped[-1][1].append(pd)
         else:
             grouped.append((w.key, [pd]))
-    return encode_fetch_response(request.correlation_id, version, 0, grouped, session_id)
+    return encode_fetch_response(request.correlation_id, request.api_version, 0, grouped,
+                                 session_id)
 
 
 def encode_fetch_response(correlation_id: int, version: int, top_error: int,
