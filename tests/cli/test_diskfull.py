@@ -6,6 +6,8 @@ written is there after a reopen, which recovers the directory (``kafkalog verify
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -74,3 +76,37 @@ def test_produce_into_a_file_system_that_fills_up(small_tmpfs: Path, fmt: str) -
     v = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", str(data)],
                        capture_output=True, text=True, timeout=300)
     assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-3000:]
+
+
+
+def test_produce_whose_last_append_fails(small_tmpfs: Path) -> None:
+    """A short input (one batch, appended when the input ends) into a file system left with a
+    little less room each time: every run either appends all its records and exits 0, or prints
+    one error and exits 2 with a summary of what was written; one of them is the last append
+    failing (it exited 0 with nothing written and no error, before the fix)."""
+    data = small_tmpfs / "data"
+    cmd = [sys.executable, "-m", "kafkalog.cli.main", "produce", str(data), "t",
+           "--config", "segment.index.bytes=65536"]
+    batch = b"".join(json.dumps({"value": f"{i}|" + "x" * 1000}).encode() + b"\n" for i in range(10))
+    failed_files = set()
+    for free_kib in range(96, 148, 4):
+        shutil.rmtree(data, ignore_errors=True)
+        (small_tmpfs / "filler").unlink(missing_ok=True)
+        first = subprocess.run(cmd, input=b'{"value": "first"}\n', capture_output=True, timeout=120)
+        assert first.returncode == 0, first.stderr.decode()[-2000:]
+        left = os.statvfs(small_tmpfs)
+        with open(small_tmpfs / "filler", "wb") as f:       # leave free_kib KiB of room
+            os.posix_fallocate(f.fileno(), 0, left.f_bavail * left.f_frsize - free_kib * 1024)
+        p = subprocess.run(cmd, input=batch, capture_output=True, timeout=120)
+        out = p.stdout.decode()
+        lines = [json.loads(x) for x in out.splitlines()]
+        summary = [x for x in lines if x["type"] == "summary"]
+        errors = [x for x in lines if x["type"] == "error"]
+        assert len(summary) == 1, (free_kib, out, p.stderr.decode()[-2000:])
+        if p.returncode == 0:
+            assert errors == [] and summary[0]["records"] == 10, (free_kib, lines)
+        else:
+            assert p.returncode == 2 and len(errors) == 1, (free_kib, lines)
+            assert errors[0]["error"] == "KafkalogIOError", (free_kib, errors)
+            failed_files.add(os.path.basename(errors[0]["file"] or ""))
+    assert "00000000000000000000.log" in failed_files, failed_files      # the last append failed

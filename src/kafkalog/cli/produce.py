@@ -237,9 +237,10 @@ class ProduceRun:
             self.offsets[p] = (prev[0] if prev else first, last)
 
     def close(self) -> Optional[KafkalogError]:
-        """Append what is open and shut down cleanly; the error of that, if any. After a failed
-        append nothing more is appended: what was written is synced and the data directory is left
-        without a clean shutdown (the next open recovers it, as after a crash)."""
+        """Append what is open and shut down cleanly; the error of that, if any (the failed
+        append's, also when it was the last one). After a failed append nothing more is appended:
+        what was written is synced and the data directory is left without a clean shutdown (the
+        next open recovers it, as after a crash)."""
         if self.producer is None:
             return None
         if self.producer.first_error is None:
@@ -249,10 +250,11 @@ class ProduceRun:
                 self.dl.close()
                 return None
             except KafkalogError as e:
-                if self.producer.first_error is not e:
+                if self.producer.first_error is not e:      # closing failed, not an append
                     if not self.dl.manager.closed:
                         self.dl.manager.abandon()
                     return e
+        failure = self.producer.first_error
         self._collect_offsets()
         try:
             for p in self.offsets:
@@ -260,7 +262,7 @@ class ProduceRun:
         except KafkalogError:
             pass                        # the append's error is the one reported
         self.dl.manager.abandon()
-        return None
+        return failure if isinstance(failure, KafkalogError) else None
 
     def summary(self, interrupted: bool) -> dict:
         """What was written (records appended, not records read) and where."""
