@@ -208,8 +208,6 @@ class Broker:
             self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
         handler = self._handlers[request.api_key]
         result = handler(self, request)
-        if result is None or isinstance(result, (bytes, list)):     # answered at once
-            return result
         if asyncio.iscoroutine(result):
             result = await result
         if result is None or isinstance(result, (bytes, list)):
