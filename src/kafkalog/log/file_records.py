@@ -20,6 +20,7 @@ from typing import Iterator, NamedTuple, Optional
 from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError, KafkalogIOError
+from kafkalog.log.kernel import find_v2_batch
 from kafkalog.record.crc import Buffer
 from kafkalog.record.header_walk import (
     _ROW,
@@ -294,16 +295,30 @@ class FileRecords:
         """The first entry at or after ``start_position`` whose last offset is >= ``target_offset``
         (Kafka's ``searchForOffsetWithSize``), or None.
 
-        The fetch path: windows walked straight here, no generator nor a header per entry passed
-        by (an offset-index entry usually lands on the batch before the target, whose successor is
-        in the second window when batches are large); anything but whole entries and "read the
-        next window" (a tail, damage) is left to :meth:`iter_headers` from where it was found, so
-        the rules stay those of the walk."""
+        The fetch path, in three tiers with the same rules: well-formed v2 batches stepped over in
+        windows by the log kernel (:func:`~kafkalog.log.kernel.find_v2_batch`; an offset-index
+        entry usually lands on the batch before the target, whose successor is in the second
+        window when batches are large); from the first entry that is anything else, windows
+        walked by the header walker, no generator nor a header per entry passed by; anything but
+        whole entries and "read the next window" (a tail, damage) is left to :meth:`iter_headers`
+        from where it was found."""
         end = self.size
         pos = start_position
         block = _FIRST_READ_BLOCK
+        fd = self.fd
         while pos < end - PREFIX_SIZE:
-            facts, count, stop, stop_pos = header_window(os.pread(self.fd, min(block, end - pos), pos),
+            found = find_v2_batch(os.pread(fd, min(block, end - pos), pos), pos, end, target_offset)
+            if len(found) == 8:
+                return BatchHeader(*found)
+            nxt, general = found
+            if general or nxt == pos:
+                pos = nxt
+                break
+            block = min(block * 2, _READ_BLOCK)
+            pos = nxt
+        block = _FIRST_READ_BLOCK
+        while pos < end - PREFIX_SIZE:
+            facts, count, stop, stop_pos = header_window(os.pread(fd, min(block, end - pos), pos),
                                                          pos, end)
             if count:
                 lasts = memoryview(facts).cast("q")

@@ -17,6 +17,7 @@ from kafkalog.log._mmap_index import (
     IndexOffsetOverflowError,
     ReadOnlyIndexError,
 )
+from kafkalog.log.kernel import index_slot
 from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["OffsetIndex", "OffsetPosition", "IndexEntryOutOfRangeError", "IndexOffsetOverflowError",
@@ -165,19 +166,8 @@ class OffsetIndex(AbstractIndex):
 
     def _largest_lower_bound_slot(self, target: int) -> int:
         """Slot of the largest relative offset <= target - base, or -1."""
-        rel = target - self.base_offset
-        n = self._entries
-        mm = self._mm
-        if n == 0 or rel < _rel_from(mm, 0)[0]:
-            return -1
-        lo, hi = 0, n - 1
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if _rel_from(mm, mid << 3)[0] <= rel:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        slot: int = index_slot(self._mm, self._entries, target - self.base_offset)
+        return slot
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``, or ``(base_offset, 0)``."""

@@ -11,10 +11,10 @@ every pair, when this module is imported:
 * some built and some not (a partial build): :class:`KernelBuildError` naming the missing one.
 
 Each layer then imports its kernel through one small selector module (``kafkalog.record.kernel``,
-``kafkalog.cleaner.kernel``, ``kafkalog.spark.kernel``) that calls :func:`load_kernel`; a compiled
-kernel that does not import, or lacks a symbol its pure twin exports in ``__all__`` (a stale
-build), raises :class:`KernelBuildError` naming the module and the symbol. There is no
-per-function fallback: a process never mixes compiled and pure-Python kernels.
+``kafkalog.log.kernel``, ``kafkalog.cleaner.kernel``, ``kafkalog.spark.kernel``) that calls
+:func:`load_kernel`; a compiled kernel that does not import, or lacks a symbol its pure twin
+exports in ``__all__`` (a stale build), raises :class:`KernelBuildError` naming the module and the
+symbol. There is no per-function fallback: a process never mixes compiled and pure-Python kernels.
 
 Whether a kernel is built is decided from its extension file, without importing it: the upper
 layers' packages are not imported from here (imports point downwards).
@@ -52,6 +52,7 @@ class KernelPair:
 KERNELS: tuple[KernelPair, ...] = (
     KernelPair("kafkalog.record._kernel", "kafkalog.record._kernel_py"),
     KernelPair("kafkalog.record._header_walk", "kafkalog.record._header_walk_py"),
+    KernelPair("kafkalog.log._kernel", "kafkalog.log._kernel_py"),
     KernelPair("kafkalog.cleaner._kernel", "kafkalog.cleaner._kernel_py"),
     KernelPair("kafkalog.spark._kernel", "kafkalog.spark._kernel_py"),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import (
@@ -203,16 +203,30 @@ class Broker:
             timer.cancel()
             await asyncio.gather(timer, return_exceptions=True)
 
-    async def handle(self, request: Request) -> Response:
+    def dispatch(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
+        """The response of ``request`` when its handler answers at once (no coroutine, nothing
+        awaited: the network layer sends it from the readable callback), else a coroutine that
+        finishes it."""
         if self._group_timer is None:
             self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
-        handler = self._handlers[request.api_key]
-        result = handler(self, request)
+        result = self._handlers[request.api_key](self, request)
+        if result is None or type(result) is list or type(result) is bytes:
+            return result
         if asyncio.iscoroutine(result):
-            result = await result
+            return self._finish(request, result)
+        return encode_response(request, result)
+
+    async def _finish(self, request: Request, pending: Awaitable[Any]) -> Response:
+        result = await pending
         if result is None or isinstance(result, (bytes, list)):
             return result
         return encode_response(request, result)
+
+    async def handle(self, request: Request) -> Response:
+        result = self.dispatch(request)
+        if asyncio.iscoroutine(result):
+            return await result
+        return result
 
     def response(self, request: Request, values: Mapping[str, Any]) -> Any:
         """The kio response entity of ``request``'s API and version from plain ``values``."""

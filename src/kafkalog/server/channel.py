@@ -14,6 +14,7 @@ import asyncio
 import os
 import socket
 import ssl
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kafkalog.log.fetch import FileSlice
@@ -24,8 +25,14 @@ MSG_MORE = getattr(socket, "MSG_MORE", 0)
 TLS_FILE_CHUNK = 256 * 1024
 
 
+#: a response as it goes out: bytes, or the parts of one frame with file slices among them
+Parts = list[bytes | FileSlice]
+
+
 class Channel(Protocol):
-    async def recv(self) -> bytes: ...
+    async def recv(self) -> bytes | None:
+        """The next bytes (empty: the client closed); None from a channel whose readable callback
+        answers requests itself (:attr:`PlainChannel.on_data`) when it left work for the caller."""
 
     async def send(self, data: bytes, more: bool = False) -> None:
         """Send ``data``; ``more``: a file slice follows at once (the kernel may send both as one)."""
@@ -41,20 +48,27 @@ class PlainChannel:
     The socket stays registered for reading from its first wait on (one request after another
     would otherwise add and remove it with the loop's selector each time, on the path from a
     request's arrival to its answer); a readable event that finds nobody waiting (a client sending
-    while its answer is still going out) unregisters it, so the loop never spins on it."""
+    while its answer is still going out) unregisters it, so the loop never spins on it.
+
+    With :attr:`on_data` set, the readable callback hands the bytes it receives to it, during a
+    receive's wait: the connection's requests are answered there, without waking its task, for as
+    long as each is answered at once and its response goes out whole (:meth:`send_now`). When
+    ``on_data`` returns True (it left work for the task), the waiting receive returns None."""
 
     def __init__(self, conn: socket.socket, idle_s: float) -> None:
         self.conn = conn
         self.idle_s = idle_s
         self._fd = conn.fileno()
         self._loop: asyncio.AbstractEventLoop | None = None     # set while registered for reading
-        self._reading: asyncio.Future[bytes] | None = None
+        self._reading: asyncio.Future[bytes | None] | None = None
         #: the idle timer, armed by a wait and kept across waits (re-armed lazily when it fires
         #: during a later wait than the one that armed it): no timer created and cancelled per request
         self._idle_timer: asyncio.TimerHandle | None = None
         self._wait_started = 0.0
+        #: answers the requests of received bytes in the readable callback; True: the task takes over
+        self.on_data: Callable[[bytes], bool] | None = None
 
-    async def recv(self) -> bytes:
+    async def recv(self) -> bytes | None:
         """Straight away when bytes are waiting, else from the readable callback (one future, no
         task per receive); TimeoutError once this wait has lasted ``connections.max.idle.ms``."""
         try:
@@ -62,7 +76,7 @@ class PlainChannel:
         except (BlockingIOError, InterruptedError):
             pass
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bytes] = loop.create_future()
+        fut: asyncio.Future[bytes | None] = loop.create_future()
         self._reading = fut
         if self._loop is None:
             loop.add_reader(self._fd, self._on_readable)
@@ -105,6 +119,18 @@ class PlainChannel:
         except OSError as e:
             fut.set_exception(e)
             return
+        on_data = self.on_data
+        if data and on_data is not None:
+            try:
+                if not on_data(data):
+                    # answered here: the connection made progress, its idle clock starts again
+                    self._wait_started = fut.get_loop().time()
+                    return
+            except Exception as e:      # the task raises it, as if it had done the work itself
+                fut.set_exception(e)
+                return
+            fut.set_result(None)
+            return
         fut.set_result(data)
 
     def _unwatch(self) -> None:
@@ -122,6 +148,47 @@ class PlainChannel:
         if n < len(data):
             loop = asyncio.get_running_loop()
             await asyncio.wait_for(loop.sock_sendall(self.conn, data[n:]), self.idle_s)
+
+    def send_now(self, response: bytes | Parts) -> Parts | None:
+        """Send ``response`` as far as the socket takes it without waiting: None when all of it
+        went (each file slice's descriptor closed once sent), else the parts left, the first one
+        starting where the socket stopped (their descriptors still open: the caller sends and
+        closes them). On an error every descriptor not yet closed is closed."""
+        parts: Parts = [response] if isinstance(response, bytes) else response
+        n = len(parts)
+        i = 0
+        try:
+            while i < n:
+                part = parts[i]
+                if isinstance(part, FileSlice):
+                    sent, size = 0, part.size
+                    while sent < size:
+                        try:
+                            k = os.sendfile(self._fd, part.fd, part.position + sent, size - sent)
+                        except BlockingIOError:
+                            rest = FileSlice(part.path, part.fd, part.position + sent, size - sent)
+                            parts[i] = b""
+                            return [rest, *parts[i + 1:]]
+                        if k == 0:
+                            raise ConnectionError(f"{part.path} ended before the fetched slice was sent")
+                        sent += k
+                    parts[i] = b""
+                    os.close(part.fd)
+                elif part:
+                    more = i + 1 < n and isinstance(parts[i + 1], FileSlice)
+                    try:
+                        k = self.conn.send(part, MSG_MORE if more else 0)
+                    except BlockingIOError:
+                        k = 0
+                    if k < len(part):
+                        return [part[k:], *parts[i + 1:]]
+                i += 1
+            return None
+        except BaseException:
+            for part in parts[i:]:
+                if isinstance(part, FileSlice):
+                    os.close(part.fd)
+            raise
 
     async def send_file(self, sl: FileSlice) -> None:
         """``os.sendfile`` the slice to the non-blocking socket, waiting for writability."""

@@ -34,6 +34,15 @@ READ_COMMITTED = 1
 FIRST_SESSION = 7
 #: partition index, error code, high watermark, last stable offset
 _PARTITION_HEAD = struct.Struct(">ihqq")
+#: ... and the log start offset (v5+)
+_PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
+#: throttle_time_ms, error_code, session_id (v7+)
+_THROTTLE_ERROR_SESSION = struct.Struct(">ihi")
+_NO_THROTTLE = bytes(4)
+_ABORTED = struct.Struct(">qq")
+_NULL_ARRAY = struct.pack(">i", -1)
+_NULL_ARRAY_FLEX = b"\x00"
+_NO_PREFERRED_REPLICA = struct.pack(">i", -1)
 
 
 class PartitionData:
@@ -226,42 +235,53 @@ def encode_fetch_response(correlation_id: int, version: int, top_error: int,
     """The response as frame parts: bytes, with each partition's records (bytes or a
     ``FileSlice``) between them; the first part starts with the frame size."""
     flex = version >= FIRST_FLEXIBLE
-    i32, i64, i16 = wire.INT32.pack, wire.INT64.pack, wire.INT16.pack
+    by_id = version >= FIRST_TOPIC_ID
+    fixed = _PARTITION_HEAD_V5 if version >= 5 else _PARTITION_HEAD
     parts: list[bytes | FileSlice] = []
-    cur = [response_header(correlation_id, flex), i32(0)]          # throttle_time_ms
-    if version >= 7:
-        cur.append(i16(top_error) + i32(session_id))
-    cur.append(wire.array_len(len(topics), flex))
+    total = 0
+    cur = [response_header(correlation_id, flex),
+           _THROTTLE_ERROR_SESSION.pack(0, top_error, session_id) if version >= 7 else _NO_THROTTLE,
+           wire.array_len(len(topics), flex)]
     for key, pds in topics:
-        cur.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))
+        cur.append(wire.topic_key(key, by_id, flex))
         cur.append(wire.array_len(len(pds), flex))
         for p in pds:
-            cur.append(_PARTITION_HEAD.pack(p.index, p.error, p.high_watermark, p.last_stable_offset))
             if version >= 5:
-                cur.append(i64(p.log_start_offset))
-            if p.aborted is None:
-                cur.append(wire.nullable_array_len(None, flex))
+                cur.append(fixed.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                      p.log_start_offset))
             else:
-                cur.append(wire.array_len(len(p.aborted), flex))
-                for pid, first in p.aborted:
-                    cur.append(i64(pid) + i64(first) + (wire.EMPTY_TAGS if flex else b""))
+                cur.append(fixed.pack(p.index, p.error, p.high_watermark, p.last_stable_offset))
+            aborted = p.aborted
+            if aborted is None:
+                cur.append(_NULL_ARRAY_FLEX if flex else _NULL_ARRAY)
+            else:
+                cur.append(wire.array_len(len(aborted), flex))
+                for pid, first in aborted:
+                    cur.append(_ABORTED.pack(pid, first) + (wire.EMPTY_TAGS if flex else b""))
             if version >= 11:
-                cur.append(i32(-1))                                 # preferred_read_replica
-            cur.append(wire.bytes_len(p.size, flex))
-            if p.size:
-                if isinstance(p.records, FileSlice):
-                    parts.append(b"".join(cur))
+                cur.append(_NO_PREFERRED_REPLICA)
+            records = p.records
+            size = len(records)
+            cur.append(wire.bytes_len(size, flex))
+            if size:
+                if isinstance(records, FileSlice):
+                    chunk = b"".join(cur)
+                    total += len(chunk) + size
+                    parts.append(chunk)
+                    parts.append(records)
                     cur = []
-                    parts.append(p.records)
                 else:
-                    cur.append(p.records)
+                    cur.append(records)
             if flex:
                 cur.append(wire.EMPTY_TAGS)
         if flex:
             cur.append(wire.EMPTY_TAGS)
     if flex:
         cur.append(wire.EMPTY_TAGS)
-    parts.append(b"".join(cur))
-    total = sum(len(p) for p in parts)
-    parts[0] = i32(total) + parts[0] if isinstance(parts[0], bytes) else parts[0]
+    chunk = b"".join(cur)
+    parts.append(chunk)
+    total += len(chunk)
+    head = parts[0]
+    assert isinstance(head, bytes)       # a response starts with its header
+    parts[0] = wire.INT32.pack(total) + head
     return parts

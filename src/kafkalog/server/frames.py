@@ -36,6 +36,10 @@ class FrameReader:
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return the frames now complete (possibly none). Raises :class:`FrameError`
         on an invalid size field."""
+        if self._need is None and not self._buf and len(data) > 4:
+            size = _SIZE.unpack_from(data)[0]
+            if len(data) == size + 4 and size <= self.max_size:
+                return [data[4:]]       # the usual case: exactly one whole frame
         self._buf += data
         out: list[bytes] = []
         buf = self._buf

@@ -26,7 +26,8 @@ import os
 import socket
 import ssl
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import Any
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.fetch import FileSlice
@@ -180,30 +181,48 @@ class Server:
 
     async def _requests(self, channel: Channel, auth: SaslAuthenticator | None) -> None:
         reader = FrameReader(self.max_request if auth is None else self.max_sasl_request)
-        pending: deque[bytes] = deque()
-        while True:
-            if not pending:
-                data = await channel.recv()
-                if not data:
-                    return
-                pending.extend(reader.feed(data))
-                continue
-            data = pending.popleft()
-            if auth is not None and not auth.complete:
-                answer = auth.receive(data)
-                if answer is not None:
-                    await channel.send(answer)
-                    if auth.failed:           # Kafka closes after connection.failed.authentication.delay.ms
-                        await asyncio.sleep(self.failed_auth_delay_s)
+        #: frames to handle, or requests the readable callback began (:class:`_Begun`), in order
+        pending: deque[bytes | _Begun] = deque()
+        if isinstance(channel, PlainChannel):
+            channel.on_data = _InlineAnswers(self, channel, reader, pending, auth)
+        try:
+            while True:
+                if not pending:
+                    data = await channel.recv()
+                    if data is None:        # the readable callback left work in ``pending``
+                        continue
+                    if not data:
                         return
-                    if auth.complete:
-                        reader.max_size = self.max_request
+                    pending.extend(reader.feed(data))
                     continue
-            response = await self._process(data)
-            if response is not None:
-                await self._send(channel, response)
+                item = pending.popleft()
+                response: Response
+                if isinstance(item, _Begun):
+                    work = item.take()
+                    response = work if work is None or isinstance(work, list) else await work
+                else:
+                    if auth is not None and not auth.complete:
+                        answer = auth.receive(item)
+                        if answer is not None:
+                            await channel.send(answer)
+                            if auth.failed:   # Kafka closes after connection.failed.authentication.delay.ms
+                                await asyncio.sleep(self.failed_auth_delay_s)
+                                return
+                            if auth.complete:
+                                reader.max_size = self.max_request
+                            continue
+                    response = await self._process(item)
+                if response is not None:
+                    await self._send(channel, response)
+        finally:
+            if isinstance(channel, PlainChannel):
+                channel.on_data = None
+            for item in pending:
+                if type(item) is _Begun:
+                    item.discard()
 
-    async def _process(self, frame: bytes) -> Response:
+    def dispatch(self, frame: bytes) -> Response | Coroutine[Any, Any, Response]:
+        """The response of one frame when the broker answers at once, else a coroutine."""
         try:
             request = parse_request(frame, VERSIONS)
         except UnsupportedVersionError as e:
@@ -211,7 +230,13 @@ class Server:
                 raise
             req = Request(e.api_key, e.api_version, e.correlation_id, None, None, False, len(frame))
             return unsupported_version_response(req)
-        return await self.broker.handle(request)
+        return self.broker.dispatch(request)
+
+    async def _process(self, frame: bytes) -> Response:
+        result = self.dispatch(frame)
+        if asyncio.iscoroutine(result):
+            return await result
+        return result
 
     async def _send(self, channel: Channel, response: bytes | list[bytes | FileSlice]) -> None:
         if isinstance(response, bytes):
@@ -231,3 +256,67 @@ class Server:
             for part in response:
                 if isinstance(part, FileSlice):
                     os.close(part.fd)
+
+
+class _Begun:
+    """A request the readable callback began and left to the connection's task: the coroutine
+    that finishes it (its handler waits), or the parts of its response the socket did not take."""
+
+    __slots__ = ("_work",)
+
+    def __init__(self, work: Coroutine[Any, Any, Response] | list[bytes | FileSlice]) -> None:
+        self._work: Coroutine[Any, Any, Response] | list[bytes | FileSlice] | None = work
+
+    def take(self) -> Coroutine[Any, Any, Response] | list[bytes | FileSlice] | None:
+        work, self._work = self._work, None
+        return work
+
+    def discard(self) -> None:
+        """The connection ends first: close the coroutine, or the descriptors of the parts."""
+        work = self.take()
+        if isinstance(work, list):
+            for part in work:
+                if isinstance(part, FileSlice):
+                    os.close(part.fd)
+        elif work is not None:
+            work.close()
+
+
+class _InlineAnswers:
+    """:attr:`PlainChannel.on_data` of one connection: the requests of the bytes received are
+    answered in the readable callback, in order, without waking the connection's task, while each
+    is answered at once and its response goes out whole. The first one that waits (a long poll, a
+    group join) or whose response the socket does not take whole is left to the task in
+    ``pending``, with every frame after it; so is everything before SASL authentication completes.
+    Returns True when it left work there."""
+
+    __slots__ = ("auth", "channel", "pending", "reader", "server")
+
+    def __init__(self, server: Server, channel: PlainChannel, reader: FrameReader,
+                 pending: deque[bytes | _Begun], auth: SaslAuthenticator | None) -> None:
+        self.server = server
+        self.channel = channel
+        self.reader = reader
+        self.pending = pending
+        self.auth = auth
+
+    def __call__(self, data: bytes) -> bool:
+        frames = self.reader.feed(data)
+        pending = self.pending
+        if pending or (self.auth is not None and not self.auth.complete):
+            pending.extend(frames)
+            return bool(pending)
+        for i, frame in enumerate(frames):
+            response = self.server.dispatch(frame)
+            if response is None:
+                continue
+            if isinstance(response, (bytes, list)):
+                rest = self.channel.send_now(response)
+                if rest is None:
+                    continue
+                pending.append(_Begun(rest))
+            else:
+                pending.append(_Begun(response))
+            pending.extend(frames[i + 1:])
+            return True
+        return False

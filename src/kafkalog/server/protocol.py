@@ -80,24 +80,34 @@ def peek_header(data: bytes) -> tuple[int, int, int]:
     return key, version, corr
 
 
+@functools.cache
+def _readers(key: int, version: int) -> tuple[Any, Any, bool]:
+    """(header reader, body reader, flexible) of one API version: looked up once."""
+    cls = _request_schema(key, version)
+    flexible = bool(cls.__flexible__)
+    return (entity_reader(RequestHeaderV2 if flexible else RequestHeaderV1), entity_reader(cls),
+            flexible)
+
+
 def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request:
     """Parse one request frame. Raises :class:`UnsupportedVersionError` for an API or version
     outside ``supported`` (key -> (min, max)) and :class:`InvalidRequestError` for bytes that do not
     parse."""
-    key, version, corr = peek_header(data)
+    if len(data) < _HEADER_PREFIX.size:
+        raise InvalidRequestError(f"request of {len(data)} bytes is shorter than a request header")
+    key, version, corr = _HEADER_PREFIX.unpack_from(data, 0)
     rng = supported.get(key)
     if rng is None or not rng[0] <= version <= rng[1]:
         raise UnsupportedVersionError(f"unsupported API key {key} version {version}", key, version, corr)
     try:
-        cls = _request_schema(key, version)
-        header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+        read_header, read_body, flexible = _readers(key, version)
         header: Any
-        header, hsize = entity_reader(header_cls)(data, 0)
-        body, _size = entity_reader(cls)(data, hsize)     # trailing bytes are ignored
+        header, hsize = read_header(data, 0)
+        body, _size = read_body(data, hsize)     # trailing bytes are ignored
     except Exception as e:
         raise InvalidRequestError(f"cannot parse request api_key={key} v{version} "
                                   f"correlation_id={corr}: {type(e).__name__}: {e}") from None
-    return Request(key, version, corr, header.client_id, body, bool(cls.__flexible__), len(data))
+    return Request(key, version, corr, header.client_id, body, flexible, len(data))
 
 
 def client_id_of_unsupported(data: bytes) -> str | None:

@@ -1,0 +1,85 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled log kernel: the offset index's search and the fetch path's step from an index entry to
+the batch holding an offset. Same API and results as the pure-Python twin
+``kafkalog.log._kernel_py`` (API docs there); ``kafkalog.log.kernel`` selects one of the two (all or
+nothing with the other layers' kernels)."""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
+
+IMPLEMENTATION = "cython"
+
+__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot"]
+
+
+cdef inline int32_t _rel(const unsigned char* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+
+cdef inline int64_t _q(const unsigned char* p) noexcept nogil:
+    return <int64_t>((<uint64_t>_rel(p) << 32) | <uint32_t>_rel(p + 4))
+
+
+def index_slot(buf, Py_ssize_t entries, long long rel):
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef Py_ssize_t lo, hi, mid
+    if entries <= 0:
+        return -1
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if view.len < entries * 8:
+            raise ValueError(f"index_slot: {entries} entries need {entries * 8} bytes, the buffer "
+                             f"has {view.len}")
+        p = <const unsigned char*>view.buf
+        if rel < _rel(p):
+            return -1
+        lo = 0
+        hi = entries - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if _rel(p + (mid << 3)) <= rel:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    finally:
+        PyBuffer_Release(&view)
+
+
+def find_v2_batch(buf, Py_ssize_t base, Py_ssize_t end, int64_t target):
+    cdef Py_buffer view
+    cdef const unsigned char* b
+    cdef const unsigned char* e
+    cdef Py_ssize_t pos, left, blen, size
+    cdef int64_t offset, last
+    cdef int32_t length, ple, lod
+    cdef int16_t attrs
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        b = <const unsigned char*>view.buf - base       # b + pos: file position pos
+        blen = base + view.len
+        pos = base
+        while True:
+            left = end - pos
+            if left <= 17:
+                return pos, 1
+            if pos + 17 > blen:
+                return pos, 0
+            e = b + pos
+            length = _rel(e + 8)
+            size = <Py_ssize_t>length + 12
+            if e[16] != 2 or size < 61 or size > left:
+                return pos, 1
+            if pos + 61 > blen:
+                return pos, 0
+            offset = _q(e)
+            lod = _rel(e + 23)
+            last = <int64_t>(<uint64_t>offset + <uint64_t><int64_t>lod)     # Java long arithmetic
+            if last >= target:
+                ple = _rel(e + 12)
+                attrs = <int16_t>((e[21] << 8) | e[22])
+                return pos, size, 2, offset, last, _q(e + 35), ple, attrs & 0xFF
+            pos += size
+    finally:
+        PyBuffer_Release(&view)

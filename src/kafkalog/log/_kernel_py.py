@@ -1,0 +1,72 @@
+"""Pure-Python twin of the compiled log kernel ``_kernel.pyx`` (same API, same results);
+:mod:`kafkalog.log.kernel` picks one of the two, with every other layer's kernels
+(:mod:`kafkalog.record.kernel_selection`).
+
+* :func:`index_slot`: the offset index's search (Kafka's ``OffsetIndex.largestLowerBoundSlotFor``):
+  entries are 8 bytes, a big-endian ``int32`` relative offset then a big-endian ``int32`` position,
+  offsets increasing;
+* :func:`find_v2_batch`: the fetch path's step from an index entry to the batch holding an offset,
+  over a window of a segment's bytes, for well-formed v2 batches only (anything else is left to
+  the general walk, :mod:`kafkalog.record.header_walk`, from where it was met)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+IMPLEMENTATION = "python"
+
+__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot"]
+
+_REL = struct.Struct(">i").unpack_from
+#: baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+#: baseTimestamp, maxTimestamp: the first 43 bytes of a v2 batch
+_V2_HEAD = struct.Struct(">qiibIhiqq").unpack_from
+_PREFIX = 17
+_V2_HEADER = 61
+
+
+def index_slot(buf: Any, entries: int, rel: int) -> int:
+    """The slot of the largest relative offset <= ``rel`` among the first ``entries`` entries of
+    ``buf``, or -1 (no entry, or the first one is above ``rel``)."""
+    if entries <= 0 or rel < _REL(buf, 0)[0]:
+        return -1
+    lo, hi = 0, entries - 1
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if _REL(buf, mid << 3)[0] <= rel:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def find_v2_batch(buf: Any, base: int, end: int, target: int) -> tuple[int, ...]:
+    """Walk the v2 batches of ``buf`` (a segment's bytes from file position ``base``; ``end`` is the
+    segment's size) for the first one whose last offset is >= ``target``.
+
+    Found: its ``(position, size, magic, base_offset, last_offset, max_timestamp,
+    partition_leader_epoch, attributes)`` (a ``BatchHeader``'s fields; attributes as one byte).
+    Else ``(position, general)``: every batch before ``position`` ends below ``target``; with
+    ``general`` 0 the next batch's header lies past ``buf`` (read on from ``position``), with 1 the
+    entry there is not a whole well-formed v2 batch (legacy magic, a size too small, an entry past
+    ``end``, a tail shorter than a prefix) and the general walk decides."""
+    blen = base + len(buf)
+    pos = base
+    while True:
+        left = end - pos
+        if left <= _PREFIX:
+            return pos, 1
+        if pos + _PREFIX > blen:
+            return pos, 0
+        offset, length, ple, magic = struct.unpack_from(">qiib", buf, pos - base)
+        size = length + 12
+        if magic != 2 or size < _V2_HEADER or size > left:
+            return pos, 1
+        if pos + _V2_HEADER > blen:
+            return pos, 0
+        _o, _l, _p, _m, _crc, attrs, lod, _bts, mts = _V2_HEAD(buf, pos - base)
+        last = ((offset + lod + 2**63) % 2**64) - 2**63       # Java long arithmetic
+        if last >= target:
+            return pos, size, 2, offset, last, mts, ple, attrs & 0xFF
+        pos += size

@@ -1,0 +1,137 @@
+"""The log kernel (``kafkalog.log._kernel`` and its pure-Python twin ``_kernel_py``): the offset
+index's search and the fetch path's step to a batch give the same answers in both, and the answers
+the plain rules give: a binary search over big-endian entries, and the header walk
+(``FileRecords.iter_headers``) over the same bytes."""
+
+from __future__ import annotations
+
+import bisect
+import importlib
+import os
+import struct
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog.log import _kernel_py, file_records
+from kafkalog.log.file_records import FileRecords
+
+from .conftest import legacy_batch, v2_batch
+
+
+def _modules() -> list:
+    mods = [_kernel_py]
+    try:
+        mods.insert(0, importlib.import_module("kafkalog.log._kernel"))
+    except ImportError:
+        pass
+    return mods
+
+
+KERNELS = _modules()
+any_kernel = pytest.mark.parametrize("k", KERNELS, ids=[m.IMPLEMENTATION for m in KERNELS])
+
+
+@any_kernel
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2**31, 2**31 - 1), max_size=40, unique=True),
+       st.integers(-2**31 - 5, 2**31 + 5), st.integers(0, 3))
+def test_index_slot_is_the_largest_lower_bound(k, rels, target, spare):
+    rels.sort()
+    buf = b"".join(struct.pack(">ii", r, i * 100) for i, r in enumerate(rels)) + bytes(8 * spare)
+    want = bisect.bisect_right(rels, target) - 1
+    assert k.index_slot(buf, len(rels), target) == want
+    assert k.index_slot(memoryview(buf), len(rels), target) == want
+
+
+@any_kernel
+def test_index_slot_of_an_empty_index_and_a_short_buffer(k):
+    assert k.index_slot(b"", 0, 5) == -1
+    assert k.index_slot(struct.pack(">ii", 10, 0), 1, 9) == -1
+    assert k.index_slot(struct.pack(">ii", 10, 0), 1, 10) == 0
+    if k.IMPLEMENTATION == "cython":          # the twin reads past the end and fails its own way
+        with pytest.raises(ValueError, match="2 entries need 16 bytes"):
+            k.index_slot(struct.pack(">ii", 10, 0), 2, 10)
+
+
+def _entries(kinds: list[tuple[str, int]]) -> tuple[bytes, list[int]]:
+    """Entries back to back at increasing offsets, and their start positions."""
+    blobs, starts, offset, pos = [], [], 0, 0
+    for kind, n in kinds:
+        if kind == "v2":
+            b = bytes(v2_batch([b"v" * 30] * n, base_offset=offset))
+            offset += n
+        elif kind == "legacy":
+            b = bytearray(legacy_batch([b"y" * 20]))
+            struct.pack_into(">q", b, 0, offset)
+            offset += 1
+        elif kind == "small":                    # a v2 batch smaller than its header
+            b = struct.pack(">qiib", offset, 40, -1, 2) + bytes(35)
+        else:                                    # an impossible magic
+            b = struct.pack(">qiib", offset, 60, -1, 9) + bytes(55)
+        starts.append(pos)
+        pos += len(b)
+        blobs.append(b)
+    return b"".join(blobs), starts
+
+
+ENTRY = st.one_of(st.tuples(st.just("v2"), st.integers(1, 40)),
+                  st.tuples(st.sampled_from(["legacy", "small", "magic"]), st.just(0)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ENTRY, min_size=0, max_size=8), st.data())
+def test_find_v2_batch_same_in_both_and_as_the_walk(kinds, data):
+    blob, starts = _entries(kinds)
+    fd, path = tempfile.mkstemp(suffix=".log")
+    os.write(fd, blob)
+    os.close(fd)
+    fr = FileRecords.open(path)
+    try:
+        start = data.draw(st.sampled_from(starts + [len(blob)]))
+        end = data.draw(st.integers(start, len(blob)))          # the segment's size seen
+        window = data.draw(st.integers(0, len(blob) - start))   # the bytes read at ``start``
+        target = data.draw(st.integers(-1, 400))
+        buf = blob[start:start + window]
+        got = [k.find_v2_batch(buf, start, end, target) for k in KERNELS]
+        assert all(g == got[0] for g in got), got
+        found = got[0]
+        walked = []
+        for h in fr.iter_headers(start):
+            if h.position >= end:
+                break
+            walked.append(h)
+        if len(found) == 8:                      # found: the walk's first entry reaching the target
+            want = next(h for h in walked if h.last_offset >= target)
+            assert found == tuple(want)
+            assert found[0] + found[1] <= end and found[0] + 61 <= start + window
+        else:                                    # every entry before the position ends below it
+            pos, general = found
+            assert start <= pos <= end
+            assert all(h.last_offset < target for h in walked if h.position < pos)
+            if not general:                      # read on: the next header is past the window
+                assert pos + 61 > start + window or pos + 17 > start + window
+    finally:
+        fr.close()
+        os.unlink(path)
+
+
+@pytest.mark.parametrize("k", KERNELS, ids=[m.IMPLEMENTATION for m in KERNELS])
+def test_search_uses_either_kernel_the_same_way(k, monkeypatch, tmp_path):
+    """``FileRecords.search_for_offset_with_size`` through each kernel: large batches (the next
+    header in a later window), a legacy entry and an impossible magic handed to the general walk."""
+    monkeypatch.setattr(file_records, "find_v2_batch", k.find_v2_batch)
+    blob, starts = _entries([("v2", 3), ("v2", 400), ("v2", 400), ("legacy", 0), ("v2", 5),
+                             ("magic", 0), ("v2", 2)])
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(blob)
+    fr = FileRecords.open(str(path))
+    try:
+        for start in starts:
+            for target in range(-1, 815):
+                want = next((h for h in fr.iter_headers(start) if h.last_offset >= target), None)
+                assert fr.search_for_offset_with_size(target, start) == want, (start, target)
+    finally:
+        fr.close()
