@@ -5,13 +5,18 @@ Each connection reads frames (:class:`~kafkalog.server.frames.FrameReader`), han
 one at a time in order (Kafka mutes a channel while a request is in flight too) and writes each
 response before reading the next request, so a client that never reads its responses stalls only
 itself, and one connection buffers at most one request and one response
-(:mod:`~kafkalog.server.channel`). Limits are Kafka's: ``max.connections`` (further connections are
-closed at once), ``connections.max.idle.ms`` (a connection with no progress, reading or writing,
-for that long is closed; it also bounds a TLS handshake), ``socket.request.max.bytes``
+(:mod:`~kafkalog.server.channel`). On a plaintext socket the requests are answered in its readable
+callback, without waking the connection's task, while each is answered at once and its response
+goes out whole (:class:`_InlineAnswers`); the first that waits, or whose response the socket does
+not take whole, is left to the task with everything after it, so the order is the same.
+
+Limits are Kafka's: ``max.connections`` (further connections are closed at once),
+``connections.max.idle.ms`` (a connection with no progress, reading or writing, for that long is
+closed; it also bounds a TLS handshake), ``socket.request.max.bytes``
 (``sasl.server.max.receive.size`` before a SASL client is authenticated),
 ``connection.failed.authentication.delay.ms`` (a failed authentication is answered, then the
-connection closed after that delay). A frame that is refused
-or does not parse closes its connection; the broker goes on serving the others.
+connection closed after that delay). A frame that is refused or does not parse closes its
+connection; the broker goes on serving the others.
 
 TLS listeners use the contexts of :func:`~kafkalog.server.tls.listener_contexts`; SASL listeners
 authenticate each connection with :class:`~kafkalog.server.sasl.SaslAuthenticator` before any other
