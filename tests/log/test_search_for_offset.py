@@ -164,3 +164,35 @@ def test_bad_size_is_reported_from_either_window(tmp_path):
         assert e.value.position == len(good)
     finally:
         _close(fr)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 9_000)), min_size=1, max_size=3),
+                min_size=1, max_size=10),
+       st.sampled_from([1, 64, 4096, 20_000]), st.integers(0, 3))
+def test_translate_offset_matches_the_walk_over_chunks_of_batches(tmp_path_factory, chunks, interval,
+                                                                 gap):
+    """``LogSegment.translate_offset`` (the offset index, then the batch at the next entry or a walk)
+    gives the walk's answer from every start, for appends of several batches each (one index entry
+    per append, keyed by its last offset: the batch at an entry may then end below an offset the
+    entry covers) and offsets with gaps between batches (as compaction leaves them)."""
+    from kafkalog.log.segment import LogSegment
+    d = tmp_path_factory.mktemp("chunks")
+    seg = LogSegment(str(d), 0, index_interval_bytes=interval)
+    try:
+        offset = 0
+        for chunk in chunks:
+            blobs = []
+            for records, size in chunk:
+                blobs.append(bytes(v2_batch([b"c" * (size // records)] * records, base_offset=offset)))
+                offset += records + gap
+            seg.append(offset - gap - 1, 0, offset - gap - 1, b"".join(blobs))
+        positions = [0]
+        for h in seg.log.iter_headers(0):
+            positions.append(h.position + h.size)
+        for target in range(-1, offset + 2):
+            for start in positions:
+                assert seg.translate_offset(target, start) == _walked(seg.log, target, start), \
+                    (target, start)
+    finally:
+        seg.close()

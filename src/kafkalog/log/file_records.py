@@ -290,6 +290,15 @@ class FileRecords:
         """The bytes of one whole entry."""
         return os.pread(self.fd, size, position)
 
+    def batch_holding(self, position: int, offset: int) -> Optional[BatchHeader]:
+        """The v2 batch at ``position`` when it is whole in the file and holds ``offset`` (its base
+        offset <= ``offset`` <= its last offset); None otherwise (any other entry, or none)."""
+        found = find_v2_batch(os.pread(self.fd, RECORD_BATCH_OVERHEAD, position), position,
+                              self.size, offset)
+        if len(found) == 8 and found[0] == position and found[3] <= offset:
+            return BatchHeader(*found)
+        return None
+
     def search_for_offset_with_size(self, target_offset: int, start_position: int
                                     ) -> Optional[BatchHeader]:
         """The first entry at or after ``start_position`` whose last offset is >= ``target_offset``

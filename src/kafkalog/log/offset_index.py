@@ -179,6 +179,19 @@ class OffsetIndex(AbstractIndex):
         rel, pos = _unpack_from(self._mm, slot << 3)
         return OffsetPosition(self.base_offset + rel, pos)
 
+    def lookup_with_next(self, target_offset: int) -> tuple[OffsetPosition, Optional[int]]:
+        """:meth:`lookup`, and the position of the entry after it (None when it is the last)."""
+        if not self._loaded:
+            self._load()
+        slot = self._largest_lower_bound_slot(target_offset)
+        following = None
+        if slot + 1 < self._entries:
+            following = _POS_FROM(self._mm, (slot + 1) << 3)[0]
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0), following
+        rel, pos = _unpack_from(self._mm, slot << 3)
+        return OffsetPosition(self.base_offset + rel, pos), following
+
     def end_position(self, end_offset: int) -> Optional[int]:
         """A byte position from which every batch holds only offsets >= ``end_offset``: that of
         the entry after the first one with an offset >= ``end_offset - 1`` (the chunk at an

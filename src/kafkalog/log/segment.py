@@ -443,11 +443,22 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> Optional[BatchHeader]:
         """Index lookup (largest entry <= offset) then a forward header walk to the first batch whose
-        last offset is >= ``offset``; None when the segment holds no such batch."""
+        last offset is >= ``offset``; None when the segment holds no such batch.
+
+        A batch-aligned offset (every client fetches from the offset after its last batch) has its
+        index entry on the batch before it, since an entry holds its chunk's last offset: when the
+        batch at the next entry holds ``offset``, it is the walk's answer (the batches between hold
+        lower offsets), read in one header instead of walking from the entry before."""
         pos = 0
         if self.log.size > 0 and (self._offset_index is not None
                                   or os.path.exists(self.offset_index_path)):
-            pos = self.offset_index.lookup(offset).position
+            entry, following = self.offset_index.lookup_with_next(offset)
+            pos = entry.position
+            if (following is not None and entry.offset < offset and following > pos
+                    and following >= starting_file_position):
+                h = self.log.batch_holding(following, offset)
+                if h is not None:
+                    return h
         start = max(pos, starting_file_position)
         h = self.log.search_for_offset_with_size(offset, start)
         if start > starting_file_position and (h is None or (
