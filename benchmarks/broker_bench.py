@@ -54,6 +54,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -125,7 +126,9 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
                                             "leader_epoch": 0, "replica_nodes": [0], "isr_nodes": [0],
                                             "offline_replicas": []}]}]})
 
-        async def handle(self, request: Request) -> Response:
+        def dispatch(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
+            """The answer at once (sent from the connection's readable callback, as kafkalog serve's
+            are), or a coroutine for a fetch that finds nothing (it waits, as Kafka's long poll)."""
             key = request.api_key
             if key == 18:
                 return encode_response(request, handle_api_versions(self, request))
@@ -175,7 +178,7 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
                                                  None, b"".join(out)))
                     topics.append((t.topic_id if request.api_version >= 13 else t.topic, pds))
                 if not any(pd.size for _k, pl in topics for pd in pl):
-                    await asyncio.sleep(min(request.body.max_wait.total_seconds(), 0.1))
+                    return self._after_wait(request, topics)
                 return encode_fetch_response(request.correlation_id, request.api_version, 0, topics)
             if key == 10:                   # FindCoordinator: librdkafka asks when group.id is set
                 port = self.advertised.port
@@ -186,6 +189,10 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
                     "coordinators": [{"key": k, "node_id": 0, "host": "127.0.0.1", "port": port,
                                       "error_code": 0, "error_message": None} for k in keys]}))
             raise ValueError(f"memory broker: api {key} ({error_codes.UNSUPPORTED_VERSION})")
+
+        async def _after_wait(self, request: Request, topics: list[Any]) -> Response:
+            await asyncio.sleep(min(request.body.max_wait.total_seconds(), 0.1))
+            return encode_fetch_response(request.correlation_id, request.api_version, 0, topics)
 
     async def main() -> None:
         broker = MemoryBroker()

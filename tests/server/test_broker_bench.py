@@ -1,0 +1,41 @@
+"""``benchmarks/broker_bench.py`` at a tiny size, as a subprocess: its peers (the memory broker,
+which runs on kafkalog serve's network layer, and the sendfile floor) start, answer confluent-kafka
+and the raw requester, and every measure prints its row and the ratios. A change to the layers
+the peers reuse (the way the network layer calls the broker, say) shows here, not in a long run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "broker_bench.py"
+
+
+def test_the_broker_benchmark_runs_every_peer(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--measure", "produce,consume,fetch", "--records", "20000",
+         "--produce-records", "3000", "--runs", "1", "--clients", "confluent", "--fetch-mib", "8",
+         "--fetch-blocks", "2", "--latency-requests", "20", "--data-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "PYTHONPATH": str(BENCH.parents[1])})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    kinds = {(r["type"], r.get("broker")) for r in rows}
+    assert {("produce", "memory"), ("produce", "kafkalog"), ("consume", "memory"),
+            ("consume", "kafkalog"), ("fetch_1mib", "sendfile"), ("fetch_1mib", "kafkalog")} <= kinds
+    for r in rows:
+        if r["type"] in ("produce", "consume"):
+            assert r["confluent_msgs_per_s"] > 0, r
+        if r["type"] == "fetch_1mib":
+            assert r["mib_per_s"] > 0 and r["answers"] > 0, r
+    ratio = rows[-1]
+    assert ratio["type"] == "ratio"
+    for key in ("produce_ratio_confluent", "consume_ratio_confluent", "fetch_1mib_ratio"):
+        assert ratio[key] > 0, ratio
