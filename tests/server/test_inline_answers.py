@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import answers_api_versions, api_versions_v0, connect, recv_exact, recv_frame
+from tests.server.test_protocol import _produce as produce_values
 
 MiB = 1 << 20
 
@@ -33,17 +33,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 def _produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
-    async def run() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20,
-                             max_request_size=2 * MiB)
-        await p.start()
-        try:
-            futs = [await p.send(topic, v, partition=0) for v in values]
-            for f in futs:
-                await f
-        finally:
-            await p.stop()
-    asyncio.run(run())
+    asyncio.run(produce_values(broker, topic, values, linger_ms=20))
 
 
 def fetch_v4(correlation_id: int, topic: str, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
