@@ -6,7 +6,6 @@ the plain rules give: a binary search over big-endian entries, and the header wa
 from __future__ import annotations
 
 import bisect
-import importlib
 import os
 import struct
 import tempfile
@@ -18,19 +17,10 @@ from hypothesis import strategies as st
 from kafkalog.log import _kernel_py, file_records
 from kafkalog.log.file_records import FileRecords
 
+from ..kernel_fixtures import pure_and_compiled
 from .conftest import legacy_batch, v2_batch
 
-
-def _modules() -> list:
-    mods = [_kernel_py]
-    try:
-        mods.insert(0, importlib.import_module("kafkalog.log._kernel"))
-    except ImportError:
-        pass
-    return mods
-
-
-KERNELS = _modules()
+KERNELS = pure_and_compiled(_kernel_py, "kafkalog.log._kernel")
 any_kernel = pytest.mark.parametrize("k", KERNELS, ids=[m.IMPLEMENTATION for m in KERNELS])
 
 

@@ -4,7 +4,6 @@ pure-Python twin on arbitrary damage (hypothesis)."""
 
 from __future__ import annotations
 
-import importlib
 import struct
 import zlib
 
@@ -17,19 +16,10 @@ from kafkalog.record import _header_walk_py
 from kafkalog.record import header_walk as hw
 from kafkalog.record.header_walk import FindingKind, walk
 
+from ..kernel_fixtures import pure_and_compiled
 from ..log.conftest import BASE_TS, legacy_batch, v2_batch
 
-
-def _impls():
-    mods = [_header_walk_py]
-    try:
-        mods.insert(0, importlib.import_module("kafkalog.record._header_walk"))
-    except ImportError:
-        pass
-    return mods
-
-
-IMPLS = _impls()
+IMPLS = pure_and_compiled(_header_walk_py, "kafkalog.record._header_walk")
 
 
 def _run(mod, buf, **kw):

@@ -1,6 +1,6 @@
 """The log layer's kernel in this process: the compiled ``_kernel`` or its pure-Python twin
-``_kernel_py`` (the offset index's search, the fetch path's step to a batch), chosen for every layer at once by
-:mod:`kafkalog.record.kernel_selection`. Re-exports ``index_slot``,
+``_kernel_py`` (the offset index's search, the fetch path's step to a batch), chosen for every
+layer at once by :mod:`kafkalog.record.kernel_selection`. Re-exports ``index_slot``,
 ``find_v2_batch`` and ``IMPLEMENTATION``."""
 from __future__ import annotations
 

@@ -171,13 +171,7 @@ class OffsetIndex(AbstractIndex):
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``, or ``(base_offset, 0)``."""
-        if not self._loaded:
-            self._load()
-        slot = self._largest_lower_bound_slot(target_offset)
-        if slot < 0:
-            return OffsetPosition(self.base_offset, 0)
-        rel, pos = _unpack_from(self._mm, slot << 3)
-        return OffsetPosition(self.base_offset + rel, pos)
+        return self.lookup_with_next(target_offset)[0]
 
     def lookup_with_next(self, target_offset: int) -> tuple[OffsetPosition, Optional[int]]:
         """:meth:`lookup`, and the position of the entry after it (None when it is the last)."""

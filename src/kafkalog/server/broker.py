@@ -1,7 +1,8 @@
 """The state every handler shares: the data directory's ``LogManager``, topic IDs, the producer ID
 allocator, the group coordinator and offsets store, the transaction coordinator (whose timer aborts
-expired transactions), and the fetch waiters woken by appends; :meth:`Broker.handle` dispatches a parsed request
-to its API's handler (:mod:`kafkalog.server.apis`)."""
+expired transactions), and the fetch waiters woken by appends; :meth:`Broker.dispatch` hands a
+parsed request to its API's handler (:mod:`kafkalog.server.apis`): the response at once, or a
+coroutine when the handler waits."""
 
 from __future__ import annotations
 
@@ -210,24 +211,21 @@ class Broker:
         if self._group_timer is None:
             self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
         result = self._handlers[request.api_key](self, request)
-        if result is None or type(result) is list or type(result) is bytes:
-            return result
         if asyncio.iscoroutine(result):
             return self._finish(request, result)
-        return encode_response(request, result)
+        return _response(request, result)
 
     async def _finish(self, request: Request, pending: Awaitable[Any]) -> Response:
-        result = await pending
-        if result is None or isinstance(result, (bytes, list)):
-            return result
-        return encode_response(request, result)
-
-    async def handle(self, request: Request) -> Response:
-        result = self.dispatch(request)
-        if asyncio.iscoroutine(result):
-            return await result
-        return result
+        return _response(request, await pending)
 
     def response(self, request: Request, values: Mapping[str, Any]) -> Any:
         """The kio response entity of ``request``'s API and version from plain ``values``."""
         return build(load_response_schema(request.api_key, request.api_version), values)
+
+
+def _response(request: Request, result: Any) -> Response:
+    """A handler's result as a response: frame bytes or parts as they are (None: no response),
+    a kio entity encoded."""
+    if result is None or type(result) is list or type(result) is bytes:
+        return result
+    return encode_response(request, result)

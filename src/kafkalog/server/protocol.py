@@ -93,9 +93,7 @@ def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request
     """Parse one request frame. Raises :class:`UnsupportedVersionError` for an API or version
     outside ``supported`` (key -> (min, max)) and :class:`InvalidRequestError` for bytes that do not
     parse."""
-    if len(data) < _HEADER_PREFIX.size:
-        raise InvalidRequestError(f"request of {len(data)} bytes is shorter than a request header")
-    key, version, corr = _HEADER_PREFIX.unpack_from(data, 0)
+    key, version, corr = peek_header(data)
     rng = supported.get(key)
     if rng is None or not rng[0] <= version <= rng[1]:
         raise UnsupportedVersionError(f"unsupported API key {key} version {version}", key, version, corr)
