@@ -499,14 +499,16 @@ def prepare_topic(data_dir: str, n: int) -> None:
     """The consume topic: ``n`` records of 100-byte values in batches of 1,000, written through
     kafkalog's log layer (as a producer's batches would land), unless already there whole. The topic
     keeps its records (``retention.ms=-1``): the records' timestamps are fixed, and kafkalog serve,
-    as Kafka, would otherwise delete them by time retention minutes into a run."""
+    as Kafka, would otherwise delete them by time retention minutes into a run; a kept directory
+    without that setting (an older run's) is prepared again."""
     from kafkalog.log.manager import LogManager
     from kafkalog.record.builder import build_batch
     marker = os.path.join(data_dir, f".bench-{n}")
     if os.path.exists(marker):
         with LogManager(data_dir, background=False) as m:
             log = m.get_log(TOPIC, 0)
-            if log.log_start_offset == 0 and log.log_end_offset == n:
+            if (log.log_start_offset == 0 and log.log_end_offset == n
+                    and m.topic_config(TOPIC).retention_ms == -1):
                 return
     shutil.rmtree(data_dir, ignore_errors=True)
     per = 1000

@@ -61,13 +61,15 @@ def answers_api_versions(port: int) -> bool:
 def fetch_frame(version: int, correlation_id: int, topics: list[tuple[object, list[tuple[int, int, int]]]],
                 session_id: int = 0, session_epoch: int = -1,
                 forgotten: list[tuple[object, list[int]]] | None = None,
-                max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 50 << 20) -> bytes:
+                max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 50 << 20,
+                isolation_level: int = 0) -> bytes:
     """A Fetch request frame (kio's encoder), ``topics`` as (name, or topic ID from v13,
     [(partition, fetch_offset, partition_max_bytes)])."""
     import io
 
     from kio.index import load_request_schema
-    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+    from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
     from kio.serial import entity_writer
 
     from kafkalog.server.kio_build import build
@@ -76,7 +78,7 @@ def fetch_frame(version: int, correlation_id: int, topics: list[tuple[object, li
     body = build(load_request_schema(1, version), {
         "cluster_id": None, "replica_id": -1, "replica_state": {"replica_id": -1, "replica_epoch": -1},
         "max_wait": max_wait_ms, "min_bytes": min_bytes,
-        "max_bytes": max_bytes, "isolation_level": 0, "session_id": session_id,
+        "max_bytes": max_bytes, "isolation_level": isolation_level, "session_id": session_id,
         "session_epoch": session_epoch, "rack_id": "",
         "topics": [{key: t, "partitions": [
             {"partition": p, "current_leader_epoch": -1, "fetch_offset": off, "last_fetched_epoch": -1,
@@ -84,6 +86,7 @@ def fetch_frame(version: int, correlation_id: int, topics: list[tuple[object, li
             for p, off, mb in parts]} for t, parts in topics],
         "forgotten_topics_data": [{key: t, "partitions": ps} for t, ps in (forgotten or [])]})
     buf = io.BytesIO()
+    RequestHeader = RequestHeaderV2 if version >= 12 else RequestHeaderV1    # flexible from v12
     header = build(RequestHeader, {"request_api_key": 1, "request_api_version": version,
                                    "correlation_id": correlation_id, "client_id": "raw"})
     entity_writer(RequestHeader)(buf, header)

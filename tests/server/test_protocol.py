@@ -5,20 +5,27 @@ OffsetOutOfRange, librdkafka's trailing bytes, ApiVersions of an unknown version
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import struct
+import uuid
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
 
+from kafkalog.server import fetch as fetch_module
+from kafkalog.server.apis import VERSIONS
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import (
     answers_api_versions,
     api_versions_v0,
     captured_requests,
     connect,
+    fetch_frame,
+    fetch_response,
     recv_frame,
 )
 
@@ -204,6 +211,54 @@ def test_large_fetch_sent_from_the_segment_file_is_byte_exact(broker: BrokerProc
         finally:
             await consumer.stop()
     asyncio.run(run())
+
+
+def _topic_id(broker: BrokerProcess, topic: str) -> uuid.UUID:
+    """The topic ID Kafka's ``partition.metadata`` holds (URL-safe base64 of 16 bytes)."""
+    with open(os.path.join(broker.data_dir, f"{topic}-0", "partition.metadata"), encoding="ascii") as f:
+        text = f.read().split("topic_id:")[1].strip()
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+
+
+@pytest.mark.parametrize("version", range(VERSIONS[1][0], VERSIONS[1][1] + 1))
+def test_every_fetch_version_answers_what_kio_decodes(broker: BrokerProcess, version: int) -> None:
+    """The hand-written Fetch response, in every served version, read back by kio's decoder:
+    both isolation levels (the aborted-transaction list null or empty), a record set copied
+    (small) and one sent from the segment file (above the sendfile threshold), the log start
+    offset from v5, no preferred read replica from v11, the topic by ID from v13."""
+    async def produce() -> None:
+        small = [b"s%d" % i for i in range(5)]
+        big = [bytes([i % 251]) * 2000 for i in range(100)]
+        await _produce(broker, "fv", small + big, linger_ms=50)
+    if not os.path.exists(os.path.join(broker.data_dir, "fv-0")):
+        asyncio.run(produce())
+    seg = os.path.join(broker.data_dir, "fv-0", "00000000000000000000.log")
+    with open(seg, "rb") as f:
+        segment = f.read()
+    hw = 105
+    key: object = _topic_id(broker, "fv") if version >= 13 else "fv"
+    for isolation in (0, 1):
+        for limit in (60, 1 << 20):       # KIP-74: the first batch whole even over the limit
+            with connect(broker.port) as s:
+                s.sendall(fetch_frame(version, 9, [(key, [(0, 0, limit)])], isolation_level=isolation))
+                frame = recv_frame(s)
+            assert frame is not None and struct.unpack_from(">i", frame, 0)[0] == 9
+            resp: Any = fetch_response(frame, version)
+            assert [t.topic_id if version >= 13 else t.topic for t in resp.responses] == [key]
+            (p,) = resp.responses[0].partitions
+            assert (p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset) == \
+                (0, 0, hw, hw)
+            if version >= 5:
+                assert p.log_start_offset == 0
+            if version >= 11:
+                assert p.preferred_read_replica == -1
+            assert p.aborted_transactions == (() if isolation else None)
+            records = p.records
+            assert records == segment[:len(records)]
+            if limit == 60:
+                assert len(records) == struct.unpack_from(">i", segment, 8)[0] + 12
+            else:
+                assert len(records) == len(segment) > fetch_module.SENDFILE_MIN_BYTES
 
 
 def test_acks_zero_error_closes_the_connection(broker: BrokerProcess) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 from kafkalog.errors import KafkalogIOError
 from kafkalog.log.txn_index import AbortedTxn
@@ -13,9 +13,9 @@ from kafkalog.log.txn_index import AbortedTxn
 UNKNOWN_OFFSET = -1
 
 
-@dataclass(frozen=True)
-class LogOffsetMetadata:
-    """An offset plus, when known, the base offset of its segment and its byte position there."""
+class LogOffsetMetadata(NamedTuple):
+    """An offset plus, when known, the base offset of its segment and its byte position there
+    (immutable; a tuple, made on every read)."""
 
     message_offset: int
     segment_base_offset: int = UNKNOWN_OFFSET

@@ -464,12 +464,11 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> Optional[int]:
         """min(first offset of an ongoing txn, first offset of a completed txn whose marker is not
         yet below the high watermark), or ``None``."""
-        cands = []
-        if self.ongoing_txns:
-            cands.append(next(iter(self.ongoing_txns)))
-        if self.unreplicated_txns:
-            cands.append(next(iter(self.unreplicated_txns)))
-        return min(cands) if cands else None
+        ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
+        if not unreplicated:
+            return next(iter(ongoing)) if ongoing else None     # on every fetch: no list made
+        first = next(iter(unreplicated))
+        return min(next(iter(ongoing)), first) if ongoing else first
 
     def first_undecided_offset(self) -> Optional[int]:
         return next(iter(self.ongoing_txns)) if self.ongoing_txns else None

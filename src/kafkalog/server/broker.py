@@ -211,6 +211,9 @@ class Broker:
         if self._group_timer is None:
             self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
         result = self._handlers[request.api_key](self, request)
+        kind = type(result)
+        if kind is list or kind is bytes:       # Fetch and Produce answer with frame parts
+            return result
         if asyncio.iscoroutine(result):
             return self._finish(request, result)
         return _response(request, result)

@@ -12,6 +12,7 @@ smaller ones are copied. An empty record set is zero-length, never null."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import struct
 import time
@@ -40,8 +41,6 @@ _PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
 _THROTTLE_ERROR_SESSION = struct.Struct(">ihi")
 _NO_THROTTLE = bytes(4)
 _ABORTED = struct.Struct(">qq")
-_NULL_ARRAY = struct.pack(">i", -1)
-_NULL_ARRAY_FLEX = b"\x00"
 _NO_PREFERRED_REPLICA = struct.pack(">i", -1)
 
 
@@ -220,13 +219,36 @@ def _answer(request: Request, ctx: FetchContext, parts: list[PartitionData]) -> 
         kept = {id(pd) for _w, pd in answered}
         _release([p for p in parts if id(p) not in kept])
     grouped: list[tuple[Any, list[PartitionData]]] = []
+    last_key: Any = _NO_KEY
     for w, pd in answered:              # consecutive partitions of one topic share its entry
-        if grouped and grouped[-1][0] == w.key:
+        if w.key == last_key:
             grouped[-1][1].append(pd)
         else:
-            grouped.append((w.key, [pd]))
+            last_key = w.key
+            grouped.append((last_key, [pd]))
     return encode_fetch_response(request.correlation_id, request.api_version, 0, grouped,
                                  session_id)
+
+
+_NO_KEY = object()
+
+
+@functools.cache
+def _partition_head(version: int) -> struct.Struct:
+    """A partition's fields before its records when it has no aborted-transaction list (as in
+    every read_uncommitted answer): partition index, error code, high watermark, last stable
+    offset, log start offset (v5+), the null aborted-transactions array, the preferred read
+    replica (v11+, -1) and, before the flexible versions, the records' int32 size."""
+    fmt = ">ihqq" + ("q" if version >= 5 else "")
+    if version >= FIRST_FLEXIBLE:
+        return struct.Struct(fmt + "Bi")         # null compact array; the size is a varint
+    return struct.Struct(fmt + "i" + ("i" if version >= 11 else "") + "i")
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_entry(key: Any, by_id: bool, flex: bool) -> bytes:
+    """A response topic's name or ID, encoded once per topic and form."""
+    return wire.topic_key(key, by_id, flex)
 
 
 def encode_fetch_response(correlation_id: int, version: int, top_error: int,
@@ -236,33 +258,50 @@ def encode_fetch_response(correlation_id: int, version: int, top_error: int,
     ``FileSlice``) between them; the first part starts with the frame size."""
     flex = version >= FIRST_FLEXIBLE
     by_id = version >= FIRST_TOPIC_ID
-    fixed = _PARTITION_HEAD_V5 if version >= 5 else _PARTITION_HEAD
+    v5 = version >= 5
+    v11 = version >= 11
+    head = _partition_head(version)
     parts: list[bytes | FileSlice] = []
     total = 0
     cur = [response_header(correlation_id, flex),
            _THROTTLE_ERROR_SESSION.pack(0, top_error, session_id) if version >= 7 else _NO_THROTTLE,
            wire.array_len(len(topics), flex)]
     for key, pds in topics:
-        cur.append(wire.topic_key(key, by_id, flex))
+        cur.append(_topic_entry(key, by_id, flex))
         cur.append(wire.array_len(len(pds), flex))
         for p in pds:
-            if version >= 5:
-                cur.append(fixed.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
-                                      p.log_start_offset))
-            else:
-                cur.append(fixed.pack(p.index, p.error, p.high_watermark, p.last_stable_offset))
+            records = p.records
+            size = len(records)
             aborted = p.aborted
             if aborted is None:
-                cur.append(_NULL_ARRAY_FLEX if flex else _NULL_ARRAY)
+                # one pack: the fixed fields, the null array, -1 (preferred replica), the size
+                if flex:
+                    fields = (p.index, p.error, p.high_watermark, p.last_stable_offset,
+                              p.log_start_offset, 0, -1)
+                    cur.append(head.pack(*fields))
+                    cur.append(wire.uvarint(size + 1))
+                elif v11:
+                    cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                         p.log_start_offset, -1, -1, size))
+                elif v5:
+                    cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                         p.log_start_offset, -1, size))
+                else:
+                    cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                         -1, size))
             else:
+                if v5:
+                    cur.append(_PARTITION_HEAD_V5.pack(p.index, p.error, p.high_watermark,
+                                                       p.last_stable_offset, p.log_start_offset))
+                else:
+                    cur.append(_PARTITION_HEAD.pack(p.index, p.error, p.high_watermark,
+                                                    p.last_stable_offset))
                 cur.append(wire.array_len(len(aborted), flex))
                 for pid, first in aborted:
                     cur.append(_ABORTED.pack(pid, first) + (wire.EMPTY_TAGS if flex else b""))
-            if version >= 11:
-                cur.append(_NO_PREFERRED_REPLICA)
-            records = p.records
-            size = len(records)
-            cur.append(wire.bytes_len(size, flex))
+                if v11:
+                    cur.append(_NO_PREFERRED_REPLICA)
+                cur.append(wire.bytes_len(size, flex))
             if size:
                 if isinstance(records, FileSlice):
                     chunk = b"".join(cur)
@@ -281,7 +320,7 @@ def encode_fetch_response(correlation_id: int, version: int, top_error: int,
     chunk = b"".join(cur)
     parts.append(chunk)
     total += len(chunk)
-    head = parts[0]
-    assert isinstance(head, bytes)       # a response starts with its header
-    parts[0] = wire.INT32.pack(total) + head
+    first_part = parts[0]
+    assert isinstance(first_part, bytes)       # a response starts with its header
+    parts[0] = wire.INT32.pack(total) + first_part
     return parts

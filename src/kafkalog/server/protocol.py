@@ -54,7 +54,7 @@ class UnsupportedVersionError(InvalidRequestError):
         self.correlation_id = correlation_id
 
 
-@dataclass
+@dataclass(slots=True)
 class Request:
     """One parsed request."""
 
@@ -93,7 +93,9 @@ def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request
     """Parse one request frame. Raises :class:`UnsupportedVersionError` for an API or version
     outside ``supported`` (key -> (min, max)) and :class:`InvalidRequestError` for bytes that do not
     parse."""
-    key, version, corr = peek_header(data)
+    if len(data) < _HEADER_PREFIX.size:
+        peek_header(data)                       # raises: too short for a header
+    key, version, corr = _HEADER_PREFIX.unpack_from(data, 0)
     rng = supported.get(key)
     if rng is None or not rng[0] <= version <= rng[1]:
         raise UnsupportedVersionError(f"unsupported API key {key} version {version}", key, version, corr)
