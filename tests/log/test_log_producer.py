@@ -89,11 +89,14 @@ def test_read_committed_skips_aborted_and_markers_across_segments(seg_dir):
     log.append(build_batch([(None, b"plain", NOW)]))
     log.append(data(8, 0, 2, n=2, txn=True, tag=b"a"))        # ... spanning segments
     assert log.last_stable_offset == 0                        # two open transactions
+    assert log.fetch_offset_snapshot() == (0, log.log_end_offset, 0)
     assert values(log, isolation="read_committed") == []
     marker(log, 7, 0, commit=True)
     assert log.last_stable_offset == 2                        # pid 8's txn still open
+    assert log.fetch_offset_snapshot() == (0, log.log_end_offset, 2)
     marker(log, 8, 0, commit=False)
     assert log.last_stable_offset == log.log_end_offset
+    assert log.fetch_offset_snapshot() == (0, log.log_end_offset, log.log_end_offset)
     log.append(data(9, 0, 0, n=1, txn=True, tag=b"o"))        # open at the end
     assert len(log.segments) >= 3
     assert values(log, isolation="read_committed") == [b"c0", b"c1", b"plain"]
@@ -108,6 +111,7 @@ def test_read_committed_skips_aborted_and_markers_across_segments(seg_dir):
     log = open_log(seg_dir, **{"segment.bytes": 300})
     assert values(log, isolation="read_committed") == [b"c0", b"c1", b"plain"]
     assert log.last_stable_offset == log.log_end_offset - 1   # pid 9's txn restored from the snapshot
+    assert log.fetch_offset_snapshot() == (0, log.log_end_offset, log.log_end_offset - 1)
     log.close()
 
 
@@ -160,4 +164,20 @@ def test_truncation_rebuilds_producer_state_and_calls_hooks(seg_dir):
     log.truncate_fully_and_start_at(100)
     assert calls[-2:] == [("abort", 3), ("truncated", 100)]
     log.append(data(4, 0, 9))                                  # state forgotten
+    log.close()
+
+
+def test_fetch_offset_snapshot_follows_the_log_start_and_an_open_transaction(seg_dir):
+    """What a fetch answers with, read together: the log start offset after DeleteRecords moved
+    it, the high watermark, and the last stable offset held back by an open transaction."""
+    log = open_log(seg_dir)
+    for i in range(3):
+        log.append(build_batch([(None, b"v%d" % i, NOW)]))
+    assert log.fetch_offset_snapshot() == (0, 3, 3)
+    assert log.maybe_increment_log_start_offset(2)
+    assert log.fetch_offset_snapshot() == (2, 3, 3)
+    log.append(data(5, 0, 0, n=2, txn=True))
+    assert log.fetch_offset_snapshot() == (2, 5, 3)
+    marker(log, 5, 0, commit=True)
+    assert log.fetch_offset_snapshot() == (2, 6, 6)
     log.close()

@@ -210,6 +210,17 @@ class Log:
                 return min(v, hw)
         return hw
 
+    def fetch_offset_snapshot(self) -> tuple[int, int, int]:
+        """(log start offset, high watermark, last stable offset) read together, as a fetch
+        answers them (Kafka's ``fetchOffsetSnapshot``)."""
+        hw = self._view[2].message_offset
+        psm = self.producer_state_manager
+        if psm is not None:
+            v = psm.first_unstable_offset()
+            if v is not None and v < hw:
+                return self.log_start_offset, hw, v
+        return self.log_start_offset, hw, hw
+
     @property
     def size(self) -> int:
         return sum(s.size for s in self.segments)

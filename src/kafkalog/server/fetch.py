@@ -21,6 +21,7 @@ from typing import Any
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
 from kafkalog.log.fetch import FileSlice
+from kafkalog.log.log import READ_COMMITTED as READ_COMMITTED_NAME
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
 from kafkalog.server.broker import Broker, Response
@@ -85,35 +86,35 @@ class _Wanted:
 
 def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
           unknown_code: int) -> PartitionData:
-    if w.topic is None:
-        return PartitionData(w.index, unknown_code)
-    log = broker.log(w.topic, w.index)
+    topic = w.topic
+    log = broker.log(topic, w.index) if topic is not None else None
     if log is None:
         return PartitionData(w.index, unknown_code)
-    hw = log.high_watermark
-    lso = log.last_stable_offset
-    lso_start = log.log_start_offset
+    log_start, hw, lso = log.fetch_offset_snapshot()
     limit = min(w.max_bytes, budget)
     if limit <= 0 and not first:
-        return PartitionData(w.index, 0, hw, lso, lso_start, [] if committed else None)
+        return PartitionData(w.index, 0, hw, lso, log_start, [] if committed else None)
     try:
-        info = log.read(w.offset, max(limit, 0), min_one_message=first,
-                        isolation="read_committed" if committed else "read_uncommitted")
+        if committed:
+            info = log.read(w.offset, max(limit, 0), min_one_message=first, isolation=READ_COMMITTED_NAME)
+        else:
+            info = log.read(w.offset, max(limit, 0), min_one_message=first)
     except OffsetOutOfRangeError:
-        return PartitionData(w.index, error_codes.OFFSET_OUT_OF_RANGE, hw, lso, lso_start,
+        return PartitionData(w.index, error_codes.OFFSET_OUT_OF_RANGE, hw, lso, log_start,
                              [] if committed else None)
     except KafkalogError as e:
-        return PartitionData(w.index, error_code(e), hw, lso, lso_start, [] if committed else None)
+        return PartitionData(w.index, error_code(e), hw, lso, log_start, [] if committed else None)
     aborted = None
     if committed:
         aborted = [(a.producer_id, a.first_offset) for a in (info.aborted_transactions or [])]
     sl = info.records
+    size = sl.size
     records: bytes | FileSlice
-    if sl.size >= SENDFILE_MIN_BYTES:
-        records = FileSlice(sl.path, os.dup(sl.fd), sl.position, sl.size)
+    if size >= SENDFILE_MIN_BYTES:
+        records = FileSlice(sl.path, os.dup(sl.fd), sl.position, size)
     else:
-        records = sl.read() if sl.size else b""
-    return PartitionData(w.index, 0, hw, lso, lso_start, aborted, records)
+        records = sl.read() if size else b""
+    return PartitionData(w.index, 0, hw, lso, log_start, aborted, records)
 
 
 def _collect(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
