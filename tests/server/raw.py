@@ -58,13 +58,9 @@ def answers_api_versions(port: int) -> bool:
     return resp is not None and struct.unpack_from(">ih", resp, 0) == (7, 0)
 
 
-def fetch_frame(version: int, correlation_id: int, topics: list[tuple[object, list[tuple[int, int, int]]]],
-                session_id: int = 0, session_epoch: int = -1,
-                forgotten: list[tuple[object, list[int]]] | None = None,
-                max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 50 << 20,
-                isolation_level: int = 0) -> bytes:
-    """A Fetch request frame (kio's encoder), ``topics`` as (name, or topic ID from v13,
-    [(partition, fetch_offset, partition_max_bytes)])."""
+def request_frame(api_key: int, version: int, correlation_id: int, values: dict[str, object]) -> bytes:
+    """A request frame (size field included) written by kio's encoder from plain ``values``, with
+    the request header of that version (v2 for flexible versions, else v1)."""
     import io
 
     from kio.index import load_request_schema
@@ -74,8 +70,38 @@ def fetch_frame(version: int, correlation_id: int, topics: list[tuple[object, li
 
     from kafkalog.server.kio_build import build
 
+    cls = load_request_schema(api_key, version)
+    body = build(cls, values)
+    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+    header = build(header_cls, {"request_api_key": api_key, "request_api_version": version,
+                                "correlation_id": correlation_id, "client_id": "raw"})
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, header)
+    entity_writer(cls)(buf, body)
+    data = buf.getvalue()
+    return struct.pack(">i", len(data)) + data
+
+
+def response_of(frame: bytes, api_key: int, version: int) -> object:
+    """A response frame (without its size field) decoded by kio (response header v1 for flexible
+    versions, except ApiVersions)."""
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    cls = load_response_schema(api_key, version)
+    hsize = 5 if cls.__flexible__ and api_key != 18 else 4
+    return entity_reader(cls)(frame, hsize)[0]
+
+
+def fetch_frame(version: int, correlation_id: int, topics: list[tuple[object, list[tuple[int, int, int]]]],
+                session_id: int = 0, session_epoch: int = -1,
+                forgotten: list[tuple[object, list[int]]] | None = None,
+                max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 50 << 20,
+                isolation_level: int = 0) -> bytes:
+    """A Fetch request frame (kio's encoder), ``topics`` as (name, or topic ID from v13,
+    [(partition, fetch_offset, partition_max_bytes)])."""
     key = "topic_id" if version >= 13 else "topic"
-    body = build(load_request_schema(1, version), {
+    return request_frame(1, version, correlation_id, {
         "cluster_id": None, "replica_id": -1, "replica_state": {"replica_id": -1, "replica_epoch": -1},
         "max_wait": max_wait_ms, "min_bytes": min_bytes,
         "max_bytes": max_bytes, "isolation_level": isolation_level, "session_id": session_id,
@@ -85,20 +111,8 @@ def fetch_frame(version: int, correlation_id: int, topics: list[tuple[object, li
              "log_start_offset": -1, "partition_max_bytes": mb, "replica_directory_id": None}
             for p, off, mb in parts]} for t, parts in topics],
         "forgotten_topics_data": [{key: t, "partitions": ps} for t, ps in (forgotten or [])]})
-    buf = io.BytesIO()
-    RequestHeader = RequestHeaderV2 if version >= 12 else RequestHeaderV1    # flexible from v12
-    header = build(RequestHeader, {"request_api_key": 1, "request_api_version": version,
-                                   "correlation_id": correlation_id, "client_id": "raw"})
-    entity_writer(RequestHeader)(buf, header)
-    entity_writer(type(body))(buf, body)
-    data = buf.getvalue()
-    return struct.pack(">i", len(data)) + data
 
 
 def fetch_response(frame: bytes, version: int) -> object:
     """A Fetch response frame (without its size field) decoded by kio."""
-    from kio.index import load_response_schema
-    from kio.serial import entity_reader
-
-    hsize = 5 if version >= 12 else 4
-    return entity_reader(load_response_schema(1, version))(frame, hsize)[0]
+    return response_of(frame, 1, version)

@@ -7,17 +7,20 @@ after a restart with space every acknowledged record is there and ``kafkalog ver
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.server.broker_process import BrokerProcess
+from tests.server.raw import connect, recv_frame, request_frame, response_of
 from tests.tmpfs import grow_tmpfs, mounted_tmpfs
 
 TOPIC = "filling"
@@ -115,3 +118,93 @@ def test_data_directory_fills_up_under_acks_all_load(small_tmpfs: Path) -> None:
     verify = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", data],
                             capture_output=True, text=True, timeout=300, check=False)
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+
+
+def _commit(port: int, group: str, offset: int) -> int:
+    """One OffsetCommit v2 of ``TOPIC``-0 (a simple commit: no generation, no member) over a raw
+    socket; the partition's error code."""
+    frame = request_frame(8, 2, 3, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "retention_time": -1, "topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}]}]})
+    with connect(port) as s:
+        s.sendall(frame)
+        resp = recv_frame(s)
+    assert resp is not None
+    body: Any = response_of(resp, 8, 2)
+    return int(body.topics[0].partitions[0].error_code)
+
+
+def _committed(bootstrap: str, group: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return int(c.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset)
+    finally:
+        c.close()
+
+
+def _fill(mnt: Path) -> None:
+    """Write a file on the file system until it is full (ENOSPC)."""
+    fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        chunk = b"\0" * 65536
+        while True:
+            try:
+                os.write(fd, chunk)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+                break
+        while True:                      # the last partial chunk
+            try:
+                os.write(fd, b"\0" * 512)
+            except OSError:
+                break
+    finally:
+        os.close(fd)
+
+
+def test_offset_commit_on_a_full_disk_is_not_acknowledged(small_tmpfs: Path) -> None:
+    """A commit whose write to ``__consumer_offsets`` fails with ENOSPC: NOT_COORDINATOR, as Kafka's
+    group coordinator answers a storage error (the client looks for its coordinator again); the
+    data directory goes offline (one ERROR logged, every later commit NOT_COORDINATOR, a produce
+    KAFKA_STORAGE_ERROR); after a restart with space the last acknowledged commit is the one
+    fetched."""
+    data = str(small_tmpfs / "data")
+    b = BrokerProcess(data, CONFIGS + ["offsets.topic.num.partitions=1"])
+    b.stderr_path = str(small_tmpfs.parent / "broker.stderr")
+    b.start()
+    try:
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        p.produce(TOPIC, value=b"x", partition=0)
+        assert p.flush(30) == 0
+        assert _commit(b.port, "g", 1) == 0
+        _fill(small_tmpfs)
+        acknowledged, codes = 1, []
+        for offset in range(2, 2000):          # a write may still fit in a page already held
+            code = _commit(b.port, "g", offset)
+            if code:
+                codes.append(code)
+                break
+            acknowledged = offset
+        assert codes == [16], f"no commit failed on the full file system (last {acknowledged})"
+        assert _commit(b.port, "g", 5000) == 16          # the directory is offline now
+        assert b.alive(), b.stderr()[-3000:]
+        errors = [ln for ln in b.stderr().splitlines() if "ERROR" in ln]
+        assert len(errors) == 1 and "__consumer_offsets-0" in errors[0], b.stderr()[-3000:]
+        probe_errors: list[KafkaError] = []
+        probe = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "retries": 0})
+        probe.produce(TOPIC, value=b"probe", partition=0,
+                      on_delivery=lambda err, msg: probe_errors.append(err))     # type: ignore[arg-type]
+        assert probe.flush(30) == 0
+        assert [e.code() if e else None for e in probe_errors] == [KafkaError.KAFKA_STORAGE_ERROR]
+        assert b.stop(timeout=120) == 1, b.stderr()[-3000:]
+    finally:
+        b.kill()
+    os.remove(small_tmpfs / "filler")
+    b2 = BrokerProcess(data, CONFIGS + ["offsets.topic.num.partitions=1"])
+    b2.stderr_path = str(small_tmpfs.parent / "broker2.stderr")
+    b2.start()
+    try:
+        assert _committed(b2.bootstrap, "g") == acknowledged
+    finally:
+        assert b2.stop() == 0, b2.stderr()

@@ -4,16 +4,22 @@ against the group's generation and members as Kafka's group coordinator does."""
 
 from __future__ import annotations
 
+import logging
 import struct
+from collections.abc import Callable
 from typing import Any
 
+from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.offsets import OffsetAndMetadata
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
 from kafkalog.server.broker import Broker
+from kafkalog.server.error_codes import error_code
 from kafkalog.server.group_coordinator import STABLE
 from kafkalog.server.protocol import Request
+
+logger = logging.getLogger("kafkalog.server")
 
 
 def offsets_to_commit(broker: Broker, topics: Any, err: int, with_leader_epoch: bool
@@ -50,6 +56,30 @@ def fail_written(rows: list[dict[str, Any]], code: int) -> None:
                 p["error_code"] = code
 
 
+def store_offsets(broker: Broker, group_id: str, topics: list[dict[str, Any]],
+                  write: Callable[[], None]) -> None:
+    """``write`` the offsets of an OffsetCommit or TxnOffsetCommit to ``__consumer_offsets``, its
+    failure answered as Kafka's group coordinator does (``GroupMetadataManager.storeOffsets``): a
+    storage error takes the data directory offline, as a produce's does, and every partition gets
+    NOT_COORDINATOR (the client finds its coordinator again and retries; nothing is acknowledged);
+    so does every commit while the directory is offline; a record too large is
+    UNKNOWN_SERVER_ERROR; any other error its own code."""
+    if broker.log_dir_failure is not None:
+        fail_written(topics, ec.NOT_COORDINATOR)
+        return
+    try:
+        write()
+    except KafkalogIOError as e:
+        broker.log_dir_failed(TopicPartition(CONSUMER_OFFSETS_TOPIC, broker.offsets.partition_for(group_id)), e)
+        fail_written(topics, ec.NOT_COORDINATOR)
+    except KafkalogError as e:
+        code = error_code(e)
+        if code in (ec.MESSAGE_TOO_LARGE, ec.RECORD_LIST_TOO_LARGE, ec.UNKNOWN_SERVER_ERROR):
+            logger.error("committing offsets of group %s failed: %s", group_id, e)
+            code = ec.UNKNOWN_SERVER_ERROR
+        fail_written(topics, code)
+
+
 def handle_offset_commit(broker: Broker, request: Request) -> Any:
     b = request.body
     instance = b.group_instance_id if request.api_version >= 7 else None
@@ -57,10 +87,7 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
            if b.group_id else ec.INVALID_GROUP_ID)
     topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 6)
     if offsets:
-        try:
-            broker.offsets.commit(b.group_id, offsets)
-        except KafkalogError:
-            fail_written(topics, ec.UNKNOWN_SERVER_ERROR)
+        store_offsets(broker, b.group_id, topics, lambda: broker.offsets.commit(b.group_id, offsets))
     return broker.response(request, {"throttle_time": 0, "topics": topics})
 
 

@@ -16,11 +16,9 @@ from typing import Any
 from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.transaction_coordinator import InvalidTxnStateError, ProducerFencedError
 from kafkalog.coordinator.transaction_log import TransactionState
-from kafkalog.errors import KafkalogError
 from kafkalog.server import error_codes as ec
 from kafkalog.server.broker import Broker
-from kafkalog.server.error_codes import error_code
-from kafkalog.server.offset_commit import fail_written, offsets_to_commit
+from kafkalog.server.offset_commit import offsets_to_commit, store_offsets
 from kafkalog.server.protocol import Request
 
 #: KIP-588: PRODUCER_FENCED from AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+
@@ -106,10 +104,8 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     topics, offsets = offsets_to_commit(broker, b.topics, _txn_offset_error(broker, request),
                                         request.api_version >= 2)
     if offsets:
-        try:
-            broker.offsets.commit_transactional(b.group_id, offsets, b.producer_id, b.producer_epoch)
-        except KafkalogError as exc:
-            fail_written(topics, error_code(exc))
+        store_offsets(broker, b.group_id, topics, lambda: broker.offsets.commit_transactional(
+            b.group_id, offsets, b.producer_id, b.producer_epoch))
     return broker.response(request, {"throttle_time": 0, "topics": topics})
 
 
