@@ -256,3 +256,44 @@ def test_flush_fails_and_keeps_recovery_point_when_directory_fsync_fails(tmp_pat
     log.flush()
     assert log.recovery_point == log.log_end_offset == 5
     log.close()
+
+
+def _descriptors_under(d: str) -> dict[str, int]:
+    """Open descriptors of this process on files under ``d``, by file suffix (Linux's /proc)."""
+    out: dict[str, int] = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(d + os.sep):
+            suffix = os.path.splitext(target)[1]
+            out[suffix] = out.get(suffix, 0) + 1
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc")
+def test_a_segment_holds_one_descriptor_per_file_in_use(seg_dir):
+    """As in Kafka, a segment holds its ``.log``'s descriptor and a mapping per loaded index, no
+    more: an index closes its own descriptor once mapped (the mapping keeps one), also after a
+    roll trims it and after recovery rebuilds it; closing the log releases them all."""
+    d = str(seg_dir)
+    log = open_log(seg_dir, **{"segment.bytes": 600, "index.interval.bytes": 100})
+    for i in range(60):
+        log.append(v2_batch([b"v%03d" % i], timestamps=[BASE_TS + i]))
+    n = len(log.segments)
+    assert n > 5
+    for seg in log.segments:                            # load every index
+        assert seg.offset_index.entries >= 0 and seg.time_index.entries >= 0
+    assert _descriptors_under(d) == {".log": n, ".index": n, ".timeindex": n}
+    log.close()
+    assert _descriptors_under(d) == {}
+    log = Log.open(d, LogConfig({"segment.bytes": 600, "index.interval.bytes": 100}),
+                   had_clean_shutdown=False, recovery_point=0)          # recovery rebuilds the indexes
+    for seg in log.segments:
+        assert seg.offset_index.entries >= 0 and seg.time_index.entries >= 0
+    held = _descriptors_under(d)
+    assert held[".log"] == n and held[".index"] <= n and held[".timeindex"] <= n, held
+    assert [r.value for r in log.records(0)] == [b"v%03d" % i for i in range(60)]
+    log.close()
+    assert _descriptors_under(d) == {}

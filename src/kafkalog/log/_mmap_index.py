@@ -155,10 +155,21 @@ class AbstractIndex(IndexFile):
                 os.close(self._fd)
                 self._fd = -1
             raise io_error(err, path, "open index") from err
-        self._map()
+        try:
+            self._map()
+        finally:
+            self._close_fd()
         self._entries = 0 if newly_created else self._length // self.entry_size
         self._loaded = True
         self._refresh_last()
+
+    def _close_fd(self) -> None:
+        """Close the index's own descriptor once the file is mapped or read: an index holds none
+        while open (a mapping keeps a descriptor of its own), so a segment costs its ``.log``'s
+        descriptor plus one per mapped index, as in Kafka; :meth:`resize` opens the file again."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def _map(self) -> None:
         mapped = self._length - self._length % self.entry_size
@@ -291,14 +302,17 @@ class AbstractIndex(IndexFile):
         # still be using it; it is unmapped when its last reference goes. Readers only touch
         # slots below the entry count, which stay inside the file.
         try:
+            self._fd = os.open(self._path, os.O_RDWR)
             if rounded > self._length:
                 _allocate(self._fd, rounded)
             else:
                 os.ftruncate(self._fd, rounded)
+            self._length = rounded
+            self._map()
         except OSError as err:
             raise io_error(err, self._path, "resize index") from err
-        self._length = rounded
-        self._map()
+        finally:
+            self._close_fd()
         if self._entries > self._max_entries:
             self._entries = self._max_entries
             self._refresh_last()
@@ -335,17 +349,15 @@ class AbstractIndex(IndexFile):
                 raise io_error(err, self._path, "flush index") from err
 
     def close(self) -> None:
-        """Trim to the valid size, unmap and close (writable indexes)."""
-        if self._loaded and self.writable and self._fd >= 0:
+        """Trim to the valid size (writable indexes whose file is still there) and unmap."""
+        if self._loaded and self.writable and os.path.exists(self._path):
             self.trim_to_valid_size()
         self.close_handler()
 
     def close_handler(self) -> None:
-        """Unmap and close the file without trimming (before deletion)."""
+        """Unmap without trimming (before deletion)."""
         self._unmap()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._close_fd()
         self._loaded = False
 
     # --- KAFKA-10207 ----------------------------------------------------------------------------
