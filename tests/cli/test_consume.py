@@ -39,14 +39,16 @@ def read_line(p: subprocess.Popen, timeout: float = 30) -> Optional[str]:
     """One line of the process's stdout, or None after ``timeout`` seconds.
 
     Reads the pipe's file descriptor a byte at a time: a buffered ``readline`` could pull a second
-    line into Python's buffer, where ``select`` on the descriptor no longer sees it.
+    line into Python's buffer, where ``poll`` on the descriptor no longer sees it.
     """
     assert p.stdout is not None
     fd = p.stdout.fileno()
     deadline = time.monotonic() + timeout
     line = b""
     while not line.endswith(b"\n"):
-        r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        poller = select.poll()              # not select.select: descriptors may pass FD_SETSIZE
+        poller.register(fd, select.POLLIN)
+        r = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
         if not r:
             return None
         byte = os.read(fd, 1)

@@ -5,6 +5,7 @@ asserted: a missed wake-up shows as a poll returning nothing after its (long) ti
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -121,3 +122,26 @@ def test_file_watcher_sees_changes_without_inotify(tmp_path):
     w.wake()
     assert w.wait(LONG_MS / 1000) is True
     w.close()
+
+
+@pytest.mark.parametrize("use_inotify", [
+    False, pytest.param(True, marks=pytest.mark.skipif(not inotify_available(), reason="no inotify"))])
+def test_file_watcher_with_descriptors_past_fd_setsize(tmp_path, use_inotify):
+    """A process holding over 1,024 descriptors (a log of a few hundred segments does): the
+    watcher's own descriptors are numbered past FD_SETSIZE and it still waits and wakes."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        w = FileWatcher(use_inotify=use_inotify, poll_interval_ms=10)
+        try:
+            w.watch(str(tmp_path))
+            w.arm()
+            assert w.wait(0.05) is False
+            (tmp_path / "00000000000000000000.log").write_bytes(b"x")
+            assert w.wait(LONG_MS / 1000) is True
+            w.wake()
+            assert w.wait(LONG_MS / 1000) is True
+        finally:
+            w.close()
+    finally:
+        for fd in held:
+            os.close(fd)

@@ -179,7 +179,9 @@ def run_cycle(state: CrashState, seed: int, max_delay: float = 0.25) -> None:
     os.close(wfd)
     rnd = random.Random(seed ^ 0x5EED)
     try:
-        ready, _, _ = select.select([rfd], [], [], 60)
+        poller = select.poll()              # not select.select: descriptors may pass FD_SETSIZE
+        poller.register(rfd, select.POLLIN)
+        ready = poller.poll(60_000)
         got = os.read(rfd, 1) if ready else b""
         if got == b"R":
             time.sleep(rnd.uniform(0, max_delay))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -42,17 +42,19 @@ class BrokerProcess:
         assert self.proc.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         line = b""
-        while not line.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                self.kill()
-                raise RuntimeError(f"broker did not start: {self.stderr()}")
-            r, _, _ = select.select([self.proc.stdout], [], [], left)
-            if r:
-                ch = os.read(self.proc.stdout.fileno(), 1)
-                if not ch:
-                    continue
-                line += ch
+        # a selector, not select.select: a long test session may hold descriptors past FD_SETSIZE
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while not line.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    self.kill()
+                    raise RuntimeError(f"broker did not start: {self.stderr()}")
+                if sel.select(left):
+                    ch = os.read(self.proc.stdout.fileno(), 1)
+                    if not ch:
+                        continue
+                    line += ch
         msg = json.loads(line)
         assert msg["type"] == "listening"
         self.port = msg["port"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import math
 import os
 import select
 import threading
@@ -125,6 +126,19 @@ def inotify_available() -> bool:
     return _load_libc() is not None and os.environ.get("KAFKALOG_NO_INOTIFY") != "1"
 
 
+def _readable(fds: tuple[int, ...], timeout: float) -> set[int]:
+    """The descriptors of ``fds`` readable (or closed) within ``timeout`` seconds: ``poll``, which
+    has no FD_SETSIZE limit (``select`` refuses descriptors past 1,023, and an application holding
+    many segments open reaches them)."""
+    p = select.poll()
+    for fd in fds:
+        p.register(fd, select.POLLIN)
+    try:
+        return {fd for fd, _events in p.poll(math.ceil(max(0.0, timeout) * 1000))}
+    except InterruptedError:
+        return set()
+
+
 class FileWatcher:
     """Woken by changes to files of watched directories made by any process."""
 
@@ -228,7 +242,7 @@ class FileWatcher:
                     return False
                 if self._closed:
                     return True
-                r, _w, _x = select.select([self._fd, self._wake_r], [], [], left)
+                r = _readable((self._fd, self._wake_r), left)
                 if not r:
                     return False
                 woken = self._wake_r in r and self._drain_wake()
@@ -242,7 +256,7 @@ class FileWatcher:
                 return False
             if self._closed:
                 return True
-            r, _w, _x = select.select([self._wake_r], [], [], min(left, self._poll_interval))
+            r = _readable((self._wake_r,), min(left, self._poll_interval))
             if r and self._drain_wake():
                 return True
 
