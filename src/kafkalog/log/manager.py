@@ -549,7 +549,7 @@ class LogManager:
 
     def get_log(self, topic: str, partition: int) -> Log:
         """The open :class:`Log` of ``topic``-``partition``; :class:`InvalidTopicError` if unknown."""
-        log = self._logs.get((topic, partition))    # a TopicPartition's hash and equality
+        log = self._logs.get(TopicPartition(topic, partition))
         if log is None:
             raise InvalidTopicError(f"Unknown topic or partition: {topic}-{partition}",
                                     file=self.data_dir)

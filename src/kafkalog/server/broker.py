@@ -12,9 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import (
-    Any,
-)
+from typing import Any, cast
 
 from kio.index import load_response_schema
 
@@ -213,7 +211,7 @@ class Broker:
         result = self._handlers[request.api_key](self, request)
         kind = type(result)
         if kind is list or kind is bytes:       # Fetch and Produce answer with frame parts
-            return result
+            return cast(Response, result)
         if asyncio.iscoroutine(result):
             return self._finish(request, result)
         return _response(request, result)
