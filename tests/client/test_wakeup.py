@@ -112,8 +112,8 @@ def test_poll_woken_by_another_process(tmp_path, monkeypatch, use_inotify):
     assert writer.returncode == 0
 
 
-def test_file_watcher_sees_changes_without_inotify(tmp_path):
-    w = FileWatcher(use_inotify=False, poll_interval_ms=10)
+def _sees_a_change_and_a_wake(w, tmp_path):
+    """A watcher of ``tmp_path``: no change yet, then a new file wakes it, then ``wake`` does."""
     w.watch(str(tmp_path))
     w.arm()
     assert w.wait(0.05) is False
@@ -121,6 +121,11 @@ def test_file_watcher_sees_changes_without_inotify(tmp_path):
     assert w.wait(LONG_MS / 1000) is True
     w.wake()
     assert w.wait(LONG_MS / 1000) is True
+
+
+def test_file_watcher_sees_changes_without_inotify(tmp_path):
+    w = FileWatcher(use_inotify=False, poll_interval_ms=10)
+    _sees_a_change_and_a_wake(w, tmp_path)
     w.close()
 
 
@@ -133,13 +138,7 @@ def test_file_watcher_with_descriptors_past_fd_setsize(tmp_path, use_inotify):
     try:
         w = FileWatcher(use_inotify=use_inotify, poll_interval_ms=10)
         try:
-            w.watch(str(tmp_path))
-            w.arm()
-            assert w.wait(0.05) is False
-            (tmp_path / "00000000000000000000.log").write_bytes(b"x")
-            assert w.wait(LONG_MS / 1000) is True
-            w.wake()
-            assert w.wait(LONG_MS / 1000) is True
+            _sees_a_change_and_a_wake(w, tmp_path)
         finally:
             w.close()
     finally:
