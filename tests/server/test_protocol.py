@@ -5,10 +5,8 @@ OffsetOutOfRange, librdkafka's trailing bytes, ApiVersions of an unknown version
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import struct
-import uuid
 from typing import Any
 
 import pytest
@@ -16,6 +14,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
 
+from kafkalog.log.checkpoint import PartitionMetadataFile
 from kafkalog.server import fetch as fetch_module
 from kafkalog.server.apis import VERSIONS
 from tests.server.broker_process import BrokerProcess
@@ -213,13 +212,6 @@ def test_large_fetch_sent_from_the_segment_file_is_byte_exact(broker: BrokerProc
     asyncio.run(run())
 
 
-def _topic_id(broker: BrokerProcess, topic: str) -> uuid.UUID:
-    """The topic ID Kafka's ``partition.metadata`` holds (URL-safe base64 of 16 bytes)."""
-    with open(os.path.join(broker.data_dir, f"{topic}-0", "partition.metadata"), encoding="ascii") as f:
-        text = f.read().split("topic_id:")[1].strip()
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
-
-
 @pytest.mark.parametrize("version", range(VERSIONS[1][0], VERSIONS[1][1] + 1))
 def test_every_fetch_version_answers_what_kio_decodes(broker: BrokerProcess, version: int) -> None:
     """The hand-written Fetch response, in every served version, read back by kio's decoder:
@@ -236,7 +228,9 @@ def test_every_fetch_version_answers_what_kio_decodes(broker: BrokerProcess, ver
     with open(seg, "rb") as f:
         segment = f.read()
     hw = 105
-    key: object = _topic_id(broker, "fv") if version >= 13 else "fv"
+    key: object = "fv"
+    if version >= 13:
+        key = PartitionMetadataFile(os.path.join(broker.data_dir, "fv-0", "partition.metadata")).read().topic_id
     for isolation in (0, 1):
         for limit in (60, 1 << 20):       # KIP-74: the first batch whole even over the limit
             with connect(broker.port) as s:

@@ -133,10 +133,7 @@ def _readable(fds: tuple[int, ...], timeout: float) -> set[int]:
     p = select.poll()
     for fd in fds:
         p.register(fd, select.POLLIN)
-    try:
-        return {fd for fd, _events in p.poll(math.ceil(max(0.0, timeout) * 1000))}
-    except InterruptedError:
-        return set()
+    return {fd for fd, _events in p.poll(math.ceil(max(0.0, timeout) * 1000))}
 
 
 class FileWatcher:

@@ -202,13 +202,7 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """min(first unstable offset, HW) (spec §4.2); the HW when no producer state is tracked."""
-        psm = self.producer_state_manager
-        hw = self.high_watermark
-        if psm is not None:
-            v = psm.first_unstable_offset()
-            if v is not None:
-                return min(v, hw)
-        return hw
+        return self.fetch_offset_snapshot()[2]
 
     def fetch_offset_snapshot(self) -> tuple[int, int, int]:
         """(log start offset, high watermark, last stable offset) read together, as a fetch

@@ -277,9 +277,8 @@ def encode_fetch_response(correlation_id: int, version: int, top_error: int,
             if aborted is None:
                 # one pack: the fixed fields, the null array, -1 (preferred replica), the size
                 if flex:
-                    fields = (p.index, p.error, p.high_watermark, p.last_stable_offset,
-                              p.log_start_offset, 0, -1)
-                    cur.append(head.pack(*fields))
+                    cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                         p.log_start_offset, 0, -1))
                     cur.append(wire.uvarint(size + 1))
                 elif v11:
                     cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
