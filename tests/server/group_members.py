@@ -272,6 +272,13 @@ class ConfluentMember(ThreadMember):
                 if msgs:
                     commit([tp.partition for tp in c.assignment()])
             commit([tp.partition for tp in c.assignment()])
+            # leave through unsubscribe and let a poll serve the revocation: a revocation served
+            # by close() calls rd_kafka_rebalance_protocol from the binding's rebalance callback,
+            # which can hang for good with the GIL held (librdkafka #4041)
+            c.unsubscribe()
+            settle = time.monotonic() + 10
+            while c.assignment() and time.monotonic() < settle:
+                c.consume(1, 0.1)
         finally:
             c.close()
 
