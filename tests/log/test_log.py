@@ -274,9 +274,10 @@ def _descriptors_under(d: str) -> dict[str, int]:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc")
 def test_a_segment_holds_one_descriptor_per_file_in_use(seg_dir):
-    """As in Kafka, a segment holds its ``.log``'s descriptor and a mapping per loaded index, no
-    more: an index closes its own descriptor once mapped (the mapping keeps one), also after a
-    roll trims it and after recovery rebuilds it; closing the log releases them all."""
+    """As in Kafka, a segment holds its ``.log``'s descriptor, no more: an index closes its own
+    descriptor once mapped and the mapping keeps none, also after a roll trims it and after
+    recovery rebuilds it; closing the log releases them all. (At three per segment a recovered
+    log of 7,000 small segments ran out of a 20,000-descriptor limit.)"""
     d = str(seg_dir)
     log = open_log(seg_dir, **{"segment.bytes": 600, "index.interval.bytes": 100})
     for i in range(60):
@@ -285,15 +286,14 @@ def test_a_segment_holds_one_descriptor_per_file_in_use(seg_dir):
     assert n > 5
     for seg in log.segments:                            # load every index
         assert seg.offset_index.entries >= 0 and seg.time_index.entries >= 0
-    assert _descriptors_under(d) == {".log": n, ".index": n, ".timeindex": n}
+    assert _descriptors_under(d) == {".log": n}
     log.close()
     assert _descriptors_under(d) == {}
     log = Log.open(d, LogConfig({"segment.bytes": 600, "index.interval.bytes": 100}),
                    had_clean_shutdown=False, recovery_point=0)          # recovery rebuilds the indexes
     for seg in log.segments:
         assert seg.offset_index.entries >= 0 and seg.time_index.entries >= 0
-    held = _descriptors_under(d)
-    assert held[".log"] == n and held[".index"] <= n and held[".timeindex"] <= n, held
+    assert _descriptors_under(d) == {".log": n}
     assert [r.value for r in log.records(0)] == [b"v%03d" % i for i in range(60)]
     log.close()
     assert _descriptors_under(d) == {}

@@ -225,3 +225,49 @@ def test_lookup_matches_oracle(tmp_path_factory, deltas, targets):
         offs = [x for x in offs if x < t]
         assert i.entries == len(offs)
     i.close_handler()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc")
+def test_index_mapping_keeps_no_descriptor_and_is_the_file(tmp_path):
+    """The shared mapping behind a writable index (``_map_shared``) holds no descriptor once the
+    index has closed its own, shows the file's bytes, writes through to the file (``flush``), and
+    an old mapping a reader still holds after a resize stays readable until released."""
+    from kafkalog.log._mmap_index import _map_shared
+
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(256)) * 16)
+    before = set(os.listdir("/proc/self/fd"))
+    fd = os.open(path, os.O_RDWR)
+    m = _map_shared(fd, 4096)
+    os.close(fd)
+    assert set(os.listdir("/proc/self/fd")) <= before          # (listdir's own descriptor aside)
+    assert len(m) == 4096 and m[:4] == b"\x00\x01\x02\x03" and m[4095] == 255
+    m[10:14] = b"kafk"
+    m.flush()
+    assert path.read_bytes()[8:16] == bytes([8, 9]) + b"kafk" + bytes([14, 15])
+    with open(path, "r+b") as f:                                 # another writer's bytes show
+        f.seek(100)
+        f.write(b"log!")
+    assert m[100:104] == b"log!"
+    view = memoryview(m)
+    with pytest.raises(BufferError):                            # a reader's view pins the mapping
+        m.close()
+    assert bytes(view[10:14]) == b"kafk"
+    view.release()
+    m.close()
+    with pytest.raises(ValueError):
+        m[0]
+
+
+def test_index_appends_reach_the_file_through_the_mapping(tmp_path):
+    """Entries appended to a writable index are in its file once flushed: another process reading
+    the file (here a plain read) sees them, with no descriptor of the index left open."""
+    p = tmp_path / "00000000000000000100.index"
+    idx = OffsetIndex(p, base_offset=100, max_index_size=80)
+    for i in range(5):
+        idx.append(100 + i * 3, i * 40)
+    idx.flush()
+    data = p.read_bytes()
+    assert len(data) == 80 and data[:16] == bytes.fromhex("00000000 00000000 00000003 00000028")
+    assert data[40:] == bytes(40)
+    idx.close()

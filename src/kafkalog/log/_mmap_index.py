@@ -10,11 +10,15 @@ use (Kafka's ``LazyIndex``).
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import mmap
 import os
+import platform
 import struct
-from typing import Callable, Optional, Self
+import sys
+from typing import Any, Callable, Optional, Self
 
 from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log._index_file import IndexFile
@@ -22,6 +26,9 @@ from kafkalog.log.fsutil import io_error
 from kafkalog.record.constants import INT32_MAX
 
 _ZERO_CHUNK = 1 << 16
+#: Linux's ``MAP_FIXED`` on the machines :func:`_map_shared` uses it on (alpha and parisc differ)
+_MAP_FIXED = 0x10
+_MAP_FIXED_MACHINES = frozenset({"x86_64", "aarch64"})
 
 
 class IndexEntryOutOfRangeError(KafkalogError, IndexError):
@@ -65,6 +72,49 @@ def first_zero_slot(read_slot: Callable[[int], bytes], slots: int, entry_size: i
         else:
             lo = mid + 1
     return lo
+
+
+@functools.cache
+def _libc_mmap() -> Optional[Any]:
+    """libc's ``mmap`` through ctypes where :func:`_map_shared` can use it (64-bit Linux on the
+    machines whose ``MAP_FIXED`` is known), else None."""
+    if sys.platform != "linux" or platform.machine() not in _MAP_FIXED_MACHINES:
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).mmap
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                   ctypes.c_long]
+    return fn
+
+
+def _map_shared(fd: int, length: int) -> mmap.mmap:
+    """A shared read-write mapping of the first ``length`` bytes of ``fd`` that keeps no
+    descriptor of its own, as a Java mapping (Kafka's ``AbstractIndex`` closes the file once it
+    is mapped): Python's ``mmap`` keeps a duplicate of the descriptor until it is closed (until
+    3.13's ``trackfd=False``), which made a segment with both indexes mapped cost three
+    descriptors instead of one. Before 3.13, on Linux: an anonymous mapping (which holds no
+    descriptor) whose pages are replaced in place by the file's with ``MAP_FIXED``; the object
+    behaves as any mapping (slicing, ``flush`` is ``msync``, ``close`` or the last reference
+    unmaps). Elsewhere Python's own mapping."""
+    if sys.version_info >= (3, 13):
+        return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE, trackfd=False)
+    libc_mmap = _libc_mmap()
+    if libc_mmap is None:
+        return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE)
+    m = mmap.mmap(-1, length, access=mmap.ACCESS_WRITE)       # MAP_SHARED | MAP_ANONYMOUS
+    view = ctypes.c_char.from_buffer(m)
+    addr = ctypes.addressof(view)
+    del view                                                    # the buffer export ends here
+    got = libc_mmap(addr, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | _MAP_FIXED,
+                    fd, 0)
+    if got != addr:
+        err = ctypes.get_errno()
+        m.close()
+        raise OSError(err, os.strerror(err))
+    return m
 
 
 def _allocate(fd: int, length: int) -> None:
@@ -164,9 +214,9 @@ class AbstractIndex(IndexFile):
         self._refresh_last()
 
     def _close_fd(self) -> None:
-        """Close the index's own descriptor once the file is mapped or read: an index holds none
-        while open (a mapping keeps a descriptor of its own), so a segment costs its ``.log``'s
-        descriptor plus one per mapped index, as in Kafka; :meth:`resize` opens the file again."""
+        """Close the index's own descriptor once the file is mapped or read: an open index holds
+        no descriptor (nor does its mapping, :func:`_map_shared`), so a segment costs its
+        ``.log``'s descriptor only, as in Kafka; :meth:`resize` opens the file again."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -189,8 +239,7 @@ class AbstractIndex(IndexFile):
             self._mm = data[:mapped] if mapped < len(data) else data
         else:
             try:
-                self._mm = mmap.mmap(self._fd, mapped,
-                                     access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
+                self._mm = _map_shared(self._fd, mapped)
             except (OSError, ValueError) as err:
                 raise KafkalogIOError(f"mmap failed: {err}", file=self._path) from err
         self._max_entries = mapped // self.entry_size
