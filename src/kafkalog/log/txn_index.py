@@ -98,8 +98,12 @@ class TransactionIndex(IndexFile):
         if os.path.exists(self._path):
             self._open()
             last = None
-            for txn, _ in self._iterate():
-                last = txn.last_offset
+            try:
+                for txn, _ in self._iterate():
+                    last = txn.last_offset
+            except BaseException:
+                self.close()        # an entry that does not parse: no descriptor outlives the error
+                raise
             self._last_offset = last
 
     _file_kind = "transaction index"
