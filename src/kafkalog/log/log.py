@@ -45,7 +45,7 @@ from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.segment import LONG_MAX, LogSegment, RollParams, TimestampAndOffset, _now_ms, segment_file_name
 from kafkalog.log.txn_index import AbortedTxn
-from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.constants import INT32_MAX, TRANSACTIONAL_FLAG_MASK
 from kafkalog.record.crc import Buffer
 from kafkalog.record.header_walk import FindingKind, one_v2_data_batch, walk
 
@@ -64,6 +64,8 @@ READ_COMMITTED = "read_committed"
 
 _INT64 = struct.Struct(">q")
 _pack_q = _INT64.pack_into
+#: a v2 batch's producer epoch and base sequence (bytes 51-56)
+_EPOCH_SEQUENCE = struct.Struct(">hi")
 
 
 class Log:
@@ -278,21 +280,28 @@ class Log:
 
     def _append_one_v2(self, buf: bytearray) -> Optional[AppendInfo]:
         """Fast path of :meth:`append` for the common leader case: ``buf`` is exactly one valid v2
-        data batch, no producer state to update, no leader epoch to record, and the active segment
-        takes it without a roll. Same checks, bytes, indexes and result as :meth:`_append_locked`;
-        returns None when the general path must run (including whenever that path would raise)."""
+        data batch, without a producer or its producer's next non-transactional batch in sequence
+        (:meth:`~kafkalog.log.producer_state.ProducerStateManager.is_next_in_sequence`: no
+        scratch copy of the producer state to check it), no leader epoch to record, and the active
+        segment takes it without a roll. Same checks, bytes, indexes, producer state and result as
+        :meth:`_append_locked`; returns None when the general path must run (including whenever
+        that path would raise)."""
         facts = one_v2_data_batch(buf, self.max_message_bytes)
         if facts is None:
             return None
         lod, mts, pid, ple = facts
-        if ((pid != -1 and self.producer_state_manager is not None)   # producer-state checks
-                or (ple >= 0 and self.leader_epoch_cache is not None)):
+        if ple >= 0 and self.leader_epoch_cache is not None:
+            return None
+        psm = self.producer_state_manager if pid != -1 else None
+        if psm is not None and buf[22] & TRANSACTIONAL_FLAG_MASK:
             return None
         n = len(buf)
         lock = self._lock
         lock.acquire()          # (cheaper than ``with`` on this per-call path)
         try:
             if self._closed:
+                return None
+            if psm is not None and not psm.is_next_in_sequence(pid, *_EPOCH_SEQUENCE.unpack_from(buf, 51)):
                 return None
             segs, bases, end = self._view
             seg = segs[-1]
@@ -304,6 +313,8 @@ class Log:
             self._view = (segs, bases, LogOffsetMetadata(last + 1, seg.base_offset, seg.log.size))
             if self._publish_listeners:
                 self._notify_published()
+            if psm is not None:
+                self._update_producer_state(psm, ((0, buf),), ORIGIN_CLIENT)
             if last + 1 - self.recovery_point >= self.flush_messages:
                 self.flush(last + 1)
             if mts > -1:

@@ -431,6 +431,20 @@ class ProducerStateManager:
             copied.add(pid)
         return None
 
+    def is_next_in_sequence(self, producer_id: int, epoch: int, base_sequence: int) -> bool:
+        """Whether a non-transactional data batch of ``producer_id`` is simply its next one, as
+        nearly every batch of an idempotent producer is: a producer known at this epoch, with no
+        open transaction, and ``base_sequence`` right after its last batch's (not across the wrap
+        at Int.MAX). :meth:`check_append` passes such a batch and finds no duplicate of it (the
+        retained batches' sequences are all below it), so the log appends it without that
+        method's scratch copy of the state; anything else (a new producer or epoch, a retry, a
+        gap, a transaction) goes through :meth:`check_append`."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.producer_epoch != epoch or entry.current_txn_first_offset is not None:
+            return False
+        meta = entry.batch_metadata
+        return bool(meta) and base_sequence == meta[-1].last_seq + 1
+
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """The LSO written to the txn index for ``completed``: first offset of the earliest
         ongoing transaction of another producer, else ``completed.last_offset + 1``."""
