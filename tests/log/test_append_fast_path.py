@@ -33,19 +33,25 @@ def _run(d, batches, fast: bool, config):
     return infos, leo, files
 
 
+def _count_results(monkeypatch, cls, name: str) -> list:
+    """The results of every call of ``cls.name`` from now on, in a list that grows as it runs."""
+    results = []
+    orig = getattr(cls, name)
+
+    def counting(self, *a):
+        r = orig(self, *a)
+        results.append(r)
+        return r
+    monkeypatch.setattr(cls, name, counting)
+    return results
+
+
 @pytest.mark.parametrize("config", [None, {"segment.bytes": 20_000, "index.interval.bytes": 1000},
                                     {"segment.bytes": 50_000, "index.interval.bytes": 0},
                                     {"segment.index.bytes": 48, "index.interval.bytes": 100}])
 def test_fast_path_matches_general_path(tmp_path, config, monkeypatch):
     from kafkalog.log.segment import LogSegment
-    taken = []
-    orig = LogSegment.try_append_one
-
-    def counting(self, *a):
-        r = orig(self, *a)
-        taken.append(r)
-        return r
-    monkeypatch.setattr(LogSegment, "try_append_one", counting)
+    taken = _count_results(monkeypatch, LogSegment, "try_append_one")
     batches = [_batch(i, 1 + i % 4, ts=None if i % 5 else -1) for i in range(400)]
     fast = _run(tmp_path / "fast", batches, True, config)
     assert sum(taken) > 100           # the fast path really ran
@@ -159,14 +165,7 @@ def test_idempotent_batches_take_the_fast_path_with_the_general_paths_results(tm
     its original offsets), producer state and files (producer snapshots included) are those of
     the general path alone."""
     from kafkalog.log.producer_state import ProducerStateManager
-    taken = []
-    orig = ProducerStateManager.is_next_in_sequence
-
-    def counting(self, *a):
-        r = orig(self, *a)
-        taken.append(r)
-        return r
-    monkeypatch.setattr(ProducerStateManager, "is_next_in_sequence", counting)
+    taken = _count_results(monkeypatch, ProducerStateManager, "is_next_in_sequence")
     kinds = set()
     for seed in (1, 2, 3, 4):
         steps = _producer_steps(seed)
