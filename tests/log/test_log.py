@@ -19,6 +19,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
+from tests.descriptors import descriptors_under, needs_proc_fd
 
 from .conftest import BASE_TS, legacy_batch, v2_batch
 
@@ -258,21 +259,7 @@ def test_flush_fails_and_keeps_recovery_point_when_directory_fsync_fails(tmp_pat
     log.close()
 
 
-def _descriptors_under(d: str) -> dict[str, int]:
-    """Open descriptors of this process on files under ``d``, by file suffix (Linux's /proc)."""
-    out: dict[str, int] = {}
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(d + os.sep):
-            suffix = os.path.splitext(target)[1]
-            out[suffix] = out.get(suffix, 0) + 1
-    return out
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc")
+@needs_proc_fd
 def test_a_segment_holds_one_descriptor_per_file_in_use(seg_dir):
     """As in Kafka, a segment holds its ``.log``'s descriptor, no more: an index closes its own
     descriptor once mapped and the mapping keeps none, also after a roll trims it and after
@@ -286,14 +273,14 @@ def test_a_segment_holds_one_descriptor_per_file_in_use(seg_dir):
     assert n > 5
     for seg in log.segments:                            # load every index
         assert seg.offset_index.entries >= 0 and seg.time_index.entries >= 0
-    assert _descriptors_under(d) == {".log": n}
+    assert descriptors_under(d) == {".log": n}
     log.close()
-    assert _descriptors_under(d) == {}
+    assert descriptors_under(d) == {}
     log = Log.open(d, LogConfig({"segment.bytes": 600, "index.interval.bytes": 100}),
                    had_clean_shutdown=False, recovery_point=0)          # recovery rebuilds the indexes
     for seg in log.segments:
         assert seg.offset_index.entries >= 0 and seg.time_index.entries >= 0
-    assert _descriptors_under(d) == {".log": n}
+    assert descriptors_under(d) == {".log": n}
     assert [r.value for r in log.records(0)] == [b"v%03d" % i for i in range(60)]
     log.close()
-    assert _descriptors_under(d) == {}
+    assert descriptors_under(d) == {}

@@ -16,6 +16,7 @@ from kafkalog.log.offset_index import (
     OffsetPosition,
     ReadOnlyIndexError,
 )
+from tests.descriptors import descriptors_under, needs_proc_fd
 
 BASE = 45
 
@@ -227,7 +228,7 @@ def test_lookup_matches_oracle(tmp_path_factory, deltas, targets):
     i.close_handler()
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc")
+@needs_proc_fd
 def test_index_mapping_keeps_no_descriptor_and_is_the_file(tmp_path):
     """The shared mapping behind a writable index (``_map_shared``) holds no descriptor once the
     index has closed its own, shows the file's bytes, writes through to the file (``flush``), and
@@ -236,11 +237,10 @@ def test_index_mapping_keeps_no_descriptor_and_is_the_file(tmp_path):
 
     path = tmp_path / "f"
     path.write_bytes(bytes(range(256)) * 16)
-    before = set(os.listdir("/proc/self/fd"))
     fd = os.open(path, os.O_RDWR)
     m = _map_shared(fd, 4096)
     os.close(fd)
-    assert set(os.listdir("/proc/self/fd")) <= before          # (listdir's own descriptor aside)
+    assert descriptors_under(tmp_path) == {}
     assert len(m) == 4096 and m[:4] == b"\x00\x01\x02\x03" and m[4095] == 255
     m[10:14] = b"kafk"
     m.flush()

@@ -6,6 +6,7 @@ import pytest
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.log.txn_index import AbortedTxn, TransactionIndex
+from tests.descriptors import descriptors_under, needs_proc_fd
 
 
 @pytest.fixture
@@ -115,7 +116,7 @@ def test_rename_flush_delete(tmp_path, idx):
     assert not os.path.exists(idx.path)
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc")
+@needs_proc_fd
 def test_an_unreadable_index_leaves_no_descriptor_open(tmp_path):
     """Opening a .txnindex whose second entry has an unknown version is a typed error naming the
     file and the entry's position, and leaves no descriptor open (the mutation fuzzer leaked one
@@ -125,12 +126,8 @@ def test_an_unreadable_index_leaves_no_descriptor_open(tmp_path):
     bad[0] = 5
     path.write_bytes(AbortedTxn(1, 0, 5, 0).to_bytes() + bytes(bad))
 
-    def held() -> int:
-        return sum(1 for fd in os.listdir("/proc/self/fd")
-                   if os.path.realpath(f"/proc/self/fd/{fd}") == str(path))
-
     for _ in range(3):
         with pytest.raises(CorruptIndexError) as e:
             TransactionIndex(0, path)
         assert e.value.file == str(path) and e.value.position == 34
-    assert held() == 0
+    assert descriptors_under(tmp_path) == {}

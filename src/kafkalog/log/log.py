@@ -45,7 +45,7 @@ from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.segment import LONG_MAX, LogSegment, RollParams, TimestampAndOffset, _now_ms, segment_file_name
 from kafkalog.log.txn_index import AbortedTxn
-from kafkalog.record.constants import INT32_MAX, TRANSACTIONAL_FLAG_MASK
+from kafkalog.record.constants import ATTRIBUTES_OFFSET, INT32_MAX, PRODUCER_EPOCH_OFFSET, TRANSACTIONAL_FLAG_MASK
 from kafkalog.record.crc import Buffer
 from kafkalog.record.header_walk import FindingKind, one_v2_data_batch, walk
 
@@ -64,8 +64,10 @@ READ_COMMITTED = "read_committed"
 
 _INT64 = struct.Struct(">q")
 _pack_q = _INT64.pack_into
-#: a v2 batch's producer epoch and base sequence (bytes 51-56)
+#: a v2 batch's producer epoch and base sequence (from ``PRODUCER_EPOCH_OFFSET``)
 _EPOCH_SEQUENCE = struct.Struct(">hi")
+#: the low byte of a v2 batch's attributes (its flags, the transactional one among them)
+_ATTRIBUTE_FLAGS = ATTRIBUTES_OFFSET + 1
 
 
 class Log:
@@ -293,7 +295,7 @@ class Log:
         if ple >= 0 and self.leader_epoch_cache is not None:
             return None
         psm = self.producer_state_manager if pid != -1 else None
-        if psm is not None and buf[22] & TRANSACTIONAL_FLAG_MASK:
+        if psm is not None and buf[_ATTRIBUTE_FLAGS] & TRANSACTIONAL_FLAG_MASK:
             return None
         n = len(buf)
         lock = self._lock
@@ -301,7 +303,8 @@ class Log:
         try:
             if self._closed:
                 return None
-            if psm is not None and not psm.is_next_in_sequence(pid, *_EPOCH_SEQUENCE.unpack_from(buf, 51)):
+            if psm is not None and not psm.is_next_in_sequence(
+                    pid, *_EPOCH_SEQUENCE.unpack_from(buf, PRODUCER_EPOCH_OFFSET)):
                 return None
             segs, bases, end = self._view
             seg = segs[-1]
