@@ -3,6 +3,7 @@ directory it leaves passes ``kafkalog verify``; committed offsets of the partiti
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,11 @@ from tests.server.broker_process import BrokerProcess
 TOPIC = "durable"
 PARTITIONS = 3
 ACKED_BEFORE_KILL = 20_000
+
+
+def _verify(data: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", "--no-progress", data],
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_sigkill_under_acks_all_loses_no_acknowledged_record(tmp_path: os.PathLike[str]) -> None:
@@ -41,6 +47,11 @@ def test_sigkill_under_acks_all_loses_no_acknowledged_record(tmp_path: os.PathLi
     p.flush(10)                             # what is still queued fails: not acknowledged
     acked_at_kill = dict(acked)
     assert len(acked_at_kill) >= ACKED_BEFORE_KILL
+    left = _verify(data)                    # the directory as the kill left it: only a crash's tails
+    assert left.returncode == 0, left.stdout[-3000:] + left.stderr[-3000:]
+    findings = [f for f in map(json.loads, left.stdout.splitlines()) if f["type"] == "finding"]
+    assert {(f["check"], f["level"]) for f in findings} <= {("zero-filled-tail", "warning"),
+                                                           ("partial-tail", "warning")}, findings
 
     b2 = BrokerProcess(data).start()
     try:
@@ -60,6 +71,5 @@ def test_sigkill_under_acks_all_loses_no_acknowledged_record(tmp_path: os.PathLi
         assert b2.stop() == 0, b2.stderr()
     missing = {k: v for k, v in acked_at_kill.items() if got.get(k) != v}
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
-    verify = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", data],
-                            capture_output=True, text=True, timeout=300, check=False)
+    verify = _verify(data)
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]

@@ -6,12 +6,19 @@ record is decoded too. Every ``.index`` / ``.timeindex`` entry is checked agains
 (Kafka's DumpLogSegments rules plus zero-filled tails and ordering), ``.txnindex`` entries for
 sanity. Output: JSON lines (``type`` = ``finding`` / ``segment`` / ``summary``); exit code 1 when any
 error was found, 2 on bad input (e.g. a missing path), 0 otherwise.
+
+A crash leaves the active (last) segment of each partition with tails Kafka's recovery removes on
+the next open: its ``.index`` and ``.timeindex`` preallocated and zero-filled past the last entry
+(trimmed at a roll or a clean close), and possibly a batch cut short by the crash at the end of the
+``.log`` (an append in flight, never acknowledged). When the data directory has no
+``.kafka_cleanshutdown`` (the next open recovers), those tails of the active segment are warnings;
+after a clean shutdown (the next open trusts the files) and in any other segment they are errors.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Set, Tuple
 
 import click
 
@@ -20,9 +27,11 @@ from kafkalog.cli.paths import data_dir_or_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.cli.segment_check import check_offset_index, check_time_index, read_txn_index, scan_log
 from kafkalog.errors import KafkalogError, LogDirError
-from kafkalog.log.naming import parse_partition_dir_name
+from kafkalog.log.naming import CLEAN_SHUTDOWN_FILE, parse_partition_dir_name
 
 _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+#: the findings that recovery removes from the active segment after an unclean shutdown
+_CRASH_TAILS = frozenset({"partial-tail", "zero-filled-tail"})
 
 
 def _segments_of_dir(d: str) -> List[str]:
@@ -63,8 +72,24 @@ def collect_segments(path: str) -> Tuple[List[str], List[dict]]:
     return out, notes
 
 
-def verify_segment(log_path: str, deep: bool = False) -> Tuple[dict, List[dict]]:
-    """Check one segment and its indexes; returns (segment summary, findings as JSON)."""
+def unclean_active_segments(segments: List[str]) -> Set[str]:
+    """The last ``.log`` of each partition directory among ``segments`` whose data directory (the
+    partition directory's parent) has no ``.kafka_cleanshutdown``: the next open recovers them.
+    (Segment names are zero-padded base offsets: the last in name order is the active one.)"""
+    out: Set[str] = set()
+    for d in {os.path.dirname(os.path.abspath(s)) for s in segments}:
+        if not os.path.exists(os.path.join(os.path.dirname(d), CLEAN_SHUTDOWN_FILE)):
+            logs = _segments_of_dir(d)
+            if logs:
+                out.add(logs[-1])
+    return out
+
+
+def verify_segment(log_path: str, deep: bool = False,
+                   unclean_active: bool = False) -> Tuple[dict, List[dict]]:
+    """Check one segment and its indexes; returns (segment summary, findings as JSON).
+    ``unclean_active``: the segment is the active one of a log the next open recovers, whose tails
+    (:data:`_CRASH_TAILS`) are warnings."""
     findings = []
     scan = None
     if os.path.exists(log_path):
@@ -84,6 +109,12 @@ def verify_segment(log_path: str, deep: bool = False) -> Tuple[dict, List[dict]]
     if os.path.exists(stem + ".txnindex"):
         findings += [f.to_json() for f in read_txn_index(stem + ".txnindex")[1]]
         checked.append(".txnindex")
+    if unclean_active:
+        for f in findings:
+            if f["check"] in _CRASH_TAILS:
+                f["level"] = "warning"
+                f["message"] += ("; expected in the active segment after an unclean shutdown: the "
+                                 "next open's recovery truncates it")
     errors = sum(1 for f in findings if f["level"] == "error")
     seg = {"type": "segment", "file": log_path,
            "baseOffset": scan.base_offset if scan else None,
@@ -124,15 +155,19 @@ def _text_line(obj: dict) -> None:
 @handle_errors()
 def verify(path: str, deep: bool, quiet: bool, no_progress: bool, fmt: str) -> None:
     """Check every batch and index entry under PATH (a data directory, a partition directory or a
-    segment file), read-only. JSON lines out; exit 1 when damage is found, 2 when PATH is not a log."""
+    segment file), read-only. JSON lines out; exit 1 when damage is found, 2 when PATH is not a log.
+    The tails a crash leaves in a partition's active segment (a preallocated index's zeros, a cut
+    last batch) are warnings when the data directory has no .kafka_cleanshutdown: the next open
+    recovers them."""
     segments, notes = collect_segments(path)
+    unclean = unclean_active_segments(segments)
     out = emit if fmt == "json" else _text_line
     for n in notes:
         out(n)
     totals: Dict[str, int] = {"segments": 0, "batches": 0, "errors": 0, "warnings": 0}
     with progress_bar(len(segments), "verifying", enabled=progress_enabled(no_progress)) as bar:
         for log_path in segments:
-            seg, findings = verify_segment(log_path, deep)
+            seg, findings = verify_segment(log_path, deep, os.path.abspath(log_path) in unclean)
             for f in findings:
                 out({"type": "finding", **f})
             if not quiet:

@@ -1,0 +1,96 @@
+"""``kafkalog verify`` on the data directory a killed process leaves: the tails a crash leaves in a
+partition's active segment (preallocated indexes, a cut last batch) are warnings while the next
+open recovers (no ``.kafka_cleanshutdown``), errors after a clean shutdown and in any other segment."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import kafkalog
+
+_WRITER = textwrap.dedent("""
+    import sys, time, kafkalog
+    dl = kafkalog.open(sys.argv[1], background=False)
+    dl.create_topic("t", 1, {"segment.bytes": 4000, "index.interval.bytes": 100})
+    with dl.producer(batch_size=500) as p:
+        for i in range(300):
+            p.send("t", b"value-%04d" % i + b"." * 30, partition=0, timestamp_ms=1000 + i)
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+
+def _killed_writer(data: Path) -> None:
+    """A process that appended 300 records and is killed with SIGKILL, its logs still open."""
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(data)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _verify(path: Path) -> tuple[int, list[dict], dict]:
+    res = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", "--no-progress",
+                          str(path)], capture_output=True, text=True, timeout=120, check=False)
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
+    assert res.stderr == "", res.stderr
+    return (res.returncode, [x for x in lines if x["type"] == "finding"],
+            [x for x in lines if x["type"] == "summary"][0])
+
+
+def test_verify_of_a_killed_writers_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _killed_writer(data)
+    part = data / "t-0"
+    logs = sorted(part.glob("*.log"))
+    assert len(logs) >= 3 and not (data / ".kafka_cleanshutdown").exists()
+    active = logs[-1]
+    stem = str(active)[:-4]
+
+    # as left: the active segment's preallocated indexes are zero-filled past their entries
+    code, findings, summary = _verify(data)
+    assert code == 0 and summary["ok"] and summary["errors"] == 0, findings
+    assert {(f["file"], f["check"], f["level"]) for f in findings} == {
+        (stem + ".index", "zero-filled-tail", "warning"),
+        (stem + ".timeindex", "zero-filled-tail", "warning")}
+    assert all("unclean shutdown" in f["message"] for f in findings)
+    assert _verify(part)[0] == 0 and _verify(active)[0] == 0     # same verdict from any path
+
+    # an append the crash cut short at the end of the active segment: a warning too
+    with open(active, "ab") as f:
+        f.write(bytes.fromhex("000000000000012c 00000040") + b"\x02" * 20)
+    code, findings, _ = _verify(data)
+    assert code == 0
+    assert {(f["check"], f["level"]) for f in findings if f["file"] == str(active)} == {
+        ("partial-tail", "warning")}
+
+    # the same tail after a clean shutdown (the next open trusts the files): errors
+    (data / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":-1}')
+    code, findings, summary = _verify(data)
+    assert code == 1 and summary["errors"] == 3
+    assert {f["level"] for f in findings} == {"error"}
+    (data / ".kafka_cleanshutdown").unlink()
+
+    # a cut tail in a segment before the active one is damage, crash or not
+    first = logs[0]
+    original = first.read_bytes()
+    first.write_bytes(original[:-5])
+    code, findings, _ = _verify(data)
+    assert code == 1
+    assert [(f["check"], f["level"]) for f in findings if f["file"] == str(first)] == [
+        ("partial-tail", "error")]
+    first.write_bytes(original)
+
+    # the next open recovers (the cut batch truncated, the indexes trimmed at the clean close):
+    # nothing left to warn about, every record there
+    with kafkalog.open(data, background=False) as dl:
+        assert dl.end_offsets("t") == {0: 300}
+    code, findings, summary = _verify(data)
+    assert code == 0 and findings == [] and summary["warnings"] == 0
