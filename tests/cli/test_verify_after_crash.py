@@ -1,10 +1,12 @@
 """``kafkalog verify`` on the data directory a killed process leaves: the tails a crash leaves in a
 partition's active segment (preallocated indexes, a cut last batch) are warnings while the next
-open recovers (no ``.kafka_cleanshutdown``), errors after a clean shutdown and in any other segment."""
+open recovers (a data directory without ``.kafka_cleanshutdown``), errors after a clean shutdown, in
+a partition directory outside a data directory and in any other segment."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,6 +79,12 @@ def test_verify_of_a_killed_writers_directory(tmp_path: Path) -> None:
     assert code == 1 and summary["errors"] == 3
     assert {f["level"] for f in findings} == {"error"}
     (data / ".kafka_cleanshutdown").unlink()
+
+    # a partition directory outside a data directory: its shutdown is unknown, the tails errors
+    loose = tmp_path / "loose" / "t-0"
+    shutil.copytree(part, loose)
+    code, findings, _ = _verify(loose)
+    assert code == 1 and {f["level"] for f in findings} == {"error"} and len(findings) == 3
 
     # a cut tail in a segment before the active one is damage, crash or not
     first = logs[0]

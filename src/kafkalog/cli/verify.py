@@ -10,9 +10,11 @@ error was found, 2 on bad input (e.g. a missing path), 0 otherwise.
 A crash leaves the active (last) segment of each partition with tails Kafka's recovery removes on
 the next open: its ``.index`` and ``.timeindex`` preallocated and zero-filled past the last entry
 (trimmed at a roll or a clean close), and possibly a batch cut short by the crash at the end of the
-``.log`` (an append in flight, never acknowledged). When the data directory has no
-``.kafka_cleanshutdown`` (the next open recovers), those tails of the active segment are warnings;
-after a clean shutdown (the next open trusts the files) and in any other segment they are errors.
+``.log`` (an append in flight, never acknowledged). When the partition's data directory (its
+parent, holding ``meta.properties``) has no ``.kafka_cleanshutdown``, the next open recovers, and
+those tails of the active segment are warnings; after a clean shutdown (the next open trusts the
+files), in a partition directory outside a data directory (whose shutdown verify cannot know) and
+in any other segment they are errors.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from kafkalog.cli.paths import data_dir_or_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.cli.segment_check import check_offset_index, check_time_index, read_txn_index, scan_log
 from kafkalog.errors import KafkalogError, LogDirError
-from kafkalog.log.naming import CLEAN_SHUTDOWN_FILE, parse_partition_dir_name
+from kafkalog.log.naming import CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, parse_partition_dir_name
 
 _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 #: the findings that recovery removes from the active segment after an unclean shutdown
@@ -74,11 +76,14 @@ def collect_segments(path: str) -> Tuple[List[str], List[dict]]:
 
 def unclean_active_segments(segments: List[str]) -> Set[str]:
     """The last ``.log`` of each partition directory among ``segments`` whose data directory (the
-    partition directory's parent) has no ``.kafka_cleanshutdown``: the next open recovers them.
-    (Segment names are zero-padded base offsets: the last in name order is the active one.)"""
+    partition directory's parent, holding ``meta.properties``) has no ``.kafka_cleanshutdown``:
+    the next open recovers them. (Segment names are zero-padded base offsets: the last in name
+    order is the active one.)"""
     out: Set[str] = set()
     for d in {os.path.dirname(os.path.abspath(s)) for s in segments}:
-        if not os.path.exists(os.path.join(os.path.dirname(d), CLEAN_SHUTDOWN_FILE)):
+        data_dir = os.path.dirname(d)
+        if (os.path.exists(os.path.join(data_dir, META_PROPERTIES_FILE))
+                and not os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN_FILE))):
             logs = _segments_of_dir(d)
             if logs:
                 out.add(logs[-1])
@@ -157,7 +162,7 @@ def verify(path: str, deep: bool, quiet: bool, no_progress: bool, fmt: str) -> N
     """Check every batch and index entry under PATH (a data directory, a partition directory or a
     segment file), read-only. JSON lines out; exit 1 when damage is found, 2 when PATH is not a log.
     The tails a crash leaves in a partition's active segment (a preallocated index's zeros, a cut
-    last batch) are warnings when the data directory has no .kafka_cleanshutdown: the next open
+    last batch) are warnings when its data directory has no .kafka_cleanshutdown: the next open
     recovers them."""
     segments, notes = collect_segments(path)
     unclean = unclean_active_segments(segments)
