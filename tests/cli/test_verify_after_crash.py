@@ -102,3 +102,51 @@ def test_verify_of_a_killed_writers_directory(tmp_path: Path) -> None:
         assert dl.end_offsets("t") == {0: 300}
     code, findings, summary = _verify(data)
     assert code == 0 and findings == [] and summary["warnings"] == 0
+
+
+_ONE_BATCH_WRITER = textwrap.dedent("""
+    import sys, time, kafkalog
+    dl = kafkalog.open(sys.argv[1], background=False)
+    dl.create_topic("t", 1, {"index.interval.bytes": 100})
+    with dl.producer(batch_size=1 << 20) as p:
+        for i in range(500):
+            p.send("t", b"value-%04d" % i, partition=0, timestamp_ms=1000 + i)
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_verify_of_a_killed_writer_whose_active_segment_has_no_index_entry(tmp_path: Path) -> None:
+    """The first batch of a segment is never indexed (Kafka's rule), so a writer killed after one
+    batch (or between a batch's .log write and its index entry) leaves indexes zero-filled from
+    slot 0: that slot is preallocation, not an entry (base offset, position 0) that contradicts
+    the batch's last offset (CI caught verify reading it as one after a broker kill)."""
+    data = tmp_path / "data"
+    proc = subprocess.Popen([sys.executable, "-c", _ONE_BATCH_WRITER, str(data)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    active = data / "t-0" / "00000000000000000000.log"
+    stem = str(active)[:-4]
+    assert Path(stem + ".index").stat().st_size > 8 and not any(Path(stem + ".index").read_bytes())
+    assert not any(Path(stem + ".timeindex").read_bytes())
+
+    code, findings, summary = _verify(data)
+    assert code == 0 and summary["errors"] == 0 and summary["batches"] == 1, findings
+    assert {(f["file"], f["check"], f["level"], f["position"]) for f in findings} == {
+        (stem + ".index", "zero-filled-tail", "warning", 0),
+        (stem + ".timeindex", "zero-filled-tail", "warning", 0)}
+
+    # after a clean shutdown the same files are damage, reported as zero-filled tails from slot 0
+    (data / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":-1}')
+    code, findings, _ = _verify(data)
+    assert code == 1 and {(f["check"], f["level"], f["position"]) for f in findings} == {
+        ("zero-filled-tail", "error", 0)}
+    (data / ".kafka_cleanshutdown").unlink()
+
+    with kafkalog.open(data, background=False) as dl:
+        assert dl.end_offsets("t") == {0: 500}
+    code, findings, summary = _verify(data)
+    assert code == 0 and findings == [] and summary["warnings"] == 0

@@ -232,7 +232,9 @@ def check_offset_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
     lasts = sorted((b.position, b.last_offset) for b in scan.batches) if scan is not None else []
     for i in range(len(data) // 8):
         rel, position = _OFF_ENTRY.unpack_from(data, i * 8)
-        if i > 0 and rel == 0:
+        if rel == 0 and (i > 0 or position == 0 and not any(data)):
+            # Kafka never writes an all-zero entry (the first append to a segment is never
+            # indexed): zeros from here to the end, slot 0 included, are preallocation
             res.zero_tail_at = i * 8
             if position == 0 and not any(data[i * 8:]):
                 res.findings.append(Finding("error", "zero-filled-tail", path, i * 8,
@@ -292,7 +294,7 @@ def check_time_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
     prev_ts = None
     for i in range(len(data) // 12):
         ts, rel = _TIME_ENTRY.unpack_from(data, i * 12)
-        if i > 0 and rel == 0 and (ts == 0 or not any(data[i * 12:])):
+        if rel == 0 and (i > 0 and ts == 0 or not any(data[i * 12:])):
             res.zero_tail_at = i * 12
             res.findings.append(Finding("error", "zero-filled-tail", path, i * 12,
                                         f"{len(data) // 12 - i} zero-filled entries at the end of the "
