@@ -27,9 +27,10 @@ _WRITER = textwrap.dedent("""
 """)
 
 
-def _killed_writer(data: Path) -> None:
-    """A process that appended 300 records and is killed with SIGKILL, its logs still open."""
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(data)], stdout=subprocess.PIPE)
+def _killed_writer(data: Path, script: str = _WRITER) -> None:
+    """A process running ``script`` (by default: 300 records appended) killed with SIGKILL once it
+    prints ``ready``, its logs still open."""
+    proc = subprocess.Popen([sys.executable, "-c", script, str(data)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
     finally:
@@ -122,12 +123,7 @@ def test_verify_of_a_killed_writer_whose_active_segment_has_no_index_entry(tmp_p
     slot 0: that slot is preallocation, not an entry (base offset, position 0) that contradicts
     the batch's last offset (CI caught verify reading it as one after a broker kill)."""
     data = tmp_path / "data"
-    proc = subprocess.Popen([sys.executable, "-c", _ONE_BATCH_WRITER, str(data)], stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+    _killed_writer(data, _ONE_BATCH_WRITER)
     active = data / "t-0" / "00000000000000000000.log"
     stem = str(active)[:-4]
     assert Path(stem + ".index").stat().st_size > 8 and not any(Path(stem + ".index").read_bytes())

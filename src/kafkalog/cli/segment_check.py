@@ -232,17 +232,18 @@ def check_offset_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
     lasts = sorted((b.position, b.last_offset) for b in scan.batches) if scan is not None else []
     for i in range(len(data) // 8):
         rel, position = _OFF_ENTRY.unpack_from(data, i * 8)
-        if rel == 0 and (i > 0 or position == 0 and not any(data)):
+        if rel == 0 and position == 0 and not any(data[i * 8:]):
             # Kafka never writes an all-zero entry (the first append to a segment is never
             # indexed): zeros from here to the end, slot 0 included, are preallocation
             res.zero_tail_at = i * 8
-            if position == 0 and not any(data[i * 8:]):
-                res.findings.append(Finding("error", "zero-filled-tail", path, i * 8,
-                                            f"{len(data) // 8 - i} zero-filled entries at the end of the "
-                                            f"index (a preallocated index after a crash)"))
-            else:
-                res.findings.append(Finding("error", "index-entry", path, i * 8,
-                                            f"entry {i} has relative offset 0"))
+            res.findings.append(Finding("error", "zero-filled-tail", path, i * 8,
+                                        f"{len(data) // 8 - i} zero-filled entries at the end of the "
+                                        f"index (a preallocated index after a crash)"))
+            break
+        if rel == 0 and i > 0:
+            res.zero_tail_at = i * 8
+            res.findings.append(Finding("error", "index-entry", path, i * 8,
+                                        f"entry {i} has relative offset 0"))
             break
         off = base + rel
         res.entries.append((off, position))
