@@ -21,6 +21,9 @@ from typing import (
     Protocol,
 )
 
+from kafkalog.coordinator.consumer_group_records import ConsumerGroupKey
+from kafkalog.coordinator.consumer_group_records import Value as ConsumerGroupValue
+from kafkalog.coordinator.consumer_group_records import decode_record as decode_consumer_group_record
 from kafkalog.coordinator.group_metadata import (
     CONSUMER_OFFSETS_TOPIC,
     OFFSETS_TOPIC_NUM_PARTITIONS,
@@ -127,6 +130,8 @@ class OffsetsStore:
         self._lock = threading.RLock()
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._groups: dict[str, GroupMetadataValue] = {}
+        #: the live records of consumer groups (KIP-848): group -> key bytes -> (key, value)
+        self._consumer_groups: dict[str, dict[bytes, tuple[ConsumerGroupKey, ConsumerGroupValue]]] = {}
         #: offsets written in open transactions: producer id -> group -> offsets (visible on commit)
         self._pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         self.load()
@@ -142,6 +147,7 @@ class OffsetsStore:
         with self._lock:
             self._offsets = {}
             self._groups = {}
+            self._consumer_groups = {}
             m = self._manager
             if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
                 return
@@ -176,9 +182,26 @@ class OffsetsStore:
                     self._groups.pop(k.group, None)
                 else:
                     self._groups[k.group] = decode_group_metadata_value(bytes(value))
+            else:
+                self._replay_consumer_group(bytes(key), None if value is None else bytes(value))
         except KafkalogError as e:
             raise type(e)(f"record at offset {offset} of {CONSUMER_OFFSETS_TOPIC}: {e.message}",
                           file=str(log.dir)) from None
+
+    def _replay_consumer_group(self, key: bytes, value: bytes | None) -> None:
+        """A record of a consumer group (KIP-848): the last value of each key is kept in the order
+        of the last writes, a tombstone drops it; other groups' records (share, streams) are
+        skipped as Kafka's consumer group coordinator skips what it does not own."""
+        got = decode_consumer_group_record(key, value)
+        if got is None:
+            return
+        k, v = got
+        records = self._consumer_groups.setdefault(k.group_id, {})
+        records.pop(key, None)
+        if v is not None:
+            records[key] = (k, v)
+        elif not records:
+            del self._consumer_groups[k.group_id]
 
     # --- queries ----------------------------------------------------------------------------------
 
@@ -212,6 +235,26 @@ class OffsetsStore:
         """Every group with committed offsets or stored group metadata."""
         with self._lock:
             return sorted(set(self._offsets) | set(self._groups))
+
+    def consumer_group_records(self) -> dict[str, dict[bytes, tuple[ConsumerGroupKey, ConsumerGroupValue]]]:
+        """The live records of every consumer group (KIP-848) read from the topic at load."""
+        with self._lock:
+            return {g: dict(r) for g, r in self._consumer_groups.items() if r}
+
+    def store_records(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Write a group coordinator's records (one batch in the group's partition, fsynced)."""
+        self._check_group(group)
+        with self._lock:
+            self._write(group, records)
+            for key, value in records:
+                k = decode_key(key) if key[:2] in (b"\x00\x00", b"\x00\x01", b"\x00\x02") else None
+                if isinstance(k, GroupMetadataKey):
+                    if value is None:
+                        self._groups.pop(k.group, None)
+                    else:
+                        self._groups[k.group] = decode_group_metadata_value(value)
+                elif k is None:
+                    self._replay_consumer_group(key, value)
 
     def group_metadata(self, group: str) -> GroupMetadataValue | None:
         with self._lock:

@@ -1,5 +1,7 @@
-"""ApiVersions: what this broker serves. Only what is implemented is advertised: no KIP-848
-ConsumerGroupHeartbeat, no telemetry, no feature levels (so no transaction version 2)."""
+"""ApiVersions: what this broker serves. Only what is implemented is advertised, with the feature
+levels of :mod:`kafkalog.server.features` (``group.version`` for the consumer group protocol; no
+``transaction.version`` 2 yet). Like Kafka 4.4 without a client telemetry plugin, the telemetry APIs
+(GetTelemetrySubscriptions, PushTelemetry) are answered but not advertised."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from kio.static.primitive import i16
 
 from kafkalog.server import error_codes
 from kafkalog.server.broker import Broker
+from kafkalog.server.features import api_versions_fields
 from kafkalog.server.protocol import Request, encode_response
 
 
@@ -22,12 +25,16 @@ def supported() -> dict[int, tuple[int, int]]:
     return VERSIONS
 
 
+def advertised() -> dict[int, tuple[int, int]]:
+    from kafkalog.server.apis import ADVERTISED
+    return ADVERTISED
+
+
 def handle_api_versions(broker: Broker, request: Request) -> Any:
     keys = [{"api_key": k, "min_version": lo, "max_version": hi}
-            for k, (lo, hi) in sorted(supported().items())]
-    return broker.response(request, {"error_code": error_codes.NONE, "api_keys": keys,
-                                     "throttle_time": 0, "supported_features": [],
-                                     "finalized_features_epoch": -1, "finalized_features": []})
+            for k, (lo, hi) in sorted(advertised().items())]
+    return broker.response(request, {"error_code": error_codes.NONE, "api_keys": keys, "throttle_time": 0,
+                                     **api_versions_fields(request.api_version)})
 
 
 def unsupported_version_response(request: Request) -> bytes:

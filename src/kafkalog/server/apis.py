@@ -9,6 +9,10 @@ from kafkalog.server.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from kafkalog.server.consumer_group_heartbeat import (
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
+)
 from kafkalog.server.fetch import handle_fetch
 from kafkalog.server.groups import (
     handle_delete_groups,
@@ -30,6 +34,7 @@ from kafkalog.server.offset_commit import (
 )
 from kafkalog.server.produce import handle_produce
 from kafkalog.server.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from kafkalog.server.telemetry import handle_get_telemetry_subscriptions, handle_push_telemetry
 from kafkalog.server.topics import (
     handle_create_topics,
     handle_delete_records,
@@ -75,7 +80,16 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
     47: ("OffsetDelete", 0, 0, handle_offset_delete),
     60: ("DescribeCluster", 0, 2, handle_describe_cluster),
+    # the consumer group protocol (KIP-848; group.version 1)
+    68: ("ConsumerGroupHeartbeat", 0, 1, handle_consumer_group_heartbeat),
+    69: ("ConsumerGroupDescribe", 0, 1, handle_consumer_group_describe),
+    # client telemetry (KIP-714): answered, not advertised (as Kafka 4.4 without a metrics plugin)
+    71: ("GetTelemetrySubscriptions", 0, 0, handle_get_telemetry_subscriptions),
+    72: ("PushTelemetry", 0, 0, handle_push_telemetry),
 }
+#: served but left out of ApiVersions, as Kafka leaves them out
+UNADVERTISED = frozenset({71, 72})
 
 VERSIONS: dict[int, tuple[int, int]] = {k: (lo, hi) for k, (_n, lo, hi, _h) in APIS.items()}
+ADVERTISED: dict[int, tuple[int, int]] = {k: v for k, v in VERSIONS.items() if k not in UNADVERTISED}
 HANDLERS: dict[int, Handler] = {k: h for k, (_n, _lo, _hi, h) in APIS.items()}

@@ -24,6 +24,7 @@ from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server.config import Listener, ServerConfig
+from kafkalog.server.consumer_group import ConsumerGroupCoordinator, TopicImage
 from kafkalog.server.fetch_session import FetchSessionCache
 from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.kio_build import build
@@ -83,6 +84,13 @@ class Broker:
             value = self.offsets.group_metadata(group)
             if value is not None:
                 self.groups.restore(group, value)
+        #: the consumer group protocol's groups (KIP-848), restored from their records
+        self.consumer_groups = ConsumerGroupCoordinator(config.consumer_group, self.offsets.store_records,
+                                                        self.topic_images)
+        for group, records in self.offsets.consumer_group_records().items():
+            self.consumer_groups.restore(group, records)
+        from kafkalog.server.group_migration import GroupMigration
+        self.group_migration = GroupMigration(self)
         b = config.broker
         # loading __transaction_state finishes the decisions a crash left half-written
         self.transactions = TransactionCoordinator(
@@ -113,6 +121,15 @@ class Broker:
         if endpoints:
             self._default_endpoint = next(iter(endpoints.values()))
 
+    def topic_images(self) -> dict[str, TopicImage]:
+        """Every topic with its id and partition count (the consumer groups' view of the metadata)."""
+        out = {}
+        for t in self.manager.topics():
+            if t in INTERNAL_TOPICS:
+                continue
+            out[t] = TopicImage(self.topic_ids.of(t), len(self.manager.partitions_of(t)))
+        return out
+
     # --- logs and topics ----------------------------------------------------------------------
 
     def log(self, topic: str, partition: int) -> Log | None:
@@ -140,6 +157,7 @@ class Broker:
         tid = self.topic_ids.of(topic)
         logger.info("created topic %s with %d partition(s), id %s, configs %s", topic, partitions,
                     tid, dict(configs))
+        self.consumer_groups.topics_changed([topic])
         return tid
 
     def auto_create(self, topic: str) -> bool:
@@ -185,6 +203,10 @@ class Broker:
                 self.groups.tick()
             except Exception:
                 logger.exception("group coordinator timer failed")
+            try:
+                self.consumer_groups.tick()
+            except Exception:
+                logger.exception("consumer group coordinator timer failed")
             if loop.time() >= next_txn_check:
                 next_txn_check = loop.time() + self._txn_abort_interval_s
                 try:

@@ -19,6 +19,7 @@ from kafkalog.log.config import (
     STRING,
     BrokerConfig,
     ConfigDef,
+    at_least,
     one_of,
     parse_value,
 )
@@ -41,6 +42,22 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.initial.rebalance.delay.ms", INT, 3000, None),
     ConfigDef("group.max.size", INT, 2**31 - 1, None),
     ConfigDef("offset.metadata.max.bytes", INT, 4096, None),
+    # --- the consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig keys and defaults ---
+    ConfigDef("group.consumer.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.consumer.min.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", INT, 60000, at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    ConfigDef("group.consumer.max.size", INT, 2**31 - 1, at_least(1)),
+    ConfigDef("group.consumer.assignors", LIST, ["uniform", "range"], None),
+    ConfigDef("group.consumer.migration.policy", STRING, "bidirectional", None),
+    ConfigDef("group.consumer.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.consumer.min.assignment.interval.ms", INT, 0, at_least(0)),
+    ConfigDef("group.consumer.max.assignment.interval.ms", INT, 15000, at_least(0)),
+    # internal in Kafka; the assignor runs on the event loop here, so offloading has no effect
+    ConfigDef("group.consumer.assignor.offload.enable", BOOLEAN, True, None),
+    ConfigDef("group.consumer.regex.refresh.interval.ms", INT, 600000, at_least(10000)),
     # --- security (docs/server.md "TLS and SASL") ---
     ConfigDef("listener.security.protocol.map", LIST,
               ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
@@ -180,6 +197,8 @@ class ServerConfig:
             if resolved[key] < 0:
                 raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
                                          f"must be at least 0")
+        #: the consumer group protocol's settings (a ``ConsumerGroupConfig``)
+        self.consumer_group = _consumer_group_config(resolved)
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address of the first listener: ``--host``/``--port`` win over ``listeners``;
@@ -208,6 +227,56 @@ class ServerConfig:
             return Listener(a.host or bound_host, a.port or bound_port, name, a.protocol)
         host = bound_host if bound_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         return Listener(host, bound_port, name, self.protocol_map.get(name, PLAINTEXT))
+
+
+#: Kafka's ``ConsumerGroupMigrationPolicy`` values (matched case-insensitively)
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+
+
+def _consumer_group_config(v: dict[str, Any]) -> Any:
+    """The ``group.consumer.*`` settings checked as Kafka's ``GroupCoordinatorConfig`` checks them."""
+    from kafkalog.server.assignors import BUILTIN_ASSIGNORS
+    from kafkalog.server.consumer_group import ConsumerGroupConfig
+
+    def require(ok: bool, message: str) -> None:
+        if not ok:
+            raise InvalidConfigError(message)
+
+    p = "group.consumer."
+    hb, hb_min, hb_max = (v[p + "heartbeat.interval.ms"], v[p + "min.heartbeat.interval.ms"],
+                          v[p + "max.heartbeat.interval.ms"])
+    st, st_min, st_max = (v[p + "session.timeout.ms"], v[p + "min.session.timeout.ms"],
+                          v[p + "max.session.timeout.ms"])
+    ai, ai_min, ai_max = (v[p + "assignment.interval.ms"], v[p + "min.assignment.interval.ms"],
+                          v[p + "max.assignment.interval.ms"])
+    ge, le, lt = "must be greater than or equal to", "must be less than or equal to", "must be less than"
+    require(hb_max >= hb_min, f"{p}max.heartbeat.interval.ms {ge} {p}min.heartbeat.interval.ms")
+    require(hb >= hb_min, f"{p}heartbeat.interval.ms {ge} {p}min.heartbeat.interval.ms")
+    require(hb <= hb_max, f"{p}heartbeat.interval.ms {le} {p}max.heartbeat.interval.ms")
+    require(st_max >= st_min, f"{p}max.session.timeout.ms {ge} {p}min.session.timeout.ms")
+    require(st >= st_min, f"{p}session.timeout.ms {ge} {p}min.session.timeout.ms")
+    require(st <= st_max, f"{p}session.timeout.ms {le} {p}max.session.timeout.ms")
+    require(hb < st, f"{p}heartbeat.interval.ms {lt} {p}session.timeout.ms")
+    require(ai_max >= ai_min, f"{p}max.assignment.interval.ms {ge} {p}min.assignment.interval.ms")
+    require(ai >= ai_min, f"{p}assignment.interval.ms {ge} {p}min.assignment.interval.ms")
+    require(ai <= ai_max, f"{p}assignment.interval.ms {le} {p}max.assignment.interval.ms")
+    assignors = [a.strip() for a in v[p + "assignors"]]
+    for a in assignors:
+        if a not in BUILTIN_ASSIGNORS:
+            raise InvalidConfigError(f"Invalid value {a} for configuration {p}assignors: Class cannot be found "
+                                     f"(the built-in assignors are {', '.join(BUILTIN_ASSIGNORS)}; custom "
+                                     f"assignor classes need a JVM)")
+    require(len(set(assignors)) == len(assignors),
+            f"Invalid value {','.join(assignors)} for configuration {p}assignors: duplicate values")
+    require(bool(assignors), f"Invalid value for configuration {p}assignors: Empty list")
+    policy = str(v[p + "migration.policy"]).strip().lower()
+    require(policy in MIGRATION_POLICIES, f"Invalid value {v[p + 'migration.policy']} for configuration "
+                                          f"{p}migration.policy: String must be one of (case insensitive): "
+                                          f"{', '.join(p.upper() for p in MIGRATION_POLICIES)}")
+    return ConsumerGroupConfig(session_timeout_ms=st, heartbeat_interval_ms=hb, max_size=v[p + "max.size"],
+                               assignors=tuple(assignors), migration_policy=policy, assignment_interval_ms=ai,
+                               regex_refresh_interval_ms=v[p + "regex.refresh.interval.ms"],
+                               classic_max_size=v["group.max.size"])
 
 
 def _check_listeners(listeners: list[Listener], advertised: list[Listener]) -> None:

@@ -68,6 +68,11 @@ OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
 #: Kafka's KafkaStorageException: an I/O failure of the log directory (disk full, EIO)
 KAFKA_STORAGE_ERROR = 56
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+STALE_MEMBER_EPOCH = 113
+INVALID_REGULAR_EXPRESSION = 128
 
 _TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (OffsetOutOfRangeError, OFFSET_OUT_OF_RANGE),

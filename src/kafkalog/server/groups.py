@@ -68,6 +68,12 @@ def _join_values(request: Request, r: JoinResult) -> dict[str, Any]:
 async def handle_join_group(broker: Broker, request: Request) -> Any:
     b = request.body
     v = request.api_version
+    consumer_group = broker.consumer_groups.groups.get(b.group_id)
+    if consumer_group is not None:
+        if consumer_group.members:
+            return broker.response(request, _join_values(request, JoinResult(
+                ec.INCONSISTENT_GROUP_PROTOCOL, member_id=b.member_id)))
+        broker.group_migration.take_over_empty_consumer_group(b.group_id)
     session = ms(b.session_timeout)
     rebalance = ms(b.rebalance_timeout) if v >= 1 else session
     instance = b.group_instance_id if v >= 5 else None
@@ -120,8 +126,10 @@ def handle_leave_group(broker: Broker, request: Request) -> Any:
 # --- ListGroups, DescribeGroups, DeleteGroups -----------------------------------------------------
 
 def _group_states(broker: Broker) -> dict[str, tuple[str, str]]:
-    """group -> (state, protocol type) for every group known (groups with only offsets: Empty)."""
-    out = dict.fromkeys(broker.offsets.groups(), (EMPTY, "consumer"))
+    """classic group -> (state, protocol type) for every classic group known (groups with only
+    offsets: Empty), consumer groups (KIP-848) left out."""
+    consumer = broker.consumer_groups.groups
+    out = {g: (EMPTY, "consumer") for g in broker.offsets.groups() if g not in consumer}
     for gid, g in broker.groups.groups.items():
         out[gid] = (g.state, g.protocol_type or (out.get(gid, (EMPTY, ""))[1]))
     return out
@@ -131,12 +139,13 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
     b = request.body
     states = {s.lower() for s in b.states_filter} if request.api_version >= 4 else set()
     types = {t.lower() for t in b.types_filter} if request.api_version >= 5 else set()
+    listed = [(gid, state, ptype, "classic") for gid, (state, ptype) in _group_states(broker).items()]
+    listed += [(gid, g.state, "consumer", "consumer") for gid, g in broker.consumer_groups.groups.items()]
     groups = []
-    for gid, (state, ptype) in sorted(_group_states(broker).items()):
-        if state == DEAD or (states and state.lower() not in states) or (types and "classic" not in types):
+    for gid, state, ptype, gtype in sorted(listed):
+        if state == DEAD or (states and state.lower() not in states) or (types and gtype not in types):
             continue
-        groups.append({"group_id": gid, "protocol_type": ptype, "group_state": state,
-                       "group_type": "classic"})
+        groups.append({"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype})
     return broker.response(request, {"throttle_time": 0, "error_code": 0, "groups": groups})
 
 
@@ -145,6 +154,13 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
     out = []
     for gid in request.body.groups:
         g = broker.groups.groups.get(gid)
+        if gid in broker.consumer_groups.groups:      # Kafka: not a classic group
+            out.append({"error_code": ec.GROUP_ID_NOT_FOUND if request.api_version >= 6 else 0,
+                        "error_message": f"Group {gid} is not a classic group.",
+                        "group_id": gid, "group_state": DEAD, "protocol_type": "",
+                        "protocol_data": "", "members": [],
+                        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         if gid not in known:
             out.append({"error_code": ec.GROUP_ID_NOT_FOUND if request.api_version >= 6 else 0,
                         "group_id": gid, "group_state": DEAD, "protocol_type": "",
@@ -170,7 +186,12 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
     results = []
     known = _group_states(broker)
     for gid in request.body.groups_names:
-        if gid not in known:
+        if gid in broker.consumer_groups.groups:
+            err = broker.consumer_groups.delete(gid)
+            if err == ec.NONE:
+                broker.offsets.delete_group(gid)
+                logger.info("deleted group %s", gid)
+        elif gid not in known:
             err = ec.GROUP_ID_NOT_FOUND
         else:
             err = broker.groups.delete(gid)

@@ -15,6 +15,7 @@ from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
 from kafkalog.server.broker import Broker
+from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.group_coordinator import STABLE
 from kafkalog.server.protocol import Request
@@ -46,6 +47,20 @@ def offsets_to_commit(broker: Broker, topics: Any, err: int, with_leader_epoch: 
             parts.append({"partition_index": p.partition_index, "error_code": e})
         rows.append({"name": t.name, "partitions": parts})
     return rows, offsets
+
+
+def epoch_checked(broker: Broker, rows: list[dict[str, Any]], offsets: dict[TopicPartition, OffsetAndMetadata],
+                  check: Callable[[str, Any, int], int]) -> None:
+    """A consumer group member committing with an older member epoch: each partition must have been
+    assigned to it at that epoch or before (Kafka's assignment epoch validation)."""
+    for t in rows:
+        topic_id = broker.topic_ids.of(t["name"]) if broker.manager.has_topic(t["name"]) else None
+        for p in t["partitions"]:
+            if p["error_code"] == ec.NONE:
+                e = check(t["name"], topic_id, p["partition_index"])
+                if e:
+                    p["error_code"] = e
+                    offsets.pop(TopicPartition(t["name"], p["partition_index"]), None)
 
 
 def fail_written(rows: list[dict[str, Any]], code: int) -> None:
@@ -83,9 +98,20 @@ def store_offsets(broker: Broker, group_id: str, topics: list[dict[str, Any]],
 def handle_offset_commit(broker: Broker, request: Request) -> Any:
     b = request.body
     instance = b.group_instance_id if request.api_version >= 7 else None
-    err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance)
-           if b.group_id else ec.INVALID_GROUP_ID)
+    check = None
+    if b.group_id in broker.consumer_groups.groups:     # KIP-848: validated by member epoch
+        try:
+            check = broker.consumer_groups.validate_commit(b.group_id, b.member_id, instance,
+                                                           b.generation_id_or_member_epoch, request.api_version)
+            err = ec.NONE
+        except GroupError as e:
+            err = e.code
+    else:
+        err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance)
+               if b.group_id else ec.INVALID_GROUP_ID)
     topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 6)
+    if check is not None:
+        epoch_checked(broker, topics, offsets, check)
     if offsets:
         store_offsets(broker, b.group_id, topics, lambda: broker.offsets.commit(b.group_id, offsets))
     return broker.response(request, {"throttle_time": 0, "topics": topics})
@@ -114,12 +140,28 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any) -> list[dict[str, A
     return out
 
 
+def _fetch_error(broker: Broker, g: Any, version: int) -> int:
+    """A consumer group's check of the fetching member's epoch (OffsetFetch v9+)."""
+    if not g.group_id:
+        return ec.INVALID_GROUP_ID
+    if version >= 9 and g.group_id in broker.consumer_groups.groups:
+        try:
+            broker.consumer_groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+        except GroupError as e:
+            return e.code
+    return ec.NONE
+
+
 def handle_offset_fetch(broker: Broker, request: Request) -> Any:
     b = request.body
     if request.api_version >= 8:
-        return broker.response(request, {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics),
-             "error_code": ec.INVALID_GROUP_ID if not g.group_id else 0} for g in b.groups]})
+        groups = []
+        for g in b.groups:
+            err = _fetch_error(broker, g, request.api_version)
+            groups.append({"group_id": g.group_id, "error_code": err,
+                           "topics": [] if err not in (ec.NONE, ec.INVALID_GROUP_ID)
+                           else _fetch_group(broker, g.group_id, g.topics)})
+        return broker.response(request, {"throttle_time": 0, "groups": groups})
     return broker.response(request, {"throttle_time": 0, "error_code": 0,
                                      "topics": _fetch_group(broker, b.group_id, b.topics)})
 

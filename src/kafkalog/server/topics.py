@@ -108,6 +108,7 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
         res["topic_id"] = broker.topic_ids.of(name)
         broker.manager.delete_topic(name)
         broker.topic_ids.forget(name)
+        broker.consumer_groups.topics_changed([name])
         logger.info("deleted topic %s", name)
     return broker.response(request, {"throttle_time": 0, "responses": results})
 
