@@ -475,6 +475,7 @@ class ConsumerGroupCoordinator:
         #: the topic set the regexes were last resolved against, and its version (bumped when it grows)
         self._known_topics: frozenset[str] = frozenset()
         self._topics_version = 0
+        self._last_image: dict[str, TopicImage] = {}
 
     @property
     def default_assignor(self) -> str:
@@ -483,21 +484,25 @@ class ConsumerGroupCoordinator:
     # --- topics ---------------------------------------------------------------------------------
 
     def _image(self) -> Mapping[str, TopicImage]:
-        image = self._topics()
+        """The topics now; a topic created, deleted or grown since the last look expires the metadata
+        of the groups subscribed to it (whichever request changed it)."""
+        image = dict(self._topics())
+        if image != self._last_image:
+            changed = {n for n in set(image) | set(self._last_image) if image.get(n) != self._last_image.get(n)}
+            for g in self.groups.values():
+                if changed & self._subscribed_names(g):
+                    g.metadata_expired = True
+            self._last_image = image
         names = frozenset(image)
         if names - self._known_topics:
             self._topics_version += 1
-        if names != self._known_topics:
-            self._known_topics = names
+        self._known_topics = names
         return image
 
     def topics_changed(self, names: Iterable[str]) -> None:
         """Topics were created, deleted or grew: the groups subscribed to them recompute their
         metadata hash at their next heartbeat (Kafka's ``onMetadataUpdate``)."""
-        changed = set(names)
-        for g in self.groups.values():
-            if changed & self._subscribed_names(g):
-                g.metadata_expired = True
+        del names       # the next look at the topics finds what changed
         self._image()
 
     def _subscribed_names(self, g: ConsumerGroup, members: Iterable[Member] | None = None,
