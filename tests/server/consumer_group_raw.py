@@ -181,8 +181,12 @@ class RawClient:
     # --- the other APIs -------------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        r = self.call(69, 1, {"group_ids": [self.group], "include_authorized_operations": False})
-        g = r.groups[0]
+        for _ in range(200):
+            r = self.call(69, 1, {"group_ids": [self.group], "include_authorized_operations": False})
+            g = r.groups[0]
+            if g.error_code not in RETRIABLE:
+                break
+            time.sleep(0.2)
         out: dict[str, Any] = {"error": int(g.error_code)}
         if g.error_code == 0:
             out.update(state=g.group_state, group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
@@ -226,5 +230,6 @@ class RawClient:
                                                     for t, ps in sorted(topics.items())]}],
                              "require_stable": False})
         g = r.groups[0]
-        self.transcript.append(("fetch", label, epoch, int(g.error_code), sorted(
-            (t.name, p.partition_index, p.committed_offset, int(p.error_code)) for t in g.topics for p in t.partitions)))
+        rows = sorted((t.name, p.partition_index, p.committed_offset, int(p.error_code))
+                      for t in g.topics for p in t.partitions)
+        self.transcript.append(("fetch", label, epoch, int(g.error_code), rows))

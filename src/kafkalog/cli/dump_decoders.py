@@ -19,6 +19,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from kafkalog.coordinator import consumer_group_records as cgr
 from kafkalog.coordinator.group_metadata import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -113,6 +114,72 @@ def _group_metadata_json(v: GroupMetadataValue, version: int) -> dict[str, Any]:
     return out
 
 
+def _uuid(u: Any) -> str:
+    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
+
+
+def _partitions_json(topics: Any, with_epochs: bool) -> list[dict[str, Any]]:
+    out = []
+    for t in topics:
+        j: dict[str, Any] = {"topicId": _uuid(t[0]), "partitions": list(t[1])}
+        if with_epochs and t[2] is not None:
+            j["assignmentEpochs"] = list(t[2])
+        out.append(j)
+    return out
+
+
+def _consumer_group_json(v: Any) -> dict[str, Any]:
+    """A consumer group record's value (KIP-848) in Kafka's JSON: a tagged field only when it is not
+    its default (the classic member metadata always, null or not, as Kafka prints it)."""
+    if isinstance(v, cgr.GroupEpochValue):
+        out: dict[str, Any] = {"epoch": v.epoch}
+        if v.metadata_hash:
+            out["metadataHash"] = v.metadata_hash
+        return out
+    if isinstance(v, cgr.TargetAssignmentMetadataValue):
+        out = {"assignmentEpoch": v.assignment_epoch}
+        if v.assignment_timestamp:
+            out["assignmentTimestamp"] = v.assignment_timestamp
+        return out
+    if isinstance(v, cgr.MemberMetadataValue):
+        c = v.classic_member_metadata
+        return {"instanceId": v.instance_id, "rackId": v.rack_id, "clientId": v.client_id,
+                "clientHost": v.client_host, "subscribedTopicNames": list(v.subscribed_topic_names),
+                "subscribedTopicRegex": v.subscribed_topic_regex, "rebalanceTimeoutMs": v.rebalance_timeout_ms,
+                "serverAssignor": v.server_assignor,
+                "classicMemberMetadata": None if c is None else {
+                    "sessionTimeoutMs": c.session_timeout_ms,
+                    "supportedProtocols": [{"name": n, "metadata": _b64(m)} for n, m in c.supported_protocols]}}
+    if isinstance(v, cgr.TargetAssignmentMemberValue):
+        return {"topicPartitions": [{"topicId": _uuid(t), "partitions": list(ps)} for t, ps in v.partitions]}
+    if isinstance(v, cgr.CurrentMemberAssignmentValue):
+        return {"memberEpoch": v.member_epoch, "previousMemberEpoch": v.previous_member_epoch, "state": v.state,
+                "assignedPartitions": _partitions_json(v.assigned, True),
+                "partitionsPendingRevocation": _partitions_json(v.pending_revocation, True)}
+    if isinstance(v, cgr.RegularExpressionValue):
+        return {"topics": list(v.topics), "version": v.version, "timestamp": v.timestamp}
+    assert isinstance(v, cgr.PartitionMetadataValue)
+    return {"topics": [{"topicId": _uuid(t), "topicName": n, "numPartitions": c, "partitionMetadata": [
+        {"partition": p, "racks": list(r)} for p, r in parts]} for t, n, c, parts in v.topics]}
+
+
+def _consumer_group_record(record: _Record, key: bytes) -> tuple[Decoded, Decoded] | None:
+    got = cgr.decode_record(key, None if record.value is None else bytes(record.value))
+    if got is None:
+        return None
+    k, v = got
+    data: dict[str, Any] = {"groupId": k.group_id}
+    if k.record_type in (cgr.MEMBER_METADATA, cgr.TARGET_ASSIGNMENT_MEMBER, cgr.CURRENT_MEMBER_ASSIGNMENT):
+        data["memberId"] = k.member_id
+    elif k.record_type == cgr.REGULAR_EXPRESSION:
+        data["regularExpression"] = k.regex
+    decoded_key = {"type": str(k.record_type), "data": data}
+    if v is None:
+        return decoded_key, "<DELETE>"
+    return decoded_key, {"version": "0", "data": _consumer_group_json(v)}
+
+
 def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:
     """A ``__consumer_offsets`` record as kafka-dump-log.sh's ``--offsets-decoder`` prints it."""
     if record.key is None:
@@ -121,6 +188,9 @@ def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:
     try:
         k = decode_key(key)
         if k is None:
+            consumer_group = _consumer_group_record(record, key)
+            if consumer_group is not None:
+                return consumer_group
             return f"Unknown record type {_version(key)} at offset {record.offset}, skipping.", None
         if isinstance(k, OffsetCommitKey):
             key_json: dict[str, Any] = {"group": k.group, "topic": k.topic, "partition": k.partition}

@@ -10,8 +10,8 @@ strings): 3 ``ConsumerGroupMetadataKey`` (group), 4 ``ConsumerGroupPartitionMeta
 followed by a *flexible* struct: compact strings and arrays (unsigned varint length + 1), a tagged
 field section after each struct, where Kafka writes a tagged field only when it differs from its
 default (the metadata hash and the assignment timestamp when not 0, the assignment epochs of a
-partition list when set, the classic member metadata when the member uses the classic protocol). A
-null value is a tombstone.
+partition list when set), except the member's classic metadata, which Kafka's broker always writes (a
+null one as the single byte 0). A null value is a tombstone.
 
 :func:`decode_record` turns a ``(key, value)`` pair into ``(ConsumerGroupKey, value or None)``, None for
 the record types of other groups (classic offsets and metadata, share and streams groups);
@@ -243,9 +243,11 @@ def encode_value(value: Value) -> bytes:
         w.string(value.subscribed_topic_regex, nullable=True)
         w.i32(value.rebalance_timeout_ms)
         w.string(value.server_assignor, nullable=True)
-        tags = []
-        if value.classic_member_metadata is not None:
-            c = _Writer(True)
+        # Kafka's broker writes the classic member metadata always: a null one as one byte 0
+        c = _Writer(True)
+        if value.classic_member_metadata is None:
+            c.out += b"\x00"
+        else:
             c.out += b"\x01"          # a nullable struct: present
             c.i32(value.classic_member_metadata.session_timeout_ms)
             c.array_len(len(value.classic_member_metadata.supported_protocols))
@@ -254,7 +256,7 @@ def encode_value(value: Value) -> bytes:
                 c.bytes_(meta)
                 c.tags()
             c.tags()
-            tags.append((0, bytes(c.out)))
+        tags = [(0, bytes(c.out))]
         _tagged(w, tags)
     elif isinstance(value, TargetAssignmentMemberValue):
         w.array_len(len(value.partitions))

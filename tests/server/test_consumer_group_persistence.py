@@ -1,0 +1,144 @@
+"""Consumer groups (KIP-848) survive restarts, in Kafka 4.4's own records: a group kept by
+``kafkalog serve`` resumes after the broker is killed and restarted (same group and member epochs,
+same assignments, the members heartbeat on without a rebalance), and then a Kafka 4.4 broker started
+on the same data directory resumes it too (its ConsumerGroupDescribe equal to kafkalog's, the members
+heartbeat on at their epochs, the committed offsets there); ``kafkalog dump --offsets-decoder`` prints
+the ``__consumer_offsets`` segment kafkalog wrote, and one Kafka wrote, as DumpLogSegments does."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from tests import kafka44
+from tests.server.broker_process import BrokerProcess
+from tests.server.consumer_group_raw import FAST_CONSUMER_GROUPS, RawClient
+
+#: sessions long enough to outlive a JVM start
+SETTINGS = dict(FAST_CONSUMER_GROUPS, **{"group.consumer.session.timeout.ms": "30000",
+                                         "group.consumer.max.session.timeout.ms": "60000"})
+
+
+def _client(port: int, group: str, topics: dict[str, uuid.UUID], labels: dict[str, str]) -> RawClient:
+    c = RawClient(port, group)
+    c.find_coordinator()
+    c.topic_ids = dict(topics)
+    c.topic_names = {v: k for k, v in topics.items()}
+    c.members = dict(labels)
+    c.labels = {v: k for k, v in labels.items()}
+    return c
+
+
+def _dump(segment: Path) -> tuple[str, str]:
+    theirs = kafka44.dump_log_segments([segment], "--offsets-decoder")
+    ours = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "dump", str(segment), "--offsets-decoder"],
+                          capture_output=True, text=True, timeout=120)
+    assert ours.returncode == 0, ours.stderr
+    return theirs, ours.stdout
+
+
+def _offsets_segments(data: Path, group: str) -> list[Path]:
+    from kafkalog.coordinator.group_metadata import partition_for_group
+    d = data / f"__consumer_offsets-{partition_for_group(group)}"
+    return sorted(d.glob("*.log"))
+
+
+def test_groups_survive_a_kafkalog_restart_and_kafka_adopts_them(tmp_path: Path) -> None:
+    kafka44.require()
+    kafka = kafka44.KafkaBroker(tmp_path / "kafka", SETTINGS)
+    kafka.format()
+    kafka.start()
+    group, topic = f"adopt-{uuid.uuid4().hex[:6]}", f"adopt-t-{uuid.uuid4().hex[:6]}"
+    try:
+        # Kafka creates the topic (its id is in its metadata) and __consumer_offsets
+        setup = RawClient(kafka.port, group)
+        setup.find_coordinator()
+        setup.create_topic(topic, 6)
+        topics = dict(setup.topic_ids)
+        setup.close()
+    finally:
+        kafka.stop()
+    data = kafka.log_dir
+    configs = [f"{k}={v}" for k, v in SETTINGS.items()]
+    ours = BrokerProcess(str(data), configs).start()
+    try:
+        c = _client(ours.port, group, topics, {})
+        c.heartbeat("m1", topics=[topic], instance="i-1")
+        c.heartbeat("m2", topics=[topic], assignor="range")
+        c.heartbeat("m3", topics=[topic])
+        c.settle(["m1", "m2", "m3"])
+        for label in ("m1", "m2", "m3"):
+            p = c.owned[label][topic][0]
+            c.commit(label, c.epochs[label], {topic: {p: 100 + p}})
+        before = c.describe()
+        assert before["state"] == "Stable" and len(before["members"]) == 3, before
+        labels, epochs, owned = dict(c.members), dict(c.epochs), dict(c.owned)
+        c.close()
+        ours.stop(sig=signal.SIGKILL)             # a crash: nothing flushed at shutdown
+        ours = BrokerProcess(str(data), configs).start()
+        c = _client(ours.port, group, topics, labels)
+        c.epochs, c.owned = dict(epochs), dict(owned)
+        assert c.describe() == before
+        for label in ("m1", "m2", "m3"):          # heartbeats go on: no rebalance
+            got = c.heartbeat(label, owned=owned[label])
+            assert got["error"] == 0 and got["epoch"] == epochs[label], got
+        c.close()
+        assert ours.stop() == 0, ours.stderr()
+    finally:
+        if ours.alive():
+            ours.kill()
+
+    # the __consumer_offsets segment kafkalog wrote reads as Kafka reads it
+    for segment in _offsets_segments(data, group):
+        theirs, mine = _dump(segment)
+        assert "ConsumerGroup" not in theirs and '"type":"8"' in theirs, theirs[:2000]
+        assert mine == theirs
+
+    kafka.start()
+    try:
+        c = _client(kafka.port, group, topics, labels)
+        c.epochs, c.owned = dict(epochs), dict(owned)
+        assert c.describe() == before
+        for label in ("m1", "m2", "m3"):
+            got = c.heartbeat(label, owned=owned[label])
+            assert got["error"] == 0 and got["epoch"] == epochs[label], got
+        assert c.describe() == before          # Kafka's metadata hash is kafkalog's: no new epoch
+        c.fetch("m1", epochs["m1"], {topic: list(range(6))})
+        assert c.transcript[-1][3] == 0
+        assert sorted(o for _t, _p, o, _e in c.transcript[-1][4]) == [-1, -1, -1] + sorted(
+            100 + owned[m][topic][0] for m in ("m1", "m2", "m3"))
+        c.close()
+    finally:
+        kafka.stop()
+
+
+def test_dump_offsets_decoder_of_kafka_consumer_group_records(tmp_path: Path) -> None:
+    """A segment Kafka 4.4 wrote with a group's whole life (joins, revocations, a regex, leaves,
+    tombstones) prints as DumpLogSegments --offsets-decoder prints it."""
+    kafka44.require()
+    kafka = kafka44.KafkaBroker(tmp_path / "kafka", FAST_CONSUMER_GROUPS)
+    kafka.format()
+    kafka.start()
+    group = f"dump-{uuid.uuid4().hex[:6]}"
+    try:
+        c = RawClient(kafka.port, group)
+        c.find_coordinator()
+        t = f"dump-t-{uuid.uuid4().hex[:6]}"
+        c.create_topic(t, 3)
+        c.heartbeat("m1", topics=[t], instance="i-1", assignor="range")
+        c.heartbeat("m2", 0, regex="dump-t-.*", topics=None)
+        c.settle(["m1", "m2"])
+        c.heartbeat("m1", -2, instance="i-1")
+        c.heartbeat("m2", -1)
+        c.close()
+    finally:
+        kafka.stop()
+    segments = _offsets_segments(kafka.log_dir, group)
+    assert segments
+    for segment in segments:
+        theirs, mine = _dump(segment)
+        assert '"type":"16"' in theirs and "<DELETE>" in theirs, theirs[:3000]
+        assert mine == theirs
