@@ -26,5 +26,5 @@ def kafka44_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses Kafka 4.4 is marked ``kafka`` (``-m 'not kafka'`` runs the suite without a JVM)."""
     for item in items:
-        if "kafka44_broker" in getattr(item, "fixturenames", ()):
+        if {"kafka44_broker", "kafka44_fast_groups"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)

@@ -5,7 +5,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests import kafka44
 from tests.server.broker_process import BrokerProcess
+from tests.server.consumer_group_raw import FAST_CONSUMER_GROUPS
 
 
 @pytest.fixture(scope="module")
@@ -22,3 +24,18 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
             assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown")), b.stderr()
         else:
             b.kill()
+
+
+@pytest.fixture(scope="module")
+def kafka44_fast_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.KafkaBroker]:
+    """Kafka 4.4 with the consumer group settings of :data:`FAST_CONSUMER_GROUPS` (short sessions
+    and heartbeats, no assignment interval), one per test module; marks its tests ``kafka``."""
+    kafka44.require()
+    b = kafka44.KafkaBroker(tmp_path_factory.mktemp("kafka44-groups"), FAST_CONSUMER_GROUPS)
+    b.format()
+    b.start()
+    try:
+        yield b
+    finally:
+        if b.alive():
+            b.stop()

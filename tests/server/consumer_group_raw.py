@@ -189,12 +189,11 @@ class RawClient:
             time.sleep(0.2)
         out: dict[str, Any] = {"error": int(g.error_code)}
         if g.error_code == 0:
+            members = [(self.label(m.member_id), m.instance_id, m.member_epoch, sorted(m.subscribed_topic_names),
+                        m.subscribed_topic_regex, self.named(m.assignment.topic_partitions),
+                        self.named(m.target_assignment.topic_partitions), m.member_type) for m in g.members]
             out.update(state=g.group_state, group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
-                       assignor=g.assignor_name, members=sorted(
-                           (self.label(m.member_id), m.instance_id, m.member_epoch, sorted(m.subscribed_topic_names),
-                            m.subscribed_topic_regex, self.named(m.assignment.topic_partitions),
-                            self.named(m.target_assignment.topic_partitions), m.member_type)
-                           for m in g.members))
+                       assignor=g.assignor_name, members=sorted(members, key=repr))
         else:
             out["message"] = self.scrub(g.error_message)
         self.transcript.append(("describe", out))

@@ -232,10 +232,12 @@ class AiokafkaMember(ThreadMember):
 class ConfluentMember(ThreadMember):
     def run(self, deadline: float) -> None:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                      "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
-                      "fetch.wait.max.ms": 200, **self.properties})
+        conf = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
+                "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 200,
+                **self.properties}
+        if conf.get("group.protocol") != "consumer":    # KIP-848: the broker sets them
+            conf.update({"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_MS})
+        c = Consumer(conf)
         pending: dict[int, int] = {}
 
         def commit(partitions: list[int]) -> None:

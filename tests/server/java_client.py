@@ -130,10 +130,22 @@ def compile_java(sources: list[str], label: str, classpath: list[str] | None = N
     return classes
 
 
+#: kafka-clients from Maven (``tests/kafka44/pom.xml``: Kafka 4.4's own classpath, jars in ~/.m2)
+MAVEN_CLIENTS = ("4.4.0",)
+
+
 def classpath(version: str) -> str:
     """The classpath of the compiled driver for kafka-clients ``version``."""
     if shutil.which("java") is None or shutil.which("javac") is None:
         raise JavaUnavailable("no JDK (java/javac) on PATH")
+    if version in MAVEN_CLIENTS:
+        from tests import kafka44
+        try:
+            cp = kafka44.classpath()
+        except kafka44.Kafka44Unavailable as e:
+            raise JavaUnavailable(str(e)) from None
+        classes = compile_java([DRIVER, BENCH, GROUP_MEMBER], f"driver-{version}", [cp])
+        return os.pathsep.join([classes, cp])
     jar_dir = jars()
     cp = [os.path.join(jar_dir, j) for j in CLIENTS[version]]
     classes = compile_java([DRIVER, BENCH, GROUP_MEMBER], f"driver-{version}", cp[:1])

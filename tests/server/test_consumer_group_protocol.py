@@ -21,17 +21,8 @@ from tests.server.consumer_group_raw import FAST_CONSUMER_GROUPS, RawClient
 
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.KafkaBroker]:
-    """Kafka 4.4 with the settings of :data:`FAST_CONSUMER_GROUPS`."""
-    kafka44.require()
-    b = kafka44.KafkaBroker(tmp_path_factory.mktemp("kafka44-cg"), FAST_CONSUMER_GROUPS)
-    b.format()
-    b.start()
-    try:
-        yield b
-    finally:
-        if b.alive():
-            b.stop()
+def kafka(kafka44_fast_groups: kafka44.KafkaBroker) -> kafka44.KafkaBroker:
+    return kafka44_fast_groups
 
 
 @pytest.fixture(scope="module")

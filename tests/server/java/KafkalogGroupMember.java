@@ -1,4 +1,4 @@
-// One member of a consumer group, the genuine Java client (kafka-clients 3.9.1 and 4.3.0) against
+// One member of a consumer group, the genuine Java client (kafka-clients 3.9.1, 4.3.0 and 4.4.0) against
 // kafkalog serve: subscribes to TOPIC with group.id GROUP, consumes, commits synchronously after every
 // non-empty poll and before its partitions are revoked, until its standard input closes (or a line
 // "stop" arrives) or LIFETIME_MS pass; then commits what it consumed and closes (LeaveGroup). A line
@@ -69,13 +69,17 @@ public class KafkalogGroupMember {
         cp.put("group.id", group);
         cp.put("enable.auto.commit", "false");
         cp.put("auto.offset.reset", "earliest");
-        cp.put("session.timeout.ms", "10000");
-        cp.put("heartbeat.interval.ms", "500");
         cp.put("fetch.max.wait.ms", "200");
         cp.put("request.timeout.ms", "30000");
         for (int i = 4; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
             cp.put(kv[0], kv[1]);
+        }
+        // the classic protocol's timeouts; with group.protocol=consumer (KIP-848) the broker sets them
+        // and the client refuses them
+        if (!"consumer".equalsIgnoreCase(cp.getProperty("group.protocol", "classic"))) {
+            cp.putIfAbsent("session.timeout.ms", "10000");
+            cp.putIfAbsent("heartbeat.interval.ms", "500");
         }
         Consumer<byte[], byte[]> c = new KafkaConsumer<>(cp, new ByteArrayDeserializer(),
                 new ByteArrayDeserializer());
