@@ -232,3 +232,94 @@ def test_members_resume_after_a_broker_restart(tmp_path, client: str) -> None:
             assert holder[0].stop() == 0, holder[0].stderr()
         else:
             holder[0].kill()
+
+
+def kind(bootstrap: str, group: str) -> tuple[Any, ...]:
+    """The group's type (ListGroups), state and its members' protocols (ConsumerGroupDescribe's
+    member types: 0 classic, 1 consumer) or, for a classic group, its member count."""
+    c = RawClient(port_of(bootstrap), group)
+    try:
+        c.find_coordinator()
+        c.list_groups()
+        listed = c.transcript[-1][1]
+        if not listed:
+            return ("none",)
+        _mine, _ptype, state, gtype = listed[0]
+        if gtype == "consumer":
+            d = c.describe()
+            if d["error"]:
+                return (gtype, state, d["error"])
+            return (gtype, d["state"], tuple(sorted(m[7] for m in d["members"])))
+        c.describe_groups()
+        _err, dstate, _pt, n = c.transcript[-1][1]
+        return (gtype, dstate, n)
+    finally:
+        c.close()
+
+
+def upgrade_and_back(bootstrap: str) -> list[tuple[Any, ...]]:
+    """A classic group of two Java 4.4 members is upgraded member by member to the consumer
+    protocol while records flow (online: the group converts when the first consumer member joins),
+    then a classic member joins again and the last consumer member leaves: the group is classic
+    again. The group's kind at each step; delivery once per commit boundary throughout."""
+    topic = group = f"kip848-migrate-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic)
+    steps: list[tuple[Any, ...]] = []
+    members: list[Member] = []
+    feed = Feed(bootstrap, topic)
+
+    def start(name: str, protocol: str) -> Member:
+        m = JavaMember("4.4.0", name, bootstrap, topic, group, {"group.protocol": protocol})
+        members.append(m)
+        return m
+
+    def expect(want: tuple[Any, ...], what: str) -> None:
+        got: list[tuple[Any, ...]] = [()]
+
+        def check() -> bool:
+            got[0] = kind(bootstrap, group)
+            return got[0] == want
+        wait_until(check, f"{what}: {want} (last: {got[0]})", 90)
+        steps.append(got[0])
+
+    def consuming(m: Member) -> None:
+        mark = len(m.events())
+        wait_until(lambda: _consumed_since(m, mark), f"{m.name} consumes")
+
+    try:
+        a, b = start("mig-a", "classic"), start("mig-b", "classic")
+        expect(("classic", "Stable", 2), "a classic group")
+        consuming(a)
+        a.stop()
+        a2 = start("mig-a2", "consumer")          # the first consumer member: the group converts
+        expect(("consumer", "Stable", (0, 1)), "a mixed consumer group")
+        consuming(a2)
+        consuming(b)
+        b.stop()
+        b2 = start("mig-b2", "consumer")
+        expect(("consumer", "Stable", (1, 1)), "every member on the consumer protocol")
+        a2.stop()
+        c = start("mig-c", "classic")              # a classic member joins the consumer group
+        expect(("consumer", "Stable", (0, 1)), "a classic member in the consumer group")
+        b2.stop()                                  # the last consumer member leaves: back to classic
+        expect(("classic", "Stable", 1), "a classic group again")
+        marks = len(c.events())
+        wait_until(lambda: _consumed_since(c, marks) == set(range(PARTITIONS)), "c consumes every partition")
+        ends = feed.stop()
+        wait_until(lambda: {p: max(m.committed().get(p, 0) for m in members) for p in range(PARTITIONS)}
+                   == ends, "the commits reach the log end offsets")
+        c.stop()
+    finally:
+        for m in members:
+            m.abort()
+        feed.stop()
+    _assert_once_per_commit_boundary(bootstrap, topic, group, members, feed.acked, ends)
+    return steps
+
+
+@pytest.mark.slow
+def test_a_classic_group_upgraded_to_consumer_members_and_back_as_on_kafka(
+        ours: BrokerProcess, kafka44_fast_groups: kafka44.KafkaBroker) -> None:
+    theirs = upgrade_and_back(kafka44_fast_groups.bootstrap)
+    mine = upgrade_and_back(ours.bootstrap)
+    assert mine == theirs

@@ -583,6 +583,27 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(updated.member_id, updated.member_epoch, self.config.heartbeat_interval_ms,
                                updated.assigned_partitions() if send else None)
 
+    def classic_member_join(self, g: ConsumerGroup, member: Member, updated: Member, owned: OwnedPartitions,
+                            records: list[Record]) -> Member:
+        """A classic member's JoinGroup in a consumer group (Kafka's ``classicGroupJoinToConsumerGroup``
+        after the member is found): its subscription taken from the embedded protocol, the target
+        assignment updated, the member reconciled against the partitions it says it owns."""
+        now = self._clock()
+        image = self._image()
+        names_changed = False
+        if updated != member:
+            records.append(_member_record(g.group_id, updated))
+            names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+        regex_status = self._update_regex(g, member, updated, records)
+        bump = names_changed or regex_status != "unchanged"
+        group_epoch = g.group_epoch
+        if bump or g.metadata_expired:
+            group_epoch = self._update_subscription_metadata(g, bump, updated, image, records)
+        target_epoch, target = self._maybe_update_target(g, group_epoch, updated, image, records, now)
+        updated = self._reconcile(g, updated, target_epoch, target, bump, owned, image, records, now)
+        self._write(g, records)
+        return updated
+
     def _validate(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
                   rack_id: str | None, rebalance_timeout_ms: int, topic_names: list[str] | None,
                   topic_regex: str | None, assignor: str | None, owned: OwnedPartitions,

@@ -70,9 +70,13 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
     v = request.api_version
     consumer_group = broker.consumer_groups.groups.get(b.group_id)
     if consumer_group is not None:
-        if consumer_group.members:
-            return broker.response(request, _join_values(request, JoinResult(
-                ec.INCONSISTENT_GROUP_PROTOCOL, member_id=b.member_id)))
+        if consumer_group.members:       # a classic member joining a consumer group (KIP-848)
+            r = broker.group_migration.join(
+                b.group_id, b.member_id, b.group_instance_id if v >= 5 else None, request.client_id or "",
+                "/" + broker.advertised.host, ms(b.session_timeout), ms(b.rebalance_timeout) if v >= 1
+                else ms(b.session_timeout), b.protocol_type, [(p.name, bytes(p.metadata)) for p in b.protocols],
+                require_known_member_id=v >= 4)
+            return broker.response(request, _join_values(request, r))
         broker.group_migration.take_over_empty_consumer_group(b.group_id)
     session = ms(b.session_timeout)
     rebalance = ms(b.rebalance_timeout) if v >= 1 else session
@@ -93,6 +97,12 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
     b = request.body
     v = request.api_version
     instance = b.group_instance_id if v >= 3 else None
+    if b.group_id in broker.consumer_groups.groups:
+        r = broker.group_migration.sync(b.group_id, b.generation_id, b.member_id, instance,
+                                        b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None)
+        return broker.response(request, {"throttle_time": 0, "error_code": r.error_code,
+                                         "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,
+                                         "assignment": r.assignment})
     result: SyncResult | asyncio.Future[SyncResult] = broker.groups.sync(
         b.group_id, b.generation_id, b.member_id, instance,
         {a.member_id: bytes(a.assignment) for a in b.assignments}, asyncio.get_running_loop())
@@ -107,17 +117,23 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
 def handle_heartbeat(broker: Broker, request: Request) -> Any:
     b = request.body
     instance = b.group_instance_id if request.api_version >= 3 else None
-    err = broker.groups.heartbeat(b.group_id, b.generation_id, b.member_id, instance)
+    if b.group_id in broker.consumer_groups.groups:
+        err = broker.group_migration.heartbeat(b.group_id, b.generation_id, b.member_id, instance)
+    else:
+        err = broker.groups.heartbeat(b.group_id, b.generation_id, b.member_id, instance)
     return broker.response(request, {"throttle_time": 0, "error_code": err})
 
 
 def handle_leave_group(broker: Broker, request: Request) -> Any:
     b = request.body
+    leave = broker.groups.leave
+    if b.group_id in broker.consumer_groups.groups:
+        leave = broker.group_migration.leave
     if request.api_version < 3:
-        err = broker.groups.leave(b.group_id, [(b.member_id, None)])[0]
+        err = leave(b.group_id, [(b.member_id, None)])[0]
         return broker.response(request, {"throttle_time": 0, "error_code": err})
     members = [(m.member_id, m.group_instance_id) for m in b.members]
-    errs = broker.groups.leave(b.group_id, members)
+    errs = leave(b.group_id, members)
     return broker.response(request, {"throttle_time": 0, "error_code": 0, "members": [
         {"member_id": m, "group_instance_id": i, "error_code": e}
         for (m, i), e in zip(members, errs, strict=True)]})
