@@ -53,7 +53,8 @@ def ok(*args: str) -> list[dict]:
 
 
 def test_list_and_describe_json(data_dir: Path) -> None:
-    assert ok(str(data_dir), "--list") == [{"group": "g", "state": "Empty"}, {"group": "h", "state": "Empty"}]
+    assert ok(str(data_dir), "--list") == [{"group": "g", "state": "Empty", "type": "classic"},
+                                           {"group": "h", "state": "Empty", "type": "classic"}]
     lines = ok(str(data_dir), "--describe", "--group", "g")
     assert lines[0]["type"] == "group" and lines[0]["state"] == "Empty" and lines[0]["members"] == []
     rows = [(x["topic"], x["partition"], x["currentOffset"], x["logEndOffset"], x["lag"]) for x in lines[1:]]

@@ -32,6 +32,32 @@ def _client(port: int, group: str, topics: dict[str, uuid.UUID], labels: dict[st
     return c
 
 
+def _groups_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "groups", str(data), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _check_groups_cli(data: Path, group: str, topic: str, c: RawClient) -> None:
+    """``kafkalog groups`` reads the running broker's directory: the consumer group, its state,
+    epochs and members with their partitions."""
+    import json
+    listed = [json.loads(line) for line in _groups_cli(data, "--list").stdout.splitlines()]
+    assert {"group": group, "state": "Stable", "type": "consumer"} in listed, listed
+    r = _groups_cli(data, "--describe", "--group", group)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    summary = lines[0]
+    assert summary["groupType"] == "consumer" and summary["state"] == "Stable"
+    assert summary["groupEpoch"] == summary["assignmentEpoch"] == c.describe()["group_epoch"]
+    owned = {(m["memberId"], a["partition"]) for m in summary["members"] for a in m["assignment"]}
+    assert owned == {(c.members[label], p) for label in ("m1", "m2", "m3") for p in c.owned[label][topic]}
+    assert {m["memberEpoch"] for m in summary["members"]} == {c.epochs[label] for label in ("m1", "m2", "m3")}
+    offsets = [row for row in lines[1:] if row["type"] == "offset"]
+    assert {(row["consumerId"], row["partition"]) for row in offsets} == owned
+    text = _groups_cli(data, "--describe", "--group", group, "--format", "text").stdout
+    assert f"Consumer group '{group}': state Stable, type consumer" in text, text
+
+
 def _dump(segment: Path) -> tuple[str, str]:
     theirs = kafka44.dump_log_segments([segment], "--offsets-decoder")
     ours = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "dump", str(segment), "--offsets-decoder"],
@@ -75,6 +101,7 @@ def test_groups_survive_a_kafkalog_restart_and_kafka_adopts_them(tmp_path: Path)
             c.commit(label, c.epochs[label], {topic: {p: 100 + p}})
         before = c.describe()
         assert before["state"] == "Stable" and len(before["members"]) == 3, before
+        _check_groups_cli(data, group, topic, c)
         labels, epochs, owned = dict(c.members), dict(c.epochs), dict(c.owned)
         c.close()
         ours.stop(sig=signal.SIGKILL)             # a crash: nothing flushed at shutdown

@@ -4,10 +4,12 @@ The groups are those of the directory's ``__consumer_offsets`` topic, read throu
 :class:`~kafkalog.coordinator.offsets.OffsetsStore` (committed offsets, and the group metadata a
 broker stores after a rebalance: protocol, generation, members and their assignments). One action:
 
-* ``--list``: the group ids.
+* ``--list``: the group ids, with their state and type (``classic``, or ``consumer`` for the groups
+  of the consumer group protocol, KIP-848).
 * ``--describe`` (``--group G``... or ``--all-groups``): per partition the committed (current)
   offset, the log end offset, the lag and the member it is assigned to; and per group its state
-  (``Stable`` when the stored metadata has members, else ``Empty``), protocol and members.
+  (classic: ``Stable`` when the stored metadata has members, else ``Empty``; consumer: Kafka's
+  Empty, Assigning, Reconciling or Stable from the group and member epochs), protocol and members.
 * ``--reset-offsets`` (``--group G``, ``--topic T[:p,...]``... or ``--all-topics``, and one of
   ``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--shift-by N``, ``--to-datetime ISO``,
   ``--by-duration PnDTnHnMnS``, ``--to-current``): prints the plan; ``--execute`` commits it
@@ -22,6 +24,9 @@ Output is JSON lines; ``--format text`` prints Kafka's tables.
 
 from __future__ import annotations
 
+import base64
+import os
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +37,7 @@ from kafkalog.cli.group_reset import ResetSpec, now_ms, parse_datetime, parse_du
 from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.client.datalog import DataLog
+from kafkalog.coordinator.consumer_group_view import ConsumerGroupView
 from kafkalog.coordinator.group_metadata import GroupMetadataValue, consumer_assignment_partitions
 from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.errors import GroupIdNotFoundError, InvalidTopicError, NonEmptyGroupError
@@ -58,13 +64,38 @@ def _state(meta: GroupMetadataValue | None) -> str:
     return "Stable" if meta is not None and meta.members else "Empty"
 
 
+def _group_state(store: OffsetsStore, group: str) -> str:
+    view = store.consumer_group(group)
+    return view.state if view is not None else _state(store.group_metadata(group))
+
+
+def _topic_names(dl: DataLog) -> dict[uuid.UUID, str]:
+    """Topic id -> name, from the partitions' ``partition.metadata`` (Kafka's ids: base64url)."""
+    out = {}
+    for topic in dl.manager.topics():
+        parts = dl.manager.partitions_of(topic)
+        if not parts:
+            continue
+        path = os.path.join(dl.manager.data_dir, f"{topic}-{parts[0]}", "partition.metadata")
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key.strip() == "topic_id":
+                        raw = value.strip()
+                        out[uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))] = topic
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def _require_group(store: OffsetsStore, group: str) -> None:
     if group not in store.groups():
         raise GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
 
 
 def _require_empty(store: OffsetsStore, group: str, what: str) -> None:
-    state = _state(store.group_metadata(group))
+    state = _group_state(store, group)
     if state != "Empty":
         raise NonEmptyGroupError(what.format(group=group, state=state))
 
@@ -108,10 +139,24 @@ def _members_json(meta: GroupMetadataValue | None) -> list[dict[str, Any]]:
     return out
 
 
+def _consumer_members_json(dl: DataLog, view: ConsumerGroupView) -> list[dict[str, Any]]:
+    names = _topic_names(dl)
+    out = []
+    for m in view.members:
+        assigned = sorted((names.get(t, str(t)), p) for t, ps in m.assignment.items() for p in ps)
+        out.append({"memberId": m.member_id, "groupInstanceId": m.instance_id, "clientId": m.client_id,
+                    "host": m.client_host, "memberEpoch": m.member_epoch,
+                    "protocol": "classic" if m.classic else "consumer",
+                    "sessionTimeoutMs": m.session_timeout_ms, "rebalanceTimeoutMs": m.rebalance_timeout_ms,
+                    "assignment": [{"topic": t, "partition": p} for t, p in assigned]})
+    return out
+
+
 def _describe_rows(dl: DataLog, store: OffsetsStore, group: str) -> tuple[dict[str, Any],
                                                                              list[dict[str, Any]]]:
     meta = store.group_metadata(group)
-    members = _members_json(meta)
+    view = store.consumer_group(group)
+    members = _consumer_members_json(dl, view) if view is not None else _members_json(meta)
     owner: dict[TopicPartition, dict[str, Any]] = {}
     for m in members:
         for a in m["assignment"]:
@@ -131,7 +176,13 @@ def _describe_rows(dl: DataLog, store: OffsetsStore, group: str) -> tuple[dict[s
                      "consumerId": None if who is None else who["memberId"],
                      "host": None if who is None else who["host"],
                      "clientId": None if who is None else who["clientId"]})
-    summary = {"type": "group", "group": group, "state": _state(meta),
+    if view is not None:
+        summary = {"type": "group", "group": group, "groupType": "consumer", "state": view.state,
+                   "protocolType": "consumer", "protocol": None, "generation": view.group_epoch,
+                   "groupEpoch": view.group_epoch, "assignmentEpoch": view.assignment_epoch,
+                   "leader": None, "members": members}
+        return summary, rows
+    summary = {"type": "group", "group": group, "groupType": "classic", "state": _state(meta),
                "protocolType": "consumer" if meta is None else meta.protocol_type,
                "protocol": None if meta is None else meta.protocol,
                "generation": None if meta is None else meta.generation,
@@ -166,6 +217,10 @@ def _describe(dl: DataLog, store: OffsetsStore, names: list[str], fmt: str) -> N
             click.echo("")
         if not summary["members"]:
             click.echo(f"Consumer group '{g}' has no active members.")
+        elif summary["groupType"] == "consumer":
+            click.echo(f"Consumer group '{g}': state {summary['state']}, type consumer, group epoch "
+                       f"{summary['groupEpoch']}, assignment epoch {summary['assignmentEpoch']}, "
+                       f"{len(summary['members'])} member(s).")
         else:
             click.echo(f"Consumer group '{g}': state {summary['state']}, protocol "
                        f"{summary['protocolType']}/{summary['protocol']}, generation "
@@ -345,7 +400,8 @@ def groups(data_dir: str, list_: bool, describe: bool, reset_offsets: bool, dele
         if action == "list":
             for g in store.groups():
                 if fmt == "json":
-                    emit({"group": g, "state": _state(store.group_metadata(g))})
+                    emit({"group": g, "state": _group_state(store, g),
+                          "type": "consumer" if store.consumer_group(g) is not None else "classic"})
                 else:
                     click.echo(g)
             return

@@ -24,6 +24,7 @@ from typing import (
 from kafkalog.coordinator.consumer_group_records import ConsumerGroupKey
 from kafkalog.coordinator.consumer_group_records import Value as ConsumerGroupValue
 from kafkalog.coordinator.consumer_group_records import decode_record as decode_consumer_group_record
+from kafkalog.coordinator.consumer_group_view import ConsumerGroupView, consumer_group_view
 from kafkalog.coordinator.group_metadata import (
     CONSUMER_OFFSETS_TOPIC,
     OFFSETS_TOPIC_NUM_PARTITIONS,
@@ -232,9 +233,16 @@ class OffsetsStore:
             return {tp: got[tp] for tp in partitions if tp in got}
 
     def groups(self) -> list[str]:
-        """Every group with committed offsets or stored group metadata."""
+        """Every group with committed offsets or stored group metadata, classic or consumer
+        (KIP-848)."""
         with self._lock:
-            return sorted(set(self._offsets) | set(self._groups))
+            return sorted(set(self._offsets) | set(self._groups) | set(self._consumer_groups))
+
+    def consumer_group(self, group: str) -> ConsumerGroupView | None:
+        """A consumer group (KIP-848) as its records describe it; None for a classic group."""
+        with self._lock:
+            records = self._consumer_groups.get(group)
+            return None if not records else consumer_group_view(group, records)
 
     def consumer_group_records(self) -> dict[str, dict[bytes, tuple[ConsumerGroupKey, ConsumerGroupValue]]]:
         """The live records of every consumer group (KIP-848) read from the topic at load."""
@@ -356,14 +364,17 @@ class OffsetsStore:
         DeleteGroups); returns False when the group is unknown."""
         with self._lock:
             got = self._offsets.get(group, {})
-            if not got and group not in self._groups:
+            consumer = self._consumer_groups.get(group, {})
+            if not got and group not in self._groups and not consumer:
                 return False
             records: list[tuple[bytes, bytes | None]] = [
                 (encode_key(OffsetCommitKey(group, tp.topic, tp.partition)), None) for tp in got]
+            records += [(key, None) for key in consumer]
             records.append((encode_key(GroupMetadataKey(group)), None))
             self._write(group, records)
             self._offsets.pop(group, None)
             self._groups.pop(group, None)
+            self._consumer_groups.pop(group, None)
             return True
 
     @staticmethod
