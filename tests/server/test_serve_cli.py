@@ -82,3 +82,33 @@ def test_an_unrelated_directory_is_refused(tmp_path: os.PathLike[str]) -> None:
     r = _serve(d, "--port", "0")
     assert r.returncode == 2 and "neither empty nor a Kafka data directory" in _error(r)["message"]
     assert sorted(os.listdir(d)) == ["notes.txt"]
+
+
+def test_consumer_group_settings_are_checked_as_kafka_checks_them(tmp_path: os.PathLike[str]) -> None:
+    """The ``group.consumer.*`` keys (KIP-848) with Kafka's rules and messages; nothing created."""
+    d = os.path.join(str(tmp_path), "data")
+    cases = {
+        ("group.consumer.heartbeat.interval.ms=20000",):
+            "group.consumer.heartbeat.interval.ms must be less than or equal to "
+            "group.consumer.max.heartbeat.interval.ms",
+        ("group.consumer.session.timeout.ms=5000",):
+            "group.consumer.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms",
+        ("group.consumer.min.heartbeat.interval.ms=100", "group.consumer.heartbeat.interval.ms=50000",
+         "group.consumer.max.heartbeat.interval.ms=60000"):
+            "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+        ("group.consumer.assignors=uniform,uniform",): "duplicate",
+        ("group.consumer.assignors=sticky",): "sticky",
+        ("group.consumer.migration.policy=sideways",): "BIDIRECTIONAL",
+        ("group.consumer.regex.refresh.interval.ms=5",): "group.consumer.regex.refresh.interval.ms",
+        ("group.consumer.max.size=0",): "group.consumer.max.size",
+    }
+    for configs, message in cases.items():
+        r = _serve(d, "--port", "0", *[a for c in configs for a in ("--config", c)])
+        assert r.returncode == 2, (configs, r.stdout, r.stderr)
+        err = _error(r)
+        assert err["error"] == "InvalidConfigError" and message in err["message"], (configs, err)
+    assert not os.path.exists(d)
+    ok = _serve(d, "--port", "0", "--config", "group.consumer.migration.policy=UPGRADE", "--config",
+                "group.consumer.assignors=range,uniform", "--config", "nonexistent.key=1")
+    assert "nonexistent.key" in _error(ok)["message"]      # the group keys themselves were accepted
