@@ -189,7 +189,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize("client", list(CLIENTS))
+@pytest.mark.parametrize("client", ["confluent-kafka", pytest.param("java-4.4.0", marks=pytest.mark.slow)])
 def test_members_resume_after_a_broker_restart(tmp_path, client: str) -> None:
     """kafkalog stops (SIGTERM) and starts again on the same directory and port under three members:
     the group is as it was (same epochs, no rebalance), the members go on from the committed offsets,
