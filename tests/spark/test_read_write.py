@@ -55,6 +55,37 @@ def test_read_committed_skips_aborted_and_control(spark, tmp_path):
     assert [r.value for r in committed] == [b"committed-1", b"committed-2"]
 
 
+def test_read_committed_reads_a_producers_transaction_after_its_abort(spark, tmp_path):
+    """One producer aborts a transaction, then commits the next: its ABORT marker ends the aborted
+    one (Kafka's consumer rule), so the committed records after it are read (they were skipped when
+    the read dropped control batches before the filter saw the marker)."""
+    from kafkalog.log.manager import LogManager
+    from kafkalog.record.builder import BatchBuilder, build_end_txn_marker
+    from kafkalog.record.control import ControlRecordType
+
+    def txn(seq, *values):
+        b = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=seq, is_transactional=True)
+        for v in values:
+            b.append(None, v, 1_700_000_000_000)
+        return bytearray(b.build())
+
+    def marker(kind):
+        return bytearray(build_end_txn_marker(kind, producer_id=7, producer_epoch=0,
+                                              timestamp=1_700_000_000_000))
+
+    with LogManager(str(tmp_path), background=False) as m:
+        log = m.create_topic("tx", 1)[0]
+        log.append(txn(0, b"aborted-1", b"aborted-2"))
+        log.append(marker(ControlRecordType.ABORT), origin="coordinator")
+        log.append(txn(2, b"committed-1"))
+        log.append(marker(ControlRecordType.COMMIT), origin="coordinator")
+        log.append(txn(3, b"aborted-3"))
+        log.append(marker(ControlRecordType.ABORT), origin="coordinator")
+    committed = _read(spark, tmp_path, subscribe="tx",
+                      **{"kafka.isolation.level": "read_committed"}).collect()
+    assert [(r.offset, r.value) for r in committed] == [(3, b"committed-1")]
+
+
 @pytest.fixture(scope="module")
 def written(spark, tmp_path_factory):
     """One topic per codec, 3 partitions, written through the Spark sink."""

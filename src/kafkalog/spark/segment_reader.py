@@ -89,7 +89,9 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
         visited = 0                        # bytes of .log walked (for $KAFKALOG_SPARK_PROFILE)
         for batch in view.batches(start, end, whole=True):
             visited += batch.size_in_bytes
-            if not (batch.is_control or (skip is not None and skip.skip(batch))):
+            # the filter must see the control batches too: an ABORT marker ends its producer's
+            # aborted transaction (its later transactions are read)
+            if not ((skip is not None and skip.skip(batch)) or batch.is_control):
                 decode_entry(batch, builder, start, end, view.log_path_of(batch.base_offset))
                 if builder.rows >= max_rows or builder.data_bytes >= MAX_DATA_BYTES:
                     yield builder.flush()
