@@ -12,14 +12,20 @@ os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
 pyspark = pytest.importorskip("pyspark")
 
 
-
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
 
     import kafkalog.spark
+    from tests import kafka44
+    from tests.spark import kafka_connector
 
-    session = (SparkSession.builder.master("local[2]")
+    builder = SparkSession.builder
+    try:  # Spark's own format("kafka") (test_kafka_connector.py), when Maven has it
+        builder = builder.config("spark.jars", ",".join(kafka_connector.jars()))
+    except kafka44.Kafka44Unavailable:
+        pass                                      # those tests skip (or fail on CI) saying why
+    session = (builder.master("local[2]")
                .appName("kafkalog-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC")
