@@ -1,6 +1,7 @@
 """kafkalog's main job: a Spark pipeline over a local Kafka data directory.
 
     python3 examples/pipeline.py [DATA_DIR] [--events N]
+    spark-submit --master spark://HOST:7077 examples/pipeline.py DATA_DIR   # on a Spark cluster
 
 1. generate a realistic keyed event stream (user profile updates: many updates per user, a few
    deletions as tombstones) and write it through Spark into a compacted Kafka topic;
@@ -10,6 +11,11 @@
 
 The directory it writes is a Kafka data directory: a Kafka broker (or ``kafka-dump-log``) opens
 it as it is.
+
+Spark runs where it is told to, ``local[*]`` when nobody says: ``spark-submit --master``,
+``--conf spark.master=...`` or ``spark-defaults.conf``, else ``$MASTER`` (Spark's variable) or
+``$SPARK_MASTER``. On a cluster every executor must see DATA_DIR at the same path (a shared file
+system, or one machine) and import kafkalog (docs/spark.md, "On a cluster").
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession, Window
@@ -90,6 +95,7 @@ def records_already_there(data_dir: str) -> int:
 def print_summary(args, data_dir: str, before: dict, after: dict, users: int, took: dict,
                   prior: int) -> None:
     print("\nsummary")
+    print(f"  spark            {args.master} (application {args.app_id})")
     print(f"  data directory   {data_dir}" + ("" if args.data_dir else " (temporary, removed at exit)"))
     print(f"  topic            {TOPIC}: {args.partitions} partitions, lz4, cleanup.policy=compact")
     print(f"  before this run  {prior:,} records in the topic")
@@ -101,6 +107,27 @@ def print_summary(args, data_dir: str, before: dict, after: dict, users: int, to
     print(f"  Kafka layout     {'ok: a broker can open it' if kafka_layout_ok(data_dir) else 'BROKEN'}")
 
 
+def spark_session(args) -> SparkSession:
+    """The session on the master Spark was given (no ``.master()`` here: it would override
+    spark-submit's), ``local[*]`` when none was."""
+    wanted = os.environ.get("SPARK_MASTER")
+    if wanted and not os.environ.get("MASTER"):
+        os.environ["MASTER"] = wanted                 # the variable Spark's launcher reads
+    under_spark_submit = "PYSPARK_GATEWAY_PORT" in os.environ   # its JVM is already up
+    if not os.environ.get("MASTER") and not under_spark_submit:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")    # local[*]: nothing to reach from outside
+    spark = (SparkSession.builder.appName("kafkalog-pipeline")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    args.master, args.app_id = spark.sparkContext.master, spark.sparkContext.applicationId
+    if wanted and under_spark_submit and wanted != args.master:
+        print(f"note: SPARK_MASTER={wanted} is not used under spark-submit, which runs this on "
+              f"{args.master}: give spark-submit --master", file=sys.stderr)
+    return spark
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data_dir", nargs="?", help="data directory (default: a new temp dir)")
@@ -109,11 +136,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     args = ap.parse_args()
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="kafkalog-pipeline-")
-    spark = (SparkSession.builder.master("local[*]").appName("kafkalog-pipeline")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session(args)
     kafkalog.spark.register(spark)  # the "kafkalog" format + filter pushdown
     took = {}
     prior = records_already_there(data_dir)

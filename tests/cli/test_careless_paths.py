@@ -284,5 +284,6 @@ def test_the_pipeline_run_twice_reports_this_run_and_what_was_there(tmp_path: Pa
         runs.append(res.stdout)
     assert "written          3,000 events of 200 users this run" in runs[1]
     assert "before this run  0 records" in runs[0]
+    assert "spark            local[*] (application local-" in runs[0]     # no master given: local[*]
     prior = [line for line in runs[1].splitlines() if "before this run" in line][0]
     assert " 0 records" not in prior
