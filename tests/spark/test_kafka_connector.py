@@ -7,8 +7,9 @@ producer), and copies the topic with a streaming query (Spark's source into Spar
 the query stopped after its first micro-batch, restarted, restarted again after more transactions).
 Every read equals what the ``kafkalog`` data source reads from the broker's data directory with the
 same options (every column: topic, partition, offset, timestamp, timestampType, key, value, headers),
-and the same job against Apache Kafka 4.4 gives the same rows (the records Spark's sink wrote carry
-the producer's clock: there their timestamps are checked to lie within the job's run instead).
+the streaming copy made with the kafkalog source on that directory has the same micro-batches and
+records, and the same job against Apache Kafka 4.4 gives the same rows (the records Spark's sink
+wrote carry the producer's clock: there their timestamps are checked to lie within the job's run).
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ from tests.spark import kafka_connector
 
 TS = 1_700_000_000_000  # timestamps the transactional producer gives its records
 SRC, COPY = "orders", "orders-copy"
+#: the same streaming copy with the kafkalog source on the broker's directory (one word changed)
+COPY_FROM_DIRECTORY = "orders-copy-kafkalog"
 STREAM_TIMEOUT_S = 600
 
 
 def _create_topics(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(SRC, 2, 1), NewTopic(COPY, 2, 1)]).values():
+    topics = [NewTopic(t, 2, 1) for t in (SRC, COPY, COPY_FROM_DIRECTORY)]
+    for f in admin.create_topics(topics).values():
         f.result(60)
 
 
@@ -78,15 +82,20 @@ def batch_options(bootstrap: str, topic: str, isolation: str) -> dict[str, str]:
             "endingOffsets": "latest", "includeHeaders": "true", "kafka.isolation.level": isolation}
 
 
-def stream_copy(spark, bootstrap: str, checkpoint: str, *, first_batch_only: bool = False) -> list[int]:
+def stream_copy(spark, bootstrap: str, checkpoint: str, *, first_batch_only: bool = False,
+                data_dir: str | None = None) -> list[int]:
     """``SRC`` into ``COPY`` (same partition, key, value, headers), read_committed, in micro-batches of
     at most 5 offsets, from ``checkpoint``: ``availableNow``, or (``first_batch_only``) a query stopped
-    after its first micro-batch, in the middle of the topic. The rows of each micro-batch."""
-    writer = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+    after its first micro-batch, in the middle of the topic. The rows of each micro-batch. With
+    ``data_dir``: the kafkalog source reads the broker's directory, into ``COPY_FROM_DIRECTORY``."""
+    source = (spark.readStream.format("kafka" if data_dir is None else "kafkalog")
+              .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", SRC).option("startingOffsets", "earliest").option("includeHeaders", "true")
-              .option("kafka.isolation.level", "read_committed").option("maxOffsetsPerTrigger", 5).load()
+              .option("kafka.isolation.level", "read_committed").option("maxOffsetsPerTrigger", 5))
+    writer = ((source.load() if data_dir is None else source.load(data_dir))
               .selectExpr("partition", "key", "value", "headers")
-              .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", COPY)
+              .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("topic", COPY if data_dir is None else COPY_FROM_DIRECTORY)
               .option("checkpointLocation", checkpoint))
     if first_batch_only:   # the first micro-batch runs at once, the next one an hour later
         q = writer.trigger(processingTime="1 hour").start()
@@ -137,18 +146,23 @@ def run_job(spark, bootstrap: str, data_dir: str, work: Path) -> dict[str, Any]:
         _transaction(p1, "t4", [(1, 9), (1, 10)], "commit")
         out["committed"] = read_both(spark, bootstrap, data_dir, SRC, "read_committed")
         out["uncommitted"] = read_both(spark, bootstrap, data_dir, SRC, "read_uncommitted")
-        checkpoint = str(work / "checkpoint")
+        checkpoint, checkpoint_dir = str(work / "checkpoint"), str(work / "checkpoint-kafkalog")
         out["stream_runs"] = [stream_copy(spark, bootstrap, checkpoint, first_batch_only=True),
                               stream_copy(spark, bootstrap, checkpoint)]     # restarted: up to t3
+        out["stream_runs_kafkalog"] = [
+            stream_copy(spark, bootstrap, checkpoint_dir, first_batch_only=True, data_dir=data_dir),
+            stream_copy(spark, bootstrap, checkpoint_dir, data_dir=data_dir)]
         p2.commit_transaction(60)                              # t3 commits after the second run
         sink_write(spark, bootstrap, "b", 3)
         _transaction(p1, "t5", [(0, 11), (1, 12)], "abort")
         out["stream_runs"].append(stream_copy(spark, bootstrap, checkpoint))   # and again: the rest
+        out["stream_runs_kafkalog"].append(stream_copy(spark, bootstrap, checkpoint_dir, data_dir=data_dir))
     finally:
         del p1, p2                                 # librdkafka's producers end with their last reference
         gc.collect()
     out["final"] = read_both(spark, bootstrap, data_dir, SRC, "read_committed")
     out["copy"] = read_both(spark, bootstrap, data_dir, COPY, "read_uncommitted")
+    out["copy_from_directory"] = read_both(spark, bootstrap, data_dir, COPY_FROM_DIRECTORY, "read_uncommitted")
     last = max((n for n in os.listdir(os.path.join(checkpoint, "offsets")) if n.isdigit()), key=int)
     with open(os.path.join(checkpoint, "offsets", last)) as f:
         out["checkpoint_offsets"] = json.loads(f.read().splitlines()[-1])
@@ -206,6 +220,10 @@ def test_spark_kafka_source_and_sink_through_kafkalog_serve(kafkalog_run: dict[s
     for partition in (0, 1):
         assert ([r[5:] for r in copy if r[1] == partition] == [r[5:] for r in final if r[1] == partition])
         assert [r[2] for r in copy if r[1] == partition] == list(range(len(_values(final, partition))))
+    # the same streaming job with the kafkalog source on the broker's directory: the same
+    # micro-batches (maxOffsetsPerTrigger split as Spark's source splits it), the same copy
+    assert run["stream_runs_kafkalog"] == run["stream_runs"]
+    assert [r[1:3] + r[5:] for r in run["copy_from_directory"]] == [r[1:3] + r[5:] for r in copy]
     # the checkpoint ends at the log end offsets (past t5's ABORT markers)
     assert run["checkpoint_offsets"] == {SRC: {"0": 15, "1": 16}}
 
@@ -228,7 +246,7 @@ def test_the_same_job_against_kafka44_gives_the_same_rows(spark, kafkalog_run: d
     """The job, unchanged, against Apache Kafka 4.4: the same rows, offsets, micro-batches and
     checkpoint; and the kafkalog source reads Kafka's own log directory as Spark read the broker."""
     kafka = run_job(spark, kafka44_broker.bootstrap, str(kafka44_broker.log_dir), tmp_path)
-    for key in ("committed", "uncommitted", "final", "copy"):
+    for key in ("committed", "uncommitted", "final", "copy", "copy_from_directory"):
         assert _portable(kafka[key], kafka) == _portable(kafkalog_run[key], kafkalog_run), key
-    for key in ("stream_runs", "checkpoint_offsets"):
+    for key in ("stream_runs", "stream_runs_kafkalog", "checkpoint_offsets"):
         assert kafka[key] == kafkalog_run[key], key
