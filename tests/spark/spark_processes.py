@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.kafka44 import free_port
+
 START_TIMEOUT_S = 180
 STOP_TIMEOUT_S = 60
 
@@ -24,12 +26,6 @@ STOP_TIMEOUT_S = 60
 def spark_home() -> Path:
     import pyspark
     return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spark_env(workdir: Path) -> dict[str, str]:
