@@ -132,6 +132,8 @@ def compile_java(sources: list[str], label: str, classpath: list[str] | None = N
 
 #: kafka-clients from Maven (``tests/kafka44/pom.xml``: Kafka 4.4's own classpath, jars in ~/.m2)
 MAVEN_CLIENTS = ("4.4.0",)
+#: every client version the tests drive
+VERSIONS: list[str] = sorted([*CLIENTS, *MAVEN_CLIENTS])
 
 
 def classpath(version: str) -> str:

@@ -582,9 +582,11 @@ class Consumer:
         return ConsumerGroupMetadata(self._group)
 
     def _committed_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets of ``tps``; a negative one (a broker's client committed -1
+        or -2, as kafkajs' ``resetOffsets`` does) is no committed offset, as in Kafka's consumer."""
         if self._group is None:
             return {}
-        return self._offsets_store().fetch(self._group, tps)
+        return {tp: oam for tp, oam in self._offsets_store().fetch(self._group, tps).items() if oam.offset >= 0}
 
     def committed(self, partition: TopicPartitionLike, metadata: bool = False
                   ) -> None | int | OffsetAndMetadata:

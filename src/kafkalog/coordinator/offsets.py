@@ -84,9 +84,11 @@ def _committed_batches(log: Any) -> Iterable[Any]:
     return log.batches(isolation="read_committed")
 
 
-def as_offset_and_metadata(spec: OffsetSpec, now: int) -> OffsetAndMetadata:
+def as_offset_and_metadata(spec: OffsetSpec, now: int, *, any_offset: bool = False) -> OffsetAndMetadata:
     """An offset, an :class:`OffsetAndMetadata`, or a tuple ``(offset[, metadata[, leader_epoch]])``
-    (kafka-python's and the broker's shapes)."""
+    (kafka-python's and the broker's shapes). A negative offset is refused unless ``any_offset``:
+    the broker stores what an OffsetCommit carries, as Kafka's group coordinator does (kafkajs'
+    ``resetOffsets`` commits -2 for the earliest offset, -1 for the latest)."""
     if isinstance(spec, OffsetAndMetadata):
         oam = spec
     elif isinstance(spec, tuple):
@@ -99,7 +101,7 @@ def as_offset_and_metadata(spec: OffsetSpec, now: int) -> OffsetAndMetadata:
     else:
         raise InvalidConfigError(f"an offset to commit is an int or (offset, metadata, leader_epoch), "
                                  f"got {spec!r}")
-    if not isinstance(oam.offset, int) or oam.offset < 0:
+    if not isinstance(oam.offset, int) or (oam.offset < 0 and not any_offset):
         raise InvalidConfigError(f"invalid offset to commit: {oam.offset!r}")
     epoch = oam.leader_epoch
     return OffsetAndMetadata(oam.offset, oam.metadata or "", None if epoch is None or epoch < 0 else epoch,
@@ -270,43 +272,46 @@ class OffsetsStore:
 
     # --- writes -----------------------------------------------------------------------------------
 
-    def offset_commit_records(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec]
-                              ) -> list[tuple[bytes, bytes]]:
+    def offset_commit_records(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec], *,
+                              any_offset: bool = False) -> list[tuple[bytes, bytes]]:
         """The ``(key, value)`` records committing ``offsets`` for ``group``, as Kafka encodes them
         (for a transactional producer's ``send_offsets_to_transaction``: append them in the
         transaction to partition :meth:`partition_for` and call :meth:`apply` once it commits)."""
         now = self._clock()
         out = []
         for tp, spec in offsets.items():
-            oam = as_offset_and_metadata(spec, now)
+            oam = as_offset_and_metadata(spec, now, any_offset=any_offset)
             value = OffsetCommitValue(oam.offset, oam.metadata, oam.commit_timestamp,
                                       -1 if oam.leader_epoch is None else oam.leader_epoch)
             out.append((encode_key(OffsetCommitKey(group, tp.topic, tp.partition)),
                         encode_offset_commit_value(value)))
         return out
 
-    def apply(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec]) -> None:
+    def apply(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec], *,
+              any_offset: bool = False) -> None:
         """Make offsets already written to the topic (a committed transaction) visible."""
         now = self._clock()
         with self._lock:
             got = self._offsets.setdefault(group, {})
             for tp, spec in offsets.items():
-                got[tp] = as_offset_and_metadata(spec, now)
+                got[tp] = as_offset_and_metadata(spec, now, any_offset=any_offset)
 
-    def commit(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec]) -> None:
+    def commit(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec], *,
+               any_offset: bool = False) -> None:
         """Commit ``{TopicPartition: offset | (offset, metadata, leader_epoch) | OffsetAndMetadata}``
-        for ``group``: one batch in the group's partition, fsynced before this returns."""
+        for ``group``: one batch in the group's partition, fsynced before this returns.
+        ``any_offset``: negative offsets too (the broker's OffsetCommit, as Kafka's)."""
         self._check_group(group)
         if not offsets:
             return
         offsets = {TopicPartition(tp[0], tp[1]): spec for tp, spec in offsets.items()}
         with self._lock:
-            records = self.offset_commit_records(group, offsets)
+            records = self.offset_commit_records(group, offsets, any_offset=any_offset)
             self._write(group, records)
-            self.apply(group, offsets)
+            self.apply(group, offsets, any_offset=any_offset)
 
     def commit_transactional(self, group: str, offsets: Mapping[TopicPartition, OffsetSpec],
-                             producer_id: int, producer_epoch: int) -> None:
+                             producer_id: int, producer_epoch: int, *, any_offset: bool = False) -> None:
         """Kafka's TxnOffsetCommit: one transactional batch of ``producer_id`` in the group's
         partition (fsynced); the offsets stay invisible until :meth:`complete_transaction` commits
         them (the transaction coordinator's COMMIT marker), and an abort drops them."""
@@ -316,11 +321,11 @@ class OffsetsStore:
         offsets = {TopicPartition(tp[0], tp[1]): spec for tp, spec in offsets.items()}
         now = self._clock()
         with self._lock:
-            records = self.offset_commit_records(group, offsets)
+            records = self.offset_commit_records(group, offsets, any_offset=any_offset)
             self._write(group, records, producer=(producer_id, producer_epoch))
             got = self._pending.setdefault(producer_id, {}).setdefault(group, {})
             for tp, spec in offsets.items():
-                got[tp] = as_offset_and_metadata(spec, now)
+                got[tp] = as_offset_and_metadata(spec, now, any_offset=any_offset)
 
     def complete_transaction(self, producer_id: int, partitions: frozenset[tuple[str, int]],
                              committed: bool) -> None:

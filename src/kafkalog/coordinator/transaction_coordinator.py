@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_log import (
@@ -102,9 +102,13 @@ class TransactionCoordinator:
     def __init__(self, manager: _Manager, producer_ids: ProducerIdManager, *,
                  num_partitions: int = DEFAULT_TRANSACTION_STATE_PARTITIONS,
                  max_timeout_ms: int = 900_000, clock: Callable[[], int] = _now_ms,
-                 on_complete: CompletionListener | None = None) -> None:
+                 on_complete: CompletionListener | None = None,
+                 marker_leader_epoch: Callable[[Any], int] | None = None) -> None:
         self._manager = manager
         self._on_complete = on_complete
+        #: the leader epoch a marker carries in a partition (the broker's, as Kafka's leader
+        #: stamps it); None: the marker keeps -1 (the embedded client)
+        self._marker_leader_epoch = marker_leader_epoch
         self._max_timeout = max_timeout_ms
         self._ids = producer_ids
         self._clock = clock
@@ -270,9 +274,10 @@ class TransactionCoordinator:
             if not self._manager.has_topic(topic) or p not in self._manager.partitions_of(topic):
                 continue                     # deleted since: nothing to mark
             log = self._manager.get_log(topic, p)
+            epoch = self._marker_leader_epoch(log) if self._marker_leader_epoch is not None else None
             log.append(build_end_txn_marker(marker, producer_id=m.producer_id,
                                             producer_epoch=m.producer_epoch, timestamp=now),
-                       origin=ORIGIN_COORDINATOR)
+                       origin=ORIGIN_COORDINATOR, leader_epoch=epoch)
         done = frozenset(m.partitions)
         m.state = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
         m.partitions = set()

@@ -69,8 +69,7 @@ def _gzip_level(v: int) -> None:
 def _cleanup_policy(v: List[str]) -> None:
     for p in v:
         if p not in (DELETE, COMPACT):
-            raise ValueError(f"Invalid value {p} for configuration cleanup.policy: String must be one "
-                             f"of: delete, compact")
+            raise ValueError("String must be one of: compact, delete")
     if len(set(v)) != len(v):
         raise ValueError("Configuration 'cleanup.policy' values must not be duplicated.")
 
@@ -81,7 +80,8 @@ def parse_value(name: str, type_: str, raw: Any) -> Any:
     Raises :class:`InvalidConfigError` naming ``name``.
     """
     def bad(reason: str = "") -> InvalidConfigError:
-        return InvalidConfigError(f"Invalid value {raw!r} for configuration {name}"
+        # Kafka's ConfigException text: the value as given, unquoted
+        return InvalidConfigError(f"Invalid value {raw} for configuration {name}"
                                   + (f": {reason}" if reason else ""))
     if raw is None:
         raise bad("Value must not be null")
@@ -474,7 +474,7 @@ def _validated(d: ConfigDef, raw: Any) -> Any:
         try:
             d.validator(v)
         except ValueError as e:
-            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {d.name}: {e}") from None
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {d.name}: {e}") from None
     return v
 
 

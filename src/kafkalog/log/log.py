@@ -63,6 +63,7 @@ READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 
 _INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
 _pack_q = _INT64.pack_into
 #: a v2 batch's producer epoch and base sequence (from ``PRODUCER_EPOCH_OFFSET``)
 _EPOCH_SEQUENCE = struct.Struct(">hi")
@@ -267,8 +268,8 @@ class Log:
             buf = records
         else:
             buf = bytearray(records)
-        if assign_offsets and leader_epoch is None and self._fast_append and origin is None:
-            info = self._append_one_v2(buf)
+        if assign_offsets and self._fast_append and origin is None:
+            info = self._append_one_v2(buf, leader_epoch)
             if info is not None:
                 return info
         with self._lock:
@@ -280,20 +281,28 @@ class Log:
                 return self._append_locked(bytearray(convert_legacy_wrappers(buf)), assign_offsets,
                                            leader_epoch, origin)
 
-    def _append_one_v2(self, buf: bytearray) -> Optional[AppendInfo]:
+    def _append_one_v2(self, buf: bytearray, leader_epoch: Optional[int] = None) -> Optional[AppendInfo]:
         """Fast path of :meth:`append` for the common leader case: ``buf`` is exactly one valid v2
         data batch, without a producer or its producer's next non-transactional batch in sequence
         (:meth:`~kafkalog.log.producer_state.ProducerStateManager.is_next_in_sequence`: no
-        scratch copy of the producer state to check it), no leader epoch to record, and the active
-        segment takes it without a roll. Same checks, bytes, indexes, producer state and result as
+        scratch copy of the producer state to check it), its leader epoch (``leader_epoch`` stamped
+        in, as Kafka's leader does, else the batch's own) already the cache's latest, and the
+        active segment takes it without a roll. Same checks, bytes, indexes, producer state and result as
         :meth:`_append_locked`; returns None when the general path must run (including whenever
         that path would raise)."""
         facts = one_v2_data_batch(buf, self.max_message_bytes)
         if facts is None:
             return None
         lod, mts, pid, ple = facts
-        if ple >= 0 and self.leader_epoch_cache is not None:
-            return None
+        if leader_epoch is not None:
+            ple = leader_epoch
+        cache = self.leader_epoch_cache
+        if ple >= 0 and cache is not None:
+            latest = cache.latest_epoch()
+            if latest is None or ple > latest:
+                return None             # a new epoch: the general path records it
+        if leader_epoch is not None:
+            _INT32.pack_into(buf, 12, leader_epoch)     # outside the CRC, as the general path does
         psm = self.producer_state_manager if pid != -1 else None
         if psm is not None and buf[_ATTRIBUTE_FLAGS] & TRANSACTIONAL_FLAG_MASK:
             return None

@@ -444,6 +444,7 @@ class LogManager:
             cfg = self.topic_config(topic)
             logs = [self._create_log(TopicPartition(topic, p), cfg)
                     for p in range(len(current), total_partitions)]
+            fsutil.fsync_dir(self.data_dir)
             self.topic_id(topic)        # the new partitions carry the topic's ID
             return logs
 

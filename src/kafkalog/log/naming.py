@@ -168,17 +168,17 @@ def strip_suffix(name: str, suffix: str) -> str:
 def validate_topic(topic: str) -> str:
     """Kafka's ``Topic.validate``: non-empty, not ``.``/``..``, at most 249 chars of ``[a-zA-Z0-9._-]``.
 
-    Returns the topic; raises :class:`InvalidTopicError`.
+    Returns the topic; raises :class:`InvalidTopicError` with Kafka 4's message.
     """
     if not isinstance(topic, str) or not topic:
-        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+        raise InvalidTopicError("Topic name is invalid: the empty string is not allowed")
     if topic in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+        raise InvalidTopicError(f"Topic name is invalid: '{topic}' is not allowed")
     if len(topic) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(f"Topic name is illegal, it can't be longer than "
-                                f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {topic}")
+        raise InvalidTopicError(f"Topic name is invalid: the length of '{topic}' is longer than the max "
+                                f"allowed length {MAX_TOPIC_NAME_LENGTH}")
     if not _LEGAL_TOPIC.match(topic):
-        raise InvalidTopicError(f"Topic name \"{topic}\" is illegal, it contains a character other "
+        raise InvalidTopicError(f"Topic name is invalid: '{topic}' contains one or more characters other "
                                 f"than ASCII alphanumerics, '.', '_' and '-'")
     return topic
 

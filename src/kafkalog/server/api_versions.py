@@ -19,6 +19,14 @@ from kafkalog.server.broker import Broker
 from kafkalog.server.features import api_versions_fields
 from kafkalog.server.protocol import Request, encode_response
 
+#: API key -> the min version ApiVersions advertises where it is below the served one. Kafka 4
+#: advertises Produce from v0 though it serves v3+ (``ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``,
+#: KAFKA-18659): older librdkafka (Debian's 2.0.2, so kcat 1.7.1) derives its codec features from
+#: Produce v0 being offered, and without it writes gzip, snappy and lz4 batches uncompressed. A
+#: v0-v2 request is still refused as any unsupported version is: the connection is closed, as
+#: Kafka 4.4 closes it.
+ADVERTISED_MIN_VERSION: dict[int, int] = {0: 0}
+
 
 def supported() -> dict[int, tuple[int, int]]:
     from kafkalog.server.apis import VERSIONS
@@ -26,8 +34,10 @@ def supported() -> dict[int, tuple[int, int]]:
 
 
 def advertised() -> dict[int, tuple[int, int]]:
+    """What ApiVersions lists: the served APIs less the unadvertised ones (``apis.ADVERTISED``), with
+    :data:`ADVERTISED_MIN_VERSION` applied."""
     from kafkalog.server.apis import ADVERTISED
-    return ADVERTISED
+    return {k: (ADVERTISED_MIN_VERSION.get(k, lo), hi) for k, (lo, hi) in ADVERTISED.items()}
 
 
 def handle_api_versions(broker: Broker, request: Request) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kafkalog.server.api_versions import handle_api_versions
 from kafkalog.server.broker import Handler
 from kafkalog.server.configs import (
+    handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
@@ -36,6 +37,7 @@ from kafkalog.server.produce import handle_produce
 from kafkalog.server.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from kafkalog.server.telemetry import handle_get_telemetry_subscriptions, handle_push_telemetry
 from kafkalog.server.topics import (
+    handle_create_partitions,
     handle_create_topics,
     handle_delete_records,
     handle_delete_topics,
@@ -60,7 +62,7 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     12: ("Heartbeat", 0, 4, handle_heartbeat),
     13: ("LeaveGroup", 0, 5, handle_leave_group),
     14: ("SyncGroup", 0, 5, handle_sync_group),
-    15: ("DescribeGroups", 0, 5, handle_describe_groups),
+    15: ("DescribeGroups", 0, 6, handle_describe_groups),
     16: ("ListGroups", 0, 5, handle_list_groups),
     17: ("SaslHandshake", 0, 1, handle_sasl_handshake),
     18: ("ApiVersions", 0, 4, handle_api_versions),
@@ -75,7 +77,9 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     26: ("EndTxn", 0, 4, handle_end_txn),
     28: ("TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
     32: ("DescribeConfigs", 1, 4, handle_describe_configs),
+    33: ("AlterConfigs", 0, 2, handle_alter_configs),
     36: ("SaslAuthenticate", 0, 2, handle_sasl_authenticate),
+    37: ("CreatePartitions", 0, 3, handle_create_partitions),
     42: ("DeleteGroups", 0, 2, handle_delete_groups),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
     47: ("OffsetDelete", 0, 0, handle_offset_delete),

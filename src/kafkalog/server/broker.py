@@ -18,7 +18,7 @@ from kio.index import load_response_schema
 
 from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
-from kafkalog.errors import InvalidTopicError, KafkalogIOError
+from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
 from kafkalog.log.fetch import FileSlice
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
@@ -96,9 +96,11 @@ class Broker:
         self.transactions = TransactionCoordinator(
             manager, self.producer_ids, num_partitions=b.get("transaction.state.log.num.partitions"),
             max_timeout_ms=b.get("transaction.max.timeout.ms"),
-            on_complete=self.offsets.complete_transaction)
+            on_complete=self.offsets.complete_transaction, marker_leader_epoch=self.leader_epoch)
         self.transactions.abort_timed_out_transactions()
         self._txn_abort_interval_s = b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        for _tp, log in manager.logs():
+            self.lead(log)
         # the handlers import this module: imported here, once
         from kafkalog.server.apis import HANDLERS
         self._handlers: Mapping[int, Handler] = HANDLERS
@@ -139,6 +141,27 @@ class Broker:
         except InvalidTopicError:
             return None
 
+    @staticmethod
+    def leader_epoch(log: Log | None) -> int:
+        """The partition's leader epoch, as Metadata, ListOffsets and the batches this node appends
+        carry it: this node has led every partition since it was created, so its epoch is the
+        latest of the partition's ``leader-epoch-checkpoint`` (a directory Kafka wrote may be past
+        0), else 0, a new partition's first epoch in Kafka."""
+        cache = log.leader_epoch_cache if log is not None else None
+        latest = cache.latest_epoch() if cache is not None else None
+        return latest if latest is not None and latest > 0 else 0
+
+    def lead(self, log: Log) -> None:
+        """Become the partition's leader as Kafka's ``Partition.makeLeader`` does: its leader epoch
+        starts at the log end offset in ``leader-epoch-checkpoint`` unless already recorded (so
+        ListOffsets EARLIEST of an empty partition answers epoch 0, as Kafka's does)."""
+        cache = log.leader_epoch_cache
+        if cache is not None and cache.latest_epoch() is None:
+            try:
+                cache.assign(self.leader_epoch(log), log.log_end_offset)
+            except KafkalogError as e:
+                logger.warning("cannot record the leader epoch of %s: %s", log.dir, e)
+
     def log_dir_failed(self, tp: TopicPartition, error: KafkalogIOError) -> None:
         """Take the data directory offline after a write to ``tp`` failed, logging it once: as in
         Kafka, the state of a log after a failed write is unknown until it is recovered on restart
@@ -153,7 +176,8 @@ class Broker:
     def create_topic(self, topic: str, partitions: int, configs: Mapping[str, Any]) -> uuid.UUID:
         """Create a topic (validated names, configs and partition count); returns its ID."""
         validate_topic(topic)
-        self.manager.create_topic(topic, partitions, dict(configs) or None)
+        for log in self.manager.create_topic(topic, partitions, dict(configs) or None):
+            self.lead(log)
         tid = self.topic_ids.of(topic)
         logger.info("created topic %s with %d partition(s), id %s, configs %s", topic, partitions,
                     tid, dict(configs))

@@ -147,6 +147,8 @@ class ServerConfig:
             (server if k in SERVER_CONFIGS else storage)[k] = v
         # unknown keys are refused here (strict): an option is honoured or refused
         self.broker = BrokerConfig(storage, strict=True)
+        #: the server keys given (DescribeConfigs: STATIC_BROKER_CONFIG, the others DEFAULT_CONFIG)
+        self.explicit = frozenset(k for k, v in server.items() if v is not None)
         resolved: dict[str, Any] = {}
         for k, d in SERVER_CONFIGS.items():
             raw = server.get(k)

@@ -1,13 +1,25 @@
-"""DescribeConfigs and IncrementalAlterConfigs for topic configurations (and the broker's own
-keys, read-only), with Kafka's config sources: a topic override is DYNAMIC_TOPIC_CONFIG, a
-broker-level synonym STATIC_BROKER_CONFIG, else DEFAULT_CONFIG."""
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic configurations (and the
+broker's own keys, read-only), with Kafka's config sources: a topic override is
+DYNAMIC_TOPIC_CONFIG, a broker-level synonym STATIC_BROKER_CONFIG, else DEFAULT_CONFIG.
+
+AlterConfigs (API 33) replaces a topic's overrides with exactly the configs given (Kafka's legacy,
+non-incremental semantics); IncrementalAlterConfigs (API 44) changes the keys named. Both answer
+errors as Kafka 4.4 does (its ``ConfigAdminManager`` and controller): an unknown resource type,
+a null value or a key given twice is INVALID_REQUEST, an unknown key or an invalid value
+INVALID_CONFIG, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, an invalid name
+INVALID_TOPIC_EXCEPTION, a broker resource not naming this node INVALID_REQUEST. The broker's own
+configuration is static here (set at start): a BROKER resource with keys to change is refused with
+Kafka's answer for a key it cannot change at run time, "Cannot update these configs dynamically"
+(docs/kafka-compatibility.md lists it)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from kafkalog.errors import InvalidConfigError, KafkalogError
+from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError
 from kafkalog.log.config import TOPIC_CONFIGS, LogConfig, format_value
+from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
 from kafkalog.server.broker import Broker
 from kafkalog.server.config import SERVER_CONFIGS
@@ -45,31 +57,33 @@ def _broker_entries(broker: Broker) -> list[dict[str, Any]]:
     out = []
     for key, d in SERVER_CONFIGS.items():
         value = broker.config.values[key]
+        source = SOURCE_STATIC_BROKER if key in broker.config.explicit else SOURCE_DEFAULT
         out.append({"name": key, "value": format_value(d.type, value), "read_only": True,
-                    "config_source": SOURCE_STATIC_BROKER, "is_sensitive": False,
+                    "config_source": source, "is_sensitive": False,
                     "is_default": value == d.default, "synonyms": [],
                     "config_type": _CONFIG_TYPES.get(d.type, 0), "documentation": None})
     return out
 
 
 def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None) -> dict[str, Any]:
-    result: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
+    result: dict[str, Any] = {"error_code": 0, "error_message": "", "resource_type": rtype,
                               "resource_name": name, "configs": []}
     if rtype == RESOURCE_TOPIC:
         if not broker.manager.has_topic(name):
-            result.update(error_code=error_codes.UNKNOWN_TOPIC_OR_PARTITION,
-                          error_message=f"Topic {name} does not exist")
+            # Kafka's answer carries no message here
+            result.update(error_code=error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_message="")
             return result
         entries = topic_config_entries(broker, broker.manager.topic_config(name))
     elif rtype == RESOURCE_BROKER:
         if name not in ("", str(broker.node_id)):
             result.update(error_code=error_codes.INVALID_REQUEST,
-                          error_message=f"Unexpected broker id {name}")
+                          error_message=f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                                        f"but received {name}")
             return result
         entries = _broker_entries(broker)
     else:
         result.update(error_code=error_codes.INVALID_REQUEST,
-                      error_message=f"Unsupported resource type {rtype}")
+                      error_message=error_codes.message(error_codes.INVALID_REQUEST))
         return result
     if keys is not None:
         wanted = set(keys)
@@ -97,8 +111,8 @@ def _altered(current: LogConfig, changes: tuple) -> dict[str, Any]:
             overrides.pop(c.name, None)
         elif op in (OP_APPEND, OP_SUBTRACT):
             if d.type != "list":
-                raise InvalidConfigError(f"Config value append/subtract is not allowed for config "
-                                         f"key {c.name} (not a list)")
+                raise InvalidConfigError(f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to key "
+                                         f"{c.name} because its type is not LIST.")
             items = list(current.get(c.name))
             new = [v for v in (c.value or "").split(",") if v]
             if op == OP_APPEND:
@@ -111,28 +125,95 @@ def _altered(current: LogConfig, changes: tuple) -> dict[str, Any]:
     return overrides
 
 
-def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
-    body = request.body
+def _resource_error(broker: Broker, rtype: int, name: str, changes: tuple,
+                    duplicate: bool) -> tuple[int, str | None] | None:
+    """Kafka's answer to an alteration of resource ``(rtype, name)`` that fails before its values
+    are looked at, else None (a topic that exists and may be altered)."""
+    if duplicate:
+        return error_codes.INVALID_REQUEST, "Each resource must appear at most once."
+    if rtype == RESOURCE_BROKER:
+        return _broker_alteration_error(broker, name, changes)
+    if rtype != RESOURCE_TOPIC:
+        return error_codes.INVALID_REQUEST, f"Unknown resource type {rtype}"
+    try:
+        validate_topic(name)
+    except InvalidTopicError:
+        return (error_codes.INVALID_TOPIC_EXCEPTION,
+                f"Topic name is invalid: '{name}' contains one or more characters other than "
+                f"ASCII alphanumerics, '.', '_' and '-'")
+    seen = Counter(c.name for c in changes)
+    for c in changes:
+        if c.value is None and getattr(c, "config_operation", OP_SET) != OP_DELETE:
+            return error_codes.INVALID_REQUEST, f"Null value not supported for : {c.name}"
+    if any(n > 1 for n in seen.values()):
+        return error_codes.INVALID_REQUEST, "Error due to duplicate config keys"
+    if not broker.manager.has_topic(name):
+        return error_codes.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+    return None
+
+
+def _broker_alteration_error(broker: Broker, name: str, changes: tuple) -> tuple[int, str | None]:
+    """A BROKER resource: Kafka's checks of the node id, then this broker's static configuration
+    (nothing to change is accepted)."""
+    if name != "":
+        try:
+            node = int(name)
+        except ValueError:
+            return error_codes.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+        if node != broker.node_id:
+            return (error_codes.INVALID_REQUEST,
+                    f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+    if not changes:
+        return error_codes.NONE, None
+    keys = ", ".join(dict.fromkeys(c.name for c in changes))
+    return error_codes.INVALID_REQUEST, f"Cannot update these configs dynamically: [{keys}]"
+
+
+def _duplicates(resources: tuple) -> set[tuple[int, str]]:
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    return {k for k, n in counts.items() if n > 1}
+
+
+def _alter(broker: Broker, resources: tuple, validate_only: bool, incremental: bool) -> list[dict[str, Any]]:
+    dups = _duplicates(resources)
     responses = []
-    for r in body.resources:
+    for r in resources:
         res: dict[str, Any] = {"error_code": 0, "error_message": None,
                                "resource_type": r.resource_type, "resource_name": r.resource_name}
         responses.append(res)
-        if r.resource_type != RESOURCE_TOPIC:
-            res.update(error_code=error_codes.INVALID_REQUEST,
-                       error_message="only topic configurations can be altered")
-            continue
-        if not broker.manager.has_topic(r.resource_name):
-            res.update(error_code=error_codes.UNKNOWN_TOPIC_OR_PARTITION,
-                       error_message=f"Topic {r.resource_name} does not exist")
+        failed = _resource_error(broker, r.resource_type, r.resource_name, r.configs,
+                                 (r.resource_type, r.resource_name) in dups)
+        if failed is not None:
+            res.update(error_code=failed[0], error_message=failed[1])
             continue
         try:
-            overrides = _altered(broker.manager.topic_config(r.resource_name), r.configs)
+            current = broker.manager.topic_config(r.resource_name)
+            overrides = (_altered(current, r.configs) if incremental
+                         else _replaced(r.configs))
             LogConfig(overrides, broker.manager.broker_config)      # validate
-            if not body.validate_only:
-                current = broker.manager.topic_config(r.resource_name).to_dict()
-                deletes = tuple(k for k in current if k not in overrides)
+            if not validate_only:
+                deletes = tuple(k for k in current.to_dict() if k not in overrides)
                 broker.manager.alter_topic_config(r.resource_name, overrides, deletes)
         except KafkalogError as e:
             res.update(error_code=error_codes.INVALID_CONFIG, error_message=e.message)
-    return broker.response(request, {"throttle_time": 0, "responses": responses})
+    return responses
+
+
+def _replaced(configs: tuple) -> dict[str, Any]:
+    """AlterConfigs' new overrides of a topic: exactly ``configs`` (unknown keys refused)."""
+    for c in configs:
+        if c.name not in TOPIC_CONFIGS:
+            raise InvalidConfigError(f"Unknown topic config name: {c.name}")
+    return {c.name: c.value for c in configs}
+
+
+def handle_alter_configs(broker: Broker, request: Request) -> Any:
+    body = request.body
+    return broker.response(request, {"throttle_time": 0, "responses": _alter(
+        broker, body.resources, body.validate_only, incremental=False)})
+
+
+def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+    body = request.body
+    return broker.response(request, {"throttle_time": 0, "responses": _alter(
+        broker, body.resources, body.validate_only, incremental=True)})

@@ -35,7 +35,9 @@ UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
@@ -66,6 +68,9 @@ INVALID_PRODUCER_ID_MAPPING = 49
 CONCURRENT_TRANSACTIONS = 51
 OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
+#: KIP-890: a transactional request the client should abort its transaction for (Produce v11+,
+#: TxnOffsetCommit v4+ answer it where older versions get INVALID_TXN_STATE)
+TRANSACTION_ABORTABLE = 120
 #: Kafka's KafkaStorageException: an I/O failure of the log directory (disk full, EIO)
 KAFKA_STORAGE_ERROR = 56
 FENCED_MEMBER_EPOCH = 110
@@ -73,6 +78,21 @@ UNRELEASED_INSTANCE_ID = 111
 UNSUPPORTED_ASSIGNOR = 112
 STALE_MEMBER_EPOCH = 113
 INVALID_REGULAR_EXPRESSION = 128
+
+#: Kafka's default messages (``Errors.java``) of the codes its handlers answer with their message
+_MESSAGES = {
+    NONE: "NONE",
+    UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or "
+                     "the message was sent to an incompatible broker. See the broker logs for more details.",
+}
+
+
+def message(code: int) -> str | None:
+    """Kafka's default message of ``code`` (``Errors.X.message()``), None where not kept here."""
+    return _MESSAGES.get(code)
+
 
 _TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (OffsetOutOfRangeError, OFFSET_OUT_OF_RANGE),

@@ -89,7 +89,10 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
     topic = w.topic
     log = broker.log(topic, w.index) if topic is not None else None
     if log is None:
-        return PartitionData(w.index, unknown_code)
+        # as Kafka: UNKNOWN_TOPIC_ID only for a topic id it does not know (a known topic's missing
+        # partition is UNKNOWN_TOPIC_OR_PARTITION), offsets -1 and an empty aborted list
+        code = unknown_code if topic is None else error_codes.UNKNOWN_TOPIC_OR_PARTITION
+        return PartitionData(w.index, code, aborted=[])
     log_start, hw, lso = log.fetch_offset_snapshot()
     limit = min(w.max_bytes, budget)
     if limit <= 0 and not first:
@@ -100,8 +103,8 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
         else:
             info = log.read(w.offset, max(limit, 0), min_one_message=first)
     except OffsetOutOfRangeError:
-        return PartitionData(w.index, error_codes.OFFSET_OUT_OF_RANGE, hw, lso, log_start,
-                             [] if committed else None)
+        # Kafka answers an out-of-range fetch without the partition's offsets (-1)
+        return PartitionData(w.index, error_codes.OFFSET_OUT_OF_RANGE, aborted=[] if committed else None)
     except KafkalogError as e:
         return PartitionData(w.index, error_code(e), hw, lso, log_start, [] if committed else None)
     aborted = None

@@ -306,16 +306,33 @@ class GroupCoordinator:
         return ec.NONE
 
     def check_commit(self, group_id: str, generation: int, member_id: str,
-                     group_instance_id: str | None) -> int:
-        """Kafka's checks of an OffsetCommit against the group; a simple commit (generation -1, no
-        member id) is for a group without members."""
+                     group_instance_id: str | None, *, has_offsets: bool = False, version: int = 9,
+                     transactional: bool = False) -> int:
+        """Kafka 4.4's checks of an (Txn)OffsetCommit against the group (its
+        ``OffsetMetadataManager`` and ``ClassicGroup.validateOffsetCommit``): a simple commit
+        (generation -1) is for a group without members; a group that does not exist (no members,
+        no offsets: ``has_offsets``) refuses a generation with GROUP_ID_NOT_FOUND from
+        OffsetCommit v9 (``version``), ILLEGAL_GENERATION before."""
         g = self.groups.get(group_id)
-        if g is None or (generation < 0 and not member_id):
-            return ec.NONE if g is None or g.state == EMPTY else ec.UNKNOWN_MEMBER_ID
-        err = self._check_member(g, member_id, generation, group_instance_id)
-        if not err and g.state == COMPLETING_REBALANCE:
+        if g is None:
+            if generation < 0:
+                return ec.NONE
+            if not has_offsets:
+                return ec.GROUP_ID_NOT_FOUND if version >= 9 else ec.ILLEGAL_GENERATION
+            return ec.UNKNOWN_MEMBER_ID         # an empty group: no member to be
+        if g.state == DEAD:
+            return ec.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and g.state == EMPTY:
+            return ec.NONE
+        if generation >= 0 or member_id or group_instance_id is not None:
+            err = self._check_member(g, member_id, generation, group_instance_id)
+            if err:
+                return err
+        elif not transactional and g.state != EMPTY:
+            return ec.UNKNOWN_MEMBER_ID
+        if not transactional and g.state == COMPLETING_REBALANCE:
             return ec.REBALANCE_IN_PROGRESS
-        return err
+        return ec.NONE
 
     def sync(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
              assignments: dict[str, bytes], loop: asyncio.AbstractEventLoop

@@ -36,13 +36,15 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
     body = request.body
     host, port = broker.advertised.host, broker.advertised.port
 
+    # Kafka's messages: its default message of the error ("NONE" before v4, "" per key from v4)
+    batched = request.api_version >= 4
+
     def one(key: str, key_type: int) -> dict[str, Any]:
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": ec.INVALID_REQUEST,
-                    "error_message": f"unknown coordinator key type {key_type}"}
+                    "error_code": ec.INVALID_REQUEST, "error_message": ec.message(ec.INVALID_REQUEST)}
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": 0,
-                "error_message": None}
+                "error_message": "" if batched else ec.message(ec.NONE)}
 
     if request.api_version >= 4:
         return broker.response(request, {"throttle_time": 0, "coordinators": [
@@ -178,9 +180,10 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
                         "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
         if gid not in known:
-            out.append({"error_code": ec.GROUP_ID_NOT_FOUND if request.api_version >= 6 else 0,
-                        "group_id": gid, "group_state": DEAD, "protocol_type": "",
-                        "protocol_data": "", "members": [],
+            v6 = request.api_version >= 6
+            out.append({"error_code": ec.GROUP_ID_NOT_FOUND if v6 else 0,
+                        "error_message": f"Group {gid} not found." if v6 else None, "group_id": gid,
+                        "group_state": DEAD, "protocol_type": "", "protocol_data": "", "members": [],
                         "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
         state, ptype = known[gid]

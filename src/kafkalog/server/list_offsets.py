@@ -1,6 +1,6 @@
 """ListOffsets: earliest (-2), latest (-1: the high watermark, or the last stable offset under
-read_committed), max timestamp (-3), earliest local (-4), latest tiered (-5), and by timestamp
-through the ``.timeindex``."""
+read_committed, with the partition's leader epoch), max timestamp (-3), earliest local (-4),
+latest tiered (-5), and by timestamp through the ``.timeindex`` (the epoch of the batch found)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ def _one(broker: Broker, topic: str, p: Any, committed: bool) -> dict[str, Any]:
         return res
     ts = p.timestamp
     if ts == LATEST:
-        res["offset"] = log.last_stable_offset if committed else log.high_watermark
+        # Kafka answers the partition's current leader epoch here (Partition.fetchOffsetForTimestamp),
+        # not the epoch of a batch
+        res.update(offset=log.last_stable_offset if committed else log.high_watermark,
+                   leader_epoch=broker.leader_epoch(log))
         return res
     try:
         found = log.offset_for_timestamp(ts)

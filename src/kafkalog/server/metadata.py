@@ -17,7 +17,8 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 def _topic_entry(broker: Broker, topic: str) -> dict[str, Any]:
     node = broker.node_id
-    parts = [{"error_code": 0, "partition_index": p, "leader_id": node, "leader_epoch": 0,
+    parts = [{"error_code": 0, "partition_index": p, "leader_id": node,
+              "leader_epoch": broker.leader_epoch(broker.log(topic, p)),
               "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
              for p in broker.manager.partitions_of(topic)]
     return {"error_code": 0, "name": topic, "topic_id": broker.topic_ids.of(topic),

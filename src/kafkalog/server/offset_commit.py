@@ -107,13 +107,16 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
         except GroupError as e:
             err = e.code
     else:
-        err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance)
+        err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance,
+                                          has_offsets=b.group_id in broker.offsets.groups(),
+                                          version=request.api_version)
                if b.group_id else ec.INVALID_GROUP_ID)
     topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 6)
     if check is not None:
         epoch_checked(broker, topics, offsets, check)
     if offsets:
-        store_offsets(broker, b.group_id, topics, lambda: broker.offsets.commit(b.group_id, offsets))
+        store_offsets(broker, b.group_id, topics,
+                     lambda: broker.offsets.commit(b.group_id, offsets, any_offset=True))
     return broker.response(request, {"throttle_time": 0, "topics": topics})
 
 

@@ -22,10 +22,15 @@ logger = logging.getLogger("kafkalog.server")
 
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
+FIRST_TRANSACTION_ABORTABLE = 11
 _BATCH_HEADER = 61
 #: the batch attributes' transactional bit (low byte of the int16 at offset 21)
 _TRANSACTIONAL = 0x10
 _PRODUCER = struct.Struct(">qh")
+#: errors of a batch Kafka's ReplicaManager answers with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO
+_UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.RECORD_LIST_TOO_LARGE,
+                                  error_codes.CORRUPT_MESSAGE, error_codes.INVALID_RECORD,
+                                  error_codes.UNSUPPORTED_COMPRESSION_TYPE, error_codes.UNKNOWN_SERVER_ERROR})
 
 
 class AcksZeroFailure(KafkalogError):
@@ -33,16 +38,20 @@ class AcksZeroFailure(KafkalogError):
 
 
 class PartitionResult:
-    __slots__ = ("base_offset", "error", "index", "log_append_time", "log_start_offset", "message")
+    __slots__ = ("base_offset", "error", "index", "log_append_time", "log_start_offset", "message",
+                 "record_errors")
 
     def __init__(self, index: int, error: int, base_offset: int = -1, log_append_time: int = -1,
-                 log_start_offset: int = -1, message: str | None = None) -> None:
+                 log_start_offset: int = -1, message: str | None = None,
+                 record_errors: tuple[tuple[int, str], ...] = ()) -> None:
         self.index = index
         self.error = error
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.log_start_offset = log_start_offset
         self.message = message
+        #: (index of the record in its batch, why it was refused) (v8+)
+        self.record_errors = record_errors
 
 
 def check_batch(records: bytes | None) -> str | None:
@@ -61,6 +70,29 @@ def check_batch(records: bytes | None) -> str | None:
     return None
 
 
+def _keyless_records(records: bytes) -> list[int]:
+    """The indexes in the batch of its records without a key (empty when it cannot be read: the
+    append then refuses it with the reason)."""
+    from kafkalog.record.records import iter_batches
+    try:
+        return [i for b in iter_batches(records) for i, r in enumerate(b.records()) if not r.has_key]
+    except KafkalogError:
+        return []
+
+
+def _keyless_in_compacted_topic(topic: str, index: int, missing: list[int], log_start_offset: int
+                                ) -> PartitionResult:
+    """Kafka's ``LogValidator`` answer to records without a key in a compacted topic: INVALID_RECORD
+    with one record error per record and a summary of the first three."""
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+    errors = tuple((i, why) for i in missing)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return PartitionResult(index, error_codes.INVALID_RECORD, log_start_offset=log_start_offset,
+                           message=f"One or more records have been rejected due to {len(errors)} record "
+                                   f"errors in total, and only showing the first three errors at most: [{shown}]",
+                           record_errors=errors)
+
+
 def _transaction_error(broker: Broker, topic: str, index: int, records: bytes) -> int:
     """Kafka's check of a transactional batch (KIP-890 part 1): its producer's current epoch, and
     the partition added to the open transaction (AddPartitionsToTxn) before data is written."""
@@ -74,27 +106,39 @@ def _transaction_error(broker: Broker, topic: str, index: int, records: bytes) -
     return error_codes.NONE
 
 
-def _append(broker: Broker, topic: str, index: int, records: bytes | None) -> PartitionResult:
+def _append(broker: Broker, topic: str, index: int, records: bytes | None, version: int) -> PartitionResult:
     log = broker.log(topic, index)
     if log is None:
         return PartitionResult(index, error_codes.UNKNOWN_TOPIC_OR_PARTITION)
     problem = check_batch(records)
     if problem is not None:
-        return PartitionResult(index, error_codes.INVALID_RECORD, log_start_offset=log.log_start_offset,
-                               message=problem)
+        # Kafka answers INVALID_RECORD without a message or log start offset here; the reason is logged
+        logger.debug("produce to %s-%d refused: %s", topic, index, problem)
+        return PartitionResult(index, error_codes.INVALID_RECORD)
     assert records is not None
     if records[22] & _TRANSACTIONAL:
         err = _transaction_error(broker, topic, index, records)
         if err:
-            return PartitionResult(index, err, log_start_offset=log.log_start_offset,
-                                   message=f"{topic}-{index} is not in the producer's open transaction"
-                                   if err == error_codes.INVALID_TXN_STATE else None)
+            logger.debug("transactional produce to %s-%d refused: %d", topic, index, err)
+            # Kafka's verification (KIP-890): TRANSACTION_ABORTABLE from Produce v11, INVALID_TXN_STATE
+            # before; no log start offset
+            if err != error_codes.INVALID_TXN_STATE:
+                return PartitionResult(index, err)
+            if version >= FIRST_TRANSACTION_ABORTABLE:
+                return PartitionResult(index, error_codes.TRANSACTION_ABORTABLE)
+            return PartitionResult(index, err, message="Partition was not added to the transaction")
+    if log.compact:
+        missing = _keyless_records(records)
+        if missing:
+            return _keyless_in_compacted_topic(topic, index, missing, log.log_start_offset)
     failure = broker.log_dir_failure
     if failure is not None:
         return PartitionResult(index, error_codes.KAFKA_STORAGE_ERROR, log_start_offset=log.log_start_offset,
                                message=f"the data directory is offline since: {failure}")
     try:
-        info = log.append(bytearray(records))
+        # the leader's epoch stamped into the batch and recorded in leader-epoch-checkpoint, as Kafka's
+        # appendAsLeader does
+        info = log.append(bytearray(records), leader_epoch=broker.leader_epoch(log))
     except KafkalogIOError as e:
         broker.log_dir_failed(TopicPartition(topic, index), e)
         return PartitionResult(index, error_codes.KAFKA_STORAGE_ERROR, log_start_offset=log.log_start_offset,
@@ -103,9 +147,18 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None) -> Pa
         code = error_code(e)
         if code == error_codes.UNKNOWN_SERVER_ERROR:
             logger.error("append to %s-%d failed: %s", topic, index, e)
-        return PartitionResult(index, code, log_start_offset=log.log_start_offset, message=e.message)
-    if not info.duplicate:
-        broker.notify_append(TopicPartition(topic, index))
+        else:
+            logger.debug("append to %s-%d refused: %s", topic, index, e)
+        # as Kafka's ReplicaManager answers: a batch it refuses to read gets no log start offset,
+        # a producer-state error the partition's; only a timestamp error says why
+        return PartitionResult(index, code,
+                               log_start_offset=-1 if code in _UNREAD_BATCH_ERRORS else log.log_start_offset,
+                               message=e.message if code == error_codes.INVALID_TIMESTAMP else None)
+    if info.duplicate:
+        # Kafka answers a retried batch with the original's offsets and its timestamp
+        return PartitionResult(index, error_codes.NONE, info.first_offset, info.max_timestamp,
+                               info.log_start_offset)
+    broker.notify_append(TopicPartition(topic, index))
     return PartitionResult(index, error_codes.NONE, info.first_offset, info.log_append_time,
                            info.log_start_offset)
 
@@ -126,7 +179,7 @@ def handle_produce(broker: Broker, request: Request) -> Response:
             elif name is None:
                 parts.append(PartitionResult(pd.index, error_codes.UNKNOWN_TOPIC_ID))
             else:
-                parts.append(_append(broker, name, pd.index, pd.records))
+                parts.append(_append(broker, name, pd.index, pd.records, version))
         results.append((key, parts))
     if acks == 0:
         failed = [(key, p.index, p.error) for key, parts in results for p in parts if p.error]
@@ -151,7 +204,9 @@ def encode_produce_response(correlation_id: int, version: int,
             if version >= 5:
                 out.append(i64(p.log_start_offset))
             if version >= 8:
-                out.append(wire.array_len(0, flex))
+                out.append(wire.array_len(len(p.record_errors), flex))
+                for i, why in p.record_errors:
+                    out.append(i32(i) + wire.nullable_string(why, flex) + (wire.EMPTY_TAGS if flex else b""))
                 out.append(wire.nullable_string(p.message, flex))
             if flex:
                 out.append(wire.EMPTY_TAGS)

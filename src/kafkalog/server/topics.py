@@ -1,8 +1,9 @@
-"""CreateTopics, DeleteTopics and DeleteRecords."""
+"""CreateTopics, CreatePartitions, DeleteTopics and DeleteRecords."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -10,7 +11,7 @@ from kafkalog.errors import InvalidTopicError, KafkalogError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server import error_codes
-from kafkalog.server.broker import Broker
+from kafkalog.server.broker import INTERNAL_TOPICS, Broker
 from kafkalog.server.configs import topic_config_entries
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.protocol import Request
@@ -18,15 +19,10 @@ from kafkalog.server.protocol import Request
 logger = logging.getLogger("kafkalog.server")
 
 
-def _create_one(broker: Broker, t: Any, validate_only: bool, duplicate: bool) -> dict[str, Any]:
+def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
     res: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
                            "topic_config_error_code": 0, "num_partitions": -1,
                            "replication_factor": -1, "configs": []}
-    if duplicate:
-        res.update(error_code=error_codes.INVALID_REQUEST,
-                   error_message=f"Create topics request from client contains multiple entries "
-                                 f"for the following topic: {t.name}")
-        return res
     try:
         validate_topic(t.name)
     except InvalidTopicError as e:
@@ -51,12 +47,14 @@ def _create_one(broker: Broker, t: Any, validate_only: bool, duplicate: bool) ->
         partitions = broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
     if partitions < 1:
         res.update(error_code=error_codes.INVALID_PARTITIONS,
-                   error_message="Number of partitions must be larger than 0.")
+                   error_message="Number of partitions was set to an invalid non-positive value.")
         return res
     if t.replication_factor not in (-1, 1):
         res.update(error_code=error_codes.INVALID_REPLICATION_FACTOR,
-                   error_message=f"Replication factor: {t.replication_factor} larger than available "
-                                 f"brokers: 1." if t.replication_factor > 1 else
+                   error_message=f"Unable to replicate the partition {t.replication_factor} time(s): The "
+                                 f"target replication factor of {t.replication_factor} cannot be reached "
+                                 f"because only 1 broker(s) are registered or some brokers have all "
+                                 f"their log directories cordoned." if t.replication_factor > 1 else
                                  "Replication factor must be larger than 0, or -1 to use the default value.")
         return res
     configs = {c.name: c.value for c in t.configs if c.value is not None}
@@ -71,6 +69,8 @@ def _create_one(broker: Broker, t: Any, validate_only: bool, duplicate: bool) ->
         except KafkalogError as e:
             res.update(error_code=error_code(e), error_message=e.message)
             return res
+    else:
+        res["topic_id"] = uuid.uuid4()      # as Kafka's controller: the id the topic would get
     res.update(num_partitions=partitions, replication_factor=1,
                configs=topic_config_entries(broker, cfg))
     return res
@@ -79,7 +79,13 @@ def _create_one(broker: Broker, t: Any, validate_only: bool, duplicate: bool) ->
 def handle_create_topics(broker: Broker, request: Request) -> Any:
     body = request.body
     counts = Counter(t.name for t in body.topics)
-    results = [_create_one(broker, t, body.validate_only, counts[t.name] > 1) for t in body.topics]
+    # as Kafka's controller: a name given twice is answered once, INVALID_REQUEST, and not created
+    results: list[dict[str, Any]] = [
+        {"name": name, "topic_id": None, "error_code": error_codes.INVALID_REQUEST,
+         "error_message": "Duplicate topic name.", "topic_config_error_code": 0, "num_partitions": -1,
+         "replication_factor": -1, "configs": []}
+        for name in dict.fromkeys(t.name for t in body.topics if counts[t.name] > 1)]
+    results += [_create_one(broker, t, body.validate_only) for t in body.topics if counts[t.name] == 1]
     return broker.response(request, {"throttle_time": 0, "topics": results})
 
 
@@ -96,14 +102,16 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
         if name is None and tid is not None:
             name = broker.topic_ids.name_of(tid)
             if name is None:
-                res.update(error_code=error_codes.UNKNOWN_TOPIC_ID)
+                res.update(error_code=error_codes.UNKNOWN_TOPIC_ID,
+                           error_message=error_codes.message(error_codes.UNKNOWN_TOPIC_ID))
                 continue
             res["name"] = name
         if not broker.config.delete_topic_enable:
             res.update(error_code=error_codes.TOPIC_DELETION_DISABLED)
             continue
         if name is None or not broker.manager.has_topic(name):
-            res.update(error_code=error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+            res.update(error_code=error_codes.UNKNOWN_TOPIC_OR_PARTITION,
+                       error_message=error_codes.message(error_codes.UNKNOWN_TOPIC_OR_PARTITION))
             continue
         res["topic_id"] = broker.topic_ids.of(name)
         broker.manager.delete_topic(name)
@@ -135,3 +143,89 @@ def handle_delete_records(broker: Broker, request: Request) -> Any:
             broker.notify_append(TopicPartition(t.name, p.partition_index))
         topics.append({"name": t.name, "partitions": parts})
     return broker.response(request, {"throttle_time": 0, "topics": topics})
+
+
+#: Kafka's controller refuses a CreatePartitions that adds more partitions than this in total
+#: (``ReplicationControlManager.MAX_PARTITIONS_PER_BATCH``)
+MAX_ADDITIONAL_PARTITIONS = 10_000
+
+
+def _new_partitions_error(broker: Broker, name: str, count: int, current: int,
+                          assignments: Any) -> tuple[int, str] | None:
+    """Kafka's controller's check of growing ``name`` from ``current`` to ``count`` partitions
+    (manual ``assignments`` must name this node once each), else None."""
+    if count == current:
+        return error_codes.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
+    if count < current:
+        return (error_codes.INVALID_PARTITIONS,
+                f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
+    if assignments is not None:
+        additional = count - current
+        if len(assignments) != additional:
+            return (error_codes.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {additional} additional partition(s), but only "
+                    f"{len(assignments)} assignment(s) were specified.")
+        for a in assignments:
+            replicas = list(a.broker_ids)
+            if not replicas:
+                return (error_codes.INVALID_REPLICA_ASSIGNMENT,
+                        "The manual partition assignment includes an empty replica list.")
+            seen: set[int] = set()
+            for r in replicas:
+                if r in seen:
+                    return (error_codes.INVALID_REPLICA_ASSIGNMENT,
+                            f"The manual partition assignment includes the broker {r} more than once.")
+                seen.add(r)
+                if r != broker.node_id:
+                    return (error_codes.INVALID_REPLICA_ASSIGNMENT,
+                            f"The manual partition assignment includes broker {r}, but no such "
+                            f"broker is registered.")
+    if name in INTERNAL_TOPICS:
+        # the coordinators map groups and transactional ids onto these partitions by their count
+        return (error_codes.INVALID_REQUEST,
+                f"kafkalog does not add partitions to the internal topic {name}: its coordinator "
+                f"maps keys onto its partitions by their count")
+    return None
+
+
+def handle_create_partitions(broker: Broker, request: Request) -> Any:
+    """CreatePartitions (API 37), answered as Kafka 4.4's controller does: duplicate names first
+    (INVALID_REQUEST), then topics that do not exist (UNKNOWN_TOPIC_OR_PARTITION), then the others
+    in request order; more than :data:`MAX_ADDITIONAL_PARTITIONS` new partitions in one request
+    fail it whole (POLICY_VIOLATION). New partitions are empty logs with the topic's configuration
+    and ID; nothing else (committed offsets, the existing partitions) changes."""
+    body = request.body
+    counts = Counter(t.name for t in body.topics)
+    results: list[dict[str, Any]] = []
+    for name in dict.fromkeys(t.name for t in body.topics if counts[t.name] > 1):
+        results.append({"name": name, "error_code": error_codes.INVALID_REQUEST,
+                        "error_message": "Duplicate topic name."})
+    todo = [t for t in body.topics if counts[t.name] == 1]
+    for t in todo:
+        if not broker.manager.has_topic(t.name):
+            results.append({"name": t.name, "error_code": error_codes.UNKNOWN_TOPIC_OR_PARTITION,
+                            "error_message": None})
+    todo = [t for t in todo if broker.manager.has_topic(t.name)]
+    current = {t.name: len(broker.manager.partitions_of(t.name)) for t in todo}
+    if sum(max(t.count - current[t.name], 0) for t in todo) > MAX_ADDITIONAL_PARTITIONS:
+        results += [{"name": t.name, "error_code": error_codes.POLICY_VIOLATION,
+                     "error_message": "Excessively large number of additional partitions per request."}
+                    for t in todo]
+        return broker.response(request, {"throttle_time": 0, "results": results})
+    for t in todo:
+        res: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        results.append(res)
+        failed = _new_partitions_error(broker, t.name, t.count, current[t.name], t.assignments)
+        if failed is not None:
+            res.update(error_code=failed[0], error_message=failed[1])
+            continue
+        if body.validate_only:
+            continue
+        try:
+            for log in broker.manager.add_partitions(t.name, t.count):
+                broker.lead(log)
+        except KafkalogError as e:
+            res.update(error_code=error_code(e), error_message=e.message)
+            continue
+        logger.info("topic %s grew from %d to %d partition(s)", t.name, current[t.name], t.count)
+    return broker.response(request, {"throttle_time": 0, "results": results})

@@ -95,17 +95,24 @@ def _txn_offset_error(broker: Broker, request: Request) -> int:
         return ec.INVALID_TXN_STATE          # AddOffsetsToTxn first
     if request.api_version >= FIRST_GROUP_METADATA and (b.generation_id >= 0 or b.member_id):
         return broker.groups.check_commit(b.group_id, b.generation_id, b.member_id,
-                                          b.group_instance_id)
+                                          b.group_instance_id, has_offsets=b.group_id in broker.offsets.groups(),
+                                          transactional=True)
     return ec.NONE
+
+
+#: KIP-890: TxnOffsetCommit v4+ answers TRANSACTION_ABORTABLE where older versions get INVALID_TXN_STATE
+FIRST_TRANSACTION_ABORTABLE = 4
 
 
 def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     b = request.body
-    topics, offsets = offsets_to_commit(broker, b.topics, _txn_offset_error(broker, request),
-                                        request.api_version >= 2)
+    err = _txn_offset_error(broker, request)
+    if err == ec.INVALID_TXN_STATE and request.api_version >= FIRST_TRANSACTION_ABORTABLE:
+        err = ec.TRANSACTION_ABORTABLE
+    topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 2)
     if offsets:
         store_offsets(broker, b.group_id, topics, lambda: broker.offsets.commit_transactional(
-            b.group_id, offsets, b.producer_id, b.producer_epoch))
+            b.group_id, offsets, b.producer_id, b.producer_epoch, any_offset=True))
     return broker.response(request, {"throttle_time": 0, "topics": topics})
 
 
