@@ -2,6 +2,13 @@
 
 Peers, each a separate process on the same machine:
 
+* Apache Kafka 4.4 (``--peers`` ``kafka``, issue 25): a single-node KRaft broker from
+  ``tests/kafka44`` (jars in ``~/.m2``) run as in production: the JVM's full tiered compiler
+  (``fast_start=False``) and a 1 GiB heap (``--kafka-heap``). For produce a fresh broker per run;
+  for consume and the 1 MiB fetch a broker on its own data directory (``--data-dir``/kafka44-N,
+  kept between runs) holding the same batches as kafkalog's prepared topic, sent to it raw, one
+  Produce request per batch;
+
 * the memory broker (``--memory-broker PORT``): the same protocol and network layers as kafkalog
   serve, batches kept in a Python list (no files, indexes or producer state) -- the client's own
   ceiling through this protocol code; for consume it is preloaded with the very batches of the
@@ -32,12 +39,19 @@ ratio within one run (the machine is shared; figures of one run are compared wit
   bytes, then ``--fetch-blocks`` alternating blocks are timed; the servers' CPU time per answer
   is reported too;
 * ``idle``: kafkalog serve's produce rate with ``--idle-connections`` idle connections open against
-  its rate without them.
+  its rate without them;
+* ``start`` (with the Kafka peer): cold start, the seconds from spawning the broker process to the
+  first answered ApiVersions (a poller tries every 20 ms), on the data directory of the consume
+  topic, and to the first Fetch of that topic answered without error; then the idle resident set
+  (VmRSS, MiB) two seconds later, before any client came.
 
-Goals (issue 14): produce >= 0.80, consume >= 0.80, fetch_1mib >= 0.90, idle >= 0.90.
+Goals (issue 14): produce >= 0.80, consume >= 0.80, fetch_1mib >= 0.90, idle >= 0.90 against the
+memory broker and the sendfile floor; issue 25: produce, consume and fetch_1mib >= 1.0 against
+Kafka 4.4 (the ``*_vs_kafka`` ratios: kafkalog's rate over Kafka's in the same run).
 
     python benchmarks/broker_bench.py                          # 10 M records, 3 runs, medians
     python benchmarks/broker_bench.py --records 1000000 --runs 1 --clients confluent
+    python benchmarks/broker_bench.py --peers memory             # without Kafka 4.4
 """
 
 from __future__ import annotations
@@ -66,7 +80,8 @@ TOPIC = "bench"
 MiB = 1 << 20
 FETCH_BYTES = MiB
 JAVA_VERSION = "3.9.1"
-MEASURES = ("produce", "consume", "fetch", "idle")
+MEASURES = ("produce", "consume", "fetch", "idle", "start")
+PEERS = ("memory", "kafka")
 
 
 # --- the memory broker ------------------------------------------------------------------------------
@@ -350,6 +365,184 @@ def fetch_1mib(port: int, total: int, chunk: int, end_offset: int,
     return got, time.perf_counter() - t0, count
 
 
+# --- Apache Kafka 4.4 --------------------------------------------------------------------------------
+
+KAFKA_HEAP = "1g"
+
+
+def _kafka_broker(workdir: str, heap: str) -> Any:
+    """A Kafka 4.4 broker of ``tests/kafka44`` under ``workdir``, run as in production."""
+    from tests import kafka44
+    try:
+        kafka44.classpath()
+    except kafka44.Kafka44Unavailable as e:
+        raise SystemExit(f"--peers kafka: Apache Kafka 4.4 is not available: {e}") from None
+    return kafka44.KafkaBroker(workdir, heap=heap, fast_start=False,
+                               properties={"log.retention.ms": "-1", "log.segment.bytes": str(1 << 30)})
+
+
+def _api_versions_answered(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            body = struct.pack(">hhih", 18, 0, 1, 4) + b"cold"
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = s.recv(4, socket.MSG_WAITALL)
+            return len(head) == 4
+    except OSError:
+        return False
+
+
+def _first_answer(port: int, t0: float, timeout: float = 300) -> float:
+    """Seconds from ``t0`` until ``port`` answers an ApiVersions request (polled every 20 ms)."""
+    deadline = t0 + timeout
+    while time.perf_counter() < deadline:
+        if _api_versions_answered(port):
+            return time.perf_counter() - t0
+        time.sleep(0.02)
+    raise SystemExit(f"no answer on port {port} in {timeout:.0f} s")
+
+
+def _fetch_error(port: int) -> int:
+    """The error code of a 1-byte Fetch v4 of the bench topic's partition 0 (-1: no answer)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(_fetch_v4(0, 1))
+            head = s.recv(4, socket.MSG_WAITALL)
+            resp = s.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+            return int(struct.unpack_from(">h", resp, 14 + len(TOPIC) + 4 + 4)[0])
+    except (OSError, struct.error):
+        return -1
+
+
+def _first_fetch(port: int, t0: float, timeout: float = 300) -> float:
+    """Seconds from ``t0`` until a Fetch of the bench topic is answered without error (Kafka answers
+    NOT_LEADER_OR_FOLLOWER until its controller made it the partition's leader again)."""
+    deadline = t0 + timeout
+    while time.perf_counter() < deadline:
+        if _fetch_error(port) == 0:
+            return time.perf_counter() - t0
+        time.sleep(0.02)
+    raise SystemExit(f"the bench topic is not served on port {port} after {timeout:.0f} s")
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _send_raw_batches(port: int, batches: list[bytes]) -> None:
+    """Each batch in its own Produce v7 request (acks=1), as a producer's batch lands."""
+    name = TOPIC.encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        for i, b in enumerate(batches):
+            b = bytes(8) + b[8:]            # a producer's batch starts at offset 0 (outside the CRC)
+            body = (struct.pack(">hhih", 0, 7, i, 4) + b"load" + struct.pack(">hhi", -1, 1, 30000)
+                    + struct.pack(">ih", 1, len(name)) + name + struct.pack(">iii", 1, 0, len(b)) + b)
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = s.recv(4, socket.MSG_WAITALL)
+            resp = s.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+            err = struct.unpack_from(">h", resp, 4 + 4 + 2 + len(name) + 4 + 4)[0]
+            if err:
+                raise SystemExit(f"loading Kafka 4.4: batch {i} answered error {err}")
+
+
+def prepare_kafka_topic(kafka_dir: str, data_dir: str, n: int, heap: str) -> None:
+    """Kafka 4.4's copy of the consume topic: its own data directory, formatted, the topic created
+    (no retention), and every batch of kafkalog's prepared topic sent to it, unless done already."""
+    marker = os.path.join(kafka_dir, f".bench-{n}")
+    if os.path.exists(marker):
+        return
+    shutil.rmtree(kafka_dir, ignore_errors=True)
+    k = _kafka_broker(kafka_dir, heap)
+    k.format()
+    k.start()
+    try:
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": k.bootstrap})
+        for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={"retention.ms": "-1"})]).values():
+            f.result(60)
+        time.sleep(1)
+        t0 = time.perf_counter()
+        _send_raw_batches(k.port, _segment_batches(data_dir))
+        print(json.dumps({"type": "progress", "kafka_loaded_records": n,
+                          "s": round(time.perf_counter() - t0, 1)}), file=sys.stderr, flush=True)
+    finally:
+        k.stop()
+    with open(marker, "w") as f:
+        f.write(str(n))
+
+
+class _KafkaPeer:
+    """A running Kafka 4.4 peer (fresh, or on the consume topic's directory)."""
+
+    def __init__(self, kafka_dir: str | None, heap: str) -> None:
+        self.tmp = None if kafka_dir else tempfile.mkdtemp(prefix="broker-bench-kafka-")
+        self.broker = _kafka_broker(kafka_dir or self.tmp, heap)
+
+    def __enter__(self) -> _KafkaPeer:
+        if self.tmp is not None:
+            self.broker.format()
+        self.t0 = time.perf_counter()
+        self.broker.start()
+        self.cold_start_s = _first_answer(self.broker.port, self.t0)
+        if self.tmp is None:                # the consume topic's directory: its leader elected
+            _first_fetch(self.broker.port, self.t0)
+        return self
+
+    @property
+    def port(self) -> int:
+        return int(self.broker.port)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.broker.stop()
+        finally:
+            if self.tmp is not None:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def measure_start(data_dir: str, kafka_dir: str, heap: str) -> list[dict[str, Any]]:
+    """Cold start to the first answered request and the idle RSS, kafkalog serve on the consume
+    topic's directory and Kafka 4.4 on its copy."""
+    rows = []
+    port = _free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "kafkalog.cli.main", "serve", data_dir, "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        cold = _first_answer(port, t0)
+        ready = _first_fetch(port, t0)
+        time.sleep(2)
+        rows.append({"type": "start", "broker": "kafkalog", "cold_start_s": round(cold, 3),
+                     "first_fetch_s": round(ready, 3), "idle_rss_mib": round(_rss_mib(proc.pid), 1)})
+    finally:
+        _stop(proc)
+    k = _kafka_broker(kafka_dir, heap)
+    # the JVM's own start, not the bench's wait for its log line: spawn and poll as for kafkalog
+    t0 = time.perf_counter()
+    try:
+        k.start()
+        cold = _first_answer(k.port, t0)
+        ready = _first_fetch(k.port, t0)
+        time.sleep(2)
+        assert k.proc is not None
+        rows.append({"type": "start", "broker": "kafka", "cold_start_s": round(cold, 3),
+                     "first_fetch_s": round(ready, 3), "idle_rss_mib": round(_rss_mib(k.proc.pid), 1),
+                     "heap": heap})
+    finally:
+        k.stop()
+    return rows
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 # --- processes ---------------------------------------------------------------------------------------
 
 def _start(cmd: list[str]) -> tuple[subprocess.Popen, int]:
@@ -530,7 +723,15 @@ def prepare_topic(data_dir: str, n: int) -> None:
 
 
 def measure_produce(kind: str, records: int, clients: list[str], lat_count: int,
-                    lat_rate: float) -> dict[str, Any]:
+                    lat_rate: float, heap: str = KAFKA_HEAP) -> dict[str, Any]:
+    if kind == "kafka":
+        with _KafkaPeer(None, heap) as k:
+            from confluent_kafka.admin import AdminClient, NewTopic
+            admin = AdminClient({"bootstrap.servers": k.broker.bootstrap})
+            for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
+                f.result(60)
+            time.sleep(1)                   # the controller's leader election
+            return _produce_row(kind, k.broker.bootstrap, records, clients, lat_count, lat_rate)
     data = tempfile.mkdtemp(prefix="broker-bench-")
     try:
         proc, port = _start(_broker_cmd(kind, os.path.join(data, "d")))
@@ -541,19 +742,31 @@ def measure_produce(kind: str, records: int, clients: list[str], lat_count: int,
                 admin = AdminClient({"bootstrap.servers": bootstrap})
                 for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
                     f.result(60)
-            row: dict[str, Any] = {"type": "produce", "broker": kind}
-            for client in clients:
-                row[f"{client}_msgs_per_s"] = round(_client_rate(client, "produce", bootstrap, records))
-            p50, p99 = latency(bootstrap, lat_count, lat_rate)
-            row.update(latency_p50_ms=round(p50, 3), latency_p99_ms=round(p99, 3))
+            return _produce_row(kind, bootstrap, records, clients, lat_count, lat_rate)
         finally:
             _stop(proc)
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+def _produce_row(kind: str, bootstrap: str, records: int, clients: list[str], lat_count: int,
+                 lat_rate: float) -> dict[str, Any]:
+    row: dict[str, Any] = {"type": "produce", "broker": kind}
+    for client in clients:
+        row[f"{client}_msgs_per_s"] = round(_client_rate(client, "produce", bootstrap, records))
+    p50, p99 = latency(bootstrap, lat_count, lat_rate)
+    row.update(latency_p50_ms=round(p50, 3), latency_p99_ms=round(p99, 3))
     return row
 
 
-def measure_consume(kind: str, data_dir: str, records: int, clients: list[str]) -> dict[str, Any]:
+def measure_consume(kind: str, data_dir: str, records: int, clients: list[str], kafka_dir: str = "",
+                    heap: str = KAFKA_HEAP) -> dict[str, Any]:
+    if kind == "kafka":
+        with _KafkaPeer(kafka_dir, heap) as k:
+            row: dict[str, Any] = {"type": "consume", "broker": kind, "records": records}
+            for client in clients:
+                row[f"{client}_msgs_per_s"] = round(_client_rate(client, "consume", k.broker.bootstrap, records))
+            return row
     proc, port = _start(_broker_cmd(kind, data_dir, preload=True))
     try:
         row: dict[str, Any] = {"type": "consume", "broker": kind, "records": records}
@@ -565,17 +778,25 @@ def measure_consume(kind: str, data_dir: str, records: int, clients: list[str]) 
     return row
 
 
-def measure_fetch(data_dir: str, total: int, end_offset: int, blocks: int) -> list[dict[str, Any]]:
-    """The floor and kafkalog serve side by side: one untimed check pass over the log from each
-    (their answers must be byte for byte the same), then ``total`` bytes from each in ``blocks``
-    alternating blocks (the first of each pair alternates too), so both see the same load."""
-    kinds = ("sendfile", "kafkalog")
+def measure_fetch(data_dir: str, total: int, end_offset: int, blocks: int, kafka_dir: str = "",
+                  heap: str = KAFKA_HEAP) -> list[dict[str, Any]]:
+    """The floor, kafkalog serve and (with ``kafka_dir``) Kafka 4.4 side by side: one untimed pass
+    over the log from each (the floor's answers must be byte for byte kafkalog's), then ``total``
+    bytes from each in ``blocks`` rotating blocks (the order rotates too), so all see the same load."""
+    kinds: tuple[str, ...] = ("sendfile", "kafkalog") + (("kafka",) if kafka_dir else ())
     procs: list[subprocess.Popen] = []
+    peer: _KafkaPeer | None = None
     try:
         ports: dict[str, int] = {}
-        for kind in kinds:                  # the floor first: it reads the log before serving
+        pids: dict[str, int] = {}
+        for kind in kinds[:2]:              # the floor first: it reads the log before serving
             proc, ports[kind] = _start(_broker_cmd(kind, data_dir, preload=True))
             procs.append(proc)
+            pids[kind] = proc.pid
+        if kafka_dir:
+            peer = _KafkaPeer(kafka_dir, heap).__enter__()
+            assert peer.broker.proc is not None
+            ports["kafka"], pids["kafka"] = peer.port, peer.broker.proc.pid
         seen: dict[str, list[tuple[int, int, bytes]]] = {k: [] for k in kinds}
         for kind in kinds:
             fetch_1mib(ports[kind], total, FETCH_BYTES, end_offset, seen[kind])
@@ -583,28 +804,33 @@ def measure_fetch(data_dir: str, total: int, end_offset: int, blocks: int) -> li
         done = dict.fromkeys(kinds, 0)
         secs = dict.fromkeys(kinds, 0.0)
         count = dict.fromkeys(kinds, 0)
-        cpu0 = {k: _cpu_ns(p.pid) for k, p in zip(kinds, procs, strict=True)}
+        cpu0 = {k: _cpu_ns(pids[k]) for k in kinds}
         for b in range(blocks):
-            for kind in (kinds if b % 2 == 0 else kinds[::-1]):
+            order = kinds[b % len(kinds):] + kinds[:b % len(kinds)]
+            for kind in order:
                 got, s, n = fetch_1mib(ports[kind], max(total // blocks, 1), FETCH_BYTES, end_offset)
                 done[kind] += got
                 secs[kind] += s
                 count[kind] += n
-        cpu = {k: _cpu_ns(p.pid) - cpu0[k] for k, p in zip(kinds, procs, strict=True)}
+        cpu = {k: _cpu_ns(pids[k]) - cpu0[k] for k in kinds}
     finally:
         for proc in procs:
             _stop(proc)
+        if peer is not None:
+            peer.__exit__()
     return [{"type": "fetch_1mib", "broker": k, "mib_per_s": round(done[k] / secs[k] / MiB, 1),
              "server_cpu_us_per_answer": round(cpu[k] / count[k] / 1000, 1), "answers": count[k],
              "load_avg_1m": round(os.getloadavg()[0], 2)} for k in kinds]
 
 
 def _cpu_ns(pid: int) -> int:
-    """CPU time a process has used so far (ns, Linux's /proc/PID/schedstat; 0 elsewhere)."""
+    """CPU time a process has used so far, every thread (ns, from /proc/PID/stat's utime + stime;
+    0 elsewhere): a JVM's work is in its threads, not its main thread."""
     try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[0])
-    except OSError:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
         return 0
 
 
@@ -647,6 +873,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--idle-connections", type=int, default=1000)
     ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "kafkalog-broker-bench"),
                     help="where the consume topic is prepared (kept between runs)")
+    ap.add_argument("--peers", default=",".join(PEERS),
+                    help=f"comma-separated, some of: {', '.join(PEERS)} (the sendfile floor always runs)")
+    ap.add_argument("--kafka-heap", default=KAFKA_HEAP, help="the Kafka 4.4 peer's -Xmx (production-like)")
     ap.add_argument("--memory-broker", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
     ap.add_argument("--sendfile-server", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
     ap.add_argument("--preload", default=None, help=argparse.SUPPRESS)
@@ -663,13 +892,20 @@ def main(argv: list[str] | None = None) -> None:
     measures = [m for m in args.measure.split(",") if m]
     if not measures or not set(measures) <= set(MEASURES):
         raise SystemExit(f"--measure: expected some of {','.join(MEASURES)}, got {args.measure!r}")
+    peers = [p for p in args.peers.split(",") if p]
+    if not set(peers) <= set(PEERS):
+        raise SystemExit(f"--peers: expected some of {','.join(PEERS)}, got {args.peers!r}")
     data_dir = os.path.join(args.data_dir, str(args.records))
-    if {"consume", "fetch"} & set(measures):
+    kafka_dir = os.path.join(args.data_dir, f"kafka44-{args.records}") if "kafka" in peers else ""
+    if {"consume", "fetch", "start"} & set(measures):
         prepare_topic(data_dir, args.records)
+        if kafka_dir:
+            prepare_kafka_topic(kafka_dir, data_dir, args.records, args.kafka_heap)
     prod: list[dict[str, Any]] = []
     cons: list[dict[str, Any]] = []
     fetch: list[dict[str, Any]] = []
     idle: list[dict[str, Any]] = []
+    start: list[dict[str, Any]] = []
 
     def emit(rows: list[dict[str, Any]], row: dict[str, Any], run: int) -> None:
         row["run"] = run
@@ -677,35 +913,53 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(row), flush=True)
 
     for run in range(args.runs):
-        for kind in ("memory", "kafkalog"):
+        for kind in [*peers, "kafkalog"]:
             if "produce" in measures:
                 emit(prod, measure_produce(kind, args.produce_records, clients, args.latency_requests,
-                                           args.latency_rate), run)
+                                           args.latency_rate, args.kafka_heap), run)
             if "consume" in measures:
-                emit(cons, measure_consume(kind, data_dir, args.records, clients), run)
+                emit(cons, measure_consume(kind, data_dir, args.records, clients, kafka_dir, args.kafka_heap), run)
         if "fetch" in measures:
-            for row in measure_fetch(data_dir, args.fetch_mib * MiB, args.records, args.fetch_blocks):
+            for row in measure_fetch(data_dir, args.fetch_mib * MiB, args.records, args.fetch_blocks,
+                                     kafka_dir, args.kafka_heap):
                 emit(fetch, row, run)
         if "idle" in measures:
             emit(idle, measure_idle(args.produce_records, args.idle_connections), run)
+        if "start" in measures and kafka_dir:
+            for row in measure_start(data_dir, kafka_dir, args.kafka_heap):
+                emit(start, row, run)
     out: dict[str, Any] = {"type": "ratio", "runs": args.runs, "records": args.records,
                            "produce_records": args.produce_records}
     for client in clients:
         f = f"{client}_msgs_per_s"
-        if prod:
+        if prod and "memory" in peers:
             out[f"produce_ratio_{client}"] = _ratio(prod, "memory", f)
-        if cons:
+        if cons and "memory" in peers:
             out[f"consume_ratio_{client}"] = _ratio(cons, "memory", f)
+        if prod and "kafka" in peers:
+            out[f"produce_{client}_vs_kafka"] = _ratio(prod, "kafka", f)
+        if cons and "kafka" in peers:
+            out[f"consume_{client}_vs_kafka"] = _ratio(cons, "kafka", f)
     if fetch:
         out["fetch_1mib_ratio"] = _ratio(fetch, "sendfile", "mib_per_s")
+        if "kafka" in peers:
+            out["fetch_1mib_vs_kafka"] = _ratio(fetch, "kafka", "mib_per_s")
     if idle:
         out["idle_ratio"] = statistics.median(r["ratio"] for r in idle)
     out["goals"] = {"produce_ratio": 0.80, "consume_ratio": 0.80, "fetch_1mib_ratio": 0.90,
-                    "idle_ratio": 0.90}
+                    "idle_ratio": 0.90, "produce_vs_kafka": 1.0, "consume_vs_kafka": 1.0,
+                    "fetch_1mib_vs_kafka": 1.0}
     if prod:
         out["latency_median_ms"] = {k: {"p50": _median(prod, k, "latency_p50_ms"),
                                         "p99": _median(prod, k, "latency_p99_ms")}
-                                    for k in ("memory", "kafkalog")}
+                                    for k in [*peers, "kafkalog"]}
+    if start:
+        out["start_median"] = {k: {"cold_start_s": _median(start, k, "cold_start_s"),
+                                   "first_fetch_s": _median(start, k, "first_fetch_s"),
+                                   "idle_rss_mib": _median(start, k, "idle_rss_mib")}
+                               for k in ("kafka", "kafkalog")}
+        out["cold_start_vs_kafka"] = _ratio(start, "kafka", "cold_start_s")
+        out["idle_rss_vs_kafka"] = _ratio(start, "kafka", "idle_rss_mib")
     print(json.dumps(out), flush=True)
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ def test_the_broker_benchmark_runs_every_peer(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH), "--measure", "produce,consume,fetch", "--records", "20000",
          "--produce-records", "3000", "--runs", "1", "--clients", "confluent", "--fetch-mib", "8",
-         "--fetch-blocks", "2", "--latency-requests", "20", "--data-dir", str(tmp_path)],
+         "--fetch-blocks", "2", "--latency-requests", "20", "--data-dir", str(tmp_path),
+         "--peers", "memory"],
         capture_output=True, text=True, timeout=180, check=False,
         env={**os.environ, "PYTHONPATH": str(BENCH.parents[1])})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -38,4 +39,28 @@ def test_the_broker_benchmark_runs_every_peer(tmp_path: Path) -> None:
     ratio = rows[-1]
     assert ratio["type"] == "ratio"
     for key in ("produce_ratio_confluent", "consume_ratio_confluent", "fetch_1mib_ratio"):
+        assert ratio[key] > 0, ratio
+
+
+@pytest.mark.slow
+def test_the_broker_benchmark_runs_kafka_44_as_a_peer(tmp_path: Path) -> None:
+    """The Kafka 4.4 peer (a production-like JVM: ~a minute of starts) at a tiny size: its produce,
+    consume, 1 MiB fetch and start rows and the ``*_vs_kafka`` ratios."""
+    from tests import kafka44
+    kafka44.require()
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--measure", "produce,consume,fetch,start", "--records", "20000",
+         "--produce-records", "3000", "--runs", "1", "--clients", "confluent", "--fetch-mib", "8",
+         "--fetch-blocks", "3", "--latency-requests", "20", "--data-dir", str(tmp_path),
+         "--peers", "kafka", "--kafka-heap", "512m"],
+        capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "PYTHONPATH": str(BENCH.parents[1])})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    kinds = {(r["type"], r.get("broker")) for r in rows}
+    assert {("produce", "kafka"), ("consume", "kafka"), ("fetch_1mib", "kafka"), ("start", "kafka"),
+            ("start", "kafkalog")} <= kinds
+    ratio = rows[-1]
+    for key in ("produce_confluent_vs_kafka", "consume_confluent_vs_kafka", "fetch_1mib_vs_kafka",
+                "cold_start_vs_kafka", "idle_rss_vs_kafka"):
         assert ratio[key] > 0, ratio

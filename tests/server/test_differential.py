@@ -149,6 +149,8 @@ def s_produce(c: d.Conn) -> None:
                  _batch([b"x"], now) + _batch([b"y"], now))
         _produce(c, f"Produce v{v}: magic 1", v, "diff-produce",
                  build_batch([(b"k", b"v", now)], magic=1))
+        _produce(c, f"Produce v{v}: base offset not 0", v, "diff-produce",
+                 build_batch([(b"k", b"v", now)], base_offset=5))
         _produce(c, f"Produce v{v}: corrupt batch", v, "diff-produce",
                  _batch([b"x"], now)[:40] + b"\x00" * 30)
     c.create_topic("diff-produce-compact", 1, {"cleanup.policy": "compact"})

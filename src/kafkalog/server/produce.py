@@ -27,6 +27,7 @@ _BATCH_HEADER = 61
 #: the batch attributes' transactional bit (low byte of the int16 at offset 21)
 _TRANSACTIONAL = 0x10
 _PRODUCER = struct.Struct(">qh")
+_BASE_OFFSET_ZERO = bytes(8)
 #: errors of a batch Kafka's ReplicaManager answers with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO
 _UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.RECORD_LIST_TOO_LARGE,
                                   error_codes.CORRUPT_MESSAGE, error_codes.INVALID_RECORD,
@@ -116,6 +117,11 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None, versi
         logger.debug("produce to %s-%d refused: %s", topic, index, problem)
         return PartitionResult(index, error_codes.INVALID_RECORD)
     assert records is not None
+    if records[:8] != _BASE_OFFSET_ZERO:
+        # Kafka's LogValidator: a client's batch starts at offset 0 (the broker assigns offsets)
+        logger.debug("produce to %s-%d refused: the batch's base offset is %d, not 0", topic, index,
+                     struct.unpack_from(">q", records, 0)[0])
+        return PartitionResult(index, error_codes.INVALID_RECORD, log_start_offset=log.log_start_offset)
     if records[22] & _TRANSACTIONAL:
         err = _transaction_error(broker, topic, index, records)
         if err:
