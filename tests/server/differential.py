@@ -164,11 +164,12 @@ class Allowed:
     reason: str
 
     def covers(self, label: str, path: str) -> bool:
-        return _glob(self.case).fullmatch(label) is not None and _glob(self.field).fullmatch(path) is not None
+        return (glob_pattern(self.case).fullmatch(label) is not None
+                and glob_pattern(self.field).fullmatch(path) is not None)
 
 
 @functools.cache
-def _glob(pattern: str) -> re.Pattern[str]:
+def glob_pattern(pattern: str) -> re.Pattern[str]:
     """``*`` any text, ``?`` one character; everything else literal (field paths hold brackets)."""
     return re.compile("".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern))
 
