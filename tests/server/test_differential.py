@@ -12,6 +12,7 @@ its own topics and groups. A difference fails the test unless the table of inten
 from __future__ import annotations
 
 import os
+import re
 import struct
 import time
 import uuid
@@ -22,6 +23,7 @@ import pytest
 
 from kafkalog.record.builder import build_batch
 from kafkalog.server.api_versions import advertised
+from kafkalog.server.apis import APIS
 from tests import kafka44
 from tests.server import differential as d
 from tests.server.broker_process import BrokerProcess
@@ -633,6 +635,8 @@ SESSIONS: dict[str, Callable[[d.Conn], None]] = {
     name[2:]: fn for name, fn in sorted(globals().items()) if name.startswith("s_") and callable(fn)}
 USED: set[d.Allowed] = set()
 RAN: set[str] = set()
+#: the labels answered, "Name vN: case": every API and version kafkalog advertises must be among them
+LABELS: set[str] = set()
 
 
 @pytest.mark.parametrize("name", sorted(SESSIONS))
@@ -642,6 +646,7 @@ def test_kafkalog_answers_as_kafka(pair: tuple[int, int], name: str) -> None:
     diffs = d.differences(kafka, ours)
     bad = list(d.uncovered(diffs, allowed, USED))
     RAN.add(name)
+    LABELS.update(label for label, _ in ours)
     report = "\n".join(f"{label} | {path} | kafka={a!r} | kafkalog={b!r}" for label, path, a, b in bad[:80])
     assert not bad, f"{len(bad)} difference(s) from Kafka 4.4 not listed in docs/kafka-compatibility.md:\n{report}"
 
@@ -654,6 +659,12 @@ def test_every_listed_difference_still_occurs(pair: tuple[int, int]) -> None:
     stale = [a for a in d.allowed_differences() if a not in USED and a not in client_rows]
     assert not stale, "rows of docs/kafka-compatibility.md no session shows: " + "; ".join(
         f"{a.case} / {a.field}" for a in stale)
+    # every API at every version ApiVersions advertises was asked
+    asked = {m.group(1) for m in (re.match(r"^(\w+ v\d+)", label) for label in LABELS) if m}
+    advertised_versions = {f"{name} v{v}" for key, (name, _lo, hi, _h) in APIS.items()
+                           for v in range(advertised()[key][0], hi + 1)}
+    missing = sorted(advertised_versions - asked)
+    assert not missing, f"advertised but never asked: {missing}"
 
 
 if os.environ.get("KAFKALOG_DIFF_DUMP"):        # a debugging aid: print the differences of a session
