@@ -673,3 +673,44 @@ if os.environ.get("KAFKALOG_DIFF_DUMP"):        # a debugging aid: print the dif
             kafka, ours = d.run_pair(SESSIONS[name], *pair)
             for label, path, a, b in d.differences(kafka, ours):
                 print(f"DIFF {label} | {path} | kafka={a!r} | kafkalog={b!r}")
+
+
+def _leader_epochs(partition_dir: str) -> tuple[set[int], str]:
+    """The partition leader epochs of the batches in a partition's segments, and its
+    leader-epoch-checkpoint."""
+    epochs = set()
+    for seg in sorted(os.listdir(partition_dir)):
+        if seg.endswith(".log"):
+            with open(os.path.join(partition_dir, seg), "rb") as f:
+                data = f.read()
+            pos = 0
+            while pos + 61 <= len(data):
+                epochs.add(struct.unpack_from(">i", data, pos + 12)[0])
+                pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    with open(os.path.join(partition_dir, "leader-epoch-checkpoint"), encoding="ascii") as f:
+        return epochs, f.read()
+
+
+def test_the_broker_writes_its_leader_epoch_as_kafka(kafka_pair: tuple[kafka44.KafkaBroker, BrokerProcess]) -> None:
+    """Kafka's leader stamps its epoch into every batch it appends, the group coordinator's
+    ``__consumer_offsets`` records and transaction markers included, and records it in
+    ``leader-epoch-checkpoint``; kafkalog serve's files say the same (the producer's batch said -1)."""
+    kafka, ours = kafka_pair
+    dirs = {"kafka": str(kafka.log_dir), "kafkalog": ours.data_dir}
+    seen = {}
+    for name, port in (("kafka", kafka.port), ("kafkalog", ours.port)):
+        c = d.Conn(name, port)
+        try:
+            c.create_topic("diff-le", 1)
+            c.coordinator_ready("diff-le-g")
+            _produce(c, "", 9, "diff-le", _batch([b"e"], _now()), record=False)
+            r = _commit(c, "", 9, "diff-le-g", [("diff-le", 0, 1, "")])
+            assert int(r.topics[0].partitions[0].error_code) == 0
+        finally:
+            c.close()
+        group_partition = next(p for p in os.listdir(dirs[name]) if p.startswith("__consumer_offsets-")
+                               and any(f.endswith(".log") and os.path.getsize(os.path.join(dirs[name], p, f))
+                                       for f in os.listdir(os.path.join(dirs[name], p))))
+        seen[name] = (_leader_epochs(os.path.join(dirs[name], "diff-le-0")),
+                      _leader_epochs(os.path.join(dirs[name], group_partition))[0])
+    assert seen["kafkalog"] == seen["kafka"] == (({0}, "0\n1\n0 0\n"), {0})

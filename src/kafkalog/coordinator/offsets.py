@@ -123,13 +123,16 @@ class OffsetsStore:
 
     def __init__(self, manager: _Manager, *, num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS,
                  committed_batches: Callable[[Any], Iterable[Any]] = _committed_batches,
-                 clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock: Callable[[], int] = lambda: int(time.time() * 1000),
+                 leader_epoch: Callable[[Any], int] | None = None) -> None:
         if num_partitions < 1:
             raise InvalidConfigError(f"offsets.topic.num.partitions must be >= 1, got {num_partitions}")
         self._manager = manager
         self._num_partitions = num_partitions
         self._read = committed_batches
         self._clock = clock
+        #: the epoch the broker's batches carry (Kafka's leader stamps its own); None: -1
+        self._leader_epoch = leader_epoch
         self._lock = threading.RLock()
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._groups: dict[str, GroupMetadataValue] = {}
@@ -396,11 +399,12 @@ class OffsetsStore:
             self._num_partitions = len(m.partitions_of(CONSUMER_OFFSETS_TOPIC))
         log = m.get_log(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
         now = self._clock()
+        epoch = self._leader_epoch(log) if self._leader_epoch is not None else None
         if producer is None:
-            log.append(bytearray(build_batch([(k, v, now, None) for k, v in records])))
+            log.append(bytearray(build_batch([(k, v, now, None) for k, v in records])), leader_epoch=epoch)
         else:    # as Kafka's group coordinator writes it: base sequence 0, appended as the coordinator
             log.append(bytearray(build_batch([(k, v, now, None) for k, v in records],
                                              producer_id=producer[0], producer_epoch=producer[1],
                                              base_sequence=0, is_transactional=True)),
-                       origin=ORIGIN_COORDINATOR)
+                       origin=ORIGIN_COORDINATOR, leader_epoch=epoch)
         log.flush(include_active=True)

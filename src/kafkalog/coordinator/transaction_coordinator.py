@@ -106,8 +106,8 @@ class TransactionCoordinator:
                  marker_leader_epoch: Callable[[Any], int] | None = None) -> None:
         self._manager = manager
         self._on_complete = on_complete
-        #: the leader epoch a marker carries in a partition (the broker's, as Kafka's leader
-        #: stamps it); None: the marker keeps -1 (the embedded client)
+        #: the leader epoch a marker (and a __transaction_state record) carries in a partition (the
+        #: broker's, as Kafka's leader stamps it); None: -1 (the embedded client)
         self._marker_leader_epoch = marker_leader_epoch
         self._max_timeout = max_timeout_ms
         self._ids = producer_ids
@@ -145,8 +145,9 @@ class TransactionCoordinator:
                              exist_ok=True)
         log = mgr.get_log(TRANSACTION_STATE_TOPIC, partition_for(m.transactional_id, self._partitions))
         m.txn_last_update_timestamp = self._clock()
+        epoch = self._marker_leader_epoch(log) if self._marker_leader_epoch is not None else None
         log.append(build_batch([(key_to_bytes(m.transactional_id), value_to_bytes(m),
-                                 m.txn_last_update_timestamp)]))
+                                 m.txn_last_update_timestamp)]), leader_epoch=epoch)
         log.flush(include_active=True)
 
     # --- requests -------------------------------------------------------------------------------------

@@ -73,7 +73,8 @@ class Broker:
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         v = config.values
         self.offsets = OffsetsStore(manager,
-                                    num_partitions=config.broker.get("offsets.topic.num.partitions"))
+                                    num_partitions=config.broker.get("offsets.topic.num.partitions"),
+                                    leader_epoch=self.leader_epoch)
         self.groups = GroupCoordinator(
             self.offsets.store_group_metadata,
             min_session_timeout_ms=v["group.min.session.timeout.ms"],
