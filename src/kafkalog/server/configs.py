@@ -137,10 +137,8 @@ def _resource_error(broker: Broker, rtype: int, name: str, changes: tuple,
         return error_codes.INVALID_REQUEST, f"Unknown resource type {rtype}"
     try:
         validate_topic(name)
-    except InvalidTopicError:
-        return (error_codes.INVALID_TOPIC_EXCEPTION,
-                f"Topic name is invalid: '{name}' contains one or more characters other than "
-                f"ASCII alphanumerics, '.', '_' and '-'")
+    except InvalidTopicError as e:
+        return error_codes.INVALID_TOPIC_EXCEPTION, e.message
     seen = Counter(c.name for c in changes)
     for c in changes:
         if c.value is None and getattr(c, "config_operation", OP_SET) != OP_DELETE:
