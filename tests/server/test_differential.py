@@ -283,6 +283,8 @@ def s_offsets(c: d.Conn) -> None:
         _commit(c, f"OffsetCommit v{v}: unknown partition", v, g, [("diff-oc", 9, 1, "")])
         _commit(c, f"OffsetCommit v{v}: unknown member of an empty group", v, g, [("diff-oc", 0, 1, "")],
                 generation=3, member="nobody")
+        _commit(c, f"OffsetCommit v{v}: a generation of a group that does not exist", v, f"diff-oc-new{v}",
+                [("diff-oc", 0, 1, "")], generation=3, member="nobody")
     _commit(c, "OffsetCommit v9: empty group id", 9, "", [("diff-oc", 0, 1, "")])
     for v in range(1, 10):
         _offset_fetch(c, f"OffsetFetch v{v}", v, "diff-oc-g9", [("diff-oc", [0, 1]), ("diff-oc-nosuch", [0])])
