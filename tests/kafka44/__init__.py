@@ -273,5 +273,10 @@ class KafkaBroker:
 
 
 def _random_cluster_id() -> str:
-    """A cluster id as ``kafka-storage.sh random-uuid`` prints it (base64url of 16 bytes, no padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as ``kafka-storage.sh random-uuid`` prints it (base64url of 16 bytes, no padding),
+    never starting with ``-`` (Kafka's ``Uuid.randomUuid`` draws again: the tools would read it as an
+    option; one start in 64 failed so)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
