@@ -36,7 +36,8 @@ def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Any:
         r = broker.consumer_groups.heartbeat(
             b.group_id, b.member_id, b.member_epoch, b.instance_id, b.rack_id, _ms(b.rebalance_timeout),
             None if b.subscribed_topic_names is None else list(b.subscribed_topic_names),
-            b.subscribed_topic_regex, b.server_assignor, owned, request.client_id or "",
+            getattr(b, "subscribed_topic_regex", None),       # v1+ (KIP-848 regexes)
+            b.server_assignor, owned, request.client_id or "",
             "/" + broker.advertised.host, api_version=request.api_version)
     except GroupError as e:
         return broker.response(request, {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
