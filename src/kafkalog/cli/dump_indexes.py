@@ -90,6 +90,7 @@ class _IndexReport:
     json_keys: Tuple[str, str]
     header: str                 # text header; ``{file}`` is the index's absolute path
     line: str                   # text line of one pair, ``{0}`` and ``{1}``
+    newest_first: bool = False  # text lists the pairs last entry first (Kafka prepends them)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ _OFFSET_INDEX = _IndexFormat(
     "offset_index", ".index", 8, check_offset_index,
     "indexEntry", ("offset", "position"), "offset: {0} position: {1}\n",
     (_IndexReport(lambda c: c.mismatches, "mismatches", "mismatch", ("indexOffset", "logOffset"),
-                  "Mismatches in :{file}\n", "  Index offset: {0}, log offset: {1}\n"),))
+                  "Mismatches in :{file}\n", "  Index offset: {0}, log offset: {1}\n", True),))
 
 _TIME_INDEX = _IndexFormat(
     "time_index", ".timeindex", 12, check_time_index,
@@ -167,7 +168,7 @@ def _dump_index(path: str, opts: DumpOptions, fmt: _IndexFormat) -> int:
             pairs = rep.pairs(res)
             if pairs:
                 opts.err.write(rep.header.format(file=ap))
-                for a, b in pairs:
+                for a, b in (reversed(pairs) if rep.newest_first else pairs):
                     opts.err.write(rep.line.format(a, b))
         errors = [f for f in res.findings if f.level == "error"]
         for f in errors:

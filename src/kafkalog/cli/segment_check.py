@@ -257,6 +257,9 @@ def check_offset_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
         prev_rel, prev_pos = rel, position
         if scan is None:
             continue
+        if scan.valid_bytes <= position < scan.size:
+            res.findings.append(_past_tail(path, i * 8, off, scan))
+            continue
         if position >= scan.size and not (position == 0 and scan.size == 0):
             res.findings.append(Finding("error", "index-entry", path, i * 8,
                                         f"position {position} is beyond the end of the log "
@@ -270,14 +273,42 @@ def check_offset_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
             res.mismatches.append((off, -1))
             continue
         if b.last_offset != off:
-            # a multi-batch append indexes the chunk's last offset at the chunk's first position
-            ok = b.last_offset < off and any(p >= position and lo == off for p, lo in lasts)
+            # a multi-batch append indexes the chunk's last offset at the chunk's first position;
+            # Kafka before 0.11 indexed an append by its first offset: a compressed v0/v1 wrapper's
+            # first inner offset (Kafka 4.4 loads such entries; its DumpLogSegments lists them)
+            ok = (b.last_offset < off and any(p >= position and lo == off for p, lo in lasts)
+                  or b.magic < 2 and off < b.last_offset
+                  and _legacy_first_offset(scan.file, position, b.size) <= off)
             res.mismatches.append((off, b.last_offset))
             if not ok:
                 res.findings.append(Finding("error", "index-entry", path, i * 8,
                                             f"Index offset: {off}, log offset: {b.last_offset}",
                                             {"indexOffset": off, "logOffset": b.last_offset}))
     return res
+
+
+def _past_tail(path: str, position: int, offset: int, scan: LogScan) -> Finding:
+    """An index entry of a batch in the ``.log``'s tail that is not a whole batch (an append a crash
+    cut): recovery truncates the log to its valid bytes and the index with it."""
+    return Finding("error", "index-past-tail", path, position,
+                   f"entry of offset {offset} indexes the log's tail past its last whole batch "
+                   f"(valid bytes end at {scan.valid_bytes} of {scan.size})", {"indexOffset": offset})
+
+
+def _legacy_first_offset(log_path: str, position: int, size: int) -> int:
+    """The first inner offset of the v0/v1 entry of ``size`` bytes at ``position`` of ``log_path``
+    (its own offset when uncompressed; past every offset when the wrapper does not decode: no
+    entry of it is then accepted, and the deep scan reports the wrapper)."""
+    from kafkalog.errors import KafkalogError
+    from kafkalog.record.legacy import LegacyRecordBatch
+    with open(log_path, "rb") as f:
+        f.seek(position)
+        data = f.read(size)
+    try:
+        b = LegacyRecordBatch(data, 0, len(data), data[16])
+        return b.base_offset
+    except (KafkalogError, IndexError):
+        return 1 << 63
 
 
 def check_time_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
@@ -315,6 +346,9 @@ def check_time_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
         if scan is None:
             continue
         b = by_last.get(off)
+        if b is None and scan.valid_bytes < scan.size and off >= scan.next_offset:
+            res.findings.append(_past_tail(path, i * 12, off, scan))
+            continue
         if b is None:
             found = next((x.last_offset for x in scan.batches if x.last_offset >= off), -1)
             res.not_found.append((off, found))

@@ -33,7 +33,7 @@ from kafkalog.log.naming import CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, parse
 
 _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 #: the findings that recovery removes from the active segment after an unclean shutdown
-_CRASH_TAILS = frozenset({"partial-tail", "zero-filled-tail"})
+_CRASH_TAILS = frozenset({"partial-tail", "zero-filled-tail", "index-past-tail"})
 
 
 def _segments_of_dir(d: str) -> List[str]:
