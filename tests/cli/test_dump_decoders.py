@@ -84,11 +84,12 @@ KAFKA_GROUP_VALUE_MALFORMED = (
     '"groupInstanceId":"instance","clientId":"client","clientHost":"host",'
     '"rebalanceTimeout":1000,"sessionTimeout":100,"subscription":"U3Vic2NyaXB0aW9u",'
     '"assignment":"QXNzaWdubWVudA=="}]}}')
+# Kafka's DumpLogSegmentsTest expectations, with the status as Kafka 4.4 prints it
 KAFKA_TXN_V0 = ('{"version":"0","data":{"producerId":123,"producerEpoch":0,"transactionTimeoutMs":0,'
-                '"transactionStatus":0,"transactionPartitions":[],"transactionLastUpdateTimestampMs":0,'
+                '"transactionStatus":"Empty","transactionPartitions":[],"transactionLastUpdateTimestampMs":0,'
                 '"transactionStartTimestampMs":0}}')
 KAFKA_TXN_V1 = ('{"version":"1","data":{"producerId":12,"previousProducerId":11,"nextProducerId":10,'
-                '"producerEpoch":2,"transactionTimeoutMs":14,"transactionStatus":0,'
+                '"producerEpoch":2,"transactionTimeoutMs":14,"transactionStatus":"Empty",'
                 '"transactionPartitions":[{"topic":"topic1","partitionIds":[0,1,2]},'
                 '{"topic":"topic2","partitionIds":[3,4,5]}],"transactionLastUpdateTimestampMs":123,'
                 '"transactionStartTimestampMs":13}}')
@@ -199,6 +200,7 @@ def test_a_data_directorys_coordinator_topics(tmp_path: Path) -> None:
     assert rc == 0, err
     states = [r["decodedPayload"]["data"] for r in json_lines(out) if r["type"] == "record"]
     assert {r["decodedKey"]["data"]["transactionalId"] for r in json_lines(out) if r["type"] == "record"} == {"tx"}
-    assert [s["transactionStatus"] for s in states] == [0, 1, 2, 4]    # Empty, Ongoing, PrepareCommit, Complete
+    # Kafka 4.4 prints the status by name (its DumpLogSegmentsTest of 3.x printed the number)
+    assert [s["transactionStatus"] for s in states] == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
     assert states[1]["transactionPartitions"] == [{"topic": CONSUMER_OFFSETS_TOPIC,
                                                    "partitionIds": [partition_for_group("billing")]}]

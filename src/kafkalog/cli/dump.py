@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 import click
 
 from kafkalog.cli.dump_decoders import Decoded, RecordDecoder, offsets_decoder, transaction_log_decoder
+from kafkalog.cli.dump_kraft import kraft_control
 from kafkalog.cli.output import EXIT_ERROR, EXIT_FINDINGS, FORMAT_OPTION_HELP, report_error
 from kafkalog.cli.paths import is_partition_dir
 from kafkalog.errors import KafkalogError, LogDirError
@@ -121,6 +122,8 @@ def record_json(batch, record, decoder: Optional[RecordDecoder] = None) -> dict:
         d["controlType"] = ctype.name
         if marker is not None:
             d["coordinatorEpoch"] = marker.coordinator_epoch
+        elif (kraft := kraft_control(ctype, record.value)) is not None:
+            d["controlRecord"] = kraft[1]
     elif decoder is not None:
         d["decodedKey"], d["decodedPayload"] = decoder(record)
     return d
@@ -164,6 +167,8 @@ def _record_line(batch, record, opts: DumpOptions) -> str:
             if marker is not None:
                 parts.append(f" endTxnMarker: {ctype.name} coordinatorEpoch: "
                              f"{marker.coordinator_epoch}")
+            elif (kraft := kraft_control(ctype, record.value)) is not None:
+                parts.append(f" {kraft[0]} {_decoded_text(kraft[1])}")
             else:
                 tid = -1 if record.key is None or len(record.key) < 4 else \
                     int.from_bytes(bytes(record.key[2:4]), "big", signed=True)
@@ -216,7 +221,9 @@ def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
                 w(_batch_line(batch, valid) + "\n")
             records = batch.records() if opts.deep else ()
             for r in records:
-                if last_offset != -1 and r.offset != last_offset + 1:
+                # Kafka 4.4 (DumpLogSegments in Java) starts from -1: a file whose first record is
+                # not offset 0 reports "-1 is followed by" that record
+                if r.offset != last_offset + 1:
                     non_consecutive.append((last_offset, r.offset))
                 last_offset = r.offset
                 if opts.json:

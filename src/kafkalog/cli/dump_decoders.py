@@ -30,7 +30,7 @@ from kafkalog.coordinator.group_metadata import (
     decode_key,
     decode_offset_commit_value,
 )
-from kafkalog.coordinator.transaction_log import key_from_bytes, read_value
+from kafkalog.coordinator.transaction_log import TransactionState, key_from_bytes, read_value
 from kafkalog.errors import InvalidRecordError, KafkalogError
 
 __all__ = ["Decoded", "RecordDecoder", "offsets_decoder", "transaction_log_decoder"]
@@ -49,6 +49,15 @@ class _Record(Protocol):
 
 
 RecordDecoder = Callable[[_Record], tuple[Decoded, Decoded]]
+
+
+def _status_name(status: int) -> str | int:
+    """Kafka 4.4 prints a transaction's status by its name (``PrepareCommit``), an unknown one as
+    its number."""
+    try:
+        return "".join(w.capitalize() for w in TransactionState(status).name.split("_"))
+    except ValueError:
+        return status
 
 
 def _b64(b: bytes | None) -> str | None:
@@ -211,6 +220,8 @@ def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:
             data["commitTimestamp"] = v.commit_timestamp
             if version == 1:
                 data["expireTimestamp"] = v.expire_timestamp
+            if v.topic_id is not None and any(v.topic_id):
+                data["topicId"] = base64.urlsafe_b64encode(v.topic_id).decode("ascii").rstrip("=")
         else:
             data = _group_metadata_json(decode_group_metadata_value(value), version)
         return decoded_key, {"version": str(version), "data": data}
@@ -239,7 +250,7 @@ def transaction_log_decoder(record: _Record) -> tuple[Decoded, Decoded]:
     if v.version >= 1 and v.next_producer_id != -1:
         data["nextProducerId"] = v.next_producer_id
     data.update({"producerEpoch": v.producer_epoch, "transactionTimeoutMs": v.transaction_timeout_ms,
-                 "transactionStatus": v.transaction_status,
+                 "transactionStatus": _status_name(v.transaction_status),
                  "transactionPartitions": None if v.transaction_partitions is None else [
                      {"topic": t, "partitionIds": ids} for t, ids in v.transaction_partitions],
                  "transactionLastUpdateTimestampMs": v.transaction_last_update_timestamp_ms,

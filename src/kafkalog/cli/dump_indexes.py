@@ -27,6 +27,7 @@ from kafkalog.cli.segment_check import (
     read_txn_index,
     scan_log,
 )
+from kafkalog.cli.verify import mark_crash_tails, unclean_active_segments
 
 if TYPE_CHECKING:
     from kafkalog.log.offset_index import OffsetIndex
@@ -73,7 +74,7 @@ def _sanity_check_or_empty(path: str, opts: DumpOptions, kind: str, entry_size: 
     if os.path.getsize(path) < entry_size:
         if opts.json:
             _j(opts, {"type": "summary", "file": path, "entries": 0, "empty": True})
-        else:
+        elif kind == "offset_index":     # kafka-dump-log.sh says nothing of an empty time index
             opts.out.write(f"{path} is empty.\n")
         return 0
     return None
@@ -125,7 +126,7 @@ _TIME_INDEX = _IndexFormat(
                   "Found out of order timestamp in :{file}\n",
                   "  Index timestamp: {0}, Previously indexed timestamp: {1}\n"),
      _IndexReport(lambda c: c.not_found, "notFound", "notFound", ("indexOffset", "logOffset"),
-                  "The following indexed offsets are not found in the log.\n",
+                  "The following indexed offsets are not found in :{file}\n",
                   "Indexed offset: {0}, found log offset: {1}\n")),
     json_findings=("zero-filled-tail", "index-size"))
 
@@ -136,12 +137,31 @@ def _dump_index(path: str, opts: DumpOptions, fmt: _IndexFormat) -> int:
     done = _sanity_check_or_empty(path, opts, fmt.kind, fmt.entry_size)
     if done is not None:
         return done
-    res = fmt.check(path, _sibling_scan(path, fmt.suffix))
+    scan = _sibling_scan(path, fmt.suffix)
+    res = fmt.check(path, scan)
+    if unclean_active_segments([path[: -len(fmt.suffix)] + ".log"]):
+        mark_crash_tails(res.findings)
     ap = os.path.abspath(path)
     # entries at or after the first structural error are not index entries (a damaged or foreign file)
     bad_at = min((f.position for f in res.findings if f.check in _STRUCTURAL and f.position is not None),
                  default=None)
     entries = res.entries if bad_at is None else res.entries[: bad_at // fmt.entry_size]
+    if res.zero_tail_at == 0 and fmt.kind == "offset_index" and scan is not None and scan.batches:
+        # a preallocated index without an entry yet: kafka-dump-log.sh reads its slot 0 as the
+        # entry (base offset, position 0) and checks it against the first batch
+        base, first = scan.base_offset, scan.batches[0]
+        entries = [(base, 0)]
+        if first.last_offset != base:
+            res.mismatches.insert(0, (base, first.last_offset))
+    elif res.zero_tail_at == 0 and fmt.kind == "time_index" and scan is not None:
+        # likewise the time index's slot 0 is the entry (timestamp 0, base offset)
+        base = scan.base_offset
+        entries = [(0, base)]
+        first_b = next((b for b in scan.batches if b.last_offset >= base), None)
+        if first_b is None or first_b.last_offset != base:
+            res.not_found.insert(0, (base, -1 if first_b is None else first_b.last_offset))
+        elif first_b.max_timestamp != 0:
+            res.mismatches.insert(0, (0, first_b.max_timestamp))
     if opts.json:
         if not opts.verify_index_only:
             k0, k1 = fmt.entry_keys
@@ -170,7 +190,7 @@ def _dump_index(path: str, opts: DumpOptions, fmt: _IndexFormat) -> int:
                 opts.err.write(rep.header.format(file=ap))
                 for a, b in (reversed(pairs) if rep.newest_first else pairs):
                     opts.err.write(rep.line.format(a, b))
-        errors = [f for f in res.findings if f.level == "error"]
+        errors = [f for f in res.findings if f.level == "error"]     # warnings: as Kafka, silent
         for f in errors:
             if f.position is not None:
                 opts.err.write(f"Error: {ap} at byte {f.position}: {f.message}\n")

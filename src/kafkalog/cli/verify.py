@@ -27,13 +27,25 @@ import click
 from kafkalog.cli.output import EXIT_FINDINGS, EXIT_OK, FORMAT_OPTION_HELP, emit, handle_errors
 from kafkalog.cli.paths import data_dir_or_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
-from kafkalog.cli.segment_check import check_offset_index, check_time_index, read_txn_index, scan_log
+from kafkalog.cli.segment_check import Finding, check_offset_index, check_time_index, read_txn_index, scan_log
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.naming import CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, parse_partition_dir_name
 
 _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 #: the findings that recovery removes from the active segment after an unclean shutdown
 _CRASH_TAILS = frozenset({"partial-tail", "zero-filled-tail", "index-past-tail"})
+_CRASH_TAIL_NOTE = ("; expected in the active segment after an unclean shutdown: the next open's "
+                    "recovery truncates it")
+#: KRaft's metadata log: Kafka opens it as after an unclean shutdown, always
+CLUSTER_METADATA_DIR = "__cluster_metadata-0"
+
+
+def mark_crash_tails(findings: List[Finding]) -> None:
+    """The crash tails among ``findings`` (of a segment the next open recovers) become warnings."""
+    for f in findings:
+        if f.check in _CRASH_TAILS and f.level == "error":
+            f.level = "warning"
+            f.message += _CRASH_TAIL_NOTE
 
 
 def _segments_of_dir(d: str) -> List[str]:
@@ -77,13 +89,15 @@ def collect_segments(path: str) -> Tuple[List[str], List[dict]]:
 def unclean_active_segments(segments: List[str]) -> Set[str]:
     """The last ``.log`` of each partition directory among ``segments`` whose data directory (the
     partition directory's parent, holding ``meta.properties``) has no ``.kafka_cleanshutdown``:
-    the next open recovers them. (Segment names are zero-padded base offsets: the last in name
-    order is the active one.)"""
+    the next open recovers them; and the last of ``__cluster_metadata-0``, KRaft's metadata log,
+    which Kafka recovers at every start (its clean shutdown leaves the indexes preallocated).
+    (Segment names are zero-padded base offsets: the last in name order is the active one.)"""
     out: Set[str] = set()
     for d in {os.path.dirname(os.path.abspath(s)) for s in segments}:
         data_dir = os.path.dirname(d)
         if (os.path.exists(os.path.join(data_dir, META_PROPERTIES_FILE))
-                and not os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN_FILE))):
+                and (not os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN_FILE))
+                     or os.path.basename(d) == CLUSTER_METADATA_DIR)):
             logs = _segments_of_dir(d)
             if logs:
                 out.add(logs[-1])
@@ -118,8 +132,7 @@ def verify_segment(log_path: str, deep: bool = False,
         for f in findings:
             if f["check"] in _CRASH_TAILS:
                 f["level"] = "warning"
-                f["message"] += ("; expected in the active segment after an unclean shutdown: the "
-                                 "next open's recovery truncates it")
+                f["message"] += _CRASH_TAIL_NOTE
     errors = sum(1 for f in findings if f["level"] == "error")
     seg = {"type": "segment", "file": log_path,
            "baseOffset": scan.base_offset if scan else None,
@@ -160,7 +173,7 @@ def _text_line(obj: dict) -> None:
 @handle_errors()
 def verify(path: str, deep: bool, quiet: bool, no_progress: bool, fmt: str) -> None:
     """Check every batch and index entry under PATH (a data directory, a partition directory or a
-    segment file), read-only. JSON lines out; exit 1 when damage is found, 2 when PATH is not a log.
+    segment file), changing nothing. JSON lines out; exit 1 when damage is found, 2 when PATH is not a log.
     The tails a crash leaves in a partition's active segment (a preallocated index's zeros, a cut
     last batch) are warnings when its data directory has no .kafka_cleanshutdown: the next open
     recovers them."""

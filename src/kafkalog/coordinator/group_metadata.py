@@ -72,6 +72,7 @@ class OffsetCommitValue(NamedTuple):
     commit_timestamp: int = -1
     leader_epoch: int = -1              # versions 3+
     expire_timestamp: int = -1          # version 1 only
+    topic_id: bytes | None = None       # version 4+ (tagged), as Kafka 4 writes it
 
 
 class MemberMetadata(NamedTuple):
@@ -241,14 +242,19 @@ class _Reader:
             raise InvalidRecordError(f"{self.what}: {field} has {n} elements", position=start)
         return n
 
-    def tags(self) -> None:
+    def tags(self) -> dict[int, bytes]:
+        """The tagged fields (tag -> raw value); the caller reads those it knows, Kafka skips the
+        others."""
+        out: dict[int, bytes] = {}
         if not self.flexible:
-            return
+            return out
         for _ in range(self.uvarint("tagged field count")):
-            self.uvarint("tag")
+            tag = self.uvarint("tag")
             size = self.uvarint("tagged field size")
             self._need(size, "tagged field")
-            self.pos += size                # unknown tagged fields are skipped, as Kafka does
+            out[tag] = bytes(self.buf[self.pos:self.pos + size])
+            self.pos += size
+        return out
 
     def done(self) -> None:
         if self.pos != len(self.buf):
@@ -327,9 +333,11 @@ def decode_offset_commit_value(buf: bytes) -> OffsetCommitValue:
     metadata = r.string("metadata")
     ts = r.i64("commitTimestamp")
     expire = r.i64("expireTimestamp") if version == 1 else -1
-    r.tags()
+    topic_id = r.tags().get(0)          # version 4+: the topic's id, tagged
     r.done()
-    return OffsetCommitValue(offset, metadata or "", ts, epoch, expire)
+    if topic_id is not None and len(topic_id) != 16:
+        raise InvalidRecordError(f"OffsetCommitValue: topicId has {len(topic_id)} bytes, not 16")
+    return OffsetCommitValue(offset, metadata or "", ts, epoch, expire, topic_id)
 
 
 # --- group metadata values --------------------------------------------------------------------------
