@@ -1,7 +1,10 @@
-"""Fixtures every test directory shares: Apache Kafka 4.4 as a real broker (``tests/kafka44``)."""
+"""Fixtures every test directory shares: Apache Kafka 4.4 as a real broker (``tests/kafka44``), and one
+local SparkSession for the whole test run (starting one takes 10-20 s)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +24,34 @@ def kafka44_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44
     finally:
         if broker.alive():
             broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run (tests/spark and the Kafka 4.4 comparisons)."""
+    pytest.importorskip("pyspark")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import kafkalog.spark
+    from tests.spark import kafka_connector
+
+    builder = SparkSession.builder
+    try:  # Spark's own format("kafka") (tests/spark/test_kafka_connector.py), when Maven has it
+        builder = builder.config("spark.jars", ",".join(kafka_connector.jars()))
+    except kafka44.Kafka44Unavailable:
+        pass                                      # those tests skip (or fail on CI) saying why
+    session = (builder.master("local[2]")
+               .appName("kafkalog-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.python.filterPushdown.enabled", "true")
+               .getOrCreate())
+    kafkalog.spark.register(session)
+    yield session
+    session.stop()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

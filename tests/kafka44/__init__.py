@@ -233,6 +233,10 @@ class KafkaBroker:
         except FileNotFoundError:
             return ""
 
+    def log_text(self) -> str:
+        """Everything the broker logged (its ``server.log``), all starts."""
+        return self._log_since(0)
+
     def log_tail(self, chars: int = 4000) -> str:
         text = self._log_since(0)
         stdout = self.workdir / "stdout"

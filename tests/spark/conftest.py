@@ -1,4 +1,4 @@
-"""One local SparkSession for the whole test run (starting one takes 10-20 s)."""
+"""The Spark tests: every one of them marked ``spark`` (the session is ``tests/conftest.py``'s ``spark``)."""
 
 from __future__ import annotations
 
@@ -11,30 +11,6 @@ os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
 
 pyspark = pytest.importorskip("pyspark")
 
-
-@pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession
-
-    import kafkalog.spark
-    from tests import kafka44
-    from tests.spark import kafka_connector
-
-    builder = SparkSession.builder
-    try:  # Spark's own format("kafka") (test_kafka_connector.py), when Maven has it
-        builder = builder.config("spark.jars", ",".join(kafka_connector.jars()))
-    except kafka44.Kafka44Unavailable:
-        pass                                      # those tests skip (or fail on CI) saying why
-    session = (builder.master("local[2]")
-               .appName("kafkalog-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.python.filterPushdown.enabled", "true")
-               .getOrCreate())
-    kafkalog.spark.register(session)
-    yield session
-    session.stop()
 
 
 def pytest_collection_modifyitems(items):

@@ -1,7 +1,9 @@
 """Producer id allocation (Kafka's ``ProducerIdManager``): ids are handed out from blocks of
 :data:`PRODUCER_ID_BLOCK_SIZE`, and the end of the current block is made durable *before* any id of
 the block is used, so an id is never handed out twice, even after a crash (a restart continues
-after the last block reserved; the unused rest of a block is skipped, as in Kafka).
+after the last block reserved; the unused rest of a block is skipped, as in Kafka). In a Kafka 4
+data directory the first block starts after the last block Kafka's controller allocated (its
+``ProducerIdsRecord`` in ``__cluster_metadata``).
 
 The reservation is the file :data:`PRODUCER_IDS_FILE` in the data directory: ``version`` (0) and
 ``nextProducerId`` (the first id of the next block), one per line, written by an atomic replace
@@ -15,6 +17,7 @@ import threading
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log import fsutil
+from kafkalog.log.cluster_metadata import read_kafka_metadata
 
 __all__ = ["PRODUCER_IDS_FILE", "PRODUCER_ID_BLOCK_SIZE", "CorruptProducerIdsError", "ProducerIdManager"]
 
@@ -32,7 +35,8 @@ class ProducerIdManager:
     """Allocates producer ids for one data directory (one process at a time holds its lock)."""
 
     def __init__(self, data_dir: os.PathLike | str) -> None:
-        self.path = os.path.join(os.fspath(data_dir), PRODUCER_IDS_FILE)
+        self.data_dir = os.fspath(data_dir)
+        self.path = os.path.join(self.data_dir, PRODUCER_IDS_FILE)
         self._lock = threading.Lock()
         self._next = 0
         self._block_end = 0          # exclusive; _next == _block_end: reserve a new block first
@@ -57,7 +61,9 @@ class ProducerIdManager:
         return nxt
 
     def _reserve_block(self) -> tuple[int, int]:
-        start = self._read_reserved()
+        # a Kafka 4 data directory: never an id Kafka's controller handed out (its producer state
+        # in the partitions would take a new producer for an old one)
+        start = max(self._read_reserved(), read_kafka_metadata(self.data_dir).next_producer_id)
         end = start + PRODUCER_ID_BLOCK_SIZE
         if end > _MAX_PRODUCER_ID:
             raise KafkalogError("producer ids exhausted", file=self.path)

@@ -268,16 +268,29 @@ class TransactionCoordinator:
             self._persist(m)
             self._complete(m, commit)
 
+    def _coordinator_epoch(self, transactional_id: str) -> int:
+        """The coordinator epoch of the markers: as Kafka, the leader epoch of the transactional id's
+        ``__transaction_state`` partition (0 when it has none), so a marker is never older than
+        those a Kafka broker wrote before into the same logs (its producer state would refuse it)."""
+        if not self._manager.has_topic(TRANSACTION_STATE_TOPIC):
+            return 0
+        log = self._manager.get_log(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, self._partitions))
+        cache = getattr(log, "leader_epoch_cache", None)
+        latest = None if cache is None else cache.latest_epoch()
+        return max(latest or 0, 0)
+
     def _complete(self, m: TransactionMetadata, commit: bool) -> None:
         marker = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         now = self._clock()
+        coordinator_epoch = self._coordinator_epoch(m.transactional_id)
         for topic, p in sorted(m.partitions):
             if not self._manager.has_topic(topic) or p not in self._manager.partitions_of(topic):
                 continue                     # deleted since: nothing to mark
             log = self._manager.get_log(topic, p)
             epoch = self._marker_leader_epoch(log) if self._marker_leader_epoch is not None else None
             log.append(build_end_txn_marker(marker, producer_id=m.producer_id,
-                                            producer_epoch=m.producer_epoch, timestamp=now),
+                                            producer_epoch=m.producer_epoch, timestamp=now,
+                                            coordinator_epoch=coordinator_epoch),
                        origin=ORIGIN_COORDINATOR, leader_epoch=epoch)
         done = frozenset(m.partitions)
         m.state = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT

@@ -59,6 +59,7 @@ from kafkalog.log.checkpoint import (
     PartitionMetadataFile,
     uuid_to_kafka_string,
 )
+from kafkalog.log.cluster_metadata import read_topic_configs
 from kafkalog.log.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -166,6 +167,23 @@ class LoadResult:
 
 
 # --- the manager -------------------------------------------------------------------------------------
+
+def _known_config(values: Dict[str, str], broker_config: BrokerConfig) -> LogConfig:
+    """A :class:`LogConfig` of ``values`` without the keys kafkalog does not take (Kafka's metadata
+    may name configs of features kafkalog has not)."""
+    try:
+        return LogConfig(dict(values), broker_config)
+    except InvalidConfigError:
+        kept = {}
+        for k, v in values.items():
+            try:
+                LogConfig({k: v}, broker_config)
+            except InvalidConfigError:
+                logger.warning("topic config %s=%s of Kafka's metadata log ignored", k, v)
+                continue
+            kept[k] = v
+        return LogConfig(kept, broker_config)
+
 
 class LogManager:
     """A Kafka data directory opened for reading and writing.
@@ -303,6 +321,11 @@ class LogManager:
             except (KafkalogError, OSError, UnicodeDecodeError) as e:
                 msg = e.message if isinstance(e, KafkalogError) else str(e)
                 raise InvalidConfigError(f"cannot load topic config: {msg}", file=path) from None
+        # a Kafka 4 data directory: the topic configs Kafka keeps in its metadata log (a compacted
+        # topic read as a deleting one would be cut at its first offset gap, then expired)
+        for topic, kafka_cfg in read_topic_configs(self.data_dir).items():
+            if topic not in self._topic_configs:
+                self._topic_configs[topic] = _known_config(kafka_cfg, self.broker_config)
 
     def topic_config(self, topic: str) -> LogConfig:
         """The effective config of ``topic`` (broker defaults when it has no overrides)."""
