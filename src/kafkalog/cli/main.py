@@ -52,6 +52,7 @@ def main(log_level: str = "warning") -> None:
 
 
 def _register() -> None:
+    from kafkalog.cli.bootstrap_topics import bootstrap_topics
     from kafkalog.cli.compact import compact
     from kafkalog.cli.consume import consume
     from kafkalog.cli.describe import describe
@@ -62,7 +63,8 @@ def _register() -> None:
     from kafkalog.cli.recover import recover
     from kafkalog.cli.serve import serve
     from kafkalog.cli.verify import verify
-    for cmd in (dump, produce, consume, describe, offsets, groups, verify, recover, compact, serve):
+    for cmd in (dump, produce, consume, describe, offsets, groups, verify, recover, compact, serve,
+                bootstrap_topics):
         main.add_command(cmd)
 
 

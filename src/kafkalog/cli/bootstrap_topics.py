@@ -1,0 +1,127 @@
+"""``kafkalog bootstrap-topics DATA_DIR``: hand a data directory kafkalog wrote to a new Kafka cluster.
+
+A KRaft broker serves only the topics its metadata log names, with the IDs of their
+``partition.metadata`` (a partition directory it does not know is renamed ``...-stray`` and set
+aside). After ``kafka-storage.sh format`` wrote the cluster's bootstrap snapshot (``--cluster-id``
+and ``node.id`` those of DATA_DIR's ``meta.properties``), this command adds DATA_DIR's topics to it
+(:mod:`kafkalog.log.cluster_metadata`): the cluster's first start then knows every topic, partition
+and topic config, and serves every record. Output: one JSON line per topic, then a summary.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid as _uuid
+
+import click
+
+from kafkalog.cli.output import emit, handle_errors
+from kafkalog.errors import LogDirError
+from kafkalog.log.checkpoint import (
+    LeaderEpochCheckpointFile,
+    MetaProperties,
+    PartitionMetadataFile,
+    uuid_from_kafka_string,
+    uuid_to_kafka_string,
+)
+from kafkalog.log.cluster_metadata import BOOTSTRAP_SNAPSHOT, METADATA_PARTITION, TopicMetadata, add_topics
+from kafkalog.log.config import parse_properties
+from kafkalog.log.naming import (
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    META_PROPERTIES_FILE,
+    PARTITION_METADATA_FILE,
+    parse_partition_dir_name,
+    topic_config_file,
+)
+
+#: Kafka creates its coordinators' topics compacted; a directory kafkalog wrote may not say so
+_INTERNAL_TOPIC_CONFIGS = {"__consumer_offsets": {"cleanup.policy": "compact"},
+                           "__transaction_state": {"cleanup.policy": "compact"}}
+
+
+def _meta(dir_: str) -> MetaProperties:
+    path = os.path.join(dir_, META_PROPERTIES_FILE)
+    if not os.path.exists(path):
+        raise LogDirError("no meta.properties: not a formatted log directory", file=dir_)
+    mp = MetaProperties.read(path)
+    if mp.version != 1 or mp.cluster_id is None or mp.node_id is None or mp.directory_id is None:
+        raise LogDirError("a KRaft log directory needs meta.properties version 1 with cluster.id, node.id "
+                          "and directory.id", file=path)
+    return mp
+
+
+def _topics(data_dir: str) -> list[TopicMetadata]:
+    parts: dict[str, dict[int, str]] = {}
+    for name in sorted(os.listdir(data_dir)):
+        path = os.path.join(data_dir, name)
+        if not os.path.isdir(path) or name == METADATA_PARTITION:
+            continue
+        parsed = parse_partition_dir_name(name)
+        if parsed.kind:
+            raise LogDirError(f"a {parsed.kind} partition directory: finish or remove it first", file=path)
+        parts.setdefault(parsed.topic, {})[parsed.partition] = path
+    out = []
+    for topic, dirs in sorted(parts.items()):
+        if sorted(dirs) != list(range(len(dirs))):
+            raise LogDirError(f"topic {topic!r} has partitions {sorted(dirs)}, not 0..{len(dirs) - 1}",
+                              file=data_dir)
+        ids = set()
+        for d in dirs.values():
+            pm = PartitionMetadataFile(os.path.join(d, PARTITION_METADATA_FILE))
+            if pm.exists():
+                ids.add(pm.read().topic_id)
+        if len(ids) > 1:
+            raise LogDirError(f"the partitions of {topic!r} name different topic IDs: "
+                              f"{', '.join(sorted(map(uuid_to_kafka_string, ids)))}", file=data_dir)
+        topic_id = ids.pop() if ids else _uuid.uuid4()
+        for d in dirs.values():     # a partition without partition.metadata gets the topic's ID
+            pm = PartitionMetadataFile(os.path.join(d, PARTITION_METADATA_FILE))
+            if not pm.exists():
+                pm.write(topic_id)
+        epochs = []
+        for p in range(len(dirs)):
+            entries = LeaderEpochCheckpointFile(os.path.join(dirs[p], LEADER_EPOCH_CHECKPOINT_FILE),
+                                                create=False).read()
+            epochs.append(max((e.epoch for e in entries), default=0))
+        configs = dict(_INTERNAL_TOPIC_CONFIGS.get(topic, {}))
+        cfg_path = topic_config_file(data_dir, topic)
+        if os.path.exists(cfg_path):
+            with open(cfg_path, encoding="utf-8") as f:
+                configs.update(parse_properties(f.read(), file=cfg_path))
+        out.append(TopicMetadata(topic, topic_id, len(dirs), epochs, configs))
+    return out
+
+
+@click.command("bootstrap-topics")
+@click.argument("data_dir", type=click.Path())
+@click.option("--metadata-log-dir", default=None, type=click.Path(),
+              help="The cluster's metadata.log.dir, formatted by kafka-storage.sh (default: DATA_DIR).")
+@handle_errors()
+def bootstrap_topics(data_dir: str, metadata_log_dir: str | None) -> None:
+    """Add the topics of DATA_DIR (topic IDs, partitions, configs) to the bootstrap metadata that
+    `kafka-storage.sh format` wrote, so the new Kafka cluster's first start serves them. Run it with
+    kafkalog stopped, after formatting the metadata log directory with DATA_DIR's cluster.id and
+    node.id and before the cluster's first start."""
+    if not os.path.isdir(data_dir):
+        raise LogDirError("no such directory", file=data_dir)
+    meta_dir = metadata_log_dir or data_dir
+    data_meta, cluster_meta = _meta(data_dir), _meta(meta_dir)
+    if (data_meta.cluster_id, data_meta.node_id) != (cluster_meta.cluster_id, cluster_meta.node_id):
+        raise LogDirError(f"meta.properties says cluster.id={cluster_meta.cluster_id} node.id="
+                          f"{cluster_meta.node_id}, the data directory cluster.id={data_meta.cluster_id} "
+                          f"node.id={data_meta.node_id}: format with the data directory's", file=meta_dir)
+    mdir = os.path.join(meta_dir, METADATA_PARTITION)
+    snapshot = os.path.join(mdir, BOOTSTRAP_SNAPSHOT)
+    if not os.path.exists(snapshot):
+        raise LogDirError(f"no bootstrap snapshot {METADATA_PARTITION}/{BOOTSTRAP_SNAPSHOT}: format the "
+                          f"metadata log directory with kafka-storage.sh format first", file=meta_dir)
+    if any(n.endswith(".log") and os.path.getsize(os.path.join(mdir, n)) > 0 for n in os.listdir(mdir)):
+        raise LogDirError("the cluster has started already (its metadata log has records): create the "
+                          "topics through it", file=mdir)
+    topics = _topics(data_dir)
+    assert data_meta.directory_id is not None and data_meta.node_id is not None
+    added = add_topics(snapshot, data_meta.node_id, uuid_from_kafka_string(data_meta.directory_id), topics)
+    for t in topics:
+        emit({"type": "topic", "topic": t.name, "topicId": uuid_to_kafka_string(t.topic_id),
+              "partitions": t.partitions, "configs": t.configs})
+    emit({"type": "summary", "snapshot": snapshot, "topics": len(topics), "records": added})
