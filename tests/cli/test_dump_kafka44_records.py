@@ -79,3 +79,17 @@ def test_kraft_control_records_as_kafka_44_prints_them(tmp_path: Path) -> None:
     assert rc == 0, err
     records = [line for line in out.splitlines() if line.startswith("| offset:")]
     assert [line.split("headerKeys: [] ", 1)[1] for line in records] == KRAFT_LINES
+
+
+def test_payloads_decode_as_javas_utf8(tmp_path: Path) -> None:
+    """--print-data-log prints a key or payload as Java's ``new String(bytes, UTF_8)`` (Kafka's
+    StringDecoder): the expected code points are what Java 17 printed for these bytes (an encoded
+    surrogate is one U+FFFD in Java, three in Python's "replace")."""
+    cases = {"eda6bf": "\ufffd", "eda0d97f": "\ufffd\ufffd\x7f", "f0eda5": "\ufffd\ufffd",
+             "c2edbfeda00080": "\ufffd\ufffd\ufffd\x00\ufffd", "e87838": "\ufffdx8", "41c0af": "A\ufffd\ufffd"}
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(build_batch([(None, bytes.fromhex(h), 1000) for h in cases]))
+    rc, out, err = run("--deep-iteration", "--print-data-log", str(path))
+    assert rc == 0, err
+    payloads = [line.split(" payload: ", 1)[1] for line in out.splitlines() if " payload: " in line]
+    assert payloads == list(cases.values())

@@ -15,6 +15,7 @@ topic config override. The record encodings are Kafka's metadata schemas (``Topi
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import uuid as _uuid
@@ -215,6 +216,16 @@ def _replay(data: bytes, min_offset: int, ids: Dict[bytes, str], configs: Dict[s
                 continue        # a record this does not read: Kafka's to judge, not a config
 
 
+def _replay_file(path: str, min_offset: int, ids: Dict[bytes, str], configs: Dict[str, Dict[str, str]],
+                 meta: KafkaMetadata) -> None:
+    """:func:`_replay` over a file, mapped (a metadata segment may be large)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            _replay(mm, min_offset, ids, configs, meta)     # type: ignore[arg-type]
+
+
 def read_kafka_metadata(data_dir: str) -> KafkaMetadata:
     """What ``data_dir``'s Kafka 4 metadata log (``__cluster_metadata-0``: its newest snapshot, then
     the log after it) says of topic configs and producer ids; empty when the directory has no
@@ -230,13 +241,11 @@ def read_kafka_metadata(data_dir: str) -> KafkaMetadata:
     snapshots = sorted((n for n in names if n.endswith(".checkpoint") and "-" in n), key=_snapshot_end)
     start = 0
     if snapshots:
-        with open(os.path.join(mdir, snapshots[-1]), "rb") as f:
-            _replay(f.read(), 0, ids, configs, meta)
+        _replay_file(os.path.join(mdir, snapshots[-1]), 0, ids, configs, meta)
         start = _snapshot_end(snapshots[-1])
     for n in names:
         if n.endswith(".log") and n[:-4].isdigit():
-            with open(os.path.join(mdir, n), "rb") as f:
-                _replay(f.read(), start, ids, configs, meta)
+            _replay_file(os.path.join(mdir, n), start, ids, configs, meta)
     known = set(ids.values())
     meta.topic_configs = {t: c for t, c in configs.items() if t in known and c}
     return meta
