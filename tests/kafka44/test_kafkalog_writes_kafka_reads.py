@@ -145,9 +145,8 @@ def test_kafka_starts_on_the_directory_kafkalog_served_and_wrote(tmp_path: Path,
             dl.produce_many("handover", [b"embedded-%d" % i for i in range(20)], partition=1)
         df = spark.createDataFrame([(b"spark-%d" % i, b"k%d" % (i % 3)) for i in range(30)], ["value", "key"])
         df.write.format("kafkalog").option("topic", "handover").mode("append").save(str(data))
-        # kafkalog does not read topic configs from Kafka's metadata log (docs/kafka-compatibility.md):
-        # --force says hcompact is compacted
-        res = _cli("compact", str(data), "hcompact", "--force", "--no-progress", "--format", "json")
+        # hcompact is compacted by Kafka's config (its metadata log), no --force needed
+        res = _cli("compact", str(data), "hcompact", "--no-progress", "--format", "json")
         assert res.returncode == 0, res.stderr
         assert (data / "meta.properties").read_text() == meta_before
         states_served = _transaction_states_on_disk(data)
