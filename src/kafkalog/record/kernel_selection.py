@@ -55,6 +55,7 @@ KERNELS: tuple[KernelPair, ...] = (
     KernelPair("kafkalog.log._kernel", "kafkalog.log._kernel_py"),
     KernelPair("kafkalog.cleaner._kernel", "kafkalog.cleaner._kernel_py"),
     KernelPair("kafkalog.spark._kernel", "kafkalog.spark._kernel_py"),
+    KernelPair("kafkalog.server._bounds", "kafkalog.server._bounds_py"),
 )
 
 

@@ -255,16 +255,24 @@ class Broker:
         finishes it."""
         if self._group_timer is None:
             self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
-        result = self._handlers[request.api_key](self, request)
-        kind = type(result)
-        if kind is list or kind is bytes:       # Fetch and Produce answer with frame parts
-            return cast(Response, result)
-        if asyncio.iscoroutine(result):
-            return self._finish(request, result)
-        return _response(request, result)
+        try:
+            result = self._handlers[request.api_key](self, request)
+            kind = type(result)
+            if kind is list or kind is bytes:       # Fetch and Produce answer with frame parts
+                return cast(Response, result)
+            if asyncio.iscoroutine(result):
+                return self._finish(request, result)
+            return _response(request, result)
+        except Exception as e:      # a handler's bug: the log's traceback names the request
+            e.add_note(f"while handling {request.describe()}")
+            raise
 
     async def _finish(self, request: Request, pending: Awaitable[Any]) -> Response:
-        return _response(request, await pending)
+        try:
+            return _response(request, await pending)
+        except Exception as e:
+            e.add_note(f"while handling {request.describe()}")
+            raise
 
     def response(self, request: Request, values: Mapping[str, Any]) -> Any:
         """The kio response entity of ``request``'s API and version from plain ``values``."""

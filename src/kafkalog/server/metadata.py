@@ -3,6 +3,7 @@ and Fetch v13+ address topics by ID), auto-creation per ``auto.create.topics.ena
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kafkalog.errors import InvalidTopicError
@@ -10,6 +11,8 @@ from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
 from kafkalog.server.broker import INTERNAL_TOPICS, Broker
 from kafkalog.server.protocol import Request
+
+logger = logging.getLogger("kafkalog.server")
 
 #: Kafka's "no authorized operations requested" sentinel.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -31,10 +34,18 @@ def _error_entry(name: str | None, code: int, topic_id: Any = None) -> dict[str,
             "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
+#: the first version whose topics may be named by ID alone (KIP-516)
+TOPIC_ID_VERSION = 12
+
+
 def handle_metadata(broker: Broker, request: Request) -> Any:
     body = request.body
     topics: list[dict[str, Any]] = []
     requested = body.topics
+    if requested and request.api_version < TOPIC_ID_VERSION:
+        invalid = _invalid_before_topic_ids(requested, request.api_version)
+        if invalid is not None:
+            return _invalid_request(broker, request, invalid)
     if requested is None or (request.api_version == 0 and not requested):
         names: list[Any] = [(t, None) for t in broker.manager.topics()]
     else:
@@ -64,6 +75,28 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
         "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None}],
         "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "error_code": 0})
+
+
+def _invalid_before_topic_ids(requested: Any, version: int) -> str | None:
+    """Kafka's refusal of a topic without a name, or with an ID, before v12."""
+    for t in requested:
+        if t.name is None:
+            return f"Topic name can not be null for version {version}"
+        if getattr(t, "topic_id", None) is not None:
+            return f"Topic IDs are not supported in requests for version {version}"
+    return None
+
+
+def _invalid_request(broker: Broker, request: Request, reason: str) -> Any:
+    """Kafka's ``MetadataRequest.getErrorResponse``: INVALID_REQUEST for every topic asked for
+    (a null name answered as ""), no broker."""
+    logger.info("INVALID_REQUEST for %s: %s", request.describe(), reason)
+    topics = [_error_entry(t.name or "", error_codes.INVALID_REQUEST, getattr(t, "topic_id", None))
+              for t in request.body.topics]
+    return broker.response(request, {
+        "throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+        "topics": topics, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "error_code": 0})
 
 
 def handle_describe_cluster(broker: Broker, request: Request) -> Any:

@@ -9,6 +9,9 @@ Kafka's rules kept here: the request header is v2 (tagged fields) for flexible r
 else v1; the response header is v1 for flexible versions except ApiVersions (always v0, so a client
 can read the error of a version it does not share); bytes after a request body are ignored
 (librdkafka 2.16 leaves some); a body that does not parse closes the connection, as in Kafka.
+Before kio reads a request, :mod:`.request_bounds` checks every length and count in it against
+the frame (kio's reader trusts them): a request that breaks a bound raises
+:class:`RequestBoundsError`, never reaching kio.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from kafkalog.errors import KafkalogError
+from kafkalog.server.bounds_program import BoundsProgram, bounds_program
 from kafkalog.server.frames import frame
+from kafkalog.server.request_bounds import violation, walk
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 #: kio's lookup imports the schema's module each call (~7 µs); a request's class is asked for often
@@ -42,6 +47,19 @@ _API_VERSIONS_FIRST_FLEXIBLE = 3
 
 class InvalidRequestError(KafkalogError):
     """A request that cannot be parsed: the connection is closed (Kafka's InvalidRequestException)."""
+
+
+class RequestBoundsError(InvalidRequestError):
+    """A request with a length or count its frame cannot hold or Kafka refuses (an array of more
+    elements than bytes left ...): refused before kio reads it; the connection is closed, as Kafka
+    closes it on the InvalidRequestException its reader's RuntimeException becomes."""
+
+    def __init__(self, message: str, api_key: int, api_version: int, correlation_id: int,
+                 position: int) -> None:
+        super().__init__(message, position=position)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
 
 
 class UnsupportedVersionError(InvalidRequestError):
@@ -81,12 +99,12 @@ def peek_header(data: bytes) -> tuple[int, int, int]:
 
 
 @functools.cache
-def _readers(key: int, version: int) -> tuple[Any, Any, bool]:
-    """(header reader, body reader, flexible) of one API version: looked up once."""
+def _readers(key: int, version: int) -> tuple[Any, Any, bool, BoundsProgram]:
+    """(header reader, body reader, flexible, bounds program) of one API version: made once."""
     cls = _request_schema(key, version)
     flexible = bool(cls.__flexible__)
     return (entity_reader(RequestHeaderV2 if flexible else RequestHeaderV1), entity_reader(cls),
-            flexible)
+            flexible, bounds_program(key, version))
 
 
 def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request:
@@ -99,8 +117,14 @@ def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request
     rng = supported.get(key)
     if rng is None or not rng[0] <= version <= rng[1]:
         raise UnsupportedVersionError(f"unsupported API key {key} version {version}", key, version, corr)
+    read_header, read_body, flexible, program = _readers(key, version)
+    bounds = walk(program.code, data)
+    if type(bounds) is not int:
+        v = violation(program, bounds)
+        raise RequestBoundsError(f"Error getting request for apiKey: {v.api_name}, apiVersion: "
+                                 f"{version}, correlationId: {corr}: {v.message}", key, version,
+                                 corr, v.position)
     try:
-        read_header, read_body, flexible = _readers(key, version)
         header: Any
         header, hsize = read_header(data, 0)
         body, _size = read_body(data, hsize)     # trailing bytes are ignored

@@ -1,0 +1,142 @@
+"""The cost of checking a request's lengths and counts before kio reads it (issue 23).
+
+``parse_request`` (kafkalog.server.protocol) walks every request's bounds program
+(kafkalog.server.request_bounds) and then lets kio read the header and body. Measured here on the
+requests of the hot paths, in the same run:
+
+* ``before``: ``parse_request`` with the bounds walk replaced by a function that accepts
+  everything (version check, kio's header and body readers: the parse before issue 23);
+* ``after``: ``parse_request`` as the broker calls it (version check, bounds walk, kio);
+* ``bounds``: the bounds walk alone (the compiled kernel, or the pure-Python twin with
+  ``KAFKALOG_PURE_PYTHON=1``).
+
+Requests: Produce v9 (librdkafka 2.x) and v11 (the Java client) with one partition holding a
+145-record batch; Fetch v12 (librdkafka) and v17 (the Java client) of one partition; Fetch v17 of
+100 partitions (a consumer of many partitions); Metadata v12 of 10 topics. Each figure is the
+median over ``--runs`` runs of the mean time per call over ``--calls`` calls, in microseconds;
+``ratio`` is after / before (1.00: the check costs nothing). JSON lines.
+
+    python benchmarks/request_bounds_bench.py [--runs 7] [--calls 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import struct
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import build_batch
+from kio.index import load_request_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_writer
+
+from kafkalog.server import protocol
+from kafkalog.server.apis import VERSIONS
+from kafkalog.server.kio_build import build
+from kafkalog.server.protocol import _readers, parse_request
+from kafkalog.server.request_bounds import IMPLEMENTATION, walk
+
+
+def accept_all(code: bytes, data: bytes) -> int:
+    return len(data)
+
+
+def frame(key: int, version: int, values: dict[str, Any]) -> bytes:
+    """A request (without its size field) written by kio's encoder."""
+    cls = load_request_schema(key, version)
+    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, build(header_cls, {
+        "request_api_key": key, "request_api_version": version, "correlation_id": 7,
+        "client_id": "bench"}))
+    entity_writer(cls)(buf, build(cls, values))
+    return buf.getvalue()
+
+
+def produce(version: int, records: bytes) -> bytes:
+    return frame(0, version, {"transactional_id": None, "acks": -1, "timeout": 30000,
+                              "topic_data": [{"name": "bench", "topic_id": uuid.uuid4(),
+                                              "partition_data": [{"index": 0, "records": records}]}]})
+
+
+def fetch(version: int, partitions: int) -> bytes:
+    key = "topic_id" if version >= 13 else "topic"
+    topic: object = uuid.uuid4() if version >= 13 else "bench"
+    return frame(1, version, {
+        "cluster_id": None, "replica_id": -1, "replica_state": {"replica_id": -1, "replica_epoch": -1},
+        "max_wait": 500, "min_bytes": 1, "max_bytes": 52428800, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "rack_id": "",
+        "topics": [{key: topic, "partitions": [
+            {"partition": p, "current_leader_epoch": -1, "fetch_offset": 1000 * p,
+             "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1048576,
+             "replica_directory_id": None} for p in range(partitions)]}],
+        "forgotten_topics_data": []})
+
+
+def metadata(version: int, topics: int) -> bytes:
+    return frame(3, version, {"topics": [{"name": f"topic-{i}", "topic_id": None}
+                                         for i in range(topics)],
+                              "allow_auto_topic_creation": True,
+                              "include_topic_authorized_operations": False})
+
+
+def per_call_us(fn: Callable[[], object], calls: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=20000)
+    a = ap.parse_args()
+    batch = build_batch(145, 0)
+    cases = {
+        "produce_v9_145_records": produce(9, batch),
+        "produce_v11_145_records": produce(11, batch),
+        "fetch_v12_1_partition": fetch(12, 1),
+        "fetch_v17_1_partition": fetch(17, 1),
+        "fetch_v17_100_partitions": fetch(17, 100),
+        "metadata_v12_10_topics": metadata(12, 10),
+    }
+    for name, data in cases.items():
+        key, version = struct.unpack_from(">hh", data)
+        code = _readers(key, version)[3].code
+
+        def parse(data: bytes = data) -> object:
+            return parse_request(data, VERSIONS)
+
+        def bounds(code: bytes = code, data: bytes = data) -> object:
+            return walk(code, data)
+
+        figures: dict[str, list[float]] = {"before": [], "after": [], "bounds": []}
+        for _ in range(a.runs):         # interleaved, so that a busy moment hits both
+            protocol.walk = accept_all
+            try:
+                figures["before"].append(per_call_us(parse, a.calls))
+            finally:
+                protocol.walk = walk
+            figures["after"].append(per_call_us(parse, a.calls))
+            figures["bounds"].append(per_call_us(bounds, a.calls))
+        med = {k: statistics.median(v) for k, v in figures.items()}
+        print(json.dumps({"type": "request", "request": name, "bytes": len(data),
+                          "implementation": IMPLEMENTATION,
+                          **{f"{k}_us": round(v, 3) for k, v in med.items()},
+                          "ratio": round(med["after"] / med["before"], 3)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
