@@ -14,14 +14,16 @@ START_TIMEOUT_S = 60
 
 
 class BrokerProcess:
-    """``kafkalog serve DATA_DIR --port 0 [--config k=v ...]``; :attr:`port` once listening."""
+    """``kafkalog serve DATA_DIR --port PORT [--config k=v ...]``; :attr:`port` once listening
+    (``port`` 0: an ephemeral one; a fixed one lets a restarted broker take its clients back)."""
 
     def __init__(self, data_dir: str, configs: list[str] | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, port: int = 0) -> None:
         self.data_dir = data_dir
         self.configs = list(configs or [])
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
+        self.requested_port = port
         self.port = -1
         #: listener name -> bound port (every listener of ``listeners``)
         self.ports: dict[str, int] = {}
@@ -33,7 +35,8 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port", "0"]
+        cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port",
+               str(self.requested_port)]
         for c in self.configs:
             cmd += ["--config", c]
         cmd += self.extra_args

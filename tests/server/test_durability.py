@@ -1,5 +1,6 @@
 """A broker killed with SIGKILL under acks=all load loses no acknowledged record, and the data
-directory it leaves passes ``kafkalog verify``; committed offsets of the partitions restart dense."""
+directory it leaves passes ``kafkalog verify``; committed offsets of the partitions restart dense.
+The slow soak kills it 200 times under two idempotent producers (tests/server/kill_soak.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.server.broker_process import BrokerProcess
@@ -73,3 +75,19 @@ def test_sigkill_under_acks_all_loses_no_acknowledged_record(tmp_path: os.PathLi
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
     verify = _verify(data)
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_broker_kill_soak(tmp_path: os.PathLike[str]) -> None:
+    """``KAFKALOG_BROKER_KILLS`` SIGKILLs (default 200) under acks=all idempotent load from two
+    producers with random codecs: every acknowledged record read back once at its acknowledged
+    offset, ``kafkalog verify`` clean after every kill (a crash's tails as warnings) and after the
+    final clean stop. Figures in docs/reliability.md."""
+    from tests.server import kill_soak
+    kills = int(os.environ.get("KAFKALOG_BROKER_KILLS", "200"))
+    report = kill_soak.run(os.path.join(str(tmp_path), "data"), kills,
+                           seed=int(os.environ.get("KAFKALOG_SEED", "7")), progress=20)
+    print(report.summary())
+    assert report.kills == kills
+    assert report.acknowledged > 10 * kills
+    assert len(report.codecs) >= 3

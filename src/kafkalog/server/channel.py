@@ -6,7 +6,8 @@ Both bound what a connection can hold: a receive is at most ``RECV_BYTES``, a se
 client has taken the bytes (TLS: until the transport's buffer is under its high-water mark), and a
 client that takes nothing for ``connections.max.idle.ms`` makes the send fail with TimeoutError, so
 the connection is closed. A client that never reads cannot grow the broker's memory past one
-response."""
+response. A plaintext connection reads nothing while the broker's request queue is full
+(``queued.max.requests``, :mod:`~kafkalog.server.request_queue`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kafkalog.log.fetch import FileSlice
+from kafkalog.server.request_queue import RequestQueue
 
 RECV_BYTES = 256 * 1024
 MSG_MORE = getattr(socket, "MSG_MORE", 0)
@@ -53,12 +55,17 @@ class PlainChannel:
     With :attr:`on_data` set, the readable callback hands the bytes it receives to it, during a
     receive's wait: the connection's requests are answered there, without waking its task, for as
     long as each is answered at once and its response goes out whole (:meth:`send_now`). When
-    ``on_data`` returns True (it left work for the task), the waiting receive returns None."""
+    ``on_data`` returns True (it left work for the task), the waiting receive returns None.
 
-    def __init__(self, conn: socket.socket, idle_s: float) -> None:
+    While ``queue`` is full nothing is read: the socket is unregistered and registered again when
+    the queue has room (Kafka's network threads block on a full request queue)."""
+
+    def __init__(self, conn: socket.socket, idle_s: float, queue: RequestQueue | None = None) -> None:
         self.conn = conn
         self.idle_s = idle_s
+        self.queue = queue
         self._fd = conn.fileno()
+        self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None     # set while registered for reading
         self._reading: asyncio.Future[bytes | None] | None = None
         #: the idle timer, armed by a wait and kept across waits (re-armed lazily when it fires
@@ -71,16 +78,23 @@ class PlainChannel:
     async def recv(self) -> bytes | None:
         """Straight away when bytes are waiting, else from the readable callback (one future, no
         task per receive); TimeoutError once this wait has lasted ``connections.max.idle.ms``."""
-        try:
-            return self.conn.recv(RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
-            pass
+        queue = self.queue
+        full = queue is not None and queue.full
+        if not full:
+            try:
+                return self.conn.recv(RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                pass
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bytes | None] = loop.create_future()
         self._reading = fut
         if self._loop is None:
-            loop.add_reader(self._fd, self._on_readable)
-            self._loop = loop
+            if full:
+                assert queue is not None
+                queue.park(self._resume)
+            else:
+                loop.add_reader(self._fd, self._on_readable)
+                self._loop = loop
         self._wait_started = now = loop.time()
         if self._idle_timer is None:
             self._idle_timer = loop.call_at(now + self.idle_s, self._check_idle)
@@ -112,6 +126,11 @@ class PlainChannel:
             return
         if fut.done():              # the waiter has its bytes (or timed out) and has yet to run
             return
+        queue = self.queue
+        if queue is not None and queue.size >= queue.capacity:     # read nothing until it has room
+            self._unwatch()
+            queue.park(self._resume)
+            return
         try:
             data = self.conn.recv(RECV_BYTES)
         except (BlockingIOError, InterruptedError):
@@ -137,6 +156,15 @@ class PlainChannel:
         if self._loop is not None:
             self._loop.remove_reader(self._fd)
             self._loop = None
+
+    def _resume(self) -> None:
+        """The request queue has room: watch the socket again if a receive is waiting."""
+        fut = self._reading
+        if self._closed or self._loop is not None or fut is None or fut.done():
+            return
+        loop = fut.get_loop()
+        loop.add_reader(self._fd, self._on_readable)
+        self._loop = loop
 
     async def send(self, data: bytes, more: bool = False) -> None:
         """Straight away when the socket takes it all (the usual case: no task, no loop turn), else
@@ -205,6 +233,7 @@ class PlainChannel:
             sent += n
 
     def close(self) -> None:
+        self._closed = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None

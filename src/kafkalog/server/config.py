@@ -33,6 +33,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("socket.request.max.bytes", INT, 100 * 1024 * 1024, None),
     ConfigDef("max.connections", INT, 2**31 - 1, None),
     ConfigDef("connections.max.idle.ms", LONG, 600000, None),
+    ConfigDef("queued.max.requests", INT, 500, None),
     ConfigDef("delete.topic.enable", BOOLEAN, True, None),
     ConfigDef("fetch.max.bytes", INT, 55 * 1024 * 1024, None),
     ConfigDef("max.incremental.fetch.session.cache.slots", INT, 1000, None),
@@ -172,6 +173,9 @@ class ServerConfig:
         if self.max_connections < 0:
             raise InvalidConfigError("max.connections must be at least 0")
         self.connections_max_idle_ms: int = resolved["connections.max.idle.ms"]
+        if resolved["queued.max.requests"] < 1:
+            raise InvalidConfigError(f"Invalid value {resolved['queued.max.requests']} for "
+                                     f"configuration queued.max.requests: Value must be at least 1")
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
         self.fetch_max_bytes: int = resolved["fetch.max.bytes"]
         if self.fetch_max_bytes < 0:

@@ -22,10 +22,12 @@ class FrameError(KafkalogError):
 class FrameReader:
     """Split a byte stream into request frames (the bytes after each size field)."""
 
-    __slots__ = ("_buf", "_need", "max_size")
+    __slots__ = ("_buf", "_need", "limit_name", "max_size")
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, limit_name: str = "socket.request.max.bytes") -> None:
         self.max_size = max_size
+        #: the setting ``max_size`` comes from, for the error
+        self.limit_name = limit_name
         self._buf = bytearray()
         self._need: int | None = None
 
@@ -54,7 +56,7 @@ class FrameReader:
                     raise FrameError(f"Invalid receive (size = {size})", position=pos)
                 if size > self.max_size:
                     raise FrameError(f"Invalid receive (size = {size} larger than "
-                                     f"socket.request.max.bytes {self.max_size})", position=pos)
+                                     f"{self.limit_name} {self.max_size})", position=pos)
                 self._need = size
                 pos += 4
             if n - pos < self._need:

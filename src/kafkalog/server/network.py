@@ -11,6 +11,8 @@ goes out whole (:class:`_InlineAnswers`); the first that waits, or whose respons
 not take whole, is left to the task with everything after it, so the order is the same.
 
 Limits are Kafka's: ``max.connections`` (further connections are closed at once),
+``queued.max.requests`` (no socket is read while that many requests wait for their connection's
+task: :mod:`~kafkalog.server.request_queue`),
 ``connections.max.idle.ms`` (a connection with no progress, reading or writing, for that long is
 closed; it also bounds a TLS handshake), ``socket.request.max.bytes``
 (``sasl.server.max.receive.size`` before a SASL client is authenticated),
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 import ssl
@@ -49,6 +52,7 @@ from kafkalog.server.protocol import (
     UnsupportedVersionError,
     parse_request,
 )
+from kafkalog.server.request_queue import RequestQueue
 from kafkalog.server.sasl import SaslAuthenticator, SaslConfig
 
 logger = logging.getLogger("kafkalog.server")
@@ -77,10 +81,17 @@ class Server:
         self.sasl = sasl
         cfg = broker.config
         self.max_request = cfg.socket_request_max_bytes
-        self.max_sasl_request = min(self.max_request, cfg.values["sasl.server.max.receive.size"])
+        sasl_max = cfg.values["sasl.server.max.receive.size"]
+        self.max_sasl_request = min(self.max_request, sasl_max)
+        self.sasl_limit_name = "sasl.server.max.receive.size" if sasl_max <= self.max_request \
+            else "socket.request.max.bytes"
         self.max_connections = cfg.max_connections
-        self.idle_s = cfg.connections_max_idle_ms / 1000.0
+        #: a negative connections.max.idle.ms disables idle expiry, as in Kafka's Selector
+        self.idle_s = cfg.connections_max_idle_ms / 1000.0 if cfg.connections_max_idle_ms >= 0 \
+            else math.inf
         self.failed_auth_delay_s = cfg.values["connection.failed.authentication.delay.ms"] / 1000.0
+        #: ``queued.max.requests``: requests handed to connection tasks, not yet taken
+        self.requests = RequestQueue(cfg.values["queued.max.requests"])
         #: the bound listeners (port 0 resolved), in the order of ``listeners``
         self.bound: list[Listener] = []
         self._socks: list[socket.socket] = []
@@ -158,7 +169,7 @@ class Server:
             if listener.tls:
                 channel = await TlsChannel.accept(conn, self.tls[listener.protocol], self.idle_s)
             else:
-                channel = PlainChannel(conn, self.idle_s)
+                channel = PlainChannel(conn, self.idle_s, self.requests)
             auth = None
             if listener.sasl:
                 assert self.sasl is not None
@@ -185,7 +196,8 @@ class Server:
                 conn.close()
 
     async def _requests(self, channel: Channel, auth: SaslAuthenticator | None) -> None:
-        reader = FrameReader(self.max_request if auth is None else self.max_sasl_request)
+        reader = FrameReader(self.max_request) if auth is None else \
+            FrameReader(self.max_sasl_request, self.sasl_limit_name)
         #: frames to handle, or requests the readable callback began (:class:`_Begun`), in order
         pending: deque[bytes | _Begun] = deque()
         if isinstance(channel, PlainChannel):
@@ -215,6 +227,7 @@ class Server:
                                 return
                             if auth.complete:
                                 reader.max_size = self.max_request
+                                reader.limit_name = "socket.request.max.bytes"
                             continue
                     response = await self._process(item)
                 if response is not None:
@@ -265,15 +278,21 @@ class Server:
 
 class _Begun:
     """A request the readable callback began and left to the connection's task: the coroutine
-    that finishes it (its handler waits), or the parts of its response the socket did not take."""
+    that finishes it (its handler waits), or the parts of its response the socket did not take.
+    It is on the broker's request queue until the task takes it (or the connection ends)."""
 
-    __slots__ = ("_work",)
+    __slots__ = ("_queue", "_work")
 
-    def __init__(self, work: Coroutine[Any, Any, Response] | list[bytes | FileSlice]) -> None:
+    def __init__(self, work: Coroutine[Any, Any, Response] | list[bytes | FileSlice],
+                 queue: RequestQueue) -> None:
         self._work: Coroutine[Any, Any, Response] | list[bytes | FileSlice] | None = work
+        self._queue = queue
+        queue.put()
 
     def take(self) -> Coroutine[Any, Any, Response] | list[bytes | FileSlice] | None:
         work, self._work = self._work, None
+        if work is not None:
+            self._queue.take()
         return work
 
     def discard(self) -> None:
@@ -315,13 +334,14 @@ class _InlineAnswers:
             response = self.server.dispatch(frame)
             if response is None:
                 continue
+            queue = self.server.requests
             if isinstance(response, (bytes, list)):
                 rest = self.channel.send_now(response)
                 if rest is None:
                     continue
-                pending.append(_Begun(rest))
+                pending.append(_Begun(rest, queue))
             else:
-                pending.append(_Begun(response))
+                pending.append(_Begun(response, queue))
             pending.extend(frames[i + 1:])
             return True
         return False
