@@ -7,6 +7,7 @@ closed, one log line, the broker serving on) is in test_hostile_frames.py."""
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import subprocess
@@ -20,7 +21,11 @@ from kafkalog.server import _bounds_py
 from kafkalog.server.apis import VERSIONS
 from kafkalog.server.bounds_program import bounds_program
 from kafkalog.server.protocol import InvalidRequestError, RequestBoundsError, _readers, parse_request
-from kafkalog.server.request_bounds import MAX_ARRAY_LENGTH, MAX_TAGGED_FIELD_COUNT, check_request_bounds
+from kafkalog.server.request_bounds import (
+    MAX_ARRAY_LENGTH,
+    MAX_TAGGED_FIELD_COUNT,
+    check_request_bounds,
+)
 from tests.kernel_fixtures import pure_and_compiled
 from tests.server.request_wire import (
     ADVERTISED,
@@ -114,6 +119,17 @@ def test_kafkas_limits(k: ModuleType) -> None:
             assert result == len(data)
         else:
             assert result[:3] == (_bounds_py.V_TAGS_MAX, -1, n)
+    # kafkalog's own: 1,000,000 array elements in all (OffsetFetch v1: two topics of 600,000
+    # partition ids each, each array within Kafka's limit)
+    head = request_header(9, 1, 1)
+    topic = b"\x00\x01t" + struct.pack(">i", 600_000) + b"\x00\x00\x00\x01" * 600_000
+    data = head + b"\x00\x01g" + struct.pack(">i", 2) + topic + topic
+    result = _walk(k, data, 9, 1)
+    assert type(result) is tuple and result[:3] == (_bounds_py.V_ELEMENTS_MAX,
+                                                   _name(9, 1, "partition_indexes"), 1_200_002)
+    assert _walk(k, head + b"\x00\x01g" + struct.pack(">i", 1) + topic, 9, 1) == \
+        len(head) + 3 + 4 + len(topic)
+    head = request_header(18, 3, 1)
     message = check_request_bounds(head + b"\x01\x01" + uvarint(10_001) + b"\x07\x00" * 10_001,
                                    18, 3)
     assert message is not None
@@ -199,3 +215,27 @@ def test_hostile_frames_never_allocate_beyond_a_limit() -> None:
     assert p.returncode == 0, p.stderr[-3000:]
     parsed, refused = map(int, p.stdout.split())
     assert parsed + refused == 300 * len(ADVERTISED) and parsed > 1000 and refused > 10000
+
+
+def _atheris(tmp_path: str, runs: int, *args: str) -> None:
+    pytest.importorskip("atheris")
+    p = subprocess.run([sys.executable, "-m", "tests.server.atheris_requests", *args, f"-runs={runs}",
+                        "-timeout=10", "-rss_limit_mb=2048", "-seed=1",
+                        f"-artifact_prefix={tmp_path}/", f"{tmp_path}/corpus"],
+                       capture_output=True, text=True, timeout=3600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"Done {runs} runs" in p.stderr
+
+
+def test_atheris_request_parser_quick(tmp_path: object) -> None:
+    """Coverage-guided (tests/server/atheris_requests.py): 2,000 bodies over every advertised
+    version, both kernels compared, parse_request under a 2 GiB address-space limit."""
+    _atheris(str(tmp_path), 2000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(VERSIONS))
+def test_atheris_request_parser_per_api(tmp_path: object, key: int) -> None:
+    """``KAFKALOG_ATHERIS_REQUESTS`` runs (default 20,000) per API key."""
+    _atheris(str(tmp_path), int(os.environ.get("KAFKALOG_ATHERIS_REQUESTS", "20000")), "--api",
+             str(key))

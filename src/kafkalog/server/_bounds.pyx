@@ -11,8 +11,10 @@ IMPLEMENTATION = "cython"
 
 MAX_ARRAY_LENGTH = 1_000_000
 MAX_TAGGED_FIELD_COUNT = 10_000
+MAX_TOTAL_ELEMENTS = 1_000_000
 V_UNDERFLOW, V_VARINT_TOO_LONG, V_NULL, V_STRING_LENGTH, V_NEGATIVE_LENGTH, V_BYTES_REMAINING, \
-    V_ARRAY_REMAINING, V_ARRAY_MAX, V_TAGS_NEGATIVE, V_TAGS_REMAINING, V_TAGS_MAX = range(1, 12)
+    V_ARRAY_REMAINING, V_ARRAY_MAX, V_TAGS_NEGATIVE, V_TAGS_REMAINING, V_TAGS_MAX, \
+    V_ELEMENTS_MAX = range(1, 13)
 
 cdef enum:
     C_UNDERFLOW = 1
@@ -26,6 +28,7 @@ cdef enum:
     C_TAGS_NEGATIVE = 9
     C_TAGS_REMAINING = 10
     C_TAGS_MAX = 11
+    C_ELEMENTS_MAX = 12
     OP_FIXED = 1
     OP_STRING = 2
     OP_BYTES = 3
@@ -37,6 +40,7 @@ cdef enum:
     F_NULLABLE = 2
     C_MAX_ARRAY_LENGTH = 1000000
     C_MAX_TAGGED_FIELD_COUNT = 10000
+    C_MAX_TOTAL_ELEMENTS = 1000000
     C_MAX_STRING_LENGTH = 0x7FFF
 
 
@@ -44,6 +48,7 @@ cdef struct Walk:
     const uint8_t* data
     Py_ssize_t end
     const int32_t* prog
+    int64_t elements
     int status
     int name
     int64_t value
@@ -156,6 +161,9 @@ cdef Py_ssize_t _op(Walk* w, int op, Py_ssize_t pos) noexcept nogil:
             return _fail(w, C_ARRAY_REMAINING, b, n, w.end - after, pos)
         if n > C_MAX_ARRAY_LENGTH:
             return _fail(w, C_ARRAY_MAX, b, n, w.end - after, pos)
+        w.elements += n
+        if w.elements > C_MAX_TOTAL_ELEMENTS:
+            return _fail(w, C_ELEMENTS_MAX, b, w.elements, w.end - after, pos)
         pos = after
         element = c + 1
         if w.prog[c] == 1 and w.prog[element] == OP_FIXED:
@@ -220,6 +228,7 @@ def walk(bytes code, object data):
         w.data = <const uint8_t*>view.buf
         w.end = view.len
         w.prog = <const int32_t*>PyBytes_AS_STRING(code)
+        w.elements = 0
         w.status = 0
         with nogil:
             pos = _segment(&w, w.prog[0], 0)

@@ -127,35 +127,33 @@ class _Compiler:
 
     def field(self, owner: type, f: Field[Any], flexible: bool, *, header: bool,
               tagged: bool) -> tuple[int, int, int, int]:
-        name = self.name(f.name)
         compact = COMPACT if flexible else 0
         if header and f.name == "client_id":          # always a nullable int16 string (Kafka's rule)
-            return (STRING, NULLABLE, name, 0)
+            return (STRING, NULLABLE, self.name(f.name), 0)
         fc = classify_field(f)
         nullable = NULLABLE if is_optional(f) else 0
         if isinstance(fc, PrimitiveField):
             kafka_type = get_schema_field_type(f)
-            return self.primitive(owner, f, kafka_type, compact | (0 if tagged else nullable), name)
+            return self.primitive(owner, f, kafka_type, compact | (0 if tagged else nullable))
         if isinstance(fc, PrimitiveTupleField):
-            element = self.primitive(owner, f, get_schema_field_type(f), compact, name)
-            return (ARRAY, compact | nullable, name, self.segment([element]))
+            element = self.primitive(owner, f, get_schema_field_type(f), compact)
+            return (ARRAY, compact | nullable, self.name(f.name), self.segment([element]))
         if isinstance(fc, EntityField):
             seg = self.entity(fc.type_)
             return (NULLABLE_STRUCT, seg, 0, 0) if nullable else (STRUCT, seg, 0, 0)
         if isinstance(fc, EntityTupleField):
             element = (STRUCT, self.entity(fc.type_), 0, 0)
-            return (ARRAY, compact | nullable, name, self.segment([element]))
+            return (ARRAY, compact | nullable, self.name(f.name), self.segment([element]))
         raise SchemaCompileError(f"{owner.__qualname__}.{f.name}: unknown field class {fc!r}")
 
-    @staticmethod
-    def primitive(owner: type, f: Field[Any], kafka_type: str, flags: int,
-                  name: int) -> tuple[int, int, int, int]:
+    def primitive(self, owner: type, f: Field[Any], kafka_type: str,
+                  flags: int) -> tuple[int, int, int, int]:
         if kafka_type in FIXED_SIZES:
             return (FIXED, FIXED_SIZES[kafka_type], 0, 0)
         if kafka_type == "string":
-            return (STRING, flags, name, 0)
+            return (STRING, flags, self.name(f.name), 0)
         if kafka_type in ("bytes", "records"):
-            return (BYTES, flags, name, 0)
+            return (BYTES, flags, self.name(f.name), 0)
         raise SchemaCompileError(f"{owner.__qualname__}.{f.name}: Kafka type {kafka_type!r} has "
                                  f"no bounds rule")
 

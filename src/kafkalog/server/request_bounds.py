@@ -14,7 +14,11 @@ program compiled once per (API key, version) from kio's own classes
 * a string, bytes or records field longer than the bytes left, a string longer than 0x7fff;
   an unknown tagged field longer than the bytes left;
 * null in a field that is not nullable; a negative length other than -1;
-* an unsigned varint of more than 5 bytes; a field past the end of the frame.
+* an unsigned varint of more than 5 bytes; a field past the end of the frame;
+* and, kafkalog's own bound, more than ``MAX_TOTAL_ELEMENTS`` (1,000,000) array elements in all
+  the arrays of the request (Kafka's limit is per array): what kio builds of a request is about 55
+  bytes per element, 28 bytes per byte of a frame of small structs, so a request decodes to at most
+  ~60 MB whatever its frame (``socket.request.max.bytes`` is 100 MiB).
 
 Nothing is allocated in proportion to a length or count before it is checked, so what kio then
 allocates is bounded by the frame, itself bounded by ``socket.request.max.bytes``. The walk is the
@@ -36,6 +40,7 @@ walk = implementation_module.walk
 
 MAX_ARRAY_LENGTH: int = implementation_module.MAX_ARRAY_LENGTH
 MAX_TAGGED_FIELD_COUNT: int = implementation_module.MAX_TAGGED_FIELD_COUNT
+MAX_TOTAL_ELEMENTS: int = implementation_module.MAX_TOTAL_ELEMENTS
 
 _m = implementation_module
 #: violation status -> Kafka's message ({name}, {value}, {available} filled in)
@@ -56,6 +61,8 @@ MESSAGES = {
                          "bytes remaining.",
     _m.V_TAGS_MAX: "Tried to read {value} tagged fields, which exceeds the maximum allowed count "
                    f"of {MAX_TAGGED_FIELD_COUNT}.",
+    _m.V_ELEMENTS_MAX: "Tried to read {value} collection elements in this request, which exceeds "
+                       f"the maximum allowed total of {MAX_TOTAL_ELEMENTS}.",
 }
 
 
