@@ -262,3 +262,18 @@ def test_a_slow_sender_holds_nothing_up(impatient: BrokerProcess) -> None:
     t.join()
     assert served > 10
     assert done and done[0] is not None and struct.unpack_from(">ih", done[0]) == (77, 0)
+
+
+def test_a_negative_idle_time_never_closes(tmp_path: os.PathLike[str]) -> None:
+    """connections.max.idle.ms=-1 turns idle expiry off, as in Kafka (it used to close every
+    connection at once)."""
+    b = BrokerProcess(os.path.join(str(tmp_path), "data"), ["connections.max.idle.ms=-1"]).start()
+    try:
+        with connect(b.port, timeout=30) as s:
+            for i in range(3):
+                s.sendall(api_versions_v0(i))
+                resp = recv_frame(s)
+                assert resp is not None and struct.unpack_from(">i", resp)[0] == i
+                time.sleep(0.5)
+    finally:
+        assert b.stop() == 0, b.stderr()[-5000:]
