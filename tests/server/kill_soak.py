@@ -60,7 +60,7 @@ class SoakReport:
                 "acknowledged": self.acknowledged, "read_back": self.read_back,
                 "unacknowledged_but_present": self.unacknowledged_present,
                 "codecs": self.codecs, "verify_warnings_after_kills": self.verify_warnings,
-                "lost": 0, "duplicated": 0, "seconds": round(self.seconds, 1)}
+                "seconds": round(self.seconds, 1)}
 
 
 def free_port() -> int:
@@ -218,7 +218,8 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kafkalog-kill-soak-") as d:
         report = run(os.path.join(d, "data"), a.kills, seed=a.seed, progress=a.progress)
-    print(json.dumps({**report.summary(), "seed": a.seed}), flush=True)
+    # run() raised had a record been lost, moved or duplicated
+    print(json.dumps({**report.summary(), "lost": 0, "duplicated": 0, "seed": a.seed}), flush=True)
 
 
 if __name__ == "__main__":
