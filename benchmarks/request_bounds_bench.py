@@ -12,9 +12,14 @@ requests of the hot paths, in the same run:
 
 Requests: Produce v9 (librdkafka 2.x) and v11 (the Java client) with one partition holding a
 145-record batch; Fetch v12 (librdkafka) and v17 (the Java client) of one partition; Fetch v17 of
-100 partitions (a consumer of many partitions); Metadata v12 of 10 topics. Each figure is the
-median over ``--runs`` runs of the mean time per call over ``--calls`` calls, in microseconds;
-``ratio`` is after / before (1.00: the check costs nothing). JSON lines.
+100 partitions (a consumer of many partitions); Metadata v12 of 10 topics.
+
+``dispatch``: the whole of ``Server.dispatch`` (parse, handler, response) in-process on a real
+data directory, before and after the same way: Produce v9 appending the 145-record batch, and
+Fetch v12 reading 145 records from offset 0.
+
+Each figure is the median over ``--runs`` runs of the mean time per call over ``--calls`` calls,
+in microseconds; ``ratio`` is after / before (1.00: the check costs nothing). JSON lines.
 
     python benchmarks/request_bounds_bench.py [--runs 7] [--calls 20000]
 """
@@ -22,12 +27,15 @@ median over ``--runs`` runs of the mean time per call over ``--calls`` calls, in
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import os
 import statistics
 import struct
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -41,8 +49,12 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_writer
 
+from kafkalog.log.manager import LogManager
 from kafkalog.server import protocol
 from kafkalog.server.apis import VERSIONS
+from kafkalog.server.broker import Broker
+from kafkalog.server.config import Listener, ServerConfig
+from kafkalog.server.network import Server
 from kafkalog.server.kio_build import build
 from kafkalog.server.protocol import _readers, parse_request
 from kafkalog.server.request_bounds import IMPLEMENTATION, walk
@@ -98,6 +110,55 @@ def per_call_us(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - t0) / calls * 1e6
 
 
+def before_and_after(fn: Callable[[], object], runs: int, calls: int,
+                     extra: Callable[[], object] | None = None) -> dict[str, float]:
+    """Medians of ``fn`` with the bounds walk replaced by ``accept_all`` (before) and as it is
+    (after), interleaved so that a busy moment hits both; ``extra`` is timed as ``bounds``."""
+    figures: dict[str, list[float]] = {"before": [], "after": [], "bounds": []}
+    for _ in range(runs):
+        protocol.walk = accept_all
+        try:
+            figures["before"].append(per_call_us(fn, calls))
+        finally:
+            protocol.walk = walk
+        figures["after"].append(per_call_us(fn, calls))
+        if extra is not None:
+            figures["bounds"].append(per_call_us(extra, calls))
+    return {k: statistics.median(v) for k, v in figures.items() if v}
+
+
+def report(kind: str, name: str, size: int, med: dict[str, float]) -> None:
+    print(json.dumps({"type": kind, "request": name, "bytes": size,
+                      "implementation": IMPLEMENTATION,
+                      **{f"{k}_us": round(v, 3) for k, v in med.items()},
+                      "ratio": round(med["after"] / med["before"], 3)}), flush=True)
+
+
+async def dispatch_cases(batch: bytes, runs: int, calls: int) -> None:
+    d = tempfile.mkdtemp(prefix="kafkalog-bounds-bench-")
+    cfg = ServerConfig({"num.partitions": 1})
+    manager = LogManager(d, cfg.broker, background=False)
+    try:
+        manager.create_topic("bench", 1)
+        server = Server(Broker(manager, cfg, Listener("127.0.0.1", 9092)))
+        cases = {"dispatch_produce_v9_145_records": produce(9, batch),
+                 "dispatch_fetch_v12_145_records": fetch(12, 1)}
+        server.dispatch(cases["dispatch_produce_v9_145_records"])      # offset 0 has data
+        for name, data in cases.items():
+            def call(data: bytes = data) -> object:
+                result = server.dispatch(data)
+                if isinstance(result, list):                # close a fetch's file slices
+                    for part in result:
+                        if hasattr(part, "fd"):
+                            os.close(part.fd)
+                return result
+            report("dispatch", name, len(data), before_and_after(call, runs, calls))
+        await server.broker.stop_timers()
+    finally:
+        manager.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
@@ -122,21 +183,8 @@ def main() -> None:
         def bounds(code: bytes = code, data: bytes = data) -> object:
             return walk(code, data)
 
-        figures: dict[str, list[float]] = {"before": [], "after": [], "bounds": []}
-        for _ in range(a.runs):         # interleaved, so that a busy moment hits both
-            protocol.walk = accept_all
-            try:
-                figures["before"].append(per_call_us(parse, a.calls))
-            finally:
-                protocol.walk = walk
-            figures["after"].append(per_call_us(parse, a.calls))
-            figures["bounds"].append(per_call_us(bounds, a.calls))
-        med = {k: statistics.median(v) for k, v in figures.items()}
-        print(json.dumps({"type": "request", "request": name, "bytes": len(data),
-                          "implementation": IMPLEMENTATION,
-                          **{f"{k}_us": round(v, 3) for k, v in med.items()},
-                          "ratio": round(med["after"] / med["before"], 3)}), flush=True)
-
+        report("request", name, len(data), before_and_after(parse, a.runs, a.calls, bounds))
+    asyncio.run(dispatch_cases(batch, a.runs, max(1000, a.calls // 10)))
 
 if __name__ == "__main__":
     main()

@@ -51,6 +51,10 @@ class SoakReport:
     acknowledged: int = 0
     read_back: int = 0
     unacknowledged_present: int = 0
+    #: records still queued in a producer when it was dropped (neither acknowledged nor failed)
+    abandoned: int = 0
+    #: delivery errors by name (not acknowledged: a record the broker may or may not have)
+    delivery_errors: dict[str, int] = field(default_factory=dict)
     codecs: dict[str, int] = field(default_factory=dict)
     verify_warnings: int = 0
     seconds: float = 0.0
@@ -59,6 +63,7 @@ class SoakReport:
         return {"type": "summary", "kills": self.kills, "produced": self.produced,
                 "acknowledged": self.acknowledged, "read_back": self.read_back,
                 "unacknowledged_but_present": self.unacknowledged_present,
+                "delivery_errors": self.delivery_errors, "abandoned": self.abandoned,
                 "codecs": self.codecs, "verify_warnings_after_kills": self.verify_warnings,
                 "seconds": round(self.seconds, 1)}
 
@@ -97,7 +102,10 @@ class _Producers:
             self.fatal.append(str(err))
 
     def _delivered(self, err: Any, msg: Any) -> None:
-        if err is None:
+        if err is not None:
+            name = err.name()
+            self.report.delivery_errors[name] = self.report.delivery_errors.get(name, 0) + 1
+        else:
             key = (msg.partition(), msg.offset())
             if key in self.acked and self.acked[key] != msg.value():
                 raise SoakFailure(f"offset {key} acknowledged for two records")
@@ -134,8 +142,13 @@ class _Producers:
         self.check()
 
     def flush(self, timeout: float) -> None:
+        """Wait until every record of the producers is acknowledged or failed; the ones still
+        queued after ``timeout`` are counted as abandoned (neither)."""
+        deadline = time.monotonic() + timeout
         for p in self.producers:
-            p.flush(timeout)
+            while len(p) and time.monotonic() < deadline:
+                p.flush(min(10.0, max(0.1, deadline - time.monotonic())))
+            self.report.abandoned += len(p)
         self.check()
 
     def check(self) -> None:
@@ -181,12 +194,12 @@ def run(data: str, kills: int, *, seed: int = 7, rotate: int = 25, progress: int
             report.kills = kill
             b = BrokerProcess(data, [f"num.partitions={PARTITIONS}"], port=port).start()
             if kill % rotate == 0:              # new producers, new codecs
-                producers.flush(90)
+                producers.flush(300)
                 producers.make()
             if progress and kill % progress == 0:
                 report.seconds = time.monotonic() - started
                 print(json.dumps({"type": "progress", **report.summary()}), flush=True)
-        producers.flush(90)
+        producers.flush(300)
         if b.stop() != 0:
             raise SoakFailure(f"the broker did not stop cleanly: {b.stderr()[-3000:]}")
         if verify(data):
