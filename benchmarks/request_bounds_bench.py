@@ -31,9 +31,9 @@ import asyncio
 import io
 import json
 import os
+import shutil
 import statistics
 import struct
-import shutil
 import sys
 import tempfile
 import time
@@ -54,8 +54,8 @@ from kafkalog.server import protocol
 from kafkalog.server.apis import VERSIONS
 from kafkalog.server.broker import Broker
 from kafkalog.server.config import Listener, ServerConfig
-from kafkalog.server.network import Server
 from kafkalog.server.kio_build import build
+from kafkalog.server.network import Server
 from kafkalog.server.protocol import _readers, parse_request
 from kafkalog.server.request_bounds import IMPLEMENTATION, walk
 

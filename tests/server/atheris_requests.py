@@ -2,7 +2,7 @@
 
     python -m tests.server.atheris_requests [--api KEY] -runs=N -timeout=10 -rss_limit_mb=2048 [CORPUS_DIR]
 
-The input's first byte picks an API version the broker advertises (of API ``KEY`` only with
+The input's first byte picks an API version the broker serves (of API ``KEY`` only with
 ``--api``); the rest is the request body, behind a valid request header of that version. For each
 input the bounds walk of both kernels (the pure-Python twin, instrumented, and the compiled one)
 must agree, and ``parse_request`` must return a request or raise ``InvalidRequestError``. Anything
@@ -27,11 +27,11 @@ with atheris.instrument_imports(include=["kafkalog.server"]):
     from kafkalog.server.protocol import InvalidRequestError, parse_request
 
 from tests.kernel_fixtures import pure_and_compiled
-from tests.server.request_wire import ADVERTISED, request_body, request_header
+from tests.server.request_wire import SERVED, request_body, request_header
 
 ADDRESS_SPACE = 2 << 30
 KERNELS = pure_and_compiled(_bounds_py, "kafkalog.server._bounds")
-TARGETS = ADVERTISED
+TARGETS = SERVED
 RUNS = 0
 
 
@@ -72,9 +72,9 @@ def main() -> None:
         at = argv.index("--api")
         key = int(argv[at + 1])
         del argv[at:at + 2]
-        TARGETS = [(k, v) for k, v in ADVERTISED if k == key]
+        TARGETS = [(k, v) for k, v in SERVED if k == key]
         if not TARGETS:
-            sys.exit(f"API key {key} is not advertised")
+            sys.exit(f"API key {key} is not served")
     corpora = [a for a in argv[1:] if not a.startswith("-")]
     for c in corpora:
         os.makedirs(c, exist_ok=True)

@@ -97,3 +97,39 @@ class BrokerProcess:
             self.proc.stdout.close()
         if getattr(self, "_stderr", None) is not None:
             self._stderr.close()
+
+
+class LogWatch:
+    """A broker's stderr since the last look."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+
+    def new(self) -> str:
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        self.offset += len(data)
+        return data.decode("utf-8", "replace")
+
+
+def watch_log(broker: BrokerProcess) -> LogWatch:
+    """A :class:`LogWatch` of ``broker`` that starts now."""
+    w = LogWatch(broker.stderr_path)
+    w.new()
+    return w
+
+
+def lines_about(watch: LogWatch, local_port: int, wait_s: float = 2.0) -> list[str]:
+    """The lines logged since ``watch`` last looked about the connection whose client side is
+    ``local_port`` (the broker names its peer); waits up to ``wait_s`` for the first one, which may
+    follow the close by a moment. Only new lines: ports are reused over a broker's life."""
+    peer = f"'127.0.0.1', {local_port})"
+    deadline = time.monotonic() + wait_s
+    found: list[str] = []
+    while True:
+        found += [line for line in watch.new().splitlines() if peer in line]
+        if found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.02)

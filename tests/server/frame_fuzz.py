@@ -2,7 +2,7 @@
 
 Each batch sends ``batch`` frames of :func:`tests.server.request_wire.mutations` (bit flips,
 truncations, lying size fields, huge lengths and counts, random bodies under valid headers,
-trailing garbage), 8 at a time for every API key and version the broker advertises in turn, each
+trailing garbage), 8 at a time for every API key and version the broker serves in turn, each
 on its own connection (``concurrency`` at a time; a connection sends its frame and half-closes,
 then takes whatever comes back within ``answer_s``). After each batch: the process is alive, a fresh client
 is answered (ApiVersions), nothing in its log since the previous batch is a traceback or an
@@ -26,9 +26,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from tests.server.broker_process import BrokerProcess
+from tests.server.broker_process import BrokerProcess, LogWatch
 from tests.server.raw import answers_api_versions
-from tests.server.request_wire import ADVERTISED, mutations
+from tests.server.request_wire import SERVED, mutations
 
 #: the broker's settings for fuzzing: no waiting in a JoinGroup's initial rebalance delay, no topic
 #: created by a fuzzed Metadata (CreateTopics still creates what it names)
@@ -60,7 +60,7 @@ class FuzzReport:
                 "rss_max_mib": round(self.rss_max_kib / 1024, 1),
                 "seconds": round(self.seconds, 1),
                 "frames_per_second": round(self.frames / self.seconds) if self.seconds else 0,
-                "api_versions": len(ADVERTISED)}
+                "api_versions": len(SERVED)}
 
 
 def rss_kib(pid: int) -> int:
@@ -104,21 +104,6 @@ async def _batch(port: int, frames: list[bytes], answer_s: float, concurrency: i
     return await asyncio.gather(*(_one(port, f, answer_s, sem) for f in frames))
 
 
-class LogWatch:
-    """The broker's stderr since the last look."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.offset = 0
-
-    def new(self) -> str:
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        self.offset += len(data)
-        return data.decode("utf-8", "replace")
-
-
 def run(broker: BrokerProcess, frames: int, *, seed: int = 23, batch: int = 2000,
         answer_s: float = 2.0, concurrency: int = 64, rss_limit_mib: int = 1024,
         progress: int = 0) -> FuzzReport:
@@ -139,7 +124,7 @@ def run(broker: BrokerProcess, frames: int, *, seed: int = 23, batch: int = 2000
         todo: list[bytes] = []
         while len(todo) < n:
             if not order:                   # every version in turn, in a new order each round
-                order = list(ADVERTISED)
+                order = list(SERVED)
                 rng.shuffle(order)
             key, version = order.pop()
             name = f"{key}v{version}"

@@ -1,4 +1,4 @@
-"""Random request frames for every API version the broker advertises, for the bounds and fuzz
+"""Random request frames for every API version the broker serves, for the bounds and fuzz
 tests: well-formed ones (every length and count true, small arrays, nulls where the field is
 nullable, known tagged fields) written by walking the version's bounds program, and the hostile
 mutations of them (bit flips, truncations, lying sizes, huge counts, random bodies)."""
@@ -14,8 +14,9 @@ from kio.index import load_request_schema
 from kafkalog.server import bounds_program as bp
 from kafkalog.server.apis import VERSIONS
 
-#: every (API key, version) the broker advertises
-ADVERTISED: list[tuple[int, int]] = [(k, v) for k, (lo, hi) in sorted(VERSIONS.items())
+#: every (API key, version) the broker serves (those ApiVersions advertises, and the telemetry
+#: APIs it answers without advertising them, as Kafka does)
+SERVED: list[tuple[int, int]] = [(k, v) for k, (lo, hi) in sorted(VERSIONS.items())
                                      for v in range(lo, hi + 1)]
 
 

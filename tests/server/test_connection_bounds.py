@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.server.broker_process import BrokerProcess
+from tests.server.broker_process import BrokerProcess, lines_about, watch_log
 from tests.server.frame_fuzz import rss_kib
 from tests.server.raw import (
     answers_api_versions,
@@ -78,11 +78,12 @@ def _closed(s: socket.socket) -> bool:
 def test_an_oversized_frame_is_refused_on_its_size_field(patient: BrokerProcess) -> None:
     """Only the 4 bytes of the size field are sent: the broker closes without waiting for a body
     (its idle timer is 10 minutes, this socket waits 30 s)."""
+    watch = watch_log(patient)
     with connect(patient.port, timeout=30) as s:
         local = s.getsockname()[1]
         s.sendall(struct.pack(">i", 4097))
         assert _closed(s)
-    lines = [ln for ln in patient.stderr().splitlines() if f"'127.0.0.1', {local})" in ln]
+    lines = lines_about(watch, local)
     assert len(lines) == 1
     assert "Invalid receive (size = 4097 larger than socket.request.max.bytes 4096)" in lines[0]
     with connect(patient.port, timeout=30) as s:              # 4096 is allowed: the body is awaited
@@ -204,6 +205,7 @@ def test_a_connection_that_stops_reading_is_closed(impatient: BrokerProcess) -> 
     """A client that never reads its answers: once the broker's sends have made no progress for
     connections.max.idle.ms, it closes the connection (its log says so while the client still has
     read nothing) and serves everyone else."""
+    watch = watch_log(impatient)
     with connect(impatient.port, timeout=30) as s:
         local = s.getsockname()[1]
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -213,13 +215,8 @@ def test_a_connection_that_stops_reading_is_closed(impatient: BrokerProcess) -> 
             s.send(frames)
         except BlockingIOError:
             pass
-        peer = f"'127.0.0.1', {local})"
-        for _ in range(600):
-            closes = [ln for ln in impatient.stderr().splitlines()
-                      if peer in ln and "idle for connections.max.idle.ms=1000" in ln]
-            if closes:
-                break
-            time.sleep(0.05)
+        closes = [ln for ln in lines_about(watch, local, wait_s=30)
+                  if "idle for connections.max.idle.ms=1000" in ln]
         assert closes, "the broker kept a connection whose client reads nothing"
         assert answers_api_versions(impatient.port)
 

@@ -1,5 +1,5 @@
 """Hostile frames against a real ``kafkalog serve`` over real sockets (issue 23): the 131-byte
-frame that aborted the broker, a huge length or count in every field of every advertised API
+frame that aborted the broker, a huge length or count in every field of every served API
 version, and the fuzzer (tests/server/frame_fuzz.py) for every API key and version. A frame that
 breaks a bound closes its connection with one log line naming the peer, the API and the version;
 the broker goes on serving, logs no traceback and keeps its RSS."""
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.server import frame_fuzz
-from tests.server.broker_process import BrokerProcess
+from tests.server.broker_process import BrokerProcess, lines_about, watch_log
 from tests.server.raw import answers_api_versions, connect, recv_frame
-from tests.server.request_wire import ADVERTISED, request_frame, with_huge_count
+from tests.server.request_wire import SERVED, request_frame, with_huge_count
 from tests.server.test_request_bounds import ISSUE_FRAME
 
 
@@ -31,45 +31,41 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         assert b.stop() == 0, b.stderr()[-5000:]
 
 
-def _send_and_wait_close(port: int, frame: bytes) -> tuple[bytes | None, int]:
-    """Send ``frame``; the response frame (None: the broker closed without one) and the local
-    port of the connection (the peer the broker's log names)."""
-    with connect(port) as s:
+def _send_and_wait_close(broker: BrokerProcess, frame: bytes) -> tuple[bytes | None, list[str]]:
+    """Send ``frame`` on a new connection; the response frame (None: the broker closed without
+    one) and the lines the broker logged about that connection (its local port names the peer;
+    only lines logged since the connection was made: ports are reused)."""
+    watch = watch_log(broker)
+    with connect(broker.port) as s:
         local = s.getsockname()[1]
         s.sendall(frame)
         try:
-            return recv_frame(s), local
+            response = recv_frame(s)
         except ConnectionResetError:
-            return None, local
-
-
-def _log_lines_of(broker: BrokerProcess, local_port: int) -> list[str]:
-    peer = f"'127.0.0.1', {local_port})"
-    return [line for line in broker.stderr().splitlines() if peer in line]
+            response = None
+    return response, lines_about(watch, local)
 
 
 def test_the_issue_frame_leaves_the_broker_serving(fuzzed: BrokerProcess) -> None:
-    response, local = _send_and_wait_close(fuzzed.port, ISSUE_FRAME)
+    response, lines = _send_and_wait_close(fuzzed, ISSUE_FRAME)
     assert response is None                         # Kafka closes the connection too
     assert fuzzed.alive()
     assert answers_api_versions(fuzzed.port)
-    lines = _log_lines_of(fuzzed, local)
     assert len(lines) == 1, lines
     assert "apiKey: IncrementalAlterConfigs, apiVersion: 1" in lines[0]
     assert "Tried to allocate a collection of size" in lines[0]
 
 
-def test_a_huge_count_in_every_advertised_version_closes_only_its_connection(
+def test_a_huge_count_in_every_served_version_closes_only_its_connection(
         fuzzed: BrokerProcess) -> None:
-    """For each advertised API version, a well-formed request with one length or count made huge:
+    """For each API version served, a well-formed request with one length or count made huge:
     the connection is closed without an answer and one line is logged for it, naming the API and
     version; the broker answers a fresh client after each."""
     rng = random.Random(17)
-    for key, version in ADVERTISED:
+    for key, version in SERVED:
         frame = with_huge_count(rng, request_frame(rng, key, version), key, version)
-        response, local = _send_and_wait_close(fuzzed.port, frame)
+        response, lines = _send_and_wait_close(fuzzed, frame)
         assert response is None, (key, version, frame.hex())
-        lines = _log_lines_of(fuzzed, local)
         assert len(lines) == 1 and f"apiVersion: {version}," in lines[0], (key, version, lines)
     assert answers_api_versions(fuzzed.port)
     log = fuzzed.stderr()
@@ -91,12 +87,12 @@ def test_pipelined_requests_after_a_refused_one_are_not_served(fuzzed: BrokerPro
 
 
 def test_fuzzed_frames_of_every_api_version(fuzzed: BrokerProcess) -> None:
-    """The default suite's short fuzz run: 3,000 hostile frames over every advertised API key and
+    """The default suite's short fuzz run: 3,000 hostile frames over every served API key and
     version (the slow run sends a million)."""
     report = frame_fuzz.run(fuzzed, 3000, seed=2311, batch=1000, rss_limit_mib=768)
     assert report.frames == 3000
     assert report.answered > 100 and report.closed > 1000, report.summary()
-    assert len(report.per_api) == len(ADVERTISED), report.summary()
+    assert len(report.per_api) == len(SERVED), report.summary()
 
 
 @pytest.mark.slow
@@ -116,9 +112,10 @@ def test_a_million_fuzzed_frames(tmp_path: os.PathLike[str]) -> None:
 
 def test_a_client_that_half_closes_after_a_refused_frame(fuzzed: BrokerProcess) -> None:
     """The refused frame, then the client's FIN: nothing hangs, nothing is logged twice."""
+    watch = watch_log(fuzzed)
     with connect(fuzzed.port) as s:
         local = s.getsockname()[1]
         s.sendall(ISSUE_FRAME)
         s.shutdown(socket.SHUT_WR)
         assert s.recv(1) == b""
-    assert len(_log_lines_of(fuzzed, local)) == 1
+    assert len(lines_about(watch, local)) == 1

@@ -1,5 +1,5 @@
 """The bounds walk (kafkalog.server.request_bounds) in front of kio's reader, in-process: it steps
-over exactly the bytes kio reads for every API version the broker advertises, it refuses every
+over exactly the bytes kio reads for every API version the broker serves, it refuses every
 length or count the frame cannot hold (the class of issue 23's 131-byte frame) with Kafka 4.4's
 message, and Kafka's own limits (1,000,000 array elements, 10,000 tagged fields). Both kernels,
 compiled and pure Python, give the same answers. The broker-level behaviour (the connection
@@ -28,7 +28,7 @@ from kafkalog.server.request_bounds import (
 )
 from tests.kernel_fixtures import pure_and_compiled
 from tests.server.request_wire import (
-    ADVERTISED,
+    SERVED,
     count_positions,
     huge_values,
     mutations,
@@ -67,11 +67,11 @@ def test_the_issue_frame_is_refused_before_kio_reads_it() -> None:
 
 
 @any_kernel
-def test_the_walk_ends_where_kio_ends_for_every_advertised_version(k: ModuleType) -> None:
-    """Well-formed requests of every advertised version (arrays, nulls, nested structs, known
+def test_the_walk_ends_where_kio_ends_for_every_served_version(k: ModuleType) -> None:
+    """Well-formed requests of every served version (arrays, nulls, nested structs, known
     tagged fields): the walk accepts them and ends exactly where kio's reader ends."""
     rng = random.Random(23)
-    for key, version in ADVERTISED:
+    for key, version in SERVED:
         read_header, read_body, _f, _p = _readers(key, version)
         for i in range(25):
             data = request_frame(rng, key, version, i)[4:]
@@ -82,12 +82,12 @@ def test_the_walk_ends_where_kio_ends_for_every_advertised_version(k: ModuleType
 
 @any_kernel
 def test_every_length_and_count_beyond_the_frame_is_refused(k: ModuleType) -> None:
-    """The class of the issue: every length or count field of every advertised version (strings,
+    """The class of the issue: every length or count field of every served version (strings,
     bytes, records, arrays, tagged-field counts, the header's client id), set to each of a set of
     huge values, is refused by the walk, so kio never reads it."""
     rng = random.Random(4)
     checked = 0
-    for key, version in ADVERTISED:
+    for key, version in SERVED:
         frame = request_frame(rng, key, version)
         body = frame[4:]
         for pos, width in count_positions(body, key, version):
@@ -179,7 +179,7 @@ def test_the_twins_agree_on_hostile_frames() -> None:
         pytest.skip("the compiled kernel is not built")
     compiled, pure = KERNELS
     rng = random.Random(99)
-    for key, version in ADVERTISED:
+    for key, version in SERVED:
         code = bounds_program(key, version).code
         for frame in mutations(rng, key, version, 60):
             data = frame[4:]
@@ -190,7 +190,7 @@ def test_the_twins_agree_on_hostile_frames() -> None:
 
 
 def test_hostile_frames_never_allocate_beyond_a_limit() -> None:
-    """parse_request over 40,000 hostile frames of every advertised version, in a process whose
+    """parse_request over 300 hostile frames of every served version, in a process whose
     address space is capped at 2 GiB: every frame parses or raises InvalidRequestError; without
     the walk the first huge count aborts the process (Rust's failed allocation)."""
     code = textwrap.dedent("""
@@ -198,10 +198,10 @@ def test_hostile_frames_never_allocate_beyond_a_limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         from kafkalog.server.apis import VERSIONS
         from kafkalog.server.protocol import InvalidRequestError, parse_request
-        from tests.server.request_wire import ADVERTISED, mutations
+        from tests.server.request_wire import SERVED, mutations
         rng = random.Random(int(sys.argv[1]))
         refused = parsed = 0
-        for key, version in ADVERTISED:
+        for key, version in SERVED:
             for frame in mutations(rng, key, version, 300):
                 try:
                     parse_request(frame[4:], VERSIONS)
@@ -214,7 +214,7 @@ def test_hostile_frames_never_allocate_beyond_a_limit() -> None:
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     parsed, refused = map(int, p.stdout.split())
-    assert parsed + refused == 300 * len(ADVERTISED) and parsed > 1000 and refused > 10000
+    assert parsed + refused == 300 * len(SERVED) and parsed > 1000 and refused > 10000
 
 
 def _atheris(tmp_path: str, runs: int, *args: str) -> None:
@@ -228,7 +228,7 @@ def _atheris(tmp_path: str, runs: int, *args: str) -> None:
 
 
 def test_atheris_request_parser_quick(tmp_path: object) -> None:
-    """Coverage-guided (tests/server/atheris_requests.py): 2,000 bodies over every advertised
+    """Coverage-guided (tests/server/atheris_requests.py): 2,000 bodies over every served
     version, both kernels compared, parse_request under a 2 GiB address-space limit."""
     _atheris(str(tmp_path), 2000)
 

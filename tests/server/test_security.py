@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pytest
 
 from kafkalog.server.sasl_credentials import scram_credential
-from tests.server.broker_process import BrokerProcess
+from tests.server.broker_process import BrokerProcess, lines_about, watch_log
 from tests.server.raw import api_versions_v0, captured_requests, connect, recv_frame
 
 USERS = {"alice": "alice-secret"}
@@ -375,19 +375,15 @@ def test_unauthenticated_produce_is_refused(secure: BrokerProcess) -> None:
         assert resp is not None and resp[:4] == produce[8:12]       # its correlation id
 
 
-def _peer_lines(b: BrokerProcess, s: socket.socket) -> list[str]:
-    peer = f"'127.0.0.1', {s.getsockname()[1]})"
-    return [ln for ln in b.stderr().splitlines() if peer in ln]
-
-
 def test_a_hostile_request_before_authentication_is_not_parsed(secure: BrokerProcess) -> None:
     """Issue 23's frame (IncrementalAlterConfigs with a count of 25 billion) on a SASL listener
     before authentication: refused on its API key, before anything reads its body."""
     from tests.server.test_request_bounds import ISSUE_FRAME
+    watch = watch_log(secure)
     with connect(secure.ports["SASL_PLAINTEXT"]) as s:
         s.sendall(ISSUE_FRAME)
         assert _closed(s)
-        lines = _peer_lines(secure, s)
+        lines = lines_about(watch, s.getsockname()[1])
     assert len(lines) == 1, lines
     assert "Unexpected Kafka request of type api_key=44 during SASL handshake" in lines[0]
     assert "Tried to allocate" not in lines[0]
@@ -398,22 +394,24 @@ def test_sasl_receive_size_is_checked_on_the_size_field(secure: BrokerProcess) -
     """Before authentication a frame may be at most sasl.server.max.receive.size (524288) bytes:
     only the size field is sent, and the connection is closed (the idle time is 3 s, the client
     waits for the close less)."""
+    watch = watch_log(secure)
     with connect(secure.ports["SASL_PLAINTEXT"], timeout=2.5) as s:
         s.sendall(struct.pack(">i", 524289))
         assert _closed(s)
-        lines = _peer_lines(secure, s)
+        lines = lines_about(watch, s.getsockname()[1])
     assert len(lines) == 1 and "larger than sasl.server.max.receive.size 524288" in lines[0], lines
 
 
 def test_a_hostile_sasl_authenticate_is_refused_by_its_bounds(secure: BrokerProcess) -> None:
     """SaslHandshake, then a SaslAuthenticate v0 whose auth_bytes claim 2 GiB: the bounds walk
     refuses it (one line naming the API and version), the broker serves on."""
+    watch = watch_log(secure)
     with connect(secure.ports["SASL_PLAINTEXT"]) as s:
         s.sendall(_request(17, 1, 1, _string("PLAIN")))
         assert recv_frame(s) is not None
         s.sendall(_request(36, 0, 2, struct.pack(">i", 2**31 - 1) + b"\0alice\0"))
         assert _closed(s)
-        lines = _peer_lines(secure, s)
+        lines = lines_about(watch, s.getsockname()[1])
     assert len(lines) == 1, lines
     assert "apiKey: SaslAuthenticate, apiVersion: 0" in lines[0]
     assert "Error reading byte array of 2147483647 byte(s)" in lines[0]
