@@ -142,10 +142,9 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None, versi
         return PartitionResult(index, error_codes.KAFKA_STORAGE_ERROR, log_start_offset=log.log_start_offset,
                                message=f"the data directory is offline since: {failure}")
     try:
-        # Kafka's leader stamps its epoch into the batch here (appendAsLeader); kafkalog keeps the
-        # producer's: stamping it made a KIP-848 consumer test lose a killed member's last records
-        # (tests/server/test_consumer_group_clients.py), not understood yet (docs/kafka-compatibility.md)
-        info = log.append(bytearray(records))
+        # the leader's epoch stamped into the batch and recorded in leader-epoch-checkpoint, as Kafka's
+        # appendAsLeader does
+        info = log.append(bytearray(records), leader_epoch=broker.leader_epoch(log))
     except KafkalogIOError as e:
         broker.log_dir_failed(TopicPartition(topic, index), e)
         return PartitionResult(index, error_codes.KAFKA_STORAGE_ERROR, log_start_offset=log.log_start_offset,
