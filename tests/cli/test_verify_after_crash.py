@@ -109,7 +109,7 @@ _ONE_BATCH_WRITER = textwrap.dedent("""
     import sys, time, kafkalog
     dl = kafkalog.open(sys.argv[1], background=False)
     dl.create_topic("t", 1, {"index.interval.bytes": 100})
-    with dl.producer(batch_size=1 << 20) as p:
+    with dl.producer(batch_size=1 << 20, linger_ms=60_000) as p:  # one batch, however slow the loop
         for i in range(500):
             p.send("t", b"value-%04d" % i, partition=0, timestamp_ms=1000 + i)
     print("ready", flush=True)

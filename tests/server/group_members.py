@@ -303,6 +303,7 @@ class JavaMember(Member):
              f"client.id={name}", *props],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         self.closed = False
+        self.ready = threading.Event()
         self._reader = threading.Thread(target=self._read, name=name, daemon=True)
         self._reader.start()
 
@@ -316,6 +317,16 @@ class JavaMember(Member):
                 self.record("commit", int(words[1]), int(words[2]))
             elif words[0] == b"closed":
                 self.closed = True
+            elif words[0] == b"ready":
+                self.ready.set()
+
+    def go(self, timeout: float = 120) -> None:
+        """Started with ``kafkalog.wait.for.go=true``: wait until the JVM made its consumer, then let
+        it subscribe."""
+        assert self.ready.wait(timeout), f"member {self.name} never got ready: {self.stderr()}"
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
 
     def stop(self, timeout: float = 60) -> None:
         self._end(None, 0, timeout)

@@ -163,9 +163,15 @@ def static_member_restarts(bootstrap: str) -> tuple[tuple[Any, ...], tuple[Any, 
         b = java44({"group.instance.id": "inst-b"})("static-b", bootstrap, topic, group)
         members.append(b)
         before = stable(bootstrap, group, 2)
-        b.stop()                   # close(): a static member leaves "temporarily" (epoch -2)
-        b2 = java44({"group.instance.id": "inst-b"})("static-b2", bootstrap, topic, group)
+        # b's successor's JVM starts before b leaves and joins on "go": a JVM start on a loaded
+        # machine could outlast the session timeout, and the group would then rebalance on either broker
+        b2 = java44({"group.instance.id": "inst-b", "kafkalog.wait.for.go": "true"})(
+            "static-b2", bootstrap, topic, group)
         members.append(b2)
+        assert isinstance(b2, JavaMember)
+        assert b2.ready.wait(120), f"b's successor never started: {b2.stderr()}"
+        b.stop()                   # close(): a static member leaves "temporarily" (epoch -2)
+        b2.go()
         wait_until(lambda: b2.events() and any(e[0] == "rec" for e in b2.events()) or shape(bootstrap, group)[0]
                    == "Stable" and len(shape(bootstrap, group)[3]) == 2, "b's successor is in the group")
         after = stable(bootstrap, group, 2)

@@ -56,6 +56,12 @@ public class KafkalogDriver {
             Config cfg = admin.describeConfigs(List.of(res)).all().get().get(res);
             check("7200000".equals(cfg.get("retention.ms").value()), "retention.ms described");
             admin.deleteTopics(List.of(t)).all().get();
+            // topic deletion is eventually visible on Kafka (its metadata cache catches up with the
+            // controller): wait for it, as Kafka's own tests do (TestUtils.waitForCondition)
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (admin.listTopics().names().get().contains(t) && System.currentTimeMillis() < deadline) {
+                Thread.sleep(100);
+            }
             check(!admin.listTopics().names().get().contains(t), "deleted");
             System.out.println("admin ok");
         }

@@ -4,7 +4,9 @@
 // "stop" arrives) or LIFETIME_MS pass; then commits what it consumed and closes (LeaveGroup). A line
 // "crash" makes it halt right after its next non-empty poll, before committing those records and
 // without leaving the group (exit code 3, after printing "crashed"): the group learns of it when
-// its session times out.
+// its session times out. With the argument kafkalog.wait.for.go=true it prints "ready" once its
+// consumer is made (the JVM started, the classes loaded) and subscribes only when a line "go" arrives,
+// so a test can start it ahead and time its joining.
 // Prints one line per event, flushed at once, for the test to parse:
 //   "assigned P,P,..."   partitions assigned      "revoked P,P,..."   partitions revoked
 //   "rec P O VALUE"      a record consumed         "commit P O"        offset O of P committed
@@ -71,10 +73,13 @@ public class KafkalogGroupMember {
         cp.put("auto.offset.reset", "earliest");
         cp.put("fetch.max.wait.ms", "200");
         cp.put("request.timeout.ms", "30000");
+        boolean waitForGo = false;
         for (int i = 4; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
-            cp.put(kv[0], kv[1]);
+            if (kv[0].equals("kafkalog.wait.for.go")) waitForGo = Boolean.parseBoolean(kv[1]);
+            else cp.put(kv[0], kv[1]);
         }
+        final java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
         // the classic protocol's timeouts; with group.protocol=consumer (KIP-848) the broker sets them
         // and the client refuses them
         if (!"consumer".equalsIgnoreCase(cp.getProperty("group.protocol", "classic"))) {
@@ -88,15 +93,21 @@ public class KafkalogGroupMember {
                 String line;
                 while ((line = r.readLine()) != null && !line.trim().equals("stop")) {
                     if (line.trim().equals("crash")) crash = true;
+                    if (line.trim().equals("go")) go.countDown();
                 }
             } catch (Exception e) {
                 // EOF or a broken pipe: stop as well
             }
             stop = true;
+            go.countDown();
             c.wakeup();
         });
         stdin.setDaemon(true);
         stdin.start();
+        if (waitForGo) {
+            emit("ready");
+            go.await();
+        }
         final Consumer<byte[], byte[]> member = c;
         c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
             @Override
