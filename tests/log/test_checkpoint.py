@@ -141,6 +141,9 @@ def test_meta_properties(tmp_path):
     p.write_text("version=2\n")
     with pytest.raises(CorruptCheckpointError):
         MetaProperties.read(p)
+    p.write_text("cluster.id=abc\n")                 # version 0 without its broker.id
+    with pytest.raises(CorruptCheckpointError, match="broker.id"):
+        MetaProperties.read(p)
 
 
 def test_clean_shutdown_file(tmp_path):

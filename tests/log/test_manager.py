@@ -106,8 +106,8 @@ def test_delete_topic_renames_then_removes(tmp_path):
 
 def test_leftover_delete_dirs_are_removed_and_strays_skipped(tmp_path):
     d = tmp_path / "data"
-    d.mkdir()
-    (d / "x-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    LogManager(d, background=False).close()          # a data directory (meta.properties) ...
+    (d / "x-0.0123456789abcdef0123456789abcdef-delete").mkdir()     # ... with a broker's leftovers
     (d / "x-0.0123456789abcdef0123456789abcdef-future").mkdir()
     (d / "not a partition").mkdir()
     with LogManager(d, background=False) as m:

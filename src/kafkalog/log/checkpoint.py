@@ -434,6 +434,10 @@ class MetaProperties:
                 uuid_from_kafka_string(directory_id)
             except ValueError:
                 raise CorruptCheckpointError(f"Invalid directory.id '{directory_id}'", file=file) from None
+        if version == 0 and node_id is None:
+            # every Kafka that wrote version 0 named its broker (and read it back as required):
+            # without it the file identifies nothing (a damaged or foreign file)
+            raise CorruptCheckpointError("Missing required property 'broker.id' (version 0)", file=file)
         if version == 1:
             if cluster_id is None:
                 raise CorruptCheckpointError("cluster.id was not found.", file=file)

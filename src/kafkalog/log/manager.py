@@ -68,6 +68,7 @@ from kafkalog.log.config import (
     format_value,
     parse_properties,
 )
+from kafkalog.log.data_dir import DATA_DIR, check_data_dir
 from kafkalog.log.filesystem import local_path, refuse_remote_write
 from kafkalog.log.loader import RecoveryReport
 from kafkalog.log.log import Log
@@ -189,7 +190,8 @@ class LogManager:
     """A Kafka data directory opened for reading and writing.
 
     Args:
-        data_dir: the directory (created when missing).
+        data_dir: the directory: a data directory, or a new or empty path (made one); anything
+            else is refused (:mod:`kafkalog.log.data_dir`).
         broker_config: broker settings (``log.retention.hours``, ``log.cleaner.enable`` ...) as a
             mapping or a :class:`BrokerConfig`; unknown keys are ignored (a ``server.properties``
             may be passed whole).
@@ -227,6 +229,9 @@ class LogManager:
         self.cleaner_factory = cleaner_factory
         self.cleaner: Optional[Cleaner] = None
         self.last_retention: Dict[str, RetentionResult] = {}
+        #: this open makes a new (or empty) directory a data directory; anything that is not
+        #: one already is refused, naming what it holds (kafkalog.log.data_dir)
+        self.created_data_dir = check_data_dir(self.data_dir, may_create=True) != DATA_DIR
         try:
             fsutil.ensure_dir(self.data_dir)
         except KafkalogError:

@@ -25,6 +25,7 @@ __all__ = [
     "PARTITION_METADATA_FILE", "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
     "REPLICATION_OFFSET_CHECKPOINT_FILE", "CLEANER_OFFSET_CHECKPOINT_FILE",
     "LEADER_EPOCH_CHECKPOINT_FILE", "TOPIC_CONFIG_PREFIX", "TOPIC_CONFIG_SUFFIX", "IGNORED_DIRS",
+    "STAGING_FILE_PREFIX",
     "topic_config_file_name", "parse_topic_config_file_name", "topic_config_file",
     "filename_prefix_from_offset", "offset_from_file_name", "log_file", "offset_index_file",
     "time_index_file", "transaction_index_file", "producer_snapshot_file", "is_log_file",
@@ -72,6 +73,9 @@ LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 #: its metadata log; a file, not a subdirectory, so a Kafka broker still accepts the directory)
 TOPIC_CONFIG_PREFIX = "kafkalog-topic-"
 TOPIC_CONFIG_SUFFIX = ".properties"
+#: kafkalog's Spark sink stages a job's batches in regular files of the data directory named so
+#: (kafkalog.spark.commit), until the job commits or aborts
+STAGING_FILE_PREFIX = ".kafkalog-staging."
 #: directories Kafka's LogManager does not load as partitions
 IGNORED_DIRS = ("remote-log-index-cache", "__cluster_metadata-0")
 

@@ -45,13 +45,14 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from kafkalog.errors import KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.manager import LogManager
+from kafkalog.log.naming import STAGING_FILE_PREFIX
 
 TopicPartition = Tuple[str, int]
 
 INTENT_FILE = ".kafkalog-commit"
 SINK_FILE_PREFIX = ".kafkalog-sink-"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
-STAGING_PREFIX = ".kafkalog-staging."
+STAGING_PREFIX = STAGING_FILE_PREFIX
 #: staging files older than this (a driver that died before commit/abort) are swept by recovery
 STALE_STAGING_SECONDS = 24 * 3600
 
