@@ -61,7 +61,7 @@ def test_produce_creates_nothing_until_valid_input(tmp_path: Path) -> None:
     res = cli("produce", str(d), "orders", "--format", "text", input="not json\n")
     assert res.returncode == 2 and not d.exists()
     assert res.stdout == "" and res.stderr.count("Error:") == 1 and "<stdin>" in res.stderr
-    assert "line 1" in res.stderr and "at byte" not in res.stderr
+    assert "line 1" in res.stderr and "<stdin> at byte 0" in res.stderr
     d.mkdir()
     res = cli("produce", str(d), "orders", input='{"value":"ok"}\n{"value": 5}\n')
     assert res.returncode == 2
@@ -201,7 +201,21 @@ def test_offsets_like_kafka_get_offsets(data_dir: Path) -> None:
     assert res.returncode == 2
 
 
-def test_produce_streams_and_ctrl_c_flushes_with_a_summary(tmp_path: Path) -> None:
+def _wait_for_values(d: Path, topic: str, n: int) -> List[bytes]:
+    seen: List[bytes] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if (d / f"{topic}-0").exists():
+            with kafkalog.open(d, read_only=True) as dl:
+                seen = [r.value for r in dl.consume(topic)]
+            if len(seen) >= n:
+                break
+        time.sleep(0.05)
+    return seen
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_produce_streams_and_ctrl_c_flushes_with_a_summary(tmp_path: Path, sig: int) -> None:
     d = tmp_path / "d"
     cmd = [EXE] if EXE else [sys.executable, "-m", "kafkalog.cli.main"]
     p = subprocess.Popen([*cmd, "produce", str(d), "s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -210,31 +224,41 @@ def test_produce_streams_and_ctrl_c_flushes_with_a_summary(tmp_path: Path) -> No
     for i in range(3):
         p.stdin.write(json.dumps({"value": f"r{i}"}) + "\n")
     p.stdin.flush()
-    seen: List[bytes] = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:                  # visible while the input is still open
-        if d.exists() and (d / "s-0").exists():
-            with kafkalog.open(d, read_only=True) as dl:
-                seen = [r.value for r in dl.consume("s")]
-            if len(seen) == 3:
-                break
-        time.sleep(0.05)
-    assert seen == [b"r0", b"r1", b"r2"]
+    assert _wait_for_values(d, "s", 3) == [b"r0", b"r1", b"r2"]    # visible while input is open
     p.stdin.write(json.dumps({"value": "r3"}) + "\n")
     p.stdin.flush()
-    time.sleep(0.3)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
+    assert _wait_for_values(d, "s", 4)[3:] == [b"r3"]               # read before the signal
+    # the signal arrives while the input is still open (never racing its end): the process must
+    # end on the signal alone
+    p.send_signal(sig)
+    try:
+        p.wait(timeout=60)
+    finally:
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig, err                 # 130 for SIGINT, 143 for SIGTERM
     summary = json_lines(out)[-1]
-    assert summary["records"] == 4 and summary["interrupted"] is True
+    assert summary["records"] == 4 and summary["interrupted"] is True and summary["complete"] is False
     assert summary["partitions"]["0"]["lastOffset"] == 3 and "Aborted" not in err
+    assert "Traceback" not in err
+    assert (d / ".kafka_cleanshutdown").exists()           # shut down cleanly
+    assert not (d / ".lock").exists() or _lock_is_free(d / ".lock")
+
+
+def _lock_is_free(path: Path) -> bool:
+    import fcntl
+    with open(path, "rb") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            return False
 
 
 def test_every_option_has_help_and_the_summaries_are_whole() -> None:
-    from kafkalog.cli.main import main as group
+    from kafkalog.cli.main import all_commands
+    commands = {cmd.name: cmd for cmd in all_commands()}
     missing = []
-    for name, cmd in group.commands.items():
+    for name, cmd in commands.items():
         for param in cmd.params:
             if param.param_type_name == "option" and not getattr(param, "help", None) \
                     and param.name not in ("help",):
@@ -243,7 +267,7 @@ def test_every_option_has_help_and_the_summaries_are_whole() -> None:
     res = cli("--help")
     assert res.returncode == 0
     flat = " ".join(res.stdout.split())
-    for name, cmd in group.commands.items():
+    for name, cmd in commands.items():
         whole = cmd.get_short_help_str(limit=1000)         # the first sentence, never cut with "..."
         assert f"{name} {whole}" in flat and not whole.endswith("..."), name
 

@@ -9,19 +9,20 @@ always). ``--format text`` prints values, one a line, with the key and ``-K SEP`
 Following (the default on a terminal) waits for new records, also those another process appends.
 Without ``--group`` the data directory is opened read-only (no ``.lock``, nothing written); with
 ``--group`` it is opened writable, to commit what was printed (at the end, on Ctrl-C, and every
-``auto.commit.interval.ms`` while following). Damage is exit 1; an out-of-range start is exit 2
-unless ``--auto-offset-reset`` asks for Kafka's reset."""
+``auto.commit.interval.ms`` while following). Ctrl-C or SIGTERM stops it between two polls: what
+was printed is flushed and committed, and the exit status is the signal's (130, 143). Damage is
+exit 1; an out-of-range start is exit 2 unless ``--auto-offset-reset`` asks for Kafka's reset."""
 
 from __future__ import annotations
 
 import base64
-import signal
 import sys
 import time
 from typing import Any, Optional
 
 import click
 
+from kafkalog.cli import interrupt
 from kafkalog.cli.output import EXIT_FINDINGS, FORMAT_OPTION_HELP, emit, handle_errors, report_error
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.client.config import CONSUMER_DEFAULTS
@@ -115,6 +116,57 @@ def _start(consumer: Any, tps: list[TopicPartition], offset: Optional[int | str]
         # else: the group's committed offset, fetched by the consumer
 
 
+class _Run:
+    """Printing what the consumer polls, and committing what was printed (with ``--group``)."""
+
+    def __init__(self, consumer: Any, group: Optional[str], fmt: str, key_sep: Optional[str],
+                 b64: bool) -> None:
+        self.consumer = consumer
+        self.group = group
+        self.fmt = fmt
+        self.key_sep = key_sep
+        self.b64 = b64
+        self.printed: dict[TopicPartition, int] = {}
+        self.interval = CONSUMER_DEFAULTS["auto.commit.interval.ms"] / 1000.0
+
+    def commit(self) -> None:
+        if self.group is not None and self.printed:
+            self.consumer.commit(dict(self.printed))
+
+    def print_records(self, got: dict) -> int:
+        n = 0
+        for tp, recs in got.items():
+            for r in recs:
+                if self.fmt == "json":
+                    emit(_json_record(r, self.b64))
+                else:
+                    _print_text(r, self.key_sep)
+            self.printed[tp] = recs[-1].offset + 1
+            n += len(recs)
+        sys.stdout.flush()
+        return n
+
+    def loop(self, tps: list[TopicPartition], follow: bool, max_records: Optional[int],
+             interrupted: list[int]) -> None:
+        """Poll and print until the end of the log (not following), ``max_records``, or a
+        signal; commit every ``auto.commit.interval.ms`` while following, and at the end."""
+        consumer = self.consumer
+        ends = None if follow else consumer.end_offsets(tps)
+        left = max_records
+        next_commit = time.monotonic() + self.interval
+        while (left is None or left > 0) and not interrupted:
+            got = consumer.poll(timeout_ms=1000 if follow else 0, max_records=left or 500)
+            n = self.print_records(got)
+            if left is not None:
+                left -= n
+            if ends is not None and not got and all(consumer.position(tp) >= ends[tp] for tp in tps):
+                break
+            if follow and time.monotonic() >= next_commit:
+                self.commit()
+                next_commit = time.monotonic() + self.interval
+        self.commit()
+
+
 @click.command("consume")
 @click.argument("data_dir", type=click.Path(file_okay=False))
 @click.argument("topic")
@@ -159,60 +211,46 @@ def consume(data_dir: str, topic: str, partition: Optional[int], offset_spec: Op
     if follow is None:
         follow = sys.stdout.isatty()
     existing_data_dir(data_dir)
-    with _open(data_dir, writable=group is not None) as dl:
-        parts = dl.manager.partitions_of(topic)
-        if not parts:
-            raise InvalidTopicError(f"Unknown topic {topic!r}", file=data_dir)
-        if partition is not None:
-            if partition not in parts:
-                raise InvalidTopicError(f"Partition {partition} of topic {topic!r} does not exist",
-                                        file=data_dir)
-            parts = [partition]
-        tps = [TopicPartition(topic, p) for p in parts]
-        consumer = dl.consumer(conf={"group.id": group, "enable.auto.commit": False,
-                                     "isolation.level": isolation_level,
-                                     "auto.offset.reset": auto_offset_reset or "none"})
-        printed: dict[TopicPartition, int] = {}
-        interval = CONSUMER_DEFAULTS["auto.commit.interval.ms"] / 1000.0
-        next_commit = time.monotonic() + interval
-
-        def commit() -> None:
-            if group is not None and printed:
-                consumer.commit(dict(printed))
-
-        interrupted: list[int] = []
-        # Ctrl-C ends the loop between polls (never inside a write of the library): quietly, exit 0
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+    dl = _open(data_dir, writable=group is not None)
+    # from here Ctrl-C or SIGTERM ends the loop between polls (never inside a write of the
+    # library): what was printed is flushed and committed, the directory closed, then the
+    # signal's exit status (130, 143)
+    with interrupt.flagged() as interrupted:
         try:
-            consumer.assign(tps)
-            _start(consumer, tps, offset, timestamp, group)
-            ends = None if follow else consumer.end_offsets(tps)
-            left = max_records
-            while (left is None or left > 0) and not interrupted:
-                got = consumer.poll(timeout_ms=1000 if follow else 0, max_records=left or 500)
-                for tp, recs in got.items():
-                    for r in recs:
-                        if fmt == "json":
-                            emit(_json_record(r, b64))
-                        else:
-                            _print_text(r, key_sep)
-                    printed[tp] = recs[-1].offset + 1
-                    if left is not None:
-                        left -= len(recs)
-                sys.stdout.flush()
-                if ends is not None and not got and all(
-                        consumer.position(tp) >= ends[tp] for tp in tps):
-                    break
-                if follow and time.monotonic() >= next_commit:
-                    commit()
-                    next_commit = time.monotonic() + interval
-            commit()
-        except CorruptRecordError as e:
-            commit()
-            report_error(e, fmt == "json")
-            sys.exit(EXIT_FINDINGS)
-        except InvalidConfigError as e:
-            raise click.UsageError(str(e)) from None
+            _consume_topic(dl, topic, partition, offset, timestamp, group, follow, auto_offset_reset,
+                           max_records, isolation_level, _Run(None, group, fmt, key_sep, b64),
+                           interrupted)
         finally:
-            signal.signal(signal.SIGINT, previous)
-        consumer.close(autocommit=False)
+            dl.close()
+    if interrupted:
+        sys.stdout.flush()
+        sys.exit(interrupt.exit_code(interrupted[0]))
+
+
+def _consume_topic(dl: Any, topic: str, partition: Optional[int], offset: Optional[int | str],
+                   timestamp: Optional[int], group: Optional[str], follow: bool,
+                   auto_offset_reset: Optional[str], max_records: Optional[int],
+                   isolation_level: str, run: _Run, interrupted: list[int]) -> None:
+    parts = dl.manager.partitions_of(topic)
+    if not parts:
+        raise InvalidTopicError(f"Unknown topic {topic!r}", file=dl.manager.data_dir)
+    if partition is not None:
+        if partition not in parts:
+            raise InvalidTopicError(f"Partition {partition} of topic {topic!r} does not exist",
+                                    file=dl.manager.data_dir)
+        parts = [partition]
+    tps = [TopicPartition(topic, p) for p in parts]
+    consumer = run.consumer = dl.consumer(conf={"group.id": group, "enable.auto.commit": False,
+                                                "isolation.level": isolation_level,
+                                                "auto.offset.reset": auto_offset_reset or "none"})
+    try:
+        consumer.assign(tps)
+        _start(consumer, tps, offset, timestamp, group)
+        run.loop(tps, follow, max_records, interrupted)
+    except CorruptRecordError as e:
+        run.commit()
+        report_error(e, run.fmt == "json")
+        sys.exit(EXIT_FINDINGS)
+    except InvalidConfigError as e:
+        raise click.UsageError(str(e)) from None
+    consumer.close(autocommit=False)

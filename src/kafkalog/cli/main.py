@@ -1,25 +1,88 @@
 """The ``kafkalog`` command.
 
 Every subcommand follows the same rules (:mod:`kafkalog.cli.output`): JSON lines for scripts with
-``--format json``, each error printed once, exit codes 0 (ok) / 1 (damage found) / 2 (usage or input
-error), a quiet end on a closed pipe, and a path that is not what the command needs is refused
-before anything is created (:mod:`kafkalog.cli.paths`).
+``--format json``, each error printed once, one set of exit codes (0 ok, 1 damage found, 2 bad
+input or usage, 3 records dropped by ``recover``, 128 + the signal for a command ended by SIGINT
+(130) or SIGTERM (143), 141 on a closed pipe), a quiet end on a closed pipe or a Ctrl-C, and a
+path that is not what the command needs refused before anything is created
+(:mod:`kafkalog.cli.paths`).
+
+Start-up is kept short (``kafkalog --version`` runs in a few tens of milliseconds): this module
+imports click and nothing of kafkalog's layers; each subcommand's module (and through it the
+broker, the client, Spark...) is imported only when that subcommand runs.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
+from kafkalog.cli import interrupt
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "kafkalog":
+    # the command itself (not a test importing this module): from here on a Ctrl-C or a SIGTERM
+    # ends it quietly, also during the imports below (KafkalogGroup.main then takes over)
+    interrupt.install_at_start()
+
+import importlib
 import logging
-from typing import Any
+from typing import Any, List, Optional
 
 import click
 
+from kafkalog import __version__
 from kafkalog.cli.output import quiet_broken_pipe
 
 __all__ = ["main"]
 
+#: subcommand -> the module defining it (imported when it runs or its help is shown)
+COMMANDS = {
+    "bootstrap-topics": "kafkalog.cli.bootstrap_topics",
+    "compact": "kafkalog.cli.compact",
+    "consume": "kafkalog.cli.consume",
+    "describe": "kafkalog.cli.describe",
+    "dump": "kafkalog.cli.dump",
+    "groups": "kafkalog.cli.groups",
+    "offsets": "kafkalog.cli.offsets",
+    "produce": "kafkalog.cli.produce",
+    "recover": "kafkalog.cli.recover",
+    "serve": "kafkalog.cli.serve",
+    "verify": "kafkalog.cli.verify",
+}
+
 
 class KafkalogGroup(click.Group):
-    """The command group: whole summaries in ``--help`` and a quiet end on a closed pipe."""
+    """The command group: subcommands imported on use, whole summaries in ``--help``, a quiet end
+    on a closed pipe, and the exit status of the signal on SIGINT or SIGTERM."""
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        cmd = getattr(importlib.import_module(module), cmd_name.replace("-", "_"))
+        self.add_command(cmd)
+        return cmd
+
+    def resolve_command(self, ctx: click.Context, args: List[str]) -> Any:
+        resolved = super().resolve_command(ctx, args)
+        interrupt.check()               # a signal during the subcommand's imports
+        return resolved
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        previous = interrupt.install()
+        try:
+            interrupt.check()           # a signal during this module's imports
+            return super().main(*args, **kwargs)
+        except interrupt.Interrupted as e:
+            sys.stdout.flush()
+            sys.exit(e.exit_code)
+        finally:
+            interrupt.restore(previous)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -41,7 +104,7 @@ class KafkalogGroup(click.Group):
 
 @click.group(cls=KafkalogGroup, context_settings={"max_content_width": 120,
                                                    "help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="kafkalog")
+@click.version_option(__version__, package_name="kafkalog", prog_name="kafkalog")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="warning", show_default=True, help="Level of log messages on stderr.")
 def main(log_level: str = "warning") -> None:
@@ -51,24 +114,10 @@ def main(log_level: str = "warning") -> None:
                         format="%(levelname)s %(name)s: %(message)s")
 
 
-def _register() -> None:
-    from kafkalog.cli.bootstrap_topics import bootstrap_topics
-    from kafkalog.cli.compact import compact
-    from kafkalog.cli.consume import consume
-    from kafkalog.cli.describe import describe
-    from kafkalog.cli.dump import dump
-    from kafkalog.cli.groups import groups
-    from kafkalog.cli.offsets import offsets
-    from kafkalog.cli.produce import produce
-    from kafkalog.cli.recover import recover
-    from kafkalog.cli.serve import serve
-    from kafkalog.cli.verify import verify
-    for cmd in (dump, produce, consume, describe, offsets, groups, verify, recover, compact, serve,
-                bootstrap_topics):
-        main.add_command(cmd)
-
-
-_register()
+def all_commands() -> List[click.Command]:
+    """Every subcommand (imports them all: for ``--help`` and the tests)."""
+    ctx = click.Context(main)
+    return [c for c in (main.get_command(ctx, n) for n in main.list_commands(ctx)) if c is not None]
 
 
 if __name__ == "__main__":

@@ -1,9 +1,19 @@
 """Output of the ``kafkalog`` commands: JSON lines, typed errors printed once, exit codes.
 
-Exit codes, the same for every command: 0 success; 1 damage found (``verify``, ``dump``) or a
-command-level failure (a partition that could not be compacted); 2 bad input or usage (a
-:class:`~kafkalog.errors.KafkalogError`, a path that is not what the command needs, click's usage
-errors). An error is printed once: as one JSON line on stdout when the command prints JSON
+Exit codes, the same for every command:
+
+* 0 success;
+* 1 damage found (``verify``, ``dump``) or a command-level failure (a partition that could not be
+  compacted, a broker whose data directory went offline);
+* 2 bad input or usage (a :class:`~kafkalog.errors.KafkalogError`, a path that is not what the
+  command needs, click's usage errors);
+* 3 records dropped: ``recover`` cut complete batches (``--dry-run``: would cut them);
+* 128 + the signal: a command ended by SIGINT (130, Ctrl-C) or SIGTERM (143), as a shell reports
+  a process the signal ended (``produce`` and ``consume`` first append, commit and flush what they
+  hold; :mod:`kafkalog.cli.interrupt`); ``serve``, which runs until stopped so, exits 0;
+* 141 a closed pipe (below).
+
+An error is printed once: as one JSON line on stdout when the command prints JSON
 (``--format json``), otherwise as one line on stderr. A closed pipe (``kafkalog dump ... | head``)
 ends the command quietly with the status of a process killed by SIGPIPE (141), as Unix tools do.
 """
@@ -18,12 +28,13 @@ from typing import Any, Callable, Optional, TypeVar
 
 from kafkalog.errors import KafkalogError
 
-__all__ = ["EXIT_OK", "EXIT_FINDINGS", "EXIT_ERROR", "EXIT_BROKEN_PIPE", "emit", "error_json",
+__all__ = ["EXIT_OK", "EXIT_FINDINGS", "EXIT_ERROR", "EXIT_DATA_DROPPED", "EXIT_BROKEN_PIPE", "emit", "error_json",
            "report_error", "handle_errors", "FORMAT_OPTION_HELP", "quiet_broken_pipe"]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+EXIT_DATA_DROPPED = 3
 EXIT_BROKEN_PIPE = 128 + 13
 
 FORMAT_OPTION_HELP = "Output format: text for people, json for JSON lines (errors too) for scripts."

@@ -12,13 +12,16 @@ Input, one record a line:
 Records are appended as they arrive (within ``linger.ms`` when input pauses), so
 ``tail -f events | kafkalog produce DIR topic`` works and a killed process loses at most what had not
 lingered yet. The data directory and the topic are created only when the first valid record arrives
-(``--partitions``, ``--config key=value``). A bad line stops the command with an error naming the
-input and line, after the records before it are appended. Ctrl-C appends what was read and ends
-with the summary. The summary (one JSON line, or text with ``--format text``) has the count of
-records appended and each partition's first and last offset: where to resume. A failed append (a
-full disk) stops the command at once: nothing after it is appended, the error names the file, the
-summary says what was written, the exit code is 2, and the next open recovers the directory (it was
-not shut down cleanly).
+(``--partitions``, ``--config key=value``); a data directory created so is announced on stderr
+(a typo in the path must not go unnoticed). A bad line stops the command with an error naming the
+input, its line and the byte position in the input, after the records before it are appended (the
+summary says ``"complete": false``: every line before the bad one was appended, none after).
+Ctrl-C or SIGTERM appends what was read, shuts the directory down cleanly and ends with the
+summary (``"interrupted": true``) and the signal's exit status (130, 143). The summary (one JSON
+line, or text with ``--format text``) has the count of records appended and each partition's
+first and last offset: where to resume. A failed append (a full disk) stops the command at once:
+nothing after it is appended, the error names the file, the summary says what was written, the
+exit code is 2, and the next open recovers the directory (it was not shut down cleanly).
 """
 
 from __future__ import annotations
@@ -31,13 +34,16 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import click
 
-from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors, report_error
+from kafkalog.cli import interrupt
+from kafkalog.cli.output import EXIT_ERROR, FORMAT_OPTION_HELP, emit, handle_errors, report_error
 from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidRecordError, KafkalogError
 
@@ -66,9 +72,14 @@ class LineParser:
     key_separator: Optional[str] = None
     value_files: bool = False
     line: int = 0
+    #: byte position in the input of the line being parsed, and of the next one
+    position: int = 0
+    next_position: int = 0
 
-    def error(self, message: str) -> InvalidRecordError:
-        return InvalidRecordError(f"line {self.line}: {message}", file=self.source, line=self.line)
+    def error(self, message: str, at: int = 0) -> InvalidRecordError:
+        """An error of the current line, ``at`` bytes into it."""
+        return InvalidRecordError(f"line {self.line}: {message}", file=self.source,
+                                  position=self.position + at, line=self.line)
 
     def _bytes(self, v: Any, what: str) -> Optional[bytes]:
         if v is None:
@@ -92,10 +103,12 @@ class LineParser:
     def parse(self, raw: bytes) -> Optional[InputRecord]:
         """The record of one line (without its newline), or None for a blank line."""
         self.line += 1
+        self.position = self.next_position
+        self.next_position += len(raw) + 1
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise self.error(f"not UTF-8 (byte {e.start} of the line)") from None
+            raise self.error(f"not UTF-8 (byte {e.start} of the line)", e.start) from None
         if text.endswith("\r"):
             text = text[:-1]
         if self.input_format == "text":
@@ -118,6 +131,8 @@ class LineParser:
     def _parse_json(self, text: str) -> InputRecord:
         try:
             obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise self.error(f"invalid JSON: {e}", len(text[:e.pos].encode("utf-8"))) from None
         except ValueError as e:
             raise self.error(f"invalid JSON: {e}") from None
         if not isinstance(obj, dict):
@@ -152,32 +167,81 @@ class LineParser:
         return InputRecord(key, value, hs, ts, part)
 
 
-def read_lines(stream: BinaryIO, idle_s: float) -> Iterator[Optional[bytes]]:
+def read_lines(stream: BinaryIO, idle_s: float, stop: Sequence[int] = ()) -> Iterator[Optional[bytes]]:
     """Lines of ``stream`` without their newline as they arrive; ``None`` each time the input has been
-    idle for ``idle_s`` with nothing more to read (the moment to hand lingering records over)."""
+    idle for ``idle_s`` with nothing more to read (the moment to hand lingering records over).
+
+    ``stop`` is where a signal handler records the signals received
+    (:func:`kafkalog.cli.interrupt.flagged`): before each line and each wait, one there raises
+    :class:`~kafkalog.cli.interrupt.Interrupted`, so a signal ends the input between two records,
+    never in the middle of one. The waits also watch a signal wakeup pipe
+    (``signal.set_wakeup_fd``): a signal that arrives while the input is idle ends the wait."""
     try:
         fd = stream.fileno()
     except (OSError, ValueError, io.UnsupportedOperation):    # an in-memory stream: no waiting
         for line in stream:
+            _stop_if_signalled(stop)
             yield line[:-1] if line.endswith(b"\n") else line
         return
-    pending = b""
+    with _signal_wakeup() as wakeup:
+        pending = b""
+        while True:
+            nl = pending.find(b"\n")
+            if nl >= 0:
+                line, pending = pending[:nl], pending[nl + 1:]
+                _stop_if_signalled(stop)
+                yield line
+                continue
+            if not _wait_readable(fd, wakeup, idle_s, stop):
+                yield None
+                _wait_readable(fd, wakeup, None, stop)
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                if pending:
+                    yield pending
+                return
+            pending += chunk
+
+
+def _stop_if_signalled(stop: Sequence[int]) -> None:
+    interrupt.check()                       # (a signal whose handler's exception was lost)
+    if stop:
+        raise interrupt.Interrupted(stop[0])
+
+
+def _wait_readable(fd: int, wakeup: int, timeout: Optional[float], stop: Sequence[int]) -> bool:
+    """Wait until ``fd`` is readable (True) or ``timeout`` passed (False). A byte on the ``wakeup``
+    pipe means a signal arrived: it is drained and the signal raised (:func:`_stop_if_signalled`)."""
     while True:
-        nl = pending.find(b"\n")
-        if nl >= 0:
-            line, pending = pending[:nl], pending[nl + 1:]
-            yield line
-            continue
-        ready, _, _ = select.select([fd], [], [], idle_s)
-        if not ready:
-            yield None
-            select.select([fd], [], [])
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            if pending:
-                yield pending
-            return
-        pending += chunk
+        _stop_if_signalled(stop)
+        ready, _, _ = select.select([fd, wakeup] if wakeup >= 0 else [fd], [], [], timeout)
+        if wakeup in ready:
+            try:
+                os.read(wakeup, 64)
+            except BlockingIOError:
+                pass
+            if fd not in ready:
+                continue
+        return fd in ready
+
+
+@contextmanager
+def _signal_wakeup() -> Iterator[int]:
+    """A non-blocking pipe set as the signal wakeup fd while the lines are read (main thread
+    only; -1 elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield -1
+        return
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    try:
+        yield r
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(r)
+        os.close(w)
 
 
 @dataclass
@@ -191,6 +255,8 @@ class ProduceRun:
     partitions: int
     topic_config: Dict[str, str]
     compression: Optional[str]
+    #: the data directory does not exist yet (or is empty): say so when it is created
+    announce_new_dir: bool = False
     dl: Any = None
     producer: Any = None
     refused: Any = None
@@ -205,6 +271,9 @@ class ProduceRun:
             from kafkalog.client.producer_future import refused
             self.refused = refused
             self.dl = kafkalog.open(self.data_dir, background=False)
+            if self.announce_new_dir:
+                click.echo(f"kafkalog produce: created the data directory {os.path.abspath(self.data_dir)}",
+                           err=True)
             if not self.dl.manager.has_topic(self.topic):
                 self.dl.create_topic(self.topic, self.partitions, self.topic_config)
             self.producer = Producer(self.dl, {"compression.type": self.compression or "none"},
@@ -264,12 +333,13 @@ class ProduceRun:
         self.dl.manager.abandon()
         return failure if isinstance(failure, KafkalogError) else None
 
-    def summary(self, interrupted: bool) -> dict:
-        """What was written (records appended, not records read) and where."""
+    def summary(self, interrupted: bool, complete: bool) -> dict:
+        """What was written (records appended, not records read) and where; ``complete``: every
+        input line was appended."""
         return {"type": "summary", "topic": self.topic,
                 "records": self.producer.records_sent if self.producer is not None else 0,
                 "batches": self.producer.batches_sent if self.producer is not None else 0,
-                "interrupted": interrupted,
+                "interrupted": interrupted, "complete": complete,
                 "partitions": {str(p): {"firstOffset": a, "lastOffset": b}
                                for p, (a, b) in sorted(self.offsets.items())}}
 
@@ -289,7 +359,7 @@ def _print_summary(s: dict, fmt: str) -> None:
         emit(s)
         return
     parts = ", ".join(f"{p}: {o['firstOffset']}..{o['lastOffset']}" for p, o in s["partitions"].items())
-    how = " (interrupted)" if s["interrupted"] else ""
+    how = " (interrupted)" if s["interrupted"] else "" if s["complete"] else " (stopped by an error)"
     click.echo(f"{s['records']} record(s) appended to {s['topic']}{how}"
                + (f"; partition: offsets {parts}" if parts else ""), err=True)
 
@@ -324,37 +394,41 @@ def produce(data_dir: str, topic: str, input_file: Optional[str], input_format: 
         raise click.UsageError("--key-separator goes with --input text")
     if key_separator == "":
         raise click.BadParameter("the key separator cannot be empty", param_hint="-K")
-    new_or_existing_data_dir(data_dir)
+    creating = new_or_existing_data_dir(data_dir)
     cfg = _parse_config(configs)
     source = input_file if input_file is not None else "<stdin>"
     parser = LineParser(source, input_format, b64, key_separator, value_files)
-    run = ProduceRun(data_dir, topic, partitions, cfg, compression)
+    run = ProduceRun(data_dir, topic, partitions, cfg, compression, announce_new_dir=creating)
     stream: BinaryIO = open(input_file, "rb") if input_file is not None else sys.stdin.buffer
     error: Optional[KafkalogError] = None
-    interrupted = False
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        for raw in read_lines(stream, IDLE_FLUSH_S):
-            if raw is None:
-                run.flush()
-                continue
-            rec = parser.parse(raw)
-            if rec is not None:
-                run.send(rec)
-    except KafkalogError as e:
-        error = e
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)     # a second Ctrl-C must not cut the flush
+    signum: Optional[int] = None
+    # from here a signal is recorded and ends the input between two records (read_lines)
+    with interrupt.flagged() as stop:
         try:
-            close_error = run.close()
-            error = error or close_error
+            for raw in read_lines(stream, IDLE_FLUSH_S, stop):
+                if raw is None:
+                    run.flush()
+                    continue
+                rec = parser.parse(raw)
+                if rec is not None:
+                    run.send(rec)
+        except KafkalogError as e:
+            error = e
+        except interrupt.Interrupted as e:
+            interrupt.handled()
+            signum = e.signum
+        except KeyboardInterrupt:                # (in-process callers: click's test runner)
+            signum = signal.SIGINT
         finally:
-            signal.signal(signal.SIGINT, previous)
-            if input_file is not None:
-                stream.close()
-    _print_summary(run.summary(interrupted), fmt)
+            with interrupt.ignored():             # a second signal must not cut the flush
+                close_error = run.close()
+                error = error or close_error
+                if input_file is not None:
+                    stream.close()
+    _print_summary(run.summary(signum is not None, error is None and signum is None), fmt)
     if error is not None:
         report_error(error, fmt == "json")
-        sys.exit(2)
+        sys.exit(EXIT_ERROR)
+    if signum is not None:
+        sys.stdout.flush()
+        sys.exit(interrupt.exit_code(signum))

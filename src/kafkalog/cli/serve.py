@@ -26,17 +26,36 @@ import sys
 
 import click
 
-from kafkalog.cleaner import LogCleaner
+from kafkalog.cli import interrupt
 from kafkalog.cli.output import EXIT_FINDINGS, emit, handle_errors
 from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidConfigError, KafkalogIOError
-from kafkalog.log.config import parse_properties
-from kafkalog.log.manager import LogManager
-from kafkalog.server.broker import Broker
-from kafkalog.server.config import Listener, ServerConfig
-from kafkalog.server.network import Server
-from kafkalog.server.sasl import SaslConfig
-from kafkalog.server.tls import listener_contexts
+
+
+def _import_kio_without_hypothesis() -> None:
+    """kio (the protocol messages) registers hypothesis strategies for its types when hypothesis is
+    importable; the broker process never uses them, and importing hypothesis costs ~60 ms and
+    ~10 MiB of a start-up. Hidden only while kio is first imported, and only when nothing
+    imported hypothesis before (an in-process caller that uses it keeps it)."""
+    if "hypothesis" in sys.modules or "kio" in sys.modules:
+        return
+    sys.modules["hypothesis"] = None        # type: ignore[assignment]  # makes the import fail
+    try:
+        import kio.static._phantom  # noqa: F401
+    finally:
+        del sys.modules["hypothesis"]
+
+
+_import_kio_without_hypothesis()
+
+from kafkalog.cleaner import LogCleaner  # noqa: E402
+from kafkalog.log.config import parse_properties  # noqa: E402
+from kafkalog.log.manager import LogManager  # noqa: E402
+from kafkalog.server.broker import Broker  # noqa: E402
+from kafkalog.server.config import Listener, ServerConfig  # noqa: E402
+from kafkalog.server.network import Server  # noqa: E402
+from kafkalog.server.sasl import SaslConfig  # noqa: E402
+from kafkalog.server.tls import listener_contexts  # noqa: E402
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -94,7 +113,8 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
 @click.command("serve")
 @click.argument("data_dir", type=click.Path(file_okay=False))
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1, or listeners).")
-@click.option("--port", type=int, default=None, help="Port to bind (default 9092; 0 = any free).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port to bind, 0-65535 (default 9092; 0 = any free).")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
               help="A broker configuration key (repeatable).")
 @click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
@@ -114,6 +134,9 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
         logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     logger.info("opening %s", data_dir)
     manager = LogManager(data_dir, cfg.broker, cleaner_factory=LogCleaner)
+    if manager.created_data_dir:
+        logger.info("created the data directory %s (cluster %s)", manager.data_dir,
+                    manager.meta_properties.cluster_id)
     logger.info("loaded %d partition(s) of %d topic(s) (clean shutdown: %s)",
                 len(manager.partitions()), len(manager.topics()), manager.had_clean_shutdown)
     failure: KafkalogIOError | None = None
@@ -121,9 +144,10 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
         failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl))
     finally:
         if failure is None:
-            logger.info("closing the logs")
-            manager.close()
-            logger.info("stopped")
+            with interrupt.ignored():             # a second signal must not cut the shutdown
+                logger.info("closing the logs")
+                manager.close()
+                logger.info("stopped")
     if failure is not None:
         # as Kafka does for an offline log directory: no flush, no checkpoints, no clean-shutdown
         # marker after a failed write; the next start recovers the logs
