@@ -132,12 +132,15 @@ def test_recover_reports_truncation(data_dir):
     with open(seg, "ab") as f:
         f.write(b"\x00\x00\x00\x00\x00\x00\x03\xe8\x00\x00\x00\x50partial")
     res = CliRunner().invoke(main, ["recover", str(data_dir)])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 3, res.output          # complete batches of later segments dropped
     lines = _lines(res.output)
     tr = [x for x in lines if x["type"] == "truncation"]
     assert tr and tr[0]["file"] == str(seg) and tr[0]["position"] == good
     assert lines[-1]["type"] == "summary" and lines[-1]["truncatedBytes"] >= 19
+    assert lines[-1]["droppedOffsets"] > 0 and "DROPPED offsets" in res.stderr
     assert seg.stat().st_size == good
+    kept = seg.parent / f"{seg.name}.{good}.truncated"      # the cut tail, kept aside
+    assert kept.read_bytes().endswith(b"partial")
     res = CliRunner().invoke(main, ["recover", str(data_dir / "t-1")])
     assert res.exit_code == 0 and _lines(res.output)[-1]["clean"] is True
 

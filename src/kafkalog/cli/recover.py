@@ -6,23 +6,195 @@ rebuilt (``type`` = ``truncation`` / ``corruption`` / ``deletedSegment`` / ``del
 By default every segment is recovered (recovery point 0); ``--from-recovery-point`` starts at each
 partition's checkpointed recovery point, exactly as Kafka does after a crash. A data directory is
 locked while it is recovered and is closed cleanly afterwards.
+
+Recovery cuts a partition at its first damaged batch and deletes every later segment, as Kafka's
+does on restart; so before anything is changed:
+
+* the cuts are planned read-only (:mod:`kafkalog.log.recovery_plan`); ``--dry-run`` prints that
+  plan (``type`` = ``plan``: each cut's file, byte position, bytes and why, the log end offset
+  before and after) and changes nothing;
+* the bytes to be cut are kept aside: the tail of a truncated segment is copied to
+  ``<segment>.log.<position>.truncated`` and a deleted segment's ``.log`` hard-linked there
+  (``type`` = ``keptAside``), in the partition directory (Kafka's loader ignores such names) or in
+  ``--keep-dir DIR``; ``--discard`` keeps nothing, as Kafka's recovery. A zero-filled tail (an
+  index preallocation, nothing written) is not kept;
+* when complete batches are dropped (offsets below the old log end are gone: damage, not a torn
+  last write), one line per partition on stderr says so, and the exit status is 3 (also with
+  ``--dry-run``, when they would be). A torn or zero-filled tail, the normal result of a crash, is
+  reported and exits 0.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional
 
 import click
 
-from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.output import EXIT_DATA_DROPPED, emit, handle_errors
 from kafkalog.cli.paths import data_dir_or_partition_dir, is_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
-from kafkalog.errors import LogDirError
-from kafkalog.log.log import Log
+from kafkalog.errors import KafkalogError, LogDirError
+from kafkalog.log import fsutil
+from kafkalog.log.config import LogConfig, parse_properties
+from kafkalog.log.naming import (
+    IGNORED_DIRS,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    TopicPartition,
+    parse_partition_dir_name,
+    topic_config_file,
+)
+from kafkalog.log.recovery_plan import Cut, PartitionPlan, plan_partition
+
+TRUNCATED_SUFFIX = ".truncated"
 
 
-def _emit_report(name: str, report) -> dict:
+@dataclass
+class Target:
+    """One partition directory to recover, with what its recovery depends on."""
+
+    name: str
+    path: str
+    compacted: bool
+    recovery_point: int = 0
+    log_start_offset: int = 0
+
+    def plan(self) -> PartitionPlan:
+        return plan_partition(self.path, compacted=self.compacted, recovery_point=self.recovery_point,
+                              log_start_offset=self.log_start_offset)
+
+
+# --- what to recover ------------------------------------------------------------------------------
+
+def _topic_config(data_dir: str, topic: str) -> Optional[LogConfig]:
+    path = topic_config_file(data_dir, topic)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return LogConfig(parse_properties(f.read(1 << 20), file=path))
+
+
+def _checkpoint(data_dir: str, name: str) -> Dict[TopicPartition, int]:
+    from kafkalog.log.manager import read_offset_checkpoint
+    try:
+        return read_offset_checkpoint(os.path.join(data_dir, name))
+    except KafkalogError:
+        return {}                   # the loader reads it the same way (empty, with a warning)
+
+
+def _partition_target(path: str) -> Target:
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    cfg = None
+    try:
+        cfg = _topic_config(parent, parse_partition_dir_name(os.path.basename(path)).topic)
+    except LogDirError:
+        pass                        # a partition directory under another name
+    return Target(os.path.basename(path), path, bool(cfg and cfg.compact))
+
+
+def _data_dir_targets(data_dir: str, from_recovery_point: bool) -> List[Target]:
+    data_dir = os.path.abspath(data_dir)
+    points = _checkpoint(data_dir, RECOVERY_POINT_CHECKPOINT_FILE) if from_recovery_point else {}
+    starts = _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT_FILE)
+    configs: Dict[str, Optional[LogConfig]] = {}
+    targets = []
+    for name in sorted(os.listdir(data_dir)):
+        path = os.path.join(data_dir, name)
+        if name in IGNORED_DIRS or name.startswith(".") or not os.path.isdir(path):
+            continue
+        try:
+            parsed = parse_partition_dir_name(name)
+        except KafkalogError:
+            continue
+        if parsed.kind:
+            continue
+        tp = TopicPartition(parsed.topic, parsed.partition)
+        if parsed.topic not in configs:
+            configs[parsed.topic] = _topic_config(data_dir, parsed.topic)
+        cfg = configs[parsed.topic]
+        targets.append(Target(name, path, bool(cfg and cfg.compact), points.get(tp, 0),
+                              starts.get(tp, 0)))
+    return targets
+
+
+def _refuse_if_locked(data_dir: str) -> None:
+    """A dry run takes no lock, but a directory in use is refused: its active segments change
+    under the scan."""
+    lock = os.path.join(data_dir, LOCK_FILE)
+    if not os.path.exists(lock):
+        return
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise LogDirError("the data directory is in use (its .lock is held)", file=lock) from None
+    finally:
+        os.close(fd)
+
+
+# --- keeping the cut bytes aside --------------------------------------------------------------------
+
+def _kept_path(cut: Cut, partition: str, keep_dir: Optional[str]) -> str:
+    name = f"{os.path.basename(cut.file)}.{cut.position}{TRUNCATED_SUFFIX}"
+    if keep_dir is None:
+        return os.path.join(os.path.dirname(cut.file), name)
+    return os.path.join(keep_dir, f"{partition}.{name}")
+
+
+def _create_exclusive(path: str) -> tuple[int, str]:
+    """A new file at ``path`` (or ``path.1``, ``path.2``... when taken): never overwrites."""
+    for n in range(1000):
+        candidate = path if n == 0 else f"{path}.{n}"
+        try:
+            return os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), candidate
+        except FileExistsError:
+            continue
+    raise LogDirError("too many kept files of this name", file=path)
+
+
+def keep_aside(cut: Cut, partition: str, keep_dir: Optional[str]) -> str:
+    """Save the bytes ``cut`` removes; returns the file holding them (synced, directory synced).
+    A segment recovery deletes is hard-linked (deletion only unlinks its name); a truncated
+    segment's tail is copied (truncation changes the file in place)."""
+    dest = _kept_path(cut, partition, keep_dir)
+    if cut.kind == "deleted":               # (a truncated file changes in place: copied)
+        try:
+            os.link(cut.file, dest)          # a whole segment about to be deleted: no copy
+            fsutil.fsync_dir(os.path.dirname(dest))
+            return dest
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                raise fsutil.io_error(e, dest, "link") from e
+    out, dest = _create_exclusive(dest)
+    try:
+        with fsutil.wrap_os_errors(dest, "keep the cut bytes in"), open(cut.file, "rb") as src:
+            left = cut.bytes
+            src.seek(cut.position)
+            while left > 0:
+                chunk = src.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                os.write(out, chunk)
+                left -= len(chunk)
+            os.fsync(out)
+    finally:
+        os.close(out)
+    fsutil.fsync_dir(os.path.dirname(dest))
+    return dest
+
+
+# --- reporting ----------------------------------------------------------------------------------
+
+def _emit_report(name: str, report: Any) -> dict:
     r = report.to_json()
     for t in r["truncations"]:
         emit({"type": "truncation", "partition": name, **t})
@@ -39,13 +211,39 @@ def _emit_report(name: str, report) -> dict:
                "truncatedBytes": sum(t.get("bytes", 0) or 0 for t in r["truncations"]),
                "deletedSegments": len(r["deletedSegments"]), "logEndOffset": r["logEndOffset"],
                "recoveryPoint": r["recoveryPoint"], "clean": report.clean}
-    emit(summary)
     return summary
 
 
-def _recover_partition(path: str) -> dict:
-    parent = os.path.dirname(os.path.abspath(path))
-    lock = os.path.join(parent, ".lock")
+def _actual_cuts(report: Any) -> List[tuple[str, int]]:
+    """``(file, position)`` of every cut the recovery made (truncations with bytes, deletions)."""
+    cuts = [(str(t["file"]), int(t["position"])) for t in report.truncations if t.get("bytes")]
+    cuts += [(str(d["file"]), 0) for d in report.deleted_segments]
+    return cuts
+
+
+def _unplanned(report: Any, kept: Dict[str, tuple[int, str]]) -> List[tuple[str, int]]:
+    """Cuts recovery made that no kept file covers (the plan and the loader disagree)."""
+    return [(f, p) for f, p in _actual_cuts(report) if f not in kept or kept[f][0] > p]
+
+
+def _loud(partition: str, plan: PartitionPlan, kept: List[str], dry_run: bool) -> None:
+    first = next((c for c in plan.cuts if c.kind != "zero-filled-tail"), None)
+    where = f" at {os.path.basename(first.file)} byte {first.position} ({first.kind})" if first else ""
+    verb = "WOULD DROP" if dry_run else "DROPPED"
+    kept_text = ("" if dry_run else "; the cut bytes were not kept (--discard)" if not kept else
+                 f"; the cut bytes are kept in {kept[0]}" if len(kept) == 1 else
+                 f"; the cut bytes are kept in {len(kept)} files ({kept[0]} ...)")
+    sys.stderr.write(f"kafkalog recover: {verb} offsets {plan.log_end_offset}.."
+                     f"{plan.log_end_offset_before - 1} ({plan.dropped_offsets:,} offsets, "
+                     f"{plan.cut_bytes:,} bytes) of {partition}{where}{kept_text}\n")
+
+
+# --- the command --------------------------------------------------------------------------------
+
+def _recover_partition(target: Target) -> Any:
+    from kafkalog.log.log import Log
+    parent = os.path.dirname(target.path)
+    lock = os.path.join(parent, LOCK_FILE)
     fd = -1
     if os.path.exists(lock):
         fd = os.open(lock, os.O_RDWR)
@@ -55,21 +253,11 @@ def _recover_partition(path: str) -> dict:
             os.close(fd)
             raise LogDirError("the data directory is in use (its .lock is held)", file=lock) from None
     try:
-        cfg = None
-        topic_cfg = None
+        cfg = _topic_config(parent, parse_partition_dir_name(target.name).topic) \
+            if _is_partition_name(target.name) else None
+        log = Log.open(target.path, cfg, recovery_point=0, had_clean_shutdown=False)
         try:
-            from kafkalog.log.config import LogConfig, parse_properties
-            from kafkalog.log.naming import parse_partition_dir_name, topic_config_file
-            topic = parse_partition_dir_name(path).topic
-            topic_cfg = topic_config_file(parent, topic)
-            if os.path.exists(topic_cfg):
-                with open(topic_cfg, encoding="utf-8") as f:
-                    cfg = LogConfig(parse_properties(f.read(1 << 20), file=topic_cfg))
-        except LogDirError:
-            pass
-        log = Log.open(path, cfg, recovery_point=0, had_clean_shutdown=False)
-        try:
-            return _emit_report(os.path.basename(os.path.abspath(path)), log.recovery_report)
+            return log.recovery_report
         finally:
             log.close()
     finally:
@@ -77,21 +265,15 @@ def _recover_partition(path: str) -> dict:
             os.close(fd)
 
 
-@click.command("recover")
-@click.argument("path", type=click.Path())
-@click.option("--from-recovery-point", is_flag=True,
-              help="Start at each partition's checkpointed recovery point (Kafka's crash recovery) "
-                   "instead of recovering every segment.")
-@click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
-@handle_errors()
-def recover(path: str, from_recovery_point: bool, no_progress: bool) -> None:
-    """Recover PATH (a data dir or a partition dir) as after an unclean shutdown."""
-    data_dir_or_partition_dir(path)
-    if is_partition_dir(path):
-        s = _recover_partition(path)
-        emit({"type": "summary", "partitions": 1, "truncatedBytes": s["truncatedBytes"],
-              "deletedSegments": s["deletedSegments"], "clean": s["clean"]})
-        return
+def _is_partition_name(name: str) -> bool:
+    try:
+        parse_partition_dir_name(name)
+        return True
+    except KafkalogError:
+        return False
+
+
+def _recover_data_dir(path: str, from_recovery_point: bool, no_progress: bool) -> Dict[str, Any]:
     from kafkalog.log.manager import LogManager
     names = [n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))]
     with progress_bar(len(names), "recovering", enabled=progress_enabled(no_progress)) as bar:
@@ -99,17 +281,105 @@ def recover(path: str, from_recovery_point: bool, no_progress: bool) -> None:
                        recovery="unclean" if from_recovery_point else "full",
                        progress=lambda done, total, name: bar.advance(1, name))
     try:
-        totals = {"partitions": 0, "truncatedBytes": 0, "deletedSegments": 0, "clean": True}
-        for name, report in sorted(m.load_result.recovery_reports.items()):
-            s = _emit_report(name, report)
-            totals["partitions"] += 1
-            totals["truncatedBytes"] += s["truncatedBytes"]
-            totals["deletedSegments"] += s["deletedSegments"]
-            totals["clean"] = totals["clean"] and s["clean"]
         for d in m.load_result.deleted_dirs:
             emit({"type": "deletedDir", "dir": d})
         for skipped in m.load_result.skipped_dirs:
             emit({"type": "skipped", **skipped})
+        return dict(m.load_result.recovery_reports)
     finally:
         m.close()
+
+
+def _keep(targets: Iterable[Target], plans: Dict[str, PartitionPlan], keep_dir: Optional[str]
+          ) -> Dict[str, Dict[str, tuple[int, str]]]:
+    """Keep aside every planned cut (but zero-filled tails): ``{partition: {file: (position,
+    kept in)}}``."""
+    if keep_dir is not None:
+        os.makedirs(keep_dir, exist_ok=True)
+    kept: Dict[str, Dict[str, tuple[int, str]]] = {}
+    for t in targets:
+        for cut in plans[t.name].cuts:
+            if cut.kind == "zero-filled-tail" or cut.bytes <= 0:
+                continue
+            dest = keep_aside(cut, t.name, keep_dir)
+            kept.setdefault(t.name, {})[cut.file] = (cut.position, dest)
+            emit({"type": "keptAside", "partition": t.name, "file": cut.file, "position": cut.position,
+                  "bytes": cut.bytes, "keptIn": dest})
+    return kept
+
+
+@click.command("recover")
+@click.argument("path", type=click.Path())
+@click.option("--from-recovery-point", is_flag=True,
+              help="Start at each partition's checkpointed recovery point (Kafka's crash recovery) "
+                   "instead of recovering every segment.")
+@click.option("--dry-run", is_flag=True,
+              help="Print what recovery would cut (file, byte position, bytes, why) and change nothing.")
+@click.option("--keep-dir", type=click.Path(file_okay=False), default=None,
+              help="Keep the cut bytes in this directory instead of beside each segment "
+                   "(<segment>.log.<position>.truncated).")
+@click.option("--discard", is_flag=True, help="Keep nothing of what is cut (Kafka's recovery).")
+@click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
+@handle_errors()
+def recover(path: str, from_recovery_point: bool, dry_run: bool, keep_dir: Optional[str],
+            discard: bool, no_progress: bool) -> None:
+    """Recover PATH (a data dir or a partition dir) as after an unclean shutdown."""
+    if discard and keep_dir is not None:
+        raise click.UsageError("--discard and --keep-dir are exclusive")
+    data_dir_or_partition_dir(path)
+    single = is_partition_dir(path)
+    targets = [_partition_target(path)] if single else _data_dir_targets(path, from_recovery_point)
+    _refuse_if_locked(os.path.dirname(os.path.abspath(path)) if single else path)
+    plans = {t.name: t.plan() for t in targets}
+    if dry_run:
+        _report_plan(targets, plans)
+        return
+    kept: Dict[str, Dict[str, tuple[int, str]]] = {} if discard else _keep(targets, plans, keep_dir)
+    if single:
+        reports = {targets[0].name: _recover_partition(targets[0])}
+    else:
+        reports = _recover_data_dir(path, from_recovery_point, no_progress)
+    totals = {"partitions": 0, "truncatedBytes": 0, "deletedSegments": 0, "droppedOffsets": 0,
+              "keptAside": sum(len(v) for v in kept.values()), "clean": True}
+    dropped = False
+    for name, report in sorted(reports.items()):
+        plan = plans.get(name) or PartitionPlan(str(report.dir), report.log_end_offset,
+                                                report.log_end_offset)
+        s = _emit_report(name, report)
+        plan.log_end_offset = report.log_end_offset          # what recovery did
+        s["logEndOffsetBefore"] = plan.log_end_offset_before
+        s["droppedOffsets"] = plan.dropped_offsets
+        for f, p in _unplanned(report, kept.get(name, {})) if not discard else []:
+            emit({"type": "unplanned", "partition": name, "file": f, "position": p})
+            sys.stderr.write(f"kafkalog recover: {f} was cut at byte {p}, which the plan did not "
+                             f"foresee: those bytes were not kept\n")
+        emit(s)
+        totals["partitions"] += 1
+        totals["truncatedBytes"] += s["truncatedBytes"]
+        totals["deletedSegments"] += s["deletedSegments"]
+        totals["droppedOffsets"] += s["droppedOffsets"]
+        totals["clean"] = totals["clean"] and s["clean"]
+        if plan.dropped_offsets:
+            dropped = True
+            _loud(name, plan, [dest for _p, dest in kept.get(name, {}).values()], dry_run=False)
     emit({"type": "summary", **totals})
+    if dropped:
+        sys.stdout.flush()
+        sys.exit(EXIT_DATA_DROPPED)
+
+
+def _report_plan(targets: List[Target], plans: Dict[str, PartitionPlan]) -> None:
+    totals = {"partitions": len(targets), "cutBytes": 0, "droppedOffsets": 0}
+    dropped = False
+    for t in targets:
+        plan = plans[t.name]
+        emit({"type": "plan", "partition": t.name, **plan.to_json()})
+        totals["cutBytes"] += plan.cut_bytes
+        totals["droppedOffsets"] += plan.dropped_offsets
+        if plan.dropped_offsets:
+            dropped = True
+            _loud(t.name, plan, [], dry_run=True)
+    emit({"type": "summary", "dryRun": True, **totals})
+    if dropped:
+        sys.stdout.flush()
+        sys.exit(EXIT_DATA_DROPPED)

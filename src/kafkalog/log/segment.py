@@ -113,6 +113,8 @@ class SegmentRecovery:
     valid_data_follows: Optional[bool] = None
     next_valid_position: Optional[int] = None
     batches: int = 0
+    #: the offset after the kept batches (:func:`scan_for_recovery`; None from a recovery)
+    next_offset: Optional[int] = None
 
     def to_json(self) -> dict[str, object]:
         return {"file": self.file, "validBytes": self.valid_bytes,
@@ -563,14 +565,7 @@ class LogSegment:
         """Walk up to ``_RECOVERY_WINDOW`` batches from ``scan.valid`` and apply them: index
         entries every ``index.interval.bytes``, leader-epoch starts, producer state. Returns the
         walk's finding (None: more to walk, or the end was reached)."""
-        w = walk(mm, scan.valid, size, expect_next=scan.expect_next, contiguous=contiguous,
-                 segment_base=self.base_offset, max_batches=_RECOVERY_WINDOW,
-                 max_timestamp=scan.max_ts, offset_of_max_timestamp=scan.max_ts_offset,
-                 latest_epoch=scan.latest_epoch)
-        finding = w.finding
-        n = w.count
-        if contiguous and w.legacy_batches:
-            n, finding = _legacy_contiguity(mm, w, scan.expect_next, n, finding)
+        w, n, finding = _walk_window(mm, size, scan, self.base_offset, contiguous)
         if n == 0:
             return finding
         cols = memoryview(w.facts).cast("q")
@@ -763,6 +758,58 @@ class _RecoveryScan:
         self.batches = 0
         self.expect_next = base_offset      # offsets increase from batch to batch (outside the CRC)
         self.latest_epoch = cache.latest_epoch() if cache is not None else None
+
+
+def _walk_window(mm: mmap.mmap, size: int, scan: _RecoveryScan, base: int, contiguous: bool
+                 ) -> Tuple[HeaderWalk, int, Optional[Finding]]:
+    """One window of a recovery walk from ``scan.valid``: the walk, how many of its batches are
+    valid, and where it stopped (None: more to walk, or the end). The one rule of what recovery
+    keeps, for :meth:`LogSegment.recover` and :func:`scan_for_recovery` alike."""
+    w = walk(mm, scan.valid, size, expect_next=scan.expect_next, contiguous=contiguous,
+             segment_base=base, max_batches=_RECOVERY_WINDOW, max_timestamp=scan.max_ts,
+             offset_of_max_timestamp=scan.max_ts_offset, latest_epoch=scan.latest_epoch)
+    n, finding = w.count, w.finding
+    if contiguous and w.legacy_batches:
+        n, finding = _legacy_contiguity(mm, w, scan.expect_next, n, finding)
+    return w, n, finding
+
+
+def scan_for_recovery(path: str, base_offset: int, contiguous: bool) -> SegmentRecovery:
+    """What :meth:`LogSegment.recover` would keep of the segment ``.log`` at ``path``, read-only
+    (nothing opened for writing, no index touched): ``valid_bytes``, the bytes it would cut
+    (``truncated_bytes``) and why (``kind``, ``reason``, ``position``), the batches kept and the
+    ``next_offset`` after them (``kafkalog recover --dry-run``)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        scan = _RecoveryScan(base_offset, None)
+        stop: Tuple[Optional[str], Optional[int], str, Optional[bool], Optional[int]] = \
+            (None, None, "clean", None, None)
+        if size > 0:
+            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            try:
+                finding = None
+                while finding is None and scan.valid < size:
+                    before = scan.valid
+                    w, n, finding = _walk_window(mm, size, scan, base_offset, contiguous)
+                    if n:
+                        row = w.batch(n - 1)
+                        scan.max_ts = row[F_MAX_TIMESTAMP_SO_FAR]
+                        scan.max_ts_offset = row[F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR]
+                        scan.expect_next = row[F_LAST_OFFSET] + 1
+                        scan.valid = row[F_POSITION] + row[F_SIZE]
+                        scan.batches += n
+                    if finding is None and scan.valid == before:   # pragma: no cover - walker bug
+                        raise KafkalogError("recovery walk made no progress", file=path, position=before)
+                if finding is not None:
+                    stop = _classify_stop(mm, size, finding, base_offset)
+            finally:
+                mm.close()
+    finally:
+        os.close(fd)
+    reason, bad_pos, kind, follows, next_valid = stop
+    return SegmentRecovery(path, scan.valid, size - scan.valid, reason, bad_pos, kind, follows,
+                           next_valid, scan.batches, scan.expect_next)
 
 
 def _legacy_contiguity(mm: mmap.mmap, w: HeaderWalk, expect_next: int, n: int,
