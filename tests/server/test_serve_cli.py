@@ -112,3 +112,37 @@ def test_consumer_group_settings_are_checked_as_kafka_checks_them(tmp_path: os.P
     ok = _serve(d, "--port", "0", "--config", "group.consumer.migration.policy=UPGRADE", "--config",
                 "group.consumer.assignors=range,uniform", "--config", "nonexistent.key=1")
     assert "nonexistent.key" in _error(ok)["message"]      # the group keys themselves were accepted
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) / 1024
+
+
+def test_the_dedupe_buffer_is_allocated_when_a_cleaning_needs_it(tmp_path: os.PathLike[str]) -> None:
+    """An idle broker holds none of log.cleaner.dedupe.buffer.size (it allocated and touched the
+    whole buffer at start: 174 MiB idle at the default 128 MiB); a compacted topic with something
+    to clean gets it (issue 24, item 7)."""
+    import time
+
+    import kafkalog
+    buffer = ["log.cleaner.dedupe.buffer.size=268435456"]            # 256 MiB: unmistakable
+    idle = BrokerProcess(os.path.join(str(tmp_path), "idle"), buffer).start()
+    try:
+        time.sleep(2.0)                    # the cleaner thread has looked and found nothing
+        assert _rss_mib(idle.proc.pid) < 128, _rss_mib(idle.proc.pid)   # type: ignore[union-attr]
+    finally:
+        assert idle.stop() == 0
+    d = os.path.join(str(tmp_path), "dirty")
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 4096})
+        for i in range(400):
+            dl.produce("c", b"v%d" % i, key=b"k%d" % (i % 10), partition=0)
+    busy = BrokerProcess(d, buffer).start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _rss_mib(busy.proc.pid) < 256:   # type: ignore[union-attr]
+            time.sleep(0.2)
+        assert _rss_mib(busy.proc.pid) >= 256                                 # type: ignore[union-attr]
+    finally:
+        assert busy.stop() == 0

@@ -1,7 +1,8 @@
 """The dedupe buffer: Kafka's ``SkimpyOffsetMap`` (spec §4.11 "Offset map").
 
-A flat, preallocated ``bytearray`` of ``memory`` bytes holding ``slots = memory // 24`` entries of
-16-byte MD5 key hash + 8-byte big-endian offset, open addressing with Kafka's probe sequence. The
+A flat ``bytearray`` of ``memory`` bytes (allocated by the first cleaning that uses it: a broker
+with nothing to clean holds none of it) holding ``slots = memory // 24`` entries of 16-byte MD5
+key hash + 8-byte big-endian offset, open addressing with Kafka's probe sequence. The
 table is the only per-key memory, so the cleaner stays inside ``log.cleaner.dedupe.buffer.size``
 whatever the key count. Bulk operations (hash + put / hash + get for every record of a batch) run
 in the cleaner kernel (:mod:`kafkalog.cleaner.kernel`: ``offset_map_build_v2`` /
@@ -54,7 +55,8 @@ class SkimpyOffsetMap:
         self.memory = slots * ENTRY_SIZE
         self.slots = slots
         self.load_factor = load_factor
-        self.table = bytearray(self.memory)
+        #: the table, allocated by the first cleaning that uses it (:attr:`table`)
+        self._table: Optional[bytearray] = None
         self.entries = 0
         self.latest_offset = -1
         self.lookups = 0
@@ -62,6 +64,18 @@ class SkimpyOffsetMap:
         #: bitmap of superseded offsets (see :meth:`track_superseded`), or None
         self.superseded: Optional[bytearray] = None
         self.superseded_base = 0
+
+    @property
+    def table(self) -> bytearray:
+        """The ``memory`` bytes of the map, allocated (and so zeroed and resident) on first use:
+        a cleaner thread whose broker has nothing to clean holds none of its dedupe buffer."""
+        if self._table is None:
+            self._table = bytearray(self.memory)
+        return self._table
+
+    @property
+    def allocated(self) -> bool:
+        return self._table is not None
 
     # --- Kafka's OffsetMap API ---------------------------------------------------------------------
     @property
@@ -129,16 +143,18 @@ class SkimpyOffsetMap:
         self.latest_offset = offset
 
     def clear(self) -> None:
-        """Forget every entry (the table is zeroed in place in 1 MiB steps, never reallocated)."""
+        """Forget every entry (the table, once allocated, is zeroed in place in 1 MiB steps, never
+        reallocated)."""
         step = 1 << 20
-        zero = bytes(min(step, self.memory))
-        mv = memoryview(self.table)
-        try:
-            for i in range(0, self.memory, step):
-                n = min(step, self.memory - i)
-                mv[i:i + n] = zero[:n]
-        finally:
-            mv.release()
+        if self._table is not None:
+            zero = bytes(min(step, self.memory))
+            mv = memoryview(self._table)
+            try:
+                for i in range(0, self.memory, step):
+                    n = min(step, self.memory - i)
+                    mv[i:i + n] = zero[:n]
+            finally:
+                mv.release()
         self.entries = 0
         self.latest_offset = -1
         self.lookups = 0
