@@ -110,3 +110,24 @@ def test_produce_whose_last_append_fails(small_tmpfs: Path) -> None:
             assert errors[0]["error"] == "KafkalogIOError", (free_kib, errors)
             failed_files.add(os.path.basename(errors[0]["file"] or ""))
     assert "00000000000000000000.log" in failed_files, failed_files      # the last append failed
+
+
+def test_a_disk_too_small_for_an_index_says_so(tmp_path: Path) -> None:
+    """A 2 MiB file system cannot take one record at the defaults: each new segment preallocates
+    its .index and .timeindex at segment.index.bytes (10 MiB). The error says that, once, naming
+    the file and the setting; with segment.index.bytes lowered the same disk takes the record
+    (issue 24, item 8)."""
+    with mounted_tmpfs(tmp_path / "mnt", "2m") as mnt:
+        data = mnt / "data"
+        cmd = [sys.executable, "-m", "kafkalog.cli.main", "produce", str(data), "t", "--format", "text"]
+        p = subprocess.run(cmd, input=b'{"value": "one"}\n', capture_output=True, timeout=120)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and "Traceback" not in err, err
+        errors = [ln for ln in err.splitlines() if ln.startswith("Error:")]
+        assert len(errors) == 1, err
+        assert str(data / "t-0" / "00000000000000000000.index") in errors[0], errors
+        assert "no space for a 10 MiB index; see segment.index.bytes" in errors[0], errors
+        shutil.rmtree(data)
+        p = subprocess.run([*cmd, "--config", "segment.index.bytes=65536"], input=b'{"value": "one"}\n',
+                           capture_output=True, timeout=120)
+        assert p.returncode == 0, p.stderr.decode()

@@ -208,3 +208,32 @@ def test_offset_commit_on_a_full_disk_is_not_acknowledged(small_tmpfs: Path) -> 
         assert _committed(b2.bootstrap, "g") == acknowledged
     finally:
         assert b2.stop() == 0, b2.stderr()
+
+
+def test_a_disk_too_small_for_an_index_takes_the_directory_offline(tmp_path: Path) -> None:
+    """Auto-creating a topic on a 2 MiB file system: its first segment's index (10 MiB of
+    segment.index.bytes) does not fit. The data directory goes offline with one ERROR naming the
+    index and the setting, the topic's metadata says KAFKA_STORAGE_ERROR (it closed the
+    connection on every metadata request before), and SIGTERM stops the broker unclean (exit 1)
+    (issue 24, item 8)."""
+    with mounted_tmpfs(tmp_path / "mnt", "2m") as mnt:
+        b = BrokerProcess(str(mnt / "data"))
+        b.stderr_path = str(tmp_path / "broker.stderr")
+        b.start()
+        try:
+            p = Producer({"bootstrap.servers": b.bootstrap, "message.timeout.ms": 5000})
+            errors: list[KafkaError] = []
+            p.produce("new-topic", value=b"x", on_delivery=lambda err, msg: errors.append(err))  # type: ignore[arg-type]
+            p.flush(30)
+            assert errors and errors[0] is not None
+            md = p.list_topics("new-topic", timeout=30).topics["new-topic"]
+            assert md.error is not None and md.error.code() == KafkaError.KAFKA_STORAGE_ERROR, md.error
+            assert b.alive(), b.stderr()[-3000:]
+            failures = [ln for ln in b.stderr().splitlines() if "ERROR" in ln]
+            assert len(failures) == 1, b.stderr()[-3000:]
+            assert "is offline" in failures[0] and "00000000000000000000.index" in failures[0]
+            assert "no space for a 10 MiB index; see segment.index.bytes" in failures[0]
+            assert "closing connection" not in b.stderr()
+            assert b.stop(timeout=120) == 1, b.stderr()[-3000:]
+        finally:
+            b.kill()

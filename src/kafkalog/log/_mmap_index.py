@@ -137,6 +137,29 @@ def _allocate(fd: int, length: int) -> None:
         os.ftruncate(fd, length)
 
 
+def _size_text(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << (shift - 4)) == 0:
+            return f"{n / (1 << shift):g} {unit}"
+    return f"{n} bytes"
+
+
+def _allocate_index(fd: int, length: int, path: str, action: str) -> None:
+    """:func:`_allocate`, a full file system reported as what it is: an index of
+    ``segment.index.bytes`` that does not fit (each new segment preallocates its ``.index`` and
+    ``.timeindex`` to it, 10 MiB by default: a small disk cannot take one record otherwise)."""
+    try:
+        _allocate(fd, length)
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise io_error(err, path, action) from err
+        e = KafkalogIOError(f"no space for a {_size_text(length)} index; see segment.index.bytes "
+                            f"(each new segment preallocates its .index and .timeindex to it): "
+                            f"{err.strerror}", file=path)
+        e.errno = err.errno  # type: ignore[attr-defined]
+        raise e from err
+
+
 class AbstractIndex(IndexFile):
     """Base of :class:`OffsetIndex` and :class:`TimeIndex` (path, renaming and deletion from
     :class:`~kafkalog.log._index_file.IndexFile`).
@@ -192,7 +215,8 @@ class AbstractIndex(IndexFile):
                         raise InvalidConfigError(
                             f"Invalid max index size: {self.max_index_size} (smaller than the entry "
                             f"size {self.entry_size})", file=path)
-                    _allocate(self._fd, self.max_index_size // self.entry_size * self.entry_size)
+                    _allocate_index(self._fd, self.max_index_size // self.entry_size * self.entry_size,
+                                    path, "open index")
                 else:
                     # A preallocated file (Kafka's are sparse) may have holes: reserve them now.
                     _allocate(self._fd, os.fstat(self._fd).st_size)
@@ -200,10 +224,12 @@ class AbstractIndex(IndexFile):
                 self._fd = os.open(path, os.O_RDONLY)
                 newly_created = False
             self._length = os.fstat(self._fd).st_size
-        except OSError as err:
+        except (OSError, KafkalogIOError) as err:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+            if isinstance(err, KafkalogIOError):
+                raise
             raise io_error(err, path, "open index") from err
         try:
             self._map()
@@ -353,7 +379,7 @@ class AbstractIndex(IndexFile):
         try:
             self._fd = os.open(self._path, os.O_RDWR)
             if rounded > self._length:
-                _allocate(self._fd, rounded)
+                _allocate_index(self._fd, rounded, self._path, "resize index")
             else:
                 os.ftruncate(self._fd, rounded)
             self._length = rounded

@@ -177,7 +177,15 @@ class Broker:
     def create_topic(self, topic: str, partitions: int, configs: Mapping[str, Any]) -> uuid.UUID:
         """Create a topic (validated names, configs and partition count); returns its ID."""
         validate_topic(topic)
-        for log in self.manager.create_topic(topic, partitions, dict(configs) or None):
+        if self.log_dir_failure is not None:        # an offline directory takes no new partition
+            raise KafkalogIOError(f"cannot create topic {topic}: the data directory is offline "
+                                  f"({self.log_dir_failure.message})", file=self.manager.data_dir)
+        try:
+            logs = self.manager.create_topic(topic, partitions, dict(configs) or None)
+        except KafkalogIOError as e:               # (a full disk: no room for its first segment)
+            self.log_dir_failed(TopicPartition(topic, 0), e)
+            raise
+        for log in logs:
             self.lead(log)
         tid = self.topic_ids.of(topic)
         logger.info("created topic %s with %d partition(s), id %s, configs %s", topic, partitions,

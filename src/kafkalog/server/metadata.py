@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafkalog.errors import InvalidTopicError
+from kafkalog.errors import InvalidTopicError, KafkalogIOError
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
 from kafkalog.server.broker import INTERNAL_TOPICS, Broker
@@ -65,7 +65,12 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
             except InvalidTopicError:
                 topics.append(_error_entry(name, error_codes.INVALID_TOPIC_EXCEPTION))
                 continue
-            if not (explicit and allow_auto and broker.auto_create(name)):
+            try:
+                created = explicit and allow_auto and broker.auto_create(name)
+            except KafkalogIOError:                 # the data directory went (or is) offline
+                topics.append(_error_entry(name, error_codes.KAFKA_STORAGE_ERROR))
+                continue
+            if not created:
                 topics.append(_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
         topics.append(_topic_entry(broker, name))
