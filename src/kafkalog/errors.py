@@ -146,6 +146,11 @@ class InvalidTopicError(KafkalogError):
     """A topic name Kafka would refuse (illegal characters, too long, '.' or '..')."""
 
 
+class TopicExistsError(InvalidTopicError):
+    """Creating a topic that exists (Kafka: TopicExistsException); ``create_topic(...,
+    exist_ok=True)`` accepts it."""
+
+
 class InvalidConfigError(KafkalogError):
     """A configuration key or value Kafka would refuse."""
 
@@ -180,7 +185,8 @@ __all__ = [
     "UnsupportedCompressionTypeError", "UnsupportedMagicError", "RecordTooLargeError",
     "RecordBatchTooLargeError", "CorruptIndexError", "InvalidOffsetError", "IndexFullError",
     "LogSegmentOffsetOverflowError", "OffsetOutOfRangeError", "InvalidTimestampError",
-    "CorruptSnapshotError", "CorruptCheckpointError", "InvalidTopicError", "InvalidConfigError",
+    "CorruptSnapshotError", "CorruptCheckpointError", "InvalidTopicError", "TopicExistsError",
+    "InvalidConfigError",
     "LogDirError", "KafkalogIOError", "ProducerStateError", "CleanerError",
     "GroupIdNotFoundError", "NonEmptyGroupError",
 ]

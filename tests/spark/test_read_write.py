@@ -175,6 +175,39 @@ def test_failed_job_leaves_nothing_behind(spark, tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".kafkalog-staging")]
 
 
+def test_a_partition_column_places_rows_as_sparks_kafka_sink(spark, tmp_path):
+    """Spark's Kafka sink hands a ``partition`` column to Kafka's producer; a topic the write
+    creates gets ``partitions`` partitions (Kafka's num.partitions, default 1). A row for a
+    partition the new topic lacks fails the job with Kafka's words, and the job leaves no data
+    directory behind (it left an empty one, after a Python worker traceback naming an option);
+    with ``partitions`` given, every row lands in its partition (issue 24, item 1)."""
+    df = spark.range(300, numPartitions=3).selectExpr(
+        "cast(concat('k', id) as binary) key", "cast(concat('v', id) as binary) value",
+        "cast(id % 3 as int) partition")
+    target = tmp_path / "new"
+    with pytest.raises(Exception) as e:
+        df.write.format("kafkalog").option("topic", "copy").mode("append").save(str(target))
+    text = str(e.value)
+    assert "Partition 2 of topic copy with partition count 1 is not present" in text or \
+        "Partition 1 of topic copy with partition count 1 is not present" in text, text[-3000:]
+    assert "option('partitions', N)" in text
+    assert not target.exists()
+    df.write.format("kafkalog").option("topic", "copy").option("partitions", 3).mode("append").save(str(target))
+    import kafkalog
+    with kafkalog.open(target, read_only=True) as dl:
+        for p in range(3):
+            assert sorted(int(r.key[1:]) % 3 for r in dl.consume("copy", partition=p)) == [p] * 100
+
+
+def test_a_write_into_a_directory_of_other_things_is_refused(spark, tmp_path):
+    other = tmp_path / "etc"
+    (other / "dbus-1" / "system.d").mkdir(parents=True)
+    df = spark.range(3).selectExpr("cast(id as string) value")
+    with pytest.raises(Exception, match="not a Kafka data directory"):
+        df.write.format("kafkalog").option("topic", "t").mode("append").save(str(other))
+    assert sorted(os.listdir(other)) == ["dbus-1"]
+
+
 def test_big_staging_files_are_moved_into_the_logs(spark, tmp_path):
     """Staging files of at least half a segment become segments of their own at commit (offsets
     rewritten in place); smaller ones are copied. Two jobs into the same small-segment topic:

@@ -49,6 +49,7 @@ from kafkalog.errors import (
     InvalidTopicError,
     KafkalogError,
     LogDirError,
+    TopicExistsError,
 )
 from kafkalog.log import fsutil
 from kafkalog.log.checkpoint import (
@@ -441,7 +442,7 @@ class LogManager:
             if existing:
                 if exist_ok:
                     return [self._logs[TopicPartition(topic, p)] for p in existing]
-                raise InvalidTopicError(f"Topic '{topic}' already exists.", file=self.data_dir)
+                raise TopicExistsError(f"Topic '{topic}' already exists.", file=self.data_dir)
             cfg = LogConfig(dict(config or {}), self.broker_config)
             if config:
                 self._persist_topic_config(topic, cfg)

@@ -13,6 +13,7 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    TopicExistsError,
     UnsupportedCompressionTypeError,
 )
 from kafkalog.log.producer_state import (
@@ -106,6 +107,7 @@ _TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (OutOfOrderSequenceError, OUT_OF_ORDER_SEQUENCE_NUMBER),
     (InvalidProducerEpochError, INVALID_PRODUCER_EPOCH),
     (InvalidTxnStateError, INVALID_TXN_STATE),
+    (TopicExistsError, TOPIC_ALREADY_EXISTS),
     (InvalidTopicError, INVALID_TOPIC_EXCEPTION),
     (InvalidConfigError, INVALID_CONFIG),
     (KafkalogIOError, KAFKA_STORAGE_ERROR),

@@ -18,9 +18,21 @@ FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def register(spark: Any) -> None:
-    """Register the ``kafkalog`` format with ``spark`` and enable Python filter pushdown."""
+    """Register the ``kafkalog`` format with ``spark`` (unless Spark already has it: found on its
+    own through ``pyspark_kafkalog``, or registered before) and enable Python filter pushdown.
+    Registering again would replace it with itself, and Spark warns of each replacement."""
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
-    spark.dataSource.register(KafkalogDataSource)
+    if not _registered(spark):
+        spark.dataSource.register(KafkalogDataSource)
+
+
+def _registered(spark: Any) -> bool:
+    """Whether ``spark`` knows the ``kafkalog`` format (False when it cannot tell: Spark Connect)."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        return bool(manager.dataSourceExists(FORMAT_NAME))
+    except Exception:
+        return False
 
 
 def _register_active_session() -> None:

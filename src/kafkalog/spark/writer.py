@@ -40,6 +40,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
+from kafkalog.log.data_dir import NEW, check_data_dir
 from kafkalog.log.naming import topic_config_file
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress
@@ -174,6 +175,19 @@ class ArrowStager:
             cached = self._limits[topic] = (max(1, batch), segment_bytes)
         return cached
 
+    def _no_such_partition(self, topic: str, partition: int, count: int) -> InvalidRecordError:
+        """A row's ``partition`` column names a partition the topic does not have. Spark's Kafka
+        sink hands the column to Kafka's producer, which waits ``max.block.ms`` for it and fails
+        ("Partition 1 of topic t with partition count 1 is not present in metadata"); here the
+        task fails at once, and the job commits nothing."""
+        new = topic not in self.counts
+        how = (f"this write creates the topic with the 'partitions' option's count ({count}; "
+               f"default 1, Kafka's num.partitions)" if new else "the topic exists with that count")
+        return InvalidRecordError(f"Partition {partition} of topic {topic} with partition count "
+                                  f"{count} is not present: a row's 'partition' column names it "
+                                  f"({how}); give .option('partitions', N) for a new topic, or drop "
+                                  f"the column to place rows by key", file=self.opts.path)
+
     def max_batch_bytes(self, topic: str) -> int:
         return self._topic_limits(topic)[0]
 
@@ -199,9 +213,7 @@ class ArrowStager:
         if pcol is not None and pcol.null_count < n:
             lo, hi = pc.min_max(pcol).values()
             if lo.as_py() < 0 or hi.as_py() >= count:
-                bad = lo.as_py() if lo.as_py() < 0 else hi.as_py()
-                raise InvalidOptionError(f"partition {bad} of topic {topic!r} does not exist (the "
-                                         f"topic has {count} partitions)")
+                raise self._no_such_partition(topic, lo.as_py() if lo.as_py() < 0 else hi.as_py(), count)
         else:
             pcol = None
         groups: List[Tuple[int, Optional[memoryview]]]     # (partition, its rows; None: all)
@@ -454,6 +466,9 @@ class KafkalogArrowWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.opts = parse_write_options(options)
         validate_sink_schema(schema, self.opts)
+        # (the driver) a data directory, or a new or empty path this job makes one; anything else
+        # refused before a task runs
+        self.creates_dir = check_data_dir(self.opts.path, may_create=True) == NEW
         self.job_id = uuid.uuid4().hex
         self.staging_prefix = staging_prefix(self.opts.path, self.job_id)
 
@@ -477,3 +492,14 @@ class KafkalogArrowWriter(DataSourceArrowWriter):
             if attempt:
                 time.sleep(1.0)
             remove_staging(self.staging_prefix)
+        if self.creates_dir:
+            _remove_if_empty(self.opts.path)         # a failed job leaves no directory behind
+
+
+def _remove_if_empty(path: str) -> None:
+    """Remove the directory a failed job created (its tasks created it for their staging files),
+    if nothing else is in it now."""
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass                    # not empty (another job's files), or already gone
