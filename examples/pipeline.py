@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 import kafkalog.spark
 from kafkalog.spark import jobs
+from kafkalog.spark.log_view import segment_bases
 
 TOPIC = "user-profiles"
 
@@ -59,15 +60,34 @@ def generate_events(spark, n: int, users: int):
                 .alias("timestamp")))
 
 
+def step(text: str) -> None:
+    """Say what the next (Spark) phase does before it starts: long work shows progress."""
+    print(f"\n{text} ...", flush=True)
+
+
 def show_stats(spark, data_dir: str, title: str) -> dict:
     rows = jobs.stats(spark, data_dir, [TOPIC]).collect()
     print(f"\n{title}")
     print(f"  {'partition':>9} {'records':>9} {'bytes':>11} {'keys':>7} {'dirty':>6}")
     for r in rows:
         print(f"  {r.partition:>9} {r.records:>9,} {r.bytes:>11,} {r.keys:>7,} {r.dirty_ratio:>6.0%}")
-    total = {"records": sum(r.records for r in rows), "bytes": sum(r.bytes for r in rows)}
-    print(f"  {'total':>9} {total['records']:>9,} {total['bytes']:>11,}")
+    total = {"records": sum(r.records for r in rows), "bytes": sum(r.bytes for r in rows),
+             "keys": sum(r.keys for r in rows),
+             "active": sum(r.log_end_offset - segment_bases(os.path.join(data_dir, f"{TOPIC}-{r.partition}"))[-1]
+                           for r in rows)}
+    print(f"  {'total':>9} {total['records']:>9,} {total['bytes']:>11,} {total['keys']:>7,}", flush=True)
     return total
+
+
+def why_more_records_than_keys(after: dict) -> None:
+    """A compacted topic keeps more records than keys: say why, as Kafka's rules have it."""
+    extra = after["records"] - after["keys"]
+    if extra <= 0:
+        return
+    print(f"\n{after['records']:,} records remain for {after['keys']:,} keys: the cleaner never "
+          f"touches a partition's active segment\n(the last one, still being written: "
+          f"{after['active']:,} records here, as in Kafka), and keeps tombstones for "
+          f"delete.retention.ms.")
 
 
 def kafka_layout_ok(data_dir: str) -> bool:
@@ -143,6 +163,8 @@ def main() -> None:
     try:
         t0 = time.perf_counter()
         # 1. write: keyed records go where Kafka's producer would put them (murmur2 of the key)
+        step(f"1/3 writing {args.events:,} events of {args.users:,} users through Spark into "
+             f"{TOPIC} ({args.partitions} partitions)")
         (generate_events(spark, args.events, args.users)
          .write.format("kafkalog").option("topic", TOPIC).option("partitions", args.partitions)
          .option("kafka.compression.type", "lz4")
@@ -154,6 +176,7 @@ def main() -> None:
         before = show_stats(spark, data_dir, f"before compaction ({data_dir})")
 
         # 2. compact: the real cleaner, partitions in parallel on the executors
+        step(f"2/3 compacting {TOPIC} with kafkalog's cleaner, one Spark task per partition")
         t0 = time.perf_counter()
         results = jobs.compact(spark, data_dir, [TOPIC])
         took["compact"] = time.perf_counter() - t0
@@ -163,6 +186,7 @@ def main() -> None:
         after = show_stats(spark, data_dir, "after compaction")
         print(f"\ncompaction kept {after['records'] / before['records']:.1%} of the records and "
               f"{after['bytes'] / before['bytes']:.1%} of the bytes")
+        why_more_records_than_keys(after)
 
         # 3. read back: the latest profile of every user; count users per plan and country
         profiles = (spark.read.format("kafkalog").option("subscribe", TOPIC).load(data_dir)
@@ -172,6 +196,7 @@ def main() -> None:
                     .select(F.from_json(F.col("value").cast("string"),
                                         "user int, plan string, country string, logins int")
                             .alias("p")).select("p.*"))
+        step("3/3 reading the compacted topic back with Spark: the latest state of every user")
         print("\nactive users per plan (latest state after compaction):")
         t0 = time.perf_counter()
         per_plan = (profiles.groupBy("plan").agg(F.count("*").alias("users"),

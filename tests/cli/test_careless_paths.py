@@ -56,6 +56,22 @@ def test_a_typo_in_a_field_name_is_refused_and_writes_no_tombstone(data_dir: Pat
     assert values[-1] == b"v1" and None not in values
 
 
+def test_a_json_typo_on_line_3_says_where_and_what_was_written(tmp_path: Path) -> None:
+    """The lines before a bad one are appended (streaming input); the summary says the input was
+    not all written (complete: false) and the error gives the line and its byte position."""
+    d = tmp_path / "d"
+    text = '{"value":"a"}\n{"value":"b"}\n{"value": "c",,}\n{"value":"d"}\n'
+    res = cli("produce", str(d), "t", input=text)
+    assert res.returncode == 2
+    summary, error = json_lines(res.stdout)
+    assert summary["records"] == 2 and summary["complete"] is False and summary["interrupted"] is False
+    third = text.index('{"value": "c"')
+    assert error["line"] == 3 and error["file"] == "<stdin>"
+    assert error["position"] == third + text[third:].index(",,") + 1      # the second comma
+    with kafkalog.open(d, read_only=True) as dl:
+        assert [r.value for r in dl.consume("t")] == [b"a", b"b"]
+
+
 def test_produce_creates_nothing_until_valid_input(tmp_path: Path) -> None:
     d = tmp_path / "new"
     res = cli("produce", str(d), "orders", "--format", "text", input="not json\n")

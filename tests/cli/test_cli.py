@@ -210,3 +210,74 @@ def test_verify_finds_a_base_offset_off_by_one(tmp_path):
     assert res.exit_code == 1
     findings = [json.loads(line) for line in res.output.splitlines() if '"finding"' in line]
     assert [(f["check"], f["position"]) for f in findings] == [("offsets", second)]
+
+
+# --- the smaller ones of issue 24 (item 9), each through a real subprocess ----------------------
+
+def _run(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    exe = shutil.which("kafkalog")
+    cmd = [exe] if exe else ["python3", "-m", "kafkalog.cli.main"]
+    return subprocess.run([*cmd, *args], input=input, capture_output=True, text=True, timeout=300)
+
+
+def test_verify_caps_the_findings_of_a_file(tmp_path):
+    """A random 8 MB .index has two million bad entries: verify printed a line for each."""
+    import os
+    d = tmp_path / "data"
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 1)
+        for i in range(10):
+            dl.produce("t", b"x", partition=0)
+    (d / "t-0" / "00000000000000000000.index").write_bytes(os.urandom(8 << 20))
+    res = _run("verify", str(d))
+    assert res.returncode == 1
+    lines = _lines(res.stdout)
+    assert len(lines) < 150, len(lines)
+    findings = [x for x in lines if x["type"] == "finding"]
+    (more,) = [x for x in lines if x["type"] == "moreFindings"]
+    assert len(findings) == 100 and more["file"].endswith(".index") and more["count"] > 1_000_000
+    assert lines[-1]["errors"] == len(findings) + more["errors"]          # every one counted
+    res = _run("verify", str(d), "--format", "text")
+    assert f"... and {more['count']:,} more findings in" in res.stdout
+    res = _run("verify", str(d), "--max-findings", "5")
+    assert len([x for x in _lines(res.stdout) if x["type"] == "finding"]) == 5
+
+
+def test_describe_sorts_partitions_as_numbers(tmp_path):
+    d = tmp_path / "data"
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 12)
+    res = _run("describe", str(d), "--format", "json")
+    assert [x["partition"] for x in _lines(res.stdout)] == list(range(12))
+    res = _run("describe", str(d))
+    assert [ln.split()[1] for ln in res.stdout.splitlines()[1:]] == [str(p) for p in range(12)]
+
+
+def test_dump_prints_keys_and_values_as_consume_does(tmp_path):
+    d = tmp_path / "data"
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 1)
+        dl.produce("t", b'{"state": "paid"}', key=b"order-1", partition=0, headers=[("h", b"v")])
+        dl.produce("t", b"\xff\xfe", key=b"\xff\x01", partition=0)
+    seg = str(d / "t-0" / "00000000000000000000.log")
+    dumped = [x for x in _lines(_run("dump", seg, "--deep", "--format", "json").stdout)
+              if x["type"] == "record"]
+    consumed = _lines(_run("consume", str(d), "t").stdout)
+    for dr, cr in zip(dumped, consumed, strict=True):
+        for field in ("key", "value", "keyEncoding", "valueEncoding"):
+            assert dr.get(field) == cr.get(field), field
+    assert dumped[0]["key"] == "order-1" and dumped[0]["headers"][0]["value"] == "v"
+    assert dumped[1]["key"] == "/wE=" and dumped[1]["keyEncoding"] == "base64"
+    hexed = [x for x in _lines(_run("dump", seg, "--deep", "--format", "json", "--encoding", "hex").stdout)
+             if x["type"] == "record"]
+    assert hexed[0]["key"] == b"order-1".hex() and "keyEncoding" not in hexed[0]
+
+
+def test_creating_a_topic_twice_is_kafkas_topic_exists_error(tmp_path):
+    from kafkalog.errors import InvalidTopicError, TopicExistsError
+    with kafkalog.open(tmp_path / "data", background=False) as dl:
+        dl.create_topic("t", 1)
+        with pytest.raises(TopicExistsError) as e:
+            dl.create_topic("t", 1)
+        assert isinstance(e.value, InvalidTopicError)          # what callers caught before
+        dl.create_topic("t", 1, exist_ok=True)

@@ -125,5 +125,5 @@ def test_unknown_suffix_and_records_flag(seg):
     rc, out, err = run("--records", "--format", "json", "--deep-iteration", str(path))
     lines = [json.loads(x) for x in out.splitlines()]
     assert rc == 0 and [x["type"] for x in lines] == ["file", "batch", "record", "record", "summary"]
-    assert lines[2]["key"] == "6b" and lines[3]["headers"][1] == {"key": "n", "valueSize": -1,
-                                                                    "value": None}
+    assert lines[2]["key"] == "k" and lines[3]["headers"][1] == {"key": "n", "valueSize": -1,
+                                                                   "value": None}

@@ -45,8 +45,8 @@ def test_vector_matches_oracle(hex_path, oracle_path, any_kernel):
     with open(oracle_path) as f:
         want = [json.loads(line) for line in f if line.strip()]
     out = io.StringIO()
-    status, summary = dump_record_set(buf, DumpOptions(deep_iteration=True, json=True, out=out,
-                                                       err=io.StringIO()))
+    status, summary = dump_record_set(buf, DumpOptions(deep_iteration=True, json=True, encoding="hex",
+                                                       out=out, err=io.StringIO()))
     got = [json.loads(line) for line in out.getvalue().splitlines()]
     want_summary = want[-1]
     assert want_summary["type"] == "summary"

@@ -15,7 +15,6 @@ exit 1; an out-of-range start is exit 2 unless ``--auto-offset-reset`` asks for 
 
 from __future__ import annotations
 
-import base64
 import sys
 import time
 from typing import Any, Optional
@@ -23,7 +22,7 @@ from typing import Any, Optional
 import click
 
 from kafkalog.cli import interrupt
-from kafkalog.cli.output import EXIT_FINDINGS, FORMAT_OPTION_HELP, emit, handle_errors, report_error
+from kafkalog.cli.output import EXIT_FINDINGS, FORMAT_OPTION_HELP, bytes_json, emit, handle_errors, report_error
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.client.config import CONSUMER_DEFAULTS
 from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidTopicError, LogDirError
@@ -33,14 +32,7 @@ _TS_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
 
 
 def _text(b: Optional[bytes], force_b64: bool) -> tuple[Optional[str], Optional[str]]:
-    if b is None:
-        return None, None
-    if not force_b64:
-        try:
-            return b.decode("utf-8"), None
-        except UnicodeDecodeError:
-            pass
-    return base64.b64encode(b).decode("ascii"), "base64"
+    return bytes_json(b, "base64" if force_b64 else "text")
 
 
 def _json_record(r: Any, b64: bool) -> dict:

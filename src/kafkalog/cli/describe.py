@@ -88,6 +88,7 @@ def describe_dir(data_dir: str) -> List[dict]:
         out.append({"topic": parsed.topic, "partition": parsed.partition,
                     "logStartOffset": lso, "logEndOffset": leo if leo is not None else lso,
                     "sizeInBytes": size, "numSegments": len(logs), "dir": d})
+    out.sort(key=lambda r: (r["topic"], r["partition"]))        # t-2 before t-10 (not as text)
     return out
 
 

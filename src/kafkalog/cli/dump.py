@@ -2,7 +2,9 @@
 
 Text output follows ``kafka-dump-log.sh`` (spec §6.1-6.2) line for line; ``--format json`` prints
 JSON lines with the field names of Kafka's own record readers (``type`` = ``batch`` / ``record`` /
-``summary``, plus ``file`` and ``error`` lines). Files are dispatched by suffix in :data:`DUMPERS`
+``summary``, plus ``file`` and ``error`` lines), keys and values as ``consume`` prints them (UTF-8
+text, else base64 named in ``keyEncoding``/``valueEncoding``; ``--encoding hex`` gives the form
+of the oracle's ``.oracle.jsonl`` files). Files are dispatched by suffix in :data:`DUMPERS`
 (``.log`` here; other file kinds register their own dumper there).
 """
 from __future__ import annotations
@@ -19,7 +21,14 @@ import click
 
 from kafkalog.cli.dump_decoders import Decoded, RecordDecoder, offsets_decoder, transaction_log_decoder
 from kafkalog.cli.dump_kraft import kraft_control
-from kafkalog.cli.output import EXIT_ERROR, EXIT_FINDINGS, FORMAT_OPTION_HELP, report_error
+from kafkalog.cli.output import (
+    BYTES_ENCODINGS,
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    FORMAT_OPTION_HELP,
+    bytes_json,
+    report_error,
+)
 from kafkalog.cli.paths import is_partition_dir
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.record.constants import ControlRecordType, TimestampType
@@ -43,6 +52,9 @@ class DumpOptions:
     verify_index_only: bool = False
     index_sanity_check: bool = False
     json: bool = False
+    #: keys, values and header values in JSON lines: text (UTF-8, else base64 named in
+    #: keyEncoding/valueEncoding, as ``consume`` prints them), base64, or hex (the oracle files')
+    encoding: str = "text"
     #: kafka-dump-log.sh's --offsets-decoder / --transaction-log-decoder (:mod:`kafkalog.cli.dump_decoders`)
     decoder: Optional[RecordDecoder] = None
     out: TextIO = field(default_factory=lambda: sys.stdout)
@@ -64,10 +76,6 @@ def register_dumper(suffix: str, fn: Callable[[str, DumpOptions], int]) -> None:
 
 def _bool(b: bool) -> str:
     return "true" if b else "false"
-
-
-def _hex(b: Optional[bytes]) -> Optional[str]:
-    return None if b is None else bytes(b).hex()
 
 
 def _ts_name(t: TimestampType) -> str:
@@ -103,9 +111,10 @@ def _decoded_text(d: Decoded) -> str:
     return d if isinstance(d, str) else json.dumps(d, separators=(",", ":"), ensure_ascii=False)
 
 
-def record_json(batch, record, decoder: Optional[RecordDecoder] = None) -> dict:
+def record_json(batch, record, decoder: Optional[RecordDecoder] = None, encoding: str = "text") -> dict:
     """One ``record`` JSON object (with ``decodedKey`` / ``decodedPayload`` when a decoder is
-    given: Kafka's JSON objects, or texts such as ``<DELETE>``)."""
+    given: Kafka's JSON objects, or texts such as ``<DELETE>``); keys and values as ``consume``
+    prints them (:func:`kafkalog.cli.output.bytes_json`)."""
     d: Dict[str, Any] = {"type": "record", "offset": record.offset, "timestamp": record.timestamp,
          "keySize": -1 if record.key is None else len(record.key),
          "valueSize": -1 if record.value is None else len(record.value),
@@ -114,10 +123,14 @@ def record_json(batch, record, decoder: Optional[RecordDecoder] = None) -> dict:
         d["sequence"] = record.sequence
     else:
         d["recordChecksum"] = record.checksum
-    d["headers"] = [{"key": k, "valueSize": -1 if v is None else len(v), "value": _hex(v)}
-                    for k, v in record.headers]
-    d["key"] = _hex(record.key)
-    d["value"] = _hex(record.value)
+    d["headers"] = [{"key": k, "valueSize": -1 if v is None else len(v),
+                     "value": bytes_json(v, encoding)[0]} for k, v in record.headers]
+    d["key"], key_encoding = bytes_json(record.key, encoding)
+    d["value"], value_encoding = bytes_json(record.value, encoding)
+    if key_encoding:
+        d["keyEncoding"] = key_encoding
+    if value_encoding:
+        d["valueEncoding"] = value_encoding
     if batch.is_control:
         ctype, marker = _control_info(record)
         d["controlType"] = ctype.name
@@ -245,7 +258,8 @@ def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
                     non_consecutive.append((last_offset, r.offset))
                 last_offset = r.offset
                 if opts.json:
-                    w(json.dumps(record_json(batch, r, opts.decoder if opts.print_data_log else None))
+                    w(json.dumps(record_json(batch, r, opts.decoder if opts.print_data_log else None,
+                                             opts.encoding))
                       + "\n")
                 else:
                     w(_record_line(batch, r, opts) + "\n")
@@ -360,9 +374,12 @@ def expand_paths(paths: Sequence[str]) -> List[str]:
                    "as kafka-dump-log.sh does; implies --print-data-log.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help=FORMAT_OPTION_HELP)
+@click.option("--encoding", type=click.Choice(BYTES_ENCODINGS), default="text", show_default=True,
+              help="--format json: keys, values and header values as text (UTF-8, else base64 named "
+                   "in keyEncoding/valueEncoding, as consume prints them), base64 or hex.")
 def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata, max_bytes,
          max_message_size, verify_index_only, index_sanity_check, as_records, offsets_decoder_opt,
-         transaction_log_decoder_opt, fmt) -> None:
+         transaction_log_decoder_opt, fmt, encoding) -> None:
     """Print the contents of segment, index, snapshot and checkpoint files (kafka-dump-log.sh).
     PATHS may be files, partition directories or data directories. Exit 1 when damage is found."""
     if offsets_decoder_opt and transaction_log_decoder_opt:
@@ -373,7 +390,7 @@ def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata,
     opts = DumpOptions(deep_iteration=deep_iteration, print_data_log=print_data_log, decoder=decoder,
                        skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,
                        max_message_size=max_message_size, verify_index_only=verify_index_only,
-                       index_sanity_check=index_sanity_check, json=fmt == "json",
+                       index_sanity_check=index_sanity_check, json=fmt == "json", encoding=encoding,
                        out=sys.stdout, err=sys.stderr)
     given = list(paths) + ([f for f in files_opt.split(",") if f] if files_opt else [])
     if not given:

@@ -20,16 +20,18 @@ ends the command quietly with the status of a process killed by SIGPIPE (141), a
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
 import sys
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, Tuple, TypeVar
 
 from kafkalog.errors import KafkalogError
 
 __all__ = ["EXIT_OK", "EXIT_FINDINGS", "EXIT_ERROR", "EXIT_DATA_DROPPED", "EXIT_BROKEN_PIPE", "emit", "error_json",
-           "report_error", "handle_errors", "FORMAT_OPTION_HELP", "quiet_broken_pipe"]
+           "report_error", "handle_errors", "FORMAT_OPTION_HELP", "quiet_broken_pipe", "bytes_json",
+           "BYTES_ENCODINGS"]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -40,6 +42,27 @@ EXIT_BROKEN_PIPE = 128 + 13
 FORMAT_OPTION_HELP = "Output format: text for people, json for JSON lines (errors too) for scripts."
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: how keys, values and header values appear in JSON lines (``consume``, ``dump --format json``)
+BYTES_ENCODINGS = ("text", "base64", "hex")
+
+
+def bytes_json(b: Optional[bytes], encoding: str = "text") -> Tuple[Optional[str], Optional[str]]:
+    """``(string, its encoding)`` of key, value or header bytes in a JSON line: ``text`` is the
+    UTF-8 text when the bytes decode (encoding None), else base64 (encoding ``"base64"``, to be
+    named in a ``keyEncoding``/``valueEncoding`` field); ``base64`` always base64; ``hex`` the hex
+    digits (the form of the oracle's ``.oracle.jsonl`` files)."""
+    if b is None:
+        return None, None
+    if encoding == "hex":
+        return bytes(b).hex(), None
+    if encoding == "text":
+        try:
+            return bytes(b).decode("utf-8"), None
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(b).decode("ascii"), "base64"
 
 
 def emit(obj: Any) -> None:

@@ -51,6 +51,30 @@ class Finding:
         return d
 
 
+#: findings kept per file (a random 8 MB index has two million); the rest are only counted
+MAX_FINDINGS_PER_FILE = 100
+
+
+class FindingList(List[Finding]):
+    """The findings of one file: the first ``cap`` kept (None: all), the others counted by level
+    in :attr:`more` (so memory stays bounded whatever the file holds)."""
+
+    def __init__(self, cap: Optional[int] = MAX_FINDINGS_PER_FILE) -> None:
+        super().__init__()
+        self.cap = cap
+        self.more: Dict[str, int] = {}
+
+    def append(self, f: Finding) -> None:
+        if self.cap is None or len(self) < self.cap:
+            super().append(f)
+        else:
+            self.more[f.level] = self.more.get(f.level, 0) + 1
+
+    @property
+    def more_count(self) -> int:
+        return sum(self.more.values())
+
+
 @dataclass
 class BatchInfo:
     """Shallow facts about one entry of a ``.log``."""
@@ -71,7 +95,7 @@ class LogScan:
     size: int
     base_offset: int
     batches: List[BatchInfo] = field(default_factory=list)
-    findings: List[Finding] = field(default_factory=list)
+    findings: FindingList = field(default_factory=FindingList)
     valid_bytes: int = 0
 
     @property
@@ -97,7 +121,8 @@ def _read_all(path: str) -> bytes:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]
 
 
-def scan_log(path: str, *, deep: bool = False) -> LogScan:
+def scan_log(path: str, *, deep: bool = False,
+             max_findings: Optional[int] = MAX_FINDINGS_PER_FILE) -> LogScan:
     """Walk every entry of a ``.log`` file (the header walker: sizes, magic, CRC-32C for v2, CRC-32
     for v0/v1), then per batch: record count, offsets increasing and inside the segment's int32
     range; the tail (partial entry or zero fill) is reported. ``deep`` also decodes every record of
@@ -105,7 +130,7 @@ def scan_log(path: str, *, deep: bool = False) -> LogScan:
     base = base_offset_of(path)
     buf = _read_all(path)
     n = len(buf)
-    scan = LogScan(path, n, base)
+    scan = LogScan(path, n, base, findings=FindingList(max_findings))
     pos = 0
     try:
         w = walk(buf, 0, n)
@@ -203,7 +228,7 @@ class IndexCheck:
 
     file: str
     entries: List[Tuple[int, int]] = field(default_factory=list)     # (offset, position) or (ts, offset)
-    findings: List[Finding] = field(default_factory=list)
+    findings: FindingList = field(default_factory=FindingList)
     mismatches: List[Tuple[int, int]] = field(default_factory=list)  # (index value, log value)
     out_of_order: List[Tuple[int, int]] = field(default_factory=list)
     not_found: List[Tuple[int, int]] = field(default_factory=list)
@@ -215,14 +240,15 @@ def _read_bytes(path: str) -> bytes:
         return f.read()
 
 
-def check_offset_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
+def check_offset_index(path: str, scan: Optional[LogScan],
+                       max_findings: Optional[int] = MAX_FINDINGS_PER_FILE) -> IndexCheck:
     """Entries of a ``.index`` (absolute offset, position) checked against the ``.log`` scan: length
     a multiple of 8, increasing offsets and positions, a zero-filled tail, and (Kafka's
     DumpLogSegments check) the entry offset equals the last offset of a batch that starts at or
     after the entry's position, the batch at the position holding no later offset."""
     base = base_offset_of(path)
     data = _read_bytes(path)
-    res = IndexCheck(path)
+    res = IndexCheck(path, findings=FindingList(max_findings))
     if len(data) % 8:
         res.findings.append(Finding("error", "index-size", path, len(data) - len(data) % 8,
                                     f"Index file {os.path.basename(path)} is corrupt, found "
@@ -311,13 +337,14 @@ def _legacy_first_offset(log_path: str, position: int, size: int) -> int:
         return 1 << 63
 
 
-def check_time_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
+def check_time_index(path: str, scan: Optional[LogScan],
+                     max_findings: Optional[int] = MAX_FINDINGS_PER_FILE) -> IndexCheck:
     """Entries of a ``.timeindex`` (timestamp, absolute offset) checked like Kafka's
     DumpLogSegments: the batch whose last offset is the entry offset must have the entry's
     timestamp as max timestamp; timestamps increase; a zero-filled tail."""
     base = base_offset_of(path)
     data = _read_bytes(path)
-    res = IndexCheck(path)
+    res = IndexCheck(path, findings=FindingList(max_findings))
     if len(data) % 12:
         res.findings.append(Finding("error", "index-size", path, len(data) - len(data) % 12,
                                     f"Time index file {os.path.basename(path)} is corrupt, found "
@@ -364,11 +391,13 @@ def check_time_index(path: str, scan: Optional[LogScan]) -> IndexCheck:
     return res
 
 
-def read_txn_index(path: str) -> Tuple[List[dict], List[Finding]]:
+def read_txn_index(path: str, max_findings: Optional[int] = MAX_FINDINGS_PER_FILE
+                   ) -> Tuple[List[dict], FindingList]:
     """Entries of a ``.txnindex`` (34 bytes each) and findings (size, version, offsets)."""
     base = base_offset_of(path)
     data = _read_bytes(path)
-    out, findings = [], []
+    out: List[dict] = []
+    findings = FindingList(max_findings)
     if len(data) % 34:
         findings.append(Finding("error", "index-size", path, len(data) - len(data) % 34,
                                 f"{len(data) % 34} trailing bytes do not form a 34-byte entry"))

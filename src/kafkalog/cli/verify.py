@@ -4,8 +4,10 @@ directory or one segment file.
 Every batch is checked (size, magic, CRC, offsets increasing, record count); with ``--deep`` every
 record is decoded too. Every ``.index`` / ``.timeindex`` entry is checked against the data
 (Kafka's DumpLogSegments rules plus zero-filled tails and ordering), ``.txnindex`` entries for
-sanity. Output: JSON lines (``type`` = ``finding`` / ``segment`` / ``summary``); exit code 1 when any
-error was found, 2 on bad input (e.g. a missing path), 0 otherwise.
+sanity. Output: JSON lines (``type`` = ``finding`` / ``moreFindings`` / ``segment`` / ``summary``):
+at most ``--max-findings`` (100) findings of a file are printed, the rest counted in one
+``moreFindings`` line (a random 8 MB index has two million); exit code 1 when any error was found,
+2 on bad input (e.g. a missing path), 0 otherwise.
 
 A crash leaves the active (last) segment of each partition with tails Kafka's recovery removes on
 the next open: its ``.index`` and ``.timeindex`` preallocated and zero-filled past the last entry
@@ -20,14 +22,22 @@ in any other segment they are errors.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import click
 
 from kafkalog.cli.output import EXIT_FINDINGS, EXIT_OK, FORMAT_OPTION_HELP, emit, handle_errors
 from kafkalog.cli.paths import data_dir_or_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
-from kafkalog.cli.segment_check import Finding, check_offset_index, check_time_index, read_txn_index, scan_log
+from kafkalog.cli.segment_check import (
+    MAX_FINDINGS_PER_FILE,
+    Finding,
+    FindingList,
+    check_offset_index,
+    check_time_index,
+    read_txn_index,
+    scan_log,
+)
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.naming import CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, parse_partition_dir_name
 
@@ -104,43 +114,53 @@ def unclean_active_segments(segments: List[str]) -> Set[str]:
     return out
 
 
-def verify_segment(log_path: str, deep: bool = False,
-                   unclean_active: bool = False) -> Tuple[dict, List[dict]]:
-    """Check one segment and its indexes; returns (segment summary, findings as JSON).
+def verify_segment(log_path: str, deep: bool = False, unclean_active: bool = False,
+                   max_findings: Optional[int] = MAX_FINDINGS_PER_FILE
+                   ) -> Tuple[dict, List[dict], List[dict]]:
+    """Check one segment and its indexes; returns (segment summary, findings as JSON, one
+    ``moreFindings`` line per file with findings beyond ``max_findings``).
     ``unclean_active``: the segment is the active one of a log the next open recovers, whose tails
     (:data:`_CRASH_TAILS`) are warnings."""
-    findings = []
+    findings: List[dict] = []
+    more: List[dict] = []
+
+    def add(found: FindingList, path: str) -> None:
+        findings.extend(f.to_json() for f in found)
+        if found.more_count:
+            more.append({"type": "moreFindings", "file": path, "count": found.more_count,
+                         "errors": found.more.get("error", 0), "warnings": found.more.get("warning", 0)})
+
     scan = None
     if os.path.exists(log_path):
-        scan = scan_log(log_path, deep=deep)
-        findings += [f.to_json() for f in scan.findings]
+        scan = scan_log(log_path, deep=deep, max_findings=max_findings)
+        add(scan.findings, log_path)
     else:
         findings.append({"level": "error", "check": "missing-log", "file": log_path, "position": None,
                          "message": "index files without their .log"})
     stem = log_path[:-4]
     checked = []
     if os.path.exists(stem + ".index"):
-        findings += [f.to_json() for f in check_offset_index(stem + ".index", scan).findings]
+        add(check_offset_index(stem + ".index", scan, max_findings).findings, stem + ".index")
         checked.append(".index")
     if os.path.exists(stem + ".timeindex"):
-        findings += [f.to_json() for f in check_time_index(stem + ".timeindex", scan).findings]
+        add(check_time_index(stem + ".timeindex", scan, max_findings).findings, stem + ".timeindex")
         checked.append(".timeindex")
     if os.path.exists(stem + ".txnindex"):
-        findings += [f.to_json() for f in read_txn_index(stem + ".txnindex")[1]]
+        add(read_txn_index(stem + ".txnindex", max_findings)[1], stem + ".txnindex")
         checked.append(".txnindex")
     if unclean_active:
         for f in findings:
             if f["check"] in _CRASH_TAILS:
                 f["level"] = "warning"
                 f["message"] += _CRASH_TAIL_NOTE
-    errors = sum(1 for f in findings if f["level"] == "error")
+    errors = sum(1 for f in findings if f["level"] == "error") + sum(m["errors"] for m in more)
     seg = {"type": "segment", "file": log_path,
            "baseOffset": scan.base_offset if scan else None,
            "nextOffset": scan.next_offset if scan else None,
            "batches": len(scan.batches) if scan else 0,
            "sizeInBytes": scan.size if scan else 0, "validBytes": scan.valid_bytes if scan else 0,
            "indexesChecked": checked, "errors": errors, "ok": errors == 0}
-    return seg, findings
+    return seg, findings, more
 
 
 def _text_line(obj: dict) -> None:
@@ -151,6 +171,9 @@ def _text_line(obj: dict) -> None:
         if obj.get("position") is not None:
             where += f" at byte {obj['position']}"
         click.echo(f"{obj['level'].upper()} {where}: {obj['message']}")
+    elif kind == "moreFindings":
+        click.echo(f"... and {obj['count']:,} more findings in {obj['file']} (--max-findings 0 "
+                   f"prints them all)")
     elif kind == "segment":
         state = "ok" if obj["ok"] else f"{obj['errors']} error(s)"
         click.echo(f"{obj['file']}: {obj['batches']} batches, offsets {obj['baseOffset']}.."
@@ -168,10 +191,13 @@ def _text_line(obj: dict) -> None:
 @click.option("--deep", is_flag=True, help="Also decode every record of every batch.")
 @click.option("--quiet", is_flag=True, help="Print only findings and the summary.")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
+@click.option("--max-findings", type=click.IntRange(0), default=MAX_FINDINGS_PER_FILE, show_default=True,
+              help="Findings printed per file; the rest are counted in one 'moreFindings' line "
+                   "(0: print them all).")
 @click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
               help=FORMAT_OPTION_HELP)
 @handle_errors()
-def verify(path: str, deep: bool, quiet: bool, no_progress: bool, fmt: str) -> None:
+def verify(path: str, deep: bool, quiet: bool, no_progress: bool, max_findings: int, fmt: str) -> None:
     """Check every batch and index entry under PATH (a data directory, a partition directory or a
     segment file), changing nothing. JSON lines out; exit 1 when damage is found, 2 when PATH is not a log.
     The tails a crash leaves in a partition's active segment (a preallocated index's zeros, a cut
@@ -185,15 +211,19 @@ def verify(path: str, deep: bool, quiet: bool, no_progress: bool, fmt: str) -> N
     totals: Dict[str, int] = {"segments": 0, "batches": 0, "errors": 0, "warnings": 0}
     with progress_bar(len(segments), "verifying", enabled=progress_enabled(no_progress)) as bar:
         for log_path in segments:
-            seg, findings = verify_segment(log_path, deep, os.path.abspath(log_path) in unclean)
+            seg, findings, more = verify_segment(log_path, deep, os.path.abspath(log_path) in unclean,
+                                                 max_findings or None)
             for f in findings:
                 out({"type": "finding", **f})
+            for m in more:
+                out(m)
             if not quiet:
                 out(seg)
             totals["segments"] += 1
             totals["batches"] += seg["batches"]
-            totals["errors"] += sum(1 for f in findings if f["level"] == "error")
-            totals["warnings"] += sum(1 for f in findings if f["level"] == "warning")
+            totals["errors"] += seg["errors"]
+            totals["warnings"] += (sum(1 for f in findings if f["level"] == "warning")
+                                   + sum(m["warnings"] for m in more))
             bar.advance(1)
     out({"type": "summary", "path": os.path.abspath(path), **totals, "ok": totals["errors"] == 0})
     raise SystemExit(EXIT_FINDINGS if totals["errors"] else EXIT_OK)
