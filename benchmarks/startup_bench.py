@@ -13,6 +13,11 @@ goals and whether they are met:
 * ``open_rss_mib`` (kafkalog only): resident memory of a Python process that did
   ``kafkalog.open(DIR)`` on an empty directory (the embedded log, background threads started).
 
+Python's bytecode cache: a user's installation writes ``__pycache__`` on the first run and loads it
+after; with ``PYTHONDONTWRITEBYTECODE`` set (as on the development machine) every start compiles
+every module of kafkalog again. The children run with the cache (the variable removed, one
+unmeasured warm-up run first) unless ``--no-bytecode-cache``; the ``config`` line says which.
+
 Goals (issue 24): ``kafkalog --version`` at most 0.1 s, ``serve`` ready in at most 0.3 s, an idle
 ``serve`` at most 60 MiB.
 
@@ -83,9 +88,13 @@ def peers() -> List[Peer]:
 
 # --- measures ---------------------------------------------------------------------------------------
 
+#: the children's environment (:func:`main` sets the bytecode cache policy)
+ENV: Dict[str, str] = dict(os.environ)
+
+
 def wall(argv: Sequence[str]) -> float:
     t0 = time.perf_counter()
-    res = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    res = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120, env=ENV)
     took = time.perf_counter() - t0
     if res.returncode != 0:
         raise SystemExit(f"{argv} exited {res.returncode}: {res.stderr.decode()[-2000:]}")
@@ -131,7 +140,7 @@ def serve_once(peer: Peer, idle_seconds: float) -> Dict[str, float]:
         port = free_port()
         t0 = time.perf_counter()
         proc = subprocess.Popen(peer.broker(os.path.join(d, "data"), port), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+                                stderr=subprocess.DEVNULL, env=ENV)
         try:
             deadline = t0 + 120
             while not api_versions_answered(port, deadline):
@@ -164,7 +173,7 @@ def open_rss_mib(idle_seconds: float = 1.0) -> float:
     d = tempfile.mkdtemp(prefix="startup-bench-open-")
     try:
         out = subprocess.run([sys.executable, "-c", _OPEN_SCRIPT, os.path.join(d, "data"), str(idle_seconds)],
-                             capture_output=True, text=True, timeout=120, check=True).stdout
+                             capture_output=True, text=True, timeout=120, check=True, env=ENV).stdout
         return int(out.split()[-1]) / 1024.0
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -176,8 +185,18 @@ def emit(obj: dict) -> None:
     print(json.dumps(obj, separators=(",", ":")), flush=True)
 
 
+def warm_up(selected: Sequence[Peer]) -> None:
+    """One unmeasured start of each command (the bytecode cache is written then)."""
+    for peer in selected:
+        if peer.version:
+            wall(peer.version)
+        if peer.broker:
+            serve_once(peer, 0.0)
+
+
 def run(selected: Sequence[Peer], measures: Sequence[str], runs: int, idle_seconds: float) -> None:
     figures: Dict[str, Dict[str, List[float]]] = {p.name: {} for p in selected}
+    warm_up(selected)
     for i in range(runs):
         for peer in selected:
             got: Dict[str, float] = {}
@@ -213,7 +232,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--peers", default=None, help="comma-separated peer names (default: all)")
     ap.add_argument("--idle-seconds", type=float, default=2.0,
                     help="how long the broker idles before its RSS is read")
+    ap.add_argument("--no-bytecode-cache", action="store_true",
+                    help="keep PYTHONDONTWRITEBYTECODE (every start compiles kafkalog's modules)")
     args = ap.parse_args(argv)
+    if not args.no_bytecode_cache:
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    emit({"type": "config", "runs": args.runs, "bytecodeCache": not args.no_bytecode_cache,
+          "kafkalog": kafkalog_command(), "python": sys.version.split()[0],
+          "loadAverage": os.getloadavg()[0]})
     measures = [m.strip() for m in args.measure.split(",") if m.strip()]
     unknown = sorted(set(measures) - set(MEASURES))
     if unknown:

@@ -325,5 +325,8 @@ def test_the_pipeline_run_twice_reports_this_run_and_what_was_there(tmp_path: Pa
     assert "written          3,000 events of 200 users this run" in runs[1]
     assert "before this run  0 records" in runs[0]
     assert "spark            local[*] (application local-" in runs[0]     # no master given: local[*]
+    for phase in ("1/3 writing 3,000 events", "2/3 compacting", "3/3 reading"):   # progress
+        assert phase in runs[0], runs[0]
+    assert "the cleaner never touches a partition's active segment" in runs[0]     # why > keys
     prior = [line for line in runs[1].splitlines() if "before this run" in line][0]
     assert " 0 records" not in prior

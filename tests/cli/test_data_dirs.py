@@ -163,3 +163,27 @@ def test_a_meta_properties_written_by_kafka_is_accepted(data_dir: Path) -> None:
         res = cli("produce", str(data_dir), "t", input='{"value": "x"}\n')
         assert res.returncode == 0, res.stdout + res.stderr
         assert meta.read_text() == text
+
+
+def test_a_data_directory_kafka_4_4_wrote_is_recognised(kafka44_broker) -> None:
+    """Kafka 4.4's own log directory (meta.properties version 1, __cluster_metadata-0, its
+    checkpoints) is a data directory to every reading command, while the broker runs."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": kafka44_broker.bootstrap})
+    for f in admin.create_topics([NewTopic("recognised", 2, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": kafka44_broker.bootstrap})
+    for i in range(20):
+        p.produce("recognised", value=b"v%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    log_dir = kafka44_broker.log_dir
+    assert (log_dir / "meta.properties").exists()
+    res = cli("describe", str(log_dir), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(x) for x in res.stdout.splitlines() if x]
+    assert [(r["partition"], r["logEndOffset"]) for r in rows if r["topic"] == "recognised"] == [(0, 10), (1, 10)]
+    res = cli("verify", str(log_dir / "recognised-0"))
+    assert res.returncode == 0, res.stdout[-2000:]
+    res = cli("consume", str(log_dir), "recognised", "--partition", "1", "--format", "text")
+    assert res.returncode == 0 and res.stdout.split() == ["v%d" % i for i in range(1, 20, 2)]

@@ -23,6 +23,7 @@ import logging
 import signal
 import ssl
 import sys
+from typing import Any
 
 import click
 
@@ -48,7 +49,6 @@ def _import_kio_without_hypothesis() -> None:
 
 _import_kio_without_hypothesis()
 
-from kafkalog.cleaner import LogCleaner  # noqa: E402
 from kafkalog.log.config import parse_properties  # noqa: E402
 from kafkalog.log.manager import LogManager  # noqa: E402
 from kafkalog.server.broker import Broker  # noqa: E402
@@ -58,6 +58,12 @@ from kafkalog.server.sasl import SaslConfig  # noqa: E402
 from kafkalog.server.tls import listener_contexts  # noqa: E402
 
 logger = logging.getLogger("kafkalog.server")
+
+
+def _log_cleaner(manager: LogManager) -> Any:
+    """The manager's cleaner (:class:`kafkalog.cleaner.LogCleaner`), imported when it starts."""
+    from kafkalog.cleaner import LogCleaner
+    return LogCleaner(manager)
 
 
 def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
@@ -93,6 +99,7 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
     server = Server(server_broker, listeners=listeners, tls=tls, sasl=sasl)
     # the advertised addresses need the bound ports (--port 0)
     bound_host, bound_port = await server.start()
+    manager.start_background()
     server_broker.set_endpoints({b.name: cfg.advertised(b.host, b.port, b.name) for b in server.bound})
     for b in server.bound:
         adv = cfg.advertised(b.host, b.port, b.name)
@@ -133,7 +140,8 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
     if not logging.getLogger().handlers:
         logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     logger.info("opening %s", data_dir)
-    manager = LogManager(data_dir, cfg.broker, cleaner_factory=LogCleaner)
+    # background work (retention, checkpoints, the cleaner) starts once the broker listens
+    manager = LogManager(data_dir, cfg.broker, background=False, cleaner_factory=_log_cleaner)
     if manager.created_data_dir:
         logger.info("created the data directory %s (cluster %s)", manager.data_dir,
                     manager.meta_properties.cluster_id)

@@ -397,6 +397,14 @@ class LogManager:
 
     # --- background ---------------------------------------------------------------------------------
 
+    def start_background(self) -> None:
+        """Start the background work of a manager opened with ``background=False`` (a broker
+        starts it once it listens: the cleaner's import and threads do not delay its first
+        answer)."""
+        if not self._background:
+            self._background = True
+            self._start_background()
+
     def _start_background(self) -> None:
         b = self.broker_config
         initial = int(b.log_initial_task_delay_ms)
