@@ -187,3 +187,8 @@ def test_a_data_directory_kafka_4_4_wrote_is_recognised(kafka44_broker) -> None:
     assert res.returncode == 0, res.stdout[-2000:]
     res = cli("consume", str(log_dir), "recognised", "--partition", "1", "--format", "text")
     assert res.returncode == 0 and res.stdout.split() == ["v%d" % i for i in range(1, 20, 2)]
+
+
+def test_a_read_only_open_refuses_it_too(etc_like: Path) -> None:
+    with pytest.raises(LogDirError, match="dbus-1/"):
+        kafkalog.open(etc_like, read_only=True)

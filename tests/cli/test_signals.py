@@ -103,7 +103,10 @@ def test_sigterm_ends_consume_follow_with_every_record_printed_and_committed(dat
     assert json.loads(first)["offset"] == 0
     time.sleep(1.0)                                     # at the end of the log, following
     p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=60)
+    assert p.stdout is not None and p.stderr is not None
+    out = p.stdout.read()                  # (through the same buffered reader as the first line)
+    err = p.stderr.read()
+    p.wait(timeout=60)
     lines: List[dict] = [json.loads(first)] + [json.loads(x) for x in out.splitlines() if x]
     assert [x["offset"] for x in lines] == list(range(500))      # every record reached the pipe
     assert p.returncode == 143, err                                # SIGTERM's exit status

@@ -49,6 +49,8 @@ from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError, OffsetOutOfRangeError
 from kafkalog.log.config import BrokerConfig, LogConfig
+from kafkalog.log.data_dir import data_dir_state
+from kafkalog.log.filesystem import is_remote, local_path
 from kafkalog.log.manager import LogManager, PartitionInfo
 from kafkalog.log.retention import RetentionResult
 
@@ -444,7 +446,9 @@ class DataLog:
 
 def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None, *,
          background: bool = True, progress=None, read_only: bool = False) -> DataLog:
-    """Open (creating when missing) a Kafka data directory. ``config`` holds broker settings
+    """Open a Kafka data directory, or make a new or empty path one; any other directory is refused
+    with :class:`~kafkalog.errors.LogDirError` naming what it holds (:mod:`kafkalog.log.data_dir`:
+    ``meta.properties``, or partition directories of Kafka's files). ``config`` holds broker settings
     (``log.retention.hours``, ``log.segment.bytes``, ``log.cleaner.enable`` ...). Use as a context
     manager so the directory is closed cleanly (no recovery scan on the next open).
 
@@ -468,6 +472,8 @@ def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None
     creates them (an existing one keeps its count). An unknown key is refused with
     :class:`~kafkalog.errors.InvalidConfigError` before anything is created."""
     if read_only:
+        if not is_remote(data_dir) and os.path.isdir(local_path(data_dir)):
+            data_dir_state(local_path(data_dir))   # a directory of other things is refused here too
         return DataLog(_ReadOnlyManager(data_dir, config))
     broker = BrokerConfig(dict(config or {}), strict=True)     # a typo is refused, not ignored
     dl = DataLog(LogManager(data_dir, broker, background=background, progress=progress,
