@@ -9,18 +9,23 @@ exit status is the shell's for a process ended by that signal: 128 + the signal 
 SIGINT and 143 for SIGTERM. :func:`ignored` keeps a second signal from cutting a flush or a
 clean shutdown.
 
-This module imports nothing but :mod:`signal`: ``kafkalog.cli.main`` installs the handlers before
-it imports anything else, so a Ctrl-C at any moment of a command's start-up ends it quietly too.
+This module imports nothing but the standard library's basics: ``kafkalog.cli.main`` installs the
+handlers before it imports anything else, so a Ctrl-C at any moment of a command's start-up ends it
+quietly too. A signal that arrives while a module is being imported ends the process at once (an
+exception raised there can be lost, printed as "Exception ignored", or turned into another error),
+and one whose exception was lost anyway is raised again by :func:`check` at the next safe point.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Iterator, List, Mapping, Optional
 
-__all__ = ["Interrupted", "SIGNALS", "install", "install_at_start", "check", "handled", "restore",
+__all__ = ["Interrupted", "SIGNALS", "install", "install_at_start", "check", "handled", "raised_in", "restore",
            "ignored", "flagged", "exit_code"]
 
 #: the signals that end a command
@@ -52,14 +57,48 @@ class Interrupted(BaseException):
 _received: List[int] = []
 
 
+def _exit_now(signum: int) -> None:
+    """End the process at once with the signal's status (what was printed is flushed)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(exit_code(signum))
+
+
+def _importing(frame: Optional[FrameType]) -> bool:
+    """The main thread is inside an import: a handler's exception raised there can be lost (in
+    ``compile()``), reported as "Exception ignored" (in a module lock's callback) or turned into
+    another error (in ``__set_name__``)."""
+    depth = 0
+    while frame is not None and depth < 200:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+        depth += 1
+    return False
+
+
 def _raise(signum: int, frame: Optional[FrameType]) -> None:
     _received.append(signum)
+    if _importing(frame):
+        _exit_now(signum)       # nothing of the command's work is under way inside an import
     raise Interrupted(signum)
 
 
 def _exit(signum: int, frame: Optional[FrameType]) -> None:
-    _received.append(signum)
-    raise SystemExit(exit_code(signum))
+    _exit_now(signum)
+
+
+def _unraisable(hook: Any) -> Any:
+    """``sys.unraisablehook`` that keeps quiet about an :class:`Interrupted` raised where Python
+    cannot propagate it (a destructor, a weakref callback): it was recorded, :func:`check`
+    raises it at the next safe point."""
+    def quiet(info: Any) -> None:
+        if not isinstance(info.exc_value, Interrupted):
+            hook(info)
+    return quiet
 
 
 def check() -> None:
@@ -74,6 +113,20 @@ def check() -> None:
         raise Interrupted(signum)
 
 
+def raised_in(error: BaseException) -> Optional[Interrupted]:
+    """The :class:`Interrupted` behind ``error``, if one is: Python turns an exception raised
+    while a class is created (a handler's, during an import) into ``RuntimeError: Error calling
+    __set_name__`` with the original as its cause."""
+    seen = 0
+    e: Optional[BaseException] = error
+    while e is not None and seen < 50:
+        if isinstance(e, Interrupted):
+            return e
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
+
+
 def handled() -> None:
     """The :class:`Interrupted` raised was caught and is being handled: :func:`check` must not
     raise it again."""
@@ -81,21 +134,33 @@ def handled() -> None:
 
 
 def install() -> Mapping[Any, Any]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` from now on; returns the previous handlers."""
-    return {sig: signal.signal(sig, _raise) for sig in SIGNALS}
+    """SIGINT and SIGTERM raise :class:`Interrupted` from now on (or end the process at once
+    inside an import); returns the previous handlers (and hook), for :func:`restore`."""
+    previous: dict = {sig: signal.signal(sig, _raise) for sig in SIGNALS}
+    previous["unraisablehook"] = sys.unraisablehook
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
+    return previous
 
 
 def install_at_start() -> None:
     """While the command's modules are imported (nothing to finish yet), either signal ends the
-    process at once with its exit status: ``SystemExit`` prints no traceback, even mid-import."""
+    process at once with its exit status."""
     for sig in SIGNALS:
         signal.signal(sig, _exit)
 
 
 def restore(previous: Mapping[Any, Any]) -> None:
-    for sig, handler in previous.items():
-        if handler is not None:
-            signal.signal(sig, handler)
+    """Put back the handlers (and hook) :func:`install` replaced; the signals are blocked
+    meanwhile, so one arriving then goes to the handler put back."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        for sig, handler in previous.items():
+            if sig == "unraisablehook":
+                sys.unraisablehook = handler
+            elif handler is not None:
+                signal.signal(sig, handler)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 @contextmanager
@@ -112,7 +177,8 @@ def ignored() -> Iterator[None]:
 def flagged() -> Iterator[List[int]]:
     """Inside, a signal is only recorded: the list yielded gets its number, for a loop that stops
     between two steps (never inside a write of the library)."""
-    got: List[int] = []
+    got: List[int] = list(_received)      # a signal whose exception was lost (see check)
+    _received.clear()
     previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum)) for sig in SIGNALS}
     try:
         yield got

@@ -74,15 +74,19 @@ class KafkalogGroup(click.Group):
         return resolved
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        previous = interrupt.install()
         try:
-            interrupt.check()           # a signal during this module's imports
-            return super().main(*args, **kwargs)
-        except interrupt.Interrupted as e:
+            previous = interrupt.install()
+            try:
+                interrupt.check()           # a signal during this module's imports
+                return super().main(*args, **kwargs)
+            finally:
+                interrupt.restore(previous)     # (a signal in here is the exception below)
+        except BaseException as e:
+            interrupted = None if isinstance(e, SystemExit) else interrupt.raised_in(e)
+            if interrupted is None:
+                raise
             sys.stdout.flush()
-            sys.exit(e.exit_code)
-        finally:
-            interrupt.restore(previous)
+            sys.exit(interrupted.exit_code)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
