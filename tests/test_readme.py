@@ -86,7 +86,7 @@ def _python(code: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedP
 
 def test_the_embedded_log_example_runs_and_runs_again(tmp_path: Path) -> None:
     code = snippet("The embedded log").code.replace('"/var/lib/myapp/log"', repr(str(tmp_path / "log")))
-    for run in range(2):                         # a second run on the same directory too
+    for _ in range(2):                           # a second run on the same directory too
         res = _python(code, tmp_path)
         assert res.returncode == 0, res.stderr[-3000:]
         assert "RecordMetadata(" in res.stdout and res.stderr == "", res.stderr[-3000:]

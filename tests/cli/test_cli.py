@@ -226,7 +226,7 @@ def test_verify_caps_the_findings_of_a_file(tmp_path):
     d = tmp_path / "data"
     with kafkalog.open(d, background=False) as dl:
         dl.create_topic("t", 1)
-        for i in range(10):
+        for _ in range(10):
             dl.produce("t", b"x", partition=0)
     (d / "t-0" / "00000000000000000000.index").write_bytes(os.urandom(8 << 20))
     res = _run("verify", str(d))
