@@ -189,3 +189,35 @@ def test_the_plan_is_what_recovery_does(tmp_path: Path, seed: int) -> None:
         assert log.log_end_offset == plan.log_end_offset, what
     finally:
         log.close()
+
+
+def test_from_the_recovery_point_the_plan_is_what_recovery_does(tmp_path: Path) -> None:
+    """A directory a process left without closing it (no .kafka_cleanshutdown, the recovery
+    point checkpointed behind the log end) with a torn write at the end of a partition: Kafka's
+    crash recovery (--from-recovery-point) cuts what the dry run said, and no more."""
+    d = tmp_path / "data"
+    dl = kafkalog.open(d, background=False)
+    dl.create_topic("t", 2, {"segment.bytes": 4000})
+    for i in range(300):
+        dl.produce("t", b"v%03d" % i, partition=i % 2)
+    dl.manager.checkpoint_recovery_offsets()
+    for i in range(300, 400):
+        dl.produce("t", b"v%03d" % i, partition=i % 2)
+    dl.flush()
+    crashed = tmp_path / "crashed"
+    shutil.copytree(d, crashed, ignore=shutil.ignore_patterns(".lock"))
+    dl.close()
+    seg = segments(crashed / "t-1")[-1]
+    whole = seg.read_bytes()
+    seg.write_bytes(whole + whole[:30])                    # a batch header, cut short
+    dry = cli("recover", str(crashed), "--from-recovery-point", "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    plans = {x["partition"]: x for x in lines(dry.stdout) if x["type"] == "plan"}
+    assert plans["t-0"]["cuts"] == []
+    assert [(c["file"], c["position"]) for c in plans["t-1"]["cuts"]] == [(str(seg), len(whole))]
+    res = cli("recover", str(crashed), "--from-recovery-point")
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = lines(res.stdout)
+    truncs = [(x["file"], x["position"]) for x in out if x["type"] == "truncation"]
+    assert truncs == [(str(seg), len(whole))] and not [x for x in out if x["type"] == "unplanned"]
+    assert seg.read_bytes() == whole

@@ -41,6 +41,7 @@ from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
+from kafkalog.log.data_dir_view import list_partition_dirs, read_offset_checkpoint
 from kafkalog.log.naming import (
     IGNORED_DIRS,
     LOCK_FILE,
@@ -51,6 +52,7 @@ from kafkalog.log.naming import (
     topic_config_file,
 )
 from kafkalog.log.recovery_plan import Cut, PartitionPlan, plan_partition
+from kafkalog.log.view_files import LocalFiles
 
 TRUNCATED_SUFFIX = ".truncated"
 
@@ -80,14 +82,6 @@ def _topic_config(data_dir: str, topic: str) -> Optional[LogConfig]:
         return LogConfig(parse_properties(f.read(1 << 20), file=path))
 
 
-def _checkpoint(data_dir: str, name: str) -> Dict[TopicPartition, int]:
-    from kafkalog.log.manager import read_offset_checkpoint
-    try:
-        return read_offset_checkpoint(os.path.join(data_dir, name))
-    except KafkalogError:
-        return {}                   # the loader reads it the same way (empty, with a warning)
-
-
 def _partition_target(path: str) -> Target:
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
@@ -100,26 +94,25 @@ def _partition_target(path: str) -> Target:
 
 
 def _data_dir_targets(data_dir: str, from_recovery_point: bool) -> List[Target]:
+    """Every partition the data directory's open loads (its ``<topic>-<partition>`` directories
+    but the metadata log), with its recovery point (``--from-recovery-point``), log start offset
+    and whether it is compacted."""
     data_dir = os.path.abspath(data_dir)
-    points = _checkpoint(data_dir, RECOVERY_POINT_CHECKPOINT_FILE) if from_recovery_point else {}
-    starts = _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT_FILE)
+    files = LocalFiles()
+    points = (read_offset_checkpoint(files, data_dir, RECOVERY_POINT_CHECKPOINT_FILE)
+              if from_recovery_point else {})
+    starts = read_offset_checkpoint(files, data_dir, LOG_START_OFFSET_CHECKPOINT_FILE)
     configs: Dict[str, Optional[LogConfig]] = {}
     targets = []
-    for name in sorted(os.listdir(data_dir)):
-        path = os.path.join(data_dir, name)
-        if name in IGNORED_DIRS or name.startswith(".") or not os.path.isdir(path):
+    for p in list_partition_dirs(files, data_dir):
+        name = os.path.basename(p.path)
+        if name in IGNORED_DIRS:
             continue
-        try:
-            parsed = parse_partition_dir_name(name)
-        except KafkalogError:
-            continue
-        if parsed.kind:
-            continue
-        tp = TopicPartition(parsed.topic, parsed.partition)
-        if parsed.topic not in configs:
-            configs[parsed.topic] = _topic_config(data_dir, parsed.topic)
-        cfg = configs[parsed.topic]
-        targets.append(Target(name, path, bool(cfg and cfg.compact), points.get(tp, 0),
+        if p.topic not in configs:
+            configs[p.topic] = _topic_config(data_dir, p.topic)
+        cfg = configs[p.topic]
+        tp = TopicPartition(p.topic, p.partition)
+        targets.append(Target(name, p.path, bool(cfg and cfg.compact), points.get(tp, 0),
                               starts.get(tp, 0)))
     return targets
 
