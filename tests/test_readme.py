@@ -53,13 +53,17 @@ def snippets() -> List[Snippet]:
     return out
 
 
-def snippet(section: str) -> Snippet:
-    (s,) = [s for s in snippets() if s.section == section]
+def snippet(section: str, lang: str | None = None) -> Snippet:
+    (s,) = [s for s in snippets() if s.section == section and lang in (None, s.lang)]
     return s
 
 
 RUN = {("Two commands", "bash"), ("The embedded log", "python"),
-       ("A Kafka broker for any Kafka client", "bash"), ("The command line", "bash"), ("Spark", "python")}
+       ("A Kafka broker for any Kafka client", "bash"), ("The command line", "bash"), ("Spark", "python"),
+       # run with their host and paths replaced by tests/spark: test_cluster.py (a standalone cluster,
+       # slow) and test_connect.py (pyspark's Connect server)
+       ("Spark on a cluster and through Spark Connect", "bash"),
+       ("Spark on a cluster and through Spark Connect", "python")}
 
 
 def test_every_snippet_is_run() -> None:
@@ -166,6 +170,8 @@ def test_the_command_line_lines_run_in_order(tmp_path: Path) -> None:
         elif "--follow" in cmd:
             _run_follow(cmd, cwd)
         else:
+            if cmd.startswith("kafkalog bootstrap-topics"):
+                _format_kafka_metadata(cwd)
             res = subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, text=True, timeout=300)
             assert res.returncode == 0, f"{line}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
             assert "Traceback" not in res.stderr, line
@@ -177,6 +183,19 @@ def test_the_command_line_lines_run_in_order(tmp_path: Path) -> None:
     txn = next(v for k, v in done.items() if "__transaction_state-3" in k).stdout
     assert "orders-tx-40" in txn
     assert next(v for k, v in done.items() if k.startswith("kafkalog verify")).returncode == 0
+
+
+def _format_kafka_metadata(cwd: Path) -> None:
+    """What ``bootstrap-topics`` assumes was done (docs/kafka-compatibility.md): Kafka 4.4's
+    ``kafka-storage.sh format`` of the new cluster, its metadata log in ./meta, with the data
+    directory's cluster.id and node.id."""
+    from tests import kafka44
+    kafka44.require()
+    meta = dict(line.split("=", 1) for line in (cwd / "data" / "meta.properties").read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+    broker = kafka44.KafkaBroker(cwd.parent / "kafka", {"log.dirs": str(cwd / "data"), "node.id": meta["node.id"],
+                                                         "metadata.log.dir": str(cwd / "meta")})
+    broker.format(meta["cluster.id"], "--ignore-formatted")
 
 
 def _run_tail_pipeline(cmd: str, cwd: Path, data: Path) -> None:

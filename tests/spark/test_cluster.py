@@ -7,6 +7,7 @@ directory, which the workers share with the driver (one machine)."""
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -57,6 +58,12 @@ def _records(data_dir: Path) -> int:
 def test_the_main_job_runs_unchanged_on_a_standalone_cluster(cluster: StandaloneCluster, tmp_path: Path) -> None:
     data = tmp_path / "data"
     args = [str(data), "--events", "60000", "--users", "2000"]
+    # README's command, its master and directory replaced (tests/test_readme.py)
+    from tests.test_readme import snippet
+    (line,) = [ln for ln in snippet("Spark on a cluster and through Spark Connect", "bash").code.splitlines()
+               if ln.startswith("spark-submit")]
+    words = shlex.split(line.split("#")[0])
+    assert words == ["spark-submit", "--master", "spark://host:7077", "examples/pipeline.py", "/mnt/kafka"]
     submitted = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url,
                                 "--executor-memory", "512m", str(PIPELINE), *args],
                                env=cluster.env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)

@@ -93,3 +93,23 @@ def test_the_kafkalog_source_through_spark_connect(connect_server: ConnectServer
     assert out["copies"] == 5
     with kafkalog.open(str(data), read_only=True) as dl:
         assert sorted(r.value for r in dl.consume("copies")) == [b"copy %d" % i for i in range(5)]
+
+
+def test_the_readmes_connect_snippet_runs_as_printed(connect_server: ConnectServer, tmp_path: Path) -> None:
+    """README's Spark Connect snippet, its server address and data directory replaced, then the rows
+    it loaded counted."""
+    from tests.test_readme import snippet
+    data = tmp_path / "data"
+    with kafkalog.open(str(data)) as dl:
+        dl.create_topic("orders", partitions=2)
+        with dl.producer() as producer:
+            for i in range(12):
+                producer.send("orders", value=b"order %d" % i, partition=i % 2)
+    code = snippet("Spark on a cluster and through Spark Connect", "python").code
+    assert '"sc://host:15002"' in code and '"/data/kafka"' in code
+    code = code.replace('"sc://host:15002"', repr(connect_server.url)).replace('"/data/kafka"', repr(str(data)))
+    r = subprocess.run([sys.executable, "-c", code + "print('COUNT', df.count())\nspark.stop()\n"],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, PYTHONWARNINGS="ignore::FutureWarning"))
+    assert r.returncode == 0, r.stderr[-5000:]
+    assert "COUNT 12" in r.stdout.splitlines(), r.stdout[-2000:]
