@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests import kafka44
+from tests.server.broker_process import BrokerProcess
+from tests.server.differential import PAIR_NODE
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,24 @@ def kafka44_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44
     finally:
         if broker.alive():
             broker.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_pair(kafka44_broker: kafka44.KafkaBroker, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[tuple[kafka44.KafkaBroker, BrokerProcess]]:
+    """Apache Kafka 4.4 and ``kafkalog serve`` side by side, one pair per test module (issue 25),
+    kafkalog configured as the Kafka fixture is (node 1, no initial rebalance delay, num.partitions
+    given)."""
+    d = str(tmp_path_factory.mktemp("pair") / "data")
+    ours = BrokerProcess(d, configs=[f"node.id={PAIR_NODE}", "group.initial.rebalance.delay.ms=0",
+                                     "num.partitions=1"]).start()
+    try:
+        yield kafka44_broker, ours
+    finally:
+        if ours.alive():
+            assert ours.stop() == 0, ours.stderr()
+        else:
+            ours.kill()
 
 
 @pytest.fixture(scope="session")

@@ -560,6 +560,10 @@ class BrokerConfig:
         """Topic key -> broker-level value for every topic key the broker sets."""
         return dict(self._synonyms)
 
+    def explicit_value(self, key: str) -> Any:
+        """The value this broker's configuration gives ``key`` as written (None when not set)."""
+        return self._raw.get(key)
+
     def log_config(self, overrides: Optional[Mapping[str, Any]] = None) -> LogConfig:
         """A :class:`LogConfig` of ``overrides`` on top of this broker's defaults."""
         return LogConfig(overrides, self)

@@ -27,7 +27,8 @@ from kafkalog.server.groups import (
 )
 from kafkalog.server.init_producer_id import handle_init_producer_id
 from kafkalog.server.list_offsets import handle_list_offsets
-from kafkalog.server.metadata import handle_describe_cluster, handle_metadata
+from kafkalog.server.log_dirs import handle_describe_log_dirs
+from kafkalog.server.metadata import handle_describe_cluster, handle_describe_topic_partitions, handle_metadata
 from kafkalog.server.offset_commit import (
     handle_offset_commit,
     handle_offset_delete,
@@ -41,6 +42,12 @@ from kafkalog.server.topics import (
     handle_create_topics,
     handle_delete_records,
     handle_delete_topics,
+)
+from kafkalog.server.transaction_describe import (
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_list_transactions,
+    handle_write_txn_markers,
 )
 from kafkalog.server.transactions import (
     handle_add_offsets_to_txn,
@@ -75,21 +82,27 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     24: ("AddPartitionsToTxn", 0, 3, handle_add_partitions_to_txn),
     25: ("AddOffsetsToTxn", 0, 3, handle_add_offsets_to_txn),
     26: ("EndTxn", 0, 4, handle_end_txn),
+    27: ("WriteTxnMarkers", 1, 1, handle_write_txn_markers),
     28: ("TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
     32: ("DescribeConfigs", 1, 4, handle_describe_configs),
     33: ("AlterConfigs", 0, 2, handle_alter_configs),
+    35: ("DescribeLogDirs", 1, 4, handle_describe_log_dirs),
     36: ("SaslAuthenticate", 0, 2, handle_sasl_authenticate),
     37: ("CreatePartitions", 0, 3, handle_create_partitions),
     42: ("DeleteGroups", 0, 2, handle_delete_groups),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
     47: ("OffsetDelete", 0, 0, handle_offset_delete),
     60: ("DescribeCluster", 0, 2, handle_describe_cluster),
+    61: ("DescribeProducers", 0, 0, handle_describe_producers),
+    65: ("DescribeTransactions", 0, 0, handle_describe_transactions),
+    66: ("ListTransactions", 0, 2, handle_list_transactions),
     # the consumer group protocol (KIP-848; group.version 1)
     68: ("ConsumerGroupHeartbeat", 0, 1, handle_consumer_group_heartbeat),
     69: ("ConsumerGroupDescribe", 0, 1, handle_consumer_group_describe),
     # client telemetry (KIP-714): answered, not advertised (as Kafka 4.4 without a metrics plugin)
     71: ("GetTelemetrySubscriptions", 0, 0, handle_get_telemetry_subscriptions),
     72: ("PushTelemetry", 0, 0, handle_push_telemetry),
+    75: ("DescribeTopicPartitions", 0, 0, handle_describe_topic_partitions),
 }
 #: served but left out of ApiVersions, as Kafka leaves them out
 UNADVERTISED = frozenset({71, 72})

@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError
-from kafkalog.log.config import TOPIC_CONFIGS, LogConfig, format_value
+from kafkalog.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, LogConfig, format_value
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
 from kafkalog.server.broker import Broker
@@ -35,8 +35,42 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
 
-def topic_config_entries(broker: Broker, cfg: LogConfig) -> list[dict[str, Any]]:
-    """Every topic key's effective value, source and type (CreateTopics v5+, DescribeConfigs)."""
+#: Kafka's defaults of the broker synonyms that are not their topic key's default in the broker's
+#: unit, or have none (``KafkaConfig``'s ``ConfigDef``: null for the ``.ms`` forms)
+_SYNONYM_DEFAULTS: dict[str, str | None] = {
+    "log.roll.ms": None, "log.roll.hours": "168", "log.roll.jitter.ms": None, "log.roll.jitter.hours": "0",
+    "log.retention.ms": None, "log.retention.minutes": None, "log.retention.hours": "168",
+    "log.flush.interval.ms": None, "log.flush.scheduler.interval.ms": "9223372036854775807",
+}
+
+
+def _synonyms(broker: Broker, key: str, cfg: LogConfig) -> list[dict[str, Any]]:
+    """Kafka's ``ConfigHelper.createTopicConfigEntry`` synonyms: the topic's override
+    (DYNAMIC_TOPIC_CONFIG), then each broker synonym set in the broker's configuration
+    (STATIC_BROKER_CONFIG), then each with a default (DEFAULT_CONFIG), the broker ones from the first
+    naming the key's main broker synonym on (Kafka drops those before it)."""
+    d = TOPIC_CONFIGS[key]
+    brokers = BROKER_SYNONYMS.get(key, ())
+    found: list[dict[str, Any]] = []
+    bc = broker.manager.broker_config
+    for name, _mult in brokers:
+        raw = bc.explicit_value(name)
+        if raw is not None:
+            found.append({"name": name, "value": str(raw), "source": SOURCE_STATIC_BROKER})
+    for name, _mult in brokers:
+        default = _SYNONYM_DEFAULTS[name] if name in _SYNONYM_DEFAULTS else format_value(d.type, d.default)
+        if default is not None:
+            found.append({"name": name, "value": default, "source": SOURCE_DEFAULT})
+    while found and brokers and found[0]["name"] != brokers[0][0]:
+        found.pop(0)
+    if cfg.overridden(key):
+        found.insert(0, {"name": key, "value": format_value(d.type, cfg.get(key)), "source": SOURCE_DYNAMIC_TOPIC})
+    return found
+
+
+def topic_config_entries(broker: Broker, cfg: LogConfig, synonyms: bool = False) -> list[dict[str, Any]]:
+    """Every topic key's effective value, source and type (CreateTopics v5+, DescribeConfigs), with
+    its synonyms when asked."""
     broker_set = broker.manager.broker_config.synonym_values()
     out = []
     for key, d in TOPIC_CONFIGS.items():
@@ -48,8 +82,8 @@ def topic_config_entries(broker: Broker, cfg: LogConfig) -> list[dict[str, Any]]
             source = SOURCE_DEFAULT
         out.append({"name": key, "value": format_value(d.type, cfg.get(key)), "read_only": False,
                     "config_source": source, "is_sensitive": False, "is_default": source == SOURCE_DEFAULT,
-                    "synonyms": [], "config_type": _CONFIG_TYPES.get(d.type, 0),
-                    "documentation": None})
+                    "synonyms": _synonyms(broker, key, cfg) if synonyms else [],
+                    "config_type": _CONFIG_TYPES.get(d.type, 0), "documentation": None})
     return out
 
 
@@ -65,7 +99,8 @@ def _broker_entries(broker: Broker) -> list[dict[str, Any]]:
     return out
 
 
-def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None) -> dict[str, Any]:
+def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
+                  synonyms: bool = False) -> dict[str, Any]:
     result: dict[str, Any] = {"error_code": 0, "error_message": "", "resource_type": rtype,
                               "resource_name": name, "configs": []}
     if rtype == RESOURCE_TOPIC:
@@ -73,7 +108,7 @@ def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None) -> 
             # Kafka's answer carries no message here
             result.update(error_code=error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_message="")
             return result
-        entries = topic_config_entries(broker, broker.manager.topic_config(name))
+        entries = topic_config_entries(broker, broker.manager.topic_config(name), synonyms)
     elif rtype == RESOURCE_BROKER:
         if name not in ("", str(broker.node_id)):
             result.update(error_code=error_codes.INVALID_REQUEST,
@@ -93,7 +128,8 @@ def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None) -> 
 
 
 def handle_describe_configs(broker: Broker, request: Request) -> Any:
-    results = [_describe_one(broker, r.resource_type, r.resource_name, r.configuration_keys)
+    synonyms = bool(getattr(request.body, "include_synonyms", False))
+    results = [_describe_one(broker, r.resource_type, r.resource_name, r.configuration_keys, synonyms)
                for r in request.body.resources]
     return broker.response(request, {"throttle_time": 0, "results": results})
 

@@ -54,6 +54,8 @@ def _convert(kafka_type: str, hint: Any, value: Any) -> Any:
     if kafka_type in ("timedelta_i32", "timedelta_i64"):
         return datetime.timedelta(milliseconds=int(value))
     if kafka_type == "datetime_i64":
+        if isinstance(value, datetime.datetime):
+            return value
         if int(value) < 0:
             return None
         return _EPOCH + datetime.timedelta(milliseconds=int(value))

@@ -4,6 +4,7 @@ and Fetch v13+ address topics by ID), auto-creation per ``auto.create.topics.ena
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from kafkalog.errors import InvalidTopicError, KafkalogIOError
@@ -112,3 +113,52 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
         "brokers": [{"broker_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None,
                      "is_fenced": False}],
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+
+
+#: Kafka's ``max.request.partition.size.limit``: DescribeTopicPartitions answers at most this many
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
+
+def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
+    """DescribeTopicPartitions (KIP-966; ``kafka-topics --describe`` and ``Admin.describeTopics``
+    from Kafka 3.8): the topics asked for (none: every topic) in name order from the cursor, at most
+    ``response_partition_limit`` partitions (capped at Kafka's 2000), then a cursor to the next
+    partition; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. One node and no replication: the
+    eligible leader replicas are empty lists, as Kafka answers for a partition whose ISR is whole."""
+    body = request.body
+    names = sorted({t.name for t in body.topics}) if body.topics else sorted(broker.manager.topics())
+    cursor = body.cursor
+    if cursor is not None:
+        if cursor.topic_name not in names:
+            invalid = _error_entry(cursor.topic_name, error_codes.INVALID_REQUEST)
+            return broker.response(request, {"throttle_time": 0, "topics": [invalid], "next_cursor": None})
+        names = names[names.index(cursor.topic_name):]
+    left = max(0, min(body.response_partition_limit, MAX_REQUEST_PARTITION_SIZE_LIMIT))
+    topics: list[dict[str, Any]] = []
+    next_cursor = None
+    node = broker.node_id
+    for i, name in enumerate(names):
+        if not broker.manager.has_topic(name):
+            topics.append({**_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION),
+                           "topic_id": uuid.UUID(int=0)})
+            continue
+        if left == 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        first = cursor.partition_index if cursor is not None and i == 0 else 0
+        partitions = [p for p in broker.manager.partitions_of(name) if p >= first]
+        if len(partitions) > left:
+            next_cursor = {"topic_name": name, "partition_index": partitions[left]}
+            partitions = partitions[:left]
+        left -= len(partitions)
+        topics.append({"error_code": 0, "name": name, "topic_id": broker.topic_ids.of(name),
+                       "is_internal": name in INTERNAL_TOPICS,
+                       "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                       "partitions": [{"error_code": 0, "partition_index": p, "leader_id": node,
+                                       "leader_epoch": broker.leader_epoch(broker.log(name, p)),
+                                       "replica_nodes": [node], "isr_nodes": [node],
+                                       "eligible_leader_replicas": [], "last_known_elr": [],
+                                       "offline_replicas": []} for p in partitions]})
+        if next_cursor is not None:
+            break
+    return broker.response(request, {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor})
