@@ -296,6 +296,7 @@ def _transactions(f: Flow) -> None:
     f.run("kafka-transactions", "list", "--state", "CompleteCommit")
     # the producer's transaction ends where the tool left it (the coordinator still has it open)
     p.abort_transaction(60)
+    del p                                            # librdkafka's threads end with it
     _await(f, lambda: "CompleteAbort" in f.tools.run("kafka-transactions", "--bootstrap-server", f.bootstrap,
                                                      "describe", "--transactional-id", tid)["stdout"])
     f.run("kafka-transactions", "describe", "--transactional-id", tid, volatile=("ProducerId", *times))
@@ -323,7 +324,8 @@ def _clients(f: Flow) -> None:
     _ok(f.run("kafka-topics", "--create", "--topic", t, "--partitions", "2"))
     _settle(f, t, 2)
     r = _ok(f.tools.run("kafka-verifiable-producer", "--bootstrap-server", f.bootstrap, "--topic", t,
-                        "--max-messages", str(n), "--acks", "-1", "--message-create-time", "1700000000000"))
+                        "--max-messages", str(n), "--acks", "-1", "--message-create-time", "1700000000000",
+                        "--repeating-keys", "10"))         # keyed: the partitions are murmur2's, not sticky
     acked = {(e["partition"], e["offset"]) for e in _events(r["stdout"]) if e["name"] == "producer_send_success"}
     data = next(e for e in _events(r["stdout"]) if e["name"] == "tool_data")
     r = _ok(f.tools.run("kafka-verifiable-consumer", "--bootstrap-server", f.bootstrap, "--topic", t,

@@ -47,7 +47,9 @@ ID_FIELDS = frozenset({"cluster_id", "topic_id", "member_id", "leader", "produce
                        "member_assignment_id"})
 #: sentinels an id field keeps as they are
 ID_SENTINELS = ("", None, -1, 0, "00000000-0000-0000-0000-000000000000")
-DROPPED_FIELDS = frozenset({"throttle_time", "throttle_time_ms", "host", "port"})
+#: and the machine's: a log directory's path and its file system's sizes (DescribeLogDirs)
+DROPPED_FIELDS = frozenset({"throttle_time", "throttle_time_ms", "host", "port", "log_dir", "total_bytes",
+                            "usable_bytes"})
 #: a timestamp field holding a wall-clock time (ms) is compared as "<now>"
 WALL_CLOCK_MS = 1_500_000_000_000
 CLOSED = "<connection closed>"
@@ -124,7 +126,8 @@ def normalise(transcript: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         if key in ID_FIELDS and v not in ID_SENTINELS:
             kind = "topic_id" if key == "topic_id" else "member" if key in ("member_id", "leader") else key
             return tokens.setdefault((kind, v), f"<{kind}-{sum(1 for k in tokens if k[0] == kind) + 1}>")
-        if ("timestamp" in key or key in ("log_append_time", "log_append_time_ms")) and isinstance(v, int) \
+        if ("timestamp" in key or key in ("log_append_time", "log_append_time_ms", "transaction_start_time")) \
+                and isinstance(v, int) \
                 and v > WALL_CLOCK_MS:
             return "<now>"
         return v

@@ -295,4 +295,7 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
                       14: (0, 5), 15: (0, 6), 16: (0, 5), 42: (0, 2), 47: (0, 0),
                       24: (0, 3), 25: (0, 3), 26: (0, 4), 28: (0, 4),
                       17: (0, 1), 36: (0, 2),        # SaslHandshake, SaslAuthenticate (as Kafka)
-                      68: (0, 1), 69: (0, 1)}        # ConsumerGroupHeartbeat, ConsumerGroupDescribe
+                      68: (0, 1), 69: (0, 1),        # ConsumerGroupHeartbeat, ConsumerGroupDescribe
+                      # what Kafka's tools ask (issue 28): WriteTxnMarkers, DescribeLogDirs,
+                      # DescribeProducers, DescribeTransactions, ListTransactions, DescribeTopicPartitions
+                      27: (1, 2), 35: (1, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2), 75: (0, 0)}

@@ -1,4 +1,4 @@
-"""DescribeLogDirs (v1-v4, what ``kafka-log-dirs.sh`` and ``Admin.describeLogDirs`` send): the data
+"""DescribeLogDirs (v1-v5, what ``kafka-log-dirs.sh`` and ``Admin.describeLogDirs`` send): the data
 directory as Kafka's one log directory, the size of each partition's log in it, and the file
 system's total and usable bytes (v4), as Kafka's ``ReplicaManager.describeLogDirs`` answers. This
 node has no future (reassigning) logs and leads every partition, so ``offset_lag`` is 0 and
@@ -34,4 +34,4 @@ def handle_describe_log_dirs(broker: Broker, request: Request) -> Any:
         topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
     return broker.response(request, {"throttle_time": 0, "error_code": ec.NONE, "results": [
         {"error_code": error, "log_dir": broker.manager.data_dir, "topics": topics,
-         "total_bytes": total, "usable_bytes": usable}]})
+         "total_bytes": total, "usable_bytes": usable, "is_cordoned": False}]})

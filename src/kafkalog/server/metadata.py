@@ -115,6 +115,9 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
 
 
+#: what Kafka without an authorizer answers as a topic's authorized operations: READ, WRITE, CREATE,
+#: DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (bits 3-8, 10, 11)
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 #: Kafka's ``max.request.partition.size.limit``: DescribeTopicPartitions answers at most this many
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 
@@ -138,13 +141,13 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
     next_cursor = None
     node = broker.node_id
     for i, name in enumerate(names):
-        if not broker.manager.has_topic(name):
-            topics.append({**_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION),
-                           "topic_id": uuid.UUID(int=0)})
-            continue
         if left == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
+        if not broker.manager.has_topic(name):
+            topics.append({**_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION),
+                           "topic_id": uuid.UUID(int=0), "topic_authorized_operations": TOPIC_OPERATIONS})
+            continue
         first = cursor.partition_index if cursor is not None and i == 0 else 0
         partitions = [p for p in broker.manager.partitions_of(name) if p >= first]
         if len(partitions) > left:
@@ -153,7 +156,7 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
         left -= len(partitions)
         topics.append({"error_code": 0, "name": name, "topic_id": broker.topic_ids.of(name),
                        "is_internal": name in INTERNAL_TOPICS,
-                       "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                       "topic_authorized_operations": TOPIC_OPERATIONS,
                        "partitions": [{"error_code": 0, "partition_index": p, "leader_id": node,
                                        "leader_epoch": broker.leader_epoch(broker.log(name, p)),
                                        "replica_nodes": [node], "isr_nodes": [node],

@@ -1,9 +1,10 @@
 """What ``kafka-transactions.sh`` asks (``Admin.listTransactions``, ``describeTransactions``,
 ``describeProducers``, ``abortTransaction``): ListTransactions (v0-v2) and DescribeTransactions (v0)
 over the transaction coordinator's state (``broker.transactions``), DescribeProducers (v0) over each
-partition's producer state, and WriteTxnMarkers (v1), the request ``kafka-transactions.sh abort``
-sends a partition's leader to end a hanging transaction with an ABORT marker; answered as Kafka
-4.4's coordinator and ``ReplicaManager`` answer them."""
+partition's producer state, and WriteTxnMarkers (v1-v2; v2's transaction version changes nothing
+here), the request ``kafka-transactions.sh abort`` sends a partition's leader to end a hanging
+transaction with an ABORT marker; answered as Kafka 4.4's coordinator and ``ReplicaManager``
+answer them (tests/server/test_differential.py, tests/ecosystem/test_tools.py)."""
 
 from __future__ import annotations
 
@@ -104,9 +105,10 @@ def handle_describe_producers(broker: Broker, request: Request) -> Any:
         for p in t.partition_indexes:
             log = broker.log(t.name, p)
             psm = getattr(log, "producer_state_manager", None) if log is not None else None
-            if log is None or psm is None:
+            if log is None or psm is None:          # Kafka's message only for a topic it does not know
+                message = None if broker.manager.has_topic(t.name) else ec.message(ec.UNKNOWN_TOPIC_OR_PARTITION)
                 parts.append({"partition_index": p, "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION,
-                              "error_message": None, "active_producers": []})
+                              "error_message": message, "active_producers": []})
                 continue
             producers = [{"producer_id": pid, "producer_epoch": e.producer_epoch, "last_sequence": e.last_seq,
                           "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
