@@ -15,8 +15,10 @@ from tests.server.java_client import JavaUnavailable, compile_java
 
 HERE = Path(__file__).resolve().parent
 TOOLS = HERE / "java" / "KafkalogTools.java"
-#: the frameworks (Streams, Connect, MirrorMaker 2); the tools come from tests/kafka44/pom.xml
+#: Kafka Streams 4.4; the tools come from tests/kafka44/pom.xml
 POM = HERE / "pom.xml"
+#: Kafka Connect and MirrorMaker 2, 4.3.1 (connect-pom.xml says why)
+CONNECT_POM = HERE / "connect-pom.xml"
 
 #: kafka-<tool>.sh -> the class it runs (Kafka 4.4's bin/ scripts)
 TOOL_CLASSES = {
@@ -54,6 +56,14 @@ Configuration:
       AppenderRef:
         - ref: tools
 """
+
+
+def log4j2_properties(log: str | os.PathLike[str], level: str = "INFO") -> str:
+    """A log4j2 configuration (properties: the frameworks' classpaths have no YAML parser) writing
+    everything at ``level`` and above to ``log``."""
+    return (f"appender.file.type=File\nappender.file.name=file\nappender.file.fileName={log}\n"
+            "appender.file.layout.type=PatternLayout\nappender.file.layout.pattern=[%d] %p %m (%c)%n\n"
+            f"rootLogger.level={level}\nrootLogger.appenderRef.file.ref=file\n")
 
 
 def tools_classpath() -> str:

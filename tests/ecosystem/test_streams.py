@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests import kafka44
-from tests.ecosystem import HERE, POM
+from tests.ecosystem import HERE, POM, log4j2_properties
 from tests.kafka44 import free_port
 from tests.server.broker_process import BrokerProcess
 from tests.server.java_client import JavaUnavailable, compile_java
@@ -54,8 +54,8 @@ class App:
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> App:
-        log4j = self.workdir / "log4j2.yaml"
-        log4j.write_text(kafka44._LOG4J2.format(log=self.workdir / "streams.log").replace("INFO", "WARN"))
+        log4j = self.workdir / "log4j2.properties"
+        log4j.write_text(log4j2_properties(self.workdir / "streams.log", "WARN"))
         cmd = kafka44.java_command("KafkalogWordCount", self.bootstrap, APP, str(self.workdir / "state"),
                                    "words-in", "counts-out", cp=_classpath(), heap="384m",
                                    jvm_args=[f"-Dlog4j2.configurationFile={log4j}"])
