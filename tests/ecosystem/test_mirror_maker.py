@@ -3,10 +3,9 @@ both ways (issue 28): ``edge.orders`` on Kafka is ``orders`` of kafkalog, ``cent
 kafkalog is ``orders`` of Kafka, and the checkpoint connector translates a consumer group's committed
 offsets: the group, moved from kafkalog to Kafka, resumes where it was (and back). MirrorMaker 2 in
 its dedicated mode (``connect-mirror-maker.sh``), 4.3.1 as Connect (``connect-pom.xml``).
-
-Not done: the offset translation. The records are mirrored both ways (asserted), but no translated
-offset reaches the other cluster within two minutes; the test then ends as an expected failure
-saying so (docs/server.md)."""
+MirrorMaker 2 translates at least once: to the offset sync at or before the group's offset (it keeps
+fewer syncs the older they are), so the moved group resumes at or a little before where it was,
+never after it, and reads every record from there."""
 
 from __future__ import annotations
 
@@ -132,16 +131,13 @@ def test_mirror_maker_2_both_ways_with_offset_translation(kafka44_broker: kafka4
         _wait("central.orders on kafkalog", lambda: end(edge, "central.orders") >= 100, mm2, log)
         assert _consume(central, "edge.orders", "mm2-read", 100, commit=False) == values
         assert _consume(edge, "central.orders", "mm2-read", 100, commit=False) == [b"c" + v for v in values]
-        # the groups' offsets, translated onto the mirrored topics
-        try:
-            _wait("app-edge's offset on Kafka", lambda: _safe_committed(central, "app-edge", "edge.orders") == 60,
-                  mm2, log, timeout=120)
-            _wait("app-central's offset on kafkalog",
-                  lambda: _safe_committed(edge, "app-central", "central.orders") == 30, mm2, log, timeout=120)
-        except AssertionError as e:
-            # NOT DONE (issue 28): the records go both ways, the checkpoint connector starts with the
-            # group, but no translated offset reaches the other cluster; cause not found yet
-            pytest.xfail(f"MirrorMaker 2's checkpoints do not translate the group's offsets yet: {e}")
+        # the groups' offsets, translated onto the mirrored topics: MirrorMaker 2 translates at least
+        # once (to the last offset sync at or before the group's offset), so a group moved resumes at
+        # or before where it was, never after it
+        _wait("app-edge's offset on Kafka", lambda: _safe_committed(central, "app-edge", "edge.orders") > 0,
+              mm2, log, timeout=120)
+        _wait("app-central's offset on kafkalog",
+              lambda: _safe_committed(edge, "app-central", "central.orders") > 0, mm2, log, timeout=120)
     finally:
         mm2.send_signal(signal.SIGTERM)
         try:
@@ -149,9 +145,12 @@ def test_mirror_maker_2_both_ways_with_offset_translation(kafka44_broker: kafka4
         except subprocess.TimeoutExpired:
             mm2.kill()
             mm2.wait()
-    # each group moved to the other cluster resumes where it was
-    assert _consume(central, "edge.orders", "app-edge", 40) == values[60:]
-    assert _consume(edge, "central.orders", "app-central", 70) == [b"c" + v for v in values[30:]]
+    # each group moved to the other cluster resumes where it was (or, at least once, a little before)
+    at_central = _committed(central, "app-edge", "edge.orders")
+    at_edge = _committed(edge, "app-central", "central.orders")
+    assert 0 < at_central <= 60 and 0 < at_edge <= 30, (at_central, at_edge)   # translated, never past
+    assert _consume(central, "edge.orders", "app-edge", 100 - at_central) == values[at_central:]
+    assert _consume(edge, "central.orders", "app-central", 100 - at_edge) == [b"c" + v for v in values[at_edge:]]
     assert ours.stop() == 0, ours.stderr()
 
 
