@@ -12,6 +12,13 @@ import pytest
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
 from tests.server.differential import PAIR_NODE
+from tests.testing import plugin
+
+#: kafkalog's pytest plugin comes with the installed package (its ``pytest11`` entry point); an
+#: installation made before the plugin existed (an editable install of an older checkout) lacks the
+#: entry point, so the suite loads the plugin itself
+if not plugin.installed():
+    pytest_plugins = [plugin.PLUGIN]
 
 
 @pytest.fixture(scope="module")

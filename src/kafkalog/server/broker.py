@@ -257,6 +257,21 @@ class Broker:
             timer.cancel()
             await asyncio.gather(timer, return_exceptions=True)
 
+    def api_keys(self) -> frozenset[int]:
+        return frozenset(self._handlers)
+
+    def handler(self, api_key: int) -> Handler:
+        """The handler serving ``api_key`` (KeyError: not served)."""
+        return self._handlers[api_key]
+
+    def set_handler(self, api_key: int, handler: Handler | None) -> None:
+        """Serve ``api_key`` with ``handler`` from the next request on (None: with its own handler
+        again): the hook of :mod:`.request_control`, which costs nothing while no API is controlled."""
+        from kafkalog.server.apis import HANDLERS
+        handlers = dict(self._handlers)
+        handlers[api_key] = HANDLERS[api_key] if handler is None else handler
+        self._handlers = handlers
+
     def dispatch(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
         """The response of ``request`` when its handler answers at once (no coroutine, nothing
         awaited: the network layer sends it from the readable callback), else a coroutine that
