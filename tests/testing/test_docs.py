@@ -30,9 +30,18 @@ def examples() -> dict[str, str]:
     return out
 
 
+#: the fault examples run with a process broker too (``--kafka-broker-mode=process``): every fault
+#: works across the process boundary
+IN_BOTH_MODES = ("test_fail_retries.py", "test_delay_timeouts.py", "test_drop_idempotence.py",
+                 "test_hold_acknowledgement.py", "test_rebalance.py", "test_transaction_timeout.py",
+                 "test_restart.py", "test_full_disk.py")
+
+
 def _params() -> list[object]:
     marks = {"test_spark_kafka_source.py": [pytest.mark.spark], "test_java_client.py": [pytest.mark.kafka]}
-    return [pytest.param(name, marks=marks.get(name, []), id=name[:-3]) for name in examples()]
+    out = [pytest.param(name, None, marks=marks.get(name, []), id=name[:-3]) for name in examples()]
+    out += [pytest.param(name, "process", id=f"{name[:-3]}-process") for name in IN_BOTH_MODES]
+    return out
 
 
 def _environment(name: str) -> dict[str, str]:
@@ -63,13 +72,26 @@ def test_the_page_has_an_example_per_client_and_per_fault() -> None:
         assert fault in text, fault
 
 
-@pytest.mark.parametrize("name", _params())
-def test_the_example_runs_as_printed(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "mode"), _params())
+def test_the_example_runs_as_printed(name: str, mode: str | None, tmp_path: Path) -> None:
+    assert name in examples()
     (tmp_path / name).write_text(examples()[name], encoding="utf-8")
     env = _environment(name)
+    options = [f"--kafka-broker-mode={mode}"] if mode else []
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                        *plugin_args(), name], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=900)
+                        *plugin_args(), *options, name], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=900)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]
     assert " passed" in out and "skipped" not in out, out[-3000:]
+
+
+def test_the_readme_example_runs_as_printed(tmp_path: Path) -> None:
+    readme = DOC.parents[1] / "README.md"
+    section = readme.read_text(encoding="utf-8").split("## A Kafka broker for your tests", 1)[1]
+    code = BLOCK.search(section)
+    assert code is not None
+    (tmp_path / "test_readme_example.py").write_text(code.group(1), encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(),
+                        "test_readme_example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]

@@ -75,8 +75,13 @@ class Fault:
         self.spec = spec
         self.api = api_name(spec["api_key"])
 
+    def _call(self, op: str, kwargs: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        if not self._runner.running:
+            raise KafkalogError(f"{self!r} is gone: the broker was stopped or restarted since it was armed")
+        return self._runner.call(op, kwargs, timeout)
+
     def _state(self) -> dict[str, Any]:
-        state = self._runner.call("state")["faults"].get(self.id)
+        state: dict[str, Any] | None = self._call("state")["faults"].get(self.id)
         if state is None:
             raise KafkalogError(f"{self!r} is gone: the broker was stopped or restarted since it was armed")
         return state
@@ -94,7 +99,7 @@ class Fault:
     def wait(self, taken: int = 1, timeout: float = 30.0) -> Fault:
         """Wait until it took ``taken`` requests in all (``TimeoutError`` after ``timeout`` s, naming
         the fault)."""
-        self._runner.call("wait_fault", {"fault": self.id, "taken": taken, "timeout": timeout},
+        self._call("wait_fault", {"fault": self.id, "taken": taken, "timeout": timeout},
                           timeout=timeout + CALL_MARGIN_S)
         return self
 
@@ -106,13 +111,13 @@ class Fault:
     def wait_finished(self, finished: int = 1, timeout: float = 30.0) -> Fault:
         """Wait until it is done with ``finished`` requests in all: a delayed request handled and
         answered, a dropped one's connection closed, a held answer sent (after :meth:`Hold.release`)."""
-        self._runner.call("wait_fault", {"fault": self.id, "finished": finished, "timeout": timeout},
+        self._call("wait_fault", {"fault": self.id, "finished": finished, "timeout": timeout},
                           timeout=timeout + CALL_MARGIN_S)
         return self
 
     def cancel(self) -> None:
         """Disarm it (a hold sends what it keeps)."""
-        self._runner.call("disarm", {"fault": self.id})
+        self._call("disarm", {"fault": self.id})
 
     def __enter__(self) -> Fault:
         return self
@@ -138,7 +143,7 @@ class Hold(Fault):
 
     def wait_held(self, held: int = 1, timeout: float = 30.0) -> Hold:
         """Wait until it keeps ``held`` answers in all."""
-        self._runner.call("wait_fault", {"fault": self.id, "held": held, "timeout": timeout},
+        self._call("wait_fault", {"fault": self.id, "held": held, "timeout": timeout},
                           timeout=timeout + CALL_MARGIN_S)
         return self
 
@@ -148,7 +153,7 @@ class Hold(Fault):
 
     def release(self) -> None:
         """Send the answers it keeps; the requests it takes from now on are answered at once."""
-        self._runner.call("release", {"fault": self.id})
+        self._call("release", {"fault": self.id})
 
 
 #: a predicate over the parsed request (in-process brokers only)

@@ -50,6 +50,9 @@ class LocalBroker:
         if data_dir is not None and disk_size is not None:
             raise InvalidConfigError("disk_size makes a data directory of its own: give data_dir or "
                                      "disk_size, not both")
+        if disk_size is not None and not re.fullmatch(r"[1-9][0-9]*[kmg]?", str(disk_size), re.I):
+            raise InvalidConfigError(f"disk_size {disk_size!r}: expected a size as tmpfs takes it "
+                                     f"(bytes, or a number with k, m or g: '64m')")
         self.mode = mode
         self.config = {str(k): _config_value(v) for k, v in (config or {}).items()}
         self.disk_size = disk_size

@@ -30,6 +30,9 @@ class BrokerExited(KafkalogError):
 class Runner(Protocol):
     mode: str
 
+    @property
+    def running(self) -> bool: ...
+
     def start(self, data_dir: str, config: Mapping[str, str], ports: list[int]) -> dict[str, Any]: ...
 
     def call(self, op: str, kwargs: Mapping[str, Any] | None = None, timeout: float | None = None) -> Any: ...
@@ -56,6 +59,10 @@ class ThreadRunner:
     @property
     def pid(self) -> int:
         return os.getpid()
+
+    @property
+    def running(self) -> bool:
+        return self._loop is not None
 
     def start(self, data_dir: str, config: Mapping[str, str], ports: list[int]) -> dict[str, Any]:
         if self._loop is None:
@@ -115,6 +122,10 @@ class ProcessRunner:
     @property
     def pid(self) -> int:
         return self._pid
+
+    @property
+    def running(self) -> bool:
+        return self._pid > 0
 
     def start(self, data_dir: str, config: Mapping[str, str], ports: list[int]) -> dict[str, Any]:
         from multiprocessing.connection import Connection

@@ -68,6 +68,7 @@ class _Reader:
 
 def serve(sock: socket.socket) -> None:
     from kafkalog.testing import child  # the broker's imports, once
+    child.warm_up()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     os.set_blocking(wake_r, False)
