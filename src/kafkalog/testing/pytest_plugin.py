@@ -56,6 +56,10 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, value, allowed in (("mode", _mode(config), MODES), ("scope", _scope_name(config), SCOPES)):
         if value not in allowed:
             raise pytest.UsageError(f"kafka_broker_{name} = {value!r}: expected one of {', '.join(allowed)}")
+    if _mode(config) == "process" and not config.option.collectonly and not config.option.help:
+        # the fork server imports the broker while pytest collects, not when the first test asks
+        from kafkalog.testing.zygote import zygote
+        zygote()
 
 
 def _mode(config: pytest.Config) -> str:
