@@ -151,6 +151,7 @@ class Zygote:
         env["PYTHONPATH"] = os.pathsep.join([src, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
         self.proc = subprocess.Popen([sys.executable, "-m", "kafkalog.testing.zygote", str(theirs.fileno())],
                                      pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
                                      start_new_session=True)
         theirs.close()
         self.sock = ours
