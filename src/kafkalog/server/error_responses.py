@@ -169,11 +169,17 @@ def _add_partitions_to_txn(request: Request, code: int, message: str | None) -> 
 
 
 def _resources(field: str) -> Builder:
-    """DescribeConfigs (``results``), IncrementalAlterConfigs (``responses``): every resource."""
+    """DescribeConfigs (``results``), AlterConfigs and IncrementalAlterConfigs (``responses``):
+    every resource."""
     def build_values(request: Request, code: int, message: str | None) -> Values:
         return {field: [{"error_code": code, "error_message": message, "resource_type": r.resource_type,
                          "resource_name": r.resource_name, "configs": []} for r in request.body.resources]}
     return build_values
+
+
+def _create_partitions(request: Request, code: int, message: str | None) -> Values:
+    return {"results": [{"name": t.name, "error_code": code, "error_message": message}
+                        for t in request.body.topics]}
 
 
 def _delete_groups(request: Request, code: int, message: str | None) -> Values:
@@ -204,6 +210,8 @@ _BUILDERS: Mapping[int, Builder] = {
     24: _add_partitions_to_txn,
     28: _partitions_by_topic,
     32: _resources("results"),
+    33: _resources("responses"),
+    37: _create_partitions,
     42: _delete_groups,
     44: _resources("responses"),
     69: _consumer_group_describe,
