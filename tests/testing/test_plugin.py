@@ -157,3 +157,47 @@ def test_the_entry_point_loads_the_plugin_and_no_kafkalog_disables_it(tmp_path: 
     assert r.returncode == 0, r.stdout + r.stderr
     r, _ = run_project(tmp_path, {"test_a.py": PROJECT_TEST}, "-p", "no:kafkalog")
     assert r.returncode != 0 and "fixture 'kafka_broker' not found" in r.stdout
+
+
+def test_pip_install_is_the_whole_set_up(tmp_path: Path) -> None:
+    """The issue's "done when": ``pip install kafkalog`` (this tree, not editable, into a directory
+    of its own, pure-Python kernels to keep it quick) and a test that takes ``kafka_broker``; no
+    ``-p``, no conftest: the ``pytest11`` entry point loads the plugin, ``-p no:kafkalog`` unloads it.
+    Also proves the installed package needs nothing that only a checkout has."""
+    pytest.importorskip("wheel", reason="pip builds kafkalog's wheel with the 'wheel' package "
+                        "(kafkalog[test] installs it); without it this pip cannot install from source")
+    root = Path(__file__).resolve().parents[2]
+    source, site = tmp_path / "source", tmp_path / "site"
+    source.mkdir()
+    listed = subprocess.run(["git", "ls-files", "-z", "src", "setup.py", "pyproject.toml", "README.md"],
+                            cwd=root, capture_output=True, check=True).stdout.split(b"\0")
+    for name in filter(None, listed):     # the tree as committed or edited, no built kernels
+        (source / name.decode()).parent.mkdir(parents=True, exist_ok=True)
+        (source / name.decode()).write_bytes((root / name.decode()).read_bytes())
+    env = dict(os.environ, KAFKALOG_NO_EXTENSIONS="1")
+    env.pop("PYTHONPATH", None)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--no-index", "--target", str(site), str(source)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_user.py").write_text(textwrap.dedent(f'''
+        import kafkalog
+        from kafka import KafkaProducer
+
+
+        def test_user(kafka_broker, kafka_topic):
+            assert kafkalog.__file__.startswith({str(site)!r}), kafkalog.__file__
+            producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+            producer.send(kafka_topic, b"order-1").get(timeout=30)
+            producer.close()
+            assert kafka_broker.values(kafka_topic) == [b"order-1"]
+        '''), encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", "test_user.py"]
+    r = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    r = subprocess.run([*command, "-p", "no:kafkalog"], cwd=project, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode != 0 and "fixture 'kafka_broker' not found" in r.stdout, r.stdout[-3000:]
