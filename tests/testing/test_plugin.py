@@ -201,3 +201,29 @@ def test_pip_install_is_the_whole_set_up(tmp_path: Path) -> None:
     r = subprocess.run([*command, "-p", "no:kafkalog"], cwd=project, env=env, capture_output=True,
                        text=True, timeout=600)
     assert r.returncode != 0 and "fixture 'kafka_broker' not found" in r.stdout, r.stdout[-3000:]
+
+
+def test_a_disk_that_cannot_be_mounted_skips_the_test_saying_why(tmp_path: Path) -> None:
+    """``disk_size`` needs ``mount -t tmpfs`` (Linux, the right to mount): on a platform without it
+    (here: no ``mount`` on the PATH) the test is skipped with the reason, not failed."""
+    project = {"test_disk.py": '''
+        import pytest
+
+
+        @pytest.mark.kafka_broker(disk_size="8m")
+        def test_full(kafka_broker):
+            kafka_broker.fill_disk()
+
+
+        def test_plain(kafka_broker):
+            assert kafka_broker.port > 0
+        '''}
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    for name, text in project.items():
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *plugin_args()],
+                       cwd=tmp_path, env=dict(os.environ, PATH=str(empty)), capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "1 passed, 1 skipped" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "SKIPPED [1] test_disk.py:" in r.stdout and "cannot mount a tmpfs of 8m" in r.stdout, r.stdout
