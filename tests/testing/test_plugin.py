@@ -43,7 +43,8 @@ def test_two(kafka_broker, kafka_topic_factory):
 '''
 
 
-def run_project(tmp_path: Path, files: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+def run_project(tmp_path: Path, files: dict[str, str],
+                *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
     for name, text in files.items():
         (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
     log = tmp_path / "brokers.jsonl"
