@@ -93,10 +93,21 @@ def test_every_version_of_every_api_fails_with_kafkas_error_response(broker: Loc
     try:
         with connect(broker.port) as s:
             for version in range(lo, hi + 1):
+                if api_key == 65:   # DescribeTransactions: kio refuses to read Kafka's -1 start time
+                    s.sendall(request_frame(api_key, version, 1000 + version,
+                                            _sample(load_request_schema(api_key, version))))
+                    frame = recv_frame(s) or b""
+                    # header v1 (id, no tags), throttle, one state (compact length 2), its error
+                    assert struct.unpack_from(">ibib", frame) == (1000 + version, 0, 0, 2), frame
+                    assert struct.unpack_from(">h", frame, 10)[0] == NOT_ENOUGH_REPLICAS, frame
+                    continue
                 response = _exchange(s, api_key, version, 1000 + version)
                 errors = _errors(response)
                 # every error where Kafka puts one is the fault's (Metadata v13's top-level code
                 # stays 0, as in Kafka's getErrorResponse, beside the topics' errors)
+                if api_key == 35 and version < 3:   # DescribeLogDirs v0-v2: no error field (Kafka's answer is empty)
+                    assert errors == [] and response.results == (), response
+                    continue
                 assert NOT_ENOUGH_REPLICAS in errors, (APIS[api_key][0], version, response)
                 assert set(errors) <= {0, NOT_ENOUGH_REPLICAS}, (APIS[api_key][0], version, response)
         assert fault.taken == hi - lo + 1

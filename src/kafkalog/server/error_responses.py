@@ -9,7 +9,9 @@ Used by :mod:`.request_control` to fail requests on demand."""
 
 from __future__ import annotations
 
+import datetime
 import typing
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from functools import cache
@@ -182,6 +184,40 @@ def _create_partitions(request: Request, code: int, message: str | None) -> Valu
                         for t in request.body.topics]}
 
 
+def _write_txn_markers(request: Request, code: int, message: str | None) -> Values:
+    return {"markers": [{"producer_id": m.producer_id, "topics": [{"name": t.name, "partitions": [
+        {"partition_index": p, "error_code": code} for p in t.partition_indexes]} for t in m.topics]}
+        for m in request.body.markers]}
+
+
+def _describe_log_dirs(request: Request, code: int, message: str | None) -> Values:
+    """The error at the top and no directories; before v3 the response has no error field, so
+    Kafka's error answer is an empty one."""
+    return {"error_code": code, "results": []}
+
+
+def _describe_producers(request: Request, code: int, message: str | None) -> Values:
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": p, "error_code": code, "error_message": message, "active_producers": []}
+        for p in t.partition_indexes]} for t in request.body.topics]}
+
+
+def _describe_transactions(request: Request, code: int, message: str | None) -> Values:
+    """Each id asked for with the error; its start time Kafka's -1."""
+    start = datetime.datetime.fromtimestamp(0, datetime.UTC) + datetime.timedelta(milliseconds=UNKNOWN)
+    return {"transaction_states": [{"transactional_id": i, "error_code": code, "producer_id": UNKNOWN,
+                                    "producer_epoch": UNKNOWN, "transaction_start_time": start}
+                                   for i in request.body.transactional_ids]}
+
+
+def _describe_topic_partitions(request: Request, code: int, message: str | None) -> Values:
+    """Each topic asked for with the error, no partitions, Kafka's zero topic id and its
+    "authorized operations not asked" (Integer.MIN_VALUE)."""
+    return {"topics": [{"name": t.name, "error_code": code, "topic_id": uuid.UUID(int=0), "is_internal": False,
+                        "partitions": [], "topic_authorized_operations": -(2 ** 31)}
+                       for t in request.body.topics]}
+
+
 def _delete_groups(request: Request, code: int, message: str | None) -> Values:
     return {"results": [{"group_id": g, "error_code": code} for g in request.body.groups_names]}
 
@@ -208,13 +244,18 @@ _BUILDERS: Mapping[int, Builder] = {
     20: _delete_topics,
     21: _delete_records,
     24: _add_partitions_to_txn,
+    27: _write_txn_markers,
     28: _partitions_by_topic,
     32: _resources("results"),
     33: _resources("responses"),
+    35: _describe_log_dirs,
     37: _create_partitions,
     42: _delete_groups,
     44: _resources("responses"),
+    61: _describe_producers,
+    65: _describe_transactions,
     69: _consumer_group_describe,
+    75: _describe_topic_partitions,
 }
 
 
