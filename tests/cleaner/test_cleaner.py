@@ -90,7 +90,7 @@ def test_aborted_transaction_removed_commit_kept(tmp_path):
     append_marker(log, 2, 0, commit=False)
     _fill(log, 40, 5)
     # the loader-less test log has no txn index: write the aborted txn entry like Kafka would
-    from kafkalog.log.txn_index import AbortedTxn
+    from kafkalog.log.index.txn_index import AbortedTxn
     seg = log.segments[0]
     with open(seg.txn_index_path, "wb") as f:
         f.write(AbortedTxn(producer_id=2, first_offset=2, last_offset=3, last_stable_offset=2).to_bytes())

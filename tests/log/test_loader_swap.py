@@ -7,9 +7,9 @@ import os
 import struct
 
 from kafkalog.log.config import LogConfig
+from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.log import Log
 from kafkalog.log.segment import LogSegment
-from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.builder import build_batch
 
 from .conftest import legacy_batch

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, KafkalogError
-from kafkalog.log.offset_index import (
+from kafkalog.log.index.offset_index import (
     IndexEntryOutOfRangeError,
     IndexOffsetOverflowError,
     OffsetIndex,
@@ -233,7 +233,7 @@ def test_index_mapping_keeps_no_descriptor_and_is_the_file(tmp_path):
     """The shared mapping behind a writable index (``_map_shared``) holds no descriptor once the
     index has closed its own, shows the file's bytes, writes through to the file (``flush``), and
     an old mapping a reader still holds after a resize stays readable until released."""
-    from kafkalog.log._mmap_index import _map_shared
+    from kafkalog.log.index._mmap_index import _map_shared
 
     path = tmp_path / "f"
     path.write_bytes(bytes(range(256)) * 16)

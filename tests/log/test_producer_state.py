@@ -7,6 +7,7 @@ import struct
 import pytest
 
 from kafkalog.errors import CorruptSnapshotError
+from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.producer_state import (
     ORIGIN_REPLICATION,
     BatchMetadata,
@@ -20,7 +21,6 @@ from kafkalog.log.producer_state import (
     read_snapshot,
     snapshot_bytes,
 )
-from kafkalog.log.txn_index import AbortedTxn
 
 from .conftest import v2_batch
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log.time_index import IndexEntryOutOfRangeError, TimeIndex, TimestampOffset, TimestampOrderError
+from kafkalog.log.index.time_index import IndexEntryOutOfRangeError, TimeIndex, TimestampOffset, TimestampOrderError
 
 BASE = 45
 MAX_ENTRIES = 30

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
-from kafkalog.log.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.log.index.txn_index import AbortedTxn, TransactionIndex
 from tests.descriptors import descriptors_under, needs_proc_fd
 
 

@@ -34,8 +34,8 @@ READER = textwrap.dedent("""
     import glob, json, os, sys, time
     from kafkalog.errors import KafkalogError
     from kafkalog.log.data_dir_view import DataDirView
-    from kafkalog.log.offset_index import OffsetIndex
-    from kafkalog.log.time_index import TimeIndex
+    from kafkalog.log.index.offset_index import OffsetIndex
+    from kafkalog.log.index.time_index import TimeIndex
     d, seconds = sys.argv[1], float(sys.argv[2])
     deadline = time.monotonic() + seconds
     views = records = index_opens = 0

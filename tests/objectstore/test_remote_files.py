@@ -10,7 +10,7 @@ import pytest
 
 import kafkalog
 from kafkalog.log.filesystem import resolve
-from kafkalog.log.offset_index import OffsetIndex
+from kafkalog.log.index.offset_index import OffsetIndex
 from kafkalog.log.partition_view import walk_batches
 from kafkalog.log.ranged_read import ChunkedBatches, byte_range
 

@@ -103,9 +103,9 @@ def _write(name: str, data: bytes) -> str:
 
 def t_indexes(data: bytes) -> None:
     """.index / .timeindex / .txnindex files: open read-only, sanity check, lookups, entries."""
-    from kafkalog.log.offset_index import OffsetIndex
-    from kafkalog.log.time_index import TimeIndex
-    from kafkalog.log.txn_index import AbortedTxn, TransactionIndex
+    from kafkalog.log.index.offset_index import OffsetIndex
+    from kafkalog.log.index.time_index import TimeIndex
+    from kafkalog.log.index.txn_index import AbortedTxn, TransactionIndex
     for cls, name in ((OffsetIndex, "00000000000000000000.index"),
                       (TimeIndex, "00000000000000000000.timeindex")):
         path = _write(name, data)

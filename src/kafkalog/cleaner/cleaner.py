@@ -33,10 +33,10 @@ from kafkalog.cleaner.swap import CleaningAbortedError, crash_point, replace_seg
 from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.errors import CorruptRecordError, KafkalogError
 from kafkalog.log import fsutil
+from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.log import Log
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, SEGMENT_SUFFIXES, TopicPartition
 from kafkalog.log.segment import LogSegment
-from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.record.records import iter_batches
 

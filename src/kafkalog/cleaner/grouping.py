@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import List, Sequence, Tuple
 
-from kafkalog.log._mmap_index import AbstractIndex
+from kafkalog.log.index._mmap_index import AbstractIndex
 from kafkalog.log.segment import LogSegment
 from kafkalog.record.constants import INT32_MAX
 

@@ -15,7 +15,7 @@ import heapq
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.txn_index import AbortedTxn
+from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.record.batch import RecordBatch
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import control_record_type

@@ -30,8 +30,8 @@ from kafkalog.cli.segment_check import (
 from kafkalog.cli.verify import mark_crash_tails, unclean_active_segments
 
 if TYPE_CHECKING:
-    from kafkalog.log.offset_index import OffsetIndex
-    from kafkalog.log.time_index import TimeIndex
+    from kafkalog.log.index.offset_index import OffsetIndex
+    from kafkalog.log.index.time_index import TimeIndex
 
 CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                     "replication-offset-checkpoint", "cleaner-offset-checkpoint")
@@ -57,10 +57,10 @@ def _sanity_check_or_empty(path: str, opts: DumpOptions, kind: str, entry_size: 
     if opts.index_sanity_check:
         idx: OffsetIndex | TimeIndex
         if kind == "offset_index":
-            from kafkalog.log.offset_index import OffsetIndex
+            from kafkalog.log.index.offset_index import OffsetIndex
             idx = OffsetIndex.open_read_only(path)
         else:
-            from kafkalog.log.time_index import TimeIndex
+            from kafkalog.log.index.time_index import TimeIndex
             idx = TimeIndex.open_read_only(path)
         try:
             idx.sanity_check()

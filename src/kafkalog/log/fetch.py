@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import List, NamedTuple, Optional
 
 from kafkalog.errors import KafkalogIOError
-from kafkalog.log.txn_index import AbortedTxn
+from kafkalog.log.index.txn_index import AbortedTxn
 
 UNKNOWN_OFFSET = -1
 

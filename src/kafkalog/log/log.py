@@ -31,6 +31,7 @@ from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.fetch import AppendInfo, FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.file_records import LOG_OVERHEAD, PREFIX, PREFIX_SIZE, BatchHeader, header_of_row
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
+from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from kafkalog.log.partition_view import (
@@ -44,7 +45,6 @@ from kafkalog.log.partition_view import (
 from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.segment import LONG_MAX, LogSegment, RollParams, TimestampAndOffset, _now_ms, segment_file_name
-from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.constants import ATTRIBUTES_OFFSET, INT32_MAX, PRODUCER_EPOCH_OFFSET, TRANSACTIONAL_FLAG_MASK
 from kafkalog.record.crc import Buffer
 from kafkalog.record.header_walk import FindingKind, one_v2_data_batch, walk
@@ -722,7 +722,7 @@ class Log:
         return self.collect_aborted_transactions(start_offset, bound)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> List[AbortedTxn]:
-        """The aborted transactions (:class:`~kafkalog.log.txn_index.AbortedTxn`) overlapping
+        """The aborted transactions (:class:`~kafkalog.log.index.txn_index.AbortedTxn`) overlapping
         ``[start_offset, upper_bound_offset)``, from the ``.txnindex`` of the segment holding
         ``start_offset`` and the following ones until a search is complete (spec §2.4)."""
         return collect_aborted_transactions(self._read_view(start_offset), start_offset,

@@ -46,7 +46,15 @@ from kafkalog.errors import (
     KafkalogError,
     OffsetOutOfRangeError,
 )
-from kafkalog.log._mmap_index import first_zero_slot
+from kafkalog.log.index._mmap_index import first_zero_slot
+from kafkalog.log.index.offset_index import OffsetIndex
+from kafkalog.log.index.time_index import TimeIndex
+from kafkalog.log.index.txn_index import (
+    AbortedTxn,
+    TxnIndexSearchResult,
+    collect_aborted_txns,
+    parse_txn_index,
+)
 from kafkalog.log.naming import (
     is_log_file,
     log_file,
@@ -55,16 +63,8 @@ from kafkalog.log.naming import (
     time_index_file,
     transaction_index_file,
 )
-from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.ranged_read import ChunkedBatches
 from kafkalog.log.segment import LogSegment, TimestampAndOffset
-from kafkalog.log.time_index import TimeIndex
-from kafkalog.log.txn_index import (
-    AbortedTxn,
-    TxnIndexSearchResult,
-    collect_aborted_txns,
-    parse_txn_index,
-)
 from kafkalog.log.view_files import Buffer, LocalFiles, RangeSource, SegmentBytes, ViewFiles
 from kafkalog.record.batch import DefaultRecordBatch
 from kafkalog.record.constants import LOG_OVERHEAD, RECORD_OVERHEAD_V0, ControlRecordType

@@ -19,13 +19,13 @@ from crc32c import crc32c
 
 from kafkalog.errors import CorruptSnapshotError, InvalidRecordError, KafkalogError, ProducerStateError
 from kafkalog.log.fsutil import atomic_rename, atomic_write, delete_if_exists, io_error
+from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.naming import (
     DELETED_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     offset_from_file_name,
     producer_snapshot_file,
 )
-from kafkalog.log.txn_index import AbortedTxn
 from kafkalog.record.constants import INT32_MAX, decrement_sequence, increment_sequence, java_long
 from kafkalog.record.crc import Buffer
 

@@ -32,11 +32,11 @@ from kafkalog.log.file_records import (
     BatchHeader,
     FileRecords,
 )
+from kafkalog.log.index.offset_index import OffsetIndex
+from kafkalog.log.index.time_index import TimeIndex
+from kafkalog.log.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.log.naming import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX
-from kafkalog.log.offset_index import OffsetIndex
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
-from kafkalog.log.time_index import TimeIndex
-from kafkalog.log.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.record.crc import Buffer
 from kafkalog.record.header_walk import (

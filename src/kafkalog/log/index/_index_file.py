@@ -11,8 +11,8 @@ from kafkalog.log.fsutil import io_error
 
 
 class IndexFile:
-    """Mixin of :class:`~kafkalog.log._mmap_index.AbstractIndex` and
-    :class:`~kafkalog.log.txn_index.TransactionIndex`: the file's path, and renaming or deleting
+    """Mixin of :class:`~kafkalog.log.index._mmap_index.AbstractIndex` and
+    :class:`~kafkalog.log.index.txn_index.TransactionIndex`: the file's path, and renaming or deleting
     the file.
 
     The class using it keeps the path in ``self._path`` and provides ``close_handler()`` (close the

@@ -21,8 +21,8 @@ import sys
 from typing import Any, Callable, Optional, Self
 
 from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
-from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
+from kafkalog.log.index._index_file import IndexFile
 from kafkalog.record.constants import INT32_MAX
 
 _ZERO_CHUNK = 1 << 16
@@ -162,7 +162,7 @@ def _allocate_index(fd: int, length: int, path: str, action: str) -> None:
 
 class AbstractIndex(IndexFile):
     """Base of :class:`OffsetIndex` and :class:`TimeIndex` (path, renaming and deletion from
-    :class:`~kafkalog.log._index_file.IndexFile`).
+    :class:`~kafkalog.log.index._index_file.IndexFile`).
 
     Args:
         path: the index file.

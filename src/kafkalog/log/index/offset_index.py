@@ -11,7 +11,7 @@ import struct
 from typing import Iterator, NamedTuple, Optional, Sequence, Union
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log._mmap_index import (
+from kafkalog.log.index._mmap_index import (
     AbstractIndex,
     IndexEntryOutOfRangeError,
     IndexOffsetOverflowError,
@@ -39,7 +39,7 @@ class OffsetPosition(NamedTuple):
 
 
 class OffsetIndex(AbstractIndex):
-    """A segment's ``.index`` file (see :class:`~kafkalog.log._mmap_index.AbstractIndex` for
+    """A segment's ``.index`` file (see :class:`~kafkalog.log.index._mmap_index.AbstractIndex` for
     opening, lazy creation, resize/trim/close)."""
 
     entry_size = ENTRY_SIZE

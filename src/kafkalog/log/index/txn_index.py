@@ -13,8 +13,8 @@ import struct
 from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
-from kafkalog.log._index_file import IndexFile
 from kafkalog.log.fsutil import io_error
+from kafkalog.log.index._index_file import IndexFile
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexSearchResult", "ENTRY_SIZE", "CURRENT_VERSION"]
 
@@ -82,7 +82,7 @@ def parse_txn_index(data: bytes, file: Optional[str] = None) -> List[AbortedTxn]
 
 class TransactionIndex(IndexFile):
     """A segment's ``.txnindex`` (path, renaming and deletion from
-    :class:`~kafkalog.log._index_file.IndexFile`).
+    :class:`~kafkalog.log.index._index_file.IndexFile`).
 
     Args:
         start_offset: the segment's base offset (used by :meth:`sanity_check`).

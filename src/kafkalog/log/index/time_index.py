@@ -12,7 +12,7 @@ import struct
 from typing import Iterator, NamedTuple, Optional, Sequence
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log._mmap_index import (
+from kafkalog.log.index._mmap_index import (
     AbstractIndex,
     IndexEntryOutOfRangeError,
     IndexOffsetOverflowError,
