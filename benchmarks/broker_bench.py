@@ -234,7 +234,7 @@ def fetch_answers(data_dir: str, chunk: int) -> dict[int, tuple[bytes, str, int,
     bytes before the records (frame size included), and the segment file, position and length of
     the records -- from kafkalog's own ``Log.read`` (``min_one_message``, ``max_bytes`` = ``chunk``)
     and the broker's response encoder, so the floor sends exactly the bytes kafkalog serve sends."""
-    from kafkalog.log.fetch import FileSlice
+    from kafkalog.log.fetch_data_info import FileSlice
     from kafkalog.log.manager import LogManager
     from kafkalog.server.fetch import PartitionData, encode_fetch_response
     out: dict[int, tuple[bytes, str, int, int]] = {}

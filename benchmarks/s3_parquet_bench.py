@@ -206,7 +206,7 @@ def main() -> None:
         assert counts == [per * args.partitions] * len(counts), (topic, counts)
 
     # the same reads without Spark, in this process: what the Spark handoff adds
-    from kafkalog.log.filesystem import files_for
+    from kafkalog.tiered.filesystem import files_for
     files_for(uri, s3.options)
     pfs = _ParquetReader({"endpoint": endpoint, "files": "[]"})
     for topic in files:

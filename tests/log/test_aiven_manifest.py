@@ -9,7 +9,7 @@ import json
 import pytest
 
 from kafkalog.errors import RemoteStorageError
-from kafkalog.log.aiven_rsm import ChunkIndex, parse_manifest
+from kafkalog.tiered.aiven_rsm import ChunkIndex, parse_manifest
 
 # ChunkIndexSerializationTest.ENCODED_CHUNKS: sizes 10, 20, 30 (zstd + base64)
 ENCODED_CHUNKS = "KLUv/SAPeQAAAAAAAwAAAAoBAAoAAAAe"

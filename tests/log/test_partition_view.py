@@ -1,5 +1,5 @@
-"""The read-only view of a partition / data directory (kafkalog.log.partition_view,
-kafkalog.log.data_dir_view): on a directory written by kafkalog, on a Kafka-layout directory holding
+"""The read-only view of a partition / data directory (kafkalog.log.read.partition_view,
+kafkalog.log.read.data_dir_view): on a directory written by kafkalog, on a Kafka-layout directory holding
 genuine Kafka bytes (oracle vectors), while a writer appends, with aborted transactions, with
 preallocated index tails; and the three read paths (the writable Log, the client's read-only mode,
 the Spark reader's calls) give the same last stable offset, aborted transactions and offsets for
@@ -14,10 +14,10 @@ import pytest
 
 import kafkalog
 from kafkalog.errors import CorruptRecordError, LogDirError
-from kafkalog.log.data_dir_view import DataDirView
 from kafkalog.log.log import Log
 from kafkalog.log.naming import log_file, offset_index_file, time_index_file
-from kafkalog.log.partition_view import PartitionView
+from kafkalog.log.read.data_dir_view import DataDirView
+from kafkalog.log.read.partition_view import PartitionView
 from kafkalog.record.builder import build_batch
 from kafkalog.spark import log_view as spark_view
 from kafkalog.spark.segment_reader import last_stable_offset as spark_lso
@@ -243,7 +243,7 @@ def test_three_read_paths_agree(tmp_path):
 def test_local_files_interface(tmp_path):
     """The view's file access (what an object-store implementation will provide): sizes, ranged
     reads, small files read whole, a missing file as None, never a file created."""
-    from kafkalog.log.view_files import LocalFiles
+    from kafkalog.log.read.view_files import LocalFiles
     files = LocalFiles()
     path = str(tmp_path / "f.log")
     with open(path, "wb") as f:

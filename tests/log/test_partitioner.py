@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
-from kafkalog.log import partitioner
-from kafkalog.log.partitioner import murmur2, murmur2_py, partition_for_key, partition_for_key_py
+from kafkalog.client import partitioner
+from kafkalog.client.partitioner import murmur2, murmur2_py, partition_for_key, partition_for_key_py
 from kafkalog.record import kernel
 
 VECTORS = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,

@@ -33,7 +33,7 @@ WRITER = textwrap.dedent("""
 READER = textwrap.dedent("""
     import glob, json, os, sys, time
     from kafkalog.errors import KafkalogError
-    from kafkalog.log.data_dir_view import DataDirView
+    from kafkalog.log.read.data_dir_view import DataDirView
     from kafkalog.log.index.offset_index import OffsetIndex
     from kafkalog.log.index.time_index import TimeIndex
     d, seconds = sys.argv[1], float(sys.argv[2])
@@ -93,7 +93,7 @@ def test_reader_survives_a_writer_rolling_and_trimming_indexes(tmp_path):
     stats = json.loads(r_out.strip().splitlines()[-1])
     assert stats["views"] > 0 and stats["index_opens"] > 0
     # after the writer stopped, a view reads everything it wrote
-    from kafkalog.log.data_dir_view import DataDirView
+    from kafkalog.log.read.data_dir_view import DataDirView
     with DataDirView(d) as view:
         for topic in ("small", "big"):
             p = view.get_log(topic, 0)

@@ -11,7 +11,7 @@ import pytest
 import kafkalog
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log.naming import log_file
-from kafkalog.log.partition_view import PartitionView
+from kafkalog.log.read.partition_view import PartitionView
 
 
 def _partition(tmp_path) -> str:

@@ -12,9 +12,9 @@ import pytest
 
 import kafkalog
 from kafkalog.errors import KafkalogIOError
-from kafkalog.log.filesystem import resolve
-from kafkalog.log.partition_view import PartitionView, walk_batches
-from kafkalog.log.ranged_read import ChunkedBatches
+from kafkalog.log.read.partition_view import PartitionView, walk_batches
+from kafkalog.log.read.ranged_read import ChunkedBatches
+from kafkalog.tiered.filesystem import resolve
 
 RECORDS = 20_000
 CHUNK = 32 << 10

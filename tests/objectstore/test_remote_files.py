@@ -9,10 +9,10 @@ import os
 import pytest
 
 import kafkalog
-from kafkalog.log.filesystem import resolve
 from kafkalog.log.index.offset_index import OffsetIndex
-from kafkalog.log.partition_view import walk_batches
-from kafkalog.log.ranged_read import ChunkedBatches, byte_range
+from kafkalog.log.read.partition_view import walk_batches
+from kafkalog.log.read.ranged_read import ChunkedBatches, byte_range
+from kafkalog.tiered.filesystem import resolve
 
 RECORDS = 20_000
 

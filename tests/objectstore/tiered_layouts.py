@@ -66,7 +66,7 @@ class PythonSegmentCipher:
 
     def _wrap(self, key: bytes) -> str:
         """RSA/NONE/OAEPWithSHA3-512AndMGF1Padding (BouncyCastle) of the data key."""
-        from kafkalog.log.aiven_rsm import oaep_sha3_512_encode
+        from kafkalog.tiered.aiven_rsm import oaep_sha3_512_encode
         pub = self.private_key.public_key().public_numbers()
         k = (pub.n.bit_length() + 7) // 8
         em = oaep_sha3_512_encode(key, k, os.urandom(64))

@@ -9,8 +9,8 @@ import struct
 import pyarrow as pa
 import pytest
 
+from kafkalog.client.partitioner import partition_for_key
 from kafkalog.errors import InvalidRecordError
-from kafkalog.log.partitioner import partition_for_key
 from kafkalog.record import _kernel_py as _record_py
 from kafkalog.record.builder import build_batch
 from kafkalog.record.records import iter_batches

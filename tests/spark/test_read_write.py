@@ -102,7 +102,7 @@ def written(spark, tmp_path_factory):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip_every_codec(spark, written, codec):
-    from kafkalog.log.partitioner import partition_for_key
+    from kafkalog.client.partitioner import partition_for_key
     rows = _read(spark, written, subscribe=f"t-{codec}", includeHeaders="true").collect()
     assert len(rows) == 3000
     assert sorted(r.value for r in rows) == sorted(b"value-%d" % i for i in range(3000))

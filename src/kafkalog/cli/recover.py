@@ -41,7 +41,6 @@ from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
-from kafkalog.log.data_dir_view import list_partition_dirs, read_offset_checkpoint
 from kafkalog.log.naming import (
     IGNORED_DIRS,
     LOCK_FILE,
@@ -51,8 +50,9 @@ from kafkalog.log.naming import (
     parse_partition_dir_name,
     topic_config_file,
 )
+from kafkalog.log.read.data_dir_view import list_partition_dirs, read_offset_checkpoint
+from kafkalog.log.read.view_files import LocalFiles
 from kafkalog.log.recovery_plan import Cut, PartitionPlan, plan_partition
-from kafkalog.log.view_files import LocalFiles
 
 TRUNCATED_SUFFIX = ".truncated"
 

@@ -50,9 +50,9 @@ from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError, OffsetOutOfRangeError
 from kafkalog.log.config import BrokerConfig, LogConfig
 from kafkalog.log.data_dir import data_dir_state
-from kafkalog.log.filesystem import is_remote, local_path
 from kafkalog.log.manager import LogManager, PartitionInfo
 from kafkalog.log.retention import RetentionResult
+from kafkalog.tiered.filesystem import is_remote, local_path
 
 if TYPE_CHECKING:
     from kafkalog.client.consumer import Consumer
@@ -459,10 +459,10 @@ def open(data_dir: os.PathLike | str, config: Optional[Mapping[str, Any]] = None
     :class:`~kafkalog.errors.LogDirError`. Read-only, ``data_dir`` may also be a URI
     (``s3://``, ``s3a://``, ``gs://``, ``abfs(s)://``, ``hdfs://``, ``file://``) read through
     ``pyarrow.fs``; ``config`` then holds its ``fs.*`` options (``fs.s3a.endpoint``, ...; see
-    :mod:`kafkalog.log.filesystem`). Opened writable, a URI other than ``file://`` is refused.
+    :mod:`kafkalog.tiered.filesystem`). Opened writable, a URI other than ``file://`` is refused.
     Read-only, ``config`` may also name the remote storage of a broker with tiered storage
     (``remoteStorage``, ``remoteStorage.layout``, ...; see
-    :mod:`kafkalog.log.remote_segments`): partitions then read their older segments from there,
+    :mod:`kafkalog.tiered.remote_segments`): partitions then read their older segments from there,
     and ``failOnDataLoss`` (``true``, the default, or ``false``; the Spark source's option) says
     whether offsets deleted from remote storage fail a read with
     :class:`~kafkalog.errors.DataLossError` or are skipped with a warning.

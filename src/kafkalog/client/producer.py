@@ -49,6 +49,7 @@ from typing import (
 )
 
 from kafkalog.client.config import PRODUCER_DEFAULTS, client_config
+from kafkalog.client.partitioner import partition_for_key as _partition_for_key
 from kafkalog.client.producer_future import (
     FutureRecordMetadata,
     ProduceRequestResult,
@@ -69,7 +70,6 @@ from kafkalog.errors import (
     RecordTooLargeError,
 )
 from kafkalog.log.manager import LogManager
-from kafkalog.log.partitioner import partition_for_key as _partition_for_key
 from kafkalog.record import kernel
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress, validate_level

@@ -1,7 +1,7 @@
 """The read-only mode of the Python API: a data directory read without locking or changing it.
 
-The reading itself is the log layer's read-only view (:class:`~kafkalog.log.data_dir_view.
-DataDirView`, :class:`~kafkalog.log.partition_view.PartitionView`); this module adds what the
+The reading itself is the log layer's read-only view (:class:`~kafkalog.log.read.data_dir_view.
+DataDirView`, :class:`~kafkalog.log.read.partition_view.PartitionView`); this module adds what the
 client needs on top: the writing methods of a :class:`~kafkalog.log.manager.LogManager` refused,
 ``describe``, and the two calls the consumer makes on either kind of log.
 """
@@ -13,13 +13,13 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from kafkalog.errors import LogDirError
 from kafkalog.log.config import BOOLEAN, BrokerConfig, parse_value
-from kafkalog.log.data_dir_view import DataDirView
-from kafkalog.log.filesystem import FS_OPTIONS, files_for, is_remote, local_path
 from kafkalog.log.log import READ_UNCOMMITTED, Log
 from kafkalog.log.manager import PartitionInfo
-from kafkalog.log.partition_view import PartitionView, ViewBatch
-from kafkalog.log.partition_view import is_abort_marker as _is_abort_marker  # noqa: F401 (consumer)
-from kafkalog.log.remote_segments import remote_storage_from_options
+from kafkalog.log.read.data_dir_view import DataDirView
+from kafkalog.log.read.partition_view import PartitionView, ViewBatch
+from kafkalog.log.read.partition_view import is_abort_marker as _is_abort_marker  # noqa: F401 (consumer)
+from kafkalog.tiered.filesystem import FS_OPTIONS, files_for, is_remote, local_path
+from kafkalog.tiered.remote_segments import remote_storage_from_options
 
 __all__: List[str] = []
 

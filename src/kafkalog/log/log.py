@@ -28,13 +28,15 @@ from kafkalog.errors import (
     RecordBatchTooLargeError,
 )
 from kafkalog.log.config import LogConfig, as_log_config
-from kafkalog.log.fetch import AppendInfo, FetchDataInfo, LogOffsetMetadata
+from kafkalog.log.fetch_data_info import AppendInfo, FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.file_records import LOG_OVERHEAD, PREFIX, PREFIX_SIZE, BatchHeader, header_of_row
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
-from kafkalog.log.partition_view import (
+from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
+from kafkalog.log.read.partition_view import (
     AbortedTxnFilter,
     LiveSegment,
     ViewBatch,
@@ -42,8 +44,6 @@ from kafkalog.log.partition_view import (
     find_offset_for_timestamp,
     walk_batches,
 )
-from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
-from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.segment import LONG_MAX, LogSegment, RollParams, TimestampAndOffset, _now_ms, segment_file_name
 from kafkalog.record.constants import ATTRIBUTES_OFFSET, INT32_MAX, PRODUCER_EPOCH_OFFSET, TRANSACTIONAL_FLAG_MASK
 from kafkalog.record.crc import Buffer
@@ -730,7 +730,7 @@ class Log:
 
     def _read_view(self, from_offset: Optional[int] = None) -> List[LiveSegment]:
         """The segments (from the one holding ``from_offset``) as the read rules of
-        :mod:`kafkalog.log.partition_view` see them, up to the log end of this moment."""
+        :mod:`kafkalog.log.read.partition_view` see them, up to the log end of this moment."""
         segs, bases, end = self._view
         first = 0 if from_offset is None else max(bisect_right(bases, from_offset) - 1, 0)
         last = len(segs) - 1

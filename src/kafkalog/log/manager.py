@@ -70,7 +70,6 @@ from kafkalog.log.config import (
     parse_properties,
 )
 from kafkalog.log.data_dir import DATA_DIR, check_data_dir
-from kafkalog.log.filesystem import local_path, refuse_remote_write
 from kafkalog.log.loader import RecoveryReport
 from kafkalog.log.log import Log
 from kafkalog.log.naming import (
@@ -92,6 +91,7 @@ from kafkalog.log.protocols import Cleaner, CleanerFactory
 from kafkalog.log.retention import RetentionResult, delete_old_segments
 from kafkalog.log.scheduler import Scheduler
 from kafkalog.record.constants import INT64_MAX
+from kafkalog.tiered.filesystem import local_path, refuse_remote_write
 
 logger = logging.getLogger("kafkalog.manager")
 

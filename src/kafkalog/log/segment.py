@@ -21,7 +21,7 @@ from crc32c import crc32c
 
 from kafkalog.errors import KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log.config import LogConfig
-from kafkalog.log.fetch import EMPTY_SLICE, FetchDataInfo, FileSlice, LogOffsetMetadata
+from kafkalog.log.fetch_data_info import EMPTY_SLICE, FetchDataInfo, FileSlice, LogOffsetMetadata
 from kafkalog.log.file_records import (
     LOG_OVERHEAD,
     PREFIX,
@@ -506,8 +506,8 @@ class LogSegment:
                                  ) -> Optional[TimestampAndOffset]:
         """The first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``
         (spec §4.7), by the read path's rule
-        (:func:`kafkalog.log.partition_view.find_offset_for_timestamp`)."""
-        from kafkalog.log.partition_view import LiveSegment, find_offset_for_timestamp
+        (:func:`kafkalog.log.read.partition_view.find_offset_for_timestamp`)."""
+        from kafkalog.log.read.partition_view import LiveSegment, find_offset_for_timestamp
         start = self.base_offset if starting_offset is None else starting_offset
         return find_offset_for_timestamp([LiveSegment(self, self.size)], timestamp, start)
 

@@ -591,7 +591,7 @@ cdef class RecordsEncoder:
 
 
 # --------------------------------------------------------------------------------------------------
-# Kafka's default partitioner for one key (kafkalog.log.partitioner)
+# Kafka's default partitioner for one key (kafkalog.client.partitioner)
 
 cdef inline uint32_t _murmur2_obj(object data) except? 0xFFFFFFFF:
     cdef Py_buffer b

@@ -484,7 +484,7 @@ class RecordsEncoder:
 
 
 # --------------------------------------------------------------------------------------------------
-# Kafka's default partitioner for one key (kafkalog.log.partitioner)
+# Kafka's default partitioner for one key (kafkalog.client.partitioner)
 
 def _murmur2(data: memoryview) -> int:
     length = len(data)
@@ -513,7 +513,7 @@ def _murmur2(data: memoryview) -> int:
 
 def murmur2(data: Buffer) -> int:
     """Kafka's ``Utils.murmur2`` (seed ``0x9747b28c``) of a bytes-like ``data`` as a signed Java
-    int. The reference is :func:`kafkalog.log.partitioner.murmur2_py`; this is the per-key kernel
+    int. The reference is :func:`kafkalog.client.partitioner.murmur2_py`; this is the per-key kernel
     entry point (``TypeError`` for anything that is not bytes-like)."""
     h = _murmur2(memoryview(data).cast("B"))
     return h - 0x100000000 if h & 0x80000000 else h

@@ -19,7 +19,7 @@ from kio.index import load_response_schema
 from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
-from kafkalog.log.fetch import FileSlice
+from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic

@@ -18,7 +18,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kafkalog.log.fetch import FileSlice
+from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.server.request_queue import RequestQueue
 
 RECV_BYTES = 256 * 1024

@@ -20,7 +20,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
-from kafkalog.log.fetch import FileSlice
+from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.log.log import READ_COMMITTED as READ_COMMITTED_NAME
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire

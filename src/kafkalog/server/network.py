@@ -38,7 +38,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.fetch import FileSlice
+from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.server.api_versions import unsupported_version_response
 from kafkalog.server.apis import VERSIONS
 from kafkalog.server.broker import Broker, Response, current_listener

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
-from kafkalog.log.partition_view import PartitionView
+from kafkalog.log.read.partition_view import PartitionView
 from kafkalog.spark.log_view import PartitionDir, open_partition
 
 Key = tuple[str, str]                  # (topic, partition as a string): the offsets' JSON keys

@@ -2,10 +2,10 @@
 
 Planners and executors only *read* a data directory, which may be live (a broker or a kafkalog
 writer has it open) or a copy: they never take the ``.lock``, never recover, never write. All of
-that is :mod:`kafkalog.log.data_dir_view` / :mod:`kafkalog.log.partition_view` (partition listing,
+that is :mod:`kafkalog.log.read.data_dir_view` / :mod:`kafkalog.log.read.partition_view` (partition listing,
 checkpoints, snapshots of a partition, index lookups, offsets by timestamp); this module names
 the few calls the planner, the streaming reader and the jobs make, over local files or a URI
-(:func:`kafkalog.log.filesystem.files_for`: object stores and HDFS through ``pyarrow.fs``).
+(:func:`kafkalog.tiered.filesystem.files_for`: object stores and HDFS through ``pyarrow.fs``).
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from kafkalog.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
 )
-from kafkalog.log.data_dir_view import (
+from kafkalog.log.naming import log_file
+from kafkalog.log.read.data_dir_view import (
     PartitionDir,
     list_partition_dirs,
     read_offset_checkpoint,
 )
-from kafkalog.log.filesystem import files_for
-from kafkalog.log.naming import log_file
-from kafkalog.log.partition_view import PartitionView
-from kafkalog.log.partition_view import segment_bases as _segment_bases
-from kafkalog.log.remote_segments import RemoteStorage, open_partition_view
+from kafkalog.log.read.partition_view import PartitionView
+from kafkalog.log.read.partition_view import segment_bases as _segment_bases
+from kafkalog.tiered.filesystem import files_for
+from kafkalog.tiered.remote_segments import RemoteStorage, open_partition_view
 
 __all__ = ["PartitionDir", "PartitionBounds", "list_partitions", "segment_bases", "segment_path",
            "read_log_start_checkpoint", "read_cleaner_checkpoint", "partition_bounds",

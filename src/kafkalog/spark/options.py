@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafkalog.errors import InvalidConfigError
-from kafkalog.log.filesystem import FS_OPTIONS, files_for, local_path, refuse_remote_write
-from kafkalog.log.remote_segments import RemoteStorage, remote_storage_from_options
 from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES
 from kafkalog.spark.log_view import configure_tiered
+from kafkalog.tiered.filesystem import FS_OPTIONS, files_for, local_path, refuse_remote_write
+from kafkalog.tiered.remote_segments import RemoteStorage, remote_storage_from_options
 
 _log = logging.getLogger("kafkalog.spark")
 
@@ -50,7 +50,7 @@ SOURCE_OPTIONS = (
     "maxRecordsPerPartition", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     "maxBytesPerTrigger", "failOnDataLoss", "includeHeaders", "kafka.isolation.level",
     "isolation.level", "maxRecordsPerBatch", "pushFilters",
-    # Kafka's tiered storage (kafkalog.log.remote_segments)
+    # Kafka's tiered storage (kafkalog.tiered.remote_segments)
     "remoteStorage", "remoteStorage.layout", "remoteStorage.topicId",
     "remoteStorage.privateKeyFile",
 )

@@ -2,11 +2,11 @@
 
 ``read_range`` is what a Spark task runs for each topic-partition range it was given:
 
-1. open a snapshot of the partition (:class:`~kafkalog.log.partition_view.PartitionView`), which
+1. open a snapshot of the partition (:class:`~kafkalog.log.read.partition_view.PartitionView`), which
    seeks to the floor segment of the start offset and its byte position through the ``.index``
    and yields CRC-checked batches;
 2. skip control batches (always) and, with ``read_committed``, batches of aborted transactions
-   (:class:`~kafkalog.log.partition_view.AbortedTxnFilter`) and everything from the first offset
+   (:class:`~kafkalog.log.read.partition_view.AbortedTxnFilter`) and everything from the first offset
    of a transaction still open (Kafka's last stable offset);
 3. decode v2 records with offsets in ``[start, end)`` column-wise with the kernel's
    ``decode_columns_v2`` (:mod:`.arrow_batches`) and yield ``pa.RecordBatch``es of at most
@@ -21,7 +21,7 @@ from typing import Iterator, Optional
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.partition_view import AbortedTxnFilter
+from kafkalog.log.read.partition_view import AbortedTxnFilter
 from kafkalog.record.constants import TimestampType
 from kafkalog.spark.arrow_batches import MAX_DATA_BYTES, ColumnBuilder
 from kafkalog.spark.commit import profile

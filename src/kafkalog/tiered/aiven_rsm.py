@@ -23,7 +23,7 @@ The plugin's layout (read from its source: ``ObjectKeyFactory``, ``SegmentManife
 
 :class:`AivenPartitionFiles` presents one partition's objects as a Kafka partition directory
 (``<base>.log``, ``.index``, ``.timeindex``, ``.txnindex``) through the read-only view's
-:class:`~kafkalog.log.view_files.ViewFiles`, so :class:`~kafkalog.log.partition_view.SegmentSnapshot`
+:class:`~kafkalog.log.read.view_files.ViewFiles`, so :class:`~kafkalog.log.read.partition_view.SegmentSnapshot`
 reads them unchanged: ranged reads of the ``.log`` fetch and detransform only the chunks they
 cover (the last few kept).
 """
@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafkalog.errors import KafkalogError, RemoteStorageError
 from kafkalog.log.naming import offset_from_file_name
-from kafkalog.log.view_files import SegmentBytes, ViewFiles
+from kafkalog.log.read.view_files import SegmentBytes, ViewFiles
 
 __all__ = ["ChunkIndex", "SegmentManifest", "AivenSegment", "AivenPartitionFiles",
            "parse_manifest", "decode_chunk_sizes", "object_name",
@@ -415,7 +415,7 @@ class AivenSegment:
 
 
 class _LogRanges:
-    """The :class:`~kafkalog.log.view_files.RangeSource` of an uploaded ``.log``."""
+    """The :class:`~kafkalog.log.read.view_files.RangeSource` of an uploaded ``.log``."""
 
     def __init__(self, segment: AivenSegment) -> None:
         self.segment = segment

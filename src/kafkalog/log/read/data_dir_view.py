@@ -1,9 +1,9 @@
 """A read-only view of a data directory (one ``log.dirs`` entry): its partitions, its offset
-checkpoints and its topic configs, read through :class:`~kafkalog.log.view_files.ViewFiles`.
+checkpoints and its topic configs, read through :class:`~kafkalog.log.read.view_files.ViewFiles`.
 
 Used by the Python client's read-only mode (``kafkalog.open(dir, read_only=True)``) and by the
 Spark source. It never takes the ``.lock``, never recovers, never creates or changes a file.
-Partitions are snapshotted on first use (:class:`~kafkalog.log.partition_view.PartitionView`).
+Partitions are snapshotted on first use (:class:`~kafkalog.log.read.partition_view.PartitionView`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from kafkalog.log.naming import (
     parse_partition_dir_name,
     topic_config_file,
 )
-from kafkalog.log.partition_view import PartitionView
-from kafkalog.log.remote_segments import RemoteStorage, open_partition_view
-from kafkalog.log.view_files import LocalFiles, ViewFiles
+from kafkalog.log.read.partition_view import PartitionView
+from kafkalog.log.read.view_files import LocalFiles, ViewFiles
+from kafkalog.tiered.remote_segments import RemoteStorage, open_partition_view
 
 __all__ = ["PartitionDir", "DataDirView", "list_partition_dirs", "read_offset_checkpoint",
            "parse_topic_config"]

@@ -1,5 +1,5 @@
-"""The file access of the read-only view (:mod:`kafkalog.log.partition_view`,
-:mod:`kafkalog.log.data_dir_view`): every byte the view reads goes through one small interface,
+"""The file access of the read-only view (:mod:`kafkalog.log.read.partition_view`,
+:mod:`kafkalog.log.read.data_dir_view`): every byte the view reads goes through one small interface,
 :class:`ViewFiles` (list a directory, size, read a small file whole, read a byte range, open a
 ``.log`` as a buffer), so the same view reads a local data directory today and an object store
 (``pyarrow.fs``: listing, whole small files, ranged reads of ``.log`` files) later.

@@ -9,7 +9,7 @@ be live). What is here:
 - a segment seen by a reader (:class:`ViewSegment`): offset-index and time-index lookups, the
   aborted transactions of its ``.txnindex``, its batches from an offset. :class:`LiveSegment`
   adapts a segment of a writable log; :class:`SegmentSnapshot` reads segment files through
-  :class:`~kafkalog.log.view_files.ViewFiles` (indexes read whole and used read-only, ignoring a
+  :class:`~kafkalog.log.read.view_files.ViewFiles` (indexes read whole and used read-only, ignoring a
   preallocated all-zero tail and entries past the snapshot);
 - Kafka's rules over a segment list: the aborted transactions of a fetch
   (:func:`collect_aborted_transactions`, from the ``.txnindex`` files), the consumer's
@@ -63,9 +63,9 @@ from kafkalog.log.naming import (
     time_index_file,
     transaction_index_file,
 )
-from kafkalog.log.ranged_read import ChunkedBatches
+from kafkalog.log.read.ranged_read import ChunkedBatches
+from kafkalog.log.read.view_files import Buffer, LocalFiles, RangeSource, SegmentBytes, ViewFiles
 from kafkalog.log.segment import LogSegment, TimestampAndOffset
-from kafkalog.log.view_files import Buffer, LocalFiles, RangeSource, SegmentBytes, ViewFiles
 from kafkalog.record.batch import DefaultRecordBatch
 from kafkalog.record.constants import LOG_OVERHEAD, RECORD_OVERHEAD_V0, ControlRecordType
 from kafkalog.record.control import control_record_type
@@ -206,7 +206,7 @@ def walk_ranges(read: RangeSource, position: int, size: int, path: str, *,
     batches from byte ``position`` of a file of ``size`` bytes, up to byte ``limit`` (from the
     ``.index``: no batch past it is wanted) or the end, small first and growing with the next
     ones prefetched, or, ``whole`` (the caller reads every batch up to ``limit``), large from the
-    start (:class:`~kafkalog.log.ranged_read.ChunkedBatches`); positions are the file's."""
+    start (:class:`~kafkalog.log.read.ranged_read.ChunkedBatches`); positions are the file's."""
     hi = size if limit is None else min(limit, size)
     for start, chunk in ChunkedBatches(read, position, hi, path, whole=whole,
                                        partial_tail=hi == size):
@@ -571,7 +571,7 @@ def _segment_next_offset(seg: SegmentSnapshot) -> int:
 
 class RemoteSegments(Protocol):
     """A partition's segments in remote storage
-    (:class:`kafkalog.log.remote_segments.RemotePartition`)."""
+    (:class:`kafkalog.tiered.remote_segments.RemotePartition`)."""
     files: ViewFiles
     directory: str
     bases: List[int]

@@ -26,7 +26,7 @@ from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from kafkalog.errors import InvalidConfigError, KafkalogIOError, LogDirError
-from kafkalog.log.view_files import LocalFiles, SegmentBytes, ViewFiles
+from kafkalog.log.read.view_files import LocalFiles, SegmentBytes, ViewFiles
 
 #: URI schemes a data directory may be read from.
 SCHEMES = ("file", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "hdfs")

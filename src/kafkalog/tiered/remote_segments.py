@@ -1,13 +1,13 @@
 """Kafka's tiered storage (KIP-405) for the read-only view: the older segments of a partition
 that a remote storage manager moved out of the broker's directory, found in remote storage and
-read as :class:`~kafkalog.log.partition_view.SegmentSnapshot` s below the local ones.
+read as :class:`~kafkalog.log.read.partition_view.SegmentSnapshot` s below the local ones.
 
 Two layouts (``remoteStorage.layout``):
 
 - ``kafka``: segment files copied under Kafka's own names, ``<root>/<topic>-<partition>/
   <base>.log`` with its ``.index``, ``.timeindex`` (and ``.txnindex``);
 - ``aiven``: the objects of Aiven's remote storage manager
-  (:mod:`kafkalog.log.aiven_rsm`), ``<root>/<topic>-<topicId>/<partition>/...``.
+  (:mod:`kafkalog.tiered.aiven_rsm`), ``<root>/<topic>-<topicId>/<partition>/...``.
 
 Options (case-insensitive, the same for ``kafkalog.open(..., read_only=True)`` and the Spark
 source): ``remoteStorage`` (a local path or URI; its ``fs.*`` options are the data directory's),
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional
 
 from kafkalog.errors import InvalidConfigError, RemoteStorageError
-from kafkalog.log.aiven_rsm import AivenPartitionFiles, list_aiven_segments, load_private_key
-from kafkalog.log.filesystem import files_for
 from kafkalog.log.naming import offset_index_file, time_index_file
-from kafkalog.log.partition_view import PartitionView, segment_bases
-from kafkalog.log.view_files import ViewFiles
+from kafkalog.log.read.partition_view import PartitionView, segment_bases
+from kafkalog.log.read.view_files import ViewFiles
+from kafkalog.tiered.aiven_rsm import AivenPartitionFiles, list_aiven_segments, load_private_key
+from kafkalog.tiered.filesystem import files_for
 
 __all__ = ["RemoteStorage", "REMOTE_STORAGE_OPTIONS", "LAYOUTS", "remote_storage_from_options",
            "RemotePartition", "remote_partition", "topic_id_of", "open_partition_view"]
@@ -54,7 +54,7 @@ def remote_storage_from_options(options: Mapping[str, Any]) -> Optional[RemoteSt
     """The :class:`RemoteStorage` of ``remoteStorage*`` options (None without
     ``remoteStorage``); unknown ``remoteStorage.*`` keys and bad values are an
     :class:`InvalidConfigError`."""
-    from kafkalog.log.filesystem import FS_OPTIONS
+    from kafkalog.tiered.filesystem import FS_OPTIONS
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     for key in opts:
         if key.startswith("remotestorage") and key not in REMOTE_STORAGE_OPTIONS:
