@@ -69,8 +69,8 @@ class KafkalogAdapter:
 
     def __init__(self) -> None:
         from kafkalog.record import kernel
-        from kafkalog.record.batch import batch_at
         from kafkalog.record.builder import BatchBuilder
+        from kafkalog.record.records import batch_at
         self.kernel = kernel.IMPLEMENTATION
         self.Builder = BatchBuilder
         self.batch_at = batch_at

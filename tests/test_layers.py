@@ -1,10 +1,18 @@
-"""Layering: imports only point downwards (record -> log -> cleaner -> surfaces), and the cleaner
-reaches the data directory from the layer above (``kafkalog.open`` hands it to the log manager)."""
+"""Layering: imports only point downwards through the six layers (record -> log (+ tiered
+storage beside it) -> cleaner -> coordinator -> the surfaces side by side -> cli), the surfaces
+import none of each other, no module import cycle exists, and the cleaner reaches the data
+directory from the layer above (``kafkalog.open`` hands it to the log manager).
+
+The static checks read every module's imports from its source (module level and inside functions,
+not those under ``if TYPE_CHECKING:``): an import that only runs later (a lazy one in a function)
+is an import all the same."""
+import ast
 import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import kafkalog
 from kafkalog.log.checkpoint import OffsetCheckpointFile
@@ -19,13 +27,158 @@ print(json.dumps(sorted(n for n in sys.modules if n.startswith("kafkalog."))))
 """
 
 _ABOVE = {
-    "record": ("kafkalog.log", "kafkalog.cleaner", "kafkalog.coordinator", "kafkalog.client",
+    "record": ("kafkalog.log", "kafkalog.tiered", "kafkalog.cleaner", "kafkalog.coordinator",
+               "kafkalog.client", "kafkalog.aio", "kafkalog.server", "kafkalog.spark", "kafkalog.cli"),
+    "log": ("kafkalog.tiered", "kafkalog.cleaner", "kafkalog.coordinator", "kafkalog.client",
+            "kafkalog.aio", "kafkalog.server", "kafkalog.spark", "kafkalog.cli"),
+    "tiered": ("kafkalog.cleaner", "kafkalog.coordinator", "kafkalog.client", "kafkalog.aio",
                "kafkalog.server", "kafkalog.spark", "kafkalog.cli"),
-    "log": ("kafkalog.cleaner", "kafkalog.coordinator", "kafkalog.client", "kafkalog.server",
-            "kafkalog.spark", "kafkalog.cli"),
-    "cleaner": ("kafkalog.coordinator", "kafkalog.client", "kafkalog.server", "kafkalog.spark",
-                "kafkalog.cli"),
+    "cleaner": ("kafkalog.coordinator", "kafkalog.client", "kafkalog.aio", "kafkalog.server",
+                "kafkalog.spark", "kafkalog.cli"),
+    "coordinator": ("kafkalog.client", "kafkalog.aio", "kafkalog.server", "kafkalog.spark",
+                    "kafkalog.cli"),
+    "client": ("kafkalog.aio", "kafkalog.server", "kafkalog.spark", "kafkalog.cli"),
+    "server": ("kafkalog.client", "kafkalog.aio", "kafkalog.spark", "kafkalog.cli"),
+    "spark": ("kafkalog.client", "kafkalog.aio", "kafkalog.server", "kafkalog.cli"),
 }
+
+
+#: the layer of each package of kafkalog (``errors``: below every layer)
+LAYERS = {"errors": 0, "record": 1, "log": 2, "tiered": 2, "cleaner": 3, "coordinator": 4,
+          "client": 5, "aio": 5, "server": 5, "spark": 5, "cli": 6}
+#: the surfaces of layer 5: none imports another (``aio`` is the client's asyncio face)
+SURFACES = {"client": "client", "aio": "client", "server": "server", "spark": "spark"}
+PACKAGE = Path(kafkalog.__file__).parent
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or \
+        (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def import_graph() -> dict:
+    """``{module: {imported kafkalog module, ...}}`` of every module of the package, from their
+    sources: every ``import kafkalog...`` / ``from kafkalog... import`` (a name imported from a
+    package counts as its submodule when it is one), wherever it is, except under
+    ``if TYPE_CHECKING:``."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        modules[name] = path
+
+    def resolve(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for name, path in modules.items():
+        found = _imported(ast.parse(path.read_text(), str(path)), resolve, modules)
+        found.discard(name)
+        found.discard("kafkalog")       # the root package: its lazy re-export of the client
+        graph[name] = found
+    return graph
+
+
+def _imported(tree: ast.AST, resolve, modules: dict) -> set:
+    """The kafkalog modules ``tree`` imports (not under ``if TYPE_CHECKING:``)."""
+    found: set = set()
+    todo = list(ast.iter_child_nodes(tree))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            found.update(resolve(a.name) for a in node.names if a.name.startswith("kafkalog"))
+        elif (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+              and node.module.startswith("kafkalog")):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                found.add(full if full in modules else resolve(node.module))
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def test_every_module_is_in_a_layer():
+    unplaced = sorted(m for m in import_graph() if m != "kafkalog" and _package(m) not in LAYERS)
+    assert unplaced == [], "modules outside the six layers (add their package to LAYERS)"
+
+
+def test_imports_point_downwards_through_the_six_layers():
+    """No module imports a higher layer, no surface imports another, and the log layer never
+    imports tiered storage (which builds on it)."""
+    wrong = []
+    for a, imported in import_graph().items():
+        pa = _package(a)
+        if pa not in LAYERS:
+            continue
+        for b in imported:
+            pb = _package(b)
+            if LAYERS[pb] > LAYERS[pa]:
+                wrong.append(f"{a} -> {b} (layer {LAYERS[pa]} imports layer {LAYERS[pb]})")
+            elif pa in SURFACES and pb in SURFACES and SURFACES[pa] != SURFACES[pb]:
+                wrong.append(f"{a} -> {b} (a surface imports another)")
+            elif (pa, pb) in (("log", "tiered"), ("client", "aio")):
+                wrong.append(f"{a} -> {b} ({pa} imports {pb}, which builds on it)")
+    assert wrong == []
+
+
+def strongly_connected(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on_stack: set = set()
+    found: list = []
+    counter = [0]
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_no_import_cycle():
+    """No two modules import each other, directly or through others (a lazy import in a function
+    breaks nothing at import time, but the modules still depend on each other)."""
+    assert strongly_connected(import_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    """The check is not vacuous: a cycle, direct or through a third module, is found."""
+    assert strongly_connected({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c"]]
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
 def _loaded_after_importing(layer: str) -> list:
@@ -45,7 +198,7 @@ def test_every_layer_imports_only_downwards():
     for layer, above in _ABOVE.items():
         loaded = _loaded_after_importing(layer)
         assert f"kafkalog.{layer}" in loaded
-        upward = [n for n in loaded if n.startswith(above)]
+        upward = [n for n in loaded if f"kafkalog.{_package(n)}" in above]
         assert upward == [], f"kafkalog.{layer} imports {upward}"
 
 

@@ -10,12 +10,19 @@ both appear in the message, so an operator can go straight to the damage::
 Codec functions work on buffers and know only positions relative to the buffer they were given; the
 file layer re-raises them with :meth:`KafkalogError.at` to add the file name and the absolute position.
 Names follow Kafka's exception names (CorruptRecordException -> CorruptRecordError, ...).
+
+Every error class of every layer is here, in sections by layer, each defined once (the layers
+raise them from here; their old homes import them), and all are exported by :mod:`kafkalog`.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+if TYPE_CHECKING:
+    from kafkalog.log.naming import TopicPartition
 
 
 class KafkalogError(Exception):
@@ -155,6 +162,11 @@ class InvalidConfigError(KafkalogError):
     """A configuration key or value Kafka would refuse."""
 
 
+class InvalidIsolationLevelError(InvalidConfigError, ValueError):
+    """An isolation level that is neither ``read_uncommitted`` nor ``read_committed`` (also a
+    ValueError)."""
+
+
 class LogDirError(KafkalogError):
     """A data directory problem: cannot lock it, cannot create it, a malformed partition directory."""
 
@@ -180,6 +192,118 @@ class NonEmptyGroupError(KafkalogError):
     """A change refused because the consumer group has members (Kafka: GroupNotEmptyException)."""
 
 
+class ProducerTimeoutError(KafkalogError):
+    """Kafka: TimeoutException (a producer's future not resolved within the time asked)."""
+
+
+# --- the record layer --------------------------------------------------------------------------
+
+class InvalidArgumentError(InvalidRecordError, ValueError):
+    """An argument Kafka would refuse with IllegalArgumentException (builders, mutations); also a
+    ValueError."""
+
+
+class KernelBuildError(KafkalogError):
+    """The compiled kernels are a partial or stale build: rebuild them
+    (``python setup.py build_ext --inplace``) or set ``KAFKALOG_PURE_PYTHON=1``."""
+
+
+# --- the log layer -----------------------------------------------------------------------------
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """Kafka: OutOfOrderSequenceException."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """Kafka: InvalidProducerEpochException (epoch older than the last seen one)."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """Kafka: InvalidTxnStateException (non-transactional write during an open transaction)."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """Kafka: TransactionCoordinatorFencedException (coordinator epoch went backwards)."""
+
+
+class IndexEntryOutOfRangeError(KafkalogError, IndexError):
+    """``entry(n)`` with ``n`` outside ``0 .. entries-1`` (Kafka: IllegalArgumentException)."""
+
+
+class IndexOffsetOverflowError(LogSegmentOffsetOverflowError):
+    """An offset that does not fit ``offset - base_offset`` in ``0 .. Int.MAX``
+    (Kafka: IndexOffsetOverflowException)."""
+
+
+class ReadOnlyIndexError(KafkalogIOError):
+    """A write to an index opened read-only."""
+
+
+class TimestampOrderError(InvalidOffsetError):
+    """A time-index append with a timestamp below the last one (Kafka: IllegalStateException)."""
+
+
+class InvalidEpochError(KafkalogError, ValueError):
+    """A negative epoch or start offset given to :meth:`LeaderEpochFileCache.assign`
+    (Kafka: IllegalArgumentException)."""
+
+
+# --- the cleaner -------------------------------------------------------------------------------
+
+class CleaningAbortedError(KafkalogError):
+    """Cleaning of a partition was aborted (partition truncated, deleted, or segments removed by
+    retention while cleaning); nothing is lost, the next round starts over."""
+
+
+# --- the coordinator ---------------------------------------------------------------------------
+
+class CorruptTransactionLogError(KafkalogError):
+    """A ``__transaction_state`` record that does not decode."""
+
+
+class ProducerFencedError(ProducerStateError):
+    """Kafka: ProducerFencedException (a newer producer with the same transactional.id took over)."""
+
+
+class InvalidTransactionTimeoutError(KafkalogError):
+    """Kafka: InvalidTxnTimeoutException (``transaction.timeout.ms`` above ``transaction.max.timeout.ms``)."""
+
+
+class CorruptProducerIdsError(KafkalogError):
+    """The producer-id reservation file cannot be read."""
+
+
+# --- the embedded client -----------------------------------------------------------------------
+
+class NoOffsetForPartitionError(InvalidOffsetError):
+    """No position, no committed offset and ``auto.offset.reset=none`` (Kafka's
+    NoOffsetForPartitionException). ``partitions`` lists them."""
+
+    def __init__(self, message: str, partitions: Sequence[TopicPartition] = (), **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.partitions = list(partitions)
+
+
+class ConsumerOffsetOutOfRangeError(OffsetOutOfRangeError):
+    """A position outside the log with ``auto.offset.reset=none`` (Kafka's
+    OffsetOutOfRangeException): ``offsets`` maps each partition to its position."""
+
+    def __init__(self, message: str, offsets: Mapping[TopicPartition, int] | None = None,
+                 **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.offsets = dict(offsets or {})
+
+
+class IllegalStateError(KafkalogError):
+    """A call the consumer's state does not allow (Kafka's IllegalStateException)."""
+
+
+# --- the Spark source and sink -----------------------------------------------------------------
+
+class InvalidOptionError(InvalidConfigError):
+    """An option of the kafkalog Spark source or sink has an invalid value or combination."""
+
+
 __all__ = [
     "KafkalogError", "CorruptRecordError", "InvalidRecordError", "CompressionError",
     "UnsupportedCompressionTypeError", "UnsupportedMagicError", "RecordTooLargeError",
@@ -188,5 +312,26 @@ __all__ = [
     "CorruptSnapshotError", "CorruptCheckpointError", "InvalidTopicError", "TopicExistsError",
     "InvalidConfigError",
     "LogDirError", "KafkalogIOError", "ProducerStateError", "CleanerError",
-    "GroupIdNotFoundError", "NonEmptyGroupError",
+    "GroupIdNotFoundError", "NonEmptyGroupError", "InvalidIsolationLevelError",
+    "ProducerTimeoutError",
+    "InvalidArgumentError",
+    "KernelBuildError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
+    "IndexEntryOutOfRangeError",
+    "IndexOffsetOverflowError",
+    "ReadOnlyIndexError",
+    "TimestampOrderError",
+    "InvalidEpochError",
+    "CleaningAbortedError",
+    "CorruptTransactionLogError",
+    "ProducerFencedError",
+    "InvalidTransactionTimeoutError",
+    "CorruptProducerIdsError",
+    "NoOffsetForPartitionError",
+    "ConsumerOffsetOutOfRangeError",
+    "IllegalStateError",
+    "InvalidOptionError",
 ]

@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.cleaner import _kernel_py
-from kafkalog.record.batch import batch_at
 from kafkalog.record.builder import build_batch
+from kafkalog.record.records import batch_at
 
 try:
     from kafkalog.cleaner import _kernel as _kc

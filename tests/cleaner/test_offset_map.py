@@ -6,8 +6,8 @@ import pytest
 
 from kafkalog.cleaner import SkimpyOffsetMap
 from kafkalog.errors import CleanerError
-from kafkalog.record.batch import batch_at
 from kafkalog.record.builder import build_batch
+from kafkalog.record.records import batch_at
 
 
 def test_basic_put_get():

@@ -12,8 +12,9 @@ import pytest
 
 import kafkalog
 from kafkalog.errors import KafkalogIOError
-from kafkalog.log.read.partition_view import PartitionView, walk_batches
+from kafkalog.log.read.partition_view import PartitionView
 from kafkalog.log.read.ranged_read import ChunkedBatches
+from kafkalog.log.read.walk import walk_batches
 from kafkalog.tiered.filesystem import resolve
 
 RECORDS = 20_000

@@ -10,8 +10,8 @@ import pytest
 
 import kafkalog
 from kafkalog.log.index.offset_index import OffsetIndex
-from kafkalog.log.read.partition_view import walk_batches
 from kafkalog.log.read.ranged_read import ChunkedBatches, byte_range
+from kafkalog.log.read.walk import walk_batches
 from kafkalog.tiered.filesystem import resolve
 
 RECORDS = 20_000

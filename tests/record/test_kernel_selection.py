@@ -28,11 +28,11 @@ import json, warnings
 warnings.simplefilter("always")
 with warnings.catch_warnings(record=True) as caught:
     import kafkalog.record.kernel as r, kafkalog.cleaner.kernel as c, kafkalog.spark.kernel as s
-    import kafkalog.record.header_walk as w, kafkalog.log.kernel as g
+    import kafkalog.record.header_walk as w, kafkalog.log.kernel as g, kafkalog.client.kernel as k
     import kafkalog.server.request_bounds as b
 print(json.dumps({
-    "implementations": [m.IMPLEMENTATION for m in (r, w, g, c, s, b)],
-    "modules": [m.implementation_module.__name__ for m in (r, w, g, c, s, b)],
+    "implementations": [m.IMPLEMENTATION for m in (r, w, g, c, k, s, b)],
+    "modules": [m.implementation_module.__name__ for m in (r, w, g, c, k, s, b)],
     "warnings": [f"{w.category.__name__}: {w.message}" for w in caught],
 }))
 """
@@ -71,7 +71,7 @@ def test_pure_python_env_selects_every_pure_twin():
     done = _run(PACKAGE.parent, KAFKALOG_PURE_PYTHON="1")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert out["implementations"] == ["python"] * 6
+    assert out["implementations"] == ["python"] * len(KERNELS)
     assert out["modules"] == [pair.pure for pair in KERNELS]
     assert out["warnings"] == []
 
@@ -81,7 +81,7 @@ def test_a_full_build_selects_every_compiled_kernel():
     done = _run(PACKAGE.parent)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert out["implementations"] == ["cython"] * 6
+    assert out["implementations"] == ["cython"] * len(KERNELS)
     assert out["modules"] == [pair.compiled for pair in KERNELS]
 
 
@@ -99,7 +99,7 @@ def test_a_partial_build_is_refused_naming_the_missing_kernel(package_copy: Path
     # ... unless pure Python is asked for
     done = _run(package_copy, KAFKALOG_PURE_PYTHON="1")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["implementations"] == ["python"] * 6
+    assert json.loads(done.stdout)["implementations"] == ["python"] * len(KERNELS)
 
 
 @needs_build
@@ -128,7 +128,7 @@ def test_no_compiled_kernel_falls_back_to_pure_python_with_a_warning(package_cop
     done = _run(package_copy)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert out["implementations"] == ["python"] * 6
+    assert out["implementations"] == ["python"] * len(KERNELS)
     assert out["modules"] == [pair.pure for pair in KERNELS]
     assert len(out["warnings"]) == 1
     assert out["warnings"][0].startswith("KernelWarning: ")

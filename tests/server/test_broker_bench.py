@@ -25,7 +25,8 @@ def test_the_broker_benchmark_runs_every_peer(tmp_path: Path) -> None:
          "--fetch-blocks", "2", "--latency-requests", "20", "--data-dir", str(tmp_path),
          "--peers", "memory"],
         capture_output=True, text=True, timeout=180, check=False,
-        env={**os.environ, "PYTHONPATH": str(BENCH.parents[1])})
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH.parents[1] / "src"),
+                                                          str(BENCH.parents[1])])})
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     kinds = {(r["type"], r.get("broker")) for r in rows}

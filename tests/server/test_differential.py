@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 
 from kafkalog.record.builder import build_batch
-from kafkalog.server.api_versions import advertised
-from kafkalog.server.apis import APIS
+from kafkalog.server.apis import ADVERTISED, APIS
 from tests import kafka44
 from tests.server import differential as d
 from tests.server.broker_process import BrokerProcess
@@ -125,7 +124,7 @@ def s_admin_describe(c: d.Conn) -> None:
 
 
 def s_api_versions(c: d.Conn) -> None:
-    ours = advertised()
+    ours = ADVERTISED
 
     def view(p: Any) -> Any:
         keys = {k["api_key"]: {"min": k["min_version"], "max": k["max_version"]} for k in p.pop("api_keys")}
@@ -740,7 +739,7 @@ def test_every_listed_difference_still_occurs(pair: tuple[int, int]) -> None:
         f"{a.case} / {a.field}" for a in stale)
     # every API at every version ApiVersions advertises was asked
     asked = {m.group(1) for m in (re.match(r"^(\w+ v\d+)", label) for label in LABELS) if m}
-    advertised_versions = {f"{APIS[key][0]} v{v}" for key, (lo, hi) in advertised().items()
+    advertised_versions = {f"{APIS[key][0]} v{v}" for key, (lo, hi) in ADVERTISED.items()
                            for v in range(lo, hi + 1)}
     missing = sorted(advertised_versions - asked)
     assert not missing, f"advertised but never asked: {missing}"

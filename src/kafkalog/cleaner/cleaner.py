@@ -33,11 +33,18 @@ from kafkalog.cleaner.swap import CleaningAbortedError, crash_point, replace_seg
 from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.errors import CorruptRecordError, KafkalogError
 from kafkalog.log import fsutil
+from kafkalog.log.config import BrokerConfig
 from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.log import Log
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, SEGMENT_SUFFIXES, TopicPartition
 from kafkalog.log.segment import LogSegment
-from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.constants import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    INT32_MAX,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
+)
 from kafkalog.record.records import iter_batches
 
 __all__ = ["Cleaner", "LogToClean", "last_records_of_active_producers", "CleaningAbortedError"]
@@ -83,14 +90,14 @@ def last_records_of_active_producers(log: Log, now: int) -> Dict[int, LastRecord
             ldo = e.last_data_offset
             out[pid] = LastRecord(ldo if ldo >= 0 else None, e.producer_epoch)
         return out
-    expiration = 86_400_000
+    expiration = int(BrokerConfig({}).producer_id_expiration_ms)   # (the broker's default)
     state: Dict[int, list] = {}
     for seg in log.segments:
         fd = seg.log.fd
         for h in seg.log.iter_headers(0):
-            if h.magic < 2 or h.size < 61:
+            if h.magic < 2 or h.size < RECORD_BATCH_OVERHEAD:
                 continue
-            pid, epoch = _PID_EPOCH.unpack(os.pread(fd, 10, h.position + 43))
+            pid, epoch = _PID_EPOCH.unpack(os.pread(fd, _PID_EPOCH.size, h.position + PRODUCER_ID_OFFSET))
             if pid < 0:
                 continue
             st = state.setdefault(pid, [None, epoch, h.max_timestamp])
@@ -212,7 +219,7 @@ class Cleaner:
     """
 
     def __init__(self, offset_map: SkimpyOffsetMap, *, io_buffer_size: int = 256 * 1024,
-                 max_io_buffer_size: int = 1048588, throttler: Optional[Throttler] = None,
+                 max_io_buffer_size: int = DEFAULT_MAX_MESSAGE_BYTES, throttler: Optional[Throttler] = None,
                  check_done: Optional[Callable[[TopicPartition], None]] = None,
                  clock: Optional[Callable[[], int]] = None) -> None:
         import time
@@ -319,7 +326,7 @@ class Cleaner:
                     try:
                         read, full = m.put_batch_v2(body, batch.count, batch.base_offset, start)
                     except KafkalogError as e:
-                        raise e.at(seg.log_path, chunk_pos + batch.position + 61) from None
+                        raise e.at(seg.log_path, chunk_pos + batch.position + RECORDS_OFFSET) from None
                     finally:
                         if isinstance(body, memoryview):
                             body.release()

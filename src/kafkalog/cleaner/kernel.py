@@ -1,28 +1,22 @@
 """The cleaner kernel of this process: the compiled ``_kernel`` or its pure-Python twin
 ``_kernel_py`` (the offset map's per-record loops), chosen for every layer at once by
-:mod:`kafkalog.record.kernel_selection`.
-
-Re-exports the kernel's API: ``offset_map_put_hash``, ``offset_map_get_hash``,
-``offset_map_put_v2``, ``offset_map_filter_v2``, ``offset_map_build_v2``, ``offset_map_clean_v2``,
-``CLEANER_MD5`` (``"openssl"`` / ``"hashlib"``), ``CLEANER_MD5_X4`` and ``IMPLEMENTATION``.
+:mod:`kafkalog.record.kernel_selection`. Re-exports the twin's ``__all__`` and
+``implementation_module`` (the module in use).
 """
 from __future__ import annotations
 
-from kafkalog.record.kernel_selection import load_kernel
+from typing import TYPE_CHECKING
 
-#: the module in use (``kafkalog.cleaner._kernel`` or ``kafkalog.cleaner._kernel_py``)
-implementation_module = load_kernel("kafkalog.cleaner._kernel")
+from kafkalog.record.kernel_selection import kernel_exports
 
-IMPLEMENTATION: str = implementation_module.IMPLEMENTATION
-CLEANER_MD5: str = implementation_module.CLEANER_MD5
-CLEANER_MD5_X4: bool = implementation_module.CLEANER_MD5_X4
-offset_map_put_hash = implementation_module.offset_map_put_hash
-offset_map_get_hash = implementation_module.offset_map_get_hash
-offset_map_put_v2 = implementation_module.offset_map_put_v2
-offset_map_filter_v2 = implementation_module.offset_map_filter_v2
-offset_map_build_v2 = implementation_module.offset_map_build_v2
-offset_map_clean_v2 = implementation_module.offset_map_clean_v2
+if TYPE_CHECKING:       # the selected kernel, typed by its pure-Python twin
+    from types import ModuleType
 
-__all__ = ["CLEANER_MD5", "CLEANER_MD5_X4", "IMPLEMENTATION", "implementation_module",
-           "offset_map_build_v2", "offset_map_clean_v2", "offset_map_filter_v2",
-           "offset_map_get_hash", "offset_map_put_hash", "offset_map_put_v2"]
+    from kafkalog.cleaner._kernel_py import *  # noqa: F403
+
+    implementation_module: ModuleType
+    __all__: list[str]
+else:
+    _exports = kernel_exports("kafkalog.cleaner._kernel")
+    globals().update(_exports)
+    __all__ = list(_exports)

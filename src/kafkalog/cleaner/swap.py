@@ -24,7 +24,7 @@ import os
 import signal
 from typing import Callable, Optional, Sequence
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import CleaningAbortedError
 from kafkalog.log.log import Log
 from kafkalog.log.segment import LogSegment
 
@@ -33,11 +33,6 @@ __all__ = ["replace_segments", "CRASH_STEPS", "CRASH_ENV", "crash_point", "Clean
 CRASH_ENV = "KAFKALOG_CLEANER_CRASH_AT"
 CRASH_STEPS = ("cleaned-written", "swap-partial", "swap-renamed", "deleted-partial",
                "old-deleted", "unswap-partial", "swapped")
-
-
-class CleaningAbortedError(KafkalogError):
-    """Cleaning of a partition was aborted (partition truncated, deleted, or segments removed by
-    retention while cleaning); nothing is lost, the next round starts over."""
 
 
 def crash_point(step: str) -> None:

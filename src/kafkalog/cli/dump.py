@@ -5,7 +5,7 @@ JSON lines with the field names of Kafka's own record readers (``type`` = ``batc
 ``summary``, plus ``file`` and ``error`` lines), keys and values as ``consume`` prints them (UTF-8
 text, else base64 named in ``keyEncoding``/``valueEncoding``; ``--encoding hex`` gives the form
 of the oracle's ``.oracle.jsonl`` files). Files are dispatched by suffix in :data:`DUMPERS`
-(``.log`` here; other file kinds register their own dumper there).
+(``.log`` here; the other file kinds' dumpers are :mod:`kafkalog.cli.dump_indexes`').
 """
 from __future__ import annotations
 
@@ -14,13 +14,20 @@ import json
 import mmap
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
 from kafkalog.cli.dump_decoders import Decoded, RecordDecoder, offsets_decoder, transaction_log_decoder
+from kafkalog.cli.dump_indexes import (
+    dump_metadata_file,
+    dump_offset_index,
+    dump_snapshot,
+    dump_time_index,
+    dump_txn_index,
+)
 from kafkalog.cli.dump_kraft import kraft_control
+from kafkalog.cli.dump_options import DumpOptions
 from kafkalog.cli.output import (
     BYTES_ENCODINGS,
     EXIT_ERROR,
@@ -40,33 +47,13 @@ __all__ = ["dump", "DumpOptions", "DUMPERS", "register_dumper", "dump_records_fi
 
 
 
-@dataclass
-class DumpOptions:
-    """Options shared by every dumper (names as kafka-dump-log.sh)."""
-
-    deep_iteration: bool = False
-    print_data_log: bool = False
-    skip_record_metadata: bool = False
-    max_bytes: Optional[int] = None
-    max_message_size: int = 5 * 1024 * 1024
-    verify_index_only: bool = False
-    index_sanity_check: bool = False
-    json: bool = False
-    #: keys, values and header values in JSON lines: text (UTF-8, else base64 named in
-    #: keyEncoding/valueEncoding, as ``consume`` prints them), base64, or hex (the oracle files')
-    encoding: str = "text"
-    #: kafka-dump-log.sh's --offsets-decoder / --transaction-log-decoder (:mod:`kafkalog.cli.dump_decoders`)
-    decoder: Optional[RecordDecoder] = None
-    out: TextIO = field(default_factory=lambda: sys.stdout)
-    err: TextIO = field(default_factory=lambda: sys.stderr)
-
-    @property
-    def deep(self) -> bool:
-        return self.deep_iteration or self.print_data_log
-
-
-#: suffix -> dumper(path, options) -> exit status (0 ok, 1 errors found)
-DUMPERS: Dict[str, Callable[[str, DumpOptions], int]] = {}
+#: suffix -> dumper(path, options) -> exit status (0 ok, 1 errors found): ``.log`` here, the
+#: indexes, producer snapshots and metadata files in :mod:`kafkalog.cli.dump_indexes`
+DUMPERS: Dict[str, Callable[[str, DumpOptions], int]] = {
+    ".index": dump_offset_index, ".timeindex": dump_time_index, ".txnindex": dump_txn_index,
+    ".snapshot": dump_snapshot, "": dump_metadata_file, ".metadata": dump_metadata_file,
+    ".properties": dump_metadata_file, ".kafka_cleanshutdown": dump_metadata_file,
+}
 
 
 def register_dumper(suffix: str, fn: Callable[[str, DumpOptions], int]) -> None:
@@ -423,7 +410,3 @@ def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata,
             report_error(e, opts.json)
     opts.out.flush()
     sys.exit(status)
-
-
-# the dumpers of .index/.timeindex/.txnindex/.snapshot and checkpoint files register themselves
-from kafkalog.cli import dump_indexes as _dump_indexes  # noqa: E402,F401

@@ -8,7 +8,7 @@ checkpoint and metadata files of a data directory (``recovery-point-offset-check
 Text output is kafka-dump-log.sh's; ``--format json`` prints JSON lines (``type`` =
 ``indexEntry`` / ``timeIndexEntry`` / ``mismatch`` / ``outOfOrder`` / ``notFound`` /
 ``txnIndexEntry`` / ``producer`` / ``checkpointEntry`` / ``epochEntry`` / ``metadata`` /
-``summary``). Registered into :data:`kafkalog.cli.dump.DUMPERS`.
+``summary``). Listed in :data:`kafkalog.cli.dump.DUMPERS`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
-from kafkalog.cli.dump import DumpOptions, register_dumper
+from kafkalog.cli.dump_options import DumpOptions
 from kafkalog.cli.segment_check import (
     IndexCheck,
     LogScan,
@@ -302,13 +302,3 @@ def dump_metadata_file(path: str, opts: DumpOptions) -> int:
         return 0
     opts.err.write(f"Ignoring unknown file {path}\n")
     return 0
-
-
-register_dumper(".index", dump_offset_index)
-register_dumper(".timeindex", dump_time_index)
-register_dumper(".txnindex", dump_txn_index)
-register_dumper(".snapshot", dump_snapshot)
-register_dumper("", dump_metadata_file)
-register_dumper(".metadata", dump_metadata_file)
-register_dumper(".properties", dump_metadata_file)
-register_dumper(".kafka_cleanshutdown", dump_metadata_file)

@@ -21,37 +21,32 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from re import Pattern
-from typing import TYPE_CHECKING, Any, NamedTuple, Self
+from typing import Any, NamedTuple, Self, cast
 
 from kafkalog.client.config import CONSUMER_DEFAULTS, client_config
-from kafkalog.client.readonly import (
-    _committed_view,
-    _is_abort_marker,
-    _iter_batches,
-    _ReadOnlyManager,
-)
+from kafkalog.client.kernel import ConsumerRecord, decode_consumer_records
+from kafkalog.client.readonly import _ReadOnlyManager
 from kafkalog.client.wakeup import AppendNotifier, FileWatcher, Wakeup
 from kafkalog.coordinator.group_metadata import ConsumerGroupMetadata
 from kafkalog.coordinator.offsets import OffsetAndMetadata, OffsetsStore
 from kafkalog.errors import (
+    ConsumerOffsetOutOfRangeError,
+    IllegalStateError,
     InvalidConfigError,
-    InvalidOffsetError,
     InvalidTopicError,
     KafkalogError,
     LogDirError,
-    OffsetOutOfRangeError,
+    NoOffsetForPartitionError,
 )
 from kafkalog.log.log import Log
 from kafkalog.log.naming import TopicPartition
-from kafkalog.record.kernel import decode_consumer_records
-
-if TYPE_CHECKING:      # the compiled kernel's record class, typed by its pure-Python twin
-    from kafkalog.record._kernel_py import ConsumerRecord
-else:
-    from kafkalog.record.kernel import ConsumerRecord
-from kafkalog.record.records import iter_batches
+from kafkalog.log.read.reader import PartitionReader, ReadablePartition
+from kafkalog.log.read.walk import ViewBatch
+from kafkalog.record.batch import DefaultRecordBatch
+from kafkalog.record.constants import IsolationLevel, TimestampType
+from kafkalog.record.legacy import LegacyRecordBatch
 
 __all__ = [
     "Consumer",
@@ -61,11 +56,9 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "TopicPartition",
-    "read_batches",
+    "batch_records",
 ]
 
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
 _RESETS = ("earliest", "latest", "none")
 #: how often a read-only consumer looks at the files where inotify is not available
 FILE_POLL_INTERVAL_MS = 50
@@ -77,119 +70,36 @@ class OffsetAndTimestamp(NamedTuple):
     leader_epoch: int | None = None
 
 
-class NoOffsetForPartitionError(InvalidOffsetError):
-    """No position, no committed offset and ``auto.offset.reset=none`` (Kafka's
-    NoOffsetForPartitionException). ``partitions`` lists them."""
+# --- records as a consumer sees them ----------------------------------------------------------------
 
-    def __init__(self, message: str, partitions: Sequence[TopicPartition] = (), **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.partitions = list(partitions)
-
-
-class ConsumerOffsetOutOfRangeError(OffsetOutOfRangeError):
-    """A position outside the log with ``auto.offset.reset=none`` (Kafka's
-    OffsetOutOfRangeException): ``offsets`` maps each partition to its position."""
-
-    def __init__(self, message: str, offsets: Mapping[TopicPartition, int] | None = None,
-                 **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.offsets = dict(offsets or {})
-
-
-class IllegalStateError(KafkalogError):
-    """A call the consumer's state does not allow (Kafka's IllegalStateException)."""
-
-
-# --- batches as a consumer sees them ----------------------------------------------------------------
-
-def read_batches(log: Any, start: int, end: int, committed: bool,
-                 decode: bool = True) -> Iterator[tuple[Any, bool]]:
-    """``(batch, visible)`` for every batch holding offsets in ``[start, end)``: ``visible`` is False
-    for control batches and, with ``committed``, for the batches of aborted transactions (Kafka's
-    consumer rules: the aborted transactions of the ``.txnindex`` are matched by producer id from their
-    first offset until their ABORT marker). Corrupt data raises, naming the file and position;
-    ``decode=False`` leaves the records of v2 batches to the caller (CRCs are still checked)."""
-    aborted: list[tuple[int, int]] = []
-    if committed:
-        _lso, aborted = _committed_view(log, start)
-        aborted.sort(key=lambda a: a[1])
-    aborted_pids: set[int] = set()
-    ai = 0
-    n_aborted = len(aborted)
-    for batch in _valid_batches(log, start, end, decode):
-        if batch.magic < 2:
-            yield batch, True
-            continue
-        if batch.base_offset >= end:
-            return
-        ctrl = batch.is_control
-        if n_aborted and batch.producer_id >= 0:
-            last = batch.last_offset
-            while ai < n_aborted and aborted[ai][1] <= last:
-                aborted_pids.add(aborted[ai][0])
-                ai += 1
-            pid = batch.producer_id
-            if ctrl:
-                if pid in aborted_pids and _is_abort_marker(batch):
-                    aborted_pids.discard(pid)
-                yield batch, False
-                continue
-            if batch.is_transactional and pid in aborted_pids:
-                yield batch, False
-                continue
-        yield batch, not ctrl
-
-
-def _valid_batches(log: Any, start: int, end: int, decode: bool = True) -> Iterator[Any]:
-    """CRC-checked batch views holding offsets in ``[start, end)``; a corrupt batch raises
-    :class:`~kafkalog.errors.CorruptRecordError` naming its segment file and byte position
-    (``decode=False``: v2 batches' records are not decoded here)."""
-    if not isinstance(log, Log):
-        yield from _iter_batches(log, start, end)
-        return
-    for h, data in log.iter_batch_bytes(start, end):
-        for batch in iter_batches(data):
-            try:
-                batch.ensure_valid()
-                if decode or batch.magic < 2:
-                    batch.records()
-            except KafkalogError as e:
-                seg = log.floor_segment(h.base_offset)
-                raise e.at(log.dir if seg is None else seg.log_path, h.position) from None
-            yield batch
-
-
-def _consumer_records(batch: Any, topic: str, partition: int, start: int,
-                      end: int) -> list[ConsumerRecord] | None:
-    """The records of one v2 batch with offsets in ``[start, end)`` as :class:`ConsumerRecord`s,
-    decoded by the record kernel straight into the records; None if the batch does not decode (the
-    caller re-reads it through :func:`read_batches`, which raises naming the file and position)."""
-    tst = int(batch.timestamp_type)
-    epoch = batch.partition_leader_epoch
-    try:
-        body = batch.records_body()
+def batch_records(batch: ViewBatch, topic: str, partition: int, start: int,
+                  end: int) -> list[ConsumerRecord]:
+    """The records of one batch (any magic) with offsets in ``[start, end)`` as
+    :class:`ConsumerRecord` s: a v2 batch decoded by the kernel straight into them. A batch that
+    does not decode raises :class:`~kafkalog.errors.KafkalogError` at its position in the file."""
+    if batch.magic >= 2:
+        b = cast(DefaultRecordBatch, batch)
+        tst = b.timestamp_type
+        epoch = b.partition_leader_epoch
+        body = b.records_body()
         try:
             return decode_consumer_records(
-                body, batch.count, batch.base_offset, batch.base_timestamp,
-                batch.max_timestamp if tst == 1 else -1, topic, partition,
+                body, b.count, b.base_offset, b.base_timestamp,
+                b.max_timestamp if tst == TimestampType.LOG_APPEND_TIME else -1, topic, partition,
                 epoch if epoch >= 0 else None, tst, start, end)
+        except KafkalogError:
+            b.records()                     # the decoder of positions: raises where it fails
+            raise
         finally:
             if isinstance(body, memoryview):
                 body.release()
-    except KafkalogError:
-        return None
-
-
-def stable_end(log: Any, committed: bool) -> int:
-    """The offset a reader stops at: the last stable offset (``read_committed``) or the high
-    watermark."""
-    return log.last_stable_offset if committed else log.high_watermark
-
-
-def _read_only_committed_batches(log: Any) -> Iterator[Any]:
-    for batch, visible in read_batches(log, log.log_start_offset, log.last_stable_offset, True):
-        if visible:
-            yield batch
+    recs = batch.records()
+    legacy = cast(LegacyRecordBatch, batch)
+    tst = legacy.timestamp_type
+    if recs and (recs[0].offset < start or batch.last_offset >= end):
+        recs = [r for r in recs if start <= r.offset < end]
+    return [ConsumerRecord(topic, partition, None, r.offset, r.timestamp, tst, r.key, r.value,
+                           list(cast(Any, r).headers)) for r in recs]
 
 
 # --- where the logs come from -----------------------------------------------------------------------
@@ -217,12 +127,12 @@ class _Source:
     def manager(self) -> Any:
         return self._own if self._own is not None else self._manager
 
-    def log(self, tp: TopicPartition) -> Any:
-        log = self.manager.get_log(tp.topic, tp.partition)
+    def log(self, tp: TopicPartition) -> ReadablePartition:
+        log: ReadablePartition = self.manager.get_log(tp.topic, tp.partition)
         if self.read_only:
             self._watcher.watch(log.dir)
         else:
-            self._notifier.watch(log)
+            self._notifier.watch(cast(Log, log))      # a writable directory's: a live log
         return log
 
     def refresh(self) -> None:
@@ -296,7 +206,8 @@ class Consumer:
                  offsets_store: OffsetsStore | None = None, **config: Any) -> None:
         self.config = cfg = client_config(CONSUMER_DEFAULTS, conf, **config)
         iso = cfg["isolation.level"]
-        if iso not in (READ_UNCOMMITTED, READ_COMMITTED):
+        if iso not in (IsolationLevel.READ_UNCOMMITTED.config_name,
+                       IsolationLevel.READ_COMMITTED.config_name):
             raise InvalidConfigError(f"Invalid value {iso!r} for configuration isolation.level: "
                                      f"String must be one of: read_committed, read_uncommitted")
         reset = cfg["auto.offset.reset"]
@@ -325,7 +236,7 @@ class Consumer:
             if cfg[key] is not None and not callable(cfg[key]):
                 raise InvalidConfigError(f"{key} must be a callable (bytes -> object), got {cfg[key]!r}")
         self._group: str | None = group
-        self._committed_only = iso == READ_COMMITTED
+        self._isolation = IsolationLevel.of(iso)
         self._reset = reset
         self._max_poll = max_poll
         self._max_bytes = int(cfg["max.partition.fetch.bytes"])
@@ -497,8 +408,8 @@ class Consumer:
         return st.position
 
     def _offset_for_reset(self, tp: TopicPartition, strategy: str) -> int:
-        log = self._source.log(tp)
-        return log.log_start_offset if strategy == "earliest" else stable_end(log, self._committed_only)
+        reader = self._source.log(tp).reader()
+        return reader.log_start_offset if strategy == "earliest" else reader.stable_end(self._isolation)
 
     def _ensure_positions(self, states: Iterable[_PartitionState]) -> None:
         missing = []
@@ -531,7 +442,8 @@ class Consumer:
 
     def end_offsets(self, partitions: Iterable[TopicPartitionLike]) -> dict[TopicPartition, int]:
         """The high watermark, or the last stable offset for a ``read_committed`` consumer."""
-        return {tp: stable_end(self._log_of(tp), self._committed_only) for tp in map(_tp, partitions)}
+        return {tp: self._log_of(tp).reader().stable_end(self._isolation)
+                for tp in map(_tp, partitions)}
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartitionLike, int]
                           ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
@@ -546,7 +458,7 @@ class Consumer:
             out[tp] = None if r is None else OffsetAndTimestamp(r.offset, r.timestamp)
         return out
 
-    def _log_of(self, tp: TopicPartition) -> Any:
+    def _log_of(self, tp: TopicPartition) -> ReadablePartition:
         self._check_partition(tp)
         return self._source.log(tp)
 
@@ -568,8 +480,7 @@ class Consumer:
     def _offsets_store(self) -> OffsetsStore:
         if self._store is None:
             if self._source.read_only:
-                self._store = OffsetsStore(self._source.manager,
-                                           committed_batches=_read_only_committed_batches)
+                self._store = OffsetsStore(self._source.manager)
             else:
                 self._store = self._dl._offsets_store()
         return self._store
@@ -680,14 +591,16 @@ class Consumer:
         log = self._source.log(tp)
         pos = st.position
         assert pos is not None
-        committed = self._committed_only
-        end = stable_end(log, committed)
-        if pos >= end or pos < log.log_start_offset:
-            if pos > log.log_end_offset or pos < log.log_start_offset:
-                self._out_of_range(st, log)
+        iso = self._isolation
+        reader = log.reader(pos)
+        end = reader.stable_end(iso)
+        if pos >= end or pos < reader.log_start_offset:
+            if pos > reader.log_end_offset or pos < reader.log_start_offset:
+                self._out_of_range(st, reader)
                 pos = st.position
                 assert pos is not None
-                end = stable_end(log, committed)
+                reader = log.reader(pos)
+                end = reader.stable_end(iso)
             if pos >= end:
                 return []
         out: list[ConsumerRecord] = []
@@ -695,7 +608,7 @@ class Consumer:
         kd, vd = self._key_de, self._value_de
         size = 0
         next_pos = pos
-        batches = read_batches(log, pos, end, committed, decode=False)
+        batches = reader.read(pos, end, iso)
         while True:
             # a damaged batch after some records: those are returned first (the fetch stops before
             # it), and the next fetch raises at it, as Kafka's consumer does
@@ -708,31 +621,13 @@ class Consumer:
                     raise
                 break
             last = batch.last_offset
-            if visible and batch.magic >= 2:
-                got = _consumer_records(batch, topic, partition, pos, end)
-                if got is None:                     # a bad batch: the checked path locates it
+            if visible:
+                try:
+                    got = batch_records(batch, topic, partition, pos, end)
+                except KafkalogError as e:
                     if out:
                         break
-                    for _ in read_batches(log, pos, end, committed):
-                        pass
-                    raise AssertionError("a batch failed to decode only once")  # pragma: no cover
-                if kd is not None or vd is not None:
-                    got = [r._replace(key=r.key if kd is None or r.key is None else kd(r.key),
-                                      value=r.value if vd is None or r.value is None else vd(r.value))
-                           for r in got]
-                out.extend(got)
-            elif visible:
-                try:
-                    recs = batch.records()
-                except KafkalogError as e:          # a read-only view: positions are the file's
-                    raise (e.at(log.dir) if e.file is None else e) from None
-                epoch = batch.partition_leader_epoch if batch.magic >= 2 else -1
-                le = epoch if epoch >= 0 else None
-                tst = int(batch.timestamp_type)
-                if recs and (recs[0].offset < pos or last >= end):
-                    recs = [r for r in recs if pos <= r.offset < end]
-                got = [ConsumerRecord(topic, partition, le, r.offset, r.timestamp, tst, r.key, r.value,
-                                      r.headers) for r in recs]
+                    raise (e.at(reader.log_path_of(last), 0) if e.file is None else e) from None
                 if kd is not None or vd is not None:
                     got = [r._replace(key=r.key if kd is None or r.key is None else kd(r.key),
                                       value=r.value if vd is None or r.value is None else vd(r.value))
@@ -750,7 +645,7 @@ class Consumer:
             return out
         return st.take(budget)
 
-    def _out_of_range(self, st: _PartitionState, log: Any) -> None:
+    def _out_of_range(self, st: _PartitionState, reader: PartitionReader) -> None:
         """Kafka's handling of an OffsetOutOfRange fetch error: reset by ``auto.offset.reset``, or
         raise with ``none``."""
         pos = st.position
@@ -758,8 +653,8 @@ class Consumer:
         if self._reset == "none":
             raise ConsumerOffsetOutOfRangeError(
                 f"Fetch position {pos} is out of range for partition {st.tp} (log start offset "
-                f"{log.log_start_offset}, log end offset {log.log_end_offset}) and auto.offset.reset "
-                f"is none", {st.tp: pos}, file=log.dir)
+                f"{reader.log_start_offset}, log end offset {reader.log_end_offset}) and "
+                f"auto.offset.reset is none", {st.tp: pos}, file=reader.name)
         st.position = self._offset_for_reset(st.tp, self._reset)
         st.drop_buffer()
 

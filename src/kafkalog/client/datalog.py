@@ -33,7 +33,6 @@ from typing import (
     Iterator,
     List,
     Mapping,
-    NamedTuple,
     Optional,
     Protocol,
     Sequence,
@@ -41,17 +40,20 @@ from typing import (
 )
 
 from kafkalog.cleaner import LogCleaner
+from kafkalog.client.consumer import ConsumerRecord, batch_records
 from kafkalog.client.producer import Producer, RecordMetadata
 from kafkalog.client.producer_future import refused
-from kafkalog.client.readonly import ReadableLog, _legacy_ts_type, _ReadOnlyManager
+from kafkalog.client.readonly import _ReadOnlyManager
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
-from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError, OffsetOutOfRangeError
+from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError, LogDirError, OffsetOutOfRangeError
 from kafkalog.log.config import BrokerConfig, LogConfig
 from kafkalog.log.data_dir import data_dir_state
 from kafkalog.log.manager import LogManager, PartitionInfo
+from kafkalog.log.read.reader import ReadablePartition
 from kafkalog.log.retention import RetentionResult
+from kafkalog.record.constants import IsolationLevel
 from kafkalog.tiered.filesystem import is_remote, local_path
 
 if TYPE_CHECKING:
@@ -60,23 +62,9 @@ if TYPE_CHECKING:
 
 __all__ = ["open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult"]
 
-_TS_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 DEFAULT_BATCH_SIZE = 256 * 1024
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
-
-
-class ConsumerRecord(NamedTuple):
-    """One record read from a partition (the fields of Kafka's ``ConsumerRecord``)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: str               # CreateTime | LogAppendTime | NoTimestampType
-    key: Optional[bytes]
-    value: Optional[bytes]
-    headers: List[Tuple[str, Optional[bytes]]]
+READ_UNCOMMITTED = IsolationLevel.READ_UNCOMMITTED.config_name
+READ_COMMITTED = IsolationLevel.READ_COMMITTED.config_name
 
 
 @dataclass
@@ -117,7 +105,7 @@ class LogManagerLike(Protocol):
 
     def has_topic(self, topic: str) -> bool: ...
 
-    def get_log(self, topic: str, partition: int) -> ReadableLog: ...
+    def get_log(self, topic: str, partition: int) -> ReadablePartition: ...
 
     def describe(self) -> List[PartitionInfo]: ...
 
@@ -307,9 +295,8 @@ class DataLog:
         directory's consumers and transactional producers share. Read-only: a snapshot of the
         committed records on disk now (commits raise :class:`~kafkalog.errors.LogDirError`)."""
         if isinstance(self.manager, _ReadOnlyManager):
-            from kafkalog.client.consumer import _read_only_committed_batches
             from kafkalog.coordinator.offsets import OffsetsStore
-            return OffsetsStore(self.manager, committed_batches=_read_only_committed_batches)
+            return OffsetsStore(self.manager)
         return self._offsets_store()
 
     def consume(self, topic: str, partition: Optional[int] = None, *, offset: Optional[int] = None,
@@ -324,9 +311,7 @@ class DataLog:
         is >= ``timestamp``, else the log start offset (``from_beginning``, the default) or the log
         end offset. ``isolation="read_committed"`` stops at the last stable offset and skips
         aborted transactions (Kafka's consumer rules). Control records are never yielded."""
-        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
-            raise InvalidConfigError(f"Invalid isolation level {isolation!r}: expected "
-                                     f"read_uncommitted or read_committed")
+        iso = IsolationLevel.of(isolation)
         m = self.manager
         parts = m.partitions_of(topic)
         if not parts:
@@ -340,7 +325,7 @@ class DataLog:
         for p in parts:
             if remaining is not None and remaining <= 0:
                 return
-            for rec in self._consume_partition(topic, p, offset, timestamp, from_beginning, isolation):
+            for rec in self._consume_partition(topic, p, offset, timestamp, from_beginning, iso):
                 yield rec
                 if remaining is not None:
                     remaining -= 1
@@ -358,32 +343,22 @@ class DataLog:
         return log.log_start_offset if from_beginning else log.log_end_offset
 
     def _consume_partition(self, topic: str, p: int, offset, timestamp, from_beginning,
-                           isolation: str) -> Iterator[ConsumerRecord]:
-        from kafkalog.client.consumer import read_batches, stable_end
+                           isolation: IsolationLevel) -> Iterator[ConsumerRecord]:
         log = self.manager.get_log(topic, p)
         start = self._start_offset(log, offset, timestamp, from_beginning)
-        end = stable_end(log, isolation == READ_COMMITTED)
+        reader = log.reader(start)
+        end = reader.stable_end(isolation)
         if start >= end:
             return
-        for batch, visible in read_batches(log, start, end, isolation == READ_COMMITTED):
+        for batch, visible in reader.read(start, end, isolation):
             if not visible:
                 continue
-            magic = batch.magic
-            if magic >= 2:
-                tst: Optional[str] = _TS_TYPES[int(batch.timestamp_type) & 1]
-            else:
-                tst = "NoTimestampType" if magic == 0 else None
-            for rec in batch:
-                o = rec.offset
-                if o < start:
-                    continue
-                if o >= end:
-                    return
-                t = tst
-                if t is None:
-                    t = _legacy_ts_type(batch)
-                yield ConsumerRecord(topic, p, o, rec.timestamp, t, rec.key, rec.value,
-                                     list(rec.headers))
+            try:
+                recs = batch_records(batch, topic, p, start, end)
+            except KafkalogError as e:
+                raise (e.at(reader.log_path_of(batch.last_offset), 0) if e.file is None
+                       else e) from None
+            yield from recs
 
     # --- offsets ------------------------------------------------------------------------------------
 
@@ -398,7 +373,8 @@ class DataLog:
         out = {}
         for p in self._parts(topic):
             log = self.manager.get_log(topic, p)
-            out[p] = log.last_stable_offset if isolation == READ_COMMITTED else log.high_watermark
+            committed = IsolationLevel.of(isolation) is IsolationLevel.READ_COMMITTED
+            out[p] = log.last_stable_offset if committed else log.high_watermark
         return out
 
     def offsets_for_times(self, topic: str, timestamp: int) -> Dict[int, Optional[int]]:

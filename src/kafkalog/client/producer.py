@@ -41,13 +41,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import (
-    TYPE_CHECKING,
     Any,
     Protocol,
     Self,
     cast,
 )
 
+from kafkalog.client import kernel as client_kernel
 from kafkalog.client.config import PRODUCER_DEFAULTS, client_config
 from kafkalog.client.partitioner import partition_for_key as _partition_for_key
 from kafkalog.client.producer_future import (
@@ -62,6 +62,7 @@ from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.coordinator.producer_ids import ProducerIdManager
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.errors import (
+    IllegalStateError,
     InvalidConfigError,
     InvalidTopicError,
     KafkalogError,
@@ -75,10 +76,8 @@ from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress, validate_level
 from kafkalog.record.constants import RECORD_BATCH_OVERHEAD, CompressionType
 
-if TYPE_CHECKING:      # the compiled kernel's classes, typed by their pure-Python twins
-    from kafkalog.record._kernel_py import ProducerTopic as _KernelTopic
-else:
-    _KernelTopic = kernel.ProducerTopic
+#: a producer's topic state extends the client kernel's (its open batches, for the send path)
+_KernelTopic = client_kernel.ProducerTopic
 
 __all__ = ["FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata", "codec_id"]
 
@@ -86,11 +85,7 @@ _MAX_SEQUENCE = 0x7FFFFFFF
 _time_ns = time.time_ns
 _monotonic = time.monotonic
 _Encoder = kernel.RecordsEncoder
-_ProducerBatch = kernel.ProducerBatch
-
-
-class IllegalStateError(KafkalogError):
-    """Kafka: IllegalStateException (a transactional call in the wrong state, a closed producer)."""
+_ProducerBatch = client_kernel.ProducerBatch
 
 
 class _Coordinators(Protocol):
@@ -261,8 +256,9 @@ class Producer:
         self._thread_idle = True
         # the common case of send in compiled code (the kernel's ProducerSendPath); the rest,
         # and every check, in _send_slow
-        self.send = kernel.ProducerSendPath(self._topics, self._send_slow,  # type: ignore[method-assign]
-                                            self._batch_full).send
+        send_path = client_kernel.ProducerSendPath(self._topics, cast(Any, self._send_slow),
+                                                   self._batch_full)
+        self.send = cast(Any, send_path.send)  # type: ignore[method-assign]
 
     # --- properties ---------------------------------------------------------------------------------
 

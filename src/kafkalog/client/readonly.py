@@ -1,24 +1,23 @@
 """The read-only mode of the Python API: a data directory read without locking or changing it.
 
 The reading itself is the log layer's read-only view (:class:`~kafkalog.log.read.data_dir_view.
-DataDirView`, :class:`~kafkalog.log.read.partition_view.PartitionView`); this module adds what the
+DataDirView`, :class:`~kafkalog.log.read.partition_view.PartitionView`, a
+:class:`~kafkalog.log.read.reader.PartitionReader` as a live log's); this module adds what the
 client needs on top: the writing methods of a :class:`~kafkalog.log.manager.LogManager` refused,
-``describe``, and the two calls the consumer makes on either kind of log.
+and ``describe``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional
 
 from kafkalog.errors import LogDirError
 from kafkalog.log.config import BOOLEAN, BrokerConfig, parse_value
-from kafkalog.log.log import READ_UNCOMMITTED, Log
+from kafkalog.log.fsutil import is_remote, local_path
 from kafkalog.log.manager import PartitionInfo
 from kafkalog.log.read.data_dir_view import DataDirView
-from kafkalog.log.read.partition_view import PartitionView, ViewBatch
-from kafkalog.log.read.partition_view import is_abort_marker as _is_abort_marker  # noqa: F401 (consumer)
-from kafkalog.tiered.filesystem import FS_OPTIONS, files_for, is_remote, local_path
+from kafkalog.tiered.filesystem import FS_OPTIONS, files_for
 from kafkalog.tiered.remote_segments import remote_storage_from_options
 
 __all__: List[str] = []
@@ -26,33 +25,6 @@ __all__: List[str] = []
 #: the read-only option (case-insensitive, the Spark source's name) that lets a read skip offsets
 #: deleted from remote storage (with a warning) instead of raising DataLossError
 FAIL_ON_DATA_LOSS = "failondataloss"
-
-#: a partition as the consumer reads it: writable, or a read-only snapshot
-ReadableLog = Union[Log, PartitionView]
-
-
-def _iter_batches(log: ReadableLog, start: int, end: int) -> Iterator[ViewBatch]:
-    """CRC-checked batches (a corrupt batch is never handed to a reader) from the one holding
-    ``start``; the caller stops at ``end``."""
-    if isinstance(log, PartitionView):
-        return log.batches(start, end)
-    return log.batches(start, READ_UNCOMMITTED)
-
-
-def _committed_view(log: ReadableLog, start: int) -> Tuple[int, List[Tuple[int, int]]]:
-    """(last stable offset, aborted transactions as (producer id, first offset)) for a
-    ``read_committed`` read from ``start``."""
-    if isinstance(log, PartitionView):
-        return log.committed_view(start)
-    end = log.last_stable_offset
-    return end, [(t.producer_id, t.first_offset)
-                 for t in log.collect_aborted_transactions(start, end)]
-
-
-def _legacy_ts_type(batch: Any) -> str:
-    """The timestamp type of a v1 message (its attributes' bit 3)."""
-    return "LogAppendTime" if batch.attributes & 0x08 else "CreateTime"
-
 
 class _ReadOnlyManager(DataDirView):
     """The part of :class:`~kafkalog.log.manager.LogManager` a reader needs, over a data

@@ -7,7 +7,9 @@ per group (``abs(hashCode(group)) % offsets.topic.num.partitions``).
 consumer's ``commit``/``committed``, and the network broker's OffsetCommit/OffsetFetch/ListGroups/
 DeleteGroups. On open it replays the topic (committed data only: the offsets of an aborted
 transactional commit never count); a commit appends one batch holding all the group's offsets (so it
-is atomic) and fsyncs it before returning; deleting a group writes tombstones. Thread-safe.
+is atomic) and fsyncs it before returning; deleting a group writes tombstones. Thread-safe. A
+partition is read through its :class:`~kafkalog.log.read.reader.PartitionReader` (a writable log
+or a read-only snapshot alike).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.log.producer_state import ORIGIN_COORDINATOR
 from kafkalog.record.builder import build_batch
+from kafkalog.record.constants import IsolationLevel
 
 __all__ = ["OFFSETS_TOPIC_CONFIG", "OffsetAndMetadata", "OffsetsStore"]
 
@@ -78,12 +81,6 @@ class _Manager(Protocol):
                      config: Mapping[str, Any] | None = None, *, exist_ok: bool = False) -> Any: ...
 
 
-def _committed_batches(log: Any) -> Iterable[Any]:
-    """Committed batches of a writable :class:`~kafkalog.log.log.Log` (no aborted transactional data,
-    no control batches, nothing above the last stable offset)."""
-    return log.batches(isolation="read_committed")
-
-
 def as_offset_and_metadata(spec: OffsetSpec, now: int, *, any_offset: bool = False) -> OffsetAndMetadata:
     """An offset, an :class:`OffsetAndMetadata`, or a tuple ``(offset[, metadata[, leader_epoch]])``
     (kafka-python's and the broker's shapes). A negative offset is refused unless ``any_offset``:
@@ -116,20 +113,16 @@ class OffsetsStore:
             one: then commits raise its error and the offsets are those on disk when loaded).
         num_partitions: ``offsets.topic.num.partitions`` for a topic this store creates; an existing
             topic keeps its partition count (the group -> partition mapping depends on it).
-        committed_batches: how to read a partition's committed batches (default: a writable log's
-            ``batches(isolation="read_committed")``); the read-only client passes its reader.
         clock: milliseconds since the epoch.
     """
 
     def __init__(self, manager: _Manager, *, num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS,
-                 committed_batches: Callable[[Any], Iterable[Any]] = _committed_batches,
                  clock: Callable[[], int] = lambda: int(time.time() * 1000),
                  leader_epoch: Callable[[Any], int] | None = None) -> None:
         if num_partitions < 1:
             raise InvalidConfigError(f"offsets.topic.num.partitions must be >= 1, got {num_partitions}")
         self._manager = manager
         self._num_partitions = num_partitions
-        self._read = committed_batches
         self._clock = clock
         #: the epoch the broker's batches carry (Kafka's leader stamps its own); None: -1
         self._leader_epoch = leader_epoch
@@ -161,7 +154,10 @@ class OffsetsStore:
             self._num_partitions = len(parts)
             for p in parts:
                 log = m.get_log(CONSUMER_OFFSETS_TOPIC, p)
-                for batch in self._read(log):
+                # the committed batches only (no aborted transactional commit, no marker, nothing
+                # above the last stable offset), through the one read pipeline
+                for batch in log.reader().visible_batches(isolation=IsolationLevel.READ_COMMITTED,
+                                                          check_offsets=True):
                     for rec in batch:
                         self._replay(rec.key, rec.value, log, rec.offset)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import CorruptProducerIdsError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.cluster_metadata import read_kafka_metadata
 
@@ -25,10 +25,6 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 PRODUCER_IDS_FILE = "producer-ids.checkpoint"
 _VERSION = 0
 _MAX_PRODUCER_ID = 2**63 - 1
-
-
-class CorruptProducerIdsError(KafkalogError):
-    """The producer-id reservation file cannot be read."""
 
 
 class ProducerIdManager:

@@ -30,7 +30,7 @@ from kafkalog.coordinator.transaction_log import (
     value_from_bytes,
     value_to_bytes,
 )
-from kafkalog.errors import KafkalogError, ProducerStateError
+from kafkalog.errors import InvalidTransactionTimeoutError, ProducerFencedError
 from kafkalog.log.producer_state import ORIGIN_COORDINATOR, InvalidTxnStateError
 from kafkalog.record.builder import build_batch, build_end_txn_marker
 from kafkalog.record.constants import ControlRecordType
@@ -55,14 +55,6 @@ _MAX_EPOCH = 32767
 def _epoch_exhausted(epoch: int) -> bool:
     """Kafka's ``TransactionMetadata.isEpochExhausted``: no room for a bump and a fencing bump."""
     return epoch >= _MAX_EPOCH - 1
-
-
-class ProducerFencedError(ProducerStateError):
-    """Kafka: ProducerFencedException (a newer producer with the same transactional.id took over)."""
-
-
-class InvalidTransactionTimeoutError(KafkalogError):
-    """Kafka: InvalidTxnTimeoutException (``transaction.timeout.ms`` above ``transaction.max.timeout.ms``)."""
 
 
 class _Log(Protocol):

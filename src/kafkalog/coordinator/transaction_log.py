@@ -17,7 +17,7 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import CorruptTransactionLogError
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
@@ -40,10 +40,6 @@ _H = struct.Struct(">h")
 _VALUE_HEAD = struct.Struct(">hqhib")
 _I32 = struct.Struct(">i")
 _TAIL = struct.Struct(">qq")
-
-
-class CorruptTransactionLogError(KafkalogError):
-    """A ``__transaction_state`` record that does not decode."""
 
 
 class TransactionState(enum.IntEnum):

@@ -9,7 +9,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 
 IMPLEMENTATION = "cython"
 
-__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot"]
+__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot", "producer_rows"]
 
 
 cdef inline int32_t _rel(const unsigned char* p) noexcept nogil:
@@ -81,5 +81,57 @@ def find_v2_batch(buf, Py_ssize_t base, Py_ssize_t end, int64_t target):
                 attrs = <int16_t>((e[21] << 8) | e[22])
                 return pos, size, 2, offset, last, _q(e + 35), ple, attrs & 0xFF
             pos += size
+    finally:
+        PyBuffer_Release(&view)
+
+
+# --- recovery: the producer batches a producer-state rebuild must apply -------------------------
+# the header walker's facts: int64 rows of 16 fields (kafkalog.record.header_walk.F_*)
+cdef enum:
+    _NF = 16
+    _F_MAGIC = 4
+    _F_ATTRIBUTES = 5
+    _F_PRODUCER_ID = 9
+    _TXN_OR_CONTROL = 0x30
+
+
+def producer_rows(facts, Py_ssize_t first, Py_ssize_t end, Py_ssize_t retain, open_producers):
+    """See ``_kernel_py.producer_rows``."""
+    cdef Py_buffer view
+    cdef const int64_t* rows
+    cdef Py_ssize_t i, n_rows
+    cdef int64_t pid
+    cdef dict kept = {}
+    cdef set whole = set(open_producers)
+    cdef list out = []
+    cdef object key, seen
+    PyObject_GetBuffer(facts, &view, PyBUF_SIMPLE)
+    try:
+        n_rows = view.len // (8 * _NF)
+        if first < 0 or end > n_rows or first > end:
+            raise ValueError(f"producer_rows: rows {first}..{end} of {n_rows}")
+        rows = <const int64_t*>view.buf
+        for i in range(first, end):
+            pid = rows[i * _NF + _F_PRODUCER_ID]
+            if pid >= 0 and rows[i * _NF + _F_MAGIC] == 2 and rows[i * _NF + _F_ATTRIBUTES] & _TXN_OR_CONTROL:
+                whole.add(pid)
+        i = end - 1
+        while i >= first:
+            pid = rows[i * _NF + _F_PRODUCER_ID]
+            if pid >= 0 and rows[i * _NF + _F_MAGIC] == 2:
+                key = pid
+                if key in whole:
+                    out.append(i)
+                else:
+                    seen = kept.get(key)
+                    if seen is None:
+                        kept[key] = 1
+                        out.append(i)
+                    elif <Py_ssize_t>seen < retain:
+                        kept[key] = <Py_ssize_t>seen + 1
+                        out.append(i)
+            i -= 1
+        out.reverse()
+        return out
     finally:
         PyBuffer_Release(&view)

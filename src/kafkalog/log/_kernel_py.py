@@ -12,11 +12,11 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Iterable
 
 IMPLEMENTATION = "python"
 
-__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot"]
+__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot", "producer_rows"]
 
 _REL = struct.Struct(">i").unpack_from
 #: baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -70,3 +70,47 @@ def find_v2_batch(buf: Any, base: int, end: int, target: int) -> tuple[int, ...]
         if last >= target:
             return pos, size, 2, offset, last, mts, ple, attrs & 0xFF
         pos += size
+
+
+# --- recovery: the producer batches a producer-state rebuild must apply -------------------------
+
+_NF = 16                          # the header walker's facts: int64 rows of 16 fields
+_F_MAGIC, _F_ATTRIBUTES, _F_PRODUCER_ID = 4, 5, 9
+_TXN_OR_CONTROL = 0x30            # the transactional and control attribute bits
+
+
+def producer_rows(facts: Any, first: int, end: int, retain: int,
+                  open_producers: Iterable[int]) -> list[int]:
+    """The rows ``first``..``end - 1`` of a header walk's facts (int64 rows of ``F_*`` fields)
+    whose v2 producer batches a producer-state rebuild (replication origin: no sequence checks)
+    must apply, in order, to end in the state that applying every one of them gives: every batch
+    of a producer with a transactional or control batch among these rows or with a transaction
+    open (``open_producers``), and of every other producer only its last ``retain`` batches (a
+    producer's state keeps its last ``retain`` batches, epoch and timestamp: the earlier ones
+    leave no trace). Batches without a producer id and v0/v1 entries are never listed."""
+    cols = memoryview(facts).cast("q")
+    n_rows = len(cols) // _NF
+    if first < 0 or end > n_rows or first > end:
+        raise ValueError(f"producer_rows: rows {first}..{end} of {n_rows}")
+    whole = set(open_producers)
+    for i in range(first, end):
+        r = i * _NF
+        if cols[r + _F_PRODUCER_ID] >= 0 and cols[r + _F_MAGIC] == 2 \
+                and cols[r + _F_ATTRIBUTES] & _TXN_OR_CONTROL:
+            whole.add(cols[r + _F_PRODUCER_ID])
+    kept: dict[int, int] = {}
+    out: list[int] = []
+    for i in range(end - 1, first - 1, -1):
+        r = i * _NF
+        pid = cols[r + _F_PRODUCER_ID]
+        if pid < 0 or cols[r + _F_MAGIC] != 2:
+            continue
+        if pid in whole:
+            out.append(i)
+        else:
+            seen = kept.get(pid, 0)
+            if seen < retain:
+                kept[pid] = seen + 1
+                out.append(i)
+    out.reverse()
+    return out

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
-from typing import Iterator, NamedTuple, Optional
-
-from crc32c import crc32c
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Protocol
 
 from kafkalog.errors import CorruptRecordError, KafkalogIOError
 from kafkalog.log.kernel import find_v2_batch
+from kafkalog.record.batch import RecordBatch
+from kafkalog.record.constants import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+)
 from kafkalog.record.crc import Buffer
 from kafkalog.record.header_walk import (
-    _ROW,
     F_ATTRIBUTES,
     F_BASE_OFFSET,
     F_LAST_OFFSET,
@@ -32,25 +36,18 @@ from kafkalog.record.header_walk import (
     F_PARTITION_LEADER_EPOCH,
     F_POSITION,
     F_SIZE,
-    NF,
     FindingKind,
-    header_window,
+    HeaderWalk,
     walk,
 )
+from kafkalog.record.records import batch_views
 
 # entry prefix shared by every magic: offset, length, crc (v0/v1) or leader epoch (v2), magic
 PREFIX = struct.Struct(">qiib")
-PREFIX_SIZE = 17
-LOG_OVERHEAD = 12
-RECORD_OVERHEAD_V0 = 14          # smallest legal legacy message (length field value)
-RECORD_BATCH_OVERHEAD = 61       # v2 header size
+PREFIX_SIZE = HEADER_SIZE_UP_TO_MAGIC
 # v2 header fields from byte 17: crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp
 V2_FIELDS = struct.Struct(">Ihiqq")
-V2_COUNT = struct.Struct(">i")   # recordsCount at byte 57
-V2_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
 V1_TIMESTAMP = struct.Struct(">q")   # at byte 18 of a v1 entry
-INT64 = struct.Struct(">q")
-UINT32 = struct.Struct(">I")
 
 _READ_BLOCK = 64 * 1024
 #: The first window of a header walk: an offset-index lookup lands within ``index.interval.bytes``
@@ -58,7 +55,67 @@ _READ_BLOCK = 64 * 1024
 #: double up to :data:`_READ_BLOCK`.
 _FIRST_READ_BLOCK = 8 * 1024
 _WRITE_CHUNK = 256 * 1024
-_NEED_MORE = FindingKind.NEED_MORE.value
+#: the windows of :meth:`FileRecords.batches`: readers read on, so larger ones (one ``pread`` and
+#: one header walk each, no copy per batch)
+_FIRST_BATCHES_READ = 64 * 1024
+_MAX_BATCHES_READ = 1024 * 1024
+#: findings that end a walk without an error: more to read, a batch being written, the end
+_ENDS = (FindingKind.NEED_MORE, FindingKind.SHORT_TAIL, FindingKind.PARTIAL_TAIL)
+
+
+@dataclass(frozen=True)
+class TimestampAndOffset:
+    """A ListOffsets answer (Kafka's ``FileRecords.TimestampAndOffset``): record timestamp, offset
+    and the batch's leader epoch (None if < 0)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: Optional[int] = None
+
+
+def first_record_with_timestamp(batches: Iterable[object], timestamp: int,
+                                start_offset: int) -> Optional[TimestampAndOffset]:
+    """The first record (control records included, as Kafka) with offset >= ``start_offset`` and
+    timestamp >= ``timestamp`` among ``batches`` (batch views in offset order; only the batch
+    holding the answer is decoded): Kafka's ``FileRecords.searchForTimestamp``."""
+    for batch in batches:
+        b = batch  # (any batch view: RecordBatch, legacy or v2)
+        if b.last_offset < start_offset or b.max_timestamp < timestamp:  # type: ignore[attr-defined]
+            continue
+        for rec in b.records():  # type: ignore[attr-defined]
+            if rec.timestamp >= timestamp and rec.offset >= start_offset:
+                epoch = b.partition_leader_epoch  # type: ignore[attr-defined]
+                return TimestampAndOffset(rec.timestamp, rec.offset, epoch if epoch >= 0 else None)
+    return None
+
+
+class _Entry(Protocol):
+    @property
+    def last_offset(self) -> int: ...
+
+
+def segment_next_offset(entries_from: Callable[[int], Iterable[_Entry]], index_position: int,
+                        base_offset: int) -> int:
+    """Kafka's ``LogSegment.readNextOffset``: the offset after the last entry of a segment whose
+    entries ``entries_from(position)`` walks, from its last offset-index entry's position
+    (``index_position``; from the start when the walk from there finds nothing); the base offset
+    when the segment holds no entry."""
+    last: Optional[_Entry] = None
+    for last in entries_from(index_position):  # noqa: B007 (the last entry is what is wanted)
+        pass
+    if last is None and index_position:
+        for last in entries_from(0):  # noqa: B007
+            pass
+    return base_offset if last is None else max(last.last_offset + 1, base_offset)
+
+
+class Window(NamedTuple):
+    """One window of a ``.log`` (:meth:`FileRecords.windows`): the file's bytes from position
+    ``base`` and the header walk of the entries starting in them (file positions)."""
+
+    base: int
+    buf: bytes
+    walk: HeaderWalk
 
 
 class BatchHeader(NamedTuple):
@@ -109,27 +166,6 @@ def header_of_row(row: tuple[int, ...]) -> BatchHeader:
     return BatchHeader(row[F_POSITION], row[F_SIZE], magic, row[F_BASE_OFFSET], row[F_LAST_OFFSET],
                        row[F_MAX_TIMESTAMP], row[F_PARTITION_LEADER_EPOCH] if magic >= 2 else -1,
                        row[F_ATTRIBUTES] & 0xFF)
-
-
-def entry_is_valid(buf: Buffer, off: int, size: int, magic: int) -> Optional[str]:
-    """Check one entry's integrity (``isValid()``: size and checksum). Returns None when valid, else
-    the reason. ``buf[off:off+size]`` must hold the whole entry."""
-    if magic >= 2:
-        if size < RECORD_BATCH_OVERHEAD:
-            return (f"Record batch size {size} is smaller than the minimum allowed overhead "
-                    f"{RECORD_BATCH_OVERHEAD}")
-        stored = UINT32.unpack_from(buf, off + 17)[0]
-        computed = crc32c(memoryview(buf)[off + 21: off + size])
-        if stored != computed:
-            return f"Record is corrupt (stored crc = {stored}, computed crc = {computed})"
-        return None
-    if size - LOG_OVERHEAD < RECORD_OVERHEAD_V0:
-        return f"Record size {size - LOG_OVERHEAD} is less than the minimum record overhead (14)"
-    stored = UINT32.unpack_from(buf, off + 12)[0]
-    computed = zlib.crc32(memoryview(buf)[off + 16: off + size])
-    if stored != computed:
-        return f"Record is corrupt (stored crc = {stored}, computed crc = {computed})"
-    return None
 
 
 class FileRecords:
@@ -245,39 +281,91 @@ class FileRecords:
             return b""
         return os.pread(self.fd, n, position)
 
-    def iter_headers(self, start: int = 0, end: Optional[int] = None) -> Iterator[BatchHeader]:
-        """Walk entries from ``start`` to ``end`` (default: logical size) with the file iteration rules
-        of spec §1.2 (the header walker over windows read by ``pread``, headers only): stop when
-        fewer than 18 bytes remain or the entry is partial; an entry length below 14 raises
-        :class:`CorruptRecordError` (file + position)."""
+    def windows(self, start: int = 0, end: Optional[int] = None, *, whole: bool = False,
+                first: int = _FIRST_READ_BLOCK, largest: int = _READ_BLOCK) -> Iterator[Window]:
+        """The one windowed reader of a ``.log``: windows of the file from ``start`` to ``end``
+        (default: the logical size), each one ``pread`` walked by the header walker (no CRC check),
+        the first of ``first`` bytes and the next ones doubling up to ``largest``.
+
+        A window's walk holds the entries whose fixed header is in it; with ``whole``, only the
+        entries wholly in it, and a window grows to hold an entry larger than itself. The next
+        window starts where this one's walk needs more bytes; the last window's walk carries the
+        finding that ended the walk (None: the end was reached)."""
         if end is None:
             end = self.size
         pos = start
-        block = _FIRST_READ_BLOCK
+        want = first
+        fd = self.fd
         while pos < end - PREFIX_SIZE:
-            n = min(block, end - pos)
-            buf = os.pread(self.fd, n, pos)
+            n = min(want, end - pos)
+            buf = os.pread(fd, n, pos)
+            if not buf:
+                return                      # the file is shorter than its logical size
             w = walk(buf, pos, end, verify_crc=False, base=pos)
-            cols = w.facts
-            for i in range(w.count):
-                yield header_of_row(_ROW.unpack_from(cols, i * _ROW.size))
             f = w.finding
-            if f is None or f.kind is not FindingKind.NEED_MORE:
-                if f is not None and f.kind is FindingKind.BAD_SIZE:
+            nxt = f.position if f is not None and f.kind is FindingKind.NEED_MORE else None
+            size = 0
+            if whole and w.count:
+                last = w.batch(w.count - 1)
+                size = last[F_SIZE]
+                if last[F_POSITION] + size > pos + len(buf):     # only the last can run past it
+                    w = w.cut(w.count - 1)
+                    nxt = last[F_POSITION]
+            yield Window(pos, buf, w)
+            if nxt is None:
+                return
+            if nxt == pos:                  # one entry larger than the window: read it whole
+                want = max(want, size)
+            else:
+                want = min(want * 2, max(largest, want))
+            pos = nxt
+
+    def batches(self, start: int = 0, end: Optional[int] = None) -> Iterator[RecordBatch]:
+        """The batch views (any magic; positions are the file's; CRCs not checked) from byte
+        ``start`` to ``end`` (default: the logical size), read by :meth:`windows` of whole
+        batches (Kafka's ``FileRecords.batchesFrom``). A partial batch at the end ends them;
+        damage raises :class:`CorruptRecordError` naming the file and position."""
+        for win in self.windows(start, end, whole=True, first=_FIRST_BATCHES_READ,
+                                largest=_MAX_BATCHES_READ):
+            yield from batch_views(win.buf, win.walk, win.base)
+            f = win.walk.finding
+            if f is not None and f.kind not in _ENDS:
+                raise CorruptRecordError(f.message, file=self.path, position=f.position)
+
+    def search_for_timestamp(self, timestamp: int, start_position: int,
+                             starting_offset: int) -> Optional[TimestampAndOffset]:
+        """Kafka's ``FileRecords.searchForTimestamp``: the first record at or after byte
+        ``start_position`` with timestamp >= ``timestamp`` and offset >= ``starting_offset``."""
+        return first_record_with_timestamp(self.batches(start_position), timestamp,
+                                           starting_offset)
+
+    def iter_headers(self, start: int = 0, end: Optional[int] = None) -> Iterator[BatchHeader]:
+        """Walk entries from ``start`` to ``end`` (default: logical size) with the file iteration rules
+        of spec §1.2 (:meth:`windows`, headers only): stop when fewer than 18 bytes remain or the
+        entry is partial; an entry length below 14 raises :class:`CorruptRecordError` (file +
+        position); an entry with an impossible magic or a v2 batch smaller than its header is
+        yielded (readers step over it by its length and refuse it when they read it)."""
+        if end is None:
+            end = self.size
+        pos: Optional[int] = start
+        while pos is not None:
+            at, pos = pos, None
+            for win in self.windows(at, end):
+                w = win.walk
+                for i in range(w.count):
+                    yield header_of_row(w.batch(i))
+                f = w.finding
+                if f is None or f.kind in (FindingKind.NEED_MORE, FindingKind.SHORT_TAIL,
+                                           FindingKind.PARTIAL_TAIL):
+                    continue
+                if f.kind is FindingKind.BAD_SIZE:
                     raise CorruptRecordError(f"Found record size {f.a} smaller than minimum record "
                                              f"overhead ({RECORD_OVERHEAD_V0})", file=self.path,
                                              position=f.position)
-                if f is not None and f.kind in (FindingKind.BAD_MAGIC, FindingKind.SMALL_BATCH):
-                    yield self._damaged_header(f.position, end)
-                    pos = f.position + PREFIX.unpack_from(self.pread(f.position, PREFIX_SIZE))[1] \
-                        + LOG_OVERHEAD
-                    continue
-                return
-            if f.position == pos and end - pos <= n:     # pragma: no cover - defensive
-                return
-            block = min(block * 2, _READ_BLOCK)
-            pos = f.position
-
+                if f.kind in (FindingKind.BAD_MAGIC, FindingKind.SMALL_BATCH):
+                    damaged = self._damaged_header(f.position, end)
+                    yield damaged
+                    pos = f.position + damaged.size
     def _damaged_header(self, position: int, end: int) -> BatchHeader:
         """A :class:`BatchHeader` for an entry the walker refuses (impossible magic, v2 batch smaller
         than its header): readers still step over it by its length, as they always did."""
@@ -307,10 +395,10 @@ class FileRecords:
         The fetch path, in three tiers with the same rules: well-formed v2 batches stepped over in
         windows by the log kernel (:func:`~kafkalog.log.kernel.find_v2_batch`; an offset-index
         entry usually lands on the batch before the target, whose successor is in the second
-        window when batches are large); from the first entry that is anything else, windows
-        walked by the header walker, no generator nor a header per entry passed by; anything but
-        whole entries and "read the next window" (a tail, damage) is left to :meth:`iter_headers`
-        from where it was found."""
+        window when batches are large); from the first entry that is anything else, the windows of
+        :meth:`windows`, no header per entry passed by built; anything but
+        whole entries and "read the next window" (damage) is left to :meth:`iter_headers` from
+        where it was found."""
         end = self.size
         pos = start_position
         block = _FIRST_READ_BLOCK
@@ -325,22 +413,19 @@ class FileRecords:
                 break
             block = min(block * 2, _READ_BLOCK)
             pos = nxt
-        block = _FIRST_READ_BLOCK
-        while pos < end - PREFIX_SIZE:
-            facts, count, stop, stop_pos = header_window(os.pread(fd, min(block, end - pos), pos),
-                                                         pos, end)
-            if count:
-                lasts = memoryview(facts).cast("q")
-                for i in range(F_LAST_OFFSET, count * NF, NF):
-                    if lasts[i] >= target_offset:
-                        return header_of_row(_ROW.unpack_from(facts, (i - F_LAST_OFFSET) * 8))
-            if not stop:
-                return None
-            if stop != _NEED_MORE or stop_pos == pos:
-                pos = stop_pos
-                break
-            block = min(block * 2, _READ_BLOCK)
-            pos = stop_pos
+        damaged = None
+        for win in self.windows(pos, end):
+            w = win.walk
+            for i, last in enumerate(w.column(F_LAST_OFFSET)):
+                if last >= target_offset:
+                    return header_of_row(w.batch(i))
+            f = w.finding
+            if f is not None and f.kind not in (FindingKind.NEED_MORE, FindingKind.SHORT_TAIL,
+                                                FindingKind.PARTIAL_TAIL):
+                damaged = f.position
+        if damaged is None:
+            return None
+        pos = damaged
         for h in self.iter_headers(pos):
             if h.last_offset >= target_offset:
                 return h

@@ -1,16 +1,23 @@
-"""The log layer's kernel in this process: the compiled ``_kernel`` or its pure-Python twin
-``_kernel_py`` (the offset index's search, the fetch path's step to a batch), chosen for every
-layer at once by :mod:`kafkalog.record.kernel_selection`. Re-exports ``index_slot``,
-``find_v2_batch`` and ``IMPLEMENTATION``."""
+"""The log layer's kernel of this process: the compiled ``_kernel`` or its pure-Python twin
+``_kernel_py`` (the offset index's search, the fetch path's step to a
+batch, the producer batches a recovery applies), chosen for every layer at once by
+:mod:`kafkalog.record.kernel_selection`. Re-exports the twin's ``__all__`` and
+``implementation_module`` (the module in use).
+"""
 from __future__ import annotations
 
-from kafkalog.record.kernel_selection import load_kernel
+from typing import TYPE_CHECKING
 
-#: the module in use (``kafkalog.log._kernel`` or ``kafkalog.log._kernel_py``)
-implementation_module = load_kernel("kafkalog.log._kernel")
+from kafkalog.record.kernel_selection import kernel_exports
 
-IMPLEMENTATION: str = implementation_module.IMPLEMENTATION
-index_slot = implementation_module.index_slot
-find_v2_batch = implementation_module.find_v2_batch
+if TYPE_CHECKING:       # the selected kernel, typed by its pure-Python twin
+    from types import ModuleType
 
-__all__ = ["IMPLEMENTATION", "find_v2_batch", "implementation_module", "index_slot"]
+    from kafkalog.log._kernel_py import *  # noqa: F403
+
+    implementation_module: ModuleType
+    __all__: list[str]
+else:
+    _exports = kernel_exports("kafkalog.log._kernel")
+    globals().update(_exports)
+    __all__ = list(_exports)

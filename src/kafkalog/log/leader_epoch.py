@@ -11,7 +11,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from typing import List, Optional, Tuple
 
-from kafkalog.errors import CorruptCheckpointError, KafkalogError
+from kafkalog.errors import CorruptCheckpointError, InvalidEpochError
 from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochCheckpointFile
 
 __all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET",
@@ -19,11 +19,6 @@ __all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_E
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-
-
-class InvalidEpochError(KafkalogError, ValueError):
-    """A negative epoch or start offset given to :meth:`LeaderEpochFileCache.assign`
-    (Kafka: IllegalArgumentException)."""
 
 
 class LeaderEpochFileCache:

@@ -25,11 +25,11 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.config import LogConfig, as_log_config
-from kafkalog.log.file_records import INT64, RECORD_BATCH_OVERHEAD, BatchHeader
+from kafkalog.log.file_records import BatchHeader, segment_next_offset
 from kafkalog.log.fsutil import fsync_dir
 from kafkalog.log.naming import (
     CLEANED_FILE_SUFFIX,
@@ -39,9 +39,9 @@ from kafkalog.log.naming import (
     SEGMENT_SUFFIXES,
     SWAP_FILE_SUFFIX,
 )
-from kafkalog.log.producer_state import ORIGIN_REPLICATION, ProducerStateManager
+from kafkalog.log.producer_state import ProducerStateManager, rebuild_producer_state
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike, Scheduler
-from kafkalog.log.segment import LogSegment, _now_ms, segment_file_name
+from kafkalog.log.segment import LogSegment, _now_ms, delete_segments_later, segment_file_name
 from kafkalog.record.constants import INT32_MAX
 
 LOG = LOG_FILE_SUFFIX
@@ -317,7 +317,6 @@ class LogLoader:
                                    reload_from_clean_shutdown=self.had_clean_shutdown)
         if self.doomed:
             fsync_dir(self.dir)
-            from kafkalog.log.log import delete_segments_later
             delete_segments_later(self.scheduler, self.config.file_delete_delay_ms, self.doomed)
         self.report.recovery_point = recovery_point
         self.report.log_end_offset = next_offset
@@ -414,57 +413,6 @@ class LogLoader:
         if psm.map_end_offset != seg.base_offset or not before:
             rebuild_producer_state(psm, before, self.log_start_offset, seg.base_offset, self.clock())
         return psm
-
-
-def rebuild_producer_state(psm: ProducerStateLike, segments: Sequence[LogSegment],
-                           log_start_offset: int, last_offset: int, now: int,
-                           reload_from_clean_shutdown: bool = False) -> None:
-    """Kafka's ``UnifiedLog.rebuildProducerState`` (spec §4.8 step 8, §4.9): load the latest valid
-    snapshot <= ``last_offset`` (deleting corrupt and out-of-range ones) and replay the v2 batches
-    from its offset to ``last_offset``, taking snapshots at the last two segment base offsets on
-    the way and at ``last_offset``. Without snapshots after a clean shutdown: empty snapshots only
-    (Kafka's upgrade shortcut)."""
-    bases = [s.base_offset for s in segments]
-    to_snapshot = ([bases[-2]] if len(bases) >= 2 else []) + bases[-1:] + [last_offset]
-    if not psm.snapshots and reload_from_clean_shutdown:
-        for off in to_snapshot:
-            psm.truncate_and_reload(log_start_offset, off, now)
-            psm.update_map_end_offset(off)
-            psm.take_snapshot(sync=False)
-        return
-    empty_before = psm.is_empty() and psm.map_end_offset >= last_offset
-    psm.truncate_and_reload(log_start_offset, last_offset, now)
-    if last_offset > psm.map_end_offset and not empty_before:
-        for i, seg in enumerate(segments):
-            nxt = bases[i + 1] if i + 1 < len(bases) else None
-            if seg.base_offset >= last_offset or (nxt is not None and nxt <= psm.map_end_offset):
-                continue
-            start = max(seg.base_offset, psm.map_end_offset, log_start_offset)
-            psm.update_map_end_offset(start)
-            if seg.base_offset in to_snapshot:
-                psm.take_snapshot(sync=False)
-            _replay_producer_batches(psm, seg, start, last_offset)
-    psm.update_map_end_offset(last_offset)
-    psm.take_snapshot(sync=False)
-
-
-def _replay_producer_batches(psm: ProducerStateLike, seg: LogSegment, start: int, end: int) -> None:
-    """Feed the producer batches of ``seg`` holding offsets in ``[start, end)`` to ``psm``
-    (replication origin; header bytes only, except for transaction markers)."""
-    h0 = seg.translate_offset(start)
-    if h0 is None:
-        return
-    log = seg.log
-    for h in log.iter_headers(h0.position):
-        if h.base_offset >= end:
-            break
-        if h.magic < 2 or h.last_offset < start or h.size < RECORD_BATCH_OVERHEAD:
-            continue
-        head = log.pread(h.position, RECORD_BATCH_OVERHEAD)
-        if INT64.unpack_from(head, 43)[0] == -1:
-            continue
-        psm.update_from_batch(log.read_entry(h.position, h.size) if h.is_control else head,
-                              ORIGIN_REPLICATION)
 
 
 def split_overflowed_segment(seg: LogSegment, config: LogConfig, clock: Callable[[], int] = _now_ms,
@@ -601,7 +549,6 @@ def _validate_indexes(seg: LogSegment) -> Optional[str]:
 
 
 def _read_next_offset_by_scan(seg: LogSegment) -> int:
-    nxt = seg.base_offset
-    for h in seg.log.iter_headers(0):
-        nxt = h.last_offset + 1
-    return nxt
+    """The offset after the last batch of a segment whose index is not trusted (a walk from its
+    first byte)."""
+    return segment_next_offset(seg.log.iter_headers, 0, seg.base_offset)

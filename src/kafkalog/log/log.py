@@ -1,8 +1,9 @@
 """``Log``: the partition log of one partition directory (Kafka's ``UnifiedLog`` + ``LocalLog``).
 
-Concurrency: the segment list is published copy-on-write as one immutable tuple ``(segments,
-base_offsets, end_metadata)``; readers take that snapshot and are never blocked by appends, rolls or
-deletions. A lock serialises writers (append, roll, flush, truncate, delete).
+Concurrency: the segment list is published copy-on-write as one immutable
+:class:`~kafkalog.log.log_segments.LogSegments` (segments, base offsets, log end); readers take
+it (:meth:`Log.reader`) and are never blocked by appends, rolls or deletions. A lock serialises
+writers (append, roll, flush, truncate, delete).
 
 Append is one validation pass over the caller's buffer at batch granularity (header fields, CRC,
 sizes, record count vs lastOffsetDelta), offsets assigned in place, then one ``pwrite`` and per-batch
@@ -21,7 +22,6 @@ from bisect import bisect_right
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafkalog.errors import (
-    CorruptRecordError,
     KafkalogError,
     KafkalogIOError,
     OffsetOutOfRangeError,
@@ -29,25 +29,34 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.fetch_data_info import AppendInfo, FetchDataInfo, LogOffsetMetadata
-from kafkalog.log.file_records import LOG_OVERHEAD, PREFIX, PREFIX_SIZE, BatchHeader, header_of_row
+from kafkalog.log.file_records import TimestampAndOffset
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.index.txn_index import AbortedTxn
+from kafkalog.log.log_segments import LogSegments
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
-from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION
+from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION, rebuild_producer_state
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
-from kafkalog.log.read.partition_view import (
-    AbortedTxnFilter,
-    LiveSegment,
-    ViewBatch,
-    collect_aborted_transactions,
-    find_offset_for_timestamp,
-    walk_batches,
+from kafkalog.log.read.reader import PartitionReader
+from kafkalog.log.read.segments import LiveSegment
+from kafkalog.log.read.walk import ViewBatch
+from kafkalog.log.segment import (
+    LogSegment,
+    RollParams,
+    _now_ms,
+    delete_segments_later,
+    segment_file_name,
 )
-from kafkalog.log.segment import LONG_MAX, LogSegment, RollParams, TimestampAndOffset, _now_ms, segment_file_name
-from kafkalog.record.constants import ATTRIBUTES_OFFSET, INT32_MAX, PRODUCER_EPOCH_OFFSET, TRANSACTIONAL_FLAG_MASK
+from kafkalog.record.constants import (
+    ATTRIBUTES_OFFSET,
+    INT32_MAX,
+    INT64_MAX,
+    PRODUCER_EPOCH_OFFSET,
+    TRANSACTIONAL_FLAG_MASK,
+    IsolationLevel,
+)
 from kafkalog.record.crc import Buffer
-from kafkalog.record.header_walk import FindingKind, one_v2_data_batch, walk
+from kafkalog.record.header_walk import one_v2_data_batch
 
 #: what the entry points take as configuration (see :func:`~kafkalog.log.config.as_log_config`)
 ConfigArg = LogConfig | Mapping[str, Any] | None
@@ -59,8 +68,10 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = IsolationLevel.READ_UNCOMMITTED.config_name
+READ_COMMITTED = IsolationLevel.READ_COMMITTED.config_name
+#: an isolation level as the log's methods take it: the enum, its id or its config name
+IsolationArg = IsolationLevel | int | str
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -69,6 +80,8 @@ _pack_q = _INT64.pack_into
 _EPOCH_SEQUENCE = struct.Struct(">hi")
 #: the low byte of a v2 batch's attributes (its flags, the transactional one among them)
 _ATTRIBUTE_FLAGS = ATTRIBUTES_OFFSET + 1
+#: a LogSegments from its three fields at C speed (the one-batch append publishes one per call)
+_new_log_segments = tuple.__new__
 
 
 class Log:
@@ -145,8 +158,8 @@ class Log:
         self.compact = c.compact
         self.max_segment_ms = c.max_segment_ms
         # single-batch fast path of append(): CreateTime without timestamp bounds
-        self._fast_append = (not self.log_append_time_type and self.ts_before_max == LONG_MAX
-                             and self.ts_after_max == LONG_MAX)
+        self._fast_append = (not self.log_append_time_type and self.ts_before_max == INT64_MAX
+                             and self.ts_after_max == INT64_MAX)
         self._rules = AppendRules(self.max_message_bytes, self.log_append_time_type,
                                   self.ts_before_max, self.ts_after_max)
 
@@ -157,9 +170,7 @@ class Log:
             self._reload_config()
 
     def _publish(self, segs: Tuple[LogSegment, ...], next_offset: int) -> None:
-        active = segs[-1]
-        end = LogOffsetMetadata(next_offset, active.base_offset, active.size)
-        self._view = (segs, tuple(s.base_offset for s in segs), end)
+        self._log_segments = LogSegments.of(segs, next_offset)
         self._notify_published()
 
     # --- publish listeners (readers waiting for new data: the consumer's wake-up) -----------------
@@ -185,19 +196,19 @@ class Log:
     @property
     def segments(self) -> Tuple[LogSegment, ...]:
         """An immutable snapshot of the segments, oldest first."""
-        return self._view[0]
+        return self._log_segments.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._view[0][-1]
+        return self._log_segments.segments[-1]
 
     @property
     def log_end_offset(self) -> int:
-        return self._view[2].message_offset
+        return self._log_segments.end.message_offset
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._view[2]
+        return self._log_segments.end
 
     @property
     def high_watermark(self) -> int:
@@ -212,7 +223,7 @@ class Log:
     def fetch_offset_snapshot(self) -> tuple[int, int, int]:
         """(log start offset, high watermark, last stable offset) read together, as a fetch
         answers them (Kafka's ``fetchOffsetSnapshot``)."""
-        hw = self._view[2].message_offset
+        hw = self._log_segments.end.message_offset
         psm = self.producer_state_manager
         if psm is not None:
             v = psm.first_unstable_offset()
@@ -229,13 +240,13 @@ class Log:
         return os.path.basename(self.dir)
 
     def floor_segment(self, offset: int) -> Optional[LogSegment]:
-        segs, bases, _ = self._view
+        segs, bases, _ = self._log_segments
         i = bisect_right(bases, offset) - 1
         return segs[i] if i >= 0 else None
 
     def segments_in_range(self, from_offset: int, to_offset: int) -> List[LogSegment]:
         """Segments holding offsets in [from, to), including the floor segment of ``from``."""
-        segs, bases, _ = self._view
+        segs, bases, _ = self._log_segments
         i = max(bisect_right(bases, from_offset) - 1, 0)
         j = bisect_right(bases, to_offset - 1) if to_offset > from_offset else i
         return list(segs[i:max(j, i)])
@@ -315,14 +326,15 @@ class Log:
             if psm is not None and not psm.is_next_in_sequence(
                     pid, *_EPOCH_SEQUENCE.unpack_from(buf, PRODUCER_EPOCH_OFFSET)):
                 return None
-            segs, bases, end = self._view
+            segs, bases, end = self._log_segments
             seg = segs[-1]
             first = end.message_offset
             last = first + lod
             _pack_q(buf, 0, first)
             if not seg.try_append_one(buf, n, last, mts, self.segment_bytes, self.max_segment_ms):
                 return None
-            self._view = (segs, bases, LogOffsetMetadata(last + 1, seg.base_offset, seg.log.size))
+            self._log_segments = _new_log_segments(
+                LogSegments, (segs, bases, LogOffsetMetadata(last + 1, seg.base_offset, seg.log.size)))
             if self._publish_listeners:
                 self._notify_published()
             if psm is not None:
@@ -441,7 +453,7 @@ class Log:
             origin = ORIGIN_CLIENT if assign else ORIGIN_REPLICATION
         rules = self._rules
         now = self.clock() if rules.needs_clock else -1
-        v = validate_append(buf, self._view[2].message_offset, rules, now, assign=assign,
+        v = validate_append(buf, self._log_segments.end.message_offset, rules, now, assign=assign,
                             origin=origin, leader_epoch=leader_epoch, verify_crc=verify_crc)
         if not v.positions:
             return AppendInfo(first_offset=-1, last_offset=-1, log_start_offset=self.log_start_offset)
@@ -507,7 +519,7 @@ class Log:
                                            first_in_chunk, lasts[j - 1])
                 segment.append_batches(mvb[chunk_start:chunk_end], c_pos, lasts[start_i:j],
                                        mtss[start_i:j])
-                self._publish(self._view[0], lasts[j - 1] + 1)
+                self._publish(self._log_segments.segments, lasts[j - 1] + 1)
                 start_i = j
 
     def _chunk_end(self, positions: List[int], valid: int, start_i: int) -> int:
@@ -540,7 +552,7 @@ class Log:
             os.fdatasync(fd)
         segment = self.roll(first_offset)
         segment.adopt_log_file(path, size, positions, lasts, mtss)
-        self._publish(self._view[0], lasts[-1] + 1)
+        self._publish(self._log_segments.segments, lasts[-1] + 1)
 
     def _update_producer_state(self, psm: ProducerStateLike, pbatches: Optional[Iterable[Tuple[int, Any]]],
                                origin: str) -> None:
@@ -572,7 +584,7 @@ class Log:
         active segment is made inactive (final time-index entry, trims) and flushed."""
         with self._lock:
             self._check_open()
-            segs, bases, end = self._view
+            segs, bases, end = self._log_segments
             leo = end.message_offset
             new_base = max(expected_next_offset or 0, leo)
             active = segs[-1]
@@ -627,7 +639,7 @@ class Log:
             up_to = min(up_to, leo)
             if up_to <= self.recovery_point and not include_active:
                 return
-            segs, bases, _ = self._view
+            segs, bases, _ = self._log_segments
             i = max(bisect_right(bases, self.recovery_point) - 1, 0)
             new_segment = False
             for s in segs[i:]:
@@ -645,7 +657,7 @@ class Log:
     def flush_if_due(self, now: Optional[int] = None) -> bool:
         """The ``flush.ms`` policy (Kafka's log flusher task); returns True when it flushed."""
         now = self.clock() if now is None else now
-        if self.flush_ms < LONG_MAX and now - self.last_flush_time >= self.flush_ms:
+        if self.flush_ms < INT64_MAX and now - self.last_flush_time >= self.flush_ms:
             self.flush()
             return True
         return False
@@ -653,21 +665,20 @@ class Log:
     # --- read ------------------------------------------------------------------------------------
 
     def read(self, start_offset: int, max_bytes: int, *, min_one_message: bool = True,
-             max_offset: Optional[int] = None, isolation: str = "read_uncommitted") -> FetchDataInfo:
+             max_offset: Optional[int] = None, isolation: IsolationArg = READ_UNCOMMITTED) -> FetchDataInfo:
         """Read raw batches from ``start_offset`` (spec §4.6). ``max_offset`` bounds the read;
         default is the log end offset (= the high watermark of this single-replica log).
         ``isolation="read_committed"`` bounds it by the last stable offset and lists the aborted
         transactions overlapping the result in ``aborted_transactions``. Raises
         :class:`OffsetOutOfRangeError` below the log start offset or above the log end offset."""
-        if isolation == READ_COMMITTED:
+        if (isolation is not IsolationLevel.READ_UNCOMMITTED and isolation != READ_UNCOMMITTED
+                and IsolationLevel.of(isolation) is IsolationLevel.READ_COMMITTED):
             lso = self.last_stable_offset
             info = self.read(start_offset, max_bytes, min_one_message=min_one_message,
                              max_offset=lso if max_offset is None else min(max_offset, lso))
             info.aborted_transactions = self._aborted_for_fetch(start_offset, info)
             return info
-        if isolation != READ_UNCOMMITTED:
-            raise ValueError(f"isolation must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}")
-        segs, bases, end = self._view
+        segs, bases, end = self._log_segments
         leo = end.message_offset
         if start_offset < self.log_start_offset or start_offset > leo:
             raise OffsetOutOfRangeError(
@@ -707,7 +718,7 @@ class Log:
         of the returned slice, else the next segment's base offset, else the log end offset."""
         if not info.records.size:
             return []
-        segs, bases, end = self._view
+        segs, bases, end = self._log_segments
         meta = info.fetch_offset_metadata
         i = bisect_right(bases, meta.segment_base_offset) - 1
         seg = segs[i]
@@ -725,17 +736,27 @@ class Log:
         """The aborted transactions (:class:`~kafkalog.log.index.txn_index.AbortedTxn`) overlapping
         ``[start_offset, upper_bound_offset)``, from the ``.txnindex`` of the segment holding
         ``start_offset`` and the following ones until a search is complete (spec §2.4)."""
-        return collect_aborted_transactions(self._read_view(start_offset), start_offset,
-                                            upper_bound_offset)
+        return self.reader(start_offset).collect_aborted_transactions(start_offset,
+                                                                      upper_bound_offset)
 
-    def _read_view(self, from_offset: Optional[int] = None) -> List[LiveSegment]:
-        """The segments (from the one holding ``from_offset``) as the read rules of
-        :mod:`kafkalog.log.read.partition_view` see them, up to the log end of this moment."""
-        segs, bases, end = self._view
+    def reader(self, from_offset: Optional[int] = None) -> PartitionReader:
+        """The log as the read pipeline sees it at this moment
+        (:class:`~kafkalog.log.read.reader.PartitionReader`): its segments from the one holding
+        ``from_offset`` up to the log end, its log start offset and its last stable offset (from
+        the producer state)."""
+        view = self._log_segments
+        segs, bases, end = view
         first = 0 if from_offset is None else max(bisect_right(bases, from_offset) - 1, 0)
-        last = len(segs) - 1
-        return [LiveSegment(segs[k], end.relative_position_in_segment if k == last else segs[k].size)
-                for k in range(first, len(segs))]
+        live = [LiveSegment(segs[k], view.readable_size(k)) for k in range(first, len(segs))]
+        leo = end.message_offset
+        lso = leo
+        psm = self.producer_state_manager
+        if psm is not None:
+            unstable = psm.first_unstable_offset()
+            if unstable is not None and unstable < leo:
+                lso = unstable
+        return PartitionReader(live, self.log_start_offset, leo, last_stable_offset=lso,
+                               contiguous=not self.compact, name=self.dir)
 
     def send_to(self, sock_or_fd: int | socket.socket, start_offset: int, max_bytes: int) -> int:
         """Zero-copy: ``os.sendfile`` the slice :meth:`read` would return to a socket or fd; returns
@@ -744,91 +765,22 @@ class Log:
         info = self.read(start_offset, max_bytes)
         return info.records.send_to(fd)
 
-    def iter_batch_bytes(self, from_offset: Optional[int] = None,
-                         to_offset: Optional[int] = None) -> Iterator[Tuple[BatchHeader, bytes]]:
-        """(header, raw bytes) of every batch holding offsets >= ``from_offset`` (and below
-        ``to_offset``), across segments, reading through ``os.pread``."""
-        segs, bases, end = self._view
-        start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
-        stop = end.message_offset if to_offset is None else min(to_offset, end.message_offset)
-        i = max(bisect_right(bases, start) - 1, 0)
-        for k in range(i, len(segs)):
-            seg = segs[k]
-            limit = end.relative_position_in_segment if k == len(segs) - 1 else seg.size
-            h0 = seg.translate_offset(start) if k == i else None
-            pos = h0.position if h0 is not None else 0   # None: walk it all (its end is checked)
-            seg_end = pos
-            for h, data in _segment_entries(seg, pos, limit):
-                seg_end = h.position + h.size
-                if not 0 <= h.magic <= 2:
-                    # magic is outside the v2 CRC: never skip or decode such an entry silently
-                    raise CorruptRecordError(f"Invalid magic found in record: {h.magic}",
-                                             file=seg.log_path, position=h.position)
-                if h.last_offset < start:
-                    continue
-                if h.base_offset >= stop and h.magic >= 2:
-                    return
-                if h.magic < 2 and h.last_offset >= stop and h.last_offset - 0 >= stop:
-                    # legacy wrapper may begin below stop; include it only if it starts there
-                    pass
-                yield h, data
-            if seg_end < limit and k < len(segs) - 1:
-                # a torn or cut batch inside an older segment: never skip offsets silently
-                raise CorruptRecordError(f"partial or invalid batch at the end of the segment "
-                                         f"({limit - seg_end} bytes)", file=seg.log_path,
-                                         position=seg_end)
-
     def batches(self, from_offset: Optional[int] = None,
-                isolation: str = "read_uncommitted") -> Iterator[ViewBatch]:
-        """Decoded batches (``kafkalog.record`` RecordBatch views) from ``from_offset`` on. With
-        ``isolation="read_committed"``: only below the last stable offset, without control batches
-        and without the batches of aborted transactions (Kafka's consumer rules)."""
-        if isolation == READ_COMMITTED:
-            yield from self._committed_batches(from_offset)
-            return
-        if isolation != READ_UNCOMMITTED:
-            raise ValueError(f"isolation must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}")
-        yield from self._batches(from_offset)
-
-    def _committed_batches(self, from_offset: Optional[int]) -> Iterator[ViewBatch]:
-        start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
-        lso = self.last_stable_offset
-        skip = AbortedTxnFilter((a.producer_id, a.first_offset)
-                                for a in self.collect_aborted_transactions(start, lso))
-        for batch in self._batches(from_offset, lso):
-            if not skip.skip(batch) and not batch.is_control:
-                yield batch
-
-    def _batches(self, from_offset: Optional[int] = None,
-                 to_offset: Optional[int] = None) -> Iterator[ViewBatch]:
-        expect = None
-        start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
-        for h, data in self.iter_batch_bytes(from_offset, to_offset):
-            for b in walk_batches(data):
-                try:
-                    b.ensure_valid()        # never hand a corrupt batch to a reader
-                except KafkalogError as e:
-                    raise e.at(self.dir, h.position) from None
-                first = h.base_offset
-                if h.magic < 2:
-                    recs = b.records()
-                    first = recs[0].offset if recs else (start if expect is None else expect)
-                if expect is None:
-                    # re-read the log start offset: retention may have raised it since ``start``
-                    if not self.compact and first > max(start, self.log_start_offset):
-                        raise CorruptRecordError(f"batch base offset {first} is above the requested "
-                                                 f"offset {start}", file=self.dir, position=h.position)
-                elif first < expect or (not self.compact and first != expect and h.magic >= 2):
-                    # baseOffset is outside the CRC; a never-compacted v2 log has no gaps (legacy
-                    # data may: pre-0.11 compaction, split overflowed segments)
-                    raise CorruptRecordError(f"batch base offset {first} where offset "
-                                             f"{expect} was expected", file=self.dir,
-                                             position=h.position)
-                expect = h.last_offset + 1
-                yield b
+                isolation: IsolationArg = "read_uncommitted") -> Iterator[ViewBatch]:
+        """CRC-checked batch views from ``from_offset`` (default: the log start offset) to the
+        log end offset, control batches included, their offsets checked (a never-compacted log
+        has no gaps; no log goes backwards). With ``isolation="read_committed"``: only below the
+        last stable offset, without control batches and without the batches of aborted
+        transactions (Kafka's consumer rules)."""
+        iso = IsolationLevel.of(isolation)
+        reader = self.reader(from_offset)
+        start = reader.log_start_offset if from_offset is None else from_offset
+        if iso is IsolationLevel.READ_COMMITTED:
+            return reader.visible_batches(start, None, iso, check_offsets=True)
+        return reader.batches(start, reader.log_end_offset, check_offsets=True)
 
     def records(self, from_offset: Optional[int] = None,
-                isolation: str = "read_uncommitted") -> Iterator[Any]:
+                isolation: IsolationArg = "read_uncommitted") -> Iterator[Any]:
         """Decoded records with offset >= ``from_offset``, across segments, skipping control
         records; ``isolation="read_committed"`` as in :meth:`batches`."""
         start = self.log_start_offset if from_offset is None else from_offset
@@ -844,7 +796,7 @@ class Log:
     def offset_for_timestamp(self, timestamp: int) -> Optional[TimestampAndOffset]:
         """Kafka's fetchOffsetByTimestamp (spec §4.7): -2 earliest, -1 latest, -3 max timestamp,
         -4 earliest local, -5 latest tiered, or the first record with timestamp >= ``timestamp``."""
-        segs, bases, end = self._view
+        segs, bases, end = self._log_segments
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self.log_start_offset, self._earliest_epoch())
         if timestamp == LATEST_TIMESTAMP:
@@ -860,8 +812,7 @@ class Log:
                 return None
             target = best.max_timestamp_so_far
             return best.find_offset_by_timestamp(target, max(best.base_offset, self.log_start_offset))
-        return find_offset_for_timestamp(self._read_view(self.log_start_offset), timestamp,
-                                         self.log_start_offset)
+        return self.reader(self.log_start_offset).offset_for_timestamp(timestamp)
 
     def _earliest_epoch(self) -> Optional[int]:
         c = self.leader_epoch_cache
@@ -884,7 +835,7 @@ class Log:
                                 f"({target_offset}).", file=self.dir)
         with self._lock:
             self._check_open()
-            segs, bases, end = self._view
+            segs, bases, end = self._log_segments
             if target_offset >= end.message_offset:
                 self._truncate_epochs_from_end(end.message_offset)
                 return False
@@ -897,7 +848,7 @@ class Log:
             return True
 
     def _truncate_segments(self, target_offset: int) -> None:
-        segs, _bases, _end = self._view
+        segs, _bases, _end = self._log_segments
         keep = tuple(s for s in segs if s.base_offset <= target_offset)
         drop = [s for s in segs if s.base_offset > target_offset]
         self._publish(keep, target_offset)
@@ -933,7 +884,7 @@ class Log:
             self._notify_truncated()
 
     def _truncate_fully(self, new_offset: int) -> None:
-        segs, _, _ = self._view
+        segs, _, _ = self._log_segments
         self._remove_and_delete(list(segs), async_delete=True)
         new = LogSegment.open(self.dir, new_offset, self.config, clock=self.clock)
         self._publish((new,), new_offset)
@@ -954,10 +905,19 @@ class Log:
         if psm is None:
             return
         if truncate:
-            from kafkalog.log.loader import rebuild_producer_state
             rebuild_producer_state(psm, self.segments, self.log_start_offset, offset, self.clock())
         else:
             psm.truncate_fully_and_start_at(offset)
+
+    def remove_expired_producers(self, now_ms: int) -> List[int]:
+        """Forget the producers whose last batch is older than ``producer.id.expiration.ms`` and
+        that have no open transaction (Kafka's ``UnifiedLog.removeExpiredProducers``, run by the
+        ``PeriodicProducerExpirationCheck`` task); returns their ids."""
+        psm = self.producer_state_manager
+        if psm is None:
+            return []
+        with self._lock:
+            return psm.remove_expired_producers(now_ms)
 
     # --- deletion (used by retention) ------------------------------------------------------------
 
@@ -968,13 +928,13 @@ class Log:
         offset moves up to the new first segment. Returns the number deleted."""
         with self._lock:
             self._check_open()
-            segs, _, _ = self._view
+            segs, _, _ = self._log_segments
             targets = [s for s in segments if s in segs]
             if not targets:
                 return 0
             if len(targets) == len(segs):
                 self.roll()
-                segs, _, _ = self._view
+                segs, _, _ = self._log_segments
             ids = {id(s) for s in targets}
             keep = tuple(s for s in segs if id(s) not in ids)
             # Raise the log start offset before readers can see the shorter segment list, so a
@@ -1048,7 +1008,7 @@ class Log:
                     for s in new_segments:
                         s.delete()
                     raise
-            segs = self._view[0]
+            segs = self._log_segments.segments
             present = {id(s) for s in segs}
             if self._closed or (abort_if_missing and any(id(s) not in present for s in old_segments)):
                 for s in new_segments:
@@ -1116,73 +1076,3 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log(dir={self.dir}, logStartOffset={self.log_start_offset}, "
                 f"logEndOffset={self.log_end_offset}, segments={len(self.segments)})")
-
-
-_FIRST_READ = 64 * 1024          # iter_batch_bytes reads windows growing from this ...
-_MAX_READ = 1024 * 1024          # ... to this (one pread and one header walk per window)
-
-
-def _segment_entries(seg: LogSegment, pos: int, limit: int) -> Iterator[Tuple[BatchHeader, bytes]]:
-    """(header, bytes) of the entries of ``seg`` from ``pos`` to ``limit``: windows read by one
-    ``pread`` each and walked by the header walker, every whole entry sliced out of its window. An
-    entry the walker refuses (bad size, magic, header) is left to ``FileRecords.iter_headers``,
-    which walks the rest of the segment by the file iteration rules (and raises where they do)."""
-    fr = seg.log
-    want = _FIRST_READ
-    while pos < limit - PREFIX_SIZE:
-        base = pos
-        buf = fr.pread(pos, min(want, limit - pos))
-        if not buf:
-            return
-        w = walk(buf, pos, limit, verify_crc=False, base=pos)
-        got = len(buf)
-        cut = -1                             # the first entry whose header only is in the window
-        for i in range(w.count):
-            h = header_of_row(w.batch(i))
-            off = h.position - base
-            if off + h.size > got:
-                cut = h.position
-                break
-            yield h, buf[off:off + h.size]
-        f = w.finding
-        if cut >= 0:
-            pos = cut
-        elif f is None:
-            return
-        elif f.kind is not FindingKind.NEED_MORE:
-            for h in fr.iter_headers(f.position, limit):
-                yield h, fr.read_entry(h.position, h.size)
-            return
-        else:
-            pos = f.position
-        if pos == base:                      # one entry larger than the window: read it whole
-            if len(buf) >= limit - base:     # ... unless it is cut by the end (a partial entry)
-                return
-            head = fr.pread(pos, PREFIX_SIZE)
-            if len(head) < PREFIX_SIZE:
-                return
-            want = max(want, PREFIX.unpack_from(head)[1] + LOG_OVERHEAD)
-        want = min(max(want * 2, _FIRST_READ), max(_MAX_READ, want))
-
-
-def delete_segments_later(scheduler: Optional[Scheduler], delay_ms: int, segments: Sequence[LogSegment],
-                          other_files: Sequence[str] = ()) -> None:
-    """Delete segments already renamed ``.deleted`` (and ``other_files``) after ``delay_ms`` via
-    ``scheduler``, or now when there is none (Kafka's asynchronous segment deletion)."""
-    segs = list(segments)
-    files = list(other_files)
-
-    def delete() -> None:
-        for s in segs:
-            s.delete()
-        for p in files:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
-    if scheduler is not None and delay_ms > 0:
-        scheduler(delay_ms / 1000.0, delete)
-    else:
-        delete()
-
-

@@ -26,7 +26,21 @@ from kafkalog.errors import (
     RecordTooLargeError,
 )
 from kafkalog.log.producer_state import ORIGIN_CLIENT
-from kafkalog.record.constants import INT32_MAX
+from kafkalog.record.constants import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    CRC_START,
+    INT32_MAX,
+    INT64_MAX,
+    LEGACY_ATTRIBUTES_OFFSET,
+    LEGACY_CRC_OFFSET,
+    LEGACY_MAGIC_OFFSET,
+    LEGACY_TIMESTAMP_OFFSET,
+    LEGACY_TIMESTAMP_TYPE_MASK,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
 from kafkalog.record.header_walk import (
     F_ATTRIBUTES,
     F_BASE_OFFSET,
@@ -44,7 +58,6 @@ from kafkalog.record.header_walk import (
     walk,
 )
 
-LONG_MAX = 2**63 - 1
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -62,12 +75,12 @@ class AppendRules:
 
     max_message_bytes: int
     log_append_time: bool                 # message.timestamp.type = LogAppendTime
-    ts_before_max: int = LONG_MAX         # message.timestamp.before.max.ms
-    ts_after_max: int = LONG_MAX          # message.timestamp.after.max.ms
+    ts_before_max: int = INT64_MAX         # message.timestamp.before.max.ms
+    ts_after_max: int = INT64_MAX          # message.timestamp.after.max.ms
 
     @property
     def checks_timestamps(self) -> bool:
-        return self.ts_before_max < LONG_MAX or self.ts_after_max < LONG_MAX
+        return self.ts_before_max < INT64_MAX or self.ts_after_max < INT64_MAX
 
     @property
     def needs_clock(self) -> bool:
@@ -165,7 +178,7 @@ def _assign_batch(buf: Any, row: tuple[int, ...], next_off: int, rules: AppendRu
             _check_timestamps(rules, row[F_FIRST_TIMESTAMP], mts, now, pos)
         ple = row[F_PARTITION_LEADER_EPOCH]
         if leader_epoch is not None:
-            _INT32.pack_into(buf, pos + 12, leader_epoch)
+            _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
             ple = leader_epoch
         if ple >= 0:
             v.epochs.append((ple, next_off))
@@ -266,21 +279,21 @@ def _legacy_count(buf: Any, pos: int, sz: int, magic: int, attrs: int) -> int:
 
 def _set_v2_log_append_time(buf: Any, pos: int, sz: int, attrs: int, now: int) -> None:
     """setMaxTimestamp(LOG_APPEND_TIME, now): attribute bit 3 + maxTimestamp, then the CRC."""
-    new_attrs = (attrs | 0x08) & 0xFFFF
-    if new_attrs == attrs and _INT64.unpack_from(buf, pos + 35)[0] == now:
+    new_attrs = (attrs | TIMESTAMP_TYPE_MASK) & 0xFFFF
+    if new_attrs == attrs and _INT64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0] == now:
         return
-    struct.pack_into(">H", buf, pos + 21, new_attrs)
-    _INT64.pack_into(buf, pos + 35, now)
+    struct.pack_into(">H", buf, pos + ATTRIBUTES_OFFSET, new_attrs)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now)
     with memoryview(buf) as mv:
-        _UINT32.pack_into(buf, pos + 17, crc32c(mv[pos + 21:pos + sz]))
+        _UINT32.pack_into(buf, pos + CRC_OFFSET, crc32c(mv[pos + CRC_START:pos + sz]))
 
 
 def _set_v1_log_append_time(buf: Any, pos: int, sz: int, now: int) -> None:
     """v1: timestamp field + timestamp-type attribute of the (wrapper) message, then its CRC-32."""
-    buf[pos + 17] = buf[pos + 17] | 0x08
-    _INT64.pack_into(buf, pos + 18, now)
+    buf[pos + LEGACY_ATTRIBUTES_OFFSET] = buf[pos + LEGACY_ATTRIBUTES_OFFSET] | LEGACY_TIMESTAMP_TYPE_MASK
+    _INT64.pack_into(buf, pos + LEGACY_TIMESTAMP_OFFSET, now)
     with memoryview(buf) as mv:
-        _UINT32.pack_into(buf, pos + 12, zlib.crc32(mv[pos + 16:pos + sz]))
+        _UINT32.pack_into(buf, pos + LEGACY_CRC_OFFSET, zlib.crc32(mv[pos + LEGACY_MAGIC_OFFSET:pos + sz]))
 
 
 __all__ = ["INT32_MAX", "AppendRules", "NeedsConversion", "ValidatedAppend", "validate_append"]

@@ -21,7 +21,9 @@ retention every ``log.retention.check.interval.ms``, recovery-point checkpoints 
 the data written since the last checkpoint is scanned), log-start-offset checkpoints every
 ``log.flush.start.offset.checkpoint.interval.ms``, the ``replication-offset-checkpoint`` (high
 watermark = log end offset: an embedded single replica) every
-``replica.high.watermark.checkpoint.interval.ms``, and delayed file deletion. When
+``replica.high.watermark.checkpoint.interval.ms``, producer-id expiry every
+``producer.id.expiration.check.interval.ms`` (producers idle for ``producer.id.expiration.ms``
+are forgotten, as Kafka's ``PeriodicProducerExpirationCheck`` does), and delayed file deletion. When
 ``log.cleaner.enable`` is true and a ``cleaner_factory`` was handed in (the layer above passes
 :class:`kafkalog.cleaner.LogCleaner`; the log layer never imports the cleaner), the cleaner is
 started too.
@@ -87,11 +89,11 @@ from kafkalog.log.naming import (
     topic_config_file,
     validate_topic,
 )
+from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.protocols import Cleaner, CleanerFactory
 from kafkalog.log.retention import RetentionResult, delete_old_segments
 from kafkalog.log.scheduler import Scheduler
 from kafkalog.record.constants import INT64_MAX
-from kafkalog.tiered.filesystem import local_path, refuse_remote_write
 
 logger = logging.getLogger("kafkalog.manager")
 
@@ -214,8 +216,8 @@ class LogManager:
         if recovery not in ("auto", "unclean", "full"):
             raise InvalidConfigError(f"recovery must be auto, unclean or full, not {recovery!r}")
         self.recovery_mode = recovery
-        refuse_remote_write(data_dir, "opening a data directory writable")
-        self.data_dir = os.path.abspath(local_path(data_dir))
+        fsutil.refuse_remote_write(data_dir, "opening a data directory writable")
+        self.data_dir = os.path.abspath(fsutil.local_path(data_dir))
         if isinstance(broker_config, BrokerConfig):
             self.broker_config = broker_config
         else:
@@ -387,7 +389,7 @@ class LogManager:
                            log_start_offset=start_offsets.get(tp, 0),
                            recovery_point=recovery_points.get(tp, 0),
                            had_clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler,
-                           clock=self.clock)
+                           clock=self.clock, producer_state_manager=self._producer_state(path))
             self._logs[tp] = log
             self.load_result.loaded.append(os.path.basename(path))
             if log.recovery_report is not None:
@@ -419,6 +421,9 @@ class LogManager:
                    int(b.log_flush_start_offset_checkpoint_interval_ms))
         s.schedule("highwatermark-checkpoint", self.checkpoint_high_watermarks, initial,
                    int(b.replica_high_watermark_checkpoint_interval_ms))
+        expiry_check = int(b.producer_id_expiration_check_interval_ms)
+        s.schedule("PeriodicProducerExpirationCheck", self.remove_expired_producers, expiry_check,
+                   expiry_check)
         s.startup()
         if b.log_cleaner_enable:
             self._start_cleaner()
@@ -464,9 +469,14 @@ class LogManager:
 
     def _create_log(self, tp: TopicPartition, cfg: LogConfig) -> Log:
         path = os.path.join(self.data_dir, partition_dir_name(tp.topic, tp.partition))
-        log = Log.open(path, cfg, had_clean_shutdown=True, scheduler=self.scheduler, clock=self.clock)
+        log = Log.open(path, cfg, had_clean_shutdown=True, scheduler=self.scheduler, clock=self.clock,
+                       producer_state_manager=self._producer_state(path))
         self._logs[tp] = log
         return log
+
+    def _producer_state(self, path: str) -> ProducerStateManager:
+        """A partition's producer state, expiring producers after ``producer.id.expiration.ms``."""
+        return ProducerStateManager(path, int(self.broker_config.producer_id_expiration_ms))
 
     def add_partitions(self, topic: str, total_partitions: int) -> List[Log]:
         """Grow ``topic`` to ``total_partitions`` partitions."""
@@ -628,6 +638,17 @@ class LogManager:
             results[str(tp)] = r
         self.last_retention = results
         return results
+
+    def remove_expired_producers(self, now: Optional[int] = None) -> int:
+        """Kafka's ``PeriodicProducerExpirationCheck`` (every
+        ``producer.id.expiration.check.interval.ms``): forget, in every log, the producers whose
+        last batch is older than ``producer.id.expiration.ms`` and that have no open transaction.
+        Returns how many were forgotten."""
+        now = self.clock() if now is None else now
+        gone = 0
+        for _tp, log in list(self.logs()):
+            gone += len(log.remove_expired_producers(now))
+        return gone
 
     def flush_dirty_logs(self) -> None:
         """Kafka's ``kafka-log-flusher``: flush each log whose ``flush.ms`` has elapsed."""

@@ -2,38 +2,69 @@
 (Kafka's ``ProducerStateManager``, ``ProducerAppendInfo``, ``ProducerStateEntry``; spec §3.5,
 §4.2, §2.4).
 
-The update method takes plain v2 batch-header values, so this module does not depend on the record
-layer; :meth:`ProducerStateManager.update_from_batch` parses a batch header with ``struct`` for
-callers that hold raw batch bytes.
+The update method takes plain v2 batch-header values; :meth:`ProducerStateManager.update_from_batch`
+parses a batch header with ``struct`` for callers that hold raw batch bytes, and
+:meth:`ProducerStateManager.replay_walk` replays the producer batches of a header walk (recovery,
+a rebuild from a snapshot) applying only those that leave a trace.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, Iterable, List, NamedTuple, Optional
+from typing import Deque, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence
 
 from crc32c import crc32c
 
-from kafkalog.errors import CorruptSnapshotError, InvalidRecordError, KafkalogError, ProducerStateError
+from kafkalog.errors import (
+    CorruptSnapshotError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    KafkalogError,
+    OutOfOrderSequenceError,
+    ProducerStateError,
+    TransactionCoordinatorFencedError,
+)
+from kafkalog.log.file_records import BatchHeader, FileRecords
 from kafkalog.log.fsutil import atomic_rename, atomic_write, delete_if_exists, io_error
 from kafkalog.log.index.txn_index import AbortedTxn
+from kafkalog.log.kernel import producer_rows
 from kafkalog.log.naming import (
     DELETED_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     offset_from_file_name,
     producer_snapshot_file,
 )
-from kafkalog.record.constants import INT32_MAX, decrement_sequence, increment_sequence, java_long
+from kafkalog.log.protocols import ProducerStateLike
+from kafkalog.record.constants import (
+    CONTROL_FLAG_MASK,
+    INT32_MAX,
+    RECORD_BATCH_OVERHEAD,
+    decrement_sequence,
+    increment_sequence,
+    java_long,
+)
 from kafkalog.record.crc import Buffer
+from kafkalog.record.header_walk import (
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET,
+    F_POSITION,
+    F_SIZE,
+    NF,
+    HeaderWalk,
+)
 
 __all__ = [
     "ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "TxnMetadata", "CompletedTxn",
     "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
     "TransactionCoordinatorFencedError", "read_snapshot", "write_snapshot", "snapshot_bytes",
     "parse_snapshot", "ORIGIN_CLIENT", "ORIGIN_REPLICATION", "ORIGIN_COORDINATOR",
+    "rebuild_producer_state",
 ]
 
 NO_PRODUCER_ID = -1
@@ -52,22 +83,6 @@ _HEADER = struct.Struct(">hIi")
 _ENTRY = struct.Struct(">qhiqiqiq")
 ENTRY_SIZE = _ENTRY.size  # 46
 HEADER_SIZE = _HEADER.size  # 10
-
-
-class OutOfOrderSequenceError(ProducerStateError):
-    """Kafka: OutOfOrderSequenceException."""
-
-
-class InvalidProducerEpochError(ProducerStateError):
-    """Kafka: InvalidProducerEpochException (epoch older than the last seen one)."""
-
-
-class InvalidTxnStateError(ProducerStateError):
-    """Kafka: InvalidTxnStateException (non-transactional write during an open transaction)."""
-
-
-class TransactionCoordinatorFencedError(ProducerStateError):
-    """Kafka: TransactionCoordinatorFencedException (coordinator epoch went backwards)."""
 
 
 #: ``seq - dec`` with Kafka's int wrap (DefaultRecordBatch.decrementSequence)
@@ -386,6 +401,34 @@ class ProducerStateManager:
         self.complete_txn(completed)
         return out
 
+    def replay_walk(self, buf: Buffer, found: HeaderWalk, first: int = 0, end: Optional[int] = None,
+                    base: int = 0) -> List[AbortedTxn]:
+        """Replay (replication origin) the v2 producer batches of rows ``first``..``end - 1`` of a
+        header walk of ``buf`` (whose first byte is at file position ``base``), as
+        :meth:`update_from_batch` of each would, in compiled code but for the few batches that
+        leave a trace (:func:`~kafkalog.log.kernel.producer_rows`: a producer's last
+        ``NUM_BATCHES_TO_RETAIN`` batches, every batch of a transaction). Returns the aborted
+        transactions their markers complete, in order."""
+        end = found.count if end is None else end
+        rows = producer_rows(found.facts, first, end, NUM_BATCHES_TO_RETAIN,
+                             [t.producer_id for t in self.ongoing_txns.values()])
+        if not rows:
+            return []
+        cols = memoryview(found.facts).cast("q")
+        aborted: List[AbortedTxn] = []
+        mv = memoryview(buf)
+        try:
+            for i in rows:
+                r = i * NF
+                pos = cols[r + F_POSITION] - base
+                size = cols[r + F_SIZE] if cols[r + F_ATTRIBUTES] & CONTROL_FLAG_MASK \
+                    else RECORD_BATCH_OVERHEAD     # a data batch: its header says it all
+                aborted.extend(self.update_from_batch(mv[pos:pos + size], ORIGIN_REPLICATION))
+        finally:
+            mv.release()
+            cols.release()
+        return aborted
+
     def check_append(self, batches: Iterable[tuple[int, Buffer]],
                      origin: str = ORIGIN_CLIENT) -> Optional[BatchMetadata]:
         """Run the checks of :meth:`update_from_batch` for ``batches`` (``(position, batch bytes)``
@@ -627,6 +670,65 @@ class ProducerStateManager:
                 latest_stray = off
         if latest_stray is not None and max_base is not None and latest_stray < max_base:
             self.remove_and_delete_snapshot(latest_stray)
+
+
+def rebuild_producer_state(psm: ProducerStateLike, segments: Sequence[_SegmentLike],
+                           log_start_offset: int, last_offset: int, now: int,
+                           reload_from_clean_shutdown: bool = False) -> None:
+    """Kafka's ``UnifiedLog.rebuildProducerState`` (spec §4.8 step 8, §4.9): load the latest valid
+    snapshot <= ``last_offset`` (deleting corrupt and out-of-range ones) and replay the v2 batches
+    from its offset to ``last_offset``, taking snapshots at the last two segment base offsets on
+    the way and at ``last_offset``. Without snapshots after a clean shutdown: empty snapshots only
+    (Kafka's upgrade shortcut)."""
+    bases = [s.base_offset for s in segments]
+    to_snapshot = ([bases[-2]] if len(bases) >= 2 else []) + bases[-1:] + [last_offset]
+    if not psm.snapshots and reload_from_clean_shutdown:
+        for off in to_snapshot:
+            psm.truncate_and_reload(log_start_offset, off, now)
+            psm.update_map_end_offset(off)
+            psm.take_snapshot(sync=False)
+        return
+    empty_before = psm.is_empty() and psm.map_end_offset >= last_offset
+    psm.truncate_and_reload(log_start_offset, last_offset, now)
+    if last_offset > psm.map_end_offset and not empty_before:
+        for i, seg in enumerate(segments):
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            if seg.base_offset >= last_offset or (nxt is not None and nxt <= psm.map_end_offset):
+                continue
+            start = max(seg.base_offset, psm.map_end_offset, log_start_offset)
+            psm.update_map_end_offset(start)
+            if seg.base_offset in to_snapshot:
+                psm.take_snapshot(sync=False)
+            _replay_producer_batches(psm, seg, start, last_offset)
+    psm.update_map_end_offset(last_offset)
+    psm.take_snapshot(sync=False)
+
+
+class _SegmentLike(Protocol):
+    """What a producer-state rebuild reads of a segment
+    (:class:`~kafkalog.log.segment.LogSegment`)."""
+
+    base_offset: int
+    log: FileRecords
+
+    def translate_offset(self, offset: int) -> Optional[BatchHeader]: ...
+
+
+def _replay_producer_batches(psm: ProducerStateLike, seg: _SegmentLike, start: int,
+                             end: int) -> None:
+    """Feed the producer batches of ``seg`` holding offsets in ``[start, end)`` to ``psm``
+    (replication origin): windows of the ``.log`` walked by the header walker, only the batches
+    that leave a trace applied (:meth:`ProducerStateManager.replay_walk`)."""
+    h0 = seg.translate_offset(start)
+    if h0 is None:
+        return
+    for win in seg.log.windows(h0.position, whole=True, first=1 << 16, largest=1 << 20):
+        found = win.walk
+        first = bisect_left(found.column(F_LAST_OFFSET), start)
+        stop = bisect_left(found.column(F_BASE_OFFSET), end, first)
+        psm.replay_walk(win.buf, found, first, stop, win.base)
+        if stop < found.count:
+            return
 
 
 def _copy_entry(e: ProducerStateEntry) -> ProducerStateEntry:

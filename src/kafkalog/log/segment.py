@@ -12,32 +12,32 @@ from __future__ import annotations
 import mmap
 import os
 import time as _time
-import zlib
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
-
-from crc32c import crc32c
 
 from kafkalog.errors import KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.fetch_data_info import EMPTY_SLICE, FetchDataInfo, FileSlice, LogOffsetMetadata
 from kafkalog.log.file_records import (
-    LOG_OVERHEAD,
-    PREFIX,
-    PREFIX_SIZE,
-    RECORD_BATCH_OVERHEAD,
-    RECORD_OVERHEAD_V0,
-    UINT32,
     BatchHeader,
     FileRecords,
+    TimestampAndOffset,
+    segment_next_offset,
 )
 from kafkalog.log.index.offset_index import OffsetIndex
 from kafkalog.log.index.time_index import TimeIndex
 from kafkalog.log.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.log.naming import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX
-from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
-from kafkalog.record.constants import INT32_MAX
+from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike, Scheduler
+from kafkalog.record.constants import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    INT32_MAX,
+    INT64_MAX,
+    MAGIC_OFFSET,
+    NO_TIMESTAMP,
+    RECORD_OVERHEAD_V0,
+)
 from kafkalog.record.crc import Buffer
 from kafkalog.record.header_walk import (
     F_ATTRIBUTES,
@@ -48,7 +48,6 @@ from kafkalog.record.header_walk import (
     F_MAX_TIMESTAMP_SO_FAR,
     F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR,
     F_POSITION,
-    F_PRODUCER_ID,
     F_SIZE,
     NF,
     Finding,
@@ -62,7 +61,6 @@ LOG_SUFFIX = LOG_FILE_SUFFIX
 INDEX_SUFFIX = INDEX_FILE_SUFFIX
 TIME_INDEX_SUFFIX = TIME_INDEX_FILE_SUFFIX
 TXN_INDEX_SUFFIX = TXN_INDEX_FILE_SUFFIX
-NO_TIMESTAMP = -1
 # how far past a corrupt entry recovery looks for further valid batches (report only)
 _CORRUPTION_PROBE_WINDOW = 1 << 20
 
@@ -76,9 +74,6 @@ def _now_ms() -> int:
     return int(_time.time() * 1000)
 
 
-LONG_MAX = 2**63 - 1
-
-
 @dataclass(frozen=True)
 class RollParams:
     """Inputs of :meth:`LogSegment.should_roll` (Kafka's ``RollParams``)."""
@@ -89,15 +84,6 @@ class RollParams:
     max_offset_in_messages: int
     messages_size: int
     now: int
-
-
-@dataclass(frozen=True)
-class TimestampAndOffset:
-    """A ListOffsets answer: record timestamp, offset and the batch's leader epoch (None if < 0)."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: Optional[int] = None
 
 
 @dataclass
@@ -266,10 +252,10 @@ class LogSegment:
                 os.utime(idx_path, (s, s))
 
     def get_first_batch_timestamp(self) -> int:
-        """The first batch's max timestamp, or ``Long.MAX`` (2**63-1) when the segment is empty."""
+        """The first batch's max timestamp, or ``Long.MAX_VALUE`` when the segment is empty."""
         for h in self.log.iter_headers(0):
             return h.max_timestamp
-        return 2**63 - 1
+        return INT64_MAX
 
     def _load_first_batch_timestamp(self) -> None:
         if self.rolling_based_timestamp is None and self.log.size > 0:
@@ -497,19 +483,20 @@ class LogSegment:
         if self._offset_index is not None or os.path.exists(self.offset_index_path):
             oi = self.offset_index
             pos = oi.last_entry.position
-        nxt = self.base_offset
-        for h in self.log.iter_headers(pos):
-            nxt = h.last_offset + 1
-        return nxt
+        return segment_next_offset(self.log.iter_headers, pos, self.base_offset)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: Optional[int] = None
                                  ) -> Optional[TimestampAndOffset]:
         """The first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``
-        (spec §4.7), by the read path's rule
-        (:func:`kafkalog.log.read.partition_view.find_offset_for_timestamp`)."""
-        from kafkalog.log.read.partition_view import LiveSegment, find_offset_for_timestamp
+        (spec §4.7; Kafka's ``LogSegment.findOffsetByTimestamp``): the ``.timeindex`` entry at or
+        below the timestamp, its position from the ``.index``, then the batches from there
+        (:meth:`~kafkalog.log.file_records.FileRecords.search_for_timestamp`)."""
         start = self.base_offset if starting_offset is None else starting_offset
-        return find_offset_for_timestamp([LiveSegment(self, self.size)], timestamp, start)
+        target = max(int(self.time_index.lookup(timestamp).offset), start)
+        h = self.translate_offset(target)
+        if h is None:
+            return None
+        return self.log.search_for_timestamp(timestamp, h.position, start)
 
     # --- recovery --------------------------------------------------------------------------------
 
@@ -581,11 +568,8 @@ class LogSegment:
                 scan.latest_epoch = epoch
         if psm is not None and w.producer_batches:
             txn = self.txn_index
-            for i in range(0, n * NF, NF):
-                if cols[i + F_PRODUCER_ID] >= 0 and cols[i + F_MAGIC] == 2:
-                    pos = cols[i + F_POSITION]
-                    for aborted in psm.update_from_batch(mm[pos:pos + cols[i + F_SIZE]]):
-                        txn.append(aborted)
+            for aborted in psm.replay_walk(mm, w, 0, n):
+                txn.append(aborted)
         scan.max_ts = cols[last_row + F_MAX_TIMESTAMP_SO_FAR]
         scan.max_ts_offset = cols[last_row + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR]
         scan.expect_next = cols[last_row + F_LAST_OFFSET] + 1
@@ -851,35 +835,23 @@ def _classify_stop(mm: mmap.mmap, size: int, f: Finding, base: int
 
 
 def _probe_valid_batch(buf: bytes | bytearray | mmap.mmap, start: int, end: int) -> Optional[int]:
-    """Look for a valid batch (plausible header + matching CRC) in ``buf[start:end]``, within
-    ``_CORRUPTION_PROBE_WINDOW`` bytes. Returns its position or None."""
-    stop = min(end - PREFIX_SIZE, start + _CORRUPTION_PROBE_WINDOW)
-    mv = memoryview(buf)
-    try:
-        for magic_byte in (b"\x02", b"\x01", b"\x00"):
-            p = start + 16
-            while True:
-                p = buf.find(magic_byte, p, stop + 16)
-                if p < 0:
-                    break
-                pos = p - 16
-                p += 1
-                if pos < start:
-                    continue
-                offset, length, _x, magic = PREFIX.unpack_from(buf, pos)
-                sz = length + LOG_OVERHEAD
-                if length < RECORD_OVERHEAD_V0 or pos + sz > end or offset < 0:
-                    continue
-                if magic == 2:
-                    if sz < RECORD_BATCH_OVERHEAD:
-                        continue
-                    if UINT32.unpack_from(buf, pos + 17)[0] == crc32c(mv[pos + 21:pos + sz]):
-                        return pos
-                elif UINT32.unpack_from(buf, pos + 12)[0] == zlib.crc32(mv[pos + 16:pos + sz]):
-                    return pos
-        return None
-    finally:
-        mv.release()
+    """Look for a valid batch (plausible header + matching CRC, by the header walker) in
+    ``buf[start:end]``, within ``_CORRUPTION_PROBE_WINDOW`` bytes. Returns its position or None."""
+    stop = min(end - HEADER_SIZE_UP_TO_MAGIC, start + _CORRUPTION_PROBE_WINDOW)
+    for magic_byte in (b"\x02", b"\x01", b"\x00"):
+        p = start + MAGIC_OFFSET
+        while True:
+            p = buf.find(magic_byte, p, stop + MAGIC_OFFSET)
+            if p < 0:
+                break
+            pos = p - MAGIC_OFFSET
+            p += 1
+            if pos < start:
+                continue
+            w = walk(buf, pos, end, verify_crc=True, max_batches=1)
+            if w.count and w.batch(0)[F_BASE_OFFSET] >= 0:
+                return pos
+    return None
 
 
 def _legacy_first_offset(entry: Buffer, last: int) -> int:
@@ -891,3 +863,26 @@ def _legacy_first_offset(entry: Buffer, last: int) -> int:
     except KafkalogError:
         return -1
     return last - n + 1 if n else -1
+
+
+def delete_segments_later(scheduler: Optional[Scheduler], delay_ms: int, segments: Sequence[LogSegment],
+                          other_files: Sequence[str] = ()) -> None:
+    """Delete segments already renamed ``.deleted`` (and ``other_files``) after ``delay_ms`` via
+    ``scheduler``, or now when there is none (Kafka's asynchronous segment deletion)."""
+    segs = list(segments)
+    files = list(other_files)
+
+    def delete() -> None:
+        for s in segs:
+            s.delete()
+        for p in files:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+    if scheduler is not None and delay_ms > 0:
+        scheduler(delay_ms / 1000.0, delete)
+    else:
+        delete()
+
+

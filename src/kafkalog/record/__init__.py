@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from kafkalog.record.batch import (
         DefaultRecordBatch,
         RecordBatch,
-        batch_at,
         read_batch_header,
         read_entry_header,
     )
@@ -38,19 +37,20 @@ if TYPE_CHECKING:
     )
     from kafkalog.record.control import EndTransactionMarker
     from kafkalog.record.legacy import LegacyRecord, LegacyRecordBatch
-    from kafkalog.record.records import iter_batches, iter_records, scan_batches
+    from kafkalog.record.records import batch_at, iter_batches, iter_records, scan_batches
 
 #: name -> the module defining it
 _LAZY = {
-    **dict.fromkeys(("DefaultRecordBatch", "RecordBatch", "batch_at", "read_batch_header",
-                     "read_entry_header"), "kafkalog.record.batch"),
+    **dict.fromkeys(("DefaultRecordBatch", "RecordBatch", "read_batch_header", "read_entry_header"),
+                    "kafkalog.record.batch"),
     **dict.fromkeys(("BatchBuilder", "build_batch", "build_empty_batch", "build_end_txn_marker"),
                     "kafkalog.record.builder"),
     **dict.fromkeys(("LOG_OVERHEAD", "RECORD_BATCH_OVERHEAD", "CompressionType", "ControlRecordType",
                      "TimestampType"), "kafkalog.record.constants"),
     "EndTransactionMarker": "kafkalog.record.control",
     **dict.fromkeys(("LegacyRecord", "LegacyRecordBatch"), "kafkalog.record.legacy"),
-    **dict.fromkeys(("iter_batches", "iter_records", "scan_batches"), "kafkalog.record.records"),
+    **dict.fromkeys(("batch_at", "iter_batches", "iter_records", "scan_batches"),
+                    "kafkalog.record.records"),
 }
 
 __all__ = ["LOG_OVERHEAD", "RECORD_BATCH_OVERHEAD", "CompressionType", "ControlRecordType",

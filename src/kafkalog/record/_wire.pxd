@@ -11,7 +11,8 @@ attributes, timestamp delta, offset delta, key, value) for every record loop; th
 that follows is each caller's own.
 """
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
@@ -21,6 +22,9 @@ cdef enum:
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object obj, int* overflow) except? -1
+
+cdef extern from *:
+    void __builtin_prefetch(const void* p) noexcept nogil
 
 
 # --------------------------------------------------------------------------------------------------
@@ -435,3 +439,40 @@ cdef inline uint32_t _murmur2(const unsigned char* d, Py_ssize_t length) noexcep
     h *= m
     h ^= h >> 15
     return h
+
+
+cdef inline uint32_t _murmur2_obj(object data) except? 0xFFFFFFFF:
+    cdef Py_buffer b
+    cdef uint32_t h
+    if PyBytes_CheckExact(data):
+        return _murmur2(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+    PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
+    h = _murmur2(<const unsigned char*>b.buf, b.len)
+    PyBuffer_Release(&b)
+    return h
+
+
+# --------------------------------------------------------------------------------------------------
+# one record of a batch, its headers decoded (the record loops of the record and client kernels)
+
+cdef inline object _rd_record(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, RecordHead* r,
+                              Py_ssize_t i, Py_ssize_t count):
+    """Record ``i`` of ``count`` at ``pos[0]``: its fixed part into ``r``, its headers returned (None
+    without headers); ``pos[0]`` moves past it. Raises ``InvalidRecordError`` positioned in ``p``."""
+    cdef object headers
+    if pos[0] >= n:
+        raise _invalid_record(
+            f"Found invalid record structure: expected {count} records but found only {i}",
+            pos[0])
+    _rd_record_head(p, n, pos[0], r)
+    if r.rend + 1024 < n:
+        __builtin_prefetch(p + r.rend + 1024)    # the records ahead (a stream from RAM)
+    if r.hpos + 1 == r.rend and p[r.hpos] == 0:   # no headers: the common case
+        pos[0] = r.rend
+        return None
+    headers = _rd_headers(p, r.hpos, r.rend, pos)
+    if pos[0] != r.rend:
+        raise _invalid_record(
+            f"Invalid record size: expected to read {r.length} bytes in record "
+            f"payload, but instead read {pos[0] - (r.rend - r.length)}", pos[0])
+    return headers

@@ -3,9 +3,10 @@
 :class:`RecordBatch` is the interface every batch shares, whatever its magic:
 :class:`DefaultRecordBatch` (magic 2, this module) and
 :class:`~kafkalog.record.legacy.LegacyRecordBatch` (magic 0/1, one shallow legacy entry).
-:func:`batch_at` builds the right view for the entry at a position. A view holds a reference to the
-buffer (``bytes``, ``bytearray``, ``memoryview`` or ``mmap``) and never copies the batch; header
-fields of a v2 batch are read with one ``struct.unpack_from`` of the 61-byte header.
+:func:`kafkalog.record.records.batch_at` builds the right view for the entry at a position. A
+view holds a reference to the buffer (``bytes``, ``bytearray``, ``memoryview`` or ``mmap``) and
+never copies the batch; header fields of a v2 batch are read with one ``struct.unpack_from`` of
+the 61-byte header.
 
 Record iteration goes through the record kernel (:mod:`kafkalog.record.kernel`); decompression is
 bounded by ``max_decompressed_size``.
@@ -15,7 +16,13 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any, Iterator, List, Optional
 
-from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError, UnsupportedCompressionTypeError
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidArgumentError,
+    InvalidRecordError,
+    KafkalogError,
+    UnsupportedCompressionTypeError,
+)
 from kafkalog.record import kernel
 from kafkalog.record.constants import (
     ATTRIBUTES_OFFSET,
@@ -24,7 +31,6 @@ from kafkalog.record.constants import (
     CRC_OFFSET,
     DELETE_HORIZON_FLAG_MASK,
     ENTRY_HEADER,
-    LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     PARTITION_LEADER_EPOCH_OFFSET,
@@ -39,14 +45,10 @@ from kafkalog.record.constants import (
 )
 from kafkalog.record.crc import Buffer, crc32c
 
-__all__ = ["RecordBatch", "DefaultRecordBatch", "batch_at", "read_batch_header",
+__all__ = ["RecordBatch", "DefaultRecordBatch", "read_batch_header",
            "read_entry_header", "DEFAULT_MAX_DECOMPRESSED_SIZE", "compute_v2_crc",
            "InvalidArgumentError"]
 
-
-class InvalidArgumentError(InvalidRecordError, ValueError):
-    """An argument Kafka would refuse with IllegalArgumentException (builders, mutations); also a
-    ValueError."""
 
 #: Upper bound of the decompressed size of one batch unless the caller gives another.
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
@@ -88,40 +90,25 @@ def compute_v2_crc(buf: Buffer, position: int, size: int) -> int:
         mv.release()
 
 
-def batch_at(buf: Buffer, position: int = 0, size: Optional[int] = None) -> RecordBatch:
-    """The batch view of the entry starting at ``position`` (magic < 2: legacy, else v2).
-
-    ``size`` (the entry size incl. the 12-byte log overhead) is read from the buffer when omitted.
-    Raises :class:`CorruptRecordError` when fewer than 17 bytes or fewer than ``size`` bytes remain.
-    """
-    n = len(buf)
-    if position < 0 or n - position < MAGIC_OFFSET + 1:
-        raise CorruptRecordError("Batch header is truncated", position=position)
-    if size is None:
-        size = _I32.unpack_from(buf, position + 8)[0] + LOG_OVERHEAD
-    if size > n - position or size < LOG_OVERHEAD:
-        raise CorruptRecordError(f"Batch of {size} bytes does not fit in the {n - position} bytes "
-                                 f"that remain", position=position)
-    magic = _B.unpack_from(buf, position + MAGIC_OFFSET)[0]
-    if magic < 2:
-        from kafkalog.record.legacy import LegacyRecordBatch
-        return LegacyRecordBatch(buf, position, size, magic)
-    return DefaultRecordBatch(buf, position, size, magic)
-
-
 class RecordBatch:
     """One entry of a record set: the interface of every batch, any magic.
 
-    Attributes: ``position`` (byte position in the buffer), ``size_in_bytes`` (incl. the 12-byte
-    log overhead), ``magic``. Subclasses add the header fields (``base_offset``, ``last_offset``,
-    ``count``, ``compression``, ``timestamp_type``, ``max_timestamp``, producer fields, ...).
+    Attributes: ``position`` (byte position of the batch: in the buffer, or, when the buffer is
+    a window of a file starting at file position ``base``, in the file), ``size_in_bytes`` (incl.
+    the 12-byte log overhead), ``magic``. Subclasses add the header fields (``base_offset``,
+    ``last_offset``, ``count``, ``compression``, ``timestamp_type``, ``max_timestamp``, producer
+    fields, ...). Errors name positions as :attr:`position` does.
     """
 
-    __slots__ = ("_buf", "position", "size_in_bytes", "magic")
+    __slots__ = ("_at", "_buf", "magic", "position", "size_in_bytes")
 
-    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int) -> None:
+    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int,
+                 base: int = 0) -> None:
+        """The batch at index ``position`` of ``buf``, whose first byte is at file position
+        ``base`` (0: positions are the buffer's)."""
         self._buf = buf
-        self.position = position
+        self._at = position
+        self.position = base + position
         self.size_in_bytes = size_in_bytes
         self.magic = magic
 
@@ -184,7 +171,7 @@ class RecordBatch:
 
     def buffer(self) -> memoryview:
         """A zero-copy memoryview of the whole batch (incl. the log overhead)."""
-        return memoryview(self._buf)[self.position:self.position + self.size_in_bytes]
+        return memoryview(self._buf)[self._at:self._at + self.size_in_bytes]
 
     def to_bytes(self) -> bytes:
         """A copy of the batch bytes."""
@@ -231,24 +218,25 @@ class DefaultRecordBatch(RecordBatch):
     _h: tuple[int, ...]
     _records: Optional[List[Any]]
 
-    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int = 2) -> None:
-        RecordBatch.__init__(self, buf, position, size_in_bytes, magic)
+    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int = 2,
+                 base: int = 0) -> None:
+        RecordBatch.__init__(self, buf, position, size_in_bytes, magic, base)
         self._records = None
         if size_in_bytes >= RECORD_BATCH_OVERHEAD:
             self._h = V2_HEADER.unpack_from(buf, position)
         else:
             h = _ShortHeader()
-            h.position = position
+            h.position = self.position
             self._h = h
 
     def _reload(self) -> None:
-        self._h = V2_HEADER.unpack_from(self._buf, self.position)
+        self._h = V2_HEADER.unpack_from(self._buf, self._at)
         self._records = None
 
     # --- header fields ------------------------------------------------------------------------
     @property
     def base_offset(self) -> int:
-        offset: int = _I64.unpack_from(self._buf, self.position)[0]
+        offset: int = _I64.unpack_from(self._buf, self._at)[0]
         return offset
 
     @property
@@ -348,7 +336,7 @@ class DefaultRecordBatch(RecordBatch):
 
     # --- validation ---------------------------------------------------------------------------
     def compute_checksum(self) -> int:
-        return compute_v2_crc(self._buf, self.position, self.size_in_bytes)
+        return compute_v2_crc(self._buf, self._at, self.size_in_bytes)
 
     def is_valid(self) -> bool:
         """Size at least 61 and stored CRC == computed CRC."""
@@ -370,8 +358,8 @@ class DefaultRecordBatch(RecordBatch):
     # --- records ------------------------------------------------------------------------------
     def records_body(self, max_decompressed_size: Optional[int] = None) -> Buffer:
         """The (decompressed) record bytes of the batch."""
-        start = self.position + RECORD_BATCH_OVERHEAD
-        end = self.position + self.size_in_bytes
+        start = self._at + RECORD_BATCH_OVERHEAD
+        end = self._at + self.size_in_bytes
         if not self._h[5] & COMPRESSION_CODEC_MASK:   # uncompressed: no codec lookup
             return memoryview(self._buf)[start:end]
         cid = self.compression.value
@@ -381,7 +369,7 @@ class DefaultRecordBatch(RecordBatch):
             return compression.decompress(cid, memoryview(self._buf)[start:end], magic=2,
                                           max_size=limit)
         except KafkalogError as e:
-            raise e.at(None, start) from None
+            raise e.at(None, self.position + RECORD_BATCH_OVERHEAD) from None
 
     def records(self, max_decompressed_size: Optional[int] = None) -> List[Any]:
         """The decoded records (kernel ``Record`` objects), cached.
@@ -427,12 +415,12 @@ class DefaultRecordBatch(RecordBatch):
     # --- in-place mutation (MutableRecordBatch) ------------------------------------------------
     def set_last_offset(self, offset: int) -> None:
         """Rewrite baseOffset = ``offset`` - lastOffsetDelta (not covered by the CRC)."""
-        _I64.pack_into(self._buf, self.position, offset - self._h[6])
+        _I64.pack_into(self._buf, self._at, offset - self._h[6])
         self._reload()
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         """Rewrite partitionLeaderEpoch (not covered by the CRC)."""
-        _I32.pack_into(self._buf, self.position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+        _I32.pack_into(self._buf, self._at + PARTITION_LEADER_EPOCH_OFFSET, epoch)
         self._reload()
 
     def set_max_timestamp(self, timestamp_type: TimestampType, max_timestamp: int) -> None:
@@ -448,7 +436,7 @@ class DefaultRecordBatch(RecordBatch):
             attrs |= TIMESTAMP_TYPE_MASK
         else:
             attrs &= ~TIMESTAMP_TYPE_MASK
-        p = self.position
+        p = self._at
         struct.pack_into(">h", self._buf, p + ATTRIBUTES_OFFSET, attrs)
         _I64.pack_into(self._buf, p + MAX_TIMESTAMP_OFFSET, max_timestamp)
         _U32.pack_into(self._buf, p + CRC_OFFSET, compute_v2_crc(self._buf, p, self.size_in_bytes))

@@ -5,7 +5,7 @@ import enum
 import struct
 from typing import Optional
 
-from kafkalog.errors import InvalidConfigError
+from kafkalog.errors import InvalidConfigError, InvalidIsolationLevelError
 
 # --- log entry framing (every magic) ---------------------------------------------------------------
 OFFSET_OFFSET = 0
@@ -130,7 +130,9 @@ TOPIC_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "pro
 
 
 class TimestampType(enum.IntEnum):
-    """Kafka's ``TimestampType``; ``str()`` is Java's display name."""
+    """Kafka's ``TimestampType``: its id (kafka-python's ``timestamp_type``, an int) and its name
+    (Java's ``TimestampType.name``, ``str()``). A member equals both: ``CREATE_TIME == 0`` and
+    ``CREATE_TIME == "CreateTime"``, so a record's ``timestamp_type`` reads either way."""
 
     NO_TIMESTAMP_TYPE = -1
     CREATE_TIME = 0
@@ -140,13 +142,63 @@ class TimestampType(enum.IntEnum):
     def display_name(self) -> str:
         return _TS_NAMES[self]
 
+    @classmethod
+    def name_of(cls, timestamp_type: int) -> str:
+        """Kafka's name of a timestamp type id (``NoTimestampType`` for any other id)."""
+        try:
+            return _TS_NAMES[cls(timestamp_type)]
+        except ValueError:
+            return _TS_NAMES[cls.NO_TIMESTAMP_TYPE]
+
     def __str__(self) -> str:
         return _TS_NAMES[self]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return other == _TS_NAMES[self]
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = int.__hash__
 
 
 _TS_NAMES = {TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",
              TimestampType.CREATE_TIME: "CreateTime",
              TimestampType.LOG_APPEND_TIME: "LogAppendTime"}
+
+
+class IsolationLevel(enum.IntEnum):
+    """Kafka's ``IsolationLevel``: its id on the wire (Fetch, ListOffsets ``isolation_level``)
+    and its name in ``isolation.level`` (:attr:`config_name`, ``str()``)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+    @property
+    def config_name(self) -> str:
+        """``read_uncommitted`` or ``read_committed``."""
+        return self.name.lower()
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def of(cls, value: IsolationLevel | int | str) -> IsolationLevel:
+        """The level ``value`` names: a level, its id, or its config name (any case). A
+        :class:`ValueError` (an :class:`~kafkalog.errors.InvalidConfigError`) names the
+        accepted values otherwise."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            member = cls.__members__.get(value.strip().upper())
+            if member is not None:
+                return member
+        elif isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+            return cls(value)
+        raise InvalidIsolationLevelError(f"Invalid isolation level {value!r}: expected "
+                                         f"read_uncommitted or read_committed")
 
 
 class ControlRecordType(enum.IntEnum):

@@ -151,7 +151,21 @@ class HeaderWalk:
         return memoryview(self.facts).cast("q")[field::NF].tolist()
 
     def rows(self) -> list[tuple[int, ...]]:
-        return list(_ROW.iter_unpack(self.facts))
+        return list(_ROW.iter_unpack(memoryview(self.facts)[:self.count * _ROW.size]))
+
+    def cut(self, n: int) -> HeaderWalk:
+        """The walk of the first ``n`` batches only, stopped with :attr:`FindingKind.NEED_MORE` at
+        batch ``n`` (a window of a file that holds only the header of that batch). The running
+        maximum timestamp and the counters stay those of the whole walk."""
+        cut = HeaderWalk.__new__(HeaderWalk)
+        for name in HeaderWalk.__slots__:
+            setattr(cut, name, getattr(self, name))
+        pos = self.batch(n)[F_POSITION]
+        cut.count = n
+        cut.facts = self.facts[:n * _ROW.size]
+        cut.end = pos
+        cut.finding = Finding(FindingKind.NEED_MORE, pos)
+        return cut
 
 
 def walk(buf: Any, start: int = 0, end: int | None = None, *, verify_crc: bool = True,
@@ -174,15 +188,6 @@ def walk(buf: Any, start: int = 0, end: int | None = None, *, verify_crc: bool =
                             max_batches, max_size, max_timestamp, offset_of_max_timestamp,
                             -1 if latest_epoch is None else latest_epoch, crc32c, zlib.crc32,
                             base))
-
-
-def header_window(buf: Any, base: int, end: int) -> tuple[bytearray, int, int, int]:
-    """:func:`walk` of one window of a file without CRC checks (``buf`` holds the file's bytes from
-    position ``base``; ``end`` is the file's size), in raw form for hot loops: ``(facts, count,
-    stop, stop_position)``, ``stop`` the :class:`FindingKind` value (0: the walk reached ``end``)."""
-    r = _walk(buf, base, end, False, _NO_LIMIT, False, False, 0, False, -1, -1, -1, -1, -1, crc32c,
-              zlib.crc32, base)
-    return r[0], r[1], r[3], r[4]
 
 
 __all__ = [
@@ -208,7 +213,6 @@ __all__ = [
     "FindingKind",
     "HeaderWalk",
     "all_zero",
-    "header_window",
     "one_v2_data_batch",
     "walk",
 ]

@@ -11,10 +11,12 @@ every pair, when this module is imported:
 * some built and some not (a partial build): :class:`KernelBuildError` naming the missing one.
 
 Each layer then imports its kernel through one small selector module (``kafkalog.record.kernel``,
-``kafkalog.log.kernel``, ``kafkalog.cleaner.kernel``, ``kafkalog.spark.kernel``) that calls
-:func:`load_kernel`; a compiled kernel that does not import, or lacks a symbol its pure twin
-exports in ``__all__`` (a stale build), raises :class:`KernelBuildError` naming the module and the
-symbol. There is no per-function fallback: a process never mixes compiled and pure-Python kernels.
+``kafkalog.log.kernel``, ``kafkalog.cleaner.kernel``, ``kafkalog.client.kernel``,
+``kafkalog.spark.kernel``) that calls :func:`load_kernel` and re-exports the twin's ``__all__``
+(:func:`kernel_exports`, so a selector's names cannot drift from its twin's); a compiled kernel
+that does not import, or lacks a symbol its pure twin exports in ``__all__`` (a stale build),
+raises :class:`KernelBuildError` naming the module and the symbol. There is no per-function
+fallback: a process never mixes compiled and pure-Python kernels.
 
 Whether a kernel is built is decided from its extension file, without importing it: the upper
 layers' packages are not imported from here (imports point downwards).
@@ -28,12 +30,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import kafkalog
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import KernelBuildError
 
 __all__ = ["ENV_PURE_PYTHON", "IMPLEMENTATION", "KERNELS", "KernelBuildError", "KernelPair",
-           "KernelWarning", "load_kernel", "select_implementation"]
+           "KernelWarning", "kernel_exports", "load_kernel", "select_implementation"]
 
 #: the environment variable that selects every pure-Python twin
 ENV_PURE_PYTHON = "KAFKALOG_PURE_PYTHON"
@@ -54,14 +57,10 @@ KERNELS: tuple[KernelPair, ...] = (
     KernelPair("kafkalog.record._header_walk", "kafkalog.record._header_walk_py"),
     KernelPair("kafkalog.log._kernel", "kafkalog.log._kernel_py"),
     KernelPair("kafkalog.cleaner._kernel", "kafkalog.cleaner._kernel_py"),
+    KernelPair("kafkalog.client._kernel", "kafkalog.client._kernel_py"),
     KernelPair("kafkalog.spark._kernel", "kafkalog.spark._kernel_py"),
     KernelPair("kafkalog.server._bounds", "kafkalog.server._bounds_py"),
 )
-
-
-class KernelBuildError(KafkalogError):
-    """The compiled kernels are a partial or stale build: rebuild them
-    (``python setup.py build_ext --inplace``) or set ``KAFKALOG_PURE_PYTHON=1``."""
 
 
 class KernelWarning(UserWarning):
@@ -131,3 +130,15 @@ def load_kernel(compiled: str) -> ModuleType:
             f"stale build: the compiled kernel {pair.compiled} lacks {lacking[0]!r}{more}, which "
             f"its pure-Python twin {pair.pure} has; {_REMEDY}")
     return module
+
+
+def kernel_exports(compiled: str) -> dict[str, Any]:
+    """The API of the kernel pair whose compiled module is ``compiled``, as selected for the
+    process (:func:`load_kernel`): every name of the pure twin's ``__all__``, plus
+    ``implementation_module``. A selector module does ``globals().update(kernel_exports(...))``."""
+    module = load_kernel(compiled)
+    pair = next(p for p in KERNELS if p.compiled == compiled)
+    names = importlib.import_module(pair.pure).__all__
+    out = {name: getattr(module, name) for name in names}
+    out["implementation_module"] = module
+    return out

@@ -170,12 +170,13 @@ class LegacyRecordBatch(RecordBatch):
     _timestamp: int
     _records: Optional[List[LegacyRecord]]
 
-    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int) -> None:
-        RecordBatch.__init__(self, buf, position, size_in_bytes, magic)
+    def __init__(self, buf: Buffer, position: int, size_in_bytes: int, magic: int,
+                 base: int = 0) -> None:
+        RecordBatch.__init__(self, buf, position, size_in_bytes, magic, base)
         self._load()
 
     def _load(self) -> None:
-        buf, p = self._buf, self.position
+        buf, p = self._buf, self._at
         self._offset, _len, self._crc, _m, self._attributes = _HDR.unpack_from(buf, p)
         if self.magic != 0 and self.size_in_bytes >= LOG_OVERHEAD + RECORD_OVERHEAD_V1:
             self._timestamp = _I64_AT.unpack_from(buf, p + 18)[0]
@@ -253,7 +254,7 @@ class LegacyRecordBatch(RecordBatch):
     def compute_checksum(self) -> int:
         mv = memoryview(self._buf)
         try:
-            return crc32(mv[self.position + 16:self.position + self.size_in_bytes])
+            return crc32(mv[self._at + 16:self._at + self.size_in_bytes])
         finally:
             mv.release()
 
@@ -277,9 +278,8 @@ class LegacyRecordBatch(RecordBatch):
         absolute offsets and (LogAppendTime) the wrapper's timestamp. Cached."""
         if self._records is not None:
             return self._records
-        p = self.position
-        offset, crc, magic, attrs, ts, key, value = _parse_message(self._buf, p,
-                                                                   self.size_in_bytes, p)
+        offset, crc, magic, attrs, ts, key, value = _parse_message(self._buf, self._at,
+                                                                   self.size_in_bytes, self.position)
         cid = attrs & LEGACY_COMPRESSION_CODEC_MASK
         if cid == 0:
             recs = [LegacyRecord(offset, ts, key, value, self.size_in_bytes, crc, magic, attrs)]
@@ -360,7 +360,7 @@ class LegacyRecordBatch(RecordBatch):
     # --- mutation -------------------------------------------------------------------------------
     def set_last_offset(self, offset: int) -> None:
         """Rewrite the (wrapper) offset; v1 inner relative offsets follow."""
-        _I64.pack_into(self._buf, self.position, offset)
+        _I64.pack_into(self._buf, self._at, offset)
         self._load()
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
@@ -380,7 +380,7 @@ class LegacyRecordBatch(RecordBatch):
         attrs = self._attributes & ~LEGACY_TIMESTAMP_TYPE_MASK
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attrs |= LEGACY_TIMESTAMP_TYPE_MASK
-        p = self.position
+        p = self._at
         struct.pack_into(">b", self._buf, p + 17, attrs)
         _I64.pack_into(self._buf, p + 18, max_timestamp)
         _U32.pack_into(self._buf, p + 12, self.compute_checksum())

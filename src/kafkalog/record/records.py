@@ -2,25 +2,60 @@
 
 ``iter_batches(buf, start=0, end=None, *, strict=False, max_message_size=None)`` implements the
 file iteration rules of Kafka's ``FileLogInputStream`` (spec §1.2) and, with ``strict=True``, the
-in-memory rules of ``ByteBufferLogInputStream``. It yields :class:`~kafkalog.record.batch.RecordBatch`
-views (any magic) and never validates CRCs (call ``ensure_valid()``); it stops silently at a partial
-trailing batch. :func:`scan_batches` also reports where iteration stopped.
+in-memory rules of ``ByteBufferLogInputStream``, over the compiled header walker
+(:func:`kafkalog.record.header_walk.walk`, the one batch walker of every layer). It yields
+:class:`~kafkalog.record.batch.RecordBatch` views (any magic, :func:`batch_views`) and never
+validates CRCs (call ``ensure_valid()``); it stops silently at a partial trailing batch.
+:func:`scan_batches` also reports where iteration stopped.
 """
 from __future__ import annotations
 
-import struct
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, cast
 
 from kafkalog.errors import CorruptRecordError
-from kafkalog.record.batch import DefaultRecordBatch, RecordBatch, batch_at, read_batch_header, read_entry_header
-from kafkalog.record.constants import LOG_OVERHEAD, MAGIC_OFFSET, MIN_ENTRY_HEADER, RECORD_OVERHEAD_V0
+from kafkalog.record.batch import DefaultRecordBatch, RecordBatch, read_batch_header, read_entry_header
+from kafkalog.record.constants import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_OVERHEAD_V0, SIZE_OFFSET
 from kafkalog.record.crc import Buffer
+from kafkalog.record.header_walk import F_MAGIC, F_POSITION, F_SIZE, FindingKind, HeaderWalk, walk
+from kafkalog.record.legacy import LegacyRecordBatch
 
-__all__ = ["iter_batches", "scan_batches", "valid_bytes_end", "iter_records",
-           "read_batch_header", "read_entry_header", "batch_at", "RecordBatch"]
+__all__ = ["iter_batches", "scan_batches", "iter_records", "batch_views", "read_batch_header",
+           "read_entry_header", "batch_at", "RecordBatch"]
 
-_QIB = struct.Struct(">qi")
-_B = struct.Struct(">b")
+#: batches found by the first header walk of :func:`iter_batches`, and at most per walk
+_FIRST_WINDOW = 16
+_MAX_WINDOW = 4096
+
+
+def batch_at(buf: Buffer, position: int = 0, size: Optional[int] = None) -> RecordBatch:
+    """The batch view of the entry starting at ``position`` (magic < 2: legacy, else v2).
+
+    ``size`` (the entry size incl. the 12-byte log overhead) is read from the buffer when omitted.
+    Raises :class:`CorruptRecordError` when fewer than 17 bytes or fewer than ``size`` bytes remain.
+    """
+    n = len(buf)
+    if position < 0 or n - position < MAGIC_OFFSET + 1:
+        raise CorruptRecordError("Batch header is truncated", position=position)
+    if size is None:
+        size = _size_at(buf, position)
+    if size > n - position or size < LOG_OVERHEAD:
+        raise CorruptRecordError(f"Batch of {size} bytes does not fit in the {n - position} bytes "
+                                 f"that remain", position=position)
+    magic = _magic_at(buf, position)
+    if magic < 2:
+        return LegacyRecordBatch(buf, position, size, magic)
+    return DefaultRecordBatch(buf, position, size, magic)
+
+
+
+def batch_views(buf: Buffer, found: HeaderWalk, base: int = 0) -> Iterator[RecordBatch]:
+    """The batch views of the batches a header walk found in ``buf``, whose first byte is at
+    position ``base`` of its file (the views' positions are the file's)."""
+    for pos, size, magic in zip(found.column(F_POSITION), found.column(F_SIZE),
+                                found.column(F_MAGIC), strict=True):
+        # a v0/v1 batch reads a mapped segment like bytes
+        yield (LegacyRecordBatch(cast(bytes, buf), pos - base, size, magic, base) if magic < 2
+               else DefaultRecordBatch(buf, pos - base, size, magic, base))
 
 
 def iter_batches(buf: Buffer, start: int = 0, end: Optional[int] = None, *, strict: bool = False,
@@ -29,39 +64,54 @@ def iter_batches(buf: Buffer, start: int = 0, end: Optional[int] = None, *, stri
 
     File rules (default): stop when 17 or fewer bytes remain or the next batch is incomplete;
     a length below 14 raises :class:`CorruptRecordError`; any magic < 2 is legacy, anything else
-    is v2. In-memory rules (``strict=True``): also a magic outside 0..2 raises
-    :class:`CorruptRecordError`. A batch larger than ``max_message_size`` (whole batch, incl. the
-    log overhead) raises :class:`CorruptRecordError` in both modes.
+    is v2 (the magic is outside the v2 CRC, as in Kafka). In-memory rules (``strict=True``): also
+    a magic outside 0..2 raises :class:`CorruptRecordError`. A batch larger than
+    ``max_message_size`` (whole batch, incl. the log overhead) raises :class:`CorruptRecordError`
+    in both modes. A v2 batch shorter than its header is yielded (its fields raise).
     """
-    from kafkalog.record.legacy import LegacyRecordBatch
     n = len(buf)
     end = n if end is None else min(end, n)
     pos = start
-    unpack = _QIB.unpack_from
-    unpack_magic = _B.unpack_from
+    window = _FIRST_WINDOW
+    limit = -1 if max_message_size is None else max_message_size
     while True:
-        if pos >= end - MIN_ENTRY_HEADER:
+        found = walk(buf, pos, end, verify_crc=False, max_batches=window, max_size=limit)
+        yield from batch_views(buf, found)
+        f = found.finding
+        if f is None:
+            if found.count < window:
+                return
+            pos = found.end
+            window = min(window * 4, _MAX_WINDOW)
+            continue
+        if f.kind in (FindingKind.SHORT_TAIL, FindingKind.PARTIAL_TAIL):
             return
-        length = unpack(buf, pos)[1]
-        if length < RECORD_OVERHEAD_V0:
-            raise CorruptRecordError(f"Record size {length} is less than the minimum record "
-                                     f"overhead ({RECORD_OVERHEAD_V0})", position=pos)
-        size = length + LOG_OVERHEAD
-        if max_message_size is not None and size > max_message_size:
-            raise CorruptRecordError(f"Record size {size} exceeds the largest allowable message "
-                                     f"size ({max_message_size}).", position=pos)
-        if pos + size > end:
-            return
-        magic = unpack_magic(buf, pos + MAGIC_OFFSET)[0]
-        if magic < 2:
-            if strict and magic < 0:
-                raise CorruptRecordError(f"Invalid magic found in record: {magic}", position=pos)
-            yield LegacyRecordBatch(buf, pos, size, magic)
-        else:
-            if strict and magic > 2:
-                raise CorruptRecordError(f"Invalid magic found in record: {magic}", position=pos)
-            yield DefaultRecordBatch(buf, pos, size, magic)
+        if f.kind is FindingKind.BAD_SIZE:
+            raise CorruptRecordError(f"Record size {f.a} is less than the minimum record "
+                                     f"overhead ({RECORD_OVERHEAD_V0})", position=f.position)
+        if f.kind is FindingKind.TOO_LARGE:
+            raise CorruptRecordError(f"Record size {f.a} exceeds the largest allowable message "
+                                     f"size ({max_message_size}).", position=f.position)
+        if f.kind is FindingKind.BAD_MAGIC and strict:
+            raise CorruptRecordError(f.message, position=f.position)
+        if f.kind not in (FindingKind.BAD_MAGIC, FindingKind.SMALL_BATCH):   # pragma: no cover
+            raise CorruptRecordError(f.message, position=f.position)
+        # an entry the walker refuses that the stream still hands out: read as its magic says
+        # (a v2 batch shorter than its header, any magic >= 2 as v2, a negative one as legacy)
+        pos = f.position
+        size = _size_at(buf, pos)
+        magic = _magic_at(buf, pos)
+        yield (LegacyRecordBatch(cast(bytes, buf), pos, size, magic) if magic < 2
+               else DefaultRecordBatch(buf, pos, size, magic))
         pos += size
+
+
+def _size_at(buf: Buffer, pos: int) -> int:
+    return int.from_bytes(buf[pos + SIZE_OFFSET:pos + LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
+
+
+def _magic_at(buf: Buffer, pos: int) -> int:
+    return int.from_bytes(buf[pos + MAGIC_OFFSET:pos + MAGIC_OFFSET + 1], "big", signed=True)
 
 
 class BatchScan:
@@ -88,14 +138,6 @@ def scan_batches(buf: Buffer, start: int = 0, end: Optional[int] = None, *, stri
     batches = list(iter_batches(buf, start, end, strict=strict, max_message_size=max_message_size))
     valid_end = batches[-1].end_position if batches else start
     return BatchScan(batches, valid_end, end)
-
-
-def valid_bytes_end(buf: Buffer, start: int = 0, end: Optional[int] = None) -> int:
-    """Position after the last complete batch (header walk only, no CRC checks)."""
-    pos = start
-    for b in iter_batches(buf, start, end):
-        pos = b.position + b.size_in_bytes
-    return pos
 
 
 def iter_records(buf: Buffer, start: int = 0, end: Optional[int] = None, *, strict: bool = False,

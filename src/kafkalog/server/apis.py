@@ -3,8 +3,7 @@ this table; the ranges run from Kafka 4's floors (KIP-896) to what kio and the c
 
 from __future__ import annotations
 
-from kafkalog.server.api_versions import handle_api_versions
-from kafkalog.server.broker import Handler
+from kafkalog.server.api_versions import ADVERTISED_MIN_VERSION, handle_api_versions
 from kafkalog.server.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -25,6 +24,7 @@ from kafkalog.server.groups import (
     handle_list_groups,
     handle_sync_group,
 )
+from kafkalog.server.handler import Handler
 from kafkalog.server.init_producer_id import handle_init_producer_id
 from kafkalog.server.list_offsets import handle_list_offsets
 from kafkalog.server.log_dirs import handle_describe_log_dirs
@@ -108,5 +108,8 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
 UNADVERTISED = frozenset({71, 72})
 
 VERSIONS: dict[int, tuple[int, int]] = {k: (lo, hi) for k, (_n, lo, hi, _h) in APIS.items()}
-ADVERTISED: dict[int, tuple[int, int]] = {k: v for k, v in VERSIONS.items() if k not in UNADVERTISED}
+#: what ApiVersions lists: the served APIs less the unadvertised ones, with
+#: :data:`~kafkalog.server.api_versions.ADVERTISED_MIN_VERSION` applied
+ADVERTISED: dict[int, tuple[int, int]] = {k: (ADVERTISED_MIN_VERSION.get(k, lo), hi)
+                                          for k, (lo, hi) in VERSIONS.items() if k not in UNADVERTISED}
 HANDLERS: dict[int, Handler] = {k: h for k, (_n, _lo, _hi, h) in APIS.items()}

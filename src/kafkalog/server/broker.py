@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, cast
@@ -19,14 +19,15 @@ from kio.index import load_response_schema
 from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
-from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
+from kafkalog.server.apis import ADVERTISED, HANDLERS
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.consumer_group import ConsumerGroupCoordinator, TopicImage
 from kafkalog.server.fetch_session import FetchSessionCache
 from kafkalog.server.group_coordinator import GroupCoordinator
+from kafkalog.server.handler import INTERNAL_TOPICS, Handler, Response
 from kafkalog.server.kio_build import build
 from kafkalog.server.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.protocol import Request, encode_response
@@ -34,12 +35,6 @@ from kafkalog.server.topic_ids import TopicIds
 
 logger = logging.getLogger("kafkalog.server")
 
-#: A response as the network layer sends it: one frame, or frame parts where a ``FileSlice`` is sent
-#: from its segment file; None sends nothing (Produce with acks=0).
-Response = bytes | list[bytes | FileSlice] | None
-Handler = Callable[["Broker", Request], Response | Awaitable[Response]]
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 #: How often the group coordinator's session and rebalance timeouts are checked.
 GROUP_TICK_S = 0.1
 
@@ -52,6 +47,8 @@ current_listener: ContextVar[str | None] = ContextVar("kafkalog_current_listener
 class Broker:
     """One node serving one data directory."""
 
+    #: the version ranges ApiVersions advertises (:data:`kafkalog.server.apis.ADVERTISED`)
+    api_versions: Mapping[int, tuple[int, int]] = ADVERTISED
     #: the group coordinator's clock, started by the first request :meth:`handle` serves
     _group_timer: asyncio.Task[None] | None = None
     #: listener name -> advertised endpoint (:meth:`set_endpoints`)
@@ -102,8 +99,6 @@ class Broker:
         self._txn_abort_interval_s = b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         for _tp, log in manager.logs():
             self.lead(log)
-        # the handlers import this module: imported here, once
-        from kafkalog.server.apis import HANDLERS
         self._handlers: Mapping[int, Handler] = HANDLERS
 
     @property

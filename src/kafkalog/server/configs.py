@@ -15,15 +15,17 @@ Kafka's answer for a key it cannot change at run time, "Cannot update these conf
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError
 from kafkalog.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, LogConfig, format_value
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
-from kafkalog.server.broker import Broker
 from kafkalog.server.config import SERVER_CONFIGS
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

@@ -17,17 +17,20 @@ import os
 import struct
 import time
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
 from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.log.log import READ_COMMITTED as READ_COMMITTED_NAME
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
-from kafkalog.server.broker import Broker, Response
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.fetch_session import FetchContext
+from kafkalog.server.handler import Response
 from kafkalog.server.protocol import Request, response_header
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13

@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.server import error_codes as ec
-from kafkalog.server.broker import Broker
 from kafkalog.server.group_coordinator import DEAD, EMPTY, STABLE, JoinResult, SyncResult
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
 

@@ -5,15 +5,17 @@ producer; for a ``transactional.id``, the transaction coordinator's producer ID 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.coordinator.transaction_coordinator import (
     InvalidTransactionTimeoutError,
     ProducerFencedError,
 )
 from kafkalog.server import error_codes
-from kafkalog.server.broker import Broker
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 #: KIP-360: InitProducerId v3 carries the producer id and epoch of a producer re-initializing itself
 FIRST_EXPECTED_PRODUCER = 3

@@ -4,13 +4,15 @@ latest tiered (-5), and by timestamp through the ``.timeindex`` (the epoch of th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError
 from kafkalog.server import error_codes
-from kafkalog.server.broker import Broker
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 READ_COMMITTED = 1

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidTopicError, KafkalogIOError
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
-from kafkalog.server.broker import INTERNAL_TOPICS, Broker
+from kafkalog.server.handler import INTERNAL_TOPICS
 from kafkalog.server.protocol import Request
 
 logger = logging.getLogger("kafkalog.server")
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 #: Kafka's "no authorized operations requested" sentinel.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648

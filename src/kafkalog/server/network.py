@@ -247,7 +247,7 @@ class Server:
             if e.api_key != API_VERSIONS_KEY:
                 raise
             req = Request(e.api_key, e.api_version, e.correlation_id, None, None, False, len(frame))
-            return unsupported_version_response(req)
+            return unsupported_version_response(req, VERSIONS)
         return self.broker.dispatch(request)
 
     async def _process(self, frame: bytes) -> Response:

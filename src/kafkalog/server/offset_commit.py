@@ -7,18 +7,20 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.offsets import OffsetAndMetadata
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
-from kafkalog.server.broker import Broker
 from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.group_coordinator import STABLE
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
 

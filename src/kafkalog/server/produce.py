@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.coordinator.transaction_log import TransactionState
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
-from kafkalog.server.broker import Broker, Response
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.frames import frame
+from kafkalog.server.handler import Response
 from kafkalog.server.protocol import Request, response_header
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
 
 from kafkalog.errors import InvalidConfigError, KafkalogError
-from kafkalog.server.broker import Broker
 from kafkalog.server.frames import frame
 from kafkalog.server.kio_build import build
 from kafkalog.server.protocol import (
@@ -41,6 +40,9 @@ from kafkalog.server.sasl_mechanisms import (
     SaslServer,
     sasl_server,
 )
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
 

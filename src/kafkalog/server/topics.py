@@ -5,16 +5,19 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidTopicError, KafkalogError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server import error_codes
-from kafkalog.server.broker import INTERNAL_TOPICS, Broker
 from kafkalog.server.configs import topic_config_entries
 from kafkalog.server.error_codes import error_code
+from kafkalog.server.handler import INTERNAL_TOPICS
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
 

@@ -11,15 +11,17 @@ transaction is never seen half-ended and CONCURRENT_TRANSACTIONS is not needed h
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.transaction_coordinator import InvalidTxnStateError, ProducerFencedError
 from kafkalog.coordinator.transaction_log import TransactionState
 from kafkalog.server import error_codes as ec
-from kafkalog.server.broker import Broker
 from kafkalog.server.offset_commit import offsets_to_commit, store_offsets
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 #: KIP-588: PRODUCER_FENCED from AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+
 FIRST_PRODUCER_FENCED = 2

@@ -1,22 +1,23 @@
 """The Spark kernel of this process: the compiled ``_kernel`` or its pure-Python twin
-``_kernel_py`` (Arrow column builders and encoders, keyed partitioning of a column), chosen for
-every layer at once by :mod:`kafkalog.record.kernel_selection`.
-
-Re-exports the kernel's API: ``decode_columns_v2``, ``encode_columns_v2``,
-``murmur2_partitions``, ``partition_groups`` and ``IMPLEMENTATION``.
+``_kernel_py`` (Arrow column builders and encoders, keyed partitioning of a
+column), chosen for every layer at once by
+:mod:`kafkalog.record.kernel_selection`. Re-exports the twin's ``__all__`` and
+``implementation_module`` (the module in use).
 """
 from __future__ import annotations
 
-from kafkalog.record.kernel_selection import load_kernel
+from typing import TYPE_CHECKING
 
-#: the module in use (``kafkalog.spark._kernel`` or ``kafkalog.spark._kernel_py``)
-implementation_module = load_kernel("kafkalog.spark._kernel")
+from kafkalog.record.kernel_selection import kernel_exports
 
-IMPLEMENTATION: str = implementation_module.IMPLEMENTATION
-decode_columns_v2 = implementation_module.decode_columns_v2
-encode_columns_v2 = implementation_module.encode_columns_v2
-murmur2_partitions = implementation_module.murmur2_partitions
-partition_groups = implementation_module.partition_groups
+if TYPE_CHECKING:       # the selected kernel, typed by its pure-Python twin
+    from types import ModuleType
 
-__all__ = ["IMPLEMENTATION", "decode_columns_v2", "encode_columns_v2", "implementation_module",
-           "murmur2_partitions", "partition_groups"]
+    from kafkalog.spark._kernel_py import *  # noqa: F403
+
+    implementation_module: ModuleType
+    __all__: list[str]
+else:
+    _exports = kernel_exports("kafkalog.spark._kernel")
+    globals().update(_exports)
+    __all__ = list(_exports)

@@ -24,10 +24,10 @@ from kafkalog.log.read.data_dir_view import (
     list_partition_dirs,
     read_offset_checkpoint,
 )
-from kafkalog.log.read.partition_view import PartitionView
+from kafkalog.log.read.partition_view import PartitionView, open_partition_view
 from kafkalog.log.read.partition_view import segment_bases as _segment_bases
 from kafkalog.tiered.filesystem import files_for
-from kafkalog.tiered.remote_segments import RemoteStorage, open_partition_view
+from kafkalog.tiered.remote_segments import RemoteStorage
 
 __all__ = ["PartitionDir", "PartitionBounds", "list_partitions", "segment_bases", "segment_path",
            "read_log_start_checkpoint", "read_cleaner_checkpoint", "partition_bounds",

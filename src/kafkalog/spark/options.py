@@ -14,10 +14,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kafkalog.errors import InvalidConfigError
+from kafkalog.errors import InvalidConfigError, InvalidOptionError
+from kafkalog.log.fsutil import local_path, refuse_remote_write
 from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES
 from kafkalog.spark.log_view import configure_tiered
-from kafkalog.tiered.filesystem import FS_OPTIONS, files_for, local_path, refuse_remote_write
+from kafkalog.tiered.filesystem import FS_OPTIONS, files_for
 from kafkalog.tiered.remote_segments import RemoteStorage, remote_storage_from_options
 
 _log = logging.getLogger("kafkalog.spark")
@@ -96,10 +97,6 @@ FORBIDDEN_SINK_OPTIONS = {
         "'partition' column to place them otherwise."),
     "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
-
-
-class InvalidOptionError(InvalidConfigError):
-    """An option of the kafkalog Spark source or sink has an invalid value or combination."""
 
 
 def check_option_names(opts: Mapping[str, str], names: tuple[str, ...],

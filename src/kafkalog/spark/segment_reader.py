@@ -2,12 +2,12 @@
 
 ``read_range`` is what a Spark task runs for each topic-partition range it was given:
 
-1. open a snapshot of the partition (:class:`~kafkalog.log.read.partition_view.PartitionView`), which
-   seeks to the floor segment of the start offset and its byte position through the ``.index``
-   and yields CRC-checked batches;
+1. open a snapshot of the partition (:class:`~kafkalog.log.read.partition_view.PartitionView`, a
+   :class:`~kafkalog.log.read.reader.PartitionReader`), which seeks to the floor segment of the
+   start offset and its byte position through the ``.index`` and yields CRC-checked batches;
 2. skip control batches (always) and, with ``read_committed``, batches of aborted transactions
-   (:class:`~kafkalog.log.read.partition_view.AbortedTxnFilter`) and everything from the first offset
-   of a transaction still open (Kafka's last stable offset);
+   (the reader's :class:`~kafkalog.log.read.rules.AbortedTxnFilter`) and everything from the
+   first offset of a transaction still open (Kafka's last stable offset);
 3. decode v2 records with offsets in ``[start, end)`` column-wise with the kernel's
    ``decode_columns_v2`` (:mod:`.arrow_batches`) and yield ``pa.RecordBatch``es of at most
    ``max_rows`` rows. v0/v1 messages (including compressed wrappers) come from the record layer's
@@ -16,13 +16,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator
 
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.read.partition_view import AbortedTxnFilter
-from kafkalog.record.constants import TimestampType
+from kafkalog.record.constants import IsolationLevel, TimestampType
 from kafkalog.spark.arrow_batches import MAX_DATA_BYTES, ColumnBuilder
 from kafkalog.spark.commit import profile
 from kafkalog.spark.log_view import PartitionDir, open_partition
@@ -79,19 +78,17 @@ def read_range(pdir: PartitionDir, start: int, end: int, *, include_headers: boo
     # read_uncommitted reads below ``end`` only: the view need not find the log end offset
     # (a walk of the last segment's tail: a ranged GET in object storage)
     with open_partition(pdir, log_end_offset=None if read_committed else end) as view:
-        skip: Optional[AbortedTxnFilter] = None
+        iso = IsolationLevel.READ_UNCOMMITTED
         if read_committed:
+            iso = IsolationLevel.READ_COMMITTED
             end = view.transaction_state(start, end).last_stable_offset
             if start >= end:
                 return
-            skip = AbortedTxnFilter(view.aborted_transactions(start, end, start, end))
         builder = ColumnBuilder(pdir.topic, pdir.partition, include_headers)
         visited = 0                        # bytes of .log walked (for $KAFKALOG_SPARK_PROFILE)
-        for batch in view.batches(start, end, whole=True):
+        for batch, visible in view.read(start, end, iso, whole=True, scan_from=start):
             visited += batch.size_in_bytes
-            # the filter must see the control batches too: an ABORT marker ends its producer's
-            # aborted transaction (its later transactions are read)
-            if not ((skip is not None and skip.skip(batch)) or batch.is_control):
+            if visible:        # (the reader's filter sees every batch, markers included)
                 decode_entry(batch, builder, start, end, view.log_path_of(batch.base_offset))
                 if builder.rows >= max_rows or builder.data_bytes >= MAX_DATA_BYTES:
                     yield builder.flush()

@@ -13,7 +13,7 @@ names a Spark user already knows) and otherwise from the usual environment of ea
 ``HADOOP_HOME`` / ``CLASSPATH`` for HDFS).
 
 Writing needs atomic renames, appends and fsync, which object stores lack:
-:func:`refuse_remote_write` says so and what to use instead.
+:func:`kafkalog.log.fsutil.refuse_remote_write` says so and what to use instead.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from kafkalog.errors import InvalidConfigError, KafkalogIOError, LogDirError
+from kafkalog.log.fsutil import is_remote, local_path, scheme_of
 from kafkalog.log.read.view_files import LocalFiles, SegmentBytes, ViewFiles
 
 #: URI schemes a data directory may be read from.
@@ -47,46 +48,6 @@ FS_OPTIONS = (
     "fs.gs.endpoint", "fs.gs.project.id", "fs.gs.access.token", "fs.gs.anonymous",
     "fs.azure.account.name", "fs.azure.account.key", "fs.azure.endpoint", "fs.hdfs.user",
 )
-
-
-def scheme_of(path: str | os.PathLike[str]) -> str | None:
-    """The URI scheme of ``path`` (lower case), or None for a plain local path."""
-    text = os.fspath(path)
-    if "://" not in text:
-        return None
-    return text.split("://", 1)[0].lower()
-
-
-def is_remote(path: str | os.PathLike[str]) -> bool:
-    """True for a URI of a file system other than the local one (``file://`` is local)."""
-    return scheme_of(path) not in (None, "file")
-
-
-def local_path(path: str | os.PathLike[str]) -> str:
-    """``path`` as a local path: ``file:///d`` -> ``/d``; a plain path unchanged."""
-    text = os.fspath(path)
-    if scheme_of(text) == "file":
-        parts = urlsplit(text)
-        if parts.netloc not in ("", "localhost"):
-            raise InvalidConfigError(f"{text}: a file:// URI names a local path "
-                                     "(file:///path), not a host")
-        return unquote(parts.path)
-    return text
-
-
-def refuse_remote_write(path: str | os.PathLike[str], what: str) -> None:
-    """Raise :class:`LogDirError` when ``path`` is a remote URI: ``what`` (opening a data directory
-    writable, a Spark write) needs atomic renames, appends and fsync."""
-    scheme = scheme_of(path)
-    if scheme is None or scheme == "file":
-        return
-    raise LogDirError(
-        f"{what} needs a POSIX file system (atomic renames, appends, fsync), which {scheme}:// "
-        "object storage does not provide. Read it with kafkalog.open(uri, read_only=True) or "
-        "spark.read.format('kafkalog').load(uri); write to a local or shared POSIX directory "
-        "(a local disk, NFS, a cluster file system mounted at the same path on every executor) "
-        "and copy finished segments to object storage, or let a broker with tiered storage do "
-        "it.", file=os.fspath(path))
 
 
 @dataclass

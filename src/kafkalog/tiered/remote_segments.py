@@ -25,13 +25,12 @@ from typing import Any, List, Mapping, Optional
 
 from kafkalog.errors import InvalidConfigError, RemoteStorageError
 from kafkalog.log.naming import offset_index_file, time_index_file
-from kafkalog.log.read.partition_view import PartitionView, segment_bases
 from kafkalog.log.read.view_files import ViewFiles
 from kafkalog.tiered.aiven_rsm import AivenPartitionFiles, list_aiven_segments, load_private_key
 from kafkalog.tiered.filesystem import files_for
 
 __all__ = ["RemoteStorage", "REMOTE_STORAGE_OPTIONS", "LAYOUTS", "remote_storage_from_options",
-           "RemotePartition", "remote_partition", "topic_id_of", "open_partition_view"]
+           "RemotePartition", "remote_partition", "topic_id_of"]
 
 REMOTE_STORAGE_OPTIONS = ("remotestorage", "remotestorage.layout", "remotestorage.topicid",
                           "remotestorage.privatekeyfile")
@@ -48,6 +47,13 @@ class RemoteStorage:
     topic_id: Optional[str] = None
     private_key_file: Optional[str] = None
     fs_options: tuple[tuple[str, str], ...] = ()
+
+    def remote_partition(self, topic: str, partition: int, *, local_files: ViewFiles,
+                         local_dir: Optional[str],
+                         local_start: Optional[int]) -> Optional[RemotePartition]:
+        """The remote segments of ``topic``-``partition`` (:func:`remote_partition`)."""
+        return remote_partition(self, topic, partition, local_files=local_files,
+                                local_dir=local_dir, local_start=local_start)
 
 
 def remote_storage_from_options(options: Mapping[str, Any]) -> Optional[RemoteStorage]:
@@ -183,26 +189,3 @@ def remote_partition(storage: RemoteStorage, topic: str, partition: int, *,
     if storage.layout == "aiven":
         return _aiven_layout(storage, topic, partition, local_files, local_dir, local_start)
     return _kafka_layout(storage, topic, partition, local_start)
-
-
-def open_partition_view(path: str, topic: str, partition: int, *, files: ViewFiles,
-                        log_start_checkpoint: Optional[int] = None, open_all: bool = True,
-                        remote: Optional[RemoteStorage] = None,
-                        fail_on_data_loss: bool = True,
-                        log_end_offset: Optional[int] = None) -> PartitionView:
-    """The read-only :class:`PartitionView` of a partition directory, with, when ``remote`` is
-    given, its segments in remote storage below the local ones (offsets continuous across both;
-    offsets deleted from remote storage are :attr:`PartitionView.gaps`: reading across one
-    raises :class:`~kafkalog.errors.DataLossError` naming them, or, with
-    ``fail_on_data_loss=False``, skips them with a warning). ``log_end_offset``: as
-    :class:`PartitionView` takes it."""
-    found = None
-    if remote is not None:
-        local = segment_bases(files, path) if files.is_dir(path) else []
-        found = remote_partition(remote, topic, partition, local_files=files, local_dir=path,
-                                 local_start=local[0] if local else None)
-        if found is None:       # none there: offsets below the local ones can only be a gap
-            found = RemotePartition(files, path, [], [])
-    return PartitionView(path, log_start_checkpoint, files=files, open_all=open_all,
-                         remote=found, fail_on_data_loss=fail_on_data_loss,
-                         log_end_offset=log_end_offset)

@@ -20,7 +20,13 @@ import struct
 import sys
 from typing import Any, Callable, Optional, Self
 
-from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
+from kafkalog.errors import (
+    IndexEntryOutOfRangeError,
+    IndexOffsetOverflowError,
+    InvalidConfigError,
+    KafkalogIOError,
+    ReadOnlyIndexError,
+)
 from kafkalog.log.fsutil import io_error
 from kafkalog.log.index._index_file import IndexFile
 from kafkalog.record.constants import INT32_MAX
@@ -29,19 +35,6 @@ _ZERO_CHUNK = 1 << 16
 #: Linux's ``MAP_FIXED`` on the machines :func:`_map_shared` uses it on (alpha and parisc differ)
 _MAP_FIXED = 0x10
 _MAP_FIXED_MACHINES = frozenset({"x86_64", "aarch64"})
-
-
-class IndexEntryOutOfRangeError(KafkalogError, IndexError):
-    """``entry(n)`` with ``n`` outside ``0 .. entries-1`` (Kafka: IllegalArgumentException)."""
-
-
-class IndexOffsetOverflowError(LogSegmentOffsetOverflowError):
-    """An offset that does not fit ``offset - base_offset`` in ``0 .. Int.MAX``
-    (Kafka: IndexOffsetOverflowException)."""
-
-
-class ReadOnlyIndexError(KafkalogIOError):
-    """A write to an index opened read-only."""
 
 
 def _pread_all(fd: int, length: int) -> bytes:

@@ -10,13 +10,15 @@ import os
 import struct
 from typing import Iterator, NamedTuple, Optional, Sequence, Union
 
-from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log.index._mmap_index import (
-    AbstractIndex,
+from kafkalog.errors import (
+    CorruptIndexError,
     IndexEntryOutOfRangeError,
+    IndexFullError,
     IndexOffsetOverflowError,
+    InvalidOffsetError,
     ReadOnlyIndexError,
 )
+from kafkalog.log.index._mmap_index import AbstractIndex
 from kafkalog.log.kernel import index_slot
 from kafkalog.record.constants import INT32_MAX
 

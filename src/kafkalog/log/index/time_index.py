@@ -11,13 +11,16 @@ import os
 import struct
 from typing import Iterator, NamedTuple, Optional, Sequence
 
-from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog.log.index._mmap_index import (
-    AbstractIndex,
+from kafkalog.errors import (
+    CorruptIndexError,
     IndexEntryOutOfRangeError,
+    IndexFullError,
     IndexOffsetOverflowError,
+    InvalidOffsetError,
     ReadOnlyIndexError,
+    TimestampOrderError,
 )
+from kafkalog.log.index._mmap_index import AbstractIndex
 from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY_SIZE",
@@ -35,10 +38,6 @@ class TimestampOffset(NamedTuple):
     """A time-index entry: ``timestamp`` and absolute ``offset``."""
     timestamp: int
     offset: int
-
-
-class TimestampOrderError(InvalidOffsetError):
-    """A time-index append with a timestamp below the last one (Kafka: IllegalStateException)."""
 
 
 class TimeIndex(AbstractIndex):

@@ -22,9 +22,8 @@ from kafkalog.log.naming import (
     parse_partition_dir_name,
     topic_config_file,
 )
-from kafkalog.log.read.partition_view import PartitionView
+from kafkalog.log.read.partition_view import PartitionView, RemoteSegmentsSource, open_partition_view
 from kafkalog.log.read.view_files import LocalFiles, ViewFiles
-from kafkalog.tiered.remote_segments import RemoteStorage, open_partition_view
 
 __all__ = ["PartitionDir", "DataDirView", "list_partition_dirs", "read_offset_checkpoint",
            "parse_topic_config"]
@@ -92,7 +91,7 @@ class DataDirView:
     read_only = True
 
     def __init__(self, data_dir: str, *, files: Optional[ViewFiles] = None,
-                 remote: Optional[RemoteStorage] = None, fail_on_data_loss: bool = True) -> None:
+                 remote: Optional[RemoteSegmentsSource] = None, fail_on_data_loss: bool = True) -> None:
         self.files: ViewFiles = files if files is not None else LocalFiles()
         self.data_dir = data_dir
         #: Kafka's tiered storage: where the partitions' older segments were moved to

@@ -22,6 +22,8 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from kafkalog.errors import CorruptRecordError, KafkalogIOError
+from kafkalog.record.constants import LOG_OVERHEAD
+from kafkalog.record.header_walk import FindingKind, walk
 
 #: Bytes of one ranged request of a sequential scan, once it has ramped up.
 DEFAULT_CHUNK_BYTES = 32 << 20
@@ -29,8 +31,6 @@ DEFAULT_CHUNK_BYTES = 32 << 20
 FIRST_CHUNK_BYTES = 64 << 10
 #: Requests of a sequential scan fetched or in flight beyond the chunk being decoded.
 DEFAULT_PREFETCH = 2
-#: baseOffset (8) + batchLength (4): the bytes before a batch's length field ends.
-LOG_OVERHEAD = 12
 
 
 #: reads ``length`` bytes at ``offset`` of one file (fewer at its end)
@@ -198,12 +198,10 @@ def _needed(buf: bytes) -> int:
 
 
 def _whole_batches(buf: bytes) -> int:
-    """Length of the prefix of ``buf`` made of whole batches."""
-    pos = 0
-    n = len(buf)
-    while pos + LOG_OVERHEAD <= n:
-        size = LOG_OVERHEAD + struct.unpack_from(">i", buf, pos + 8)[0]
-        if size <= LOG_OVERHEAD or pos + size > n:
-            break
-        pos += size
-    return pos
+    """Length of the prefix of ``buf`` made of whole batches (the header walker's), or all of it
+    when the walk stops at damage (the reader's walk of it raises there)."""
+    found = walk(buf, 0, len(buf), verify_crc=False)
+    f = found.finding
+    if f is None or f.kind in (FindingKind.SHORT_TAIL, FindingKind.PARTIAL_TAIL):
+        return int(found.end)
+    return len(buf)

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.errors import InvalidRecordError, KafkalogError
-from tests.record.test_kernel_parity import CY, KERNELS, MALFORMED, PY, SAMPLE, TS, both, kernels
+from tests.client.kernels import CY, KERNELS, PY, both, kernels
+from tests.record.test_kernel_parity import MALFORMED, SAMPLE, TS
 
 
 def _expected(K, body, count, base_offset, base_ts, lat, start, end, epoch=None):
@@ -139,6 +140,6 @@ def test_parity_compiled_and_pure(recs, base_offset, lat, lo, span, flips, dcoun
 
 
 def test_exported_by_the_selected_kernel():
-    from kafkalog.record import kernel
+    from kafkalog.client import kernel
     assert kernel.decode_consumer_records is kernel.implementation_module.decode_consumer_records
     assert KERNELS

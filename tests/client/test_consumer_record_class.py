@@ -10,9 +10,11 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from kafkalog.client import kernel
 from kafkalog.client.consumer import ConsumerRecord as SelectedRecord
-from kafkalog.record import kernel
-from tests.record.test_kernel_parity import SAMPLE, TS, kernels
+from kafkalog.record import kernel as record_kernel
+from tests.client.kernels import kernels
+from tests.record.test_kernel_parity import SAMPLE, TS
 
 
 class _Shape(NamedTuple):      # the named tuple the consumer used to return
@@ -92,7 +94,7 @@ def test_replace_make_repr_pickle(K):
 
 @kernels
 def test_headers_created_once_per_record(K):
-    body = K.encode_records_v2(SAMPLE, TS)
+    body = record_kernel.implementation_module.encode_records_v2(SAMPLE, TS)
     recs = K.decode_consumer_records(body, len(SAMPLE), 0, TS, -1, "t", 0, None, 0, 0, 2**63 - 1)
     bare = [r for r in recs if r.serialized_header_size == -1]
     assert bare
@@ -109,7 +111,7 @@ def test_compiled_records_untracked_until_they_hold_a_list():
     K = kernel.implementation_module
     if kernel.IMPLEMENTATION != "cython":
         pytest.skip("the compiled kernel is not in use")
-    body = K.encode_records_v2(SAMPLE, TS)
+    body = record_kernel.implementation_module.encode_records_v2(SAMPLE, TS)
     recs = K.decode_consumer_records(body, len(SAMPLE), 0, TS, -1, "t", 0, None, 0, 0, 2**63 - 1)
     bare = [r for r in recs if r.serialized_header_size == -1]
     assert bare and not any(gc.is_tracked(r) for r in bare)
