@@ -1,6 +1,6 @@
 """Build the compiled kernels (Cython), each beside its pure-Python twin.
 
-One kernel per layer (``kafkalog.record.kernel_selection.KERNELS``): the record codec, the
+One kernel per layer (``kafkalog._kernels.KERNELS``): the record codec, the
 cleaner's offset map, Spark's Arrow columns; they cimport the inline readers of
 ``src/kafkalog/record/_wire.pxd``. The kernels are optional at import time: when none is built
 (or KAFKALOG_PURE_PYTHON=1) kafkalog uses every pure-Python twin. So the build is optional too:
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 def kernel_sources():
     """``(module, source)`` of every compiled kernel: each ``.pyx`` under ``src/kafkalog`` (their
     pairs with the pure-Python twins are listed in ``KERNELS`` of
-    ``kafkalog.record.kernel_selection``, so a new kernel is one line there)."""
+    ``kafkalog._kernels``, so a new kernel is one line there)."""
     src = HERE / "src"
     return [(".".join(pyx.relative_to(src).with_suffix("").parts), pyx.relative_to(HERE).as_posix())
             for pyx in sorted((src / "kafkalog").rglob("*.pyx"))]

@@ -1,14 +1,14 @@
 """The client kernel of this process: the compiled ``_kernel`` or its pure-Python twin
 ``_kernel_py`` (the producer's send path, batch and record future; the
 consumer's record class and a batch decoded into it), chosen for every layer at once by
-:mod:`kafkalog.record.kernel_selection`. Re-exports the twin's ``__all__`` and
+:mod:`kafkalog._kernels`. Re-exports the twin's ``__all__`` and
 ``implementation_module`` (the module in use).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkalog.record.kernel_selection import kernel_exports
+from kafkalog._kernels import kernel_exports
 
 if TYPE_CHECKING:       # the selected kernel, typed by its pure-Python twin
     from types import ModuleType

@@ -1,6 +1,6 @@
 """Pure-Python twin of the compiled log kernel ``_kernel.pyx`` (same API, same results);
 :mod:`kafkalog.log.kernel` picks one of the two, with every other layer's kernels
-(:mod:`kafkalog.record.kernel_selection`).
+(:mod:`kafkalog._kernels`).
 
 * :func:`index_slot`: the offset index's search (Kafka's ``OffsetIndex.largestLowerBoundSlotFor``):
   entries are 8 bytes, a big-endian ``int32`` relative offset then a big-endian ``int32`` position,

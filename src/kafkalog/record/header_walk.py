@@ -38,7 +38,7 @@ from typing import Any
 
 from crc32c import crc32c
 
-from kafkalog.record.kernel_selection import load_kernel
+from kafkalog._kernels import load_kernel
 
 #: the module in use (``kafkalog.record._header_walk`` or ``kafkalog.record._header_walk_py``)
 implementation_module: ModuleType = load_kernel("kafkalog.record._header_walk")

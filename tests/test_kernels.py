@@ -1,4 +1,4 @@
-"""Kernel selection is all or nothing per process (``kafkalog.record.kernel_selection``).
+"""Kernel selection is all or nothing per process (``kafkalog._kernels``).
 
 Each case runs a fresh interpreter whose ``PYTHONPATH`` points at the worktree's package, or at a
 temporary copy of it with one compiled kernel removed or replaced by a stale build, and checks
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import kafkalog
-from kafkalog.record.kernel_selection import KERNELS
+from kafkalog._kernels import KERNELS
 
 PACKAGE = Path(kafkalog.__file__).parent
 
