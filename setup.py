@@ -1,11 +1,14 @@
 """Build the compiled kernels (Cython), each beside its pure-Python twin.
 
-One kernel per layer (``kafkalog._kernels.KERNELS``): the record codec, the
-cleaner's offset map, Spark's Arrow columns; they cimport the inline readers of
-``src/kafkalog/record/_wire.pxd``. The kernels are optional at import time: when none is built
-(or KAFKALOG_PURE_PYTHON=1) kafkalog uses every pure-Python twin. So the build is optional too:
-without Cython, or without a C compiler, ``pip install -e .`` still succeeds and prints a
-warning. A partial build (some kernels built, some not) is refused at import.
+Every ``.pyx`` under ``src/kafkalog`` is a kernel; the pairs are the table ``KERNELS`` of
+``kafkalog._kernels`` (the record codec, the batch-header walker, the log layer's index and fetch
+lookups and recovery's producer rows, the cleaner's offset map, the client's per-record classes,
+Spark's Arrow columns). They cimport the inline readers of ``src/kafkalog/record/_wire.pxd`` (and
+the client kernel the record kernel's encoder, ``record/_kernel.pxd``). The kernels are optional
+at import time: when none is built (or KAFKALOG_PURE_PYTHON=1) kafkalog uses every pure-Python
+twin. So the build is optional too: without Cython, or without a C compiler, ``pip install -e .``
+still succeeds and prints a warning. A partial build (some kernels built, some not) is refused at
+import.
 
 Rebuild in place after editing a .pyx or .pxd: ``python setup.py build_ext --inplace -q``.
 Set ``KAFKALOG_NO_EXTENSIONS=1`` to skip the build entirely.

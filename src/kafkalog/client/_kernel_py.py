@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal, SupportsIndex, overload
 from kafkalog.client.record_metadata import RecordMetadata
 from kafkalog.errors import InvalidRecordError, ProducerTimeoutError
 from kafkalog.record._kernel_py import Header, HeaderIn, RecordsEncoder, decode_records_v2, murmur2
-from kafkalog.record.constants import INT64_MAX, INT64_MIN
+from kafkalog.record.constants import INT32_MAX, INT64_MAX, INT64_MIN
 from kafkalog.record.crc import Buffer
 
 __all__ = ["IMPLEMENTATION", "ConsumerRecord", "ProducerBatch", "ProducerSendPath", "ProducerTopic",
@@ -251,7 +251,7 @@ class ProducerSendPath:
             if key is None:
                 p = st.sticky
             else:
-                p = (murmur2(key) & 0x7FFFFFFF) % st.num_partitions
+                p = (murmur2(key) & INT32_MAX) % st.num_partitions   # toPositive
             if 0 <= p < len(st.batches):
                 b = st.batches[p]
                 if b is not None:

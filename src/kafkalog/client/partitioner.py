@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kafkalog.record import _kernel_py as _reference
 from kafkalog.record import kernel
+from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["murmur2", "to_positive", "partition_for_key", "murmur2_py", "partition_for_key_py",
            "IMPLEMENTATION"]
@@ -28,4 +29,4 @@ partition_for_key_py = _reference.partition_for_key
 
 def to_positive(n: int) -> int:
     """Kafka's ``Utils.toPositive``: ``n & 0x7fffffff``."""
-    return n & 0x7FFFFFFF
+    return n & INT32_MAX

@@ -74,14 +74,14 @@ from kafkalog.log.manager import LogManager
 from kafkalog.record import kernel
 from kafkalog.record.builder import v2_header
 from kafkalog.record.compression import compress, validate_level
-from kafkalog.record.constants import RECORD_BATCH_OVERHEAD, CompressionType
+from kafkalog.record.constants import INT32_MAX, RECORD_BATCH_OVERHEAD, CompressionType
 
 #: a producer's topic state extends the client kernel's (its open batches, for the send path)
 _KernelTopic = client_kernel.ProducerTopic
 
 __all__ = ["FutureRecordMetadata", "IllegalStateError", "Producer", "RecordMetadata", "codec_id"]
 
-_MAX_SEQUENCE = 0x7FFFFFFF
+_MAX_SEQUENCE = INT32_MAX
 _time_ns = time.time_ns
 _monotonic = time.monotonic
 _Encoder = kernel.RecordsEncoder

@@ -18,13 +18,14 @@ import threading
 from kafkalog.errors import CorruptProducerIdsError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.cluster_metadata import read_kafka_metadata
+from kafkalog.record.constants import INT64_MAX
 
 __all__ = ["PRODUCER_IDS_FILE", "PRODUCER_ID_BLOCK_SIZE", "CorruptProducerIdsError", "ProducerIdManager"]
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 PRODUCER_IDS_FILE = "producer-ids.checkpoint"
 _VERSION = 0
-_MAX_PRODUCER_ID = 2**63 - 1
+_MAX_PRODUCER_ID = INT64_MAX
 
 
 class ProducerIdManager:

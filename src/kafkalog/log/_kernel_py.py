@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterable
 
+from kafkalog.record.constants import HEADER_SIZE_UP_TO_MAGIC, RECORD_BATCH_OVERHEAD
+
 IMPLEMENTATION = "python"
 
 __all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot", "producer_rows"]
@@ -22,8 +24,8 @@ _REL = struct.Struct(">i").unpack_from
 #: baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 #: baseTimestamp, maxTimestamp: the first 43 bytes of a v2 batch
 _V2_HEAD = struct.Struct(">qiibIhiqq").unpack_from
-_PREFIX = 17
-_V2_HEADER = 61
+_PREFIX = HEADER_SIZE_UP_TO_MAGIC
+_V2_HEADER = RECORD_BATCH_OVERHEAD
 
 
 def index_slot(buf: Any, entries: int, rel: int) -> int:

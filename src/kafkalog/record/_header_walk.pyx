@@ -14,6 +14,8 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndS
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t, uint8_t
 from libc.string cimport memset
 
+from kafkalog.record._wire cimport INT32_MAX
+
 IMPLEMENTATION = "cython"
 
 cdef extern from *:
@@ -94,7 +96,6 @@ cdef enum:
     STOP_NEED_MORE = 10      # the buffer ends before the header (or, with CRCs, the entry) does
     BIG_CRC = 16384          # above this, the crc32c package's interleaved CRC is faster
 
-cdef int64_t INT32_MAX = 2147483647
 
 
 cdef inline int64_t _q(const unsigned char* p) noexcept nogil:

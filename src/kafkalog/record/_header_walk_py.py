@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from kafkalog.record.constants import INT32_MAX
+
 IMPLEMENTATION = "python"
 
 __all__ = ["IMPLEMENTATION", "all_zero", "crc32c_of", "walk", "one_v2_data_batch"]
@@ -15,7 +17,6 @@ __all__ = ["IMPLEMENTATION", "all_zero", "crc32c_of", "walk", "one_v2_data_batch
 NF = 16
 STOP_NONE, STOP_SHORT_TAIL, STOP_PARTIAL, STOP_BAD_SIZE, STOP_BAD_MAGIC, STOP_SMALL_BATCH, \
     STOP_CRC, STOP_OVERLAP, STOP_RANGE, STOP_TOO_LARGE, STOP_NEED_MORE = range(11)
-_INT32_MAX = 2**31 - 1
 _PREFIX = struct.Struct(">qiib")
 _V2 = struct.Struct(">Ihiqqqhii")
 _U32 = struct.Struct(">I")
@@ -112,7 +113,7 @@ def walk(buf: Any, start: int, end: int, verify_crc: bool, expect_next: int, che
                 stop, stop_pos, d1, d2, d3 = STOP_CRC, pos, stored, computed, offset
                 break
             if check_range and (lod < 0 or offset < segment_base
-                                or offset - segment_base > _INT32_MAX - lod):
+                                or offset - segment_base > INT32_MAX - lod):
                 stop, stop_pos, d1, d2 = STOP_RANGE, pos, offset, last
                 break
             if check_next:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, SupportsInt
 
 from kafkalog.errors import InvalidRecordError
-from kafkalog.record.constants import increment_sequence
+from kafkalog.record.constants import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, increment_sequence
 from kafkalog.record.crc import Buffer
 from kafkalog.record.varint import (
     read_varint,
@@ -35,7 +35,6 @@ __all__ = [
 
 IMPLEMENTATION = "python"
 
-_INT32_MAX = 2**31 - 1
 _M64 = 0xFFFFFFFFFFFFFFFF
 
 #: a decoded record header: ``(key, value)``, the value None for a null header value
@@ -123,14 +122,14 @@ def _next_sequence(base: int, delta: int) -> int:
 
 def _int32(v: SupportsInt, what: str) -> int:
     v = int(v)
-    if not -2**31 <= v <= _INT32_MAX:
+    if not INT32_MIN <= v <= INT32_MAX:
         raise InvalidRecordError(f"{what} {v} does not fit in a 32-bit varint")
     return v
 
 
 def _int64(v: SupportsInt, what: str) -> int:
     v = int(v)
-    if not -2**63 <= v < 2**63:
+    if not INT64_MIN <= v <= INT64_MAX:
         raise InvalidRecordError(f"{what} {v} does not fit in a 64-bit varlong")
     return v
 
@@ -272,14 +271,14 @@ def decode_records_v2(body: Buffer, count: int, base_offset: int, base_timestamp
             ts = log_append_time
         else:
             ts = base_timestamp + ts_delta
-            if not -2**63 <= ts < 2**63:
+            if not INT64_MIN <= ts <= INT64_MAX:
                 ts = _to_int64(ts)
         if base_sequence == -1:
             seq = -1
         else:
             seq = _next_sequence(base_sequence, offset_delta)
         off = base_offset + offset_delta            # Java long arithmetic
-        if not -2**63 <= off < 2**63:
+        if not INT64_MIN <= off <= INT64_MAX:
             off = _to_int64(off)
         append(Record(off, ts, key, value, headers, seq, rend - rstart))
     if pos != n:
@@ -343,7 +342,7 @@ def _encode_one(out: bytearray, key_in: Buffer | None, value_in: Buffer | None, 
                 parts.append(write_varint(len(hv)))
                 parts.append(hv)
     body = b"".join(parts)
-    if len(body) > _INT32_MAX:
+    if len(body) > INT32_MAX:
         raise InvalidRecordError(f"record is too large to encode ({len(body)} bytes)")
     head = write_varint(len(body))
     out += head
@@ -412,7 +411,7 @@ class RecordsEncoder:
         if ts < -1:
             raise InvalidArgumentError(f"Invalid negative timestamp {ts}")
         delta = off - self._base_offset
-        if delta > _INT32_MAX:
+        if delta > INT32_MAX:
             raise InvalidArgumentError(
                 f"Offset {off} is too far from the base offset {self._base_offset}")
         if ts > self._max_ts:
@@ -438,7 +437,7 @@ class RecordsEncoder:
                headers: Iterable[HeaderIn] | None = None, offset_delta: int | None = None) -> int:
         ts = _int64(timestamp, "timestamp")
         if offset_delta is None:
-            if self._count > _INT32_MAX:
+            if self._count > INT32_MAX:
                 raise InvalidRecordError("too many records for one batch")
             od = self._count
         else:
@@ -516,4 +515,4 @@ def partition_for_key(key: Buffer, num_partitions: int) -> int:
     num_partitions`` (``ValueError`` when ``num_partitions <= 0``)."""
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    return (_murmur2(memoryview(key).cast("B")) & 0x7FFFFFFF) % num_partitions
+    return (_murmur2(memoryview(key).cast("B")) & INT32_MAX) % num_partitions   # toPositive

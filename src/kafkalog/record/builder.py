@@ -23,6 +23,7 @@ from kafkalog.record.constants import (
     CONTROL_FLAG_MASK,
     CRC_START,
     DELETE_HORIZON_FLAG_MASK,
+    INT32_MAX,
     LEGACY_TIMESTAMP_TYPE_MASK,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -195,7 +196,7 @@ class BatchBuilder:
                 raise InvalidArgumentError("Cannot append a control record of UNKNOWN type")
         if self.magic == 2:
             delta = offset - self.base_offset
-            if delta > 2**31 - 1:
+            if delta > INT32_MAX:
                 raise InvalidArgumentError(f"Offset {offset} is too far from the base offset "
                                            f"{self.base_offset}")
             assert self._encoder is not None            # magic 2 always has one
@@ -354,7 +355,7 @@ def build_empty_batch(*, base_offset: int, last_offset: int, producer_id: int = 
     """The cleaner's empty batch (``DefaultRecordBatch.writeEmptyHeader``): 61 bytes, count 0,
     baseTimestamp -1, no compression, no delete horizon."""
     delta = last_offset - base_offset
-    if not 0 <= delta <= 2**31 - 1:
+    if not 0 <= delta <= INT32_MAX:
         raise InvalidArgumentError(f"Invalid offsets base {base_offset} last {last_offset}")
     attrs = 0
     if TimestampType(timestamp_type) == TimestampType.LOG_APPEND_TIME:

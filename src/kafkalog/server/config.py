@@ -23,6 +23,7 @@ from kafkalog.log.config import (
     one_of,
     parse_value,
 )
+from kafkalog.record.constants import INT32_MAX
 
 #: Broker keys the server itself uses, with Kafka's types and defaults.
 SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
@@ -31,7 +32,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("num.partitions", INT, 1, None),
     ConfigDef("auto.create.topics.enable", BOOLEAN, True, None),
     ConfigDef("socket.request.max.bytes", INT, 100 * 1024 * 1024, None),
-    ConfigDef("max.connections", INT, 2**31 - 1, None),
+    ConfigDef("max.connections", INT, INT32_MAX, None),
     ConfigDef("connections.max.idle.ms", LONG, 600000, None),
     ConfigDef("queued.max.requests", INT, 500, None),
     ConfigDef("delete.topic.enable", BOOLEAN, True, None),
@@ -41,7 +42,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.min.session.timeout.ms", INT, 6000, None),
     ConfigDef("group.max.session.timeout.ms", INT, 1800000, None),
     ConfigDef("group.initial.rebalance.delay.ms", INT, 3000, None),
-    ConfigDef("group.max.size", INT, 2**31 - 1, None),
+    ConfigDef("group.max.size", INT, INT32_MAX, None),
     ConfigDef("offset.metadata.max.bytes", INT, 4096, None),
     # --- the consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig keys and defaults ---
     ConfigDef("group.consumer.session.timeout.ms", INT, 45000, at_least(1)),

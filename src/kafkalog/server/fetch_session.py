@@ -27,6 +27,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from kafkalog.record.constants import INT32_MAX
+
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 INVALID_SESSION_ID = 0
@@ -87,7 +89,7 @@ class CachedPartition:
 
 
 def next_epoch(epoch: int) -> int:
-    return 1 if epoch >= 2**31 - 1 else epoch + 1
+    return 1 if epoch >= INT32_MAX else epoch + 1
 
 
 class FetchSession:
@@ -195,7 +197,7 @@ class FetchSessionCache:
             parts[(w.key, w.index)] = c
         sid = INVALID_SESSION_ID
         while sid == INVALID_SESSION_ID or sid in self._sessions:
-            sid = random.randint(1, 2**31 - 1)
+            sid = random.randint(1, INT32_MAX)
         self._sessions[sid] = FetchSession(sid, now, uses_topic_ids, parts)
         return sid
 

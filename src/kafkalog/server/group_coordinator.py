@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kafkalog.coordinator.group_metadata import GroupMetadataValue, MemberMetadata
+from kafkalog.record.constants import INT32_MAX
 from kafkalog.server import error_codes as ec
 
 EMPTY = "Empty"
@@ -95,7 +96,7 @@ class GroupCoordinator:
 
     def __init__(self, persist: Callable[[str, GroupMetadataValue], None], *,
                  min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1800000,
-                 initial_rebalance_delay_ms: int = 3000, max_size: int = 2**31 - 1,
+                 initial_rebalance_delay_ms: int = 3000, max_size: int = INT32_MAX,
                  clock: Callable[[], int] = lambda: int(time.monotonic() * 1000),
                  wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._persist = persist

@@ -17,6 +17,7 @@ from kafkalog.record._kernel_py import (
     _record_headers,
     _to_int64,
 )
+from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["IMPLEMENTATION", "decode_columns_v2", "encode_columns_v2", "murmur2_partitions",
            "partition_groups"]
@@ -200,5 +201,5 @@ def murmur2_partitions(key, n: int, num_partitions: int) -> bytes:
     out = bytearray()
     for i in range(n):
         k = _col_get(key, i)
-        out += _COL_I.pack(-1 if k is None else (_murmur2(k) & 0x7FFFFFFF) % num_partitions)
+        out += _COL_I.pack(-1 if k is None else (_murmur2(k) & INT32_MAX) % num_partitions)
     return bytes(out)
