@@ -1,5 +1,6 @@
-"""Small value types shared by the segment and the partition log: read results, offset metadata and
-append results (Kafka's ``FetchDataInfo``, ``LogOffsetMetadata``, ``LogAppendInfo``)."""
+"""Small value types of a read shared by the segment, the partition log and the broker: the byte
+slice of a segment a fetch answers with, offset metadata and the read result (Kafka's
+``FileRecords`` slice, ``LogOffsetMetadata``, ``FetchDataInfo``)."""
 
 from __future__ import annotations
 
@@ -81,19 +82,3 @@ class FetchDataInfo:
 
     def read(self) -> bytes:
         return self.records.read()
-
-
-@dataclass
-class AppendInfo:
-    """What an append did (Kafka's ``LogAppendInfo``, trimmed to what an embedded log needs)."""
-
-    first_offset: int = -1
-    last_offset: int = -1
-    max_timestamp: int = -1
-    offset_of_max_timestamp: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = 0
-    valid_bytes: int = 0
-    num_records: int = 0
-    num_batches: int = 0
-    duplicate: bool = False      # an idempotent retry: nothing appended, the original offsets

@@ -28,10 +28,11 @@ from kafkalog.errors import (
     RecordBatchTooLargeError,
 )
 from kafkalog.log.config import LogConfig, as_log_config
-from kafkalog.log.fetch_data_info import AppendInfo, FetchDataInfo, LogOffsetMetadata
+from kafkalog.log.fetch_data_info import FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.file_records import TimestampAndOffset
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.index.txn_index import AbortedTxn
+from kafkalog.log.log_append_info import AppendInfo
 from kafkalog.log.log_segments import LogSegments
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
