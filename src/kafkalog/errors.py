@@ -304,6 +304,51 @@ class InvalidOptionError(InvalidConfigError):
     """An option of the kafkalog Spark source or sink has an invalid value or combination."""
 
 
+# --- the broker --------------------------------------------------------------------------------
+
+class FrameError(KafkalogError):
+    """A frame the broker refuses (negative or oversized length): the connection is closed."""
+
+
+class InvalidRequestError(KafkalogError):
+    """A request that cannot be parsed: the connection is closed (Kafka's InvalidRequestException)."""
+
+
+class RequestBoundsError(InvalidRequestError):
+    """A request with a length or count its frame cannot hold or Kafka refuses (an array of more
+    elements than bytes left ...): refused before kio reads it; the connection is closed, as Kafka
+    closes it on the InvalidRequestException its reader's RuntimeException becomes."""
+
+    def __init__(self, message: str, api_key: int, api_version: int, correlation_id: int,
+                 position: int) -> None:
+        super().__init__(message, position=position)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class UnsupportedVersionError(InvalidRequestError):
+    """An API key or version outside what the broker advertises."""
+
+    def __init__(self, message: str, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(message)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class SaslStateError(KafkalogError):
+    """A request the SASL state does not allow: the connection is closed without an answer."""
+
+
+class SaslAuthenticationFailed(KafkalogError):
+    """The client's credentials are refused (Kafka's SASL_AUTHENTICATION_FAILED)."""
+
+
+class AcksZeroFailure(KafkalogError):
+    """A Produce with acks=0 had an error: the connection is closed instead of answering."""
+
+
 __all__ = [
     "KafkalogError", "CorruptRecordError", "InvalidRecordError", "CompressionError",
     "UnsupportedCompressionTypeError", "UnsupportedMagicError", "RecordTooLargeError",
@@ -334,4 +379,11 @@ __all__ = [
     "ConsumerOffsetOutOfRangeError",
     "IllegalStateError",
     "InvalidOptionError",
+    "FrameError",
+    "InvalidRequestError",
+    "RequestBoundsError",
+    "UnsupportedVersionError",
+    "SaslStateError",
+    "SaslAuthenticationFailed",
+    "AcksZeroFailure",
 ]

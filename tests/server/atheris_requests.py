@@ -24,7 +24,8 @@ with atheris.instrument_imports(include=["kafkalog.server"]):
     from kafkalog.server import _bounds_py
     from kafkalog.server.apis import VERSIONS
     from kafkalog.server.bounds_program import bounds_program
-    from kafkalog.server.protocol import InvalidRequestError, parse_request
+    from kafkalog.errors import InvalidRequestError
+    from kafkalog.server.protocol import parse_request
 
 from tests.kernel_fixtures import pure_and_compiled
 from tests.server.request_wire import SERVED, request_body, request_header

@@ -20,7 +20,8 @@ import pytest
 from kafkalog.server import _bounds_py
 from kafkalog.server.apis import VERSIONS
 from kafkalog.server.bounds_program import bounds_program
-from kafkalog.server.protocol import InvalidRequestError, RequestBoundsError, _readers, parse_request
+from kafkalog.errors import InvalidRequestError, RequestBoundsError
+from kafkalog.server.protocol import _readers, parse_request
 from kafkalog.server.request_bounds import (
     MAX_ARRAY_LENGTH,
     MAX_TAGGED_FIELD_COUNT,
@@ -197,7 +198,8 @@ def test_hostile_frames_never_allocate_beyond_a_limit() -> None:
         import random, resource, sys
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         from kafkalog.server.apis import VERSIONS
-        from kafkalog.server.protocol import InvalidRequestError, parse_request
+        from kafkalog.errors import InvalidRequestError
+        from kafkalog.server.protocol import parse_request
         from tests.server.request_wire import SERVED, mutations
         rng = random.Random(int(sys.argv[1]))
         refused = parsed = 0

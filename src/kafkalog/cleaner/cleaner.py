@@ -41,9 +41,11 @@ from kafkalog.log.segment import LogSegment
 from kafkalog.record.constants import (
     DEFAULT_MAX_MESSAGE_BYTES,
     INT32_MAX,
+    LOG_OVERHEAD,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RECORDS_OFFSET,
+    SIZE_OFFSET,
 )
 from kafkalog.record.records import iter_batches
 
@@ -269,7 +271,7 @@ class Cleaner:
                     continue
                 if len(chunk) < 12:
                     return                      # fewer bytes than a log overhead: a torn tail
-                declared = _I32.unpack_from(chunk, 8)[0] + 12
+                declared = _I32.unpack_from(chunk, SIZE_OFFSET)[0] + LOG_OVERHEAD
                 left = end - pos if len(chunk) >= n else len(chunk)     # the file may be short
                 if declared > left:
                     raise CorruptRecordError(

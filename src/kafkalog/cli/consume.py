@@ -27,8 +27,7 @@ from kafkalog.cli.paths import existing_data_dir
 from kafkalog.client.config import CONSUMER_DEFAULTS
 from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidTopicError, LogDirError
 from kafkalog.log.naming import TopicPartition
-
-_TS_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
+from kafkalog.record.constants import TimestampType
 
 
 def _text(b: Optional[bytes], force_b64: bool) -> tuple[Optional[str], Optional[str]]:
@@ -40,7 +39,7 @@ def _json_record(r: Any, b64: bool) -> dict:
     v, ve = _text(r.value, b64)
     hs = [[hk, _text(hv, b64)[0]] for hk, hv in r.headers]
     obj = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
-           "timestampType": _TS_TYPES.get(r.timestamp_type, "NoTimestampType"), "key": k, "value": v,
+           "timestampType": TimestampType.name_of(r.timestamp_type), "key": k, "value": v,
            "headers": hs}
     if ke:
         obj["keyEncoding"] = ke

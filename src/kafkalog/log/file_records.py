@@ -21,7 +21,10 @@ from kafkalog.errors import CorruptRecordError, KafkalogIOError
 from kafkalog.log.kernel import find_v2_batch
 from kafkalog.record.batch import RecordBatch
 from kafkalog.record.constants import (
+    CRC_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_ATTRIBUTES_OFFSET,
+    LEGACY_TIMESTAMP_OFFSET,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
@@ -150,12 +153,12 @@ def parse_header(buf: Buffer, off: int, position: int, size: int, offset: int, p
     if magic >= 2:
         if size < RECORD_BATCH_OVERHEAD:
             return BatchHeader(position, size, magic, offset, offset, -1, ple_or_crc, 0)
-        _crc, attrs, lod, _bts, mts = V2_FIELDS.unpack_from(buf, off + 17)
+        _crc, attrs, lod, _bts, mts = V2_FIELDS.unpack_from(buf, off + CRC_OFFSET)
         return BatchHeader(position, size, magic, offset, offset + lod, mts, ple_or_crc, attrs & 0xFF)
-    attrs = buf[off + 17] if size > 17 else 0
+    attrs = buf[off + LEGACY_ATTRIBUTES_OFFSET] if size > LEGACY_ATTRIBUTES_OFFSET else 0
     ts = -1
     if magic == 1 and size >= 26:
-        ts = V1_TIMESTAMP.unpack_from(buf, off + 18)[0]
+        ts = V1_TIMESTAMP.unpack_from(buf, off + LEGACY_TIMESTAMP_OFFSET)[0]
     return BatchHeader(position, size, magic, offset, offset, ts, -1, attrs)
 
 

@@ -37,8 +37,10 @@ from kafkalog.record.constants import (
     LEGACY_MAGIC_OFFSET,
     LEGACY_TIMESTAMP_OFFSET,
     LEGACY_TIMESTAMP_TYPE_MASK,
+    MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
     TIMESTAMP_TYPE_MASK,
 )
 from kafkalog.record.header_walk import (
@@ -116,7 +118,7 @@ class ValidatedAppend:
         out = []
         n = len(self.positions)
         for i, p in enumerate(self.positions):
-            if buf[p + 16] == 2 and _INT64.unpack_from(buf, p + 43)[0] != -1:
+            if buf[p + MAGIC_OFFSET] == 2 and _INT64.unpack_from(buf, p + PRODUCER_ID_OFFSET)[0] != -1:
                 end = self.positions[i + 1] if i + 1 < n else self.valid_bytes
                 out.append((p, memoryview(buf)[p:end]))
         return out

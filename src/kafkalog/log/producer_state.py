@@ -41,9 +41,16 @@ from kafkalog.log.naming import (
 )
 from kafkalog.log.protocols import ProducerStateLike
 from kafkalog.record.constants import (
+    ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     INT32_MAX,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
+    SIZE_OFFSET,
     decrement_sequence,
     increment_sequence,
     java_long,
@@ -82,6 +89,8 @@ SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")
 _ENTRY = struct.Struct(">qhiqiqiq")
 ENTRY_SIZE = _ENTRY.size  # 46
+#: the low byte of a v2 batch's attributes (its flags)
+_FLAGS = ATTRIBUTES_OFFSET + 1
 HEADER_SIZE = _HEADER.size  # 10
 
 
@@ -377,7 +386,7 @@ class ProducerStateManager:
         transaction its marker ends. Returns the aborted transactions to add to the txn index.
         Batches without a producer id, and v0/v1 batches, are ignored."""
         mv = memoryview(batch)
-        if len(mv) < 61 or mv[16] != 2:
+        if len(mv) < RECORD_BATCH_OVERHEAD or mv[MAGIC_OFFSET] != 2:
             return []
         (base_offset, _len, _ple, _magic, _crc, attrs, last_delta, _bts, max_ts, pid, epoch,
          base_seq, _count) = struct.unpack_from(">qiibIhiqqqhii", mv, 0)
@@ -450,17 +459,17 @@ class ProducerStateManager:
         copied = set()
         for pos, batch in batches:
             mv = memoryview(batch)
-            pid, epoch, base_seq = struct.unpack_from(">qhi", mv, 43)
+            pid, epoch, base_seq = struct.unpack_from(">qhi", mv, PRODUCER_ID_OFFSET)
             entry = scratch.producers.get(pid)
             if entry is not None and pid not in copied:
                 entry = _copy_entry(entry)
                 scratch.producers[pid] = entry
                 copied.add(pid)
-            if origin == ORIGIN_CLIENT and base_seq < 0 and not mv[22] & 0x20:
+            if origin == ORIGIN_CLIENT and base_seq < 0 and not mv[_FLAGS] & CONTROL_FLAG_MASK:
                 raise InvalidRecordError(f"Invalid sequence number {base_seq} in record batch with "
                                          f"producerId {pid}", position=pos)
-            if origin == ORIGIN_CLIENT and entry is not None and not mv[22] & 0x20:
-                last_delta = struct.unpack_from(">i", mv, 23)[0]
+            if origin == ORIGIN_CLIENT and entry is not None and not mv[_FLAGS] & CONTROL_FLAG_MASK:
+                last_delta = struct.unpack_from(">i", mv, LAST_OFFSET_DELTA_OFFSET)[0]
                 last_seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else \
                     increment_sequence(base_seq, last_delta)
                 dup = entry.find_duplicate_batch(epoch, base_seq, last_seq)
@@ -759,8 +768,8 @@ def _read_varint(mv: memoryview, pos: int, limit: int) -> tuple[int, int]:
 
 def _parse_marker(mv: memoryview) -> tuple[int, int]:
     """(control_type, coordinator_epoch) of the first record of an (uncompressed) control batch."""
-    limit = min(len(mv), 12 + struct.unpack_from(">i", mv, 8)[0])
-    pos = 61
+    limit = min(len(mv), LOG_OVERHEAD + struct.unpack_from(">i", mv, SIZE_OFFSET)[0])
+    pos = RECORDS_OFFSET
     _, pos = _read_varint(mv, pos, limit)  # record length
     pos += 1  # attributes
     _, pos = _read_varint(mv, pos, limit)  # timestamp delta

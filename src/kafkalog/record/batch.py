@@ -35,6 +35,7 @@ from kafkalog.record.constants import (
     MAX_TIMESTAMP_OFFSET,
     PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
     V2_HEADER,
@@ -385,7 +386,7 @@ class DefaultRecordBatch(RecordBatch):
         start = self.position + RECORD_BATCH_OVERHEAD
         if count < 0:
             raise InvalidRecordError(f"Found invalid record count {count} in magic v2 batch",
-                                     position=self.position + 57)
+                                     position=self.position + RECORDS_COUNT_OFFSET)
         body = self.records_body(max_decompressed_size)
         lat = h[8] if h[5] & TIMESTAMP_TYPE_MASK else -1
         try:

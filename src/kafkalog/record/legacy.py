@@ -20,7 +20,11 @@ from kafkalog.errors import (
 )
 from kafkalog.record.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, InvalidArgumentError, RecordBatch
 from kafkalog.record.constants import (
+    LEGACY_ATTRIBUTES_OFFSET,
     LEGACY_COMPRESSION_CODEC_MASK,
+    LEGACY_CRC_OFFSET,
+    LEGACY_MAGIC_OFFSET,
+    LEGACY_TIMESTAMP_OFFSET,
     LEGACY_TIMESTAMP_TYPE_MASK,
     LOG_OVERHEAD,
     RECORD_OVERHEAD_V0,
@@ -179,7 +183,7 @@ class LegacyRecordBatch(RecordBatch):
         buf, p = self._buf, self._at
         self._offset, _len, self._crc, _m, self._attributes = _HDR.unpack_from(buf, p)
         if self.magic != 0 and self.size_in_bytes >= LOG_OVERHEAD + RECORD_OVERHEAD_V1:
-            self._timestamp = _I64_AT.unpack_from(buf, p + 18)[0]
+            self._timestamp = _I64_AT.unpack_from(buf, p + LEGACY_TIMESTAMP_OFFSET)[0]
         else:
             self._timestamp = -1
         self._records = None
@@ -222,7 +226,7 @@ class LegacyRecordBatch(RecordBatch):
         cid = self._attributes & LEGACY_COMPRESSION_CODEC_MASK
         if cid > 4:
             raise UnsupportedCompressionTypeError(f"Unknown compression type id: {cid}",
-                                                  position=self.position + 17)
+                                                  position=self.position + LEGACY_ATTRIBUTES_OFFSET)
         return CompressionType(cid)
 
     @property
@@ -254,7 +258,7 @@ class LegacyRecordBatch(RecordBatch):
     def compute_checksum(self) -> int:
         mv = memoryview(self._buf)
         try:
-            return crc32(mv[self._at + 16:self._at + self.size_in_bytes])
+            return crc32(mv[self._at + LEGACY_MAGIC_OFFSET:self._at + self.size_in_bytes])
         finally:
             mv.release()
 
@@ -294,7 +298,7 @@ class LegacyRecordBatch(RecordBatch):
         if cid == 4 or cid > 4:
             raise UnsupportedCompressionTypeError(
                 f"Invalid wrapper compressionType found in legacy deep record iterator {cid}",
-                position=p + 17)
+                position=p + LEGACY_ATTRIBUTES_OFFSET)
         if value is None:
             raise InvalidRecordError("Found invalid compressed record set with null value",
                                      position=p)
@@ -381,7 +385,7 @@ class LegacyRecordBatch(RecordBatch):
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attrs |= LEGACY_TIMESTAMP_TYPE_MASK
         p = self._at
-        struct.pack_into(">b", self._buf, p + 17, attrs)
-        _I64.pack_into(self._buf, p + 18, max_timestamp)
-        _U32.pack_into(self._buf, p + 12, self.compute_checksum())
+        struct.pack_into(">b", self._buf, p + LEGACY_ATTRIBUTES_OFFSET, attrs)
+        _I64.pack_into(self._buf, p + LEGACY_TIMESTAMP_OFFSET, max_timestamp)
+        _U32.pack_into(self._buf, p + LEGACY_CRC_OFFSET, self.compute_checksum())
         self._load()

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
 from kafkalog.log.fetch_data_info import FileSlice
-from kafkalog.log.log import READ_COMMITTED as READ_COMMITTED_NAME
 from kafkalog.log.naming import TopicPartition
+from kafkalog.record.constants import IsolationLevel
 from kafkalog.server import error_codes, wire
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.fetch_session import FetchContext
@@ -35,7 +35,6 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
 SENDFILE_MIN_BYTES = 64 * 1024
-READ_COMMITTED = 1
 FIRST_SESSION = 7
 #: partition index, error code, high watermark, last stable offset
 _PARTITION_HEAD = struct.Struct(">ihqq")
@@ -102,7 +101,8 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
         return PartitionData(w.index, 0, hw, lso, log_start, [] if committed else None)
     try:
         if committed:
-            info = log.read(w.offset, max(limit, 0), min_one_message=first, isolation=READ_COMMITTED_NAME)
+            info = log.read(w.offset, max(limit, 0), min_one_message=first,
+                            isolation=IsolationLevel.READ_COMMITTED)
         else:
             info = log.read(w.offset, max(limit, 0), min_one_message=first)
     except OffsetOutOfRangeError:
@@ -180,7 +180,7 @@ def handle_fetch(broker: Broker, request: Request) -> Response | Awaitable[Respo
     else:
         ctx = FetchContext(list(wanted))
     # isolation_level from v4 and max_bytes from v3: every served version (4+) has both
-    committed = body.isolation_level == READ_COMMITTED
+    committed = body.isolation_level == IsolationLevel.READ_COMMITTED
     # Kafka's broker-side cap: fetch.max.bytes
     max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
     min_bytes = body.min_bytes

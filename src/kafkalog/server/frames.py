@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import struct
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import FrameError
 
 _SIZE = struct.Struct(">i")
-
-
-class FrameError(KafkalogError):
-    """A frame the broker refuses (negative or oversized length): the connection is closed."""
 
 
 class FrameReader:

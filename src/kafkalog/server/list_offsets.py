@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError
+from kafkalog.record.constants import IsolationLevel
 from kafkalog.server import error_codes
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.protocol import Request
@@ -15,7 +16,6 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
-READ_COMMITTED = 1
 
 
 def _one(broker: Broker, topic: str, p: Any, committed: bool) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def _one(broker: Broker, topic: str, p: Any, committed: bool) -> dict[str, Any]:
 
 def handle_list_offsets(broker: Broker, request: Request) -> Any:
     body = request.body
-    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    committed = getattr(body, "isolation_level", 0) == IsolationLevel.READ_COMMITTED
     topics = [{"name": t.name, "partitions": [_one(broker, t.name, p, committed) for p in t.partitions]}
               for t in body.topics]
     return broker.response(request, {"throttle_time": 0, "topics": topics})

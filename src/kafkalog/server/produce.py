@@ -10,7 +10,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.coordinator.transaction_log import TransactionState
-from kafkalog.errors import KafkalogError, KafkalogIOError
+from kafkalog.errors import AcksZeroFailure, KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
 from kafkalog.server.error_codes import error_code
@@ -35,10 +35,6 @@ _BASE_OFFSET_ZERO = bytes(8)
 _UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.RECORD_LIST_TOO_LARGE,
                                   error_codes.CORRUPT_MESSAGE, error_codes.INVALID_RECORD,
                                   error_codes.UNSUPPORTED_COMPRESSION_TYPE, error_codes.UNKNOWN_SERVER_ERROR})
-
-
-class AcksZeroFailure(KafkalogError):
-    """A Produce with acks=0 had an error: the connection is closed instead of answering."""
 
 
 class PartitionResult:

@@ -30,7 +30,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import InvalidRequestError, RequestBoundsError, UnsupportedVersionError
 from kafkalog.server.bounds_program import BoundsProgram, bounds_program
 from kafkalog.server.frames import frame
 from kafkalog.server.request_bounds import violation, walk
@@ -43,33 +43,6 @@ _INT32 = struct.Struct(">i")
 API_VERSIONS_KEY = 18
 #: ApiVersions v3 introduced the flexible (v2) request header.
 _API_VERSIONS_FIRST_FLEXIBLE = 3
-
-
-class InvalidRequestError(KafkalogError):
-    """A request that cannot be parsed: the connection is closed (Kafka's InvalidRequestException)."""
-
-
-class RequestBoundsError(InvalidRequestError):
-    """A request with a length or count its frame cannot hold or Kafka refuses (an array of more
-    elements than bytes left ...): refused before kio reads it; the connection is closed, as Kafka
-    closes it on the InvalidRequestException its reader's RuntimeException becomes."""
-
-    def __init__(self, message: str, api_key: int, api_version: int, correlation_id: int,
-                 position: int) -> None:
-        super().__init__(message, position=position)
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-
-
-class UnsupportedVersionError(InvalidRequestError):
-    """An API key or version outside what the broker advertises."""
-
-    def __init__(self, message: str, api_key: int, api_version: int, correlation_id: int) -> None:
-        super().__init__(message)
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
 
 
 @dataclass(slots=True)

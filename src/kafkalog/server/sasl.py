@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
 
-from kafkalog.errors import InvalidConfigError, KafkalogError
+from kafkalog.errors import InvalidConfigError, SaslStateError
 from kafkalog.server.frames import frame
 from kafkalog.server.kio_build import build
 from kafkalog.server.protocol import (
@@ -54,10 +54,6 @@ SASL_AUTHENTICATION_FAILED = 58
 
 #: served versions: SaslHandshake v0 (legacy tokens) and v1, SaslAuthenticate v0-v2
 SASL_VERSIONS = {SASL_HANDSHAKE_KEY: (0, 1), SASL_AUTHENTICATE_KEY: (0, 2)}
-
-
-class SaslStateError(KafkalogError):
-    """A request the SASL state does not allow: the connection is closed without an answer."""
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,11 @@ import re
 import secrets
 from typing import Protocol
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import SaslAuthenticationFailed
 from kafkalog.server.sasl_credentials import SCRAM_HASHES, Credentials
 
 PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, *SCRAM_HASHES)
-
-
-class SaslAuthenticationFailed(KafkalogError):
-    """The client's credentials are refused (Kafka's SASL_AUTHENTICATION_FAILED)."""
 
 
 class SaslServer(Protocol):

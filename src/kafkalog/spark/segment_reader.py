@@ -21,7 +21,11 @@ from typing import Iterator
 import pyarrow as pa
 
 from kafkalog.errors import KafkalogError
-from kafkalog.record.constants import IsolationLevel, TimestampType
+from kafkalog.record.constants import (
+    RECORDS_OFFSET,
+    IsolationLevel,
+    TimestampType,
+)
 from kafkalog.spark.arrow_batches import MAX_DATA_BYTES, ColumnBuilder
 from kafkalog.spark.commit import profile
 from kafkalog.spark.log_view import PartitionDir, open_partition
@@ -50,7 +54,7 @@ def decode_entry(batch, builder: ColumnBuilder, min_offset: int, max_offset: int
                                             batch.base_timestamp, lat, _ts_type(batch),
                                             min_offset, max_offset)
             except KafkalogError as err:
-                raise err.at(None, batch.position + 61 if not batch.compression_id
+                raise err.at(None, batch.position + RECORDS_OFFSET if not batch.compression_id
                              else batch.position) from None
         ts_type = _ts_type(batch)
         added = 0
