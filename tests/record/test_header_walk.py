@@ -5,7 +5,6 @@ pure-Python twin on arbitrary damage (hypothesis)."""
 from __future__ import annotations
 
 import struct
-import zlib
 
 import pytest
 from crc32c import crc32c
@@ -23,15 +22,15 @@ IMPLS = pure_and_compiled(_header_walk_py, "kafkalog.record._header_walk")
 
 
 def _run(mod, buf, **kw):
-    args = {"start": 0, "end": -1, "verify_crc": True, "expect_next": -(2**63), "check_next": False,
-                "contiguous": False, "segment_base": 0, "check_range": False, "max_batches": -1, "max_size": -1,
-                "max_ts": -1, "max_ts_offset": -1, "latest_epoch": -1}
-    args.update(kw)
-    return hw.HeaderWalk(mod.walk(buf, args["start"], args["end"], args["verify_crc"],
-                                  args["expect_next"], args["check_next"], args["contiguous"],
-                                  args["segment_base"], args["check_range"], args["max_batches"],
-                                  args["max_size"], args["max_ts"], args["max_ts_offset"],
-                                  args["latest_epoch"], crc32c, zlib.crc32))
+    """The walk of ``buf`` by the implementation ``mod`` (``check_next`` / ``check_range``: the
+    ``expect_next`` / ``segment_base`` given apply)."""
+    check_next = kw.pop("check_next", False)
+    check_range = kw.pop("check_range", False)
+    if not check_next:
+        kw.pop("expect_next", None)
+    if not check_range:
+        kw.pop("segment_base", None)
+    return walk(buf, kernel=mod, **kw)
 
 
 def _fix_crc(b: bytearray, pos: int = 0) -> None:
@@ -160,8 +159,7 @@ def test_windows_of_a_file_give_the_rows_of_one_walk(mod):
     rows, pos = [], 0
     while True:
         window = data[pos:pos + 100]
-        w = hw.HeaderWalk(mod.walk(window, pos, len(data), False, -(2**63), False, False, 0, False,
-                                   -1, -1, -1, -1, -1, crc32c, zlib.crc32, pos))
+        w = walk(window, pos, len(data), verify_crc=False, base=pos, kernel=mod)
         rows += w.rows()
         if w.finding is None:
             break
@@ -177,8 +175,7 @@ def test_a_small_window_of_a_huge_file(mod):
     the file (a 1 TiB file size once asked for a 40 GiB row buffer: MemoryError)."""
     data = b"".join(v2_batch([b"x" * 100], base_offset=i) for i in range(3))
     pos = 1 << 30
-    w = hw.HeaderWalk(mod.walk(data, pos, 1 << 40, False, -(2**63), False, False, 0, False,
-                               -1, -1, -1, -1, -1, crc32c, zlib.crc32, pos))
+    w = walk(data, pos, 1 << 40, verify_crc=False, base=pos, kernel=mod)
     assert w.count == 3 and [r[0] for r in w.rows()] == [pos, pos + len(data) // 3, pos + 2 * len(data) // 3]
     f = w.finding
     assert f is not None and f.kind is FindingKind.NEED_MORE and f.position == pos + len(data)

@@ -172,7 +172,8 @@ def walk(buf: Any, start: int = 0, end: int | None = None, *, verify_crc: bool =
          expect_next: int | None = None, contiguous: bool = False,
          segment_base: int | None = None, max_batches: int = -1, max_size: int = -1,
          max_timestamp: int = -1, offset_of_max_timestamp: int = -1,
-         latest_epoch: int | None = None, base: int = 0) -> HeaderWalk:
+         latest_epoch: int | None = None, base: int = 0,
+         kernel: ModuleType | None = None) -> HeaderWalk:
     """Walk the entries of ``buf[start:end]`` (see the module docstring). ``max_timestamp`` /
     ``offset_of_max_timestamp`` seed the running maximum (to continue a walk in windows),
     ``latest_epoch`` the leader-epoch starts.
@@ -180,14 +181,16 @@ def walk(buf: Any, start: int = 0, end: int | None = None, *, verify_crc: bool =
     Windows of a file: ``buf`` holds the file's bytes from position ``base``; ``start``, ``end``
     (the file's size) and every position are file positions. Without ``verify_crc`` only the fixed
     header of an entry must be in ``buf``; a walk that reaches the end of ``buf`` first stops with
-    :attr:`FindingKind.NEED_MORE` (read the next window from its position)."""
-    return HeaderWalk(_walk(buf, start, -1 if end is None else end, verify_crc,
-                            _NO_LIMIT if expect_next is None else expect_next,
-                            expect_next is not None, contiguous,
-                            0 if segment_base is None else segment_base, segment_base is not None,
-                            max_batches, max_size, max_timestamp, offset_of_max_timestamp,
-                            -1 if latest_epoch is None else latest_epoch, crc32c, zlib.crc32,
-                            base))
+    :attr:`FindingKind.NEED_MORE` (read the next window from its position).
+
+    ``kernel``: one implementation module of the walker (the parity tests run each); default the
+    one selected for the process. This is the only caller of the kernels' positional API."""
+    return HeaderWalk((_walk if kernel is None else kernel.walk)(
+        buf, start, -1 if end is None else end, verify_crc,
+        _NO_LIMIT if expect_next is None else expect_next, expect_next is not None, contiguous,
+        0 if segment_base is None else segment_base, segment_base is not None, max_batches,
+        max_size, max_timestamp, offset_of_max_timestamp,
+        -1 if latest_epoch is None else latest_epoch, crc32c, zlib.crc32, base))
 
 
 __all__ = [
