@@ -11,7 +11,7 @@ Codec functions work on buffers and know only positions relative to the buffer t
 file layer re-raises them with :meth:`KafkalogError.at` to add the file name and the absolute position.
 Names follow Kafka's exception names (CorruptRecordException -> CorruptRecordError, ...).
 
-Every error class of every layer is here, in sections by layer, each defined once (the layers
+Every typed error of every layer is here, in sections by layer, each defined once (the layers
 raise them from here; their old homes import them), and all are exported by :mod:`kafkalog`.
 """
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
-from kafkalog.server.broker import Broker
 from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
 

@@ -5,11 +5,13 @@ subscription is accepted and dropped. Like Kafka, ApiVersions does not advertise
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.server import error_codes as ec
-from kafkalog.server.broker import Broker
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 ZERO = uuid.UUID(int=0)
 #: the one subscription: no metrics requested
