@@ -63,7 +63,8 @@ TIMESTAMP_TYPES = {"NoTimestampType": -1, "CreateTime": 0, "LogAppendTime": 1}
 
 def _expected(data: Path) -> list[list]:
     with kafkalog.open(str(data), read_only=True) as dl:
-        return sorted([r.topic, r.partition, r.offset, r.timestamp, TIMESTAMP_TYPES[r.timestamp_type],
+        # (a record's timestamp_type is Kafka's TimestampType: its name is str() of it)
+        return sorted([r.topic, r.partition, r.offset, r.timestamp, TIMESTAMP_TYPES[str(r.timestamp_type)],
                        r.key and r.key.hex(), r.value and r.value.hex(),
                        [[k, v and v.hex()] for k, v in r.headers] if r.headers else None]
                       for r in dl.consume("events"))
