@@ -327,6 +327,11 @@ class RequestBoundsError(InvalidRequestError):
         self.correlation_id = correlation_id
 
 
+class SchemaCompileError(KafkalogError):
+    """A kio request class with a field the bounds program cannot describe (a kio upgrade added a
+    Kafka type): the broker refuses to start serving that version rather than serve it unguarded."""
+
+
 class UnsupportedVersionError(InvalidRequestError):
     """An API key or version outside what the broker advertises."""
 
@@ -382,6 +387,7 @@ __all__ = [
     "FrameError",
     "InvalidRequestError",
     "RequestBoundsError",
+    "SchemaCompileError",
     "UnsupportedVersionError",
     "SaslStateError",
     "SaslAuthenticationFailed",

@@ -21,10 +21,10 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["kafkalog.server"]):
+    from kafkalog.errors import InvalidRequestError
     from kafkalog.server import _bounds_py
     from kafkalog.server.apis import VERSIONS
     from kafkalog.server.bounds_program import bounds_program
-    from kafkalog.errors import InvalidRequestError
     from kafkalog.server.protocol import parse_request
 
 from tests.kernel_fixtures import pure_and_compiled

@@ -17,10 +17,10 @@ from types import ModuleType
 
 import pytest
 
+from kafkalog.errors import InvalidRequestError, RequestBoundsError
 from kafkalog.server import _bounds_py
 from kafkalog.server.apis import VERSIONS
 from kafkalog.server.bounds_program import bounds_program
-from kafkalog.errors import InvalidRequestError, RequestBoundsError
 from kafkalog.server.protocol import _readers, parse_request
 from kafkalog.server.request_bounds import (
     MAX_ARRAY_LENGTH,

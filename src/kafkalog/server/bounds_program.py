@@ -48,7 +48,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import SchemaCompileError
 
 FIXED, STRING, BYTES, STRUCT, NULLABLE_STRUCT, ARRAY, TAGS = range(1, 8)
 COMPACT, NULLABLE = 1, 2
@@ -58,11 +58,6 @@ OP_WORDS = 4
 FIXED_SIZES = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2,
                "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8,
                "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}
-
-
-class SchemaCompileError(KafkalogError):
-    """A kio request class with a field the bounds program cannot describe (a kio upgrade added a
-    Kafka type): the broker refuses to start serving that version rather than serve it unguarded."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.consumer.heartbeat.interval.ms", INT, 5000, at_least(1)),
     ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
-    ConfigDef("group.consumer.max.size", INT, 2**31 - 1, at_least(1)),
+    ConfigDef("group.consumer.max.size", INT, INT32_MAX, at_least(1)),
     ConfigDef("group.consumer.assignors", LIST, ["uniform", "range"], None),
     ConfigDef("group.consumer.migration.policy", STRING, "bidirectional", None),
     ConfigDef("group.consumer.assignment.interval.ms", INT, 1000, at_least(0)),

@@ -61,6 +61,7 @@ from kafkalog.coordinator.consumer_group_records import (
     encode_key,
     encode_value,
 )
+from kafkalog.record.constants import INT32_MAX
 from kafkalog.server import error_codes as ec
 from kafkalog.server.assignors import MemberSpec, PartitionAssignorError, assign
 from kafkalog.server.topic_regex import InvalidRegularExpression, compile_regex, matches
@@ -76,7 +77,6 @@ LEAVE_GROUP_EPOCH = -1
 LEAVE_GROUP_STATIC_EPOCH = -2
 #: Kafka's floor between two resolutions of a group's regular expressions
 REGEX_MIN_REFRESH_MS = 10000
-INT_MAX = 2**31 - 1
 
 #: topic id -> {partition: assignment epoch}
 EpochAssignment = dict[uuid.UUID, dict[int, int]]
@@ -106,12 +106,12 @@ class ConsumerGroupConfig:
     """Kafka's ``group.consumer.*`` broker settings (validated in :mod:`kafkalog.server.config`)."""
     session_timeout_ms: int = 45000
     heartbeat_interval_ms: int = 5000
-    max_size: int = INT_MAX
+    max_size: int = INT32_MAX
     assignors: tuple[str, ...] = ("uniform", "range")
     migration_policy: str = "bidirectional"
     assignment_interval_ms: int = 1000
     regex_refresh_interval_ms: int = 600000
-    classic_max_size: int = INT_MAX
+    classic_max_size: int = INT32_MAX
 
 
 @dataclass(frozen=True)

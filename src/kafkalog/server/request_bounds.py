@@ -23,14 +23,14 @@ program compiled once per (API key, version) from kio's own classes
 Nothing is allocated in proportion to a length or count before it is checked, so what kio then
 allocates is bounded by the frame, itself bounded by ``socket.request.max.bytes``. The walk is the
 compiled kernel ``_bounds`` or its pure-Python twin ``_bounds_py`` (chosen with every other kernel:
-:mod:`kafkalog.record.kernel_selection`).
+:mod:`kafkalog._kernels`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafkalog.record.kernel_selection import load_kernel
+from kafkalog._kernels import load_kernel
 from kafkalog.server.bounds_program import BoundsProgram, bounds_program
 
 #: the module in use (``kafkalog.server._bounds`` or ``kafkalog.server._bounds_py``)
