@@ -7,11 +7,13 @@ node has no future (reassigning) logs and leads every partition, so ``offset_lag
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.server import error_codes as ec
-from kafkalog.server.broker import Broker
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 
 def handle_describe_log_dirs(broker: Broker, request: Request) -> Any:

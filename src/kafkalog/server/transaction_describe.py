@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.coordinator.transaction_log import TransactionMetadata, TransactionState
 from kafkalog.errors import ProducerStateError
@@ -20,8 +20,10 @@ from kafkalog.log.producer_state import ORIGIN_COORDINATOR
 from kafkalog.record.builder import build_end_txn_marker
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.server import error_codes as ec
-from kafkalog.server.broker import Broker
 from kafkalog.server.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
 
 #: Kafka's ``TransactionState.stateName()``
 STATE_NAMES: dict[TransactionState, str] = {
