@@ -46,8 +46,10 @@ _ABOVE = {
 #: the layer of each package of kafkalog (``errors`` and ``_kernels``, the kernel selection:
 #: below every layer)
 LAYERS = {"errors": 0, "_kernels": 0, "record": 1, "log": 2, "tiered": 2, "cleaner": 3, "coordinator": 4,
-          "client": 5, "aio": 5, "server": 5, "spark": 5, "cli": 6}
-#: the surfaces of layer 5: none imports another (``aio`` is the client's asyncio face)
+          "client": 5, "aio": 5, "server": 5, "spark": 5, "testing": 5, "cli": 6}
+#: the surfaces of layer 5: none imports another (``aio`` is the client's asyncio face);
+#: ``testing`` (a real broker for tests) runs the server and reads through the client, and nothing
+#: imports it
 SURFACES = {"client": "client", "aio": "client", "server": "server", "spark": "spark"}
 PACKAGE = Path(kafkalog.__file__).parent
 
@@ -124,6 +126,8 @@ def test_imports_point_downwards_through_the_six_layers():
             pb = _package(b)
             if LAYERS[pb] > LAYERS[pa]:
                 wrong.append(f"{a} -> {b} (layer {LAYERS[pa]} imports layer {LAYERS[pb]})")
+            elif pb == "testing" and pa != "testing":
+                wrong.append(f"{a} -> {b} (nothing imports kafkalog.testing)")
             elif pa in SURFACES and pb in SURFACES and SURFACES[pa] != SURFACES[pb]:
                 wrong.append(f"{a} -> {b} (a surface imports another)")
             elif (pa, pb) in (("log", "tiered"), ("client", "aio")):

@@ -19,12 +19,14 @@ from typing import Any
 
 from kio.index import load_response_schema
 
-from kafkalog.server.broker import Broker, Response
+from kafkalog.errors import AcksZeroFailure
+from kafkalog.server.broker import Broker
 from kafkalog.server.fetch import FIRST_TOPIC_ID as FETCH_FIRST_TOPIC_ID
 from kafkalog.server.fetch import PartitionData, encode_fetch_response
+from kafkalog.server.handler import Response
 from kafkalog.server.kio_build import _nested_type, build
 from kafkalog.server.produce import FIRST_TOPIC_ID as PRODUCE_FIRST_TOPIC_ID
-from kafkalog.server.produce import AcksZeroFailure, PartitionResult, encode_produce_response
+from kafkalog.server.produce import PartitionResult, encode_produce_response
 from kafkalog.server.protocol import Request
 
 #: Kafka's "no node" (``Node.noNode()``) and its unknown offsets, ids and epochs

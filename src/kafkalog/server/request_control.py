@@ -23,9 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalog.log.fetch import FileSlice
-from kafkalog.server.broker import Broker, Handler
+from kafkalog.log.fetch_data_info import FileSlice
+from kafkalog.server.broker import Broker
 from kafkalog.server.error_responses import error_response
+from kafkalog.server.handler import Handler
 from kafkalog.server.protocol import Request
 
 #: runs the API's own handler: an awaitable of its result (kio entity, frame bytes or parts, None)
