@@ -249,7 +249,10 @@ def transaction_log_decoder(record: _Record) -> tuple[Decoded, Decoded]:
         data["previousProducerId"] = v.previous_producer_id
     if v.version >= 1 and v.next_producer_id != -1:
         data["nextProducerId"] = v.next_producer_id
-    data.update({"producerEpoch": v.producer_epoch, "transactionTimeoutMs": v.transaction_timeout_ms,
+    data["producerEpoch"] = v.producer_epoch
+    if v.version >= 1 and v.next_producer_epoch != -1:
+        data["nextProducerEpoch"] = v.next_producer_epoch
+    data.update({"transactionTimeoutMs": v.transaction_timeout_ms,
                  "transactionStatus": _status_name(v.transaction_status),
                  "transactionPartitions": None if v.transaction_partitions is None else [
                      {"topic": t, "partitionIds": ids} for t, ids in v.transaction_partitions],

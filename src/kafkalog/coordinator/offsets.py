@@ -330,6 +330,12 @@ class OffsetsStore:
             for tp, spec in offsets.items():
                 got[tp] = as_offset_and_metadata(spec, now, any_offset=any_offset)
 
+    def pending_transactional(self, group: str) -> set[TopicPartition]:
+        """The partitions of ``group`` with offsets of a transaction not ended yet (KIP-447: a
+        ``require_stable`` OffsetFetch answers UNSTABLE_OFFSET_COMMIT for them)."""
+        with self._lock:
+            return {tp for groups in self._pending.values() for tp in groups.get(group, {})}
+
     def complete_transaction(self, producer_id: int, partitions: frozenset[tuple[str, int]],
                              committed: bool) -> None:
         """A transaction of ``producer_id`` ended (its markers are written): its offsets become

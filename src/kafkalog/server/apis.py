@@ -77,13 +77,13 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     20: ("DeleteTopics", 1, 6, handle_delete_topics),
     21: ("DeleteRecords", 0, 2, handle_delete_records),
     22: ("InitProducerId", 0, 5, handle_init_producer_id),
-    # transactions: the client versions only (AddPartitionsToTxn v4+ is broker-to-broker, EndTxn v5,
-    # TxnOffsetCommit v5 and AddOffsetsToTxn v4 are transaction version 2, KIP-890, not served)
+    # transactions v1 and v2 (KIP-890, transaction.version 2: EndTxn v5, TxnOffsetCommit v5); the
+    # client versions of AddPartitionsToTxn (v4+ is broker-to-broker)
     24: ("AddPartitionsToTxn", 0, 3, handle_add_partitions_to_txn),
-    25: ("AddOffsetsToTxn", 0, 3, handle_add_offsets_to_txn),
-    26: ("EndTxn", 0, 4, handle_end_txn),
+    25: ("AddOffsetsToTxn", 0, 4, handle_add_offsets_to_txn),
+    26: ("EndTxn", 0, 5, handle_end_txn),
     27: ("WriteTxnMarkers", 1, 2, handle_write_txn_markers),
-    28: ("TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
+    28: ("TxnOffsetCommit", 0, 5, handle_txn_offset_commit),
     32: ("DescribeConfigs", 1, 4, handle_describe_configs),
     33: ("AlterConfigs", 0, 2, handle_alter_configs),
     35: ("DescribeLogDirs", 1, 5, handle_describe_log_dirs),

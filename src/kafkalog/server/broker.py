@@ -25,6 +25,7 @@ from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.consumer_group import ConsumerGroupCoordinator, TopicImage
+from kafkalog.server.features import finalized_level
 from kafkalog.server.fetch_session import FetchSessionCache
 from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.kio_build import build
@@ -97,7 +98,8 @@ class Broker:
         self.transactions = TransactionCoordinator(
             manager, self.producer_ids, num_partitions=b.get("transaction.state.log.num.partitions"),
             max_timeout_ms=b.get("transaction.max.timeout.ms"),
-            on_complete=self.offsets.complete_transaction, marker_leader_epoch=self.leader_epoch)
+            on_complete=self.offsets.complete_transaction, marker_leader_epoch=self.leader_epoch,
+            transaction_version=finalized_level("transaction.version"))
         self.transactions.abort_timed_out_transactions()
         self._txn_abort_interval_s = b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         for _tp, log in manager.logs():
