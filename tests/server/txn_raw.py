@@ -72,6 +72,10 @@ class TxnClient:
                                           "assignments": [], "configs": []}],
                               "timeout": 30000, "validate_only": False})
         assert r.topics[0].error_code == 0, r.topics[0]
+        self.wait_led(name, partitions)
+
+    def wait_led(self, name: str, partitions: int) -> None:
+        """Until every partition of ``name`` answers ListOffsets (led: Kafka after a start)."""
         for _ in range(300):        # Kafka: the partitions are led once the metadata is published
             r = self.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
                 {"name": name, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
@@ -100,9 +104,13 @@ class TxnClient:
         base = self.sequences.get(key, 0) if seq is None else seq
         records = build_batch([(None, value, int(time.time() * 1000), None)], producer_id=pid, producer_epoch=epoch,
                               base_sequence=base, is_transactional=transactional)
-        r = self.call(0, version, {"transactional_id": tid, "acks": -1, "timeout": 30000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
-        err = int(r.responses[0].partition_responses[0].error_code)
+        for _ in range(100):
+            r = self.call(0, version, {"transactional_id": tid, "acks": -1, "timeout": 30000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+            err = int(r.responses[0].partition_responses[0].error_code)
+            if err not in (6, 19):    # NOT_LEADER_OR_FOLLOWER, or NOT_ENOUGH_REPLICAS: the transaction
+                break                 # coordinator still loading (Kafka after a start)
+            time.sleep(0.1)
         if err == 0:
             self.sequences[key] = base + 1
         self.note("Produce", version, tid, self.label(pid), epoch, f"{topic}-{partition}", err)

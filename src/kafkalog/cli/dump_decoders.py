@@ -229,6 +229,8 @@ def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:
         return f"Error at offset {record.offset}, skipping. {e.message}", None
 
 
+#: Kafka 4.4's DumpLogSegments prints a transaction's status by its state's name (an unknown id as
+#: its number, a string)
 def transaction_log_decoder(record: _Record) -> tuple[Decoded, Decoded]:
     """A ``__transaction_state`` record as kafka-dump-log.sh's ``--transaction-log-decoder``
     prints it."""
