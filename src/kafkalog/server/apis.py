@@ -36,6 +36,8 @@ from kafkalog.server.offset_commit import (
 )
 from kafkalog.server.produce import handle_produce
 from kafkalog.server.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from kafkalog.server.share_fetch import handle_share_acknowledge, handle_share_fetch
+from kafkalog.server.share_group_heartbeat import handle_share_group_describe, handle_share_group_heartbeat
 from kafkalog.server.telemetry import handle_get_telemetry_subscriptions, handle_push_telemetry
 from kafkalog.server.topics import (
     handle_create_partitions,
@@ -99,6 +101,11 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     # the consumer group protocol (KIP-848; group.version 1)
     68: ("ConsumerGroupHeartbeat", 0, 1, handle_consumer_group_heartbeat),
     69: ("ConsumerGroupDescribe", 0, 1, handle_consumer_group_describe),
+    # share groups (KIP-932; share.version 2)
+    76: ("ShareGroupHeartbeat", 1, 1, handle_share_group_heartbeat),
+    77: ("ShareGroupDescribe", 1, 1, handle_share_group_describe),
+    78: ("ShareFetch", 1, 2, handle_share_fetch),
+    79: ("ShareAcknowledge", 1, 2, handle_share_acknowledge),
     # client telemetry (KIP-714): answered, not advertised (as Kafka 4.4 without a metrics plugin)
     71: ("GetTelemetrySubscriptions", 0, 0, handle_get_telemetry_subscriptions),
     72: ("PushTelemetry", 0, 0, handle_push_telemetry),

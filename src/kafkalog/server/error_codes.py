@@ -84,6 +84,12 @@ STALE_MEMBER_EPOCH = 113
 INVALID_REGULAR_EXPRESSION = 128
 #: KIP-890: the transaction can be aborted and the producer go on
 TRANSACTION_ABORTABLE = 120
+#: KIP-932 share groups
+INVALID_RECORD_STATE = 121
+SHARE_SESSION_NOT_FOUND = 122
+INVALID_SHARE_SESSION_EPOCH = 123
+FENCED_STATE_EPOCH = 124
+SHARE_SESSION_LIMIT_REACHED = 133
 
 #: Kafka's default messages (``Errors.java``) of the codes its handlers answer with their message
 _MESSAGES = {

@@ -21,6 +21,7 @@ class Feature(NamedTuple):
 #: name -> feature, in the order ApiVersions lists them
 FEATURES: dict[str, Feature] = {f.name: f for f in [
     Feature("group.version", 0, 1, 1),
+    Feature("share.version", 0, 2, 2),
     Feature("transaction.version", 0, 2, 2),
 ]}
 

@@ -1,0 +1,228 @@
+"""Share groups' settings: the broker's ``group.share.*`` defaults and bounds (Kafka's
+``ShareGroupConfig`` / ``GroupCoordinatorConfig`` keys and defaults) and the per-group configs of
+the GROUP config resource (Kafka's ``GroupConfig``: ``share.record.lock.duration.ms``,
+``share.delivery.count.limit``, ``share.auto.offset.reset``, ``share.isolation.level`` ...), set by
+IncrementalAlterConfigs and checked as Kafka checks them (each within the broker's bounds).
+
+Kafka keeps group configs in its metadata log; here they are the JSON file :data:`GROUP_CONFIGS_FILE`
+of the data directory (atomic replace + fsync).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.coordinator.share_partition import SharePartitionConfig
+from kafkalog.coordinator.share_partition_manager import READ_COMMITTED, READ_UNCOMMITTED, ShareGroupSettings
+from kafkalog.errors import InvalidConfigError
+from kafkalog.log import fsutil
+
+__all__ = ["GROUP_CONFIGS_FILE", "GROUP_CONFIG_KEYS", "GroupConfigStore", "ShareGroupBrokerConfig",
+           "parse_duration_ms"]
+
+GROUP_CONFIGS_FILE = "kafkalog-group-configs.json"
+
+_DURATION = re.compile(r"^([-+]?)P(?:([-+]?\d+)D)?"
+                       r"(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?$", re.IGNORECASE)
+
+
+def parse_duration_ms(text: str) -> int:
+    """Java's ``Duration.parse`` (ISO-8601 ``PnDTnHnMn.nS``) in milliseconds; negative is refused,
+    as Kafka's ``by_duration`` refuses it."""
+    m = _DURATION.match(text.strip())
+    if m is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        raise InvalidConfigError(f"Unable to parse the duration {text!r} (ISO-8601: PnDTnHnMn.nS)")
+    sign, d, h, mi, s, frac = m.groups()
+    ms = (int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + int(s or 0)) * 1000
+    if frac:
+        ms += int((frac + "000")[:3]) * (-1 if (s or "").startswith("-") else 1)
+    if sign == "-":
+        ms = -ms
+    if ms < 0:
+        raise InvalidConfigError(f"Negative duration is not allowed: {text}")
+    return ms
+
+
+@dataclass(frozen=True)
+class ShareGroupBrokerConfig:
+    """The broker's ``group.share.*`` keys (validated in :mod:`kafkalog.server.config`)."""
+
+    session_timeout_ms: int = 45000
+    min_session_timeout_ms: int = 45000
+    max_session_timeout_ms: int = 60000
+    heartbeat_interval_ms: int = 5000
+    min_heartbeat_interval_ms: int = 5000
+    max_heartbeat_interval_ms: int = 15000
+    max_size: int = 200
+    assignment_interval_ms: int = 1000
+    record_lock_duration_ms: int = 30000
+    min_record_lock_duration_ms: int = 15000
+    max_record_lock_duration_ms: int = 60000
+    delivery_count_limit: int = 5
+    min_delivery_count_limit: int = 2
+    max_delivery_count_limit: int = 10
+    partition_max_record_locks: int = 2000
+    min_partition_max_record_locks: int = 100
+    max_partition_max_record_locks: int = 4000
+    max_share_sessions: int = 2000
+
+
+def _int(key: str, raw: Any) -> int:
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: Not a number of type INT") from None
+
+
+def _bool(key: str, raw: Any) -> bool:
+    v = str(raw).strip().lower()
+    if v not in ("true", "false"):
+        raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: Expected value to be either "
+                                 f"true or false")
+    return v == "true"
+
+
+#: the group config keys served (Kafka's ``GroupConfig`` share keys) -> (type, default from the broker)
+GROUP_CONFIG_KEYS = ("share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms",
+                     "share.delivery.count.limit", "share.partition.max.record.locks", "share.auto.offset.reset",
+                     "share.isolation.level", "share.renew.acknowledge.enable", "share.assignment.interval.ms")
+
+
+def _check(key: str, raw: Any, b: ShareGroupBrokerConfig) -> Any:
+    """Kafka's ``GroupConfig.validate`` of one key against the broker's bounds."""
+    def within(v: int, lo: int, hi: int, lo_key: str, hi_key: str) -> int:
+        if v < lo:
+            raise InvalidConfigError(f"{key} must be greater than or equal to {lo_key}")
+        if v > hi:
+            raise InvalidConfigError(f"{key} must be less than or equal to {hi_key}")
+        return v
+    if key == "share.session.timeout.ms":
+        return within(_int(key, raw), b.min_session_timeout_ms, b.max_session_timeout_ms,
+                      "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
+    if key == "share.heartbeat.interval.ms":
+        return within(_int(key, raw), b.min_heartbeat_interval_ms, b.max_heartbeat_interval_ms,
+                      "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")
+    if key == "share.record.lock.duration.ms":
+        return within(_int(key, raw), b.min_record_lock_duration_ms, b.max_record_lock_duration_ms,
+                      "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")
+    if key == "share.delivery.count.limit":
+        return within(_int(key, raw), b.min_delivery_count_limit, b.max_delivery_count_limit,
+                      "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit")
+    if key == "share.partition.max.record.locks":
+        return within(_int(key, raw), b.min_partition_max_record_locks, b.max_partition_max_record_locks,
+                      "group.share.min.partition.max.record.locks", "group.share.max.partition.max.record.locks")
+    if key == "share.assignment.interval.ms":
+        interval = _int(key, raw)
+        if interval < 0:
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: Value must be at least 0")
+        return interval
+    if key == "share.auto.offset.reset":
+        v = str(raw).strip()
+        low = v.lower()
+        if low in ("earliest", "latest"):
+            return low
+        if low.startswith("by_duration:"):
+            parse_duration_ms(v[len("by_duration:"):])
+            return "by_duration:" + v[len("by_duration:"):]
+        raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: the value must be either "
+                                 f"'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
+    if key == "share.isolation.level":
+        v = str(raw).strip()
+        if v not in (READ_COMMITTED, READ_UNCOMMITTED):
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: String must be one of: "
+                                     f"{READ_COMMITTED}, {READ_UNCOMMITTED}")
+        return v
+    if key == "share.renew.acknowledge.enable":
+        return _bool(key, raw)
+    raise InvalidConfigError(f"Unknown group config name: {key}")
+
+
+def defaults(b: ShareGroupBrokerConfig) -> dict[str, Any]:
+    return {"share.session.timeout.ms": b.session_timeout_ms,
+            "share.heartbeat.interval.ms": b.heartbeat_interval_ms,
+            "share.record.lock.duration.ms": b.record_lock_duration_ms,
+            "share.delivery.count.limit": b.delivery_count_limit,
+            "share.partition.max.record.locks": b.partition_max_record_locks,
+            "share.auto.offset.reset": "latest", "share.isolation.level": READ_UNCOMMITTED,
+            "share.renew.acknowledge.enable": True,
+            "share.assignment.interval.ms": b.assignment_interval_ms}
+
+
+class GroupConfigStore:
+    """The per-group configs of one data directory."""
+
+    def __init__(self, data_dir: str, broker: ShareGroupBrokerConfig | None = None) -> None:
+        self.path = os.path.join(data_dir, GROUP_CONFIGS_FILE)
+        self.broker = broker or ShareGroupBrokerConfig()
+        self._lock = threading.Lock()
+        self._configs: dict[str, dict[str, Any]] = self._read()
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                data = json.loads(f.read().decode("utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise InvalidConfigError(f"cannot read the group configs: {e}", file=self.path) from None
+        if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+            raise InvalidConfigError("the group configs file is not a JSON object of objects", file=self.path)
+        return data
+
+    def reload(self) -> None:
+        with self._lock:
+            self._configs = self._read()
+
+    def overrides(self, group: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._configs.get(group, {}))
+
+    def effective(self, group: str) -> dict[str, Any]:
+        out = defaults(self.broker)
+        out.update(self.overrides(group))
+        return out
+
+    def validate(self, group: str, updates: Mapping[str, Any]) -> dict[str, Any]:
+        """The group's overrides after ``updates`` (a None value deletes the key), checked."""
+        out = self.overrides(group)
+        for key, raw in updates.items():
+            if raw is None:
+                if key not in GROUP_CONFIG_KEYS:
+                    raise InvalidConfigError(f"Unknown group config name: {key}")
+                out.pop(key, None)
+            else:
+                out[key] = _check(key, raw, self.broker)
+        return out
+
+    def alter(self, group: str, updates: Mapping[str, Any]) -> None:
+        new = self.validate(group, updates)
+        with self._lock:
+            configs = dict(self._configs)
+            if new:
+                configs[group] = new
+            else:
+                configs.pop(group, None)
+            fsutil.atomic_write(self.path, json.dumps(configs, sort_keys=True, indent=1).encode("utf-8"))
+            self._configs = configs
+
+    def delete(self, group: str) -> None:
+        with self._lock:
+            if group not in self._configs:
+                return
+        self.alter(group, dict.fromkeys(self.overrides(group)))
+
+    def settings(self, group: str) -> ShareGroupSettings:
+        """What the share partitions of ``group`` run with."""
+        v = self.effective(group)
+        return ShareGroupSettings(
+            SharePartitionConfig(record_lock_duration_ms=v["share.record.lock.duration.ms"],
+                                 delivery_count_limit=v["share.delivery.count.limit"],
+                                 max_record_locks=v["share.partition.max.record.locks"],
+                                 renew_enabled=v["share.renew.acknowledge.enable"]),
+            auto_offset_reset=v["share.auto.offset.reset"], isolation_level=v["share.isolation.level"])
