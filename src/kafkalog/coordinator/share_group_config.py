@@ -61,6 +61,8 @@ class ShareGroupBrokerConfig:
     max_heartbeat_interval_ms: int = 15000
     max_size: int = 200
     assignment_interval_ms: int = 1000
+    min_assignment_interval_ms: int = 0
+    max_assignment_interval_ms: int = 15000
     record_lock_duration_ms: int = 30000
     min_record_lock_duration_ms: int = 15000
     max_record_lock_duration_ms: int = 60000
@@ -73,74 +75,72 @@ class ShareGroupBrokerConfig:
     max_share_sessions: int = 2000
 
 
-def _int(key: str, raw: Any) -> int:
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: Not a number of type INT") from None
+def _invalid(key: str, raw: Any, why: str) -> InvalidConfigError:
+    """Kafka's ``ConfigException(name, value, message)``."""
+    return InvalidConfigError(f"Invalid value {raw} for configuration {key}: {why}")
 
 
-def _bool(key: str, raw: Any) -> bool:
-    v = str(raw).strip().lower()
-    if v not in ("true", "false"):
-        raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: Expected value to be either "
-                                 f"true or false")
-    return v == "true"
+#: the group config keys served (Kafka's ``GroupConfig`` share keys) -> (type, at least)
+_KEYS: dict[str, tuple[str, int]] = {
+    "share.session.timeout.ms": ("int", 1), "share.heartbeat.interval.ms": ("int", 1),
+    "share.record.lock.duration.ms": ("int", 1000), "share.delivery.count.limit": ("int", 2),
+    "share.partition.max.record.locks": ("int", 100), "share.auto.offset.reset": ("reset", 0),
+    "share.isolation.level": ("isolation", 0), "share.renew.acknowledge.enable": ("bool", 0),
+    "share.assignment.interval.ms": ("int", 0)}
+GROUP_CONFIG_KEYS = tuple(_KEYS)
 
 
-#: the group config keys served (Kafka's ``GroupConfig`` share keys) -> (type, default from the broker)
-GROUP_CONFIG_KEYS = ("share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms",
-                     "share.delivery.count.limit", "share.partition.max.record.locks", "share.auto.offset.reset",
-                     "share.isolation.level", "share.renew.acknowledge.enable", "share.assignment.interval.ms")
-
-
-def _check(key: str, raw: Any, b: ShareGroupBrokerConfig) -> Any:
-    """Kafka's ``GroupConfig.validate`` of one key against the broker's bounds."""
-    def within(v: int, lo: int, hi: int, lo_key: str, hi_key: str) -> int:
-        if v < lo:
-            raise InvalidConfigError(f"{key} must be greater than or equal to {lo_key}")
-        if v > hi:
-            raise InvalidConfigError(f"{key} must be less than or equal to {hi_key}")
+def _parse(key: str, raw: Any) -> Any:
+    """One key as Kafka's ``GroupConfig.CONFIG_DEF`` parses it (type, then its validator)."""
+    kind, at_least = _KEYS[key]
+    text = str(raw).strip()
+    if kind == "int":
+        try:
+            v = int(text)
+        except ValueError:
+            raise _invalid(key, raw, "Not a number of type INT") from None
+        if v < at_least:
+            raise _invalid(key, raw, f"Value must be at least {at_least}")
         return v
-    if key == "share.session.timeout.ms":
-        return within(_int(key, raw), b.min_session_timeout_ms, b.max_session_timeout_ms,
-                      "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
-    if key == "share.heartbeat.interval.ms":
-        return within(_int(key, raw), b.min_heartbeat_interval_ms, b.max_heartbeat_interval_ms,
-                      "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")
-    if key == "share.record.lock.duration.ms":
-        return within(_int(key, raw), b.min_record_lock_duration_ms, b.max_record_lock_duration_ms,
-                      "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")
-    if key == "share.delivery.count.limit":
-        return within(_int(key, raw), b.min_delivery_count_limit, b.max_delivery_count_limit,
-                      "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit")
-    if key == "share.partition.max.record.locks":
-        return within(_int(key, raw), b.min_partition_max_record_locks, b.max_partition_max_record_locks,
-                      "group.share.min.partition.max.record.locks", "group.share.max.partition.max.record.locks")
-    if key == "share.assignment.interval.ms":
-        interval = _int(key, raw)
-        if interval < 0:
-            raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: Value must be at least 0")
-        return interval
-    if key == "share.auto.offset.reset":
-        v = str(raw).strip()
-        low = v.lower()
-        if low in ("earliest", "latest"):
-            return low
-        if low.startswith("by_duration:"):
-            parse_duration_ms(v[len("by_duration:"):])
-            return "by_duration:" + v[len("by_duration:"):]
-        raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: the value must be either "
-                                 f"'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
-    if key == "share.isolation.level":
-        v = str(raw).strip()
-        if v not in (READ_COMMITTED, READ_UNCOMMITTED):
-            raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: String must be one of: "
-                                     f"{READ_COMMITTED}, {READ_UNCOMMITTED}")
-        return v
-    if key == "share.renew.acknowledge.enable":
-        return _bool(key, raw)
-    raise InvalidConfigError(f"Unknown group config name: {key}")
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise _invalid(key, raw, "Expected value to be either true or false")
+        return text.lower() == "true"
+    if kind == "isolation":
+        if text not in (READ_COMMITTED, READ_UNCOMMITTED):
+            raise _invalid(key, raw, f"String must be one of: {READ_COMMITTED}, {READ_UNCOMMITTED}")
+        return text
+    low = text.lower()
+    if low in ("earliest", "latest"):
+        return low
+    if low.startswith("by_duration:"):
+        try:
+            parse_duration_ms(text[len("by_duration:"):])
+        except InvalidConfigError:
+            pass
+        else:
+            return "by_duration:" + text[len("by_duration:"):]
+    raise _invalid(key, raw, f"Invalid value `{text}` for configuration {key}. The value must be either "
+                             f"'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
+
+
+def _check_ranges(parsed: Mapping[str, Any], b: ShareGroupBrokerConfig) -> None:
+    """Kafka's ``GroupConfig.validateValues`` of the share keys against the broker's bounds."""
+    ranges = (("share.heartbeat.interval.ms", b.min_heartbeat_interval_ms, b.max_heartbeat_interval_ms),
+              ("share.session.timeout.ms", b.min_session_timeout_ms, b.max_session_timeout_ms),
+              ("share.record.lock.duration.ms", b.min_record_lock_duration_ms, b.max_record_lock_duration_ms),
+              ("share.delivery.count.limit", b.min_delivery_count_limit, b.max_delivery_count_limit),
+              ("share.partition.max.record.locks", b.min_partition_max_record_locks,
+               b.max_partition_max_record_locks),
+              ("share.assignment.interval.ms", b.min_assignment_interval_ms, b.max_assignment_interval_ms))
+    for key, lo, hi in ranges:
+        if key in parsed and not lo <= parsed[key] <= hi:
+            raise InvalidConfigError(f"{key} must be in the range {lo} to {hi} inclusive.")
+    if "share.session.timeout.ms" in parsed or "share.heartbeat.interval.ms" in parsed:
+        session = parsed.get("share.session.timeout.ms", b.session_timeout_ms)
+        heartbeat = parsed.get("share.heartbeat.interval.ms", b.heartbeat_interval_ms)
+        if session <= heartbeat:
+            raise InvalidConfigError("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
 
 
 def defaults(b: ShareGroupBrokerConfig) -> dict[str, Any]:
@@ -189,16 +189,20 @@ class GroupConfigStore:
         return out
 
     def validate(self, group: str, updates: Mapping[str, Any]) -> dict[str, Any]:
-        """The group's overrides after ``updates`` (a None value deletes the key), checked."""
-        out = self.overrides(group)
-        for key, raw in updates.items():
-            if raw is None:
-                if key not in GROUP_CONFIG_KEYS:
-                    raise InvalidConfigError(f"Unknown group config name: {key}")
-                out.pop(key, None)
+        """The group's overrides after ``updates`` (a None value deletes the key), checked as
+        Kafka's ``GroupConfig.validate`` checks the group's whole new config."""
+        raw: dict[str, Any] = dict(self.overrides(group))
+        for key, value in updates.items():
+            if key not in _KEYS:
+                raise InvalidConfigError(f"Unknown group config name: {key}")
+            if value is None:
+                raw.pop(key, None)
             else:
-                out[key] = _check(key, raw, self.broker)
-        return out
+                raw[key] = value
+        parsed = {key: _parse(key, str(value).lower() if isinstance(value, bool) else value)
+                  for key, value in raw.items()}
+        _check_ranges(parsed, self.broker)
+        return parsed
 
     def alter(self, group: str, updates: Mapping[str, Any]) -> None:
         new = self.validate(group, updates)

@@ -14,7 +14,9 @@ Kafka's ``InFlightState`` decides. The SPSO moves past every settled record at i
 (SPSO and the unsettled or settled offsets above it, never the acquisitions) is what is persisted
 (:mod:`kafkalog.coordinator.share_state_store`), as Kafka's persister writes it.
 
-Time is passed in (milliseconds); nothing here does I/O.
+The operations that settle records leave the SPSO where it is: :meth:`SharePartition.advance` moves
+it once the change is persisted (Kafka writes the state with the start offset before the change,
+then updates its cache). Time is passed in (milliseconds); nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "REJECT",
     "RELEASE",
     "RENEW",
+    "InvalidAcknowledgementError",
     "InvalidRecordStateError",
     "SharePartition",
     "SharePartitionConfig",
@@ -49,6 +52,11 @@ _TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 
 class InvalidRecordStateError(KafkalogError):
     """Kafka: InvalidRecordStateException (an acknowledgement of records not acquired by the member)."""
+
+
+class InvalidAcknowledgementError(KafkalogError):
+    """Kafka: InvalidRequestException from ``SharePartition.acknowledge`` (offsets past the records
+    in flight)."""
 
 
 @dataclass
@@ -114,6 +122,18 @@ class SharePartition:
     def acquired_by(self, member: str) -> list[int]:
         return sorted(o for o, r in self.records.items() if r.state == ACQUIRED and r.member == member)
 
+    def advance(self) -> list[int]:
+        """Move the SPSO past the settled records at its head (after their change is persisted, as
+        Kafka moves it once the write completes); returns the offsets passed."""
+        passed: list[int] = []
+        while True:
+            r = self.records.get(self.start_offset)
+            if r is None or r.state not in _TERMINAL:
+                return passed
+            del self.records[self.start_offset]
+            passed.append(self.start_offset)
+            self.start_offset += 1
+
     def _advance(self) -> None:
         """Move the SPSO past the settled records at its head."""
         while True:
@@ -145,7 +165,8 @@ class SharePartition:
     # --- acquisition --------------------------------------------------------------------------------
 
     def acquire(self, member: str, batches: list[tuple[int, int]], max_records: int, now: int,
-                record_limit: bool = False, excluded: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int, int]]:
+                record_limit: bool = False, excluded: Iterable[tuple[int, int]] = (),
+                settling: frozenset[int] = frozenset()) -> list[tuple[int, int, int]]:
         """Acquire for ``member`` the available records of the fetched log ``batches`` ((base
         offset, last offset) in log order). Kafka's batch-optimized mode takes whole log batches,
         so a fetch may exceed ``max_records`` to end on a batch boundary; ``record_limit`` stops at
@@ -155,7 +176,9 @@ class SharePartition:
         deliveries on, a batch gives half as many records each time, a record on its last
         attempt is delivered alone, and nothing else is acquired with a throttled batch.
         ``excluded`` (an aborted transaction's batches with ``read_committed``) are archived, not
-        delivered. Returns the acquired ranges ``(first, last, delivery count)``."""
+        delivered. ``settling`` are offsets the same request acknowledged: Kafka's fetch does not
+        see them available until their state is written, so they are not taken again at once.
+        Returns the acquired ranges ``(first, last, delivery count)``."""
         if max_records <= 0 or not batches:
             return []
         deadline = now + self.config.record_lock_duration_ms
@@ -182,7 +205,7 @@ class SharePartition:
                 continue
             first = max(base, self.start_offset)
             in_flight = [o for o in range(first, last + 1) if o in self.records]
-            available = [o for o in in_flight if self.records[o].state == AVAILABLE]
+            available = [o for o in in_flight if self.records[o].state == AVAILABLE and o not in settling]
             throttled = any(self.records[o].count >= throttle_at for o in available)
             if throttled and acquired:
                 break
@@ -216,7 +239,6 @@ class SharePartition:
                 take(off, r)
             if room <= 0:
                 break
-        self._advance()
         return _ranges(acquired, lambda o: self.records[o].count if o in self.records else 0)
 
     # --- acknowledgement -----------------------------------------------------------------------------
@@ -228,7 +250,16 @@ class SharePartition:
         plan: list[tuple[int, int]] = []
         for first, last, types in batches:
             if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
-                raise InvalidRecordStateError(f"invalid acknowledgement batch {first}-{last}")
+                raise InvalidAcknowledgementError(f"invalid acknowledgement batch {first}-{last}")
+            if last < self.start_offset:
+                continue
+            end = self.end_offset
+            if first > end:
+                raise InvalidAcknowledgementError("Batch record not found. The first offset in request is past "
+                                                  "acquired records.")
+            if last > end:
+                raise InvalidAcknowledgementError("Batch record not found. The last offset in request is past "
+                                                  "acquired records.")
             for i, off in enumerate(range(first, last + 1)):
                 kind = types[0] if len(types) == 1 else types[i]
                 if kind not in (GAP, ACCEPT, RELEASE, REJECT, RENEW):
@@ -252,7 +283,6 @@ class SharePartition:
                 continue
             self._settle(off, r, {GAP: ARCHIVED, ACCEPT: ACKNOWLEDGED, RELEASE: AVAILABLE, REJECT: ARCHIVED}[kind])
             changed.append(off)
-        self._advance()
         return changed
 
     def release_member(self, member: str) -> list[int]:
@@ -262,7 +292,6 @@ class SharePartition:
         for off in self.acquired_by(member):
             self._settle(off, self.records[off], AVAILABLE)
             changed.append(off)
-        self._advance()
         return changed
 
     def expire_locks(self, now: int) -> list[int]:
@@ -273,7 +302,6 @@ class SharePartition:
             if r.state == ACQUIRED and r.deadline <= now:
                 self._settle(off, r, AVAILABLE)
                 changed.append(off)
-        self._advance()
         return changed
 
     def next_deadline(self) -> int | None:

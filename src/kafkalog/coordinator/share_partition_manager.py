@@ -187,12 +187,18 @@ class SharePartitionManager:
                            sp.state_batches(offsets), sp.delivery_complete_count(), sp.leader_epoch))
         if writes:
             self.store.write(writes)
+        for (topic, partition) in changed:
+            sp = self._partitions.get((group, topic, partition))
+            if sp is not None:
+                sp.advance()
 
     # --- fetch and acknowledge --------------------------------------------------------------------
 
     def fetch(self, group: str, member: str, topic: str, partition: int, max_records: int, max_bytes: int,
-              record_limit: bool = False, now: int | None = None) -> ShareFetchResult:
-        """Read from the next fetch offset and acquire for ``member`` what is available there."""
+              record_limit: bool = False, now: int | None = None,
+              settling: frozenset[int] = frozenset()) -> ShareFetchResult:
+        """Read from the next fetch offset and acquire for ``member`` what is available there
+        (``settling``: offsets the same request acknowledged, not taken again at once)."""
         now = self._clock() if now is None else now
         with self._lock:
             sp = self.get(group, topic, partition)
@@ -208,7 +214,8 @@ class SharePartitionManager:
             if moved:
                 changed.setdefault((topic, partition), []).extend(moved)
             committed = self._settings_of(group).isolation_level == READ_COMMITTED
-            offset = sp.next_fetch_offset()
+            offset = min((o for o, r in sp.records.items() if r.state == 0 and o not in settling),
+                         default=sp.end_offset + 1)
             bound = lso if committed else hw
             result = ShareFetchResult()
             if offset < bound and max_records > 0:
@@ -224,7 +231,7 @@ class SharePartitionManager:
                                                          for a in info.aborted_transactions or ()]) \
                         if committed else []
                     acquired = sp.acquire(member, [(h[0], h[1]) for h in headers], max_records, now,
-                                          record_limit, excluded)
+                                          record_limit, excluded, settling)
                     if excluded:
                         changed.setdefault((topic, partition), []).extend(
                             o for a, b in excluded for o in range(a, b + 1))

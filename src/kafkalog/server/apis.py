@@ -38,6 +38,11 @@ from kafkalog.server.produce import handle_produce
 from kafkalog.server.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from kafkalog.server.share_fetch import handle_share_acknowledge, handle_share_fetch
 from kafkalog.server.share_group_heartbeat import handle_share_group_describe, handle_share_group_heartbeat
+from kafkalog.server.share_group_offsets import (
+    handle_alter_share_group_offsets,
+    handle_delete_share_group_offsets,
+    handle_describe_share_group_offsets,
+)
 from kafkalog.server.telemetry import handle_get_telemetry_subscriptions, handle_push_telemetry
 from kafkalog.server.topics import (
     handle_create_partitions,
@@ -106,6 +111,9 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     77: ("ShareGroupDescribe", 1, 1, handle_share_group_describe),
     78: ("ShareFetch", 1, 2, handle_share_fetch),
     79: ("ShareAcknowledge", 1, 2, handle_share_acknowledge),
+    90: ("DescribeShareGroupOffsets", 0, 1, handle_describe_share_group_offsets),
+    91: ("AlterShareGroupOffsets", 0, 0, handle_alter_share_group_offsets),
+    92: ("DeleteShareGroupOffsets", 0, 0, handle_delete_share_group_offsets),
     # client telemetry (KIP-714): answered, not advertised (as Kafka 4.4 without a metrics plugin)
     71: ("GetTelemetrySubscriptions", 0, 0, handle_get_telemetry_subscriptions),
     72: ("PushTelemetry", 0, 0, handle_push_telemetry),

@@ -48,6 +48,10 @@ GROUP_TICK_S = 0.1
 #: each connection's task, so :attr:`Broker.advertised` (Metadata, FindCoordinator) is the endpoint
 #: of the listener the client connected on.
 current_listener: ContextVar[str | None] = ContextVar("kafkalog_current_listener", default=None)
+#: A token for the connection being served (set beside :data:`current_listener`): share sessions
+#: remember the connection that opened them, and its close releases their records, as Kafka's
+#: ``ShareSessionCache`` does on a disconnect.
+current_connection: ContextVar[object | None] = ContextVar("kafkalog_current_connection", default=None)
 
 
 class Broker:
@@ -132,8 +136,9 @@ class Broker:
             self.share_state.initialize([(group, t, p, epoch, -1) for t, p in partitions])
 
         def member_left(group: str, member: str) -> None:
-            self.share_sessions.remove(group, member)
-            self.share_partitions.release_member(group, member)
+            # Kafka's group coordinator does not touch the share partitions when a member is fenced
+            # or leaves: its records stay acquired until their locks expire, its share session is
+            # closed by the client (final epoch) or by its connection's close
             self.notify_share(group)
 
         self.share_groups = ShareGroupCoordinator(

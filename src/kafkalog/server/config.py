@@ -337,6 +337,8 @@ def _share_group_config(v: dict[str, Any]) -> Any:
         min_heartbeat_interval_ms=v[p + "min.heartbeat.interval.ms"],
         max_heartbeat_interval_ms=v[p + "max.heartbeat.interval.ms"], max_size=v[p + "max.size"],
         assignment_interval_ms=v[p + "assignment.interval.ms"],
+        min_assignment_interval_ms=v[p + "min.assignment.interval.ms"],
+        max_assignment_interval_ms=v[p + "max.assignment.interval.ms"],
         record_lock_duration_ms=v[p + "record.lock.duration.ms"],
         min_record_lock_duration_ms=v[p + "min.record.lock.duration.ms"],
         max_record_lock_duration_ms=v[p + "max.record.lock.duration.ms"],

@@ -23,11 +23,11 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalog.coordinator.share_partition import InvalidRecordStateError
+from kafkalog.coordinator.share_partition import InvalidAcknowledgementError, InvalidRecordStateError
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
-from kafkalog.server.broker import Broker
+from kafkalog.server.broker import Broker, current_connection
 from kafkalog.server.protocol import Request
 
 logger = logging.getLogger("kafkalog.server")
@@ -52,6 +52,8 @@ class ShareSession:
     partitions: list[tuple[uuid.UUID, int]] = field(default_factory=list)
     #: the rotation start of the next fetch (fairness among the partitions)
     next_start: int = 0
+    #: the connection that opened the session (:data:`kafkalog.server.broker.current_connection`)
+    connection: object | None = None
 
 
 def _next_epoch(epoch: int) -> int:
@@ -80,7 +82,8 @@ class ShareSessionCache:
             self.sessions.pop(key, None)
             if len(self.sessions) >= self.max_sessions:
                 raise ShareSessionError(ec.SHARE_SESSION_LIMIT_REACHED)
-            s = ShareSession(group, member, partitions=list(dict.fromkeys(add)))
+            s = ShareSession(group, member, partitions=list(dict.fromkeys(add)),
+                             connection=current_connection.get())
             self.sessions[key] = s
             return s
         s = self.sessions.get(key)
@@ -112,6 +115,10 @@ class ShareSessionCache:
     def remove(self, group: str, member: str) -> ShareSession | None:
         return self.sessions.pop((group, member), None)
 
+    def opened_on(self, connection: object) -> list[ShareSession]:
+        """The sessions the connection opened."""
+        return [s for s in self.sessions.values() if s.connection is connection]
+
 
 def _ms(value: Any) -> int:
     if isinstance(value, datetime.timedelta):
@@ -130,7 +137,23 @@ def _leader(broker: Broker) -> dict[str, int]:
 AckResults = dict[tuple[uuid.UUID, int], tuple[int, str | None]]
 
 
-def _acknowledge(broker: Broker, group: str, member: str, topics: Any) -> AckResults:
+def _valid_batches(batches: list[tuple[int, int, list[int]]], renew_supported: bool, renew: bool) -> bool:
+    """Kafka's ``validateAcknowledgementBatches``: ordered, non-overlapping batches, one type or one per
+    offset, known types, Renew (4) only from v2 in a renewing request."""
+    prev_end = -1
+    for first, last, types in batches:
+        if first > last or first < prev_end or not types:
+            return False
+        if len(types) > 1 and last - first != len(types) - 1:
+            return False
+        if any(x < 0 or x > (4 if renew_supported else 3) for x in types) or (4 in types and not renew):
+            return False
+        prev_end = last
+    return True
+
+
+def _acknowledge(broker: Broker, group: str, member: str, topics: Any, renew_supported: bool = False,
+                 renew: bool = False) -> AckResults:
     """Apply the acknowledgements of ``topics``; each partition's (error, message)."""
     out: dict[tuple[uuid.UUID, int], tuple[int, str | None]] = {}
     manager = broker.share_partitions
@@ -142,6 +165,9 @@ def _acknowledge(broker: Broker, group: str, member: str, topics: Any) -> AckRes
                        for b in p.acknowledgement_batches]
             if not batches:
                 continue
+            if not _valid_batches(batches, renew_supported, renew):
+                out[key] = (ec.INVALID_REQUEST, None)
+                continue
             if name is None or broker.log(name, p.partition_index) is None:
                 out[key] = (ec.UNKNOWN_TOPIC_OR_PARTITION, None)
                 continue
@@ -150,6 +176,8 @@ def _acknowledge(broker: Broker, group: str, member: str, topics: Any) -> AckRes
                 out[key] = (ec.NONE, None)
             except InvalidRecordStateError as e:
                 out[key] = (ec.INVALID_RECORD_STATE, e.message)
+            except InvalidAcknowledgementError as e:
+                out[key] = (ec.INVALID_REQUEST, e.message)
             except KafkalogIOError as e:
                 broker.log_dir_failed(TopicPartition(name, p.partition_index), e)
                 out[key] = (ec.KAFKA_STORAGE_ERROR, str(e))
@@ -157,6 +185,13 @@ def _acknowledge(broker: Broker, group: str, member: str, topics: Any) -> AckRes
                 out[key] = (ec.UNKNOWN_SERVER_ERROR, e.message)
     broker.notify_share(group)
     return out
+
+
+def connection_closed(broker: Broker, connection: object) -> None:
+    """A client's connection closed: the share sessions it opened end and their members' acquired
+    records are released (Kafka's ``ShareSessionCache`` connection listener, ``onMemberLeave``)."""
+    for s in broker.share_sessions.opened_on(connection):
+        _close_session(broker, s.group, s.member)
 
 
 def _close_session(broker: Broker, group: str, member: str) -> None:
@@ -168,7 +203,8 @@ def _close_session(broker: Broker, group: str, member: str) -> None:
     broker.notify_share(group)
 
 
-def _fetch(broker: Broker, session: ShareSession, max_records: int, max_bytes: int, record_limit: bool
+def _fetch(broker: Broker, session: ShareSession, max_records: int, max_bytes: int, record_limit: bool,
+           settling: dict[tuple[uuid.UUID, int], frozenset[int]] | None = None
            ) -> dict[tuple[uuid.UUID, int], tuple[int, bytes, tuple[tuple[int, int, int], ...]]]:
     """Acquire records of the session's partitions in turn: (error, log bytes, acquired ranges)."""
     out: dict[tuple[uuid.UUID, int], tuple[int, bytes, tuple[tuple[int, int, int], ...]]] = {}
@@ -188,7 +224,8 @@ def _fetch(broker: Broker, session: ShareSession, max_records: int, max_bytes: i
             continue
         try:
             r = broker.share_partitions.fetch(session.group, session.member, name, p, budget_records,
-                                              budget_bytes, record_limit)
+                                              budget_bytes, record_limit,
+                                              settling=(settling or {}).get((topic_id, p), frozenset()))
         except KafkalogIOError as e:
             broker.log_dir_failed(TopicPartition(name, p), e)
             out[(topic_id, p)] = (ec.KAFKA_STORAGE_ERROR, b"", ())
@@ -256,7 +293,7 @@ def handle_share_fetch(broker: Broker, request: Request) -> Any:
         session = broker.share_sessions.context(group, member, epoch, add, forget, has_acks)
     except ShareSessionError as e:
         return _top_error(broker, request, e.code, e.message)
-    acks = _acknowledge(broker, group, member, b.topics) if has_acks else {}
+    acks = _acknowledge(broker, group, member, b.topics, request.api_version >= 2, renew) if has_acks else {}
     if epoch == FINAL_EPOCH:
         _close_session(broker, group, member)
         return _fetch_response(broker, request, None, False, {}, acks)
@@ -264,7 +301,12 @@ def handle_share_fetch(broker: Broker, request: Request) -> Any:
         return _fetch_response(broker, request, session, False, {}, acks)
     record_limit = request.api_version >= 2 and getattr(b, "share_acquire_mode", 0) == 1
     max_records = b.max_records if b.max_records > 0 else 500
-    fetched = _fetch(broker, session, max_records, b.max_bytes, record_limit)
+    # Kafka's fetch runs beside the acknowledgements it carries: what they settle is not available
+    # to this fetch's first look (the state is being written)
+    settling = {(t.topic_id, p.partition_index): frozenset(
+        o for a in p.acknowledgement_batches for o in range(a.first_offset, a.last_offset + 1))
+        for t in b.topics for p in t.partitions if p.acknowledgement_batches}
+    fetched = _fetch(broker, session, max_records, b.max_bytes, record_limit, settling)
     wait_ms = _ms(b.max_wait)
     if any(v[2] for v in fetched.values()) or wait_ms <= 0 or b.min_bytes <= 0 or not session.partitions:
         return _fetch_response(broker, request, session, epoch == INITIAL_EPOCH, fetched, acks)
@@ -312,7 +354,8 @@ def handle_share_acknowledge(broker: Broker, request: Request) -> Any | Awaitabl
         broker.share_sessions.acknowledge_update(group, member, epoch)
     except ShareSessionError as e:
         return _ack_error(broker, request, e.code, e.message)
-    acks = _acknowledge(broker, group, member, b.topics)
+    acks = _acknowledge(broker, group, member, b.topics, request.api_version >= 2,
+                        request.api_version >= 2 and bool(getattr(b, "is_renew_ack", False)))
     if epoch == FINAL_EPOCH:
         _close_session(broker, group, member)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

@@ -71,7 +71,8 @@ class ShareMember:
 @dataclass
 class ShareGroup:
     group_id: str
-    epoch: int = 0
+    #: Kafka's ``ModernGroup`` starts a new group at epoch 1 (the first join bumps it to 2)
+    epoch: int = 1
     assignment_epoch: int = 0
     assignment_timestamp: int = 0
     metadata_hash: int = 0
@@ -175,8 +176,8 @@ class ShareGroupCoordinator:
                   topics: list[str] | None, client_id: str, client_host: str) -> dict[str, Any]:
         """The ShareGroupHeartbeat answer: ``member_id``, ``member_epoch``, ``heartbeat_interval``,
         ``assignment`` (None when unchanged); raises :class:`GroupError` with Kafka's code."""
-        if member_id.strip() == "":
-            raise GroupError(ec.INVALID_REQUEST, "MemberId can't be empty.")
+        if not member_id or len(member_id) > 36:
+            raise GroupError(ec.INVALID_REQUEST)      # Kafka: "Invalid member id in the request."
         if group_id.strip() == "":
             raise GroupError(ec.INVALID_REQUEST, "GroupId can't be empty.")
         if rack_id is not None and rack_id.strip() == "":
@@ -436,3 +437,38 @@ class ShareGroupCoordinator:
             return ec.NON_EMPTY_GROUP
         del self.groups[group_id]
         return ec.NONE
+
+    # --- the share group offset APIs ------------------------------------------------------------------
+
+    def alter_offsets(self, group_id: str, starts: Mapping[tuple[uuid.UUID, str], Mapping[int, int]]) -> ShareGroup:
+        """Kafka's AlterShareGroupOffsets: an empty (or new) share group's partitions start at the
+        given offsets (their states initialized again); NON_EMPTY_GROUP while it has members."""
+        g = self.groups.get(group_id)
+        if g is None:
+            if self._other_group_exists(group_id):
+                raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+            g = ShareGroup(group_id)
+        if g.members:
+            raise GroupError(ec.NON_EMPTY_GROUP, "The group is not empty.")
+        initialized = dict(g.initialized)
+        for (topic_id, name), parts in starts.items():
+            old = initialized.get(topic_id, (name, frozenset()))[1]
+            initialized[topic_id] = (name, old | frozenset(parts))
+        self._write(g, [self._partition_metadata_record(group_id, initialized)])
+        g.initialized = initialized
+        self.groups[group_id] = g
+        return g
+
+    def delete_offsets(self, group_id: str, topic_ids: set[uuid.UUID]) -> ShareGroup:
+        """Kafka's DeleteShareGroupOffsets: the topics' share-partition states are forgotten by an
+        empty share group (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise)."""
+        g = self.groups.get(group_id)
+        if g is None:
+            raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Group {group_id} not found." if not self._other_group_exists(
+                group_id) else f"Group {group_id} is not a share group.")
+        if g.members:
+            raise GroupError(ec.NON_EMPTY_GROUP, "The group is not empty.")
+        initialized = {t: v for t, v in g.initialized.items() if t not in topic_ids}
+        self._write(g, [self._partition_metadata_record(group_id, initialized)])
+        g.initialized = initialized
+        return g
