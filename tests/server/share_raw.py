@@ -14,6 +14,17 @@ from confluent_kafka import Producer
 
 from tests.server.txn_raw import TxnClient
 
+#: both brokers: short sessions and heartbeats, assignments at once, locks from 1 s
+SHARE_SETTINGS = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": "5000",
+    "group.share.min.session.timeout.ms": "6000",
+    "group.share.session.timeout.ms": "6000",
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.assignment.interval.ms": "0",
+}
+
 
 class ShareClient(TxnClient):
     """One connection to one broker for one share group."""

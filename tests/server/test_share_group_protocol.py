@@ -21,31 +21,7 @@ from confluent_kafka import Producer
 
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
-from tests.server.share_raw import ShareClient
-
-#: both brokers: short sessions and heartbeats, assignments at once, locks from 1 s
-SHARE_SETTINGS = {
-    "group.share.min.record.lock.duration.ms": "1000",
-    "group.share.record.lock.duration.ms": "5000",
-    "group.share.min.session.timeout.ms": "6000",
-    "group.share.session.timeout.ms": "6000",
-    "group.share.min.heartbeat.interval.ms": "500",
-    "group.share.heartbeat.interval.ms": "500",
-    "group.share.assignment.interval.ms": "0",
-}
-
-
-@pytest.fixture(scope="module")
-def kafka44_share(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.KafkaBroker]:
-    kafka44.require()
-    b = kafka44.KafkaBroker(tmp_path_factory.mktemp("kafka44-share"), SHARE_SETTINGS)
-    b.format()
-    b.start()
-    try:
-        yield b
-    finally:
-        if b.alive():
-            b.stop()
+from tests.server.share_raw import SHARE_SETTINGS, ShareClient
 
 
 @pytest.fixture(scope="module")
