@@ -69,6 +69,13 @@ class ShareClient(TxnClient):
         self.topic_ids[name] = m.topics[0].topic_id
         self.names[m.topics[0].topic_id] = name
 
+    def known_topic(self, name: str) -> None:
+        """Learn the id of an existing topic (Metadata)."""
+        m = self.call(3, 12, {"topics": [{"topic_id": None, "name": name}], "allow_auto_topic_creation": False,
+                              "include_topic_authorized_operations": False})
+        self.topic_ids[name] = m.topics[0].topic_id
+        self.names[m.topics[0].topic_id] = name
+
     def produce_values(self, topic: str, values: list[bytes], partition: int = 0) -> None:
         p = Producer({"bootstrap.servers": f"127.0.0.1:{self.port}", "linger.ms": 0})
         for v in values:
