@@ -191,8 +191,9 @@ class ShareStateStore:
             for group, topic_id, partition, state_epoch, start in states:
                 cur = self._states.get((group, topic_id, partition))
                 epoch = 0 if cur is None else cur.snapshot_epoch + 1
+                # as Kafka's share coordinator writes it: leader epoch 0, no delivery complete count
                 out.append((ShareStateKey(SHARE_SNAPSHOT, group, topic_id, partition),
-                            ShareStateValue(epoch, -1, start, (), 0, state_epoch, now, now)))
+                            ShareStateValue(epoch, 0, start, (), -1, state_epoch, now, now)))
             if out:
                 self._append(out)
 
