@@ -298,4 +298,6 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
                       68: (0, 1), 69: (0, 1),        # ConsumerGroupHeartbeat, ConsumerGroupDescribe
                       # what Kafka's tools ask (issue 28): WriteTxnMarkers, DescribeLogDirs,
                       # DescribeProducers, DescribeTransactions, ListTransactions, DescribeTopicPartitions
-                      27: (1, 2), 35: (1, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2), 75: (0, 0)}
+                      27: (1, 2), 35: (1, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2), 75: (0, 0),
+                      76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),    # share groups (KIP-932)
+                      90: (0, 1), 91: (0, 0), 92: (0, 0)}                # share group offsets
