@@ -168,10 +168,32 @@ def limits_renewal_and_isolation(c: ShareClient, sfx: str) -> None:
     c.describe_offsets(t, [0])
 
 
+def connection_closed(c: ShareClient, sfx: str) -> None:
+    """A member's connection closes with records acquired (locks of 30 s): its share session ends and
+    they are released at once (Kafka's ShareSessionCache disconnect listener), delivered again."""
+    t = "c" + sfx
+    c.topic(t, 1)
+    c.alter_config({"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "30000"})
+    c.produce_values(t, [b"a", b"b"])
+    other = ShareClient(c.port, c.group, c.suffix)
+    other.transcript, other.members, other.topic_ids, other.names = c.transcript, c.members, c.topic_ids, c.names
+    try:
+        other.heartbeat("m2", 0, [t])
+        other.settle(["m2"], t, 1)
+        other.fetch_until("m2", t, [0])
+    finally:
+        other.close()
+    c.heartbeat("m1", 0, [t])
+    c.settle(["m1"], t, 1)
+    c.fetch_until("m1", t, [0], timeout=10)                          # at once, not after 30 s
+    c.describe_offsets(t, [0])
+
+
 SCENARIOS: dict[str, Scenario] = {
     "members-and-errors": members_and_errors,
     "fetch-and-acknowledge": fetch_and_acknowledge,
     "limits-renewal-isolation": limits_renewal_and_isolation,
+    "connection-closed": connection_closed,
 }
 
 

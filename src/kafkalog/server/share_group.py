@@ -350,7 +350,7 @@ class ShareGroupCoordinator:
         if g is None:
             if self._other_group_exists(group_id):
                 raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-            raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+            raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")     # Kafka's words
         if member_id not in g.members:
             raise GroupError(ec.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         logger.info("share group %s: member %s left", group_id, member_id)

@@ -28,7 +28,7 @@ def _partition(broker: Broker, group: str, name: str, topic_id: uuid.UUID, p: in
             done = max(stored.delivery_complete_count, 0) if stored is not None else 0
             lag = max(hw - start - done, 0)
     return {"partition_index": p, "start_offset": start,
-            "leader_epoch": -1 if stored is None else max(stored.leader_epoch, 0),
+            "leader_epoch": 0 if stored is None else max(stored.leader_epoch, 0),      # as Kafka answers
             "lag": lag, "error_code": ec.NONE, "error_message": None}
 
 
