@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -142,6 +144,13 @@ def test_share_state_survives_a_restart_and_kafka_adopts_it(tmp_path: Path) -> N
     assert "Could not" not in dumped and "Exception" not in dumped, dumped[-3000:]
     # record by record as Kafka's own for the same requests (timestamps, names and ids aside)
     assert _state_records(dumped, "g" + adopt) == _state_records(dumped, "g" + native)
+    # kafkalog dump --share-group-state-decoder prints what DumpLogSegments prints
+    for segment in (s for s in segments if s.stat().st_size > 0):
+        theirs = kafka44.dump_log_segments([segment], "--share-group-state-decoder")
+        mine = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "dump", str(segment),
+                               "--share-group-state-decoder"], capture_output=True, text=True, timeout=120)
+        assert mine.returncode == 0, mine.stderr
+        assert mine.stdout == theirs
 
     kafka.properties["log.dirs"] = str(copy)
     kafka._write_config()
