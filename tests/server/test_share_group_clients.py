@@ -78,10 +78,11 @@ def _offsets(bootstrap: str, group: str, topic: str) -> tuple[int, int]:
 
 
 def lock_expires(bootstrap: str, _restart: Callable[[], None]) -> Any:
-    """A member holds its records without acknowledging them: once their locks (2 s) expire, a
-    second member is delivered them again (delivery count 2)."""
+    """A member holds its records without acknowledging them: once their locks (8 s: the second
+    member's acknowledgement must come within one, on a loaded machine too) expire, a second member
+    is delivered them again (delivery count 2)."""
     topic = "lock-" + uuid.uuid4().hex[:6]
-    group = _group(bootstrap, topic, {"share.record.lock.duration.ms": "2000"}, [b"a", b"b", b"c"])
+    group = _group(bootstrap, topic, {"share.record.lock.duration.ms": "8000"}, [b"a", b"b", b"c"])
     holder = ShareMember("holder", bootstrap, topic, group, "hold")
     taker: ShareMember | None = None
     try:
@@ -89,7 +90,13 @@ def lock_expires(bootstrap: str, _restart: Callable[[], None]) -> Any:
         taker = ShareMember("taker", bootstrap, topic, group, "accept")
         wait_until(lambda: taker is not None and taker.acked() == {0, 1, 2}, "the taker accepted them")
         time.sleep(1)
-        out = (holder.deliveries(), taker.deliveries(), _offsets(bootstrap, group, topic))
+        # the taker gets them once the holder's locks expired: at delivery 2, or 3 when they were
+        # acquired once more in between (seen from Kafka 4.4 in two runs on a loaded machine; our
+        # reading: a fetch the holder's consumer had in flight, whose records it never returns to
+        # the application that stopped polling)
+        counts = dict(taker.deliveries())
+        out = (holder.deliveries(), sorted(counts), all(n in (2, 3) for n in counts.values()),
+               _offsets(bootstrap, group, topic))
         taker.stop()
         holder.stop()
         return out
@@ -173,7 +180,7 @@ def restart_under_a_member(bootstrap: str, restart: Callable[[], None]) -> Any:
 
 #: name -> (scenario, what it observes on Kafka 4.4: the start offsets trail one write, as Kafka's)
 SCENARIOS: dict[str, tuple[Scenario, Any]] = {
-    "lock-expires": (lock_expires, ([(0, 1), (1, 1), (2, 1)], [(0, 2), (1, 2), (2, 2)], (0, 0))),
+    "lock-expires": (lock_expires, ([(0, 1), (1, 1), (2, 1)], [0, 1, 2], True, (0, 0))),
     "release-then-accept": (release_then_accept, ([(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)], (0, 0))),
     "delivery-limit": (delivery_limit, ([(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)], [(2, 1)], (2, 0))),
 }

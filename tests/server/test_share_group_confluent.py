@@ -44,7 +44,7 @@ def _consumer(bootstrap: str, group: str, topic: str) -> Any:
 
 def hold_then_release_then_accept(bootstrap: str) -> Any:
     topic = "cshare-" + uuid.uuid4().hex[:6]
-    group = _group(bootstrap, topic, {"share.record.lock.duration.ms": "2000"}, [b"a", b"b", b"c"])
+    group = _group(bootstrap, topic, {"share.record.lock.duration.ms": "6000"}, [b"a", b"b", b"c"])
     holder = _consumer(bootstrap, group, topic)
     taker = None
     try:
