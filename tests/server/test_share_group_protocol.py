@@ -202,3 +202,29 @@ def test_share_groups_request_by_request_as_kafka(kafka44_share: kafka44.KafkaBr
                                                   name: str) -> None:
     mine = assert_same(both(kafka44_share, ours, SCENARIOS[name]))
     assert any(step[0] == "ShareGroupHeartbeat" and step[3] == 0 for step in mine), mine
+
+
+def _groups_list(data_dir: str) -> list[Any]:
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "groups", data_dir, "--list"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def test_kafkalog_groups_lists_share_groups(ours: BrokerProcess) -> None:
+    """``kafkalog groups --list`` on the running broker's directory: a share group with a member is
+    a Stable share group, Empty once it left (it listed it as an empty classic group)."""
+    sfx = uuid.uuid4().hex[:6]
+    c = ShareClient(ours.port, "lg" + sfx, sfx)
+    try:
+        c.topic("lt" + sfx, 1)
+        assert c.heartbeat("m1", 0, ["lt" + sfx])["error"] == 0
+        assert {"group": "lg" + sfx, "state": "Stable", "type": "share"} in _groups_list(ours.data_dir)
+        assert c.heartbeat("m1", -1)["error"] == 0
+        assert {"group": "lg" + sfx, "state": "Empty", "type": "share"} in _groups_list(ours.data_dir)
+    finally:
+        c.close()
+
