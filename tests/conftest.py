@@ -83,6 +83,7 @@ def spark():
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses Kafka 4.4 is marked ``kafka`` (``-m 'not kafka'`` runs the suite without a JVM)."""
+    oracle = {"kafka44_broker", "kafka44_fast_groups", "kafka44_txn", "kafka44_share"}
     for item in items:
-        if {"kafka44_broker", "kafka44_fast_groups"} & set(getattr(item, "fixturenames", ())):
+        if oracle & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)

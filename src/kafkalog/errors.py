@@ -265,6 +265,14 @@ class ProducerFencedError(ProducerStateError):
     """Kafka: ProducerFencedException (a newer producer with the same transactional.id took over)."""
 
 
+class InvalidProducerIdMappingError(ProducerStateError):
+    """Kafka: InvalidPidMappingException (an unknown transactional id, or another producer id)."""
+
+
+class ConcurrentTransactionsError(KafkalogError):
+    """Kafka: ConcurrentTransactionsException (the transaction is being ended; retriable)."""
+
+
 class InvalidTransactionTimeoutError(KafkalogError):
     """Kafka: InvalidTxnTimeoutException (``transaction.timeout.ms`` above ``transaction.max.timeout.ms``)."""
 

@@ -1,4 +1,5 @@
-"""``kafkalog dump --offsets-decoder`` / ``--transaction-log-decoder`` (kafka-dump-log.sh's options).
+"""``kafkalog dump --offsets-decoder`` / ``--transaction-log-decoder`` / ``--share-group-state-decoder``
+(kafka-dump-log.sh's options).
 
 The record contents are written byte by byte from Kafka's message schemas here (not with kafkalog's
 encoders) and the expected texts are those of Kafka's own ``DumpLogSegmentsTest``
@@ -161,6 +162,39 @@ def test_transaction_log_decoder_prints_what_kafka_prints(tmp_path: Path) -> Non
                              ("Unknown record type 32767 at offset 2, skipping.", None), (key, KAFKA_TXN_V1)]
 
 
+TOPIC_ID = bytes(range(16))                  # Kafka's Uuid, base64url: AAECAwQFBgcICQoLDA0ODw
+
+
+def share_key(record_type: int) -> bytes:
+    return i16(record_type) + s16("sg") + TOPIC_ID + i32(3)
+
+
+def state_batch(first: int, last: int, state: int, count: int) -> bytes:
+    return i64(first) + i64(last) + bytes([state]) + i16(count) + b"\x00"
+
+
+def test_share_group_state_decoder_prints_what_kafka_prints(tmp_path: Path) -> None:
+    """ShareSnapshotValue and ShareUpdateValue v0 (flexible; the delivery complete count a tagged
+    field) as Kafka 4.4's DumpLogSegments --share-group-state-decoder printed them (the live
+    comparison is tests/server/test_share_group_persistence.py)."""
+    snapshot = (i16(0) + i32(0) + i32(2) + i32(0) + i64(-1) + i64(1700) + i64(1701) + bytes([1]) + b"\x00")
+    update = (i16(0) + i32(0) + i32(0) + i64(0) + bytes([3]) + state_batch(0, 1, 2, 1) + state_batch(2, 2, 0, 1)
+              + b"\x01" + b"\x00" + b"\x04" + i32(3))
+    path = _segment(tmp_path, [(share_key(0), snapshot), (share_key(1), update), (share_key(0), None),
+                               (i16(9), b"")])
+    rc, out, err = run("--share-group-state-decoder", str(path))
+    assert rc == 0, err
+    key = '{"type":"%d","data":{"groupId":"sg","topicId":"AAECAwQFBgcICQoLDA0ODw","partition":3}}'
+    assert _decoded(out) == [
+        (key % 0, '{"version":"0","data":{"snapshotEpoch":0,"stateEpoch":2,"leaderEpoch":0,"startOffset":-1,'
+                  '"createTimestamp":1700,"writeTimestamp":1701,"stateBatches":[]}}'),
+        (key % 1, '{"version":"0","data":{"snapshotEpoch":0,"leaderEpoch":0,"startOffset":0,'
+                  '"deliveryCompleteCount":3,"stateBatches":[{"firstOffset":0,"lastOffset":1,"deliveryState":2,'
+                  '"deliveryCount":1},{"firstOffset":2,"lastOffset":2,"deliveryState":0,"deliveryCount":1}]}}'),
+        (key % 0, "<DELETE>"),
+        ("Unknown record type 9 at offset 3, skipping.", None)]
+
+
 def test_a_record_without_key_is_an_error_and_decoders_are_exclusive(tmp_path: Path) -> None:
     path = _segment(tmp_path, [(None, b"x")])
     rc, out, err = run("--offsets-decoder", str(path))
@@ -168,7 +202,9 @@ def test_a_record_without_key_is_an_error_and_decoders_are_exclusive(tmp_path: P
     assert ("Failed to decode message at offset 0 using the specified decoder (message had a missing key)"
             in err)
     rc, out, err = run("--offsets-decoder", "--transaction-log-decoder", str(path))
-    assert rc == 2 and "one of --offsets-decoder and --transaction-log-decoder" in err
+    assert rc == 2 and "one of --offsets-decoder, --transaction-log-decoder" in err
+    rc, out, err = run("--share-group-state-decoder", "--transaction-log-decoder", str(path))
+    assert rc == 2 and "--share-group-state-decoder" in err
 
 
 def test_a_data_directorys_coordinator_topics(tmp_path: Path) -> None:

@@ -223,7 +223,7 @@ def test_transaction_log_records_follow_kafkas_schemas():
             + struct.pack(">h1s", 1, b"a") + struct.pack(">iii", 2, 0, 1)
             + struct.pack(">h1s", 1, b"b") + struct.pack(">ii", 1, 7)
             + struct.pack(">qq", 1000, 900))
-    assert value_to_bytes(m) == want
+    assert value_to_bytes(m, 0) == want
     assert value_from_bytes("tx", want) == m
     # v1: compact array/strings (length + 1 as unsigned varints), tagged fields after each struct
     # and at the end (PreviousProducerId tag 0 = 41, ClientTransactionVersion tag 2 = 2)
@@ -232,6 +232,15 @@ def test_transaction_log_records_follow_kafkas_schemas():
           + bytes([2, 0, 8]) + struct.pack(">q", 41) + bytes([2, 2]) + struct.pack(">h", 2))
     got = value_from_bytes("tx", v1)
     assert (got.producer_id, got.state, got.partitions) == (42, TransactionState.COMPLETE_ABORT, {("a", 0)})
+    assert (got.previous_producer_id, got.next_producer_id, got.client_transaction_version) == (41, -1, 2)
+    assert value_to_bytes(got) == v1          # what Kafka writes with transaction.version 2 finalized
+    # v1 of Empty: null partitions (0), every tag in tag order (NextProducerId 1 = 43)
+    empty = TransactionMetadata("tx", 42, 0, 60000, TransactionState.EMPTY, set(), 1000, -1,
+                                previous_producer_id=42, next_producer_id=43, client_transaction_version=2)
+    assert value_to_bytes(empty) == (struct.pack(">hqhib", 1, 42, 0, 60000, 0) + bytes([0])
+                                     + struct.pack(">qq", 1000, -1) + bytes([3, 0, 8]) + struct.pack(">q", 42)
+                                     + bytes([1, 8]) + struct.pack(">q", 43) + bytes([2, 2]) + struct.pack(">h", 2))
+    assert value_from_bytes("tx", value_to_bytes(empty)) == empty
     assert key_from_bytes(key_to_bytes("tx")) == "tx"
     with pytest.raises(kafkalog.errors.KafkalogError):
         value_from_bytes("tx", want[:20])

@@ -181,3 +181,31 @@ def test_fetch_offset_snapshot_follows_the_log_start_and_an_open_transaction(seg
     marker(log, 5, 0, commit=True)
     assert log.fetch_offset_snapshot() == (2, 6, 6)
     log.close()
+
+
+def test_transactions_v2_markers_carry_a_bumped_epoch(seg_dir):
+    """Kafka's ``checkProducerEpoch`` for a transactions v2 marker (KIP-890): its epoch must be above
+    the producer's, except the same marker written again once its transaction has ended; a v1 marker
+    may keep the epoch."""
+    from kafkalog.log.producer_state import ORIGIN_COORDINATOR_TV2
+
+    def v2_marker(epoch, commit=True):
+        return log.append(build_end_txn_marker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+                                               producer_id=1, producer_epoch=epoch, timestamp=NOW),
+                          origin=ORIGIN_COORDINATOR_TV2)
+
+    log = open_log(seg_dir)
+    log.append(data(1, 0, 0, txn=True))
+    with pytest.raises(InvalidProducerEpochError) as e:
+        v2_marker(0)                                # the end of a v2 transaction bumps the epoch
+    assert "<= the last seen epoch 0 (TV2)" in e.value.message
+    v2_marker(1)
+    v2_marker(1)                                    # written again (a coordinator's retry): accepted
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(data(1, 0, 1, txn=True))         # a late write of the old epoch
+    log.append(data(1, 1, 0, txn=True))
+    with pytest.raises(InvalidProducerEpochError):
+        v2_marker(1, commit=False)                  # the transaction at epoch 1 is open
+    marker(log, 1, 1, False)                        # a v1 marker keeps the epoch
+    assert values(log, isolation="read_committed") == [b"v0"]
+    log.close()

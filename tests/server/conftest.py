@@ -8,6 +8,7 @@ import pytest
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
 from tests.server.consumer_group_raw import FAST_CONSUMER_GROUPS
+from tests.server.share_raw import SHARE_SETTINGS
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +33,21 @@ def kafka44_fast_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ka
     and heartbeats, no assignment interval), one per test module; marks its tests ``kafka``."""
     kafka44.require()
     b = kafka44.KafkaBroker(tmp_path_factory.mktemp("kafka44-groups"), FAST_CONSUMER_GROUPS)
+    b.format()
+    b.start()
+    try:
+        yield b
+    finally:
+        if b.alive():
+            b.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka44_share(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.KafkaBroker]:
+    """Kafka 4.4 with the share group settings of :data:`SHARE_SETTINGS` (short sessions and
+    heartbeats, locks from 1 s, assignments at once), one per test module; marks its tests ``kafka``."""
+    kafka44.require()
+    b = kafka44.KafkaBroker(tmp_path_factory.mktemp("kafka44-share"), SHARE_SETTINGS)
     b.format()
     b.start()
     try:

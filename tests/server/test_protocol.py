@@ -275,8 +275,8 @@ def test_acks_zero_error_closes_the_connection(broker: BrokerProcess) -> None:
 def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -> None:
     """Kafka 4's floors, the clients' ceilings; the consumer group protocol (68, 69, as Kafka 4.4), no
     telemetry (71, 72: answered but not advertised, as Kafka 4.4), the classic group protocol's APIs,
-    the transaction APIs at the client versions (no broker-to-broker AddPartitionsToTxn v4+, no
-    transaction version 2, KIP-890)."""
+    the transaction APIs at the client versions with transactions v2 (EndTxn v5, TxnOffsetCommit v5,
+    AddOffsetsToTxn v4; no broker-to-broker AddPartitionsToTxn v4+)."""
     with connect(broker.port) as s:
         s.sendall(api_versions_v0(9))
         resp = recv_frame(s)
@@ -293,9 +293,11 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
                       44: (0, 1), 60: (0, 2),
                       8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
                       14: (0, 5), 15: (0, 6), 16: (0, 5), 42: (0, 2), 47: (0, 0),
-                      24: (0, 3), 25: (0, 3), 26: (0, 4), 28: (0, 4),
+                      24: (0, 3), 25: (0, 4), 26: (0, 5), 28: (0, 5),
                       17: (0, 1), 36: (0, 2),        # SaslHandshake, SaslAuthenticate (as Kafka)
                       68: (0, 1), 69: (0, 1),        # ConsumerGroupHeartbeat, ConsumerGroupDescribe
                       # what Kafka's tools ask (issue 28): WriteTxnMarkers, DescribeLogDirs,
                       # DescribeProducers, DescribeTransactions, ListTransactions, DescribeTopicPartitions
-                      27: (1, 2), 35: (1, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2), 75: (0, 0)}
+                      27: (1, 2), 35: (1, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2), 75: (0, 0),
+                      76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),    # share groups (KIP-932)
+                      90: (0, 1), 91: (0, 0), 92: (0, 0)}                # share group offsets

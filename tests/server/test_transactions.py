@@ -312,10 +312,10 @@ def _init_producer_id(sock: socket.socket, tid: str) -> tuple[int, int, int]:
     return err, pid, epoch
 
 
-def _produce_error(sock: socket.socket, topic: str, pid: int, epoch: int, seq: int) -> int:
+def _produce_error(sock: socket.socket, topic: str, pid: int, epoch: int, seq: int, tid: str) -> int:
     records = build_batch([(None, b"raw", 1_700_000_000_000, None)], producer_id=pid,
                           producer_epoch=epoch, base_sequence=seq, is_transactional=True)
-    body = (_string("raw-txn") + struct.pack(">hii", -1, 30000, 1) + _string(topic)
+    body = (_string(tid) + struct.pack(">hii", -1, 30000, 1) + _string(topic)
             + struct.pack(">iii", 1, 0, len(records)) + records)
     r = _call(sock, 0, 3, body)
     pos = 4 + 2 + len(topic) + 4 + 4        # topics count, name, partitions count, partition index
@@ -353,12 +353,12 @@ def test_error_codes_of_raw_requests(broker: BrokerProcess) -> None:
         err, pid, epoch = _init_producer_id(s, "raw-txn-1")
         assert err == 0 and pid >= 0
         # Produce of a transactional batch to a partition not added to the transaction
-        assert _produce_error(s, "raw-txn", pid, epoch, 0) == INVALID_TXN_STATE
+        assert _produce_error(s, "raw-txn", pid, epoch, 0, "raw-txn-1") == INVALID_TXN_STATE
         # an unknown partition fails, the others are not attempted
         assert _add_partitions_errors(s, "raw-txn-1", pid, epoch, [("raw-txn", 0), ("raw-txn", 7)]) == {
             ("raw-txn", 0): OPERATION_NOT_ATTEMPTED, ("raw-txn", 7): UNKNOWN_TOPIC_OR_PARTITION}
         assert _add_partitions_errors(s, "raw-txn-1", pid, epoch, [("raw-txn", 0)]) == {("raw-txn", 0): 0}
-        assert _produce_error(s, "raw-txn", pid, epoch, 0) == 0
+        assert _produce_error(s, "raw-txn", pid, epoch, 0, "raw-txn-1") == 0
         # a second InitProducerId fences the first epoch (and aborts its open transaction)
         err, pid2, epoch2 = _init_producer_id(s, "raw-txn-1")
         assert (err, pid2, epoch2) == (0, pid, epoch + 2)
@@ -366,7 +366,7 @@ def test_error_codes_of_raw_requests(broker: BrokerProcess) -> None:
             ("raw-txn", 1): INVALID_PRODUCER_EPOCH}            # v0-1: no PRODUCER_FENCED yet
         assert _add_partitions_errors(s, "raw-txn-1", pid + 1, epoch2, [("raw-txn", 1)]) == {
             ("raw-txn", 1): INVALID_PRODUCER_ID_MAPPING}
-        assert _produce_error(s, "raw-txn", pid, epoch, 1) == INVALID_PRODUCER_EPOCH
+        assert _produce_error(s, "raw-txn", pid, epoch, 1, "raw-txn-1") == INVALID_PRODUCER_EPOCH
     assert _read(broker, "raw-txn", "read_committed") == []
     assert _read(broker, "raw-txn", "read_uncommitted") == [b"raw"]
 
@@ -409,10 +409,11 @@ def test_init_producer_id_kip_360(broker: BrokerProcess) -> None:
         # unknown to the coordinator: a new producer id, whatever the producer remembers
         err, pid2, epoch2 = _init_producer_id_flexible(s, 4, "kip360-new", pid, 7)
         assert (err, epoch2) == (0, 0) and pid2 not in (-1, pid)
-        # an open transaction is aborted and its producer fenced even when it asks itself
+        # an open transaction is aborted when its producer asks itself; with transaction.version 2
+        # that abort's bump is the producer's new epoch (as Kafka 4.4: test_transactions_v2.py)
         assert _add_partitions_errors(s, "kip360-new", pid2, 0, [("raw-kip", 0)]) == {("raw-kip", 0): 0}
-        assert _produce_error(s, "raw-kip", pid2, 0, 0) == 0
-        assert _init_producer_id_flexible(s, 4, "kip360-new", pid2, 0)[0] == producer_fenced
+        assert _produce_error(s, "raw-kip", pid2, 0, 0, "kip360-new") == 0
+        assert _init_producer_id_flexible(s, 4, "kip360-new", pid2, 0) == (0, pid2, 1)
         assert _init_producer_id_flexible(s, 4, "kip360-new", -1, -1) == (0, pid2, 2)
     assert _read(broker, "raw-kip", "read_committed") == []
     assert _read(broker, "raw-kip", "read_uncommitted") == [b"raw"]

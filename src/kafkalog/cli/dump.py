@@ -18,7 +18,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from kafkalog.cli.dump_decoders import Decoded, RecordDecoder, offsets_decoder, transaction_log_decoder
+from kafkalog.cli.dump_decoders import (
+    Decoded,
+    RecordDecoder,
+    offsets_decoder,
+    share_group_state_decoder,
+    transaction_log_decoder,
+)
 from kafkalog.cli.dump_indexes import (
     dump_metadata_file,
     dump_offset_index,
@@ -359,6 +365,9 @@ def expand_paths(paths: Sequence[str]) -> List[str]:
 @click.option("--transaction-log-decoder", "transaction_log_decoder_opt", is_flag=True,
               help="Decode the records as __transaction_state data (transactional ids and their state), "
                    "as kafka-dump-log.sh does; implies --print-data-log.")
+@click.option("--share-group-state-decoder", "share_state_decoder_opt", is_flag=True,
+              help="Decode the records as __share_group_state data (share partitions' delivery states), "
+                   "as kafka-dump-log.sh does; implies --print-data-log.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help=FORMAT_OPTION_HELP)
 @click.option("--encoding", type=click.Choice(BYTES_ENCODINGS), default="text", show_default=True,
@@ -366,13 +375,15 @@ def expand_paths(paths: Sequence[str]) -> List[str]:
                    "in keyEncoding/valueEncoding, as consume prints them), base64 or hex.")
 def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata, max_bytes,
          max_message_size, verify_index_only, index_sanity_check, as_records, offsets_decoder_opt,
-         transaction_log_decoder_opt, fmt, encoding) -> None:
+         transaction_log_decoder_opt, share_state_decoder_opt, fmt, encoding) -> None:
     """Print the contents of segment, index, snapshot and checkpoint files (kafka-dump-log.sh).
     PATHS may be files, partition directories or data directories. Exit 1 when damage is found."""
-    if offsets_decoder_opt and transaction_log_decoder_opt:
-        raise click.UsageError("give one of --offsets-decoder and --transaction-log-decoder")
+    if offsets_decoder_opt + transaction_log_decoder_opt + share_state_decoder_opt > 1:
+        raise click.UsageError("give one of --offsets-decoder, --transaction-log-decoder and "
+                               "--share-group-state-decoder")
     decoder = offsets_decoder if offsets_decoder_opt else \
-        transaction_log_decoder if transaction_log_decoder_opt else None
+        transaction_log_decoder if transaction_log_decoder_opt else \
+        share_group_state_decoder if share_state_decoder_opt else None
     print_data_log = print_data_log or decoder is not None
     opts = DumpOptions(deep_iteration=deep_iteration, print_data_log=print_data_log, decoder=decoder,
                        skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,

@@ -1,7 +1,8 @@
 """kafka-dump-log.sh's record decoders for the coordinators' topics: ``--offsets-decoder``
 (``__consumer_offsets``: offset commits and group metadata) and ``--transaction-log-decoder``
-(``__transaction_state``), printing what Kafka's ``OffsetsMessageParser`` and
-``TransactionLogMessageParser`` print.
+(``__transaction_state``) and ``--share-group-state-decoder`` (``__share_group_state``), printing
+what Kafka's ``OffsetsMessageParser``, ``TransactionLogMessageParser`` and
+``ShareGroupStateMessageParser`` print.
 
 A decoder turns a record into ``(key, payload)``: the key as ``{"type": "<key version>", "data":
 {...}}`` and the payload as ``{"version": "<value version>", "data": {...}}`` (the fields of Kafka's
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kafkalog.coordinator import consumer_group_records as cgr
+from kafkalog.coordinator import share_state_records as ssr
 from kafkalog.coordinator.group_metadata import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -33,7 +35,7 @@ from kafkalog.coordinator.group_metadata import (
 from kafkalog.coordinator.transaction_log import TransactionState, key_from_bytes, read_value
 from kafkalog.errors import InvalidRecordError, KafkalogError
 
-__all__ = ["Decoded", "RecordDecoder", "offsets_decoder", "transaction_log_decoder"]
+__all__ = ["Decoded", "RecordDecoder", "offsets_decoder", "share_group_state_decoder", "transaction_log_decoder"]
 
 #: a decoded key or payload: Kafka's JSON object, or a text such as ``<DELETE>``; None: not printed
 Decoded = dict[str, Any] | str | None
@@ -249,7 +251,10 @@ def transaction_log_decoder(record: _Record) -> tuple[Decoded, Decoded]:
         data["previousProducerId"] = v.previous_producer_id
     if v.version >= 1 and v.next_producer_id != -1:
         data["nextProducerId"] = v.next_producer_id
-    data.update({"producerEpoch": v.producer_epoch, "transactionTimeoutMs": v.transaction_timeout_ms,
+    data["producerEpoch"] = v.producer_epoch
+    if v.version >= 1 and v.next_producer_epoch != -1:
+        data["nextProducerEpoch"] = v.next_producer_epoch
+    data.update({"transactionTimeoutMs": v.transaction_timeout_ms,
                  "transactionStatus": _status_name(v.transaction_status),
                  "transactionPartitions": None if v.transaction_partitions is None else [
                      {"topic": t, "partitionIds": ids} for t, ids in v.transaction_partitions],
@@ -258,3 +263,37 @@ def transaction_log_decoder(record: _Record) -> tuple[Decoded, Decoded]:
     if v.version >= 1 and v.client_transaction_version != 0:
         data["clientTransactionVersion"] = v.client_transaction_version
     return decoded_key, {"version": str(v.version), "data": data}
+
+
+def share_group_state_decoder(record: _Record) -> tuple[Decoded, Decoded]:
+    """A ``__share_group_state`` record (ShareSnapshot, type 0; ShareUpdate, type 1) as
+    kafka-dump-log.sh's ``--share-group-state-decoder`` prints it (the delivery complete count,
+    a tagged field, only when set)."""
+    if record.key is None:
+        raise _missing_key(record.offset)
+    key = bytes(record.key)
+    try:
+        k = ssr.decode_key(key)
+        if k is None:
+            return f"Unknown record type {_version(key)} at offset {record.offset}, skipping.", None
+        decoded_key = {"type": str(k.record_type), "data": {"groupId": k.group_id,
+                                                            "topicId": ssr.kafka_uuid(k.topic_id),
+                                                            "partition": k.partition}}
+        if record.value is None:
+            return decoded_key, "<DELETE>"
+        raw = bytes(record.value)
+        v = ssr.decode_value(k.record_type, raw)
+    except KafkalogError as e:
+        return f"Error at offset {record.offset}, skipping. {e.message}", None
+    data: dict[str, Any] = {"snapshotEpoch": v.snapshot_epoch}
+    if k.record_type == ssr.SHARE_SNAPSHOT:
+        data["stateEpoch"] = v.state_epoch
+    data.update({"leaderEpoch": v.leader_epoch, "startOffset": v.start_offset})
+    if v.delivery_complete_count != -1:
+        data["deliveryCompleteCount"] = v.delivery_complete_count
+    if k.record_type == ssr.SHARE_SNAPSHOT:
+        data.update({"createTimestamp": v.create_timestamp, "writeTimestamp": v.write_timestamp})
+    data["stateBatches"] = [{"firstOffset": b.first_offset, "lastOffset": b.last_offset,
+                             "deliveryState": b.delivery_state, "deliveryCount": b.delivery_count}
+                            for b in v.state_batches]
+    return decoded_key, {"version": str(_version(raw)), "data": data}

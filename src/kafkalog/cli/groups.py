@@ -4,8 +4,9 @@ The groups are those of the directory's ``__consumer_offsets`` topic, read throu
 :class:`~kafkalog.coordinator.offsets.OffsetsStore` (committed offsets, and the group metadata a
 broker stores after a rebalance: protocol, generation, members and their assignments). One action:
 
-* ``--list``: the group ids, with their state and type (``classic``, or ``consumer`` for the groups
-  of the consumer group protocol, KIP-848).
+* ``--list``: the group ids, with their state and type (``classic``, ``consumer`` for the groups
+  of the consumer group protocol, KIP-848, or ``share`` for share groups, KIP-932: ``Stable`` with
+  members, else ``Empty``).
 * ``--describe`` (``--group G``... or ``--all-groups``): per partition the committed (current)
   offset, the log end offset, the lag and the member it is assigned to; and per group its state
   (classic: ``Stable`` when the stored metadata has members, else ``Empty``; consumer: Kafka's
@@ -40,6 +41,7 @@ from kafkalog.client.datalog import DataLog
 from kafkalog.coordinator.consumer_group_view import ConsumerGroupView
 from kafkalog.coordinator.group_metadata import GroupMetadataValue, consumer_assignment_partitions
 from kafkalog.coordinator.offsets import OffsetsStore
+from kafkalog.coordinator.share_group_records import MEMBER_METADATA as SHARE_MEMBER_METADATA
 from kafkalog.errors import GroupIdNotFoundError, InvalidTopicError, NonEmptyGroupError
 from kafkalog.log.naming import TopicPartition
 
@@ -64,7 +66,24 @@ def _state(meta: GroupMetadataValue | None) -> str:
     return "Stable" if meta is not None and meta.members else "Empty"
 
 
+def _share_state(store: OffsetsStore, group: str) -> str | None:
+    """A share group's state (KIP-932: ``Stable`` with members, else ``Empty``); None for another kind."""
+    records = store.share_group_records().get(group)
+    if records is None:
+        return None
+    return "Stable" if any(k.record_type == SHARE_MEMBER_METADATA for k, _v in records.values()) else "Empty"
+
+
+def _group_type(store: OffsetsStore, group: str) -> str:
+    if _share_state(store, group) is not None:
+        return "share"
+    return "consumer" if store.consumer_group(group) is not None else "classic"
+
+
 def _group_state(store: OffsetsStore, group: str) -> str:
+    shared = _share_state(store, group)
+    if shared is not None:
+        return shared
     view = store.consumer_group(group)
     return view.state if view is not None else _state(store.group_metadata(group))
 
@@ -400,8 +419,7 @@ def groups(data_dir: str, list_: bool, describe: bool, reset_offsets: bool, dele
         if action == "list":
             for g in store.groups():
                 if fmt == "json":
-                    emit({"group": g, "state": _group_state(store, g),
-                          "type": "consumer" if store.consumer_group(g) is not None else "classic"})
+                    emit({"group": g, "state": _group_state(store, g), "type": _group_type(store, g)})
                 else:
                     click.echo(g)
             return

@@ -58,6 +58,7 @@ from kafkalog.tiered.filesystem import is_remote, local_path
 
 if TYPE_CHECKING:
     from kafkalog.client.consumer import Consumer
+    from kafkalog.client.share_consumer import ShareConsumer
     from kafkalog.coordinator.offsets import OffsetsStore
 
 __all__ = ["open", "DataLog", "Producer", "ConsumerRecord", "RecordMetadata", "ProduceResult"]
@@ -274,6 +275,18 @@ class DataLog:
         when given). ``conf``: Kafka's dotted keys; keyword arguments: the same keys with underscores."""
         from kafkalog.client.consumer import Consumer
         return Consumer(self, *topics, conf=conf, **config)
+
+    def share_consumer(self, *topics: str, conf: Optional[Mapping[str, Any]] = None,
+                       group_config: Optional[Mapping[str, Any]] = None, **config: Any) -> ShareConsumer:
+        """A member of a share group (KIP-932: the topics consumed as a queue, each record by one
+        consumer at a time, under an acquisition lock; several processes may share the group, each
+        opening the directory, read-only or as its owner). ``conf``/keywords: Kafka's share consumer
+        keys (``group.id``, ``share.acknowledgement.mode``, ``max.poll.records`` ...);
+        ``group_config``: the group's configs to set (``share.record.lock.duration.ms``,
+        ``share.delivery.count.limit``, ``share.auto.offset.reset``, ``share.isolation.level``).
+        See :mod:`kafkalog.client.share_consumer`."""
+        from kafkalog.client.share_consumer import ShareConsumer
+        return ShareConsumer(self, *topics, conf=conf, group_config=group_config, **config)
 
     def _offsets_store(self) -> OffsetsStore:
         """The committed offsets of this directory (``__consumer_offsets``), loaded once, shared by

@@ -643,6 +643,9 @@ class Producer:
                 raise KafkalogError(f"Cannot commit transaction: a record of it failed "
                                     f"({self._txn_error}); abort it") from self._txn_error
             assert self._transactional_id is not None
+            if not self._txn_partitions:          # nothing written: nothing to end (as Kafka's client)
+                self._txn_state = "ready"
+                return
             try:
                 coord.end_txn(self._transactional_id, self._pid, self._epoch, commit)
             except KafkalogError:

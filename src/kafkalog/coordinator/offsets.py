@@ -42,6 +42,7 @@ from kafkalog.coordinator.group_metadata import (
     encode_offset_commit_value,
     partition_for_group,
 )
+from kafkalog.coordinator.share_group_records import decode_record as decode_share_group_record
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.log.producer_state import ORIGIN_COORDINATOR
@@ -131,6 +132,8 @@ class OffsetsStore:
         self._groups: dict[str, GroupMetadataValue] = {}
         #: the live records of consumer groups (KIP-848): group -> key bytes -> (key, value)
         self._consumer_groups: dict[str, dict[bytes, tuple[ConsumerGroupKey, ConsumerGroupValue]]] = {}
+        #: share groups (KIP-932): group -> record key -> (key, value)
+        self._share_groups: dict[str, dict[bytes, tuple[Any, Any]]] = {}
         #: offsets written in open transactions: producer id -> group -> offsets (visible on commit)
         self._pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         self.load()
@@ -147,6 +150,7 @@ class OffsetsStore:
             self._offsets = {}
             self._groups = {}
             self._consumer_groups = {}
+            self._share_groups = {}
             m = self._manager
             if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
                 return
@@ -191,11 +195,20 @@ class OffsetsStore:
                           file=str(log.dir)) from None
 
     def _replay_consumer_group(self, key: bytes, value: bytes | None) -> None:
-        """A record of a consumer group (KIP-848): the last value of each key is kept in the order
-        of the last writes, a tombstone drops it; other groups' records (share, streams) are
-        skipped as Kafka's consumer group coordinator skips what it does not own."""
+        """A record of a consumer group (KIP-848) or a share group (KIP-932): the last value of each
+        key is kept in the order of the last writes, a tombstone drops it; streams groups' records
+        are skipped as Kafka's group coordinator skips what it does not own."""
         got = decode_consumer_group_record(key, value)
         if got is None:
+            shared = decode_share_group_record(key, value)
+            if shared is not None:
+                sk, sv = shared
+                srecords = self._share_groups.setdefault(sk.group_id, {})
+                srecords.pop(key, None)
+                if sv is not None:
+                    srecords[key] = (sk, sv)
+                elif not srecords:
+                    del self._share_groups[sk.group_id]
             return
         k, v = got
         records = self._consumer_groups.setdefault(k.group_id, {})
@@ -237,13 +250,19 @@ class OffsetsStore:
         """Every group with committed offsets or stored group metadata, classic or consumer
         (KIP-848)."""
         with self._lock:
-            return sorted(set(self._offsets) | set(self._groups) | set(self._consumer_groups))
+            return sorted(set(self._offsets) | set(self._groups) | set(self._consumer_groups)
+                          | set(self._share_groups))
 
     def consumer_group(self, group: str) -> ConsumerGroupView | None:
         """A consumer group (KIP-848) as its records describe it; None for a classic group."""
         with self._lock:
             records = self._consumer_groups.get(group)
             return None if not records else consumer_group_view(group, records)
+
+    def share_group_records(self) -> dict[str, dict[bytes, tuple[Any, Any]]]:
+        """The live records of every share group (KIP-932) read from the topic at load."""
+        with self._lock:
+            return {g: dict(r) for g, r in self._share_groups.items() if r}
 
     def consumer_group_records(self) -> dict[str, dict[bytes, tuple[ConsumerGroupKey, ConsumerGroupValue]]]:
         """The live records of every consumer group (KIP-848) read from the topic at load."""
@@ -326,6 +345,12 @@ class OffsetsStore:
             for tp, spec in offsets.items():
                 got[tp] = as_offset_and_metadata(spec, now, any_offset=any_offset)
 
+    def pending_transactional(self, group: str) -> set[TopicPartition]:
+        """The partitions of ``group`` with offsets of a transaction not ended yet (KIP-447: a
+        ``require_stable`` OffsetFetch answers UNSTABLE_OFFSET_COMMIT for them)."""
+        with self._lock:
+            return {tp for groups in self._pending.values() for tp in groups.get(group, {})}
+
     def complete_transaction(self, producer_id: int, partitions: frozenset[tuple[str, int]],
                              committed: bool) -> None:
         """A transaction of ``producer_id`` ended (its markers are written): its offsets become
@@ -369,16 +394,19 @@ class OffsetsStore:
         with self._lock:
             got = self._offsets.get(group, {})
             consumer = self._consumer_groups.get(group, {})
-            if not got and group not in self._groups and not consumer:
+            share = self._share_groups.get(group, {})
+            if not got and group not in self._groups and not consumer and not share:
                 return False
             records: list[tuple[bytes, bytes | None]] = [
                 (encode_key(OffsetCommitKey(group, tp.topic, tp.partition)), None) for tp in got]
             records += [(key, None) for key in consumer]
+            records += [(key, None) for key in share]
             records.append((encode_key(GroupMetadataKey(group)), None))
             self._write(group, records)
             self._offsets.pop(group, None)
             self._groups.pop(group, None)
             self._consumer_groups.pop(group, None)
+            self._share_groups.pop(group, None)
             return True
 
     @staticmethod

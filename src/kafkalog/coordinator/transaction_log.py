@@ -7,8 +7,10 @@ int16 ProducerEpoch, int32 TransactionTimeoutMs, int8 TransactionStatus, nullabl
 (string Topic, array of int32 PartitionIds) TransactionPartitions, int64
 TransactionLastUpdateTimestampMs, int64 TransactionStartTimestampMs``. v1 is the flexible form
 (compact strings/arrays, tagged PreviousProducerId(0), NextProducerId(1),
-ClientTransactionVersion(2)); it is read, and v0 is written (what Kafka writes for transaction
-version 0/1 clients). A tombstone (null value) removes a transactional id.
+ClientTransactionVersion(2), NextProducerEpoch(3), each written only when not its default). Kafka
+writes v1 once ``transaction.version`` >= 1 is finalized (``TransactionVersion.transactionLogValueVersion``),
+for every client, and v0 before; both are read. The partitions are null in state Empty, as Kafka
+writes them. A tombstone (null value) removes a transactional id.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ class TransactionState(enum.IntEnum):
 
 @dataclass
 class TransactionMetadata:
-    """One transactional id's state (Kafka's ``TransactionMetadata``: the persisted fields, then the
-    two Kafka keeps in memory for KIP-360's retried InitProducerId)."""
+    """One transactional id's state (Kafka's ``TransactionMetadata``): the persisted fields, then
+    ``last_producer_epoch``, which Kafka keeps in memory only (KIP-360's retried InitProducerId,
+    KIP-890's retried EndTxn)."""
 
     transactional_id: str
     producer_id: int
@@ -70,8 +73,13 @@ class TransactionMetadata:
     txn_start_timestamp: int = -1
     #: the epoch before the last bump by the same producer (-1 when a new producer took over)
     last_producer_epoch: int = -1
-    #: the producer id before the last rotation on an exhausted epoch (-1 when none)
+    #: Kafka's ``prevProducerId``: the producer id before the last transition (-1 before the first)
     previous_producer_id: int = -1
+    #: KIP-890: the producer id the transaction being ended hands over to (its epoch was exhausted)
+    next_producer_id: int = -1
+    #: the transaction version of the client's last AddPartitionsToTxn / EndTxn / Produce (0, or 2
+    #: for transactions v2)
+    client_transaction_version: int = 0
 
 
 def java_string_hash(s: str) -> int:
@@ -159,19 +167,62 @@ def key_from_bytes(data: bytes) -> str:
     return r.string(False)
 
 
-def value_to_bytes(m: TransactionMetadata) -> bytes:
-    """``TransactionLogValue`` version 0 of ``m``."""
-    by_topic: dict[str, list[int]] = {}
-    for t, p in sorted(m.partitions):
-        by_topic.setdefault(t, []).append(p)
-    out = bytearray(_VALUE_HEAD.pack(0, m.producer_id, m.producer_epoch, m.txn_timeout_ms, int(m.state)))
-    out += _I32.pack(len(by_topic))
-    for t, parts in by_topic.items():
-        out += _string(t)
-        out += _I32.pack(len(parts))
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _compact_string(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return _uvarint(len(b) + 1) + b
+
+
+_I64 = struct.Struct(">q")
+
+
+def value_to_bytes(m: TransactionMetadata, version: int = 1) -> bytes:
+    """``TransactionLogValue`` of ``m`` in ``version`` (1, the flexible form Kafka writes with
+    ``transaction.version`` >= 1 finalized; 0 before: no producer-id or client-version fields)."""
+    by_topic: dict[str, list[int]] | None = None
+    if m.state != TransactionState.EMPTY:
+        by_topic = {}
+        for t, p in sorted(m.partitions):
+            by_topic.setdefault(t, []).append(p)
+    out = bytearray(_VALUE_HEAD.pack(version, m.producer_id, m.producer_epoch, m.txn_timeout_ms,
+                                     int(m.state)))
+    if version == 0:
+        if m.client_transaction_version or m.next_producer_id != -1:
+            raise ValueError("TransactionLogValue v0 cannot hold transactions v2 fields")
+        out += _I32.pack(-1 if by_topic is None else len(by_topic))
+        for t, parts in (by_topic or {}).items():
+            out += _string(t)
+            out += _I32.pack(len(parts))
+            for p in parts:
+                out += _I32.pack(p)
+        out += _TAIL.pack(m.txn_last_update_timestamp, m.txn_start_timestamp)
+        return bytes(out)
+    out += _uvarint(0 if by_topic is None else len(by_topic) + 1)
+    for t, parts in (by_topic or {}).items():
+        out += _compact_string(t)
+        out += _uvarint(len(parts) + 1)
         for p in parts:
             out += _I32.pack(p)
+        out += b"\x00"                             # the partition struct's tagged fields
     out += _TAIL.pack(m.txn_last_update_timestamp, m.txn_start_timestamp)
+    tags: list[bytes] = []
+    if m.previous_producer_id != -1:
+        tags.append(b"\x00\x08" + _I64.pack(m.previous_producer_id))
+    if m.next_producer_id != -1:
+        tags.append(b"\x01\x08" + _I64.pack(m.next_producer_id))
+    if m.client_transaction_version != 0:
+        tags.append(b"\x02\x02" + _H.pack(m.client_transaction_version))
+    out += _uvarint(len(tags))
+    for tag in tags:
+        out += tag
     return bytes(out)
 
 
@@ -180,7 +231,7 @@ class TransactionLogValue:
     """A ``TransactionLogValue`` record as stored: its version, fields in the schema's order
     (partitions grouped by topic as written; None for the null array), and the tagged fields of
     version 1 (``PreviousProducerId`` tag 0, ``NextProducerId`` tag 1, ``ClientTransactionVersion``
-    tag 2; their defaults when absent)."""
+    tag 2, ``NextProducerEpoch`` tag 3; their defaults when absent)."""
 
     version: int
     producer_id: int
@@ -193,10 +244,12 @@ class TransactionLogValue:
     previous_producer_id: int = -1
     next_producer_id: int = -1
     client_transaction_version: int = 0
+    next_producer_epoch: int = -1
 
 
 _TAG_FIELDS = {0: ("previous_producer_id", struct.Struct(">q")), 1: ("next_producer_id", struct.Struct(">q")),
-               2: ("client_transaction_version", struct.Struct(">h"))}
+               2: ("client_transaction_version", struct.Struct(">h")),
+               3: ("next_producer_epoch", struct.Struct(">h"))}
 
 
 def read_value(data: bytes) -> TransactionLogValue:
@@ -233,7 +286,11 @@ def value_from_bytes(transactional_id: str, data: bytes) -> TransactionMetadata:
     except ValueError:
         raise CorruptTransactionLogError(f"unknown TransactionStatus {v.transaction_status}",
                                          position=15) from None
-    parts = {(t, p) for t, ids in v.transaction_partitions or () for p in ids}
+    parts = set() if state == TransactionState.EMPTY else \
+        {(t, p) for t, ids in v.transaction_partitions or () for p in ids}
     return TransactionMetadata(transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
                                state, parts, v.transaction_last_update_timestamp_ms,
-                               v.transaction_start_timestamp_ms)
+                               v.transaction_start_timestamp_ms,
+                               previous_producer_id=v.previous_producer_id,
+                               next_producer_id=v.next_producer_id,
+                               client_transaction_version=v.client_transaction_version)

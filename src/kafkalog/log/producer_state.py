@@ -70,7 +70,7 @@ __all__ = [
     "ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "TxnMetadata", "CompletedTxn",
     "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
     "TransactionCoordinatorFencedError", "read_snapshot", "write_snapshot", "snapshot_bytes",
-    "parse_snapshot", "ORIGIN_CLIENT", "ORIGIN_REPLICATION", "ORIGIN_COORDINATOR",
+    "parse_snapshot", "ORIGIN_CLIENT", "ORIGIN_REPLICATION", "ORIGIN_COORDINATOR", "ORIGIN_COORDINATOR_TV2",
     "rebuild_producer_state",
 ]
 
@@ -84,6 +84,10 @@ CONTROL_COMMIT = 1
 ORIGIN_CLIENT = "client"
 ORIGIN_REPLICATION = "replication"
 ORIGIN_COORDINATOR = "coordinator"
+#: the coordinator writing the marker of a transactions v2 transaction (KIP-890; Kafka passes the
+#: transaction version beside its COORDINATOR origin): the marker's epoch must be above the
+#: producer's (the end bumped it), except a marker written again after its transaction ended
+ORIGIN_COORDINATOR_TV2 = "coordinator-tv2"
 
 SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")
@@ -309,6 +313,16 @@ class ProducerStateManager:
                 f"{self.topic_partition} is {epoch}, which is smaller than the last seen epoch "
                 f"{entry.producer_epoch}")
 
+    def _check_marker_epoch_v2(self, entry: ProducerStateEntry, epoch: int, offset: int) -> None:
+        """Kafka's ``checkProducerEpoch`` of a transactions v2 marker: its epoch is above the last
+        one seen, or equal to it once that transaction has ended (a marker written again)."""
+        current = entry.producer_epoch
+        if epoch <= current and not (epoch == current and (entry.current_txn_first_offset is None
+                                                            or epoch == 32767)):
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {entry.producer_id} at offset {offset} in {self.topic_partition} "
+                f"is {epoch}, which is <= the last seen epoch {current} (TV2)")
+
     def _check_sequence(self, entry: ProducerStateEntry, epoch: int, first_seq: int, offset: int) -> None:
         if epoch != entry.producer_epoch:
             if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
@@ -347,7 +361,10 @@ class ProducerStateManager:
         if is_control:
             if control_type is None:
                 return None
-            self._check_epoch(entry, producer_epoch, last_offset, origin)
+            if origin == ORIGIN_COORDINATOR_TV2:
+                self._check_marker_epoch_v2(entry, producer_epoch, last_offset)
+            else:
+                self._check_epoch(entry, producer_epoch, last_offset, origin)
             if entry.coordinator_epoch > coordinator_epoch and origin != ORIGIN_REPLICATION:
                 raise TransactionCoordinatorFencedError(
                     f"Invalid coordinator epoch for producer {producer_id} at offset {last_offset} in "

@@ -36,6 +36,13 @@ from kafkalog.server.offset_commit import (
 )
 from kafkalog.server.produce import handle_produce
 from kafkalog.server.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from kafkalog.server.share_fetch import handle_share_acknowledge, handle_share_fetch
+from kafkalog.server.share_group_heartbeat import handle_share_group_describe, handle_share_group_heartbeat
+from kafkalog.server.share_group_offsets import (
+    handle_alter_share_group_offsets,
+    handle_delete_share_group_offsets,
+    handle_describe_share_group_offsets,
+)
 from kafkalog.server.telemetry import handle_get_telemetry_subscriptions, handle_push_telemetry
 from kafkalog.server.topics import (
     handle_create_partitions,
@@ -77,13 +84,13 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     20: ("DeleteTopics", 1, 6, handle_delete_topics),
     21: ("DeleteRecords", 0, 2, handle_delete_records),
     22: ("InitProducerId", 0, 5, handle_init_producer_id),
-    # transactions: the client versions only (AddPartitionsToTxn v4+ is broker-to-broker, EndTxn v5,
-    # TxnOffsetCommit v5 and AddOffsetsToTxn v4 are transaction version 2, KIP-890, not served)
+    # transactions v1 and v2 (KIP-890, transaction.version 2: EndTxn v5, TxnOffsetCommit v5); the
+    # client versions of AddPartitionsToTxn (v4+ is broker-to-broker)
     24: ("AddPartitionsToTxn", 0, 3, handle_add_partitions_to_txn),
-    25: ("AddOffsetsToTxn", 0, 3, handle_add_offsets_to_txn),
-    26: ("EndTxn", 0, 4, handle_end_txn),
+    25: ("AddOffsetsToTxn", 0, 4, handle_add_offsets_to_txn),
+    26: ("EndTxn", 0, 5, handle_end_txn),
     27: ("WriteTxnMarkers", 1, 2, handle_write_txn_markers),
-    28: ("TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
+    28: ("TxnOffsetCommit", 0, 5, handle_txn_offset_commit),
     32: ("DescribeConfigs", 1, 4, handle_describe_configs),
     33: ("AlterConfigs", 0, 2, handle_alter_configs),
     35: ("DescribeLogDirs", 1, 5, handle_describe_log_dirs),
@@ -99,6 +106,14 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     # the consumer group protocol (KIP-848; group.version 1)
     68: ("ConsumerGroupHeartbeat", 0, 1, handle_consumer_group_heartbeat),
     69: ("ConsumerGroupDescribe", 0, 1, handle_consumer_group_describe),
+    # share groups (KIP-932; share.version 2)
+    76: ("ShareGroupHeartbeat", 1, 1, handle_share_group_heartbeat),
+    77: ("ShareGroupDescribe", 1, 1, handle_share_group_describe),
+    78: ("ShareFetch", 1, 2, handle_share_fetch),
+    79: ("ShareAcknowledge", 1, 2, handle_share_acknowledge),
+    90: ("DescribeShareGroupOffsets", 0, 1, handle_describe_share_group_offsets),
+    91: ("AlterShareGroupOffsets", 0, 0, handle_alter_share_group_offsets),
+    92: ("DeleteShareGroupOffsets", 0, 0, handle_delete_share_group_offsets),
     # client telemetry (KIP-714): answered, not advertised (as Kafka 4.4 without a metrics plugin)
     71: ("GetTelemetrySubscriptions", 0, 0, handle_get_telemetry_subscriptions),
     72: ("PushTelemetry", 0, 0, handle_push_telemetry),

@@ -25,6 +25,7 @@ from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server.apis import ADVERTISED, HANDLERS
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.consumer_group import ConsumerGroupCoordinator, TopicImage
+from kafkalog.server.features import finalized_level
 from kafkalog.server.fetch_session import FetchSessionCache
 from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.handler import INTERNAL_TOPICS, Handler, Response
@@ -94,12 +95,80 @@ class Broker:
         self.transactions = TransactionCoordinator(
             manager, self.producer_ids, num_partitions=b.get("transaction.state.log.num.partitions"),
             max_timeout_ms=b.get("transaction.max.timeout.ms"),
-            on_complete=self.offsets.complete_transaction, marker_leader_epoch=self.leader_epoch)
+            on_complete=self.offsets.complete_transaction, marker_leader_epoch=self.leader_epoch,
+            transaction_version=finalized_level("transaction.version"))
         self.transactions.abort_timed_out_transactions()
         self._txn_abort_interval_s = b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         for _tp, log in manager.logs():
             self.lead(log)
+        self._init_share_groups(config)
         self._handlers: Mapping[int, Handler] = HANDLERS
+
+    def _init_share_groups(self, config: ServerConfig) -> None:
+        """Share groups (KIP-932): their configs, the share coordinator's state store
+        (``__share_group_state``), the share partitions, share sessions and the groups, restored
+        from their records."""
+        from kafkalog.coordinator.share_group_config import GroupConfigStore
+        from kafkalog.coordinator.share_partition_manager import SharePartitionManager
+        from kafkalog.coordinator.share_state_store import ShareStateStore
+        from kafkalog.server.share_fetch import ShareSessionCache
+        from kafkalog.server.share_group import ShareGroupCoordinator
+        share = config.share_group
+        self.group_configs = GroupConfigStore(self.manager.data_dir, share)
+        self.share_state = ShareStateStore(
+            self.manager, num_partitions=config.values["share.coordinator.state.topic.num.partitions"],
+            updates_per_snapshot=config.values["share.coordinator.snapshot.update.records.per.snapshot"])
+        self.share_partitions = SharePartitionManager(self.manager, self.share_state, self.topic_ids.of,
+                                                      self.group_configs.settings)
+        self.share_sessions = ShareSessionCache(share.max_share_sessions)
+        self._share_waiters: dict[str, set[asyncio.Future[None]]] = {}
+
+        def initialize(group: str, epoch: int, partitions: list[tuple[uuid.UUID, int]]) -> None:
+            self.share_state.initialize([(group, t, p, epoch, -1) for t, p in partitions])
+
+        def member_left(group: str, member: str) -> None:
+            # Kafka's group coordinator does not touch the share partitions when a member is fenced
+            # or leaves: its records stay acquired until their locks expire, its share session is
+            # closed by the client (final epoch) or by its connection's close
+            self.notify_share(group)
+
+        self.share_groups = ShareGroupCoordinator(
+            share, self.group_configs, self.offsets.store_records, self.topic_images, initialize, member_left,
+            other_group_exists=lambda g: g in self.consumer_groups.groups or g in self.groups.groups
+            or g in self.offsets.groups() and g not in self.offsets.share_group_records())
+        for group, records in self.offsets.share_group_records().items():
+            self.share_groups.restore(group, records)
+
+    def group_exists(self, group: str) -> bool:
+        """A group of any kind has this id."""
+        return (group in self.groups.groups or group in self.consumer_groups.groups
+                or group in self.share_groups.groups or group in self.offsets.groups())
+
+    def delete_share_group(self, group: str) -> int:
+        """DeleteGroups of a share group: its records and its share partitions' state."""
+        err = self.share_groups.delete(group)
+        if err == 0:
+            self.share_state.delete([(group, t, p) for (t, p) in self.share_state.partitions_of_group(group)])
+            self.share_partitions.forget(group)
+            self.offsets.delete_group(group)
+            logger.info("deleted share group %s", group)
+        return err
+
+    def add_share_waiter(self, group: str, fut: asyncio.Future[None]) -> None:
+        self._share_waiters.setdefault(group, set()).add(fut)
+
+    def remove_share_waiter(self, group: str, fut: asyncio.Future[None]) -> None:
+        s = self._share_waiters.get(group)
+        if s is not None:
+            s.discard(fut)
+            if not s:
+                del self._share_waiters[group]
+
+    def notify_share(self, group: str) -> None:
+        """Records of ``group`` became available again (released, lock expired): wake its fetches."""
+        for fut in list(self._share_waiters.get(group, ())):
+            if not fut.done():
+                fut.set_result(None)
 
     @property
     def advertised(self) -> Listener:
@@ -235,6 +304,13 @@ class Broker:
                 self.consumer_groups.tick()
             except Exception:
                 logger.exception("consumer group coordinator timer failed")
+            try:
+                self.share_groups.tick()
+                if self.share_partitions.expire_locks():
+                    for group in list(self._share_waiters):
+                        self.notify_share(group)
+            except Exception:
+                logger.exception("share group timer failed")
             if loop.time() >= next_txn_check:
                 next_txn_check = loop.time() + self._txn_abort_interval_s
                 try:

@@ -60,6 +60,30 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     # internal in Kafka; the assignor runs on the event loop here, so offloading has no effect
     ConfigDef("group.consumer.assignor.offload.enable", BOOLEAN, True, None),
     ConfigDef("group.consumer.regex.refresh.interval.ms", INT, 600000, at_least(10000)),
+    # --- share groups (KIP-932): Kafka's GroupCoordinatorConfig / ShareGroupConfig keys and defaults ---
+    ConfigDef("group.share.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.share.min.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.share.max.session.timeout.ms", INT, 60000, at_least(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.share.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.share.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    ConfigDef("group.share.max.size", INT, 200, at_least(1)),
+    ConfigDef("group.share.assignors", LIST, ["simple"], None),
+    ConfigDef("group.share.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.share.min.assignment.interval.ms", INT, 0, at_least(0)),
+    ConfigDef("group.share.max.assignment.interval.ms", INT, 15000, at_least(0)),
+    ConfigDef("group.share.record.lock.duration.ms", INT, 30000, at_least(1000)),
+    ConfigDef("group.share.min.record.lock.duration.ms", INT, 15000, at_least(1000)),
+    ConfigDef("group.share.max.record.lock.duration.ms", INT, 60000, at_least(1000)),
+    ConfigDef("group.share.delivery.count.limit", INT, 5, at_least(2)),
+    ConfigDef("group.share.min.delivery.count.limit", INT, 2, at_least(2)),
+    ConfigDef("group.share.max.delivery.count.limit", INT, 10, at_least(2)),
+    ConfigDef("group.share.partition.max.record.locks", INT, 2000, at_least(100)),
+    ConfigDef("group.share.min.partition.max.record.locks", INT, 100, at_least(100)),
+    ConfigDef("group.share.max.partition.max.record.locks", INT, 4000, at_least(100)),
+    ConfigDef("group.share.max.share.sessions", INT, 2000, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.num.partitions", INT, 50, at_least(1)),
+    ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", INT, 500, at_least(0)),
     # --- security (docs/server.md "TLS and SASL") ---
     ConfigDef("listener.security.protocol.map", LIST,
               ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
@@ -206,6 +230,8 @@ class ServerConfig:
                                          f"must be at least 0")
         #: the consumer group protocol's settings (a ``ConsumerGroupConfig``)
         self.consumer_group = _consumer_group_config(resolved)
+        #: share groups' settings (a ``ShareGroupBrokerConfig``)
+        self.share_group = _share_group_config(resolved)
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address of the first listener: ``--host``/``--port`` win over ``listeners``;
@@ -284,6 +310,45 @@ def _consumer_group_config(v: dict[str, Any]) -> Any:
                                assignors=tuple(assignors), migration_policy=policy, assignment_interval_ms=ai,
                                regex_refresh_interval_ms=v[p + "regex.refresh.interval.ms"],
                                classic_max_size=v["group.max.size"])
+
+
+def _share_group_config(v: dict[str, Any]) -> Any:
+    """The ``group.share.*`` settings checked as Kafka's ``GroupCoordinatorConfig`` and
+    ``ShareGroupConfig`` check them (each default between its minimum and maximum)."""
+    from kafkalog.coordinator.share_group_config import ShareGroupBrokerConfig
+    p = "group.share."
+    for name in ("session.timeout.ms", "heartbeat.interval.ms", "assignment.interval.ms", "record.lock.duration.ms",
+                 "delivery.count.limit", "partition.max.record.locks"):
+        value, lo, hi = v[p + name], v[p + "min." + name], v[p + "max." + name]
+        if hi < lo:
+            raise InvalidConfigError(f"{p}max.{name} must be greater than or equal to {p}min.{name}")
+        if value < lo:
+            raise InvalidConfigError(f"{p}{name} must be greater than or equal to {p}min.{name}")
+        if value > hi:
+            raise InvalidConfigError(f"{p}{name} must be less than or equal to {p}max.{name}")
+    if v[p + "heartbeat.interval.ms"] >= v[p + "session.timeout.ms"]:
+        raise InvalidConfigError(f"{p}heartbeat.interval.ms must be less than {p}session.timeout.ms")
+    assignors = [a.strip() for a in v[p + "assignors"]]
+    if assignors != ["simple"]:
+        raise InvalidConfigError(f"Invalid value {','.join(assignors)} for configuration {p}assignors: the "
+                                 f"built-in share group assignor is simple (custom assignor classes need a JVM)")
+    return ShareGroupBrokerConfig(
+        session_timeout_ms=v[p + "session.timeout.ms"], min_session_timeout_ms=v[p + "min.session.timeout.ms"],
+        max_session_timeout_ms=v[p + "max.session.timeout.ms"], heartbeat_interval_ms=v[p + "heartbeat.interval.ms"],
+        min_heartbeat_interval_ms=v[p + "min.heartbeat.interval.ms"],
+        max_heartbeat_interval_ms=v[p + "max.heartbeat.interval.ms"], max_size=v[p + "max.size"],
+        assignment_interval_ms=v[p + "assignment.interval.ms"],
+        min_assignment_interval_ms=v[p + "min.assignment.interval.ms"],
+        max_assignment_interval_ms=v[p + "max.assignment.interval.ms"],
+        record_lock_duration_ms=v[p + "record.lock.duration.ms"],
+        min_record_lock_duration_ms=v[p + "min.record.lock.duration.ms"],
+        max_record_lock_duration_ms=v[p + "max.record.lock.duration.ms"],
+        delivery_count_limit=v[p + "delivery.count.limit"], min_delivery_count_limit=v[p + "min.delivery.count.limit"],
+        max_delivery_count_limit=v[p + "max.delivery.count.limit"],
+        partition_max_record_locks=v[p + "partition.max.record.locks"],
+        min_partition_max_record_locks=v[p + "min.partition.max.record.locks"],
+        max_partition_max_record_locks=v[p + "max.partition.max.record.locks"],
+        max_share_sessions=v[p + "max.share.sessions"])
 
 
 def _check_listeners(listeners: list[Listener], advertised: list[Listener]) -> None:

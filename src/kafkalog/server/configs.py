@@ -29,6 +29,8 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+#: KIP-848/932 group configs (share.*: :mod:`kafkalog.server.group_configs`)
+RESOURCE_GROUP = 32
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
@@ -118,6 +120,9 @@ def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
                                         f"but received {name}")
             return result
         entries = _broker_entries(broker)
+    elif rtype == RESOURCE_GROUP:
+        from kafkalog.server.group_configs import group_config_entries
+        entries = group_config_entries(broker, name)
     else:
         result.update(error_code=error_codes.INVALID_REQUEST,
                       error_message=error_codes.message(error_codes.INVALID_REQUEST))
@@ -217,6 +222,10 @@ def _alter(broker: Broker, resources: tuple, validate_only: bool, incremental: b
         res: dict[str, Any] = {"error_code": 0, "error_message": None,
                                "resource_type": r.resource_type, "resource_name": r.resource_name}
         responses.append(res)
+        if r.resource_type == RESOURCE_GROUP and (r.resource_type, r.resource_name) not in dups:
+            from kafkalog.server.group_configs import alter_group_configs
+            alter_group_configs(broker, r, validate_only, res)
+            continue
         failed = _resource_error(broker, r.resource_type, r.resource_name, r.configs,
                                  (r.resource_type, r.resource_name) in dups)
         if failed is not None:

@@ -233,6 +233,12 @@ def _consumer_group_describe(request: Request, code: int, message: str | None) -
                         "members": []} for g in request.body.group_ids]}
 
 
+def _describe_share_group_offsets(request: Request, code: int, message: str | None) -> Values:
+    """Kafka's ``getErrorDescribeShareGroupOffsets``: the error in every group named, no topics."""
+    return {"groups": [{"group_id": g.group_id, "error_code": code, "error_message": message, "topics": []}
+                       for g in request.body.groups]}
+
+
 _BUILDERS: Mapping[int, Builder] = {
     2: _list_offsets,
     3: _metadata,
@@ -257,6 +263,8 @@ _BUILDERS: Mapping[int, Builder] = {
     61: _describe_producers,
     65: _describe_transactions,
     69: _consumer_group_describe,
+    77: _consumer_group_describe,          # ShareGroupDescribe: the same described groups
+    90: _describe_share_group_offsets,
     75: _describe_topic_partitions,
 }
 

@@ -1,8 +1,9 @@
 """The feature levels ApiVersions advertises (KIP-584): what this broker supports and what is
 finalized, as a Kafka 4.4 cluster answers them. A feature is listed only once the protocol behind it
 works: ``group.version`` 1 is the consumer group protocol (KIP-848: ConsumerGroupHeartbeat,
-ConsumerGroupDescribe). ``share.version`` and ``transaction.version`` join :data:`FEATURES` with
-share groups (KIP-932) and transactions v2 (KIP-890) when those are served."""
+ConsumerGroupDescribe), ``transaction.version`` 2 transactions v2 (KIP-890: EndTxn v5 with the
+bumped epoch, partitions added by Produce v12 and TxnOffsetCommit v5). ``share.version`` joins
+:data:`FEATURES` with share groups (KIP-932) when those are served."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ class Feature(NamedTuple):
 #: name -> feature, in the order ApiVersions lists them
 FEATURES: dict[str, Feature] = {f.name: f for f in [
     Feature("group.version", 0, 1, 1),
+    Feature("share.version", 0, 2, 2),
+    Feature("transaction.version", 0, 2, 2),
 ]}
 
 #: the finalized features' epoch (Kafka's is the metadata log offset of their last change; a

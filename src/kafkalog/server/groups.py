@@ -21,6 +21,8 @@ logger = logging.getLogger("kafkalog.server")
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+#: KIP-932: a share partition's share coordinator ("group:topicId:partition")
+SHARE_KEY_TYPE = 2
 #: DescribeGroups' ``authorized_operations`` when not asked for.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
@@ -42,7 +44,7 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
     batched = request.api_version >= 4
 
     def one(key: str, key_type: int) -> dict[str, Any]:
-        if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE):
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": ec.INVALID_REQUEST, "error_message": ec.message(ec.INVALID_REQUEST)}
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": 0,
@@ -161,6 +163,7 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
     types = {t.lower() for t in b.types_filter} if request.api_version >= 5 else set()
     listed = [(gid, state, ptype, "classic") for gid, (state, ptype) in _group_states(broker).items()]
     listed += [(gid, g.state, "consumer", "consumer") for gid, g in broker.consumer_groups.groups.items()]
+    listed += [(gid, g.state, "share", "share") for gid, g in broker.share_groups.groups.items()]
     groups = []
     for gid, state, ptype, gtype in sorted(listed):
         if state == DEAD or (states and state.lower() not in states) or (types and gtype not in types):
@@ -174,7 +177,7 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
     out = []
     for gid in request.body.groups:
         g = broker.groups.groups.get(gid)
-        if gid in broker.consumer_groups.groups:      # Kafka: not a classic group
+        if gid in broker.consumer_groups.groups or gid in broker.share_groups.groups:   # not classic
             out.append({"error_code": ec.GROUP_ID_NOT_FOUND if request.api_version >= 6 else 0,
                         "error_message": f"Group {gid} is not a classic group.",
                         "group_id": gid, "group_state": DEAD, "protocol_type": "",
@@ -212,6 +215,8 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
             if err == ec.NONE:
                 broker.offsets.delete_group(gid)
                 logger.info("deleted group %s", gid)
+        elif gid in broker.share_groups.groups:
+            err = broker.delete_share_group(gid)
         elif gid not in known:
             err = ec.GROUP_ID_NOT_FOUND
         else:

@@ -45,6 +45,7 @@ from kafkalog.server.broker import Broker, Response, current_listener
 from kafkalog.server.channel import RECV_BYTES, Channel, PlainChannel, TlsChannel
 from kafkalog.server.config import Listener
 from kafkalog.server.frames import FrameReader
+from kafkalog.server.handler import current_connection
 from kafkalog.server.protocol import (
     API_VERSIONS_KEY,
     InvalidRequestError,
@@ -54,6 +55,7 @@ from kafkalog.server.protocol import (
 )
 from kafkalog.server.request_queue import RequestQueue
 from kafkalog.server.sasl import SaslAuthenticator, SaslConfig
+from kafkalog.server.share_fetch import connection_closed
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -163,6 +165,8 @@ class Server:
 
     async def _serve(self, conn: socket.socket, addr: object, listener: Listener) -> None:
         current_listener.set(listener.name)      # this task's context: Metadata advertises it
+        token = object()
+        current_connection.set(token)            # share sessions remember it
         channel: Channel | None = None
         logger.debug("connection from %s on %s", addr, listener.name)
         try:
@@ -194,6 +198,11 @@ class Server:
                 channel.close()
             else:
                 conn.close()
+            if self.broker.share_sessions.opened_on(token):
+                try:
+                    connection_closed(self.broker, token)
+                except Exception:
+                    logger.exception("releasing the share sessions of the connection from %s failed", addr)
 
     async def _requests(self, channel: Channel, auth: SaslAuthenticator | None) -> None:
         reader = FrameReader(self.max_request) if auth is None else \

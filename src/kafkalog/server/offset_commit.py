@@ -122,9 +122,16 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
     return broker.response(request, {"throttle_time": 0, "topics": topics})
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any) -> list[dict[str, Any]]:
-    """The committed offsets of ``topics`` (None: every partition with one) of a group."""
+#: KIP-447: OffsetFetch v7 may require stable offsets
+FIRST_REQUIRE_STABLE = 7
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool = False) -> list[dict[str, Any]]:
+    """The committed offsets of ``topics`` (None: every partition with one) of a group;
+    ``require_stable`` (KIP-447): UNSTABLE_OFFSET_COMMIT for a partition with offsets of a
+    transaction not ended yet."""
     got = broker.offsets.fetch(group_id)
+    unstable = broker.offsets.pending_transactional(group_id) if require_stable else set()
     wanted: dict[str, list[int]] = {}
     if topics is None:
         for tp in got:
@@ -137,6 +144,10 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any) -> list[dict[str, A
         rows = []
         for p in sorted(parts) if topics is None else parts:
             oam = got.get(TopicPartition(name, p))
+            if TopicPartition(name, p) in unstable:
+                rows.append({"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                             "metadata": "", "error_code": ec.UNSTABLE_OFFSET_COMMIT})
+                continue
             rows.append({"partition_index": p, "committed_offset": -1 if oam is None else oam.offset,
                          "committed_leader_epoch": -1 if oam is None or oam.leader_epoch is None
                          else oam.leader_epoch,
@@ -165,10 +176,10 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Any:
             err = _fetch_error(broker, g, request.api_version)
             groups.append({"group_id": g.group_id, "error_code": err,
                            "topics": [] if err not in (ec.NONE, ec.INVALID_GROUP_ID)
-                           else _fetch_group(broker, g.group_id, g.topics)})
+                           else _fetch_group(broker, g.group_id, g.topics, b.require_stable)})
         return broker.response(request, {"throttle_time": 0, "groups": groups})
-    return broker.response(request, {"throttle_time": 0, "error_code": 0,
-                                     "topics": _fetch_group(broker, b.group_id, b.topics)})
+    return broker.response(request, {"throttle_time": 0, "error_code": 0, "topics": _fetch_group(
+        broker, b.group_id, b.topics, request.api_version >= FIRST_REQUIRE_STABLE and b.require_stable)})
 
 
 def subscribed_topics(subscription: bytes) -> set[str]:

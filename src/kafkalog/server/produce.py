@@ -1,7 +1,10 @@
 """Produce: acks 0/1/all (on one node "all" means appended; durability follows the flush policy,
 as in Kafka), one v2 batch per partition (Kafka's rule for v3+), idempotent producers
 deduplicated by the log's producer state, per-partition errors as Kafka returns them, topics by ID
-in v13. The response is written here (no kio): it is the hot path."""
+in v13. Transactional batches are checked with the transaction coordinator before they are
+appended, as Kafka 4.4's partition leader checks them (KIP-890): their partitions must be in the
+producer's transaction (v3-v11) or join it (v12+, transactions v2). The response is written here
+(no kio): it is the hot path."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.coordinator.transaction_log import TransactionState
 from kafkalog.errors import AcksZeroFailure, KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
@@ -17,6 +19,7 @@ from kafkalog.server.error_codes import error_code
 from kafkalog.server.frames import frame
 from kafkalog.server.handler import Response
 from kafkalog.server.protocol import Request, response_header
+from kafkalog.server.transactions import verify_or_add
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
@@ -25,7 +28,10 @@ logger = logging.getLogger("kafkalog.server")
 
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
-FIRST_TRANSACTION_ABORTABLE = 11
+#: KIP-890: Produce v11 takes TRANSACTION_ABORTABLE; v12 is a transactions v2 client's, whose
+#: partitions join its transaction by being written to
+FIRST_GENERIC_ERROR = 11
+FIRST_ADD_PARTITION = 12
 _BATCH_HEADER = 61
 #: the batch attributes' transactional bit (low byte of the int16 at offset 21)
 _TRANSACTIONAL = 0x10
@@ -93,20 +99,36 @@ def _keyless_in_compacted_topic(topic: str, index: int, missing: list[int], log_
                            record_errors=errors)
 
 
-def _transaction_error(broker: Broker, topic: str, index: int, records: bytes) -> int:
-    """Kafka's check of a transactional batch (KIP-890 part 1): its producer's current epoch, and
-    the partition added to the open transaction (AddPartitionsToTxn) before data is written."""
-    producer_id, producer_epoch = _PRODUCER.unpack_from(records, 43)
-    m = broker.transactions.transaction_of_producer(producer_id)
-    if m is not None and producer_epoch < m.producer_epoch:
-        return error_codes.INVALID_PRODUCER_EPOCH
-    if m is None or m.producer_epoch != producer_epoch or m.state != TransactionState.ONGOING \
-            or (topic, index) not in m.partitions:
-        return error_codes.INVALID_TXN_STATE
-    return error_codes.NONE
+#: the partition leader's words for a write its transaction coordinator did not verify
+_VERIFICATION_MESSAGES = {
+    error_codes.INVALID_TXN_STATE: "Partition was not added to the transaction",
+    error_codes.NOT_ENOUGH_REPLICAS: "Unable to verify the partition has been added to the transaction. "
+                                     "Underlying error: CONCURRENT_TRANSACTIONS",
+}
 
 
-def _append(broker: Broker, topic: str, index: int, records: bytes | None, version: int) -> PartitionResult:
+def _is_transactional(records: bytes | None) -> bool:
+    return records is not None and len(records) >= _BATCH_HEADER and bool(records[22] & _TRANSACTIONAL)
+
+
+def _verify_transactional(broker: Broker, body: Any, version: int,
+                          parts: list[tuple[str, int, bytes]]) -> dict[tuple[str, int], int] | int:
+    """Kafka's check of the transactional batches of a Produce before they are appended (KIP-890):
+    one producer (INVALID_PRODUCER_ID_MAPPING for the whole request otherwise), its transactional
+    id, and each partition verified by (v3-v11) or added to (v12+, transactions v2) its open
+    transaction (:func:`kafkalog.server.transactions.verify_or_add`): the error of each partition,
+    or one error for the whole request."""
+    producers = {_PRODUCER.unpack_from(records, 43) for _t, _p, records in parts}
+    if len(producers) > 1:
+        return error_codes.INVALID_PRODUCER_ID_MAPPING
+    producer_id, producer_epoch = producers.pop()
+    return verify_or_add(broker, body.transactional_id, producer_id, producer_epoch,
+                         [(t, p) for t, p, _r in parts], add=version >= FIRST_ADD_PARTITION,
+                         generic_error=version >= FIRST_GENERIC_ERROR)
+
+
+def _append(broker: Broker, topic: str, index: int, records: bytes | None,
+            verified: int = error_codes.NONE) -> PartitionResult:
     log = broker.log(topic, index)
     if log is None:
         return PartitionResult(index, error_codes.UNKNOWN_TOPIC_OR_PARTITION)
@@ -116,22 +138,15 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None, versi
         logger.debug("produce to %s-%d refused: %s", topic, index, problem)
         return PartitionResult(index, error_codes.INVALID_RECORD)
     assert records is not None
+    if verified:
+        # Kafka's verification (KIP-890): no log start offset
+        logger.debug("transactional produce to %s-%d refused: %d", topic, index, verified)
+        return PartitionResult(index, verified, message=_VERIFICATION_MESSAGES.get(verified))
     if records[:8] != _BASE_OFFSET_ZERO:
         # Kafka's LogValidator: a client's batch starts at offset 0 (the broker assigns offsets)
         logger.debug("produce to %s-%d refused: the batch's base offset is %d, not 0", topic, index,
                      struct.unpack_from(">q", records, 0)[0])
         return PartitionResult(index, error_codes.INVALID_RECORD, log_start_offset=log.log_start_offset)
-    if records[22] & _TRANSACTIONAL:
-        err = _transaction_error(broker, topic, index, records)
-        if err:
-            logger.debug("transactional produce to %s-%d refused: %d", topic, index, err)
-            # Kafka's verification (KIP-890): TRANSACTION_ABORTABLE from Produce v11, INVALID_TXN_STATE
-            # before; no log start offset
-            if err != error_codes.INVALID_TXN_STATE:
-                return PartitionResult(index, err)
-            if version >= FIRST_TRANSACTION_ABORTABLE:
-                return PartitionResult(index, error_codes.TRANSACTION_ABORTABLE)
-            return PartitionResult(index, err, message="Partition was not added to the transaction")
     if log.compact:
         missing = _keyless_records(records)
         if missing:
@@ -174,17 +189,29 @@ def handle_produce(broker: Broker, request: Request) -> Response:
     by_id = version >= FIRST_TOPIC_ID
     acks = body.acks
     results: list[tuple[Any, list[PartitionResult]]] = []
+    transactional = [(name, pd.index, pd.records) for td in body.topic_data
+                     for name in [broker.topic_ids.name_of(td.topic_id) if by_id else td.name]
+                     for pd in td.partition_data
+                     if _is_transactional(pd.records) and name is not None
+                     and broker.log(name, pd.index) is not None] if acks in (0, 1, -1) else []
+    verified: dict[tuple[str, int], int] | int = {}
+    if transactional:
+        verified = (error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if body.transactional_id is None
+                    else _verify_transactional(broker, body, version, transactional))
     for td in body.topic_data:
         key: Any = td.topic_id if by_id else td.name
         name = broker.topic_ids.name_of(td.topic_id) if by_id else td.name
         parts: list[PartitionResult] = []
         for pd in td.partition_data:
-            if acks not in (0, 1, -1):
+            if isinstance(verified, int):        # one error for the whole request
+                parts.append(PartitionResult(pd.index, verified))
+            elif acks not in (0, 1, -1):
                 parts.append(PartitionResult(pd.index, error_codes.INVALID_REQUIRED_ACKS))
             elif name is None:
                 parts.append(PartitionResult(pd.index, error_codes.UNKNOWN_TOPIC_ID))
             else:
-                parts.append(_append(broker, name, pd.index, pd.records, version))
+                parts.append(_append(broker, name, pd.index, pd.records,
+                                     verified.get((name, pd.index), error_codes.NONE) if verified else 0))
         results.append((key, parts))
     if acks == 0:
         failed = [(key, p.index, p.error) for key, parts in results for p in parts if p.error]

@@ -6,16 +6,22 @@ INVALID_PRODUCER_ID_MAPPING for an unknown transactional id or another producer 
 PRODUCER_FENCED for a stale epoch (INVALID_PRODUCER_EPOCH for the versions before KIP-588),
 INVALID_TXN_STATE for a request the transaction's state does not allow.
 
+Transactions v2 (KIP-890, ``transaction.version`` 2): EndTxn v5 ends with a bumped epoch and answers
+the producer id and epoch to go on with; TxnOffsetCommit v5 adds the group's ``__consumer_offsets``
+partition to the transaction itself (no AddOffsetsToTxn), v0-v4 are verified against it as
+Kafka 4.4 verifies them (KIP-890 part 1). :func:`verify_or_add` is that step for Produce too.
+
 Markers are written synchronously while the request is handled (one node, no marker channel), so a
 transaction is never seen half-ended and CONCURRENT_TRANSACTIONS is not needed here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
-from kafkalog.coordinator.transaction_coordinator import InvalidTxnStateError, ProducerFencedError
-from kafkalog.coordinator.transaction_log import TransactionState
+from kafkalog.coordinator.transaction_coordinator import TV_2, InvalidTxnStateError
+from kafkalog.errors import ConcurrentTransactionsError, InvalidProducerIdMappingError, ProducerFencedError
 from kafkalog.server import error_codes as ec
 from kafkalog.server.offset_commit import offsets_to_commit, store_offsets
 from kafkalog.server.protocol import Request
@@ -27,29 +33,66 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 FIRST_PRODUCER_FENCED = 2
 #: KIP-447: TxnOffsetCommit v3 carries the consumer's generation and member id
 FIRST_GROUP_METADATA = 3
+#: KIP-890: EndTxn v5 and TxnOffsetCommit v5 are the requests of a transactions v2 client
+FIRST_EPOCH_BUMP_END_TXN = 5
+FIRST_ADD_PARTITION_TXN_OFFSET_COMMIT = 5
+#: TxnOffsetCommit v4 / Produce v11: a partition missing from the transaction is
+#: TRANSACTION_ABORTABLE (older versions get INVALID_TXN_STATE)
+FIRST_GENERIC_ERROR_TXN_OFFSET_COMMIT = 4
+
+Partitions = Iterable[tuple[str, int]]
 
 
-def producer_error(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,
-                   version: int) -> int:
-    """Kafka's check of a transactional request's producer: NONE when it is the current one."""
-    m = broker.transactions.transaction(transactional_id)
-    if m is None or m.producer_id != producer_id:
-        return ec.INVALID_PRODUCER_ID_MAPPING
-    if m.producer_epoch != producer_epoch:
-        return ec.PRODUCER_FENCED if version >= FIRST_PRODUCER_FENCED else ec.INVALID_PRODUCER_EPOCH
-    return ec.NONE
+def _fenced(version: int) -> int:
+    return ec.PRODUCER_FENCED if version >= FIRST_PRODUCER_FENCED else ec.INVALID_PRODUCER_EPOCH
+
+
+def verify_or_add(broker: Broker, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                  partitions: Partitions, add: bool, generic_error: bool) -> dict[tuple[str, int], int]:
+    """Kafka's verification of a transactional write before it is appended (ReplicaManager's
+    ``maybeSendPartitionsToTransactionCoordinator`` through the AddPartitionsToTxnManager): a
+    transactions v2 client's partitions are added to its transaction (``add``), a v0/v1 client's
+    must be in it already. The error of each partition (none: NONE), mapped as the partition
+    leader maps the coordinator's answer: PRODUCER_FENCED is INVALID_PRODUCER_EPOCH, a partition
+    not in the transaction TRANSACTION_ABORTABLE (``generic_error``) or INVALID_TXN_STATE, a
+    transaction being ended NOT_ENOUGH_REPLICAS (retried by a v2 add, which never sees one here)."""
+    partitions = list(partitions)
+    coordinator = broker.transactions
+    if transactional_id is None or transactional_id == "":
+        return dict.fromkeys(partitions, ec.INVALID_REQUEST)
+    try:
+        if add:
+            coordinator.add_partitions_to_txn(transactional_id, producer_id, producer_epoch, partitions,
+                                              client_version=TV_2)
+            return dict.fromkeys(partitions, ec.NONE)
+        missing = coordinator.partitions_not_in_txn(transactional_id, producer_id, producer_epoch,
+                                                    partitions)
+    except InvalidProducerIdMappingError:
+        return dict.fromkeys(partitions, ec.INVALID_PRODUCER_ID_MAPPING)
+    except ProducerFencedError:
+        return dict.fromkeys(partitions, ec.INVALID_PRODUCER_EPOCH)
+    except ConcurrentTransactionsError:
+        return dict.fromkeys(partitions, ec.NOT_ENOUGH_REPLICAS)
+    except InvalidTxnStateError:
+        return dict.fromkeys(partitions, ec.INVALID_TXN_STATE)
+    missing_error = ec.TRANSACTION_ABORTABLE if generic_error else ec.INVALID_TXN_STATE
+    return {tp: missing_error if tp in missing else ec.NONE for tp in partitions}
 
 
 def _add(broker: Broker, request: Request, transactional_id: str, producer_id: int,
          producer_epoch: int, partitions: list[tuple[str, int]]) -> int:
-    err = producer_error(broker, transactional_id, producer_id, producer_epoch, request.api_version)
-    if err:
-        return err
+    """AddPartitionsToTxn v0-v3 / AddOffsetsToTxn: a transactions v0/v1 client adds partitions."""
+    if not transactional_id:
+        return ec.INVALID_REQUEST
     try:
         broker.transactions.add_partitions_to_txn(transactional_id, producer_id, producer_epoch,
                                                   partitions)
+    except InvalidProducerIdMappingError:
+        return ec.INVALID_PRODUCER_ID_MAPPING
     except ProducerFencedError:
-        return ec.PRODUCER_FENCED if request.api_version >= FIRST_PRODUCER_FENCED else ec.INVALID_PRODUCER_EPOCH
+        return _fenced(request.api_version)
+    except ConcurrentTransactionsError:
+        return ec.CONCURRENT_TRANSACTIONS
     except InvalidTxnStateError:
         return ec.INVALID_TXN_STATE
     return ec.NONE
@@ -83,19 +126,23 @@ def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
     return broker.response(request, {"throttle_time": 0, "error_code": err})
 
 
+#: how Kafka's group coordinator answers a TxnOffsetCommit whose verification failed
+#: (CoordinatorOperationExceptionHelper: a transaction being ended is COORDINATOR_NOT_AVAILABLE)
+_TXN_OFFSET_COMMIT_ERRORS = {ec.NOT_ENOUGH_REPLICAS: ec.COORDINATOR_NOT_AVAILABLE}
+
+
 def _txn_offset_error(broker: Broker, request: Request) -> int:
     b = request.body
+    version = request.api_version
     if not b.group_id:
         return ec.INVALID_GROUP_ID
-    m = broker.transactions.transaction(b.transactional_id)
-    if m is None or m.producer_id != b.producer_id:
-        return ec.INVALID_PRODUCER_ID_MAPPING
-    if m.producer_epoch != b.producer_epoch:
-        return ec.INVALID_PRODUCER_EPOCH
-    if m.state != TransactionState.ONGOING or \
-            (CONSUMER_OFFSETS_TOPIC, broker.offsets.partition_for(b.group_id)) not in m.partitions:
-        return ec.INVALID_TXN_STATE          # AddOffsetsToTxn first
-    if request.api_version >= FIRST_GROUP_METADATA and (b.generation_id >= 0 or b.member_id):
+    tp = (CONSUMER_OFFSETS_TOPIC, broker.offsets.partition_for(b.group_id))
+    err = verify_or_add(broker, b.transactional_id, b.producer_id, b.producer_epoch, [tp],
+                        add=version >= FIRST_ADD_PARTITION_TXN_OFFSET_COMMIT,
+                        generic_error=version >= FIRST_GENERIC_ERROR_TXN_OFFSET_COMMIT)[tp]
+    if err:
+        return _TXN_OFFSET_COMMIT_ERRORS.get(err, err)
+    if version >= FIRST_GROUP_METADATA and (b.generation_id >= 0 or b.member_id):
         return broker.groups.check_commit(b.group_id, b.generation_id, b.member_id,
                                           b.group_instance_id, has_offsets=b.group_id in broker.offsets.groups(),
                                           transactional=True)
@@ -120,19 +167,24 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
 
 def handle_end_txn(broker: Broker, request: Request) -> Any:
     b = request.body
-    err = producer_error(broker, b.transactional_id, b.producer_id, b.producer_epoch, request.api_version)
-    m = broker.transactions.transaction(b.transactional_id)
-    if not err and m is not None:
-        done = TransactionState.COMPLETE_COMMIT if b.committed else TransactionState.COMPLETE_ABORT
-        if m.state == TransactionState.EMPTY or (
-                m.state in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
-                and m.state != done):
-            err = ec.INVALID_TXN_STATE       # Kafka: nothing to end, or ended the other way
-    if not err:
+    version = request.api_version
+    bump = version >= FIRST_EPOCH_BUMP_END_TXN
+    err, pid, epoch = ec.NONE, -1, -1
+    if not b.transactional_id:
+        err = ec.INVALID_REQUEST
+    else:
         try:
-            broker.transactions.end_txn(b.transactional_id, b.producer_id, b.producer_epoch, b.committed)
+            pid, epoch = broker.transactions.end_txn(b.transactional_id, b.producer_id, b.producer_epoch,
+                                                     b.committed, client_version=TV_2 if bump else 0)
+        except InvalidProducerIdMappingError:
+            err = ec.INVALID_PRODUCER_ID_MAPPING
         except ProducerFencedError:
-            err = ec.PRODUCER_FENCED if request.api_version >= FIRST_PRODUCER_FENCED else ec.INVALID_PRODUCER_EPOCH
+            err = _fenced(version)
+        except ConcurrentTransactionsError:
+            err = ec.CONCURRENT_TRANSACTIONS
         except InvalidTxnStateError:
             err = ec.INVALID_TXN_STATE
-    return broker.response(request, {"throttle_time": 0, "error_code": err})
+    values: dict[str, Any] = {"throttle_time": 0, "error_code": err}
+    if bump:
+        values.update({"producer_id": pid if not err else -1, "producer_epoch": epoch if not err else -1})
+    return broker.response(request, values)

@@ -1,0 +1,210 @@
+"""Share groups' settings: the broker's ``group.share.*`` defaults and bounds (Kafka's
+``ShareGroupConfig`` / ``GroupCoordinatorConfig`` keys and defaults) and the per-group configs of
+the GROUP config resource (Kafka's ``GroupConfig``: ``share.record.lock.duration.ms``,
+``share.delivery.count.limit``, ``share.auto.offset.reset``, ``share.isolation.level`` ...), set by
+IncrementalAlterConfigs and checked as Kafka checks them (each within the broker's bounds).
+
+Kafka keeps group configs in its metadata log; here they are the JSON file :data:`GROUP_CONFIGS_FILE`
+of the data directory (atomic replace + fsync).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.coordinator.share_partition import SharePartitionConfig, parse_duration_ms
+from kafkalog.coordinator.share_partition_manager import READ_COMMITTED, READ_UNCOMMITTED, ShareGroupSettings
+from kafkalog.errors import InvalidConfigError
+from kafkalog.log import fsutil
+
+__all__ = ["GROUP_CONFIGS_FILE", "GROUP_CONFIG_KEYS", "GroupConfigStore", "ShareGroupBrokerConfig",
+           "parse_duration_ms"]
+
+GROUP_CONFIGS_FILE = "kafkalog-group-configs.json"
+
+@dataclass(frozen=True)
+class ShareGroupBrokerConfig:
+    """The broker's ``group.share.*`` keys (validated in :mod:`kafkalog.server.config`)."""
+
+    session_timeout_ms: int = 45000
+    min_session_timeout_ms: int = 45000
+    max_session_timeout_ms: int = 60000
+    heartbeat_interval_ms: int = 5000
+    min_heartbeat_interval_ms: int = 5000
+    max_heartbeat_interval_ms: int = 15000
+    max_size: int = 200
+    assignment_interval_ms: int = 1000
+    min_assignment_interval_ms: int = 0
+    max_assignment_interval_ms: int = 15000
+    record_lock_duration_ms: int = 30000
+    min_record_lock_duration_ms: int = 15000
+    max_record_lock_duration_ms: int = 60000
+    delivery_count_limit: int = 5
+    min_delivery_count_limit: int = 2
+    max_delivery_count_limit: int = 10
+    partition_max_record_locks: int = 2000
+    min_partition_max_record_locks: int = 100
+    max_partition_max_record_locks: int = 4000
+    max_share_sessions: int = 2000
+
+
+def _invalid(key: str, raw: Any, why: str) -> InvalidConfigError:
+    """Kafka's ``ConfigException(name, value, message)``."""
+    return InvalidConfigError(f"Invalid value {raw} for configuration {key}: {why}")
+
+
+#: the group config keys served (Kafka's ``GroupConfig`` share keys) -> (type, at least)
+_KEYS: dict[str, tuple[str, int]] = {
+    "share.session.timeout.ms": ("int", 1), "share.heartbeat.interval.ms": ("int", 1),
+    "share.record.lock.duration.ms": ("int", 1000), "share.delivery.count.limit": ("int", 2),
+    "share.partition.max.record.locks": ("int", 100), "share.auto.offset.reset": ("reset", 0),
+    "share.isolation.level": ("isolation", 0), "share.renew.acknowledge.enable": ("bool", 0),
+    "share.assignment.interval.ms": ("int", 0)}
+GROUP_CONFIG_KEYS = tuple(_KEYS)
+
+
+def _parse(key: str, raw: Any) -> Any:
+    """One key as Kafka's ``GroupConfig.CONFIG_DEF`` parses it (type, then its validator)."""
+    kind, at_least = _KEYS[key]
+    text = str(raw).strip()
+    if kind == "int":
+        try:
+            v = int(text)
+        except ValueError:
+            raise _invalid(key, raw, "Not a number of type INT") from None
+        if v < at_least:
+            raise _invalid(key, raw, f"Value must be at least {at_least}")
+        return v
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise _invalid(key, raw, "Expected value to be either true or false")
+        return text.lower() == "true"
+    if kind == "isolation":
+        if text not in (READ_COMMITTED, READ_UNCOMMITTED):
+            raise _invalid(key, raw, f"String must be one of: {READ_COMMITTED}, {READ_UNCOMMITTED}")
+        return text
+    low = text.lower()
+    if low in ("earliest", "latest"):
+        return low
+    if low.startswith("by_duration:"):
+        try:
+            parse_duration_ms(text[len("by_duration:"):])
+        except InvalidConfigError:
+            pass
+        else:
+            return "by_duration:" + text[len("by_duration:"):]
+    raise _invalid(key, raw, f"Invalid value `{text}` for configuration {key}. The value must be either "
+                             f"'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
+
+
+def _check_ranges(parsed: Mapping[str, Any], b: ShareGroupBrokerConfig) -> None:
+    """Kafka's ``GroupConfig.validateValues`` of the share keys against the broker's bounds."""
+    ranges = (("share.heartbeat.interval.ms", b.min_heartbeat_interval_ms, b.max_heartbeat_interval_ms),
+              ("share.session.timeout.ms", b.min_session_timeout_ms, b.max_session_timeout_ms),
+              ("share.record.lock.duration.ms", b.min_record_lock_duration_ms, b.max_record_lock_duration_ms),
+              ("share.delivery.count.limit", b.min_delivery_count_limit, b.max_delivery_count_limit),
+              ("share.partition.max.record.locks", b.min_partition_max_record_locks,
+               b.max_partition_max_record_locks),
+              ("share.assignment.interval.ms", b.min_assignment_interval_ms, b.max_assignment_interval_ms))
+    for key, lo, hi in ranges:
+        if key in parsed and not lo <= parsed[key] <= hi:
+            raise InvalidConfigError(f"{key} must be in the range {lo} to {hi} inclusive.")
+    if "share.session.timeout.ms" in parsed or "share.heartbeat.interval.ms" in parsed:
+        session = parsed.get("share.session.timeout.ms", b.session_timeout_ms)
+        heartbeat = parsed.get("share.heartbeat.interval.ms", b.heartbeat_interval_ms)
+        if session <= heartbeat:
+            raise InvalidConfigError("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
+
+
+def defaults(b: ShareGroupBrokerConfig) -> dict[str, Any]:
+    return {"share.session.timeout.ms": b.session_timeout_ms,
+            "share.heartbeat.interval.ms": b.heartbeat_interval_ms,
+            "share.record.lock.duration.ms": b.record_lock_duration_ms,
+            "share.delivery.count.limit": b.delivery_count_limit,
+            "share.partition.max.record.locks": b.partition_max_record_locks,
+            "share.auto.offset.reset": "latest", "share.isolation.level": READ_UNCOMMITTED,
+            "share.renew.acknowledge.enable": True,
+            "share.assignment.interval.ms": b.assignment_interval_ms}
+
+
+class GroupConfigStore:
+    """The per-group configs of one data directory."""
+
+    def __init__(self, data_dir: str, broker: ShareGroupBrokerConfig | None = None) -> None:
+        self.path = os.path.join(data_dir, GROUP_CONFIGS_FILE)
+        self.broker = broker or ShareGroupBrokerConfig()
+        self._lock = threading.Lock()
+        self._configs: dict[str, dict[str, Any]] = self._read()
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                data = json.loads(f.read().decode("utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise InvalidConfigError(f"cannot read the group configs: {e}", file=self.path) from None
+        if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+            raise InvalidConfigError("the group configs file is not a JSON object of objects", file=self.path)
+        return data
+
+    def reload(self) -> None:
+        with self._lock:
+            self._configs = self._read()
+
+    def overrides(self, group: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._configs.get(group, {}))
+
+    def effective(self, group: str) -> dict[str, Any]:
+        out = defaults(self.broker)
+        out.update(self.overrides(group))
+        return out
+
+    def validate(self, group: str, updates: Mapping[str, Any]) -> dict[str, Any]:
+        """The group's overrides after ``updates`` (a None value deletes the key), checked as
+        Kafka's ``GroupConfig.validate`` checks the group's whole new config."""
+        raw: dict[str, Any] = dict(self.overrides(group))
+        for key, value in updates.items():
+            if key not in _KEYS:
+                raise InvalidConfigError(f"Unknown group config name: {key}")
+            if value is None:
+                raw.pop(key, None)
+            else:
+                raw[key] = value
+        parsed = {key: _parse(key, str(value).lower() if isinstance(value, bool) else value)
+                  for key, value in raw.items()}
+        _check_ranges(parsed, self.broker)
+        return parsed
+
+    def alter(self, group: str, updates: Mapping[str, Any]) -> None:
+        new = self.validate(group, updates)
+        with self._lock:
+            configs = dict(self._configs)
+            if new:
+                configs[group] = new
+            else:
+                configs.pop(group, None)
+            fsutil.atomic_write(self.path, json.dumps(configs, sort_keys=True, indent=1).encode("utf-8"))
+            self._configs = configs
+
+    def delete(self, group: str) -> None:
+        with self._lock:
+            if group not in self._configs:
+                return
+        self.alter(group, dict.fromkeys(self.overrides(group)))
+
+    def settings(self, group: str) -> ShareGroupSettings:
+        """What the share partitions of ``group`` run with."""
+        v = self.effective(group)
+        return ShareGroupSettings(
+            SharePartitionConfig(record_lock_duration_ms=v["share.record.lock.duration.ms"],
+                                 delivery_count_limit=v["share.delivery.count.limit"],
+                                 max_record_locks=v["share.partition.max.record.locks"],
+                                 renew_enabled=v["share.renew.acknowledge.enable"]),
+            auto_offset_reset=v["share.auto.offset.reset"], isolation_level=v["share.isolation.level"])

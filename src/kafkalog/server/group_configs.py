@@ -1,0 +1,65 @@
+"""The GROUP config resource (Kafka's ``GroupConfig``) of DescribeConfigs and IncrementalAlterConfigs:
+a share group's ``share.*`` configs (:mod:`kafkalog.coordinator.share_group_config`), SET and
+DELETE, checked against the broker's ``group.share.*`` bounds as Kafka checks them (INVALID_CONFIG
+with Kafka's message otherwise)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.coordinator.share_group_config import GROUP_CONFIG_KEYS, defaults
+from kafkalog.errors import KafkalogError
+from kafkalog.server import error_codes
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
+
+#: DescribeConfigs config sources: a group override, or the broker's default
+SOURCE_DYNAMIC_GROUP = 8
+SOURCE_DEFAULT = 5
+OP_SET, OP_DELETE = 0, 1
+_TYPES = {bool: 1, str: 2, int: 3}
+
+
+def _text(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def group_config_entries(broker: Broker, group: str) -> list[dict[str, Any]]:
+    """Every served group key of ``group``: its value and source."""
+    overrides = broker.group_configs.overrides(group)
+    base = defaults(broker.group_configs.broker)
+    out = []
+    for key in GROUP_CONFIG_KEYS:
+        overridden = key in overrides
+        value = overrides[key] if overridden else base[key]
+        out.append({"name": key, "value": _text(value), "read_only": False,
+                    "config_source": SOURCE_DYNAMIC_GROUP if overridden else SOURCE_DEFAULT,
+                    "is_sensitive": False, "is_default": not overridden, "synonyms": [],
+                    "config_type": _TYPES.get(type(value), 0), "documentation": None})
+    return out
+
+
+def alter_group_configs(broker: Broker, resource: Any, validate_only: bool, result: dict[str, Any]) -> None:
+    """One GROUP resource of an IncrementalAlterConfigs; its outcome written into ``result``."""
+    group = resource.resource_name
+    if not group:
+        result.update(error_code=error_codes.INVALID_REQUEST, error_message="Group name can't be empty.")
+        return
+    updates: dict[str, Any] = {}
+    for c in resource.configs:
+        if c.config_operation == OP_SET:
+            updates[c.name] = c.value
+        elif c.config_operation == OP_DELETE:
+            updates[c.name] = None
+        else:
+            result.update(error_code=error_codes.INVALID_CONFIG,
+                          error_message=f"Config value append/subtract is not allowed for config key {c.name}")
+            return
+    try:
+        if validate_only:
+            broker.group_configs.validate(group, updates)
+        else:
+            broker.group_configs.alter(group, updates)
+    except KafkalogError as e:
+        result.update(error_code=error_codes.INVALID_CONFIG, error_message=e.message)
