@@ -48,6 +48,7 @@ from kafkalog.coordinator.share_partition import (
     InvalidRecordStateError,
     SharePartition,
     _InFlight,
+    reset_start_offset,
 )
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError, LogDirError
 from kafkalog.log import fsutil
@@ -331,13 +332,8 @@ class ShareConsumer:
     @staticmethod
     def _reset_offset(log: Any, reset: str) -> int:
         """``share.auto.offset.reset`` for a partition the group has no state of."""
-        if reset == "earliest":
-            return int(log.log_start_offset)
-        if reset.startswith("by_duration:"):
-            from kafkalog.coordinator.share_partition import parse_duration_ms
-            found = log.offset_for_timestamp(_now_ms() - parse_duration_ms(reset[len("by_duration:"):]))
-            return int(log.high_watermark) if found is None else int(found.offset)
-        return int(log.high_watermark)
+        return reset_start_offset(reset, log.log_start_offset, log.high_watermark, log.offset_for_timestamp,
+                                  _now_ms())
 
     def _acquire_from(self, sp: SharePartition, tp: TopicPartition, log: Any, committed: bool, budget: int,
                       now: int) -> list[ShareRecord]:

@@ -22,8 +22,9 @@ then updates its cache). Time is passed in (milliseconds); nothing here does I/O
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkalog.coordinator.share_state_records import StateBatch
 from kafkalog.errors import InvalidConfigError, KafkalogError
@@ -79,6 +80,19 @@ class InvalidRecordStateError(KafkalogError):
 class InvalidAcknowledgementError(KafkalogError):
     """Kafka: InvalidRequestException from ``SharePartition.acknowledge`` (offsets past the records
     in flight)."""
+
+
+def reset_start_offset(reset: str, log_start_offset: int, high_watermark: int,
+                       offset_for_timestamp: Callable[[int], Any], now_ms: int) -> int:
+    """Where a share partition without a state starts (Kafka's ``share.auto.offset.reset``):
+    ``earliest`` the log start, ``by_duration:<ISO-8601>`` the first offset at or after now less
+    the duration (the high watermark when there is none), else (``latest``) the high watermark."""
+    if reset == "earliest":
+        return int(log_start_offset)
+    if reset.startswith("by_duration:"):
+        found = offset_for_timestamp(now_ms - parse_duration_ms(reset[len("by_duration:"):]))
+        return int(high_watermark) if found is None else int(found.offset)
+    return int(high_watermark)
 
 
 @dataclass

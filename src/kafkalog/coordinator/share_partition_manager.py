@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafkalog.coordinator.share_partition import SharePartition, SharePartitionConfig
+from kafkalog.coordinator.share_partition import SharePartition, SharePartitionConfig, reset_start_offset
 from kafkalog.coordinator.share_state_store import ShareStateStore
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
 
@@ -125,14 +125,8 @@ class SharePartitionManager:
     def _start_offset(self, group: str, log: Any) -> int:
         """Kafka's ``share.auto.offset.reset`` for a share partition without a state."""
         log_start, hw, _lso = log.fetch_offset_snapshot()
-        reset = self._settings_of(group).auto_offset_reset
-        if reset == "earliest":
-            return int(log_start)
-        if reset.startswith("by_duration:"):
-            from kafkalog.coordinator.share_partition import parse_duration_ms
-            found = log.offset_for_timestamp(self._clock() - parse_duration_ms(reset[len("by_duration:"):]))
-            return int(hw) if found is None else int(found.offset)
-        return int(hw)
+        return reset_start_offset(self._settings_of(group).auto_offset_reset, log_start, hw,
+                                  log.offset_for_timestamp, self._clock())
 
     def get(self, group: str, topic: str, partition: int) -> SharePartition | None:
         """The share partition, loaded or started on first use (None: no such topic partition)."""
