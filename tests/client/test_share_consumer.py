@@ -219,3 +219,30 @@ def test_processes_consume_a_topic_as_a_queue(tmp_path) -> None:
         late = dl.share_consumer("jobs", group_id="workers")
         assert late.poll(200) == []
         late.close()
+
+
+def test_auto_offset_reset_latest_earliest_and_by_duration(tmp_path) -> None:
+    """share.auto.offset.reset decides where a group without a state starts: latest (the default,
+    the high watermark), earliest, and by_duration (the first record at or after now less the
+    duration: records two hours old are skipped with PT1H)."""
+    now = int(time.time() * 1000)
+    with kafkalog.open(tmp_path / "d") as dl:
+        dl.create_topic("q")
+        for i in range(4):
+            dl.produce("q", value=b"old%d" % i, partition=0, timestamp=now - 2 * 3600_000 + i)
+        for i in range(3):
+            dl.produce("q", value=b"new%d" % i, partition=0, timestamp=now - 60_000 + i)
+
+        def first_poll(group: str, reset: str | None) -> list[bytes]:
+            c = dl.share_consumer("q", group_id=group,
+                                  group_config={} if reset is None else {"share.auto.offset.reset": reset})
+            got = [r.value for r in c.poll(500)]
+            c.close()
+            return got
+
+        assert first_poll("latest", None) == []
+        assert first_poll("earliest", "earliest") == [b"old0", b"old1", b"old2", b"old3", b"new0", b"new1", b"new2"]
+        assert first_poll("recent", "by_duration:PT1H") == [b"new0", b"new1", b"new2"]
+        assert first_poll("future", "by_duration:PT0S") == []
+        with pytest.raises(InvalidConfigError):
+            first_poll("bad", "by_duration:-PT1H")
