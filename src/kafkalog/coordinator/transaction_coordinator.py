@@ -89,6 +89,8 @@ class _Log(Protocol):
 
     def flush(self, up_to: int | None = ..., include_active: bool = ...) -> None: ...
 
+    def current_leader_epoch(self) -> int: ...
+
 
 class _Manager(Protocol):
     """The part of :class:`kafkalog.log.manager.LogManager` the coordinator uses."""
@@ -307,9 +309,7 @@ class TransactionCoordinator:
         if not self._manager.has_topic(TRANSACTION_STATE_TOPIC):
             return 0
         log = self._manager.get_log(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, self._partitions))
-        cache = getattr(log, "leader_epoch_cache", None)
-        latest = None if cache is None else cache.latest_epoch()
-        return max(latest or 0, 0)
+        return log.current_leader_epoch()
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                 client_version: int = 0) -> tuple[int, int]:

@@ -254,6 +254,14 @@ class Log:
 
     # --- append ----------------------------------------------------------------------------------
 
+    def current_leader_epoch(self) -> int:
+        """The partition's leader epoch as this node leads it: the latest of its
+        ``leader-epoch-checkpoint`` (a directory Kafka wrote may be past 0), else 0 (a new
+        partition's first epoch in Kafka)."""
+        cache = self.leader_epoch_cache
+        latest = cache.latest_epoch() if cache is not None else None
+        return latest if latest is not None and latest > 0 else 0
+
     def append(self, records: Buffer, *, assign_offsets: bool = True,
                leader_epoch: Optional[int] = None, origin: Optional[str] = None) -> AppendInfo:
         """Append a buffer of one or more whole batches (any magic).

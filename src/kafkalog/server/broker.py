@@ -212,9 +212,7 @@ class Broker:
         carry it: this node has led every partition since it was created, so its epoch is the
         latest of the partition's ``leader-epoch-checkpoint`` (a directory Kafka wrote may be past
         0), else 0, a new partition's first epoch in Kafka."""
-        cache = log.leader_epoch_cache if log is not None else None
-        latest = cache.latest_epoch() if cache is not None else None
-        return latest if latest is not None and latest > 0 else 0
+        return log.current_leader_epoch() if log is not None else 0
 
     def lead(self, log: Log) -> None:
         """Become the partition's leader as Kafka's ``Partition.makeLeader`` does: its leader epoch
