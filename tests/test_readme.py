@@ -63,7 +63,8 @@ RUN = {("Two commands", "bash"), ("The embedded log", "python"),
        # run with their host and paths replaced by tests/spark: test_cluster.py (a standalone cluster,
        # slow) and test_connect.py (pyspark's Connect server)
        ("Spark on a cluster and through Spark Connect", "bash"),
-       ("Spark on a cluster and through Spark Connect", "python")}
+       ("Spark on a cluster and through Spark Connect", "python"),
+       ("A Kafka broker for your tests", "python")}
 
 
 def test_every_snippet_is_run() -> None:
@@ -261,3 +262,13 @@ def test_the_spark_example_copies_every_record_to_its_partition(tmp_path: Path) 
             want = [(r.key, r.value) for r in src.consume("orders", partition=p)]
             got = [(r.key, r.value) for r in dst.consume("orders_copy", partition=p)]
             assert sorted(got, key=repr) == sorted(want, key=repr), p
+
+
+def test_the_test_broker_example_runs_as_printed(tmp_path: Path) -> None:
+    """README's kafka_broker example, saved as a user's test file and run by pytest in a subprocess
+    with nothing else: the plugin comes from kafkalog's pytest11 entry point."""
+    (tmp_path / "test_example.py").write_text(snippet("A Kafka broker for your tests").code, encoding="utf-8")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_example.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "1 passed" in res.stdout, res.stdout[-3000:]
