@@ -312,6 +312,7 @@ def test_sigkill_of_a_streaming_produce_keeps_what_lingered(tmp_path: Path) -> N
     assert got == [b"v%d" % i for i in range(sent)]
 
 
+@pytest.mark.slow                # two runs of the main job (~60 s); README command 1 runs it once
 @pytest.mark.spark
 def test_the_pipeline_run_twice_reports_this_run_and_what_was_there(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"

@@ -145,6 +145,7 @@ def test_three_members_one_leaving_as_on_kafka(ours: BrokerProcess, kafka44_fast
     assert [len(s[3]) for s in mine[:4]] == [1, 2, 3, 2] and mine[4][0] == "Empty"
 
 
+@pytest.mark.slow                # waits out a session timeout on both brokers (~28 s)
 def test_a_member_killed_leaves_when_its_session_expires_as_on_kafka(
         ours: BrokerProcess, kafka44_fast_groups: kafka44.KafkaBroker) -> None:
     theirs = three_members_one_goes(kafka44_fast_groups.bootstrap, java44(), "crash", crash)

@@ -206,6 +206,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow                # a broker restart on both sides under a live share member (~25 s)
 def test_share_state_survives_a_broker_restart_as_kafka(kafka44_share: kafka44.KafkaBroker,
                                                        tmp_path: Any) -> None:
     def restart_kafka() -> None:

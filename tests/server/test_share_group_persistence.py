@@ -18,6 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
 from tests.server.share_raw import SHARE_SETTINGS, ShareClient
@@ -91,6 +93,7 @@ def _same(theirs: list[Any], mine: list[Any], who: str) -> None:
     assert len(theirs) == len(mine)
 
 
+@pytest.mark.slow                # two SIGKILLed brokers and Kafka 4.4 started on a copy (~40 s)
 def test_share_state_survives_a_restart_and_kafka_adopts_it(tmp_path: Path) -> None:
     kafka44.require()
     kafka = kafka44.KafkaBroker(tmp_path / "kafka", SETTINGS)
