@@ -8,7 +8,6 @@ included."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
 from tests.server.consumer_group_raw import FAST_CONSUMER_GROUPS, RawClient
+from tests.server.side_by_side import assert_same, run_side_by_side
 
 
 @pytest.fixture(scope="module")
@@ -39,38 +39,15 @@ def ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 Scenario = Callable[[RawClient, str], None]
 
 
-def both(kafka: kafka44.KafkaBroker, ours: BrokerProcess, scenario: Scenario) -> list[Any]:
-    """Run ``scenario`` against both brokers at once; the two transcripts, Kafka's first."""
+def both(kafka: kafka44.KafkaBroker, ours: BrokerProcess, scenario: Scenario) -> list[list[Any]]:
+    """Run ``scenario`` against both brokers at once (each client found its coordinator first); the
+    two transcripts, Kafka's first."""
     suffix = uuid.uuid4().hex[:6]
-    results: dict[str, list[Any]] = {}
-    errors: list[BaseException] = []
 
-    def run(name: str, port: int) -> None:
-        c = RawClient(port, f"cg-{suffix}")
-        try:
-            c.find_coordinator()
-            scenario(c, suffix)
-            results[name] = c.transcript
-        except BaseException as e:      # reported below
-            errors.append(AssertionError(f"{name}: {e!r}; transcript so far: {c.transcript}"))
-        finally:
-            c.close()
-
-    threads = [threading.Thread(target=run, args=(n, p)) for n, p in (("kafka", kafka.port), ("kafkalog", ours.port))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    if errors:
-        raise errors[0]
-    return [results["kafka"], results["kafkalog"]]
-
-
-def assert_same(transcripts: list[Any]) -> None:
-    theirs, mine = transcripts
-    for i, (a, b) in enumerate(zip(theirs, mine, strict=False)):
-        assert a == b, f"step {i}: Kafka 4.4 answered {a}, kafkalog {b}"
-    assert len(theirs) == len(mine)
+    def found_then(c: RawClient, sfx: str) -> None:
+        c.find_coordinator()
+        scenario(c, sfx)
+    return run_side_by_side(kafka.port, ours.port, lambda port: (RawClient(port, f"cg-{suffix}"), suffix), found_then)
 
 
 def rebalance(c: RawClient, suffix: str) -> None:

@@ -10,7 +10,6 @@ a group with members."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from confluent_kafka import Producer
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
 from tests.server.share_raw import SHARE_SETTINGS, ShareClient
+from tests.server.side_by_side import assert_same, run_side_by_side
 
 
 @pytest.fixture(scope="module")
@@ -40,37 +40,10 @@ Scenario = Callable[[ShareClient, str], None]
 
 def both(kafka: kafka44.KafkaBroker, ours: BrokerProcess, scenario: Scenario) -> list[list[Any]]:
     """Run ``scenario`` against both brokers at once; the two transcripts, Kafka's first."""
-    results: dict[str, list[Any]] = {}
-    errors: list[BaseException] = []
-
-    def run(name: str, port: int) -> None:
+    def open_client(port: int) -> tuple[ShareClient, str]:
         suffix = uuid.uuid4().hex[:6]
-        c = ShareClient(port, "g" + suffix, suffix)
-        try:
-            scenario(c, suffix)
-            results[name] = c.transcript
-        except BaseException as e:      # reported below
-            errors.append(AssertionError(f"{name}: {e!r}; transcript so far: {c.transcript}"))
-        finally:
-            c.close()
-
-    threads = [threading.Thread(target=run, args=a) for a in (("kafka", kafka.port), ("kafkalog", ours.port))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    if errors:
-        raise errors[0]
-    return [results["kafka"], results["kafkalog"]]
-
-
-def assert_same(transcripts: list[list[Any]]) -> list[Any]:
-    theirs, mine = transcripts
-    for i, (a, b) in enumerate(zip(theirs, mine, strict=False)):
-        assert a == b, (f"step {i}: Kafka 4.4 answered {a}, kafkalog {b}\nKafka 4.4: {theirs[:i]}\n"
-                        f"kafkalog: {mine[:i]}")
-    assert len(theirs) == len(mine)
-    return mine
+        return ShareClient(port, "g" + suffix, suffix), suffix
+    return run_side_by_side(kafka.port, ours.port, open_client, scenario)
 
 
 def members_and_errors(c: ShareClient, sfx: str) -> None:

@@ -11,7 +11,6 @@ and its producer going on after an abort, transactional offsets added by TxnOffs
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import pytest
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
 from tests.server.java_client import JavaUnavailable, classpath
+from tests.server.side_by_side import assert_same, run_side_by_side
 from tests.server.txn_raw import TxnClient
 
 #: both brokers: timed-out transactions aborted within a second
@@ -58,35 +58,7 @@ Scenario = Callable[[TxnClient, str], None]
 def both(kafka: kafka44.KafkaBroker, ours: BrokerProcess, scenario: Scenario) -> list[list[Any]]:
     """Run ``scenario`` against both brokers at once; the two transcripts, Kafka's first."""
     suffix = uuid.uuid4().hex[:6]
-    results: dict[str, list[Any]] = {}
-    errors: list[BaseException] = []
-
-    def run(name: str, port: int) -> None:
-        c = TxnClient(port, suffix)
-        try:
-            scenario(c, suffix)
-            results[name] = c.transcript
-        except BaseException as e:      # reported below
-            errors.append(AssertionError(f"{name}: {e!r}; transcript so far: {c.transcript}"))
-        finally:
-            c.close()
-
-    threads = [threading.Thread(target=run, args=a) for a in (("kafka", kafka.port), ("kafkalog", ours.port))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    if errors:
-        raise errors[0]
-    return [results["kafka"], results["kafkalog"]]
-
-
-def assert_same(transcripts: list[list[Any]]) -> list[Any]:
-    theirs, mine = transcripts
-    for i, (a, b) in enumerate(zip(theirs, mine, strict=False)):
-        assert a == b, f"step {i}: Kafka 4.4 answered {a}, kafkalog {b}"
-    assert len(theirs) == len(mine)
-    return mine
+    return run_side_by_side(kafka.port, ours.port, lambda port: (TxnClient(port, suffix), suffix), scenario)
 
 
 def v2_commit_abort_and_retries(c: TxnClient, sfx: str) -> None:
