@@ -183,6 +183,16 @@ class AbstractIndex(IndexFile):
         self._entries = 0
         self._max_entries = 0
 
+    @classmethod
+    def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> Self:
+        """Open an existing index file read-only (tools); base offset from the file name by default."""
+        if base_offset is None:
+            from kafkalog.log.naming import offset_from_file_name
+            base_offset = offset_from_file_name(os.fspath(path))
+        idx = cls(path, base_offset, -1, writable=False)
+        idx._load()
+        return idx
+
     # --- lazy loading ---------------------------------------------------------------------------
 
     @property

@@ -268,13 +268,3 @@ class OffsetIndex(AbstractIndex):
                 return i
             prev = rel
         return None
-
-    @classmethod
-    def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> OffsetIndex:
-        """Open an existing ``.index`` read-only (tools); base offset from the file name by default."""
-        if base_offset is None:
-            from kafkalog.log.naming import offset_from_file_name
-            base_offset = offset_from_file_name(os.fspath(path))
-        idx = cls(path, base_offset, -1, writable=False)
-        idx._load()
-        return idx

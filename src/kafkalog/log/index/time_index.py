@@ -242,13 +242,3 @@ class TimeIndex(AbstractIndex):
                 return i
             prev_ts, prev_rel = ts, rel
         return None
-
-    @classmethod
-    def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> TimeIndex:
-        """Open an existing ``.timeindex`` read-only (tools)."""
-        if base_offset is None:
-            from kafkalog.log.naming import offset_from_file_name
-            base_offset = offset_from_file_name(os.fspath(path))
-        idx = cls(path, base_offset, -1, writable=False)
-        idx._load()
-        return idx
