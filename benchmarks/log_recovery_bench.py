@@ -12,12 +12,19 @@ Peers (``--peer``, any number; default all of them):
 * ``mmap-crc32c``: one crc32c pass over the whole mapped file (the memory-bandwidth floor);
 * ``python-crc-walk``: per batch ``unpack_from`` of the header and crc32c of attributes..end in
   plain Python over an mmap (``prim_bench.py scan``): what any Python recovery must at least do;
+* ``kafka44``: Apache Kafka 4.4's own recovery of the same segment (``tests/kafka44``, jars in
+  ``~/.m2``; the JVM as in production). Once per case a broker is formatted and a one-partition topic
+  created (``segment.bytes`` above the segment, retention off) and the broker stopped; each run puts
+  the segment (``.log``, ``.index``, ``.timeindex``) into the topic's partition directory with no
+  producer snapshot, removes ``.kafka_cleanshutdown`` (an unclean shutdown; the recovery point is 0),
+  starts the broker and reads its time from Kafka's own log line ``Completed load of Log(...recover-0
+  ...) ... in N ms`` (its ``LogLoader`` must also log ``Recovering unflushed segment 0`` for the
+  partition, and the log end offset must be the segment's); then the broker is killed. Kafka's time
+  is its whole log load (recovery with CRC checks, index rebuild, producer state), as kafkalog's;
+  its resolution is 1 ms.
 * more with :func:`register_peer`: a :class:`Peer` is a name, a line saying what it measures, and
   ``run(case) -> seconds`` given the :class:`Case` (the partition directory holding the one
-  segment, the segment's path, its batches and bytes). Kafka 4.4's own recovery of the segment
-  plugs in here: copy the partition directory into a Kafka data directory without
-  ``.kafka_cleanshutdown`` (an unclean shutdown), start the broker (``tests/kafka44``) and return
-  the log loading time from its log.
+  segment, the segment's path, its batches and bytes).
 
 Cases (``--only``; default all):
 
@@ -41,6 +48,8 @@ import argparse
 import json
 import mmap
 import os
+import re
+import shutil
 import struct
 import sys
 import time
@@ -48,6 +57,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests.kafka44
 import _common as C
 from crc32c import crc32c
 
@@ -203,10 +213,85 @@ def floor_python_walk(case: Case) -> float:
         os.close(fd)
 
 
+class Kafka44Recovery:
+    """Kafka 4.4 recovering the segment after an unclean shutdown (see the module's docstring)."""
+
+    TOPIC = "recover"
+
+    def __init__(self) -> None:
+        self.broker = None
+        self.prepared_for: str | None = None
+        self.workdir: str | None = None
+
+    def _prepare(self, case: Case) -> None:
+        from tests import kafka44
+        try:
+            kafka44.classpath()
+        except kafka44.Kafka44Unavailable as e:
+            raise SystemExit(f"--peer kafka44: Apache Kafka 4.4 is not available: {e}") from None
+        self.close()
+        self.workdir = C.fresh_dir("kafka44-recover-")
+        b = kafka44.KafkaBroker(self.workdir, heap="1g", fast_start=False,
+                                properties={"log.retention.ms": "-1", "log.retention.bytes": "-1"})
+        b.format()
+        b.start()
+        try:
+            kafka44.run_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b.bootstrap,
+                             "--create", "--topic", self.TOPIC, "--partitions", "1",
+                             "--config", f"segment.bytes={max(case.size + C.MiB, 14)}",
+                             "--config", "retention.ms=-1")
+        finally:
+            b.stop()
+        self.broker = b
+        self.prepared_for = case.segment
+
+    def run(self, case: Case) -> float:
+        if self.prepared_for != case.segment:
+            self._prepare(case)
+        b = self.broker
+        pdir = b.log_dir / f"{self.TOPIC}-0"
+        for name in os.listdir(pdir):
+            if name.endswith((".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".deleted")):
+                os.unlink(pdir / name)
+        for name in os.listdir(case.directory):
+            if name.endswith((".log", ".index", ".timeindex")):
+                shutil.copyfile(os.path.join(case.directory, name), pdir / name)
+        (b.log_dir / ".kafka_cleanshutdown").unlink(missing_ok=True)
+        start_at = b.server_log.stat().st_size
+        b.start()
+        try:
+            text = b._log_since(start_at)
+        finally:
+            b.kill()
+        part = f"{self.TOPIC}-0"
+        if not re.search(rf"Recovering unflushed segment 0\b.*? for {part}\.", text):
+            raise SystemExit(f"kafka44: no recovery of {part} in Kafka's log: {text[-3000:]}")
+        m = re.search(rf"Completed load of Log\(dir=[^,]*/{part}, .*?logEndOffset=(\d+)\) with \d+ "
+                      rf"segments, .*? in (\d+)ms", text)
+        if m is None:
+            raise SystemExit(f"kafka44: no 'Completed load' line for {part}: {text[-3000:]}")
+        if int(m.group(1)) != case.batches * case.records_per_batch:
+            raise SystemExit(f"kafka44 recovered to offset {m.group(1)}, not "
+                             f"{case.batches * case.records_per_batch}")
+        return int(m.group(2)) / 1000
+
+    def close(self) -> None:
+        if self.broker is not None:
+            self.broker.kill()
+        if self.workdir:
+            C.rmtree(self.workdir)
+        self.broker = self.prepared_for = self.workdir = None
+
+
+KAFKA44 = Kafka44Recovery()
+
+
 register_peer(Peer("mmap-crc32c", "one crc32c pass over the whole mapped file (the floor)",
                    floor_mmap_crc))
 register_peer(Peer("python-crc-walk", "Python header unpack + crc32c per batch",
                    floor_python_walk))
+register_peer(Peer("kafka44", "Apache Kafka 4.4's log load after an unclean shutdown, from its log",
+                   KAFKA44.run))
 
 
 # --- one case ------------------------------------------------------------------------------------
@@ -260,6 +345,9 @@ def goals(out: dict) -> List[str]:
         if "python-crc-walk" in peers:
             lines.append(f">= {GOAL_OVER_PYTHON_WALK}x the Python CRC walk: "
                          f"{C.verdict(peers['python-crc-walk']['ratio'], GOAL_OVER_PYTHON_WALK)}")
+    if "kafka44" in peers:
+        lines.append(f">= Kafka 4.4's own recovery of the segment: "
+                     f"{C.verdict(peers['kafka44']['ratio'], 1.0)}")
     return lines
 
 
@@ -309,6 +397,7 @@ def main(argv=None) -> int:
         try:
             out = run_case(case, peers, args.repeat)
         finally:
+            KAFKA44.close()
             C.rmtree(case.directory)
         for line in goals(out):
             sys.stderr.write(f"  goal {line}\n")

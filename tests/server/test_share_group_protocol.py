@@ -53,6 +53,8 @@ def members_and_errors(c: ShareClient, sfx: str) -> None:
     c.alter_config({"share.record.lock.duration.ms": "500"})
     c.alter_config({"share.record.lock.duration.ms": "70000"})
     c.alter_config({"share.auto.offset.reset": "sometimes"})
+    c.alter_config({"share.isolation.level": "READ_COMMITTED"})
+    c.alter_config({"share.isolation.level": "committed"})
     c.alter_config({"share.isolation.level": "read_committed", "share.delivery.count.limit": "3"})
     c.alter_config({"no.such.key": "1"})
     c.heartbeat("m1", 0, [t])                   # a new group: epoch 2, nothing assignable yet

@@ -34,6 +34,11 @@ def test_options_validation():
                              "startingOffsets": '{"a":{"0":5,"1":-2}}',
                              "kafka.isolation.level": "read_committed"})
     assert ok.subscribe == ("a", "b") and ok.read_committed
+    assert not parse_read_options({"path": "/d", "subscribe": "a"}).read_committed
+    assert parse_read_options({"path": "/d", "subscribe": "a",
+                               "kafka.isolation.level": "READ_COMMITTED"}).read_committed
+    with pytest.raises(InvalidOptionError, match="'read_uncommitted' or 'read_committed', got 'committed'"):
+        parse_read_options({"path": "/d", "subscribe": "a", "kafka.isolation.level": "committed"})
     assert ok.starting.offsets[("a", 0)] == 5
     with pytest.raises(InvalidOptionError, match="exactly one"):
         parse_read_options({"path": "/d", "subscribe": "a", "assign": '{"a":[0]}'})

@@ -306,7 +306,7 @@ class ShareConsumer:
     def _acquire(self, budget: int) -> list[ShareRecord]:
         self._configs.reload()
         settings = self._configs.settings(self.group_id)
-        committed = settings.isolation_level == "read_committed"
+        committed = settings.isolation_level is IsolationLevel.READ_COMMITTED
         out: list[ShareRecord] = []
         with self._state as data:
             self._send_acks(data)

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.coordinator.share_partition import SharePartitionConfig, parse_duration_ms
-from kafkalog.coordinator.share_partition_manager import READ_COMMITTED, READ_UNCOMMITTED, ShareGroupSettings
+from kafkalog.coordinator.share_partition_manager import ShareGroupSettings
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log import fsutil
+from kafkalog.record.constants import IsolationLevel
 
 __all__ = ["GROUP_CONFIGS_FILE", "GROUP_CONFIG_KEYS", "GroupConfigStore", "ShareGroupBrokerConfig",
            "parse_duration_ms"]
@@ -59,6 +60,8 @@ def _invalid(key: str, raw: Any, why: str) -> InvalidConfigError:
 
 
 #: the group config keys served (Kafka's ``GroupConfig`` share keys) -> (type, at least)
+#: ``share.isolation.level``'s values, as Kafka lists them
+_ISOLATION_NAMES = (IsolationLevel.READ_COMMITTED.config_name, IsolationLevel.READ_UNCOMMITTED.config_name)
 _KEYS: dict[str, tuple[str, int]] = {
     "share.session.timeout.ms": ("int", 1), "share.heartbeat.interval.ms": ("int", 1),
     "share.record.lock.duration.ms": ("int", 1000), "share.delivery.count.limit": ("int", 2),
@@ -85,8 +88,8 @@ def _parse(key: str, raw: Any) -> Any:
             raise _invalid(key, raw, "Expected value to be either true or false")
         return text.lower() == "true"
     if kind == "isolation":
-        if text not in (READ_COMMITTED, READ_UNCOMMITTED):
-            raise _invalid(key, raw, f"String must be one of: {READ_COMMITTED}, {READ_UNCOMMITTED}")
+        if text not in _ISOLATION_NAMES:      # case-sensitive, as Kafka's ValidString
+            raise _invalid(key, raw, f"String must be one of: {', '.join(_ISOLATION_NAMES)}")
         return text
     low = text.lower()
     if low in ("earliest", "latest"):
@@ -127,7 +130,7 @@ def defaults(b: ShareGroupBrokerConfig) -> dict[str, Any]:
             "share.record.lock.duration.ms": b.record_lock_duration_ms,
             "share.delivery.count.limit": b.delivery_count_limit,
             "share.partition.max.record.locks": b.partition_max_record_locks,
-            "share.auto.offset.reset": "latest", "share.isolation.level": READ_UNCOMMITTED,
+            "share.auto.offset.reset": "latest", "share.isolation.level": IsolationLevel.READ_UNCOMMITTED.config_name,
             "share.renew.acknowledge.enable": True,
             "share.assignment.interval.ms": b.assignment_interval_ms}
 
@@ -207,4 +210,5 @@ class GroupConfigStore:
                                  delivery_count_limit=v["share.delivery.count.limit"],
                                  max_record_locks=v["share.partition.max.record.locks"],
                                  renew_enabled=v["share.renew.acknowledge.enable"]),
-            auto_offset_reset=v["share.auto.offset.reset"], isolation_level=v["share.isolation.level"])
+            auto_offset_reset=v["share.auto.offset.reset"],
+            isolation_level=IsolationLevel.of(v["share.isolation.level"]))

@@ -20,11 +20,10 @@ from typing import Any, Protocol
 from kafkalog.coordinator.share_partition import SharePartition, SharePartitionConfig, reset_start_offset
 from kafkalog.coordinator.share_state_store import ShareStateStore
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
+from kafkalog.record.constants import IsolationLevel
 
 __all__ = ["ShareFetchResult", "ShareGroupSettings", "SharePartitionManager"]
 
-READ_COMMITTED = "read_committed"
-READ_UNCOMMITTED = "read_uncommitted"
 _HEAD = struct.Struct(">qi")
 
 
@@ -37,7 +36,7 @@ class ShareGroupSettings:
     #: ``share.auto.offset.reset``: ``latest``, ``earliest`` or ``by_duration:<ISO-8601 duration>``
     auto_offset_reset: str = "latest"
     #: ``share.isolation.level``
-    isolation_level: str = READ_UNCOMMITTED
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
 
 
 class _Manager(Protocol):
@@ -207,15 +206,15 @@ class SharePartitionManager:
             moved = sp.move_start(log_start)
             if moved:
                 changed.setdefault((topic, partition), []).extend(moved)
-            committed = self._settings_of(group).isolation_level == READ_COMMITTED
+            isolation = self._settings_of(group).isolation_level
+            committed = isolation is IsolationLevel.READ_COMMITTED
             offset = min((o for o, r in sp.records.items() if r.state == 0 and o not in settling),
                          default=sp.end_offset + 1)
             bound = lso if committed else hw
             result = ShareFetchResult()
             if offset < bound and max_records > 0:
                 try:
-                    info = log.read(offset, max(max_bytes, 1), isolation=READ_COMMITTED if committed
-                                    else READ_UNCOMMITTED)
+                    info = log.read(offset, max(max_bytes, 1), isolation=isolation)
                 except OffsetOutOfRangeError:
                     info = None
                 if info is not None:

@@ -4,7 +4,7 @@ this table; the ranges run from Kafka 4's floors (KIP-896) to what kio and the c
 from __future__ import annotations
 
 from kafkalog.server.api_versions import ADVERTISED_MIN_VERSION, handle_api_versions
-from kafkalog.server.configs import (
+from kafkalog.server.config_admin import (
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,

@@ -11,7 +11,7 @@ from kafkalog.errors import InvalidTopicError, KafkalogError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server import error_codes
-from kafkalog.server.configs import topic_config_entries
+from kafkalog.server.config_admin import topic_config_entries
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.handler import INTERNAL_TOPICS
 from kafkalog.server.protocol import Request

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kafkalog.errors import InvalidConfigError, InvalidOptionError
 from kafkalog.log.fsutil import local_path, refuse_remote_write
-from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES
+from kafkalog.record.constants import PRODUCER_COMPRESSION_TYPES, IsolationLevel
 from kafkalog.spark.log_view import configure_tiered
 from kafkalog.tiered.filesystem import FS_OPTIONS, files_for
 from kafkalog.tiered.remote_segments import RemoteStorage, remote_storage_from_options
@@ -367,11 +367,13 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     if strategy not in ("error", "latest"):
         raise InvalidOptionError("option 'startingOffsetsByTimestampStrategy' must be 'error' or "
                                  f"'latest', got {strategy!r}")
-    isolation = (_get(opts, "kafka.isolation.level") or _get(opts, "isolation.level")
-                 or "read_uncommitted").lower()
-    if isolation not in ("read_committed", "read_uncommitted"):
-        raise InvalidOptionError("option 'kafka.isolation.level' must be 'read_committed' or "
-                                 f"'read_uncommitted', got {isolation!r}")
+    isolation_name = _get(opts, "kafka.isolation.level") or _get(opts, "isolation.level")
+    try:
+        isolation = IsolationLevel.of(isolation_name or IsolationLevel.READ_UNCOMMITTED)
+    except ValueError:
+        names = " or ".join(f"'{level.config_name}'" for level in IsolationLevel)
+        raise InvalidOptionError(f"option 'kafka.isolation.level' must be {names}, "
+                                 f"got {isolation_name!r}") from None
     if not streaming:
         check_offset_limits(starting, ending)
     min_partitions = _int(opts, "minPartitions", minimum=1)
@@ -397,7 +399,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         min_partitions=min_partitions, max_offsets_per_trigger=max_per_trigger,
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_headers=_bool(opts, "includeHeaders", False),
-        read_committed=isolation == "read_committed", max_records_per_batch=batch_rows,
+        read_committed=isolation is IsolationLevel.READ_COMMITTED, max_records_per_batch=batch_rows,
         max_records_per_partition=_int(opts, "maxRecordsPerPartition", minimum=1),
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=DEFAULT_MAX_TRIGGER_DELAY_MS if delay is None else delay,
