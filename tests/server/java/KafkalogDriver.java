@@ -48,7 +48,20 @@ public class KafkalogDriver {
             String t = prefix + "-admin";
             admin.createTopics(List.of(new NewTopic(t, 3, (short) 1)
                     .configs(Map.of("retention.ms", "7200000")))).all().get();
-            TopicDescription d = admin.describeTopics(List.of(t)).allTopicNames().get().get(t);
+            // a new topic is eventually visible on Kafka too (the broker's metadata cache catches up
+            // with the controller; on a loaded machine describeTopics can still answer
+            // UNKNOWN_TOPIC_OR_PARTITION): wait for it, as Kafka's own tests do (waitForTopicCreated)
+            TopicDescription d = null;
+            long visibleBy = System.currentTimeMillis() + 30_000;
+            while (d == null) {
+                try {
+                    d = admin.describeTopics(List.of(t)).allTopicNames().get().get(t);
+                } catch (java.util.concurrent.ExecutionException e) {
+                    if (!(e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException)
+                            || System.currentTimeMillis() > visibleBy) throw e;
+                    Thread.sleep(100);
+                }
+            }
             check(d.partitions().size() == 3, "3 partitions");
             check(!d.topicId().toString().equals("AAAAAAAAAAAAAAAAAAAAAA"), "real topic id");
             var res = new org.apache.kafka.common.config.ConfigResource(
