@@ -21,11 +21,19 @@ if not plugin.installed():
     pytest_plugins = [plugin.PLUGIN]
 
 
+def _module_configs(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The broker keys a test module sets for both brokers of its pair, in its ``PAIR_CONFIGS``
+    (Kafka's keys, which ``kafkalog serve --config`` takes too); none by default."""
+    return dict(getattr(request.module, "PAIR_CONFIGS", {}))
+
+
 @pytest.fixture(scope="module")
-def kafka44_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.KafkaBroker]:
-    """One Kafka 4.4 broker per test module, formatted fresh, always stopped (topics are per test)."""
+def kafka44_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[kafka44.KafkaBroker]:
+    """One Kafka 4.4 broker per test module, formatted fresh, always stopped (topics are per test),
+    with the module's ``PAIR_CONFIGS``."""
     kafka44.require()
-    broker = kafka44.KafkaBroker(tmp_path_factory.mktemp("kafka44"))
+    broker = kafka44.KafkaBroker(tmp_path_factory.mktemp("kafka44"), _module_configs(request))
     broker.format()
     broker.start()
     try:
@@ -36,14 +44,15 @@ def kafka44_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44
 
 
 @pytest.fixture(scope="module")
-def kafka_pair(kafka44_broker: kafka44.KafkaBroker, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[tuple[kafka44.KafkaBroker, BrokerProcess]]:
+def kafka_pair(request: pytest.FixtureRequest, kafka44_broker: kafka44.KafkaBroker,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[kafka44.KafkaBroker, BrokerProcess]]:
     """Apache Kafka 4.4 and ``kafkalog serve`` side by side, one pair per test module (issue 25),
     kafkalog configured as the Kafka fixture is (node 1, no initial rebalance delay, num.partitions
-    given)."""
+    given, the module's ``PAIR_CONFIGS``)."""
     d = str(tmp_path_factory.mktemp("pair") / "data")
+    extra = [f"{k}={v}" for k, v in _module_configs(request).items()]
     ours = BrokerProcess(d, configs=[f"node.id={PAIR_NODE}", "group.initial.rebalance.delay.ms=0",
-                                     "num.partitions=1"]).start()
+                                     "num.partitions=1", *extra]).start()
     try:
         yield kafka44_broker, ours
     finally:

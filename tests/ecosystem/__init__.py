@@ -93,13 +93,21 @@ class ToolSession:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      text=True, start_new_session=True)
 
-    def run(self, tool: str, *args: str, stdin: str = "", label: str | None = None) -> dict[str, Any]:
-        """``tool`` (``kafka-topics``, or a class name) with ``args``; its exit status, stdout and stderr."""
+    def run(self, tool: str, *args: str, stdin: str = "", label: str | None = None,
+            timeout: float = 600) -> dict[str, Any]:
+        """``tool`` (``kafka-topics``, or a class name) with ``args``; its exit status, stdout and stderr.
+        A tool of its own JVM still running after ``timeout`` seconds is killed: its exit status is
+        then ``"killed after N s"``, with what it printed until then."""
         if tool in OWN_JVM:
             cmd = kafka44.java_command(TOOL_CLASSES[tool], *args, cp=tools_classpath(), jvm_args=self.jvm_args)
-            r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=600)
-            return {"label": label or f"{tool} {' '.join(args)}", "exit": r.returncode, "stdout": r.stdout,
-                    "stderr": r.stderr}
+            name = label or f"{tool} {' '.join(args)}"
+            try:
+                r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired as e:     # its output so far is bytes, even with text=True
+                out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                            for x in (e.stdout, e.stderr))
+                return {"label": name, "exit": f"killed after {timeout:g} s", "stdout": out, "stderr": err}
+            return {"label": name, "exit": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
         assert self.proc.stdin is not None and self.proc.stdout is not None
         step = {"label": label or f"{tool} {' '.join(args)}", "main": TOOL_CLASSES.get(tool, tool),
                 "args": list(args), "stdin": stdin}
