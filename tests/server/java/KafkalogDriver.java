@@ -48,20 +48,7 @@ public class KafkalogDriver {
             String t = prefix + "-admin";
             admin.createTopics(List.of(new NewTopic(t, 3, (short) 1)
                     .configs(Map.of("retention.ms", "7200000")))).all().get();
-            // a new topic is eventually visible on Kafka too (the broker's metadata cache catches up
-            // with the controller; on a loaded machine describeTopics can still answer
-            // UNKNOWN_TOPIC_OR_PARTITION): wait for it, as Kafka's own tests do (waitForTopicCreated)
-            TopicDescription d = null;
-            long visibleBy = System.currentTimeMillis() + 30_000;
-            while (d == null) {
-                try {
-                    d = admin.describeTopics(List.of(t)).allTopicNames().get().get(t);
-                } catch (java.util.concurrent.ExecutionException e) {
-                    if (!(e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException)
-                            || System.currentTimeMillis() > visibleBy) throw e;
-                    Thread.sleep(100);
-                }
-            }
+            TopicDescription d = awaitTopic(admin, t);
             check(d.partitions().size() == 3, "3 partitions");
             check(!d.topicId().toString().equals("AAAAAAAAAAAAAAAAAAAAAA"), "real topic id");
             var res = new org.apache.kafka.common.config.ConfigResource(
@@ -82,6 +69,7 @@ public class KafkalogDriver {
             String topic = prefix + "-" + codec;
             try (Admin admin = Admin.create(common)) {
                 admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get();
+                awaitTopic(admin, topic);
             }
             Properties pp = new Properties();
             pp.putAll(common);
@@ -273,5 +261,24 @@ public class KafkalogDriver {
         check(all.contains("fencer") && !all.contains("fenced") && !all.contains("fenced-open"),
                 "only the fencer's transaction is visible");
         System.out.println("fence ok");
+    }
+
+    /** A topic just created, once the broker describes it: on Kafka the broker's metadata cache
+     *  catches up with the controller (on a loaded machine describeTopics can still answer
+     *  UNKNOWN_TOPIC_OR_PARTITION, and a producer can reach a partition before its log exists), so
+     *  wait for it, as Kafka's own tests do (waitForTopicCreated). */
+    static TopicDescription awaitTopic(Admin admin, String t) throws Exception {
+        long visibleBy = System.currentTimeMillis() + 30_000;
+        while (true) {
+            try {
+                TopicDescription d = admin.describeTopics(List.of(t)).allTopicNames().get().get(t);
+                if (d.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty())
+                        || System.currentTimeMillis() > visibleBy) return d;
+            } catch (java.util.concurrent.ExecutionException e) {
+                if (!(e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException)
+                        || System.currentTimeMillis() > visibleBy) throw e;
+            }
+            Thread.sleep(100);
+        }
     }
 }
