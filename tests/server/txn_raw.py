@@ -176,10 +176,11 @@ class TxnClient:
         self.note("OffsetFetch", out)
         return {p: o for p, (o, _e) in out.items()}
 
-    def batches(self, topic: str, partition: int) -> list[tuple[Any, ...]]:
-        """The batches of ``topic``-``partition`` from offset 0 (read_uncommitted): (offset,
-        producer label, epoch, "COMMIT"/"ABORT" or the number of records), written down."""
-        for _ in range(100):        # Kafka writes the markers after it answers EndTxn: until stable
+    def stable(self, topic: str, partition: int) -> Any:
+        """Fetch ``topic``-``partition`` from offset 0 until its last stable offset is its high
+        watermark (Kafka writes a transaction's markers after it answers EndTxn; until then its
+        partitions still hold the transaction open): the partition's Fetch answer."""
+        for _ in range(100):
             self.correlation += 1
             self.sock.sendall(fetch_frame(12, self.correlation, [(topic, [(partition, 0, 1 << 20)])]))
             frame = recv_frame(self.sock)
@@ -188,6 +189,13 @@ class TxnClient:
             if part.last_stable_offset == part.high_watermark:
                 break
             time.sleep(0.1)
+        return part
+
+    def batches(self, topic: str, partition: int) -> list[tuple[Any, ...]]:
+        """The batches of ``topic``-``partition`` from offset 0 (read_uncommitted): (offset,
+        producer label, epoch, "COMMIT"/"ABORT" or the number of records), written down, once the
+        partition is :meth:`stable`."""
+        part = self.stable(topic, partition)
         data = bytes(part.records or b"")
         out: list[tuple[Any, ...]] = []
         pos = 0
