@@ -59,9 +59,9 @@ def _invalid(key: str, raw: Any, why: str) -> InvalidConfigError:
     return InvalidConfigError(f"Invalid value {raw} for configuration {key}: {why}")
 
 
-#: the group config keys served (Kafka's ``GroupConfig`` share keys) -> (type, at least)
 #: ``share.isolation.level``'s values, as Kafka lists them
 _ISOLATION_NAMES = (IsolationLevel.READ_COMMITTED.config_name, IsolationLevel.READ_UNCOMMITTED.config_name)
+#: the group config keys served (Kafka's ``GroupConfig`` share keys) -> (type, at least)
 _KEYS: dict[str, tuple[str, int]] = {
     "share.session.timeout.ms": ("int", 1), "share.heartbeat.interval.ms": ("int", 1),
     "share.record.lock.duration.ms": ("int", 1000), "share.delivery.count.limit": ("int", 2),
