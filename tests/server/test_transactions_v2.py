@@ -69,8 +69,11 @@ def v2_commit_abort_and_retries(c: TxnClient, sfx: str) -> None:
     c.produce(tid, pid, e0, t, 0, b"a")                # partitions join by being written to
     c.produce(tid, pid, e0, t, 1, b"b")
     _e, pid, e1 = c.end_txn(tid, pid, e0, True)        # bumped
+    c.stable(t, 0)                                     # Kafka's markers written (else its answer
+    c.stable(t, 1)                                     # races: CONCURRENT_TRANSACTIONS meanwhile)
     c.produce(tid, pid, e1, t, 0, b"c")
     _e, pid, e2 = c.end_txn(tid, pid, e1, False)
+    c.stable(t, 0)
     c.end_txn(tid, pid, e1, False)                     # a retry of the abort: same answer
     c.end_txn(tid, pid, e1, True)                      # the other way: INVALID_TXN_STATE
     c.end_txn(tid, pid, e2, True)                      # nothing to commit
@@ -80,6 +83,7 @@ def v2_commit_abort_and_retries(c: TxnClient, sfx: str) -> None:
     c.end_txn(tid, pid + 1000, e2, True)               # another producer id
     c.produce(tid, pid, e2 + 1, t, 0, b"d")
     c.end_txn(tid, pid, e2 + 1, True, version=4)       # a v1 end of the transaction: no bump
+    c.stable(t, 0)
     c.end_txn(tid, pid, e2 + 1, True, version=4)       # and its retry
     c.batches(t, 0)
     c.batches(t, 1)
