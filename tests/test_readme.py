@@ -76,7 +76,7 @@ def test_the_two_commands() -> None:
     one installed): the first runs the main job (run by tests/cli/test_careless_paths.py's
     pipeline test), .ci/run runs exactly the second."""
     lines = [ln for ln in snippet("Two commands").code.splitlines() if ln and not ln.startswith("#")]
-    second = "python3 -m pip install -e '.[all]' && python3 -m pytest -n 3 --dist loadfile"
+    second = "python3 -m pip install -e '.[all]' && python3 -m pytest -n 4 --dist loadfile"
     assert lines == ["python3 -m pip install -e '.[all]' && python3 examples/pipeline.py", second]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert second.replace("pip install -e", "pip install -q -e") in [ln.strip() for ln in ci]

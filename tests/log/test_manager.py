@@ -86,6 +86,21 @@ def test_lock_held_against_second_manager_and_process(tmp_path):
     LogManager(d, background=False).close()
 
 
+def test_the_lock_is_kafkas_record_lock_alone(tmp_path):
+    """``.lock`` carries one POSIX record lock, the kind Kafka's FileChannel.tryLock takes (so each
+    keeps the other out: tests/kafka44/test_oracle_broker.py), and no flock: a record lock is gone
+    when its process's descriptors close, before a killed owner can be reaped, while an flock's
+    release was seen deferred past waitpid (a restart straight after a SIGKILL refused, about one
+    early kill in 100)."""
+    d = tmp_path / "data"
+    with LogManager(d, background=False):
+        inode = os.stat(d / ".lock").st_ino
+        mine = [ln.split() for ln in open("/proc/locks").read().splitlines()
+                if ln.split()[5].endswith(f":{inode}")]
+        assert [(f[1], f[3], f[4]) for f in mine] == [("POSIX", "WRITE", str(os.getpid()))], mine
+    assert not [ln for ln in open("/proc/locks").read().splitlines() if ln.split()[5].endswith(f":{inode}")]
+
+
 def test_delete_topic_renames_then_removes(tmp_path):
     d = tmp_path / "data"
     with LogManager(d, {"log.segment.delete.delay.ms": 3_600_000}, background=True) as m:

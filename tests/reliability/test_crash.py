@@ -46,3 +46,17 @@ def test_crash_restart_long():
     with tempfile.TemporaryDirectory() as d:
         state = run_cycles(os.path.join(d, "data"), n, seed=int(os.environ.get("KAFKALOG_SEED", "1")))
     assert state.cycles == n
+
+
+def test_a_kill_inside_retention_leaves_every_log_start_offset_unbounded(tmp_path):
+    """A kill between a retention pass's start and its report may have moved any partition's log
+    start offset, one with no acknowledged record yet too (a CI run failed on exactly that: the
+    writer appended to ('d', 0) without a flush, retention deleted its first segment, the kill came
+    before the report)."""
+    from .crash import _read_acks
+    state = CrashState(str(tmp_path / "data"))
+    acks = tmp_path / "acks.txt"
+    acks.write_text("A d 1 0 - v|\nRB\n")
+    assert _read_acks(state, str(acks)) is None
+    acks.write_text("A d 1 0 - v|\nRB\nL d 0 14\nL d 1 0\n")
+    assert _read_acks(state, str(acks)) == {("d", 0): 14, ("d", 1): 0}

@@ -390,8 +390,8 @@ def _confluent(properties: dict[str, str]) -> MemberFactory:
 
 def _mixed(name: str, bootstrap: str, topic: str, group: str) -> Member:
     """Members of different clients in one group (their common assignor: range), by the last letter
-    of the name: a = Java 4.3.0, b = kafka-python, c = confluent-kafka."""
-    clients: dict[str, MemberFactory] = {"a": _java("4.3.0"), "b": KafkaPythonMember, "c": ConfluentMember}
+    of the name: a = Java 4.4.0, b = kafka-python, c = confluent-kafka."""
+    clients: dict[str, MemberFactory] = {"a": _java("4.4.0"), "b": KafkaPythonMember, "c": ConfluentMember}
     return clients[name[-1]](name, bootstrap, topic, group)
 
 

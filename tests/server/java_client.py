@@ -148,6 +148,16 @@ def compile_java(sources: list[str], label: str, classpath: list[str] | None = N
 MAVEN_CLIENTS = ("4.4.0",)
 #: every client version the tests drive
 VERSIONS: list[str] = sorted([*CLIENTS, *MAVEN_CLIENTS])
+#: the versions a default run drives: the oldest (the classic group protocol by default, the
+#: oldest request versions) and the newest; a flow with a version between them is the same flow
+#: again, run with ``-m slow``
+DEFAULT_VERSIONS = frozenset({VERSIONS[0], VERSIONS[-1]})
+
+
+def by_version(version: str, *values: object) -> object:
+    """``values`` (the version alone by default) as one test parameter set, marked ``slow`` unless
+    ``version`` is a default one."""
+    return pytest.param(*(values or (version,)), marks=() if version in DEFAULT_VERSIONS else pytest.mark.slow)
 
 
 def classpath(version: str) -> str:

@@ -26,7 +26,7 @@ from tests import kafka44
 from tests.server import differential as d
 from tests.server import node_client
 from tests.server.broker_process import BrokerProcess
-from tests.server.java_client import VERSIONS, JavaUnavailable, run_driver
+from tests.server.java_client import VERSIONS, JavaUnavailable, by_version, run_driver
 from tests.server.java_client import classpath as java_classpath
 
 Pair = tuple[kafka44.KafkaBroker, BrokerProcess]
@@ -361,7 +361,7 @@ def test_python_client_flows(kafka_pair: Pair, client: str) -> None:
 _DRIVER_STEP = re.compile(r"^(admin|codec|txn|eos|fenced|fence) ")
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", [by_version(v) for v in VERSIONS])
 def test_java_client_flows(kafka_pair: Pair, version: str) -> None:
     """The Java driver (admin, idempotent produce with every codec read back; with 4.4.0 the
     transaction steps too) prints the same steps against both brokers."""
@@ -386,10 +386,11 @@ def test_java_client_flows(kafka_pair: Pair, version: str) -> None:
 
 def test_every_listed_client_difference_still_occurs() -> None:
     """Runs last (file order): a ``client ...`` row of the table whose flow ran but showed no such
-    difference is stale."""
+    difference is stale (today the table has none: every client flow agrees with Kafka 4.4 after
+    normalisation, and a row added without a difference behind it fails here)."""
     rows = [a for a in d.allowed_differences() if a.case.startswith("client ")]
     ran = [a for a in rows if any(d.glob_pattern(a.case).fullmatch(label) for label in RAN)]
-    if not ran:
+    if rows and not ran:
         pytest.skip("no flow a client row is about ran in this process")
     stale = [a for a in ran if a not in USED]
     assert not stale, "client rows of docs/kafka-compatibility.md no flow shows: " + "; ".join(

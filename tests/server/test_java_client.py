@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from tests.server.broker_process import BrokerProcess
-from tests.server.java_client import VERSIONS, driver_output
+from tests.server.java_client import VERSIONS, by_version, driver_output
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", [by_version(v) for v in VERSIONS])
 def test_java_client(broker: BrokerProcess, version: str) -> None:
     lines = driver_output(version, broker.bootstrap, "java-" + version.replace(".", ""), 150)
     assert "admin ok" in lines

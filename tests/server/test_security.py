@@ -23,6 +23,7 @@ import pytest
 
 from kafkalog.server.sasl_credentials import scram_credential
 from tests.server.broker_process import BrokerProcess, lines_about, watch_log
+from tests.server.java_client import DEFAULT_VERSIONS, VERSIONS, by_version
 from tests.server.raw import api_versions_v0, captured_requests, connect, recv_frame
 
 USERS = {"alice": "alice-secret"}
@@ -298,9 +299,16 @@ def _java_properties(b: BrokerProcess, pki: Pki, listener: str, mech: str | None
     return props
 
 
-@pytest.mark.parametrize("version,listener,mech", [
-    ("4.3.0", "SSL", None), ("4.3.0", "SASL_PLAINTEXT", "SCRAM-SHA-256"), ("4.3.0", "SASL_SSL", "PLAIN"),
-    ("4.3.0", "SASL_SSL", "SCRAM-SHA-512"), ("3.9.1", "SASL_SSL", "SCRAM-SHA-512")])
+#: every listener and mechanism once with the newest or the oldest client, all with the one between
+#: (``-m slow``)
+_JAVA_SECURITY = [("4.4.0", "SSL", None), ("3.9.1", "SASL_PLAINTEXT", "SCRAM-SHA-256"),
+                  ("3.9.1", "SASL_SSL", "PLAIN"), ("4.4.0", "SASL_SSL", "SCRAM-SHA-512"),
+                  *((v, listener, mech) for v in VERSIONS if v not in DEFAULT_VERSIONS
+                    for listener, mech in (("SSL", None), ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
+                                           ("SASL_SSL", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-512")))]
+
+
+@pytest.mark.parametrize("version,listener,mech", [by_version(c[0], *c) for c in _JAVA_SECURITY])
 def test_java_client(secure: BrokerProcess, pki: Pki, version: str, listener: str, mech: str | None) -> None:
     from tests.server.java_client import JavaUnavailable, classpath, run_driver
     try:

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalog.record.builder import build_batch
 from tests.server.broker_process import BrokerProcess
-from tests.server.java_client import CLIENTS, driver_output
+from tests.server.java_client import VERSIONS, by_version, driver_output
 from tests.server.raw import connect, recv_frame
 
 N = 40
@@ -112,7 +112,7 @@ def test_confluent_kafka_fencing(broker: BrokerProcess) -> None:
 
 # --- the Java client ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("version", sorted(CLIENTS))
+@pytest.mark.parametrize("version", [by_version(v) for v in VERSIONS])
 def test_java_client_transactions(broker: BrokerProcess, version: str) -> None:
     lines = driver_output(version, broker.bootstrap, "jtxn-" + version.replace(".", ""), N, mode="txn")
     assert f"txn ok {N}" in lines

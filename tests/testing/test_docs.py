@@ -35,13 +35,23 @@ def examples() -> dict[str, str]:
 IN_BOTH_MODES = ("test_fail_retries.py", "test_delay_timeouts.py", "test_drop_idempotence.py",
                  "test_hold_acknowledgement.py", "test_rebalance.py", "test_transaction_timeout.py",
                  "test_restart.py", "test_full_disk.py")
+#: run with ``-m slow``: the process-mode runs of faults that cross the boundary as the default ones
+#: do (a rule sent, matched and applied in the broker's process: fail, hold and full disk show it,
+#: restart is its own path), and the Spark example (a JVM of its own for what
+#: tests/spark/test_kafka_connector.py runs against ``kafkalog serve`` in every run)
+SLOW = {("test_delay_timeouts.py", "process"), ("test_drop_idempotence.py", "process"),
+        ("test_rebalance.py", "process"), ("test_transaction_timeout.py", "process"),
+        ("test_spark_kafka_source.py", None)}
 
 
 def _params() -> list[object]:
     marks = {"test_spark_kafka_source.py": [pytest.mark.spark], "test_java_client.py": [pytest.mark.kafka]}
-    out = [pytest.param(name, None, marks=marks.get(name, []), id=name[:-3]) for name in examples()]
-    out += [pytest.param(name, "process", id=f"{name[:-3]}-process") for name in IN_BOTH_MODES]
-    return out
+
+    def param(name: str, mode: str | None) -> object:
+        slow = [pytest.mark.slow] if (name, mode) in SLOW else []
+        return pytest.param(name, mode, marks=marks.get(name, []) + slow,
+                            id=name[:-3] + ("-process" if mode else ""))
+    return [param(name, None) for name in examples()] + [param(name, "process") for name in IN_BOTH_MODES]
 
 
 def _environment(name: str) -> dict[str, str]:

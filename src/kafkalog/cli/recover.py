@@ -124,8 +124,8 @@ def _refuse_if_locked(data_dir: str) -> None:
     if not os.path.exists(lock):
         return
     fd = os.open(lock, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:                                  # a shared record lock: refused while kafkalog or Kafka holds it
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
         raise LogDirError("the data directory is in use (its .lock is held)", file=lock) from None
     finally:
@@ -240,8 +240,8 @@ def _recover_partition(target: Target) -> Any:
     fd = -1
     if os.path.exists(lock):
         fd = os.open(lock, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:                              # the record lock kafkalog and Kafka take (LogManager)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             raise LogDirError("the data directory is in use (its .lock is held)", file=lock) from None

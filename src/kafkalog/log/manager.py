@@ -1,8 +1,9 @@
 """``LogManager``: one Kafka data directory (one ``log.dirs`` entry) of many partitions (Kafka's
 ``LogManager``; spec §3.1, §3.3, §3.7, §3.8, §4.8, §4.10).
 
-Opening: lock ``.lock`` (``flock`` + POSIX ``lockf``, so another kafkalog process, another
-``LogManager`` in this process and a Kafka broker are all kept out), create ``meta.properties`` when
+Opening: lock ``.lock`` (a POSIX record lock, ``lockf``, the one Kafka's ``FileChannel.tryLock``
+takes, so another kafkalog process and a Kafka broker are kept out; another ``LogManager`` of this
+process by a registry, since record locks do not exclude their own process), create ``meta.properties`` when
 missing, delete ``.kafka_cleanshutdown`` (present -> had clean shutdown: no recovery scan), read
 ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (unreadable -> empty, with
 a warning, as Kafka does), finish the deletion of ``-delete`` directories, skip ``-future`` and
@@ -276,7 +277,10 @@ class LogManager:
             except OSError as e:
                 raise fsutil.io_error(e, path, "open") from e
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                # A record lock only, as Kafka: it is dropped when its process's descriptor closes,
+                # at exit too, before the process can be reaped. An flock beside it outlived a
+                # SIGKILLed owner now and then (about one kill in 100 here, its release deferred past
+                # waitpid), refusing a restart straight after a crash.
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
@@ -292,7 +296,6 @@ class LogManager:
             if self._lock_fd >= 0:
                 try:
                     fcntl.lockf(self._lock_fd, fcntl.LOCK_UN)
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                 except OSError:
                     pass
                 os.close(self._lock_fd)
