@@ -260,7 +260,7 @@ class Kafka44Recovery:
         start_at = b.server_log.stat().st_size
         b.start()
         try:
-            text = b._log_since(start_at)
+            text = b.log_since(start_at)
         finally:
             b.kill()
         part = f"{self.TOPIC}-0"

@@ -216,7 +216,7 @@ class KafkaBroker:
         with open(self.workdir / "stdout", "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
-        while READY_LINE not in self._log_since(start_at):
+        while READY_LINE not in self.log_since(start_at):
             if self.proc.poll() is not None:
                 raise Kafka44Error(f"Kafka 4.4 exited {self.proc.returncode} while starting: {self.log_tail()}")
             if time.monotonic() > deadline:
@@ -225,7 +225,9 @@ class KafkaBroker:
             time.sleep(0.1)
         return self
 
-    def _log_since(self, position: int) -> str:
+    def log_since(self, position: int) -> str:
+        """What the broker logged from byte ``position`` of its ``server.log`` (a size taken before a
+        start: that start's lines)."""
         try:
             with open(self.server_log, encoding="utf-8", errors="replace") as f:
                 f.seek(position)
@@ -235,10 +237,10 @@ class KafkaBroker:
 
     def log_text(self) -> str:
         """Everything the broker logged (its ``server.log``), all starts."""
-        return self._log_since(0)
+        return self.log_since(0)
 
     def log_tail(self, chars: int = 4000) -> str:
-        text = self._log_since(0)
+        text = self.log_since(0)
         stdout = self.workdir / "stdout"
         if stdout.exists():
             text += stdout.read_text(errors="replace")

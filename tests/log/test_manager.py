@@ -201,3 +201,23 @@ def test_create_topic_writes_partition_metadata_in_every_partition(tmp_path):
             m.topic_id("missing")
     with LogManager(d, background=False) as m:
         assert m.topic_id("orders") == tid
+
+
+def test_recover_in_the_process_holding_the_directory_is_refused_and_keeps_the_lock(tmp_path):
+    """A record lock does not exclude its own process, and closing a descriptor of ``.lock`` would
+    drop it: ``kafkalog recover`` run inside the process whose LogManager holds the directory is
+    refused by the registry, and the lock is still held against another process afterwards."""
+    from click.testing import CliRunner
+
+    from kafkalog.cli.recover import recover
+    d = tmp_path / "data"
+    with LogManager(d, background=False) as m:
+        m.create_topic("t", 1)
+        for args in (["--dry-run", str(d)], [str(d)], [str(d / "t-0")]):
+            r = CliRunner().invoke(recover, args)
+            assert r.exit_code == 2 and "in use (its .lock is held)" in r.output, (args, r.output)
+        code = ("import sys\nfrom kafkalog.log.manager import LogManager\n"
+                "from kafkalog.errors import LogDirError\n"
+                "try:\n    LogManager(sys.argv[1], background=False)\nexcept LogDirError:\n"
+                "    sys.exit(3)\nsys.exit(0)\n")
+        assert subprocess.run([sys.executable, "-c", code, str(d)], timeout=120).returncode == 3

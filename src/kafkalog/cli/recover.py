@@ -41,6 +41,7 @@ from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
+from kafkalog.log.manager import locked_in_this_process
 from kafkalog.log.naming import (
     IGNORED_DIRS,
     LOCK_FILE,
@@ -121,6 +122,8 @@ def _refuse_if_locked(data_dir: str) -> None:
     """A dry run takes no lock, but a directory in use is refused: its active segments change
     under the scan."""
     lock = os.path.join(data_dir, LOCK_FILE)
+    if locked_in_this_process(data_dir):
+        raise LogDirError("the data directory is in use (its .lock is held)", file=lock)
     if not os.path.exists(lock):
         return
     fd = os.open(lock, os.O_RDONLY)
@@ -238,6 +241,8 @@ def _recover_partition(target: Target) -> Any:
     parent = os.path.dirname(target.path)
     lock = os.path.join(parent, LOCK_FILE)
     fd = -1
+    if locked_in_this_process(parent):
+        raise LogDirError("the data directory is in use (its .lock is held)", file=lock)
     if os.path.exists(lock):
         fd = os.open(lock, os.O_RDWR)
         try:                              # the record lock kafkalog and Kafka take (LogManager)

@@ -3,11 +3,13 @@
 
 Opening: lock ``.lock`` (a POSIX record lock, ``lockf``, the one Kafka's ``FileChannel.tryLock``
 takes, so another kafkalog process and a Kafka broker are kept out; another ``LogManager`` of this
-process by a registry, since record locks do not exclude their own process), create ``meta.properties`` when
-missing, delete ``.kafka_cleanshutdown`` (present -> had clean shutdown: no recovery scan), read
-``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (unreadable -> empty, with
-a warning, as Kafka does), finish the deletion of ``-delete`` directories, skip ``-future`` and
-``-stray`` ones, and open every ``<topic>-<partition>`` directory with the loader.
+process by a registry, :func:`locked_in_this_process`, since record locks do not exclude their own
+process, and closing any descriptor of ``.lock`` in it would drop the lock), create
+``meta.properties`` when missing, delete ``.kafka_cleanshutdown`` (present -> had clean shutdown: no
+recovery scan), read ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``
+(unreadable -> empty, with a warning, as Kafka does), finish the deletion of ``-delete``
+directories, skip ``-future`` and ``-stray`` ones, and open every ``<topic>-<partition>`` directory
+with the loader.
 
 Topic configuration: Kafka keeps topic configs in its metadata log (KRaft) or ZooKeeper, not in the
 data directory. kafkalog persists each topic's overrides in the data directory, atomically, as a
@@ -105,6 +107,13 @@ ProgressCallback = Callable[[int, int, str], None]
 # and closing any fd of the file would drop them, so the process keeps its own registry).
 _LOCKED: Dict[str, LogManager] = {}
 _LOCKED_GUARD = threading.Lock()
+
+
+def locked_in_this_process(data_dir: str) -> bool:
+    """Whether a LogManager of this process holds ``data_dir``'s ``.lock``: a record lock does not
+    exclude its own process, so whoever would probe ``.lock`` here asks this first."""
+    with _LOCKED_GUARD:
+        return os.path.realpath(data_dir) in _LOCKED
 
 
 # --- offset checkpoint files (spec §3.3; kafkalog.log.checkpoint) ------------------------------------
