@@ -301,6 +301,22 @@ def s_list_offsets(c: d.Conn) -> None:
             ask(f"ListOffsets v{v}: read_committed latest", v, [-1], isolation=1)
 
 
+#: OffsetCommit and OffsetFetch v10 name topics by id
+FIRST_OFFSET_TOPIC_IDS = 10
+#: the id the scenarios give a topic that does not exist (one no broker made)
+NO_SUCH_ID = uuid.UUID(int=12345)
+
+
+def _topic_key(c: d.Conn, t: str, v: int) -> dict[str, Any]:
+    """A request's topic: its name, or (v10) its id on this broker; a ``-nosuch`` topic an id no
+    topic has, ``-zero-id`` the zero id."""
+    if v < FIRST_OFFSET_TOPIC_IDS:
+        return {"name": t}
+    if t.endswith("-zero-id"):
+        return {"name": t, "topic_id": uuid.UUID(int=0)}
+    return {"name": "", "topic_id": NO_SUCH_ID if t.endswith("-nosuch") else c.topic_id(t)}
+
+
 def _commit(c: d.Conn, label: str, v: int, group: str, parts: list[tuple[str, int, int, str | None]],
             generation: int = -1, member: str = "", instance: str | None = None) -> Any:
     topics: dict[str, list[dict[str, Any]]] = {}
@@ -310,11 +326,11 @@ def _commit(c: d.Conn, label: str, v: int, group: str, parts: list[tuple[str, in
                                          "commit_timestamp": -1})
     return c.call(label, 8, v, {"group_id": group, "generation_id_or_member_epoch": generation,
                                 "member_id": member, "group_instance_id": instance, "retention_time_ms": -1,
-                                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+                                "topics": [{**_topic_key(c, t, v), "partitions": ps} for t, ps in topics.items()]})
 
 
 def _offset_fetch(c: d.Conn, label: str, v: int, group: str, topics: list[tuple[str, list[int]]] | None) -> Any:
-    ts = None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics]
+    ts = None if topics is None else [{**_topic_key(c, t, v), "partition_indexes": ps} for t, ps in topics]
     return c.call(label, 9, v, {"group_id": group, "topics": ts, "require_stable": False,
                                 "groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
                                             "topics": ts}]})
@@ -323,7 +339,7 @@ def _offset_fetch(c: d.Conn, label: str, v: int, group: str, topics: list[tuple[
 def s_offsets(c: d.Conn) -> None:
     c.create_topic("diff-oc", 2)
     c.coordinator_ready("diff-oc-g")
-    for v in range(2, 10):
+    for v in range(2, 11):
         g = f"diff-oc-g{v}"
         c.coordinator_ready(g)
         _commit(c, f"OffsetCommit v{v}", v, g, [("diff-oc", 0, 10 + v, "meta"), ("diff-oc", 1, 3, None)])
@@ -337,14 +353,16 @@ def s_offsets(c: d.Conn) -> None:
         _commit(c, f"OffsetCommit v{v}: a generation of a group that does not exist", v, f"diff-oc-new{v}",
                 [("diff-oc", 0, 1, "")], generation=3, member="nobody")
     _commit(c, "OffsetCommit v9: empty group id", 9, "", [("diff-oc", 0, 1, "")])
-    for v in range(1, 10):
+    _commit(c, "OffsetCommit v10: the zero topic id", 10, "diff-oc-g10", [("diff-oc-zero-id", 0, 1, "")])
+    for v in range(1, 11):
         _offset_fetch(c, f"OffsetFetch v{v}", v, "diff-oc-g9", [("diff-oc", [0, 1]), ("diff-oc-nosuch", [0])])
         _offset_fetch(c, f"OffsetFetch v{v}: unknown group", v, "diff-oc-nosuch", [("diff-oc", [0])])
         if v >= 2:
             _offset_fetch(c, f"OffsetFetch v{v}: every partition", v, "diff-oc-g8", None)
-    c.call("OffsetFetch v9: several groups", 9, 9, {"require_stable": False, "groups": [
-        {"group_id": g, "member_id": None, "member_epoch": -1, "topics": None}
-        for g in ("diff-oc-g2", "diff-oc-g5", "diff-oc-none")]})
+    for v in (9, 10):
+        c.call(f"OffsetFetch v{v}: several groups", 9, v, {"require_stable": False, "groups": [
+            {"group_id": g, "member_id": None, "member_epoch": -1, "topics": None}
+            for g in ("diff-oc-g2", "diff-oc-g5", "diff-oc-g10", "diff-oc-none")]})
     c.call("OffsetDelete v0", 47, 0, {"group_id": "diff-oc-g9", "topics": [
         {"name": "diff-oc", "partitions": [{"partition_index": 0}]}]})
     c.call("OffsetDelete v0: unknown group", 47, 0, {"group_id": "diff-oc-nosuch", "topics": [

@@ -25,29 +25,45 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 logger = logging.getLogger("kafkalog.server")
 
 
-def offsets_to_commit(broker: Broker, topics: Any, err: int, with_leader_epoch: bool
+#: KIP-848's follow-up: OffsetCommit and OffsetFetch v10 name topics by id
+FIRST_TOPIC_IDS = 10
+
+
+def topic_name(broker: Broker, t: Any, by_id: bool) -> str | None:
+    """The name of a request's topic: its own, or (``by_id``) the one its id resolves to, None for an
+    id no topic has (the zero id too)."""
+    if not by_id:
+        return t.name
+    return broker.topic_ids.name_of(t.topic_id) if t.topic_id is not None and t.topic_id.int else None
+
+
+def offsets_to_commit(broker: Broker, topics: Any, err: int, with_leader_epoch: bool, by_id: bool = False
                       ) -> tuple[list[dict[str, Any]], dict[TopicPartition, OffsetAndMetadata]]:
     """The response rows of an OffsetCommit or TxnOffsetCommit (``err`` for every partition when
-    set, else each partition's own check: known, metadata not too large) and the offsets to write."""
+    set, else each partition's own check: a topic id that names no topic (v10), a known partition,
+    metadata not too large) and the offsets to write."""
     max_meta = broker.config.values["offset.metadata.max.bytes"]
     rows = []
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     for t in topics:
         parts = []
-        known = set(broker.manager.partitions_of(t.name)) if broker.manager.has_topic(t.name) else set()
+        name = topic_name(broker, t, by_id)
+        known = set(broker.manager.partitions_of(name)) if name and broker.manager.has_topic(name) else set()
         for p in t.partitions:
             e = err
             meta = p.committed_metadata or ""
-            if not e and p.partition_index not in known:
+            if not e and name is None:
+                e = ec.UNKNOWN_TOPIC_ID
+            elif not e and p.partition_index not in known:
                 e = ec.UNKNOWN_TOPIC_OR_PARTITION
             elif not e and len(meta.encode("utf-8")) > max_meta:
                 e = ec.OFFSET_METADATA_TOO_LARGE
-            elif not e:
+            elif not e and name is not None:
                 epoch = p.committed_leader_epoch if with_leader_epoch else -1
-                offsets[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                offsets[TopicPartition(name, p.partition_index)] = OffsetAndMetadata(
                     p.committed_offset, meta, None if epoch < 0 else epoch)
             parts.append({"partition_index": p.partition_index, "error_code": e})
-        rows.append({"name": t.name, "partitions": parts})
+        rows.append({"name": name or "", "topic_id": t.topic_id if by_id else None, "partitions": parts})
     return rows, offsets
 
 
@@ -56,7 +72,7 @@ def epoch_checked(broker: Broker, rows: list[dict[str, Any]], offsets: dict[Topi
     """A consumer group member committing with an older member epoch: each partition must have been
     assigned to it at that epoch or before (Kafka's assignment epoch validation)."""
     for t in rows:
-        topic_id = broker.topic_ids.of(t["name"]) if broker.manager.has_topic(t["name"]) else None
+        topic_id = broker.topic_ids.of(t["name"]) if t["name"] and broker.manager.has_topic(t["name"]) else None
         for p in t["partitions"]:
             if p["error_code"] == ec.NONE:
                 e = check(t["name"], topic_id, p["partition_index"])
@@ -113,7 +129,8 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
                                           has_offsets=b.group_id in broker.offsets.groups(),
                                           version=request.api_version)
                if b.group_id else ec.INVALID_GROUP_ID)
-    topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 6)
+    topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 6,
+                                        by_id=request.api_version >= FIRST_TOPIC_IDS)
     if check is not None:
         epoch_checked(broker, topics, offsets, check)
     if offsets:
@@ -126,22 +143,38 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
 FIRST_REQUIRE_STABLE = 7
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool = False) -> list[dict[str, Any]]:
+def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool = False,
+                 by_id: bool = False) -> list[dict[str, Any]]:
     """The committed offsets of ``topics`` (None: every partition with one) of a group;
     ``require_stable`` (KIP-447): UNSTABLE_OFFSET_COMMIT for a partition with offsets of a
-    transaction not ended yet."""
+    transaction not ended yet; ``by_id`` (v10): topics named by id, UNKNOWN_TOPIC_ID for an id no
+    topic has, and every topic answered with its id (a topic gone since its offsets were committed
+    has none: left out of the every-partition answer)."""
     got = broker.offsets.fetch(group_id)
     unstable = broker.offsets.pending_transactional(group_id) if require_stable else set()
-    wanted: dict[str, list[int]] = {}
+    wanted: dict[Any, list[int]] = {}        # topic name, or its id as asked when it names no topic
+    ids: dict[Any, Any] = {}
     if topics is None:
         for tp in got:
+            if by_id and not broker.manager.has_topic(tp.topic):
+                continue
             wanted.setdefault(tp.topic, []).append(tp.partition)
+            if by_id:
+                ids[tp.topic] = broker.topic_ids.of(tp.topic)
     else:
         for t in topics:
-            wanted.setdefault(t.name, []).extend(t.partition_indexes)
+            name = topic_name(broker, t, by_id)
+            key = t.topic_id if by_id and name is None else name
+            wanted.setdefault(key, []).extend(t.partition_indexes)
+            ids[key] = t.topic_id if by_id else None
     out = []
     for name, parts in wanted.items():
         rows = []
+        if not isinstance(name, str):          # an id that names no topic
+            out.append({"name": "", "topic_id": name, "partitions": [
+                {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                 "error_code": ec.UNKNOWN_TOPIC_ID} for p in parts]})
+            continue
         for p in sorted(parts) if topics is None else parts:
             oam = got.get(TopicPartition(name, p))
             if TopicPartition(name, p) in unstable:
@@ -152,7 +185,7 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: boo
                          "committed_leader_epoch": -1 if oam is None or oam.leader_epoch is None
                          else oam.leader_epoch,
                          "metadata": "" if oam is None else oam.metadata, "error_code": 0})
-        out.append({"name": name, "partitions": rows})
+        out.append({"name": name, "topic_id": ids.get(name), "partitions": rows})
     return out
 
 
@@ -176,7 +209,8 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Any:
             err = _fetch_error(broker, g, request.api_version)
             groups.append({"group_id": g.group_id, "error_code": err,
                            "topics": [] if err not in (ec.NONE, ec.INVALID_GROUP_ID)
-                           else _fetch_group(broker, g.group_id, g.topics, b.require_stable)})
+                           else _fetch_group(broker, g.group_id, g.topics, b.require_stable,
+                                             by_id=request.api_version >= FIRST_TOPIC_IDS)})
         return broker.response(request, {"throttle_time": 0, "groups": groups})
     return broker.response(request, {"throttle_time": 0, "error_code": 0, "topics": _fetch_group(
         broker, b.group_id, b.topics, request.api_version >= FIRST_REQUIRE_STABLE and b.require_stable)})
