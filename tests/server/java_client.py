@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -152,6 +153,13 @@ VERSIONS: list[str] = sorted([*CLIENTS, *MAVEN_CLIENTS])
 #: oldest request versions) and the newest; a flow with a version between them is the same flow
 #: again, run with ``-m slow``
 DEFAULT_VERSIONS = frozenset({VERSIONS[0], VERSIONS[-1]})
+
+
+def by_client(name: str) -> object:
+    """A client's name as a test parameter: ``java-<version>...`` by :func:`by_version`, any other
+    client as it is."""
+    m = re.match(r"java-(\d+\.\d+\.\d+)", name)
+    return by_version(m.group(1), name) if m else name
 
 
 def by_version(version: str, *values: object) -> object:

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.server.broker_process import BrokerProcess
 from tests.server.group_members import MEMBERS, JavaMember, Member, MemberFactory, wait_until
+from tests.server.java_client import by_client
 
 PARTITIONS = 6
 #: no initial rebalance delay; sessions down to 1 s (the crash test)
@@ -162,12 +163,7 @@ def _assert_once_per_commit_boundary(bootstrap: str, topic: str, group: str, mem
     assert {tp.partition: tp.offset for tp in committed} == ends
 
 
-#: the slower variants beyond one cell per client and protocol run with ``-m slow``
-SLOW = {"java-4.3.0", "java-4.3.0-cooperative"}     # Java 3.9.1 and the mixed group (4.4.0) stay
-
-
-@pytest.mark.parametrize("client", [pytest.param(c, marks=[pytest.mark.slow] if c in SLOW else [])
-                                    for c in MEMBERS])
+@pytest.mark.parametrize("client", [by_client(c) for c in MEMBERS])    # Java 4.3.0's with -m slow
 def test_three_members_join_and_leave_while_records_flow(broker: BrokerProcess, client: str) -> None:
     """The leaving member commits and closes (LeaveGroup)."""
     _join_and_leave_while_records_flow(broker.bootstrap, client, MEMBERS[client], lambda m: m.stop())

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.server.broker_process import BrokerProcess
 from tests.server.group_members import JavaMember, wait_until
+from tests.server.java_client import by_client
 
 FAST_GROUPS = ["group.initial.rebalance.delay.ms=0"]
 DEADLINE_S = 60
@@ -155,8 +156,7 @@ CLIENTS: dict[str, Callable[[str, str, str, int], list[bytes]]] = {
 }
 
 
-@pytest.mark.parametrize("client", [c if c != "java-4.3.0" else pytest.param(c, marks=pytest.mark.slow)
-                                    for c in CLIENTS])      # 3.9.1 stays: the same flow again
+@pytest.mark.parametrize("client", [by_client(c) for c in CLIENTS])
 def test_group_commit_resumes_after_restart(running: list[BrokerProcess], client: str) -> None:
     consume = CLIENTS[client]
     b = running[0]

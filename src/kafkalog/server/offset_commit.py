@@ -152,21 +152,15 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: boo
     has none: left out of the every-partition answer)."""
     got = broker.offsets.fetch(group_id)
     unstable = broker.offsets.pending_transactional(group_id) if require_stable else set()
-    wanted: dict[Any, list[int]] = {}        # topic name, or its id as asked when it names no topic
-    ids: dict[Any, Any] = {}
+    wanted: dict[Any, list[int]] = {}        # a topic's name; an id that names no topic, as asked
     if topics is None:
         for tp in got:
-            if by_id and not broker.manager.has_topic(tp.topic):
-                continue
-            wanted.setdefault(tp.topic, []).append(tp.partition)
-            if by_id:
-                ids[tp.topic] = broker.topic_ids.of(tp.topic)
+            if not by_id or broker.manager.has_topic(tp.topic):
+                wanted.setdefault(tp.topic, []).append(tp.partition)
     else:
         for t in topics:
             name = topic_name(broker, t, by_id)
-            key = t.topic_id if by_id and name is None else name
-            wanted.setdefault(key, []).extend(t.partition_indexes)
-            ids[key] = t.topic_id if by_id else None
+            wanted.setdefault(t.topic_id if name is None else name, []).extend(t.partition_indexes)
     out = []
     for name, parts in wanted.items():
         rows = []
@@ -185,7 +179,7 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: boo
                          "committed_leader_epoch": -1 if oam is None or oam.leader_epoch is None
                          else oam.leader_epoch,
                          "metadata": "" if oam is None else oam.metadata, "error_code": 0})
-        out.append({"name": name, "topic_id": ids.get(name), "partitions": rows})
+        out.append({"name": name, "topic_id": broker.topic_ids.of(name) if by_id else None, "partitions": rows})
     return out
 
 
