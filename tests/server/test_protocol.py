@@ -276,7 +276,8 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
     """Kafka 4's floors, the clients' ceilings; the consumer group protocol (68, 69, as Kafka 4.4), no
     telemetry (71, 72: answered but not advertised, as Kafka 4.4), the classic group protocol's APIs,
     the transaction APIs at the client versions with transactions v2 (EndTxn v5, TxnOffsetCommit v5,
-    AddOffsetsToTxn v4; no broker-to-broker AddPartitionsToTxn v4+)."""
+    AddOffsetsToTxn v4; no broker-to-broker AddPartitionsToTxn v4+), OffsetCommit and OffsetFetch by
+    topic id (v10, as Kafka 4.4)."""
     with connect(broker.port) as s:
         s.sendall(api_versions_v0(9))
         resp = recv_frame(s)
@@ -291,7 +292,7 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
     assert ranges == {0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 18: (0, 4), 19: (2, 7),
                       20: (1, 6), 21: (0, 2), 22: (0, 5), 32: (1, 4), 33: (0, 2), 37: (0, 3),
                       44: (0, 1), 60: (0, 2),
-                      8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
+                      8: (2, 10), 9: (1, 10), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
                       14: (0, 5), 15: (0, 6), 16: (0, 5), 42: (0, 2), 47: (0, 0),
                       24: (0, 3), 25: (0, 4), 26: (0, 5), 28: (0, 5),
                       17: (0, 1), 36: (0, 2),        # SaslHandshake, SaslAuthenticate (as Kafka)

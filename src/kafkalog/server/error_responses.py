@@ -104,8 +104,9 @@ def _metadata(request: Request, code: int, message: str | None) -> Values:
 
 
 def _partitions_by_topic(request: Request, code: int, message: str | None) -> Values:
-    """OffsetCommit, TxnOffsetCommit: the error in every partition of every topic."""
-    return {"topics": [{"name": t.name, "partitions": [
+    """OffsetCommit, TxnOffsetCommit: the error in every partition of every topic (named by id from
+    OffsetCommit v10)."""
+    return {"topics": [{"name": getattr(t, "name", ""), "topic_id": getattr(t, "topic_id", None), "partitions": [
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]}
         for t in request.body.topics]}
 
