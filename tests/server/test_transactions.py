@@ -61,6 +61,9 @@ def _read(b: BrokerProcess, topic: str, isolation: str, partitions: int = 2) -> 
             if tp.offset >= 0:
                 pos[tp.partition] = max(pos[tp.partition], tp.offset)
     c.close()
+    # shown with a failing test's output (one fresh-clone run read nothing at read_uncommitted
+    # where an aborted record was; not seen again in 6 loaded runs of the test)
+    print(f"_read {topic} {isolation}: ends {ends}, positions {pos}, {len(out)} values")
     return sorted(out)
 
 
