@@ -15,7 +15,9 @@ from kafkalog.record.builder import BatchBuilder, build_end_txn_marker
 from kafkalog.record.control import ControlRecordType
 from tests.server.broker_process import BrokerProcess
 
-TS = 1_700_000_000_000
+#: now, not a fixed past: the broker's retention check (7 days by default) deletes older records
+#: while the module's broker runs
+TS = int(time.time() * 1000)
 
 
 def _txn_batch(pid: int, seq: int, values: list, transactional: bool = True) -> bytearray:
