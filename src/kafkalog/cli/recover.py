@@ -118,20 +118,30 @@ def _data_dir_targets(data_dir: str, from_recovery_point: bool) -> List[Target]:
     return targets
 
 
+def _lock_dir(data_dir: str, exclusive: bool) -> int:
+    """Take ``data_dir``'s ``.lock`` as kafkalog and Kafka take it (a record lock; shared for a look
+    that changes nothing): the descriptor holding it, -1 without a ``.lock``; a directory a process
+    holds, this one too (its LogManager, which a record lock does not exclude), is refused."""
+    lock = os.path.join(data_dir, LOCK_FILE)
+    in_use = LogDirError("the data directory is in use (its .lock is held)", file=lock)
+    if locked_in_this_process(data_dir):
+        raise in_use
+    if not os.path.exists(lock):
+        return -1
+    fd = os.open(lock, os.O_RDWR if exclusive else os.O_RDONLY)
+    try:
+        fcntl.lockf(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise in_use from None
+    return fd
+
+
 def _refuse_if_locked(data_dir: str) -> None:
     """A dry run takes no lock, but a directory in use is refused: its active segments change
     under the scan."""
-    lock = os.path.join(data_dir, LOCK_FILE)
-    if locked_in_this_process(data_dir):
-        raise LogDirError("the data directory is in use (its .lock is held)", file=lock)
-    if not os.path.exists(lock):
-        return
-    fd = os.open(lock, os.O_RDONLY)
-    try:                                  # a shared record lock: refused while kafkalog or Kafka holds it
-        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        raise LogDirError("the data directory is in use (its .lock is held)", file=lock) from None
-    finally:
+    fd = _lock_dir(data_dir, exclusive=False)
+    if fd >= 0:
         os.close(fd)
 
 
@@ -239,17 +249,7 @@ def _loud(partition: str, plan: PartitionPlan, kept: List[str], dry_run: bool) -
 def _recover_partition(target: Target) -> Any:
     from kafkalog.log.log import Log
     parent = os.path.dirname(target.path)
-    lock = os.path.join(parent, LOCK_FILE)
-    fd = -1
-    if locked_in_this_process(parent):
-        raise LogDirError("the data directory is in use (its .lock is held)", file=lock)
-    if os.path.exists(lock):
-        fd = os.open(lock, os.O_RDWR)
-        try:                              # the record lock kafkalog and Kafka take (LogManager)
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise LogDirError("the data directory is in use (its .lock is held)", file=lock) from None
+    fd = _lock_dir(parent, exclusive=True)
     try:
         cfg = _topic_config(parent, parse_partition_dir_name(target.name).topic) \
             if _is_partition_name(target.name) else None
