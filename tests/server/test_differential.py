@@ -30,6 +30,10 @@ from tests.server.broker_process import BrokerProcess
 NODE = d.PAIR_NODE
 
 
+#: the id the scenarios give a topic that does not exist (one no broker made)
+NO_SUCH_ID = uuid.UUID(int=12345)
+
+
 @pytest.fixture(scope="module")
 def pair(kafka_pair: tuple[kafka44.KafkaBroker, BrokerProcess]) -> tuple[int, int]:
     """(Kafka 4.4's port, kafkalog serve's port)."""
@@ -158,7 +162,7 @@ def s_metadata(c: d.Conn) -> None:
                                         "include_cluster_authorized_operations": False,
                                         "include_topic_authorized_operations": False}, retry=frozenset())
     c.call("Metadata v13: unknown topic id", 3, 13, {
-        "topics": [{"name": None, "topic_id": uuid.UUID(int=12345)}], "allow_auto_topic_creation": False,
+        "topics": [{"name": None, "topic_id": NO_SUCH_ID}], "allow_auto_topic_creation": False,
         "include_topic_authorized_operations": False}, retry=frozenset())
     c.call("Metadata v13: topic id", 3, 13, {
         "topics": [{"name": None, "topic_id": c.topic_id("diff-md")}], "allow_auto_topic_creation": False,
@@ -303,8 +307,6 @@ def s_list_offsets(c: d.Conn) -> None:
 
 #: OffsetCommit and OffsetFetch v10 name topics by id
 FIRST_OFFSET_TOPIC_IDS = 10
-#: the id the scenarios give a topic that does not exist (one no broker made)
-NO_SUCH_ID = uuid.UUID(int=12345)
 
 
 def _topic_key(c: d.Conn, t: str, v: int) -> dict[str, Any]:
