@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kafkalog.errors import InvalidConfigError
@@ -23,6 +24,7 @@ from kafkalog.record.constants import DOUBLE_MAX, INT32_MAX, INT32_MIN, INT64_MA
 # --- value types ----------------------------------------------------------------------------------
 
 INT, LONG, DOUBLE, BOOLEAN, STRING, LIST = "int", "long", "double", "boolean", "string", "list"
+SHORT = "short"
 
 DELETE = "delete"
 COMPACT = "compact"
@@ -48,9 +50,12 @@ def at_least(lo: float) -> Callable[[Any], None]:
 
 
 def between(lo: float, hi: float) -> Callable[[Any], None]:
+    """Kafka's ``Range.between``: the bound a value passes names the message."""
     def check(v: Any) -> None:
-        if v < lo or v > hi:
-            raise ValueError(f"Value must be no less than {lo} and no more than {hi}")
+        if v < lo:
+            raise ValueError(f"Value must be at least {lo}")
+        if v > hi:
+            raise ValueError(f"Value must be no more than {hi}")
     return check
 
 
@@ -63,7 +68,7 @@ def one_of(*allowed: str) -> Callable[[Any], None]:
 
 def _gzip_level(v: int) -> None:
     if v != -1 and not 1 <= v <= 9:
-        raise ValueError("Value must be -1 or between 1 and 9")
+        raise ValueError("Value must be between 1 and 9 or equal to -1")
 
 
 def _cleanup_policy(v: List[str]) -> None:
@@ -85,7 +90,7 @@ def parse_value(name: str, type_: str, raw: Any) -> Any:
                                   + (f": {reason}" if reason else ""))
     if raw is None:
         raise bad("Value must not be null")
-    if type_ in (INT, LONG):
+    if type_ in (SHORT, INT, LONG):
         if isinstance(raw, bool):
             raise bad("Expected value to be a number")
         if isinstance(raw, int):
@@ -97,7 +102,7 @@ def parse_value(name: str, type_: str, raw: Any) -> Any:
             v = int(s)
         else:
             raise bad("Expected value to be a number")
-        lo, hi = (INT32_MIN, INT32_MAX) if type_ == INT else (INT64_MIN, INT64_MAX)
+        lo, hi = {SHORT: (-32768, 32767), INT: (INT32_MIN, INT32_MAX)}.get(type_, (INT64_MIN, INT64_MAX))
         if not lo <= v <= hi:
             raise bad("Not a number of type " + type_.upper())
         return v
@@ -197,6 +202,20 @@ TOPIC_CONFIGS: Dict[str, ConfigDef] = {c.name: c for c in [
     _d("retention.future.timestamp.policy", STRING, "warn", one_of("warn", "mtime")),
     _d("retention.future.timestamp.tolerance.ms", LONG, 3600000, at_least(0)),
 ]}
+
+#: Kafka 4.4's minimums where the embedded API takes smaller values (small segments in tests and small
+#: embedded logs): what ``kafkalog serve`` refuses over the wire (:func:`check_kafka_minimums`)
+KAFKA_MINIMUMS: Dict[str, int] = {"segment.bytes": 1024 * 1024}
+
+
+def check_kafka_minimums(overrides: Mapping[str, Any]) -> None:
+    """Refuse, as Kafka 4.4 does, a topic override below :data:`KAFKA_MINIMUMS` (the values already
+    passed :class:`LogConfig`)."""
+    for key, lo in KAFKA_MINIMUMS.items():
+        raw = overrides.get(key)
+        if raw is not None and parse_value(key, TOPIC_CONFIGS[key].type, raw) < lo:
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: Value must be at least {lo}")
+
 
 _H = 60 * 60 * 1000
 _M = 60 * 1000
@@ -468,13 +487,25 @@ class _TopicValues(Dict[str, Any]):
     """Internal: already-resolved topic values passed as the 'broker' layer."""
 
 
+def java_double(d: float) -> str:
+    """``Double.toString``: Kafka names a refused double by its parsed value (``-3.0``, ``2.147483648E9``)."""
+    if d != d or d in (float("inf"), float("-inf")):
+        return "NaN" if d != d else ("Infinity" if d > 0 else "-Infinity")
+    if d == 0 or 1e-3 <= abs(d) < 1e7:
+        return repr(float(d))
+    _sign, digits, exp = Decimal(repr(abs(d))).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    return f"{'-' if d < 0 else ''}{text[0]}.{text[1:] or '0'}E{len(text) + int(exp) - 1}"
+
+
 def _validated(d: ConfigDef, raw: Any) -> Any:
     v = parse_value(d.name, d.type, raw)
     if d.validator is not None:
         try:
             d.validator(v)
         except ValueError as e:
-            raise InvalidConfigError(f"Invalid value {raw} for configuration {d.name}: {e}") from None
+            shown = java_double(v) if d.type == DOUBLE else raw
+            raise InvalidConfigError(f"Invalid value {shown} for configuration {d.name}: {e}") from None
     return v
 
 

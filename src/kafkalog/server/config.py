@@ -16,6 +16,7 @@ from kafkalog.log.config import (
     INT,
     LIST,
     LONG,
+    SHORT,
     STRING,
     BrokerConfig,
     ConfigDef,
@@ -44,6 +45,16 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.initial.rebalance.delay.ms", INT, 3000, None),
     ConfigDef("group.max.size", INT, INT32_MAX, None),
     ConfigDef("offset.metadata.max.bytes", INT, 4096, None),
+    # --- replication of a one-node cluster: Kafka's keys every quick-start and CI config sets. One
+    # replica always; a factor above 1 fails where Kafka fails, when the internal topic would be
+    # created (FindCoordinator, :func:`internal_topic_unavailable`). The defaults are a one-node
+    # cluster's, where Kafka's are 3 and 2 (docs/kafka-compatibility.md)
+    ConfigDef("default.replication.factor", INT, 1, None),
+    ConfigDef("offsets.topic.replication.factor", SHORT, 1, at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", SHORT, 1, at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", INT, 1, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.replication.factor", SHORT, 1, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.min.isr", SHORT, 1, at_least(1)),
     # --- the consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig keys and defaults ---
     ConfigDef("group.consumer.session.timeout.ms", INT, 45000, at_least(1)),
     ConfigDef("group.consumer.min.session.timeout.ms", INT, 45000, at_least(1)),

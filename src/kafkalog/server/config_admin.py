@@ -18,10 +18,11 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError
-from kafkalog.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, LogConfig, format_value
+from kafkalog.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, LogConfig, check_kafka_minimums, format_value
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
 from kafkalog.server.config import SERVER_CONFIGS
+from kafkalog.server.config_docs import BROKER_DOCS, TOPIC_DOCS
 from kafkalog.server.protocol import Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
@@ -48,6 +49,35 @@ _SYNONYM_DEFAULTS: dict[str, str | None] = {
 }
 
 
+#: the documentation of the keys Kafka 4.4 does not answer (kafkalog's own, and those Kafka 4.0 removed
+#: or keeps internal); Kafka's own are its doc strings (:mod:`kafkalog.server.config_docs`)
+KAFKALOG_DOCS: dict[str, str] = {
+    "retention.future.timestamp.policy": (
+        "kafkalog's: how time retention treats a segment whose largest timestamp is in the future: 'warn' "
+        "keeps it and logs (Kafka's behaviour), 'mtime' uses the segment file's modification time."),
+    "retention.future.timestamp.tolerance.ms": (
+        "kafkalog's: how far in the future a segment's largest timestamp may be before "
+        "retention.future.timestamp.policy applies."),
+    "message.format.version": "Removed in Kafka 4.0 (kafkalog reads it from older topics' configs and ignores it).",
+    "message.downconversion.enable": "Removed in Kafka 4.0 (kafkalog accepts it and ignores it).",
+    "message.timestamp.difference.max.ms": (
+        "Removed in Kafka 4.0 in favour of message.timestamp.before.max.ms and message.timestamp.after.max.ms "
+        "(kafkalog accepts it for older topics' configs)."),
+    "cluster.id": "The cluster id of a data directory formatted without meta.properties' one (kafkalog's use).",
+    "group.consumer.assignor.offload.enable": (
+        "Kafka's internal key: whether assignors run off the coordinator thread (no effect in kafkalog)."),
+    "group.consumer.regex.refresh.interval.ms": (
+        "Kafka's internal key: how often the coordinator resolves consumer-protocol regular expression "
+        "subscriptions against the topics."),
+    "sasl.credentials.file": "kafkalog's: the SCRAM and PLAIN users file (docs/server.md, TLS and SASL).",
+}
+
+
+def _documentation(docs: dict[str, str], key: str, asked: bool) -> str | None:
+    """A key's ``documentation`` answer: Kafka's doc string (else kafkalog's), when asked."""
+    return (docs.get(key) or KAFKALOG_DOCS.get(key)) if asked else None
+
+
 def _synonyms(broker: Broker, key: str, cfg: LogConfig) -> list[dict[str, Any]]:
     """Kafka's ``ConfigHelper.createTopicConfigEntry`` synonyms: the topic's override
     (DYNAMIC_TOPIC_CONFIG), then each broker synonym set in the broker's configuration
@@ -72,9 +102,10 @@ def _synonyms(broker: Broker, key: str, cfg: LogConfig) -> list[dict[str, Any]]:
     return found
 
 
-def topic_config_entries(broker: Broker, cfg: LogConfig, synonyms: bool = False) -> list[dict[str, Any]]:
+def topic_config_entries(broker: Broker, cfg: LogConfig, synonyms: bool = False,
+                         documentation: bool = False) -> list[dict[str, Any]]:
     """Every topic key's effective value, source and type (CreateTopics v5+, DescribeConfigs), with
-    its synonyms when asked."""
+    its synonyms and documentation when asked."""
     broker_set = broker.manager.broker_config.synonym_values()
     out = []
     for key, d in TOPIC_CONFIGS.items():
@@ -87,11 +118,12 @@ def topic_config_entries(broker: Broker, cfg: LogConfig, synonyms: bool = False)
         out.append({"name": key, "value": format_value(d.type, cfg.get(key)), "read_only": False,
                     "config_source": source, "is_sensitive": False, "is_default": source == SOURCE_DEFAULT,
                     "synonyms": _synonyms(broker, key, cfg) if synonyms else [],
-                    "config_type": _CONFIG_TYPES.get(d.type, 0), "documentation": None})
+                    "config_type": _CONFIG_TYPES.get(d.type, 0),
+                    "documentation": _documentation(TOPIC_DOCS, key, documentation)})
     return out
 
 
-def _broker_entries(broker: Broker) -> list[dict[str, Any]]:
+def _broker_entries(broker: Broker, documentation: bool = False) -> list[dict[str, Any]]:
     out = []
     for key, d in SERVER_CONFIGS.items():
         value = broker.config.values[key]
@@ -99,12 +131,13 @@ def _broker_entries(broker: Broker) -> list[dict[str, Any]]:
         out.append({"name": key, "value": format_value(d.type, value), "read_only": True,
                     "config_source": source, "is_sensitive": False,
                     "is_default": value == d.default, "synonyms": [],
-                    "config_type": _CONFIG_TYPES.get(d.type, 0), "documentation": None})
+                    "config_type": _CONFIG_TYPES.get(d.type, 0),
+                    "documentation": _documentation(BROKER_DOCS, key, documentation)})
     return out
 
 
 def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
-                  synonyms: bool = False) -> dict[str, Any]:
+                  synonyms: bool = False, documentation: bool = False) -> dict[str, Any]:
     result: dict[str, Any] = {"error_code": 0, "error_message": "", "resource_type": rtype,
                               "resource_name": name, "configs": []}
     if rtype == RESOURCE_TOPIC:
@@ -112,14 +145,14 @@ def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
             # Kafka's answer carries no message here
             result.update(error_code=error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_message="")
             return result
-        entries = topic_config_entries(broker, broker.manager.topic_config(name), synonyms)
+        entries = topic_config_entries(broker, broker.manager.topic_config(name), synonyms, documentation)
     elif rtype == RESOURCE_BROKER:
         if name not in ("", str(broker.node_id)):
             result.update(error_code=error_codes.INVALID_REQUEST,
                           error_message=f"Unexpected broker id, expected {broker.node_id} or empty string, "
                                         f"but received {name}")
             return result
-        entries = _broker_entries(broker)
+        entries = _broker_entries(broker, documentation)
     elif rtype == RESOURCE_GROUP:
         from kafkalog.server.group_configs import group_config_entries
         entries = group_config_entries(broker, name)
@@ -136,8 +169,9 @@ def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
 
 def handle_describe_configs(broker: Broker, request: Request) -> Any:
     synonyms = bool(getattr(request.body, "include_synonyms", False))
-    results = [_describe_one(broker, r.resource_type, r.resource_name, r.configuration_keys, synonyms)
-               for r in request.body.resources]
+    documentation = bool(getattr(request.body, "include_documentation", False))
+    results = [_describe_one(broker, r.resource_type, r.resource_name, r.configuration_keys, synonyms,
+                             documentation) for r in request.body.resources]
     return broker.response(request, {"throttle_time": 0, "results": results})
 
 
@@ -236,6 +270,7 @@ def _alter(broker: Broker, resources: tuple, validate_only: bool, incremental: b
             overrides = (_altered(current, r.configs) if incremental
                          else _replaced(r.configs))
             LogConfig(overrides, broker.manager.broker_config)      # validate
+            check_kafka_minimums({c.name: overrides.get(c.name) for c in r.configs})   # the keys given
             if not validate_only:
                 deletes = tuple(k for k in current.to_dict() if k not in overrides)
                 broker.manager.alter_topic_config(r.resource_name, overrides, deletes)

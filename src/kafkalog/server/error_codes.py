@@ -96,6 +96,7 @@ _MESSAGES = {
     NONE: "NONE",
     UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
     UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
     INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or "
                      "the message was sent to an incompatible broker. See the broker logs for more details.",
 }

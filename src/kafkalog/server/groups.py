@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.server import error_codes as ec
+from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP, authorized_operations
 from kafkalog.server.group_coordinator import DEAD, EMPTY, STABLE, JoinResult, SyncResult
 from kafkalog.server.protocol import Request
 
@@ -23,8 +24,6 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 #: KIP-932: a share partition's share coordinator ("group:topicId:partition")
 SHARE_KEY_TYPE = 2
-#: DescribeGroups' ``authorized_operations`` when not asked for.
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 def ms(value: Any) -> int:
@@ -47,6 +46,9 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE):
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": ec.INVALID_REQUEST, "error_message": ec.message(ec.INVALID_REQUEST)}
+        if _internal_topic_unavailable(broker, key_type):
+            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ec.COORDINATOR_NOT_AVAILABLE,
+                    "error_message": "" if batched else ec.message(ec.COORDINATOR_NOT_AVAILABLE)}
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port, "error_code": 0,
                 "error_message": "" if batched else ec.message(ec.NONE)}
 
@@ -57,6 +59,19 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
     values = one(body.key, key_type)
     values["throttle_time"] = 0
     return broker.response(request, values)
+
+
+#: a coordinator key type -> its internal topic and the broker key of that topic's replication factor
+_INTERNAL_TOPIC_OF = {GROUP_KEY_TYPE: ("__consumer_offsets", "offsets.topic.replication.factor"),
+                      TRANSACTION_KEY_TYPE: ("__transaction_state", "transaction.state.log.replication.factor"),
+                      SHARE_KEY_TYPE: ("__share_group_state", "share.coordinator.state.topic.replication.factor")}
+
+
+def _internal_topic_unavailable(broker: Broker, key_type: int) -> bool:
+    """Kafka on one node cannot create an internal topic with more replicas than brokers: its
+    coordinators stay unavailable (COORDINATOR_NOT_AVAILABLE) until the topic exists."""
+    topic, key = _INTERNAL_TOPIC_OF[key_type]
+    return broker.config.values[key] > 1 and not broker.manager.has_topic(topic)
 
 
 # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------------------
@@ -203,6 +218,11 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
         out.append({"error_code": 0, "group_id": gid, "group_state": state, "protocol_type": ptype,
                     "protocol_data": (g.protocol or "") if g is not None and g.state == STABLE else "",
                     "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+    # as Kafka: the group's operations (when asked) on every answer without an error
+    ops = authorized_operations(GROUP, bool(getattr(request.body, "include_authorized_operations", False)))
+    for g in out:
+        if g["error_code"] == 0:
+            g["authorized_operations"] = ops
     return broker.response(request, {"throttle_time": 0, "groups": out})
 
 

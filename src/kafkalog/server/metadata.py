@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import InvalidTopicError, KafkalogIOError
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
+from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER, TOPIC, authorized_operations
 from kafkalog.server.handler import INTERNAL_TOPICS
 from kafkalog.server.protocol import Request
 
@@ -18,11 +19,7 @@ logger = logging.getLogger("kafkalog.server")
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
 
-#: Kafka's "no authorized operations requested" sentinel.
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-
-
-def _topic_entry(broker: Broker, topic: str) -> dict[str, Any]:
+def _topic_entry(broker: Broker, topic: str, operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict[str, Any]:
     node = broker.node_id
     parts = [{"error_code": 0, "partition_index": p, "leader_id": node,
               "leader_epoch": broker.leader_epoch(broker.log(topic, p)),
@@ -30,12 +27,13 @@ def _topic_entry(broker: Broker, topic: str) -> dict[str, Any]:
              for p in broker.manager.partitions_of(topic)]
     return {"error_code": 0, "name": topic, "topic_id": broker.topic_ids.of(topic),
             "is_internal": topic in INTERNAL_TOPICS, "partitions": parts,
-            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            "topic_authorized_operations": operations}
 
 
-def _error_entry(name: str | None, code: int, topic_id: Any = None) -> dict[str, Any]:
+def _error_entry(name: str | None, code: int, topic_id: Any = None,
+                 operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
-            "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            "partitions": [], "topic_authorized_operations": operations}
 
 
 #: the first version whose topics may be named by ID alone (KIP-516)
@@ -55,6 +53,8 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
     else:
         names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
     allow_auto = bool(getattr(body, "allow_auto_topic_creation", True))
+    # Kafka answers a topic's operations for every topic named (an unknown ID stays "omitted")
+    ops = authorized_operations(TOPIC, bool(getattr(body, "include_topic_authorized_operations", False)))
     explicit = requested is not None and not (request.api_version == 0 and not requested)
     for name, tid in names:
         if name is None:
@@ -67,23 +67,27 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
             try:
                 validate_topic(name)
             except InvalidTopicError:
-                topics.append(_error_entry(name, error_codes.INVALID_TOPIC_EXCEPTION))
+                topics.append(_error_entry(name, error_codes.INVALID_TOPIC_EXCEPTION, operations=ops))
                 continue
             try:
-                created = explicit and allow_auto and broker.auto_create(name)
+                if explicit and allow_auto:
+                    broker.auto_create(name)
             except KafkalogIOError:                 # the data directory went (or is) offline
-                topics.append(_error_entry(name, error_codes.KAFKA_STORAGE_ERROR))
+                topics.append(_error_entry(name, error_codes.KAFKA_STORAGE_ERROR, operations=ops))
                 continue
-            if not created:
-                topics.append(_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-        topics.append(_topic_entry(broker, name))
+            # Kafka's broker asks its controller to create the topic and answers it unknown until its
+            # metadata has it (also right after DeleteTopics); the client's next Metadata finds it
+            topics.append(_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION, operations=ops))
+            continue
+        topics.append(_topic_entry(broker, name, ops))
     adv = broker.advertised
     return broker.response(request, {
         "throttle_time": 0,
         "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None}],
         "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "error_code": 0})
+        "cluster_authorized_operations": authorized_operations(
+            CLUSTER, bool(getattr(body, "include_cluster_authorized_operations", False))),
+        "error_code": 0})
 
 
 def _invalid_before_topic_ids(requested: Any, version: int) -> str | None:
@@ -115,12 +119,10 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
         "cluster_id": broker.cluster_id or "", "controller_id": broker.node_id,
         "brokers": [{"broker_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None,
                      "is_fenced": False}],
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+        "cluster_authorized_operations": authorized_operations(
+            CLUSTER, bool(request.body.include_cluster_authorized_operations))})
 
 
-#: what Kafka without an authorizer answers as a topic's authorized operations: READ, WRITE, CREATE,
-#: DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (bits 3-8, 10, 11)
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 #: Kafka's ``max.request.partition.size.limit``: DescribeTopicPartitions answers at most this many
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 
@@ -130,8 +132,10 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
     from Kafka 3.8): the topics asked for (none: every topic) in name order from the cursor, at most
     ``response_partition_limit`` partitions (capped at Kafka's 2000), then a cursor to the next
     partition; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. One node and no replication: the
-    eligible leader replicas are empty lists, as Kafka answers for a partition whose ISR is whole."""
+    eligible leader replicas are empty lists, as Kafka answers for a partition whose ISR is whole.
+    Kafka answers every topic's authorized operations here (the request has no flag)."""
     body = request.body
+    ops = authorized_operations(TOPIC, True)
     names = sorted({t.name for t in body.topics}) if body.topics else sorted(broker.manager.topics())
     cursor = body.cursor
     if cursor is not None:
@@ -149,7 +153,7 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
             break
         if not broker.manager.has_topic(name):
             topics.append({**_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION),
-                           "topic_id": uuid.UUID(int=0), "topic_authorized_operations": TOPIC_OPERATIONS})
+                           "topic_id": uuid.UUID(int=0), "topic_authorized_operations": ops})
             continue
         first = cursor.partition_index if cursor is not None and i == 0 else 0
         partitions = [p for p in broker.manager.partitions_of(name) if p >= first]
@@ -159,7 +163,7 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
         left -= len(partitions)
         topics.append({"error_code": 0, "name": name, "topic_id": broker.topic_ids.of(name),
                        "is_internal": name in INTERNAL_TOPICS,
-                       "topic_authorized_operations": TOPIC_OPERATIONS,
+                       "topic_authorized_operations": ops,
                        "partitions": [{"error_code": 0, "partition_index": p, "leader_id": node,
                                        "leader_epoch": broker.leader_epoch(broker.log(name, p)),
                                        "replica_nodes": [node], "isr_nodes": [node],

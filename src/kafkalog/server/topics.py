@@ -8,7 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidTopicError, KafkalogError
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import LogConfig, check_kafka_minimums
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server import error_codes
 from kafkalog.server.config_admin import topic_config_entries
@@ -63,6 +63,7 @@ def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
     configs = {c.name: c.value for c in t.configs if c.value is not None}
     try:
         cfg = LogConfig(configs, broker.manager.broker_config)
+        check_kafka_minimums(configs)
     except KafkalogError as e:
         res.update(error_code=error_codes.INVALID_CONFIG, error_message=e.message)
         return res
