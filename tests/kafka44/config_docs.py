@@ -60,13 +60,18 @@ def _literal(name: str, docs: dict[str, str]) -> str:
 
 
 def write(topic: dict[str, str], broker: dict[str, str]) -> None:
+    from kafkalog.log.config import _SYNONYM_OF
     keep = known_broker_keys()
-    broker = {k: v for k, v in broker.items() if k in keep}
+    # a broker key documented as its topic key is (log.cleanup.policy, compression.type) is not kept
+    # twice: kafkalog answers the topic key's text
+    broker = {k: v for k, v in broker.items()
+              if k in keep and (k not in _SYNONYM_OF or topic.get(_SYNONYM_OF[k][0]) != v)}
     TARGET.write_text(
         '"""Kafka 4.4\'s documentation of its topic and broker configuration keys, as its DescribeConfigs\n'
         "answers them with ``include_documentation`` (Kafka's ``ConfigDef`` doc strings), written by\n"
         "``python -m tests.kafka44.config_docs`` from a running Kafka 4.4; only the broker keys kafkalog\n"
-        'knows are kept. kafkalog\'s own keys are documented in :mod:`kafkalog.server.config_admin`."""\n\n'
+        "knows are kept, and not those Kafka documents as their topic key (``log.cleanup.policy``: the text\n"
+        'of ``cleanup.policy``). kafkalog\'s own keys are documented in :mod:`kafkalog.server.config_admin`."""\n\n'
         + _literal("TOPIC_DOCS", topic) + "\n" + _literal("BROKER_DOCS", broker))
 
 

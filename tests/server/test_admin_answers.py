@@ -19,6 +19,7 @@ import pytest
 from tests import kafka44
 from tests.server import differential as d
 from tests.server.broker_process import BrokerProcess
+from tests.server.consumer_group_raw import RawClient
 
 #: Kafka's "omitted" authorized operations (``Integer.MIN_VALUE``)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -99,6 +100,34 @@ def test_authorized_operations_answer_what_the_resource_supports(pair: tuple[int
     assert ("ops-t", 0, 3576) in transcript["Metadata v12 asked=True"]["topics"]
     assert transcript["DescribeCluster v1 asked=False"] == AUTHORIZED_OPERATIONS_OMITTED
     assert ("ops-g", 0, "CompletingRebalance", 3400) in transcript["DescribeGroups v5 asked=True"]
+
+
+def _consumer_group_operations(port: int) -> list[Any]:
+    """A consumer-protocol group (KIP-848) with one member, described by ConsumerGroupDescribe and
+    DescribeGroups, asked for operations and not."""
+    c = RawClient(port, "ops-cg")
+    try:
+        c.find_coordinator()
+        c.create_topic("ops-cg-t", 1)
+        c.until("a", lambda out: out["error"] == 0, topics=["ops-cg-t"])
+        out: list[Any] = []
+        for asked in (True, False):
+            for v in (0, 1):
+                r = c.call(69, v, {"group_ids": ["ops-cg", "ops-cg-none"], "include_authorized_operations": asked})
+                out.append((f"ConsumerGroupDescribe v{v} asked={asked}", sorted(
+                    (g.group_id, int(g.error_code), g.authorized_operations) for g in r.groups)))
+            r = c.call(15, 5, {"groups": ["ops-cg"], "include_authorized_operations": asked})
+            out.append((f"DescribeGroups v5 of a consumer group asked={asked}",
+                        [(g.group_id, int(g.error_code), g.authorized_operations) for g in r.groups]))
+        return out
+    finally:
+        c.close()
+
+
+def test_consumer_group_describe_answers_the_groups_operations(pair: tuple[int, int]) -> None:
+    kafka, ours = (_consumer_group_operations(port) for port in pair)
+    assert ours == kafka
+    assert ("ops-cg", 0, 3400) in dict(kafka)["ConsumerGroupDescribe v1 asked=True"]
 
 
 # --- defect 6: DescribeConfigs' documentation -------------------------------------------------------

@@ -74,8 +74,16 @@ KAFKALOG_DOCS: dict[str, str] = {
 
 
 def _documentation(docs: dict[str, str], key: str, asked: bool) -> str | None:
-    """A key's ``documentation`` answer: Kafka's doc string (else kafkalog's), when asked."""
-    return (docs.get(key) or KAFKALOG_DOCS.get(key)) if asked else None
+    """A key's ``documentation`` answer, when asked: Kafka's doc string (a broker synonym Kafka
+    documents as its topic key: the topic key's), else kafkalog's."""
+    if not asked:
+        return None
+    topic_key = _TOPIC_KEY_OF.get(key) if docs is BROKER_DOCS else None
+    return docs.get(key) or (TOPIC_DOCS.get(topic_key) if topic_key else None) or KAFKALOG_DOCS.get(key)
+
+
+#: a broker synonym -> its topic key (``log.cleanup.policy`` -> ``cleanup.policy``)
+_TOPIC_KEY_OF = {b: t for t, syns in BROKER_SYNONYMS.items() for b, _mult in syns}
 
 
 def _synonyms(broker: Broker, key: str, cfg: LogConfig) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Kafka 4.4's documentation of its topic and broker configuration keys, as its DescribeConfigs
 answers them with ``include_documentation`` (Kafka's ``ConfigDef`` doc strings), written by
 ``python -m tests.kafka44.config_docs`` from a running Kafka 4.4; only the broker keys kafkalog
-knows are kept. kafkalog's own keys are documented in :mod:`kafkalog.server.config_admin`."""
+knows are kept, and not those Kafka documents as their topic key (``log.cleanup.policy``: the text
+of ``cleanup.policy``). kafkalog's own keys are documented in :mod:`kafkalog.server.config_admin`."""
 
 TOPIC_DOCS: dict[str, str] = {
     'cleanup.policy': (
@@ -288,12 +289,6 @@ BROKER_DOCS: dict[str, str] = {
     'compression.lz4.level': (
         "The compression level to use if compression.type is set to 'lz4'."
     ),
-    'compression.type': (
-        'Specify the final compression type for a given topic. This configuration accepts the standard '
-        "compression codecs ('gzip', 'snappy', 'lz4', 'zstd'). It additionally accepts 'uncompressed' "
-        "which is equivalent to no compression; and 'producer' which means retain the original "
-        'compression codec set by the producer.'
-    ),
     'compression.zstd.level': (
         "The compression level to use if compression.type is set to 'zstd'."
     ),
@@ -525,24 +520,8 @@ BROKER_DOCS: dict[str, str] = {
         'records for at least the log.cleaner.min.compaction.lag.ms duration, or (ii) if the log has had '
         'dirty (uncompacted) records for at most the log.cleaner.max.compaction.lag.ms period.'
     ),
-    'log.cleaner.min.compaction.lag.ms': (
-        'The minimum time a message will remain uncompacted in the log. Only applicable for logs that '
-        'are being compacted.'
-    ),
     'log.cleaner.threads': (
         'The number of background threads to use for log cleaning'
-    ),
-    'log.cleanup.policy': (
-        'This config designates the retention policy to use on log segments. The "delete" policy (which '
-        'is the default) will discard old segments when their retention time or size limit has been '
-        'reached. The "compact" policy will enable <a '
-        'href="https://kafka.apache.org/documentation/#compaction">log compaction</a>, which retains the '
-        'latest value for each key. It is also possible to specify both policies in a comma-separated '
-        'list (e.g. "delete,compact"). In this case, old segments will be discarded per the retention '
-        'time and size configuration, while retained segments will be compacted. An empty list means '
-        'infinite retention - no cleanup policies will be applied and log segments will be retained '
-        'indefinitely. Note that with remote storage enabled, local retention limits '
-        '(log.local.retention.ms and log.local.retention.bytes) are still applied to local segments.'
     ),
     'log.dir': (
         'A comma-separated list of the directories where the log data is stored. (supplemental to '
@@ -672,27 +651,6 @@ BROKER_DOCS: dict[str, str] = {
     'message.max.bytes': (
         'The largest record batch size allowed by Kafka (after compression if compression is '
         'enabled).This can be set per topic with the topic level <code>max.message.bytes</code> config.'
-    ),
-    'min.insync.replicas': (
-        'Specifies the <i>minimum</i> number of in-sync replicas (including the leader) required for a '
-        'write to succeed when a producer sets <code>acks</code> to "all" (or "-1"). In the '
-        '<code>acks=all</code> case, every in-sync replica must acknowledge a write for it to be '
-        'considered successful. E.g., if a topic has <code>replication.factor</code> of 3 and the ISR '
-        'set includes all three replicas, then all three replicas must acknowledge an '
-        '<code>acks=all</code> write for it to succeed, even if <code>min.insync.replicas</code> happens '
-        'to be less than 3. If <code>acks=all</code> and the current ISR set contains fewer than '
-        '<code>min.insync.replicas</code> members, then the producer will raise an exception (either '
-        '<code>NotEnoughReplicas</code> or <code>NotEnoughReplicasAfterAppend</code>).<br> Regardless of '
-        'the <code>acks</code> setting, the messages will not be visible to the consumers until they are '
-        'replicated to all in-sync replicas and the <code>min.insync.replicas</code> condition is '
-        'met.<br> When used together, <code>min.insync.replicas</code> and <code>acks</code> allow you '
-        'to enforce greater durability guarantees. A typical scenario would be to create a topic with a '
-        'replication factor of 3, set <code>min.insync.replicas</code> to 2, and produce with '
-        '<code>acks</code> of "all". This ensures that a majority of replicas must persist a write '
-        "before it's considered successful by the producer and it's visible to consumers.<p>Note that "
-        'when the Eligible Leader Replicas feature is enabled, the semantics of this config changes. '
-        'Please refer to <a href="https://kafka.apache.org/documentation/#eligible_leader_replicas">the '
-        'ELR section</a> for more info.</p>'
     ),
     'node.id': (
         'The node ID associated with the roles this process is playing when <code>process.roles</code> '

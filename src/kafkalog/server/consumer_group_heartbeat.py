@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
+from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP, authorized_operations
 from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.protocol import Request
 
@@ -17,9 +18,6 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
-
-#: ConsumerGroupDescribe's ``authorized_operations`` when not asked for
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 def _ms(value: Any) -> int:
@@ -105,4 +103,8 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
                        "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
                        "assignor_name": g.preferred_assignor() or coordinator.default_assignor,
                        "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+    ops = authorized_operations(GROUP, bool(request.body.include_authorized_operations))
+    for answer in groups:          # as Kafka: the group's operations (when asked) where no error
+        if answer["error_code"] == 0:
+            answer["authorized_operations"] = ops
     return broker.response(request, {"throttle_time": 0, "groups": groups})

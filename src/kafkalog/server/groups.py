@@ -220,9 +220,9 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
                     "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
     # as Kafka: the group's operations (when asked) on every answer without an error
     ops = authorized_operations(GROUP, bool(getattr(request.body, "include_authorized_operations", False)))
-    for g in out:
-        if g["error_code"] == 0:
-            g["authorized_operations"] = ops
+    for answer in out:
+        if answer["error_code"] == 0:
+            answer["authorized_operations"] = ops
     return broker.response(request, {"throttle_time": 0, "groups": out})
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
+from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from kafkalog.server.consumer_group import GroupError
-from kafkalog.server.consumer_group_heartbeat import AUTHORIZED_OPERATIONS_OMITTED
 from kafkalog.server.protocol import Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
