@@ -24,7 +24,6 @@ import click
 from kafkalog.cli import interrupt
 from kafkalog.cli.output import EXIT_FINDINGS, FORMAT_OPTION_HELP, bytes_json, emit, handle_errors, report_error
 from kafkalog.cli.paths import existing_data_dir
-from kafkalog.client.config import CONSUMER_DEFAULTS
 from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidTopicError, LogDirError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.record.constants import TimestampType
@@ -118,6 +117,7 @@ class _Run:
         self.key_sep = key_sep
         self.b64 = b64
         self.printed: dict[TopicPartition, int] = {}
+        from kafkalog.client.config import CONSUMER_DEFAULTS
         self.interval = CONSUMER_DEFAULTS["auto.commit.interval.ms"] / 1000.0
 
     def commit(self) -> None:

@@ -14,11 +14,11 @@ import click
 from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.errors import LogDirError
-from kafkalog.log.read.data_dir_view import DataDirView
 
 
 def describe_dir(data_dir: str) -> List[dict]:
     """One JSON-able dict per partition directory."""
+    from kafkalog.log.read.data_dir_view import DataDirView
     out = []
     with DataDirView(data_dir) as view:
         for pdir in view.partition_dirs():

@@ -14,24 +14,10 @@ import json
 import mmap
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from kafkalog.cli.dump_decoders import (
-    Decoded,
-    RecordDecoder,
-    offsets_decoder,
-    share_group_state_decoder,
-    transaction_log_decoder,
-)
-from kafkalog.cli.dump_indexes import (
-    dump_metadata_file,
-    dump_offset_index,
-    dump_snapshot,
-    dump_time_index,
-    dump_txn_index,
-)
 from kafkalog.cli.dump_kraft import kraft_control
 from kafkalog.cli.dump_options import DumpOptions
 from kafkalog.cli.output import (
@@ -45,21 +31,41 @@ from kafkalog.cli.output import (
 from kafkalog.cli.paths import is_partition_dir
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.record.constants import ControlRecordType, TimestampType
-from kafkalog.record.control import EndTransactionMarker, parse_control_key
-from kafkalog.record.records import iter_batches
+
+if TYPE_CHECKING:
+    from kafkalog.cli.dump_decoders import Decoded, RecordDecoder
+    from kafkalog.record.control import EndTransactionMarker
 
 __all__ = ["dump", "DumpOptions", "DUMPERS", "register_dumper", "dump_records_file",
-           "batch_json", "record_json", "dump_record_set"]
+           "batch_json", "record_json", "dump_record_set", "dumpers"]
 
 
 
 #: suffix -> dumper(path, options) -> exit status (0 ok, 1 errors found): ``.log`` here, the
-#: indexes, producer snapshots and metadata files in :mod:`kafkalog.cli.dump_indexes`
-DUMPERS: Dict[str, Callable[[str, DumpOptions], int]] = {
-    ".index": dump_offset_index, ".timeindex": dump_time_index, ".txnindex": dump_txn_index,
-    ".snapshot": dump_snapshot, "": dump_metadata_file, ".metadata": dump_metadata_file,
-    ".properties": dump_metadata_file, ".kafka_cleanshutdown": dump_metadata_file,
-}
+#: indexes, producer snapshots and metadata files in :mod:`kafkalog.cli.dump_indexes` (imported by
+#: :func:`dumpers`, when a file is dumped: ``--help`` stays quick)
+DUMPERS: Dict[str, Callable[[str, DumpOptions], int]] = {}
+_BUILT_IN: List[bool] = []     # whether dumpers() registered the built-in ones
+
+
+def dumpers() -> Dict[str, Callable[[str, DumpOptions], int]]:
+    """:data:`DUMPERS`, with the index, snapshot and metadata dumpers registered."""
+    if not _BUILT_IN:
+        _BUILT_IN.append(True)
+        from kafkalog.cli.dump_indexes import (
+            dump_metadata_file,
+            dump_offset_index,
+            dump_snapshot,
+            dump_time_index,
+            dump_txn_index,
+        )
+        for suffix, fn in {".index": dump_offset_index, ".timeindex": dump_time_index,
+                           ".txnindex": dump_txn_index, ".snapshot": dump_snapshot,
+                           "": dump_metadata_file, ".metadata": dump_metadata_file,
+                           ".properties": dump_metadata_file,
+                           ".kafka_cleanshutdown": dump_metadata_file}.items():
+            DUMPERS.setdefault(suffix, fn)
+    return DUMPERS
 
 
 def register_dumper(suffix: str, fn: Callable[[str, DumpOptions], int]) -> None:
@@ -94,6 +100,7 @@ def batch_json(batch, valid: bool, valid_error: Optional[str] = None) -> dict:
 
 
 def _control_info(record) -> Tuple[ControlRecordType, Optional[EndTransactionMarker]]:
+    from kafkalog.record.control import EndTransactionMarker, parse_control_key
     _v, ctype = parse_control_key(record.key)
     if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
         return ctype, EndTransactionMarker.deserialize_value(ctype, record.value)
@@ -221,6 +228,7 @@ def _legacy_crc(record, batch) -> int:
 def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
                     check_trailing: bool = True) -> Tuple[int, dict]:
     """Dump the batches of ``buf``; returns ``(exit_status, summary)``."""
+    from kafkalog.record.records import iter_batches
     out, w = opts.out, opts.out.write
     summary: Dict[str, Any] = {"type": "summary", "batches": 0, "invalidBatches": 0, "bytesInBatches": 0,
                "totalBytes": len(buf), "trailingBytes": 0}
@@ -327,7 +335,7 @@ def expand_paths(paths: Sequence[str]) -> List[str]:
             continue
         names = sorted(os.listdir(path))
         files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))
-                 and _suffix(n) in DUMPERS and not n.startswith(".lock")]
+                 and _suffix(n) in dumpers() and not n.startswith(".lock")]
         subdirs = [os.path.join(path, n) for n in names if os.path.isdir(os.path.join(path, n))
                    and is_partition_dir(os.path.join(path, n))]
         if not files and not subdirs:
@@ -335,7 +343,7 @@ def expand_paths(paths: Sequence[str]) -> List[str]:
         out.extend(files)
         for d in subdirs:
             out.extend(os.path.join(d, n) for n in sorted(os.listdir(d))
-                       if os.path.isfile(os.path.join(d, n)) and _suffix(n) in DUMPERS)
+                       if os.path.isfile(os.path.join(d, n)) and _suffix(n) in dumpers())
     return out
 
 
@@ -381,6 +389,11 @@ def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata,
     if offsets_decoder_opt + transaction_log_decoder_opt + share_state_decoder_opt > 1:
         raise click.UsageError("give one of --offsets-decoder, --transaction-log-decoder and "
                                "--share-group-state-decoder")
+    from kafkalog.cli.dump_decoders import (
+        offsets_decoder,
+        share_group_state_decoder,
+        transaction_log_decoder,
+    )
     decoder = offsets_decoder if offsets_decoder_opt else \
         transaction_log_decoder if transaction_log_decoder_opt else \
         share_group_state_decoder if share_state_decoder_opt else None
@@ -400,7 +413,7 @@ def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata,
         sys.exit(EXIT_ERROR)
     status = 0
     for path in files:
-        fn = dump_records_file if as_records else DUMPERS.get(_suffix(path))
+        fn = dump_records_file if as_records else dumpers().get(_suffix(path))
         if fn is None:      # as kafka-dump-log.sh; --records reads any file as a record set
             if opts.json:
                 opts.out.write(json.dumps({"type": "skipped", "file": path, "reason": "unknown file"}) + "\n")

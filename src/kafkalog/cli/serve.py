@@ -18,12 +18,10 @@ directory failure: every produce gets KAFKA_STORAGE_ERROR, and the stop is not a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
-import ssl
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -32,30 +30,12 @@ from kafkalog.cli.output import EXIT_FINDINGS, emit, handle_errors
 from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidConfigError, KafkalogIOError
 
+if TYPE_CHECKING:       # imported when the command runs (its --help stays quick)
+    import ssl
 
-def _import_kio_without_hypothesis() -> None:
-    """kio (the protocol messages) registers hypothesis strategies for its types when hypothesis is
-    importable; the broker process never uses them, and importing hypothesis costs ~60 ms and
-    ~10 MiB of a start-up. Hidden only while kio is first imported, and only when nothing
-    imported hypothesis before (an in-process caller that uses it keeps it)."""
-    if "hypothesis" in sys.modules or "kio" in sys.modules:
-        return
-    sys.modules["hypothesis"] = None        # type: ignore[assignment]  # makes the import fail
-    try:
-        import kio.static._phantom  # noqa: F401
-    finally:
-        del sys.modules["hypothesis"]
-
-
-_import_kio_without_hypothesis()
-
-from kafkalog.log.config import parse_properties  # noqa: E402
-from kafkalog.log.manager import LogManager  # noqa: E402
-from kafkalog.server.broker import Broker  # noqa: E402
-from kafkalog.server.config import Listener, ServerConfig  # noqa: E402
-from kafkalog.server.network import Server  # noqa: E402
-from kafkalog.server.sasl import SaslConfig  # noqa: E402
-from kafkalog.server.tls import listener_contexts  # noqa: E402
+    from kafkalog.log.manager import LogManager
+    from kafkalog.server.config import Listener, ServerConfig
+    from kafkalog.server.sasl import SaslConfig
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -67,6 +47,7 @@ def _log_cleaner(manager: LogManager) -> Any:
 
 
 def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
+    from kafkalog.log.config import parse_properties
     values: dict[str, str] = {}
     if config_file is not None:
         with open(config_file, encoding="utf-8") as f:
@@ -82,6 +63,8 @@ def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str,
 def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, ssl.SSLContext],
                                                                      SaslConfig | None]:
     """The TLS contexts and SASL users the listeners need (refused before anything is bound)."""
+    from kafkalog.server.sasl import SaslConfig
+    from kafkalog.server.tls import listener_contexts
     tls = listener_contexts(cfg.values, {lst.protocol for lst in listeners})
     sasl = SaslConfig.from_values(cfg.values) if any(lst.sasl for lst in listeners) else None
     return tls, sasl
@@ -90,6 +73,10 @@ def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, s
 async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener],
                tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None) -> KafkalogIOError | None:
     """Serve until SIGTERM/SIGINT; returns the I/O failure that took the data directory offline."""
+    import asyncio
+
+    from kafkalog.server.broker import Broker
+    from kafkalog.server.network import Server
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -130,6 +117,10 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
 def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
           config_file: str | None) -> None:
     """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
+    import asyncio
+
+    from kafkalog.log.manager import LogManager
+    from kafkalog.server.config import ServerConfig
     cfg = ServerConfig(_config_values(config_file, configs))
     listeners = cfg.bind_listeners(host, port)
     tls, sasl = _security(cfg, listeners)      # refused before the data directory is touched
