@@ -226,8 +226,11 @@ def _legacy_crc(record, batch) -> int:
 
 
 def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
-                    check_trailing: bool = True) -> Tuple[int, dict]:
-    """Dump the batches of ``buf``; returns ``(exit_status, summary)``."""
+                    check_trailing: bool = True, crash_tail: bool = False) -> Tuple[int, dict]:
+    """Dump the batches of ``buf``; returns ``(exit_status, summary)``: 1 when damage was found (a
+    batch that fails validation, bytes after the last batch unless ``crash_tail``: the active
+    segment of a log the next open recovers, whose cut-short last batch a crash leaves, as
+    ``verify`` rates it)."""
     from kafkalog.record.records import iter_batches
     out, w = opts.out, opts.out.write
     summary: Dict[str, Any] = {"type": "summary", "batches": 0, "invalidBatches": 0, "bytesInBatches": 0,
@@ -280,11 +283,22 @@ def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
         opts.err.write(f"Non-consecutive offsets in {os.path.abspath(file) if file else '<buffer>'}\n")
         for a, b in non_consecutive:
             opts.err.write(f"  {a} is followed by {b}\n")
+    trailing = summary["trailingBytes"] if check_trailing and status == 0 else 0
     if opts.json:
         w(json.dumps(summary) + "\n")
-    elif check_trailing and status == 0 and summary["trailingBytes"] > 0:
-        w(f"Found {summary['trailingBytes']} invalid bytes at the end of "
+    elif trailing:
+        w(f"Found {trailing} invalid bytes at the end of "
           f"{os.path.basename(file) if file else '<buffer>'}\n")
+    if status == 0 and (summary["invalidBatches"] or (trailing and not crash_tail)):
+        # damage found: exit 1 (Kafka 4.4's DumpLogSegments prints the same and exits 0:
+        # docs/kafka-compatibility.md), said once on stderr in text (the JSON summary says it)
+        status = 1
+        if not opts.json:
+            out.flush()
+            damage = [f"{summary['invalidBatches']} invalid batch(es) (isvalid: false)"] \
+                if summary["invalidBatches"] else []
+            damage += [f"{trailing} invalid bytes at the end"] if trailing and not crash_tail else []
+            opts.err.write(f"Error: {file or '<buffer>'}: {', '.join(damage)}\n")
     return status, summary
 
 
@@ -305,12 +319,15 @@ def dump_records_file(path: str, opts: DumpOptions) -> int:
         w(f"Log starting offset: {_start_offset(path)}\n")
     size = os.path.getsize(path)
     limit = size if opts.max_bytes is None else min(size, opts.max_bytes)
+    from kafkalog.cli.verify import unclean_active_segments
+    crash_tail = bool(path.endswith(".log") and unclean_active_segments([path]))
     if limit == 0:
         return dump_record_set(b"", opts, file=path, check_trailing=opts.max_bytes is None)[0]
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         buf = memoryview(mm)[:limit]
         try:
-            return dump_record_set(buf, opts, file=path, check_trailing=opts.max_bytes is None)[0]
+            return dump_record_set(buf, opts, file=path, check_trailing=opts.max_bytes is None,
+                                   crash_tail=crash_tail)[0]
         finally:
             buf.release()
 
