@@ -31,12 +31,37 @@ def _why_not_cleaned(log) -> str:
     keeps records younger than min.compaction.lag.ms and waits for min.cleanable.dirty.ratio."""
     segments = log.segments
     cfg = log.config
+    if log.size == 0:
+        return "no records"
     if len(segments) <= 1:
         return ("only the active segment holds records, and the active segment is never cleaned "
                 f"(it rolls at segment.bytes={cfg.get('segment.bytes')} or segment.ms={cfg.get('segment.ms')})")
     return (f"the dirty part of the {len(segments) - 1} inactive segment(s) is below "
             f"min.cleanable.dirty.ratio={cfg.get('min.cleanable.dirty.ratio')}, or its records are younger "
             f"than min.compaction.lag.ms={cfg.get('min.compaction.lag.ms')} (the active segment is never cleaned)")
+
+
+def _not_cleaned_lines(idle: dict[tuple[str, int], str]) -> list[str]:
+    """One line per topic and reason: ``orders-0: nothing cleaned: ...`` for one partition,
+    ``__consumer_offsets: 49 partitions (0-2,4-49): nothing cleaned: ...`` for several (a data directory's
+    empty offsets topic is one line, not fifty)."""
+    by_reason: dict[tuple[str, str], list[int]] = {}
+    for (t, p), why in sorted(idle.items()):
+        by_reason.setdefault((t, why), []).append(p)
+    lines = []
+    for (t, why), parts in sorted(by_reason.items(), key=lambda kv: (kv[0][0], kv[1][0])):
+        if len(parts) == 1:
+            lines.append(f"  {t}-{parts[0]}: nothing cleaned: {why}")
+        else:
+            runs: list[list[int]] = []
+            for p in parts:
+                if runs and p == runs[-1][1] + 1:
+                    runs[-1][1] = p
+                else:
+                    runs.append([p, p])
+            which = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+            lines.append(f"  {t}: {len(parts)} partitions ({which}): nothing cleaned: {why}")
+    return lines
 
 
 @click.command("compact")
@@ -125,8 +150,8 @@ def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
         if not waiting:
             click.echo("  no partition of a topic with cleanup.policy=compact"
                        + (f" named {topic}" if topic else "") + " (use --force TOPIC for another policy)")
-        for (t, p), why in sorted(idle.items()):
-            click.echo(f"  {t}-{p}: nothing cleaned: {why}")
+        for line in _not_cleaned_lines(idle):
+            click.echo(line)
         for r in failed:
             click.echo(f"  FAILED {r.topic_partition.topic}-{r.topic_partition.partition}: "
                        f"{r.error}", err=True)

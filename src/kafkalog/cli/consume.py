@@ -6,7 +6,8 @@
 when they decode, else base64 with ``keyEncoding``/``valueEncoding`` = ``base64`` (``--base64``
 always). ``--format text`` prints values, one a line, with the key and ``-K SEP`` before.
 
-Following (the default on a terminal) waits for new records, also those another process appends.
+Following (the default on a terminal) waits for new records, also those another process appends,
+and for a topic another process has not created yet (read-only, without ``--group``).
 Without ``--group`` the data directory is opened read-only (no ``.lock``, nothing written); with
 ``--group`` it is opened writable, to commit what was printed (at the end, on Ctrl-C, and every
 ``auto.commit.interval.ms`` while following). Ctrl-C or SIGTERM stops it between two polls: what
@@ -208,14 +209,38 @@ def consume(data_dir: str, topic: str, partition: Optional[int], offset_spec: Op
     # signal's exit status (130, 143)
     with interrupt.flagged() as interrupted:
         try:
-            _consume_topic(dl, topic, partition, offset, timestamp, group, follow, auto_offset_reset,
-                           max_records, isolation_level, _Run(None, group, fmt, key_sep, b64),
-                           interrupted)
+            if follow and group is None:
+                dl = _wait_for_topic(dl, data_dir, topic, interrupted)
+            if not interrupted:
+                _consume_topic(dl, topic, partition, offset, timestamp, group, follow, auto_offset_reset,
+                               max_records, isolation_level, _Run(None, group, fmt, key_sep, b64),
+                               interrupted)
         finally:
             dl.close()
     if interrupted:
         sys.stdout.flush()
         sys.exit(interrupt.exit_code(interrupted[0]))
+
+
+def _wait_for_topic(dl: Any, data_dir: str, topic: str, interrupted: list[int]) -> Any:
+    """Following a topic that does not exist yet: wait until another process creates it (as
+    kafka-console-consumer waits for a topic), looking again every :data:`TOPIC_WAIT_S`; returns
+    the read-only view that has it (or the last one, after a signal)."""
+    if dl.manager.partitions_of(topic):
+        return dl
+    sys.stderr.write(f"Waiting for topic {topic!r} to be created in {data_dir} (Ctrl-C to stop)\n")
+    sys.stderr.flush()
+    while not interrupted:
+        time.sleep(TOPIC_WAIT_S)
+        dl.close()
+        dl = _open(data_dir, writable=False)
+        if dl.manager.partitions_of(topic):
+            break
+    return dl
+
+
+#: how often ``consume --follow`` looks for a topic it waits for
+TOPIC_WAIT_S = 0.5
 
 
 def _consume_topic(dl: Any, topic: str, partition: Optional[int], offset: Optional[int | str],

@@ -358,10 +358,13 @@ def _print_summary(s: dict, fmt: str) -> None:
     if fmt == "json":
         emit(s)
         return
-    parts = ", ".join(f"{p}: {o['firstOffset']}..{o['lastOffset']}" for p, o in s["partitions"].items())
+    # "partition 2: offset 416", "partition 0: offsets 0..19"
+    parts = ", ".join(f"partition {p}: offset {o['firstOffset']}" if o["firstOffset"] == o["lastOffset"]
+                      else f"partition {p}: offsets {o['firstOffset']}..{o['lastOffset']}"
+                      for p, o in s["partitions"].items())
     how = " (interrupted)" if s["interrupted"] else "" if s["complete"] else " (stopped by an error)"
-    click.echo(f"{s['records']} record(s) appended to {s['topic']}{how}"
-               + (f"; partition: offsets {parts}" if parts else ""), err=True)
+    click.echo(f"{s['records']} record(s) appended to {s['topic']}{how}" + (f"; {parts}" if parts else ""),
+               err=True)
 
 
 @click.command("produce")

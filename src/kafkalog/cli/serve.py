@@ -7,10 +7,12 @@ SSL, SASL_PLAINTEXT, SASL_SSL listeners, several at once), ``ssl.*`` (PEM key st
 ``auto.create.topics.enable``, ``socket.request.max.bytes``, ``max.connections``,
 ``connections.max.idle.ms``, ``delete.topic.enable`` and every storage key (``log.*``,
 ``message.max.bytes`` ...). Unknown keys are refused. Binds to 127.0.0.1:9092 unless told
-otherwise (``--port 0`` picks a free port). When listening it prints one JSON line
-(``{"type":"listening","host":...,"port":...,"listeners":[...]}``, the first listener's address
-and every listener's ``name``/``protocol``/``host``/``port``) on stdout; logs go to stderr. SIGTERM or SIGINT
-stops it cleanly: connections closed, logs flushed, checkpoints and the clean-shutdown marker
+otherwise (``--port 0`` picks a free port; a port in use is refused before the data directory is
+opened or created). When listening it prints one JSON line on stdout
+(``{"type":"listening","host":...,"port":...,"bootstrapServers":...,"listeners":[...]}``: the first
+listener's address, the ``bootstrap.servers`` to give a client, every listener's
+``name``/``protocol``/``host``/``port``) and ``ready: bootstrap.servers=HOST:PORT`` in its log on
+stderr. SIGTERM or SIGINT stops it cleanly: connections closed, logs flushed, checkpoints and the clean-shutdown marker
 written (exit 0). After a write failed (disk full, EIO) the data directory is offline, as Kafka's log
 directory failure: every produce gets KAFKA_STORAGE_ERROR, and the stop is not a clean shutdown
 (exit 1; the next start recovers the logs).
@@ -19,7 +21,9 @@ directory failure: every produce gets KAFKA_STORAGE_ERROR, and the stop is not a
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +32,7 @@ import click
 from kafkalog.cli import interrupt
 from kafkalog.cli.output import EXIT_FINDINGS, emit, handle_errors
 from kafkalog.cli.paths import new_or_existing_data_dir
-from kafkalog.errors import InvalidConfigError, KafkalogIOError
+from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError
 
 if TYPE_CHECKING:       # imported when the command runs (its --help stays quick)
     import ssl
@@ -70,6 +74,22 @@ def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, s
     return tls, sasl
 
 
+def _check_ports(listeners: list[Listener]) -> None:
+    """Refuse a listener whose port another process holds, before the data directory is opened
+    (or created): bound and released here as the server binds it (``SO_REUSEADDR``), so the
+    server's own bind, a moment later, gives the same answer."""
+    for lst in listeners:
+        if lst.port == 0:
+            continue
+        try:
+            family, _t, _p, _c, addr = socket.getaddrinfo(lst.host, lst.port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE)[0]
+            socket.create_server(addr, family=family).close()
+        except OSError as e:
+            why = os.strerror(e.errno) if e.errno else str(e)
+            raise KafkalogError(f"listener {lst.name}://{lst.host}:{lst.port}: cannot bind: {why}") from None
+
+
 async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener],
                tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None) -> KafkalogIOError | None:
     """Serve until SIGTERM/SIGINT; returns the I/O failure that took the data directory offline."""
@@ -93,8 +113,10 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
         logger.info("kafkalog broker %d (cluster %s) serving %s on %s://%s:%d (%s), advertised as "
                     "%s:%d", server_broker.node_id, server_broker.cluster_id, manager.data_dir,
                     b.name, b.host, b.port, b.protocol, adv.host, adv.port)
+    bootstrap = f"{server_broker.advertised.host}:{server_broker.advertised.port}"
+    logger.info("ready: bootstrap.servers=%s", bootstrap)
     emit({"type": "listening", "host": bound_host, "port": bound_port,
-          "advertised": f"{server_broker.advertised.host}:{server_broker.advertised.port}",
+          "advertised": bootstrap, "bootstrapServers": bootstrap,
           "listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
                         for b in server.bound]})
     sys.stdout.flush()
@@ -124,6 +146,7 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
     cfg = ServerConfig(_config_values(config_file, configs))
     listeners = cfg.bind_listeners(host, port)
     tls, sasl = _security(cfg, listeners)      # refused before the data directory is touched
+    _check_ports(listeners)                    # a busy port too: nothing created or written
     new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
     root = logging.getLogger("kafkalog")
     if root.getEffectiveLevel() > logging.INFO:
@@ -136,8 +159,10 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
     if manager.created_data_dir:
         logger.info("created the data directory %s (cluster %s)", manager.data_dir,
                     manager.meta_properties.cluster_id)
-    logger.info("loaded %d partition(s) of %d topic(s) (clean shutdown: %s)",
-                len(manager.partitions()), len(manager.topics()), manager.had_clean_shutdown)
+    logger.info("loaded %d partition(s) of %d topic(s) (%s)", len(manager.partitions()),
+                len(manager.topics()), "a new data directory" if manager.created_data_dir
+                else "after a clean shutdown" if manager.had_clean_shutdown
+                else "after an unclean shutdown: the logs were recovered")
     failure: KafkalogIOError | None = None
     try:
         failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl))
