@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.output import emit, format_option, handle_errors, resolve_format, use_format
 from kafkalog.errors import LogDirError
 from kafkalog.log.naming import (
     LEADER_EPOCH_CHECKPOINT_FILE,
@@ -96,14 +96,16 @@ def _topics(data_dir: str) -> list[TopicMetadata]:
 @click.argument("data_dir", type=click.Path())
 @click.option("--metadata-log-dir", default=None, type=click.Path(),
               help="The cluster's metadata.log.dir, formatted by kafka-storage.sh (default: DATA_DIR).")
+@format_option()
 @handle_errors()
-def bootstrap_topics(data_dir: str, metadata_log_dir: str | None) -> None:
+def bootstrap_topics(data_dir: str, metadata_log_dir: str | None, fmt: str | None) -> None:
     """Add the topics of DATA_DIR (topic IDs, partitions, configs) to the bootstrap metadata that
     `kafka-storage.sh format` wrote, so the new Kafka cluster's first start serves them. Run it with
     kafkalog stopped, after formatting the metadata log directory with DATA_DIR's cluster.id and
     node.id and before the cluster's first start."""
     from kafkalog.log.checkpoint import uuid_from_kafka_string, uuid_to_kafka_string
     from kafkalog.log.cluster_metadata import BOOTSTRAP_SNAPSHOT, METADATA_PARTITION, add_topics
+    use_format(resolve_format(fmt))
     if not os.path.isdir(data_dir):
         raise LogDirError("no such directory", file=data_dir)
     meta_dir = metadata_log_dir or data_dir

@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.output import emit, format_option, handle_errors, resolve_format
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.cli.progress import ProgressBar, progress_bar, progress_enabled
 from kafkalog.log.naming import TopicPartition
@@ -67,17 +67,17 @@ def _not_cleaned_lines(idle: dict[tuple[str, int], str]) -> list[str]:
 @click.command("compact")
 @click.argument("data_dir", type=click.Path())
 @click.argument("topic", required=False)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help=FORMAT_OPTION_HELP)
+@format_option()
 @click.option("--force", is_flag=True,
               help="Compact TOPIC even when its cleanup.policy does not contain 'compact'.")
 @click.option("--dedupe-buffer-size", type=int, default=None,
               help="log.cleaner.dedupe.buffer.size in bytes (default 134217728).")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
 @handle_errors()
-def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
+def compact(data_dir: str, topic: Optional[str], fmt: Optional[str], force: bool,
             dedupe_buffer_size: Optional[int], no_progress: bool) -> None:
     """Compact every compacted topic of DATA_DIR (or only TOPIC) now."""
+    fmt = resolve_format(fmt)
     existing_data_dir(data_dir)
     from kafkalog.cleaner import compact_data_dir
     from kafkalog.cleaner.stats import CleanerStats

@@ -1,7 +1,7 @@
 """``kafkalog consume DATA_DIR TOPIC``: print records, kcat-style, with the embedded
 :class:`~kafkalog.client.consumer.Consumer`.
 
-``--format json`` (the default) prints JSON lines (``topic``, ``partition``, ``offset``,
+``--format json`` (the default when stdout is not a terminal) prints JSON lines (``topic``, ``partition``, ``offset``,
 ``timestamp``, ``timestampType``, ``key``, ``value``, ``headers``); keys and values are UTF-8 strings
 when they decode, else base64 with ``keyEncoding``/``valueEncoding`` = ``base64`` (``--base64``
 always). ``--format text`` prints values, one a line, with the key and ``-K SEP`` before.
@@ -23,7 +23,16 @@ from typing import Any, Optional
 import click
 
 from kafkalog.cli import interrupt
-from kafkalog.cli.output import EXIT_FINDINGS, FORMAT_OPTION_HELP, bytes_json, emit, handle_errors, report_error
+from kafkalog.cli.output import (
+    EXIT_FINDINGS,
+    FORMAT_OPTION_HELP,
+    bytes_json,
+    emit,
+    format_option,
+    handle_errors,
+    report_error,
+    resolve_format,
+)
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidTopicError, LogDirError
 from kafkalog.log.naming import TopicPartition
@@ -183,8 +192,7 @@ class _Run:
 @click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
               default="read_uncommitted", show_default=True,
               help="read_committed skips aborted transactions and stops at the last stable offset.")
-@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
-              help=FORMAT_OPTION_HELP + " text prints values, one a line.")
+@format_option(FORMAT_OPTION_HELP + " text prints values, one a line (-K: keys too).")
 @click.option("-K", "key_sep", default=None, metavar="SEP",
               help="With --format text: print the key, then SEP, then the value.")
 @click.option("--base64", "b64", is_flag=True, help="Print keys, values and header values as base64 "
@@ -193,8 +201,9 @@ class _Run:
 def consume(data_dir: str, topic: str, partition: Optional[int], offset_spec: Optional[str],
             from_beginning: bool, timestamp: Optional[int], follow: Optional[bool], group: Optional[str],
             auto_offset_reset: Optional[str], max_records: Optional[int], isolation_level: str,
-            fmt: str, key_sep: Optional[str], b64: bool) -> None:
+            fmt: Optional[str], key_sep: Optional[str], b64: bool) -> None:
     """Print the records of TOPIC in DATA_DIR (JSON lines or values), following new ones."""
+    fmt = resolve_format("text" if fmt is None and key_sep is not None else fmt)
     offset = _parse_offset("beginning" if from_beginning and offset_spec is None else offset_spec)
     if timestamp is not None and offset is not None:
         raise click.UsageError("--offset and --timestamp are exclusive")

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.output import emit, format_option, handle_errors, resolve_format
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.errors import GroupIdNotFoundError, InvalidTopicError, NonEmptyGroupError
 
@@ -371,16 +371,16 @@ def _delete_offsets(data_dir: str, group: str, topics: tuple[str, ...], fmt: str
               help="Reset to the committed offset (the log end offset where there is none).")
 @click.option("--dry-run/--execute", "dry_run", default=True, show_default=True,
               help="Print the reset plan only, or commit it.")
-@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
-              help=FORMAT_OPTION_HELP)
+@format_option()
 @handle_errors()
 def groups(data_dir: str, list_: bool, describe: bool, reset_offsets: bool, delete: bool,
            delete_offsets: bool, group_names: tuple[str, ...], all_groups: bool, topics: tuple[str, ...],
            all_topics: bool, to_earliest: bool, to_latest: bool, to_offset: int | None,
            shift_by: int | None, to_datetime: str | None, by_duration: str | None, to_current: bool,
-           dry_run: bool, fmt: str) -> None:
+           dry_run: bool, fmt: str | None) -> None:
     """Consumer groups like kafka-consumer-groups.sh: list, describe (offsets and lag), reset,
     delete."""
+    fmt = resolve_format(fmt)
     actions = [a for a, on in zip(_ACTIONS, (list_, describe, reset_offsets, delete, delete_offsets))
                if on]
     if len(actions) != 1:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 import click
 
-from kafkalog.cli.output import EXIT_DATA_DROPPED, emit, handle_errors
+from kafkalog.cli.output import EXIT_DATA_DROPPED, emit, format_option, handle_errors, resolve_format, use_format
 from kafkalog.cli.paths import data_dir_or_partition_dir, is_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.errors import KafkalogError, LogDirError
@@ -321,10 +321,12 @@ def _keep(targets: Iterable[Target], plans: Dict[str, PartitionPlan], keep_dir: 
                    "(<segment>.log.<position>.truncated).")
 @click.option("--discard", is_flag=True, help="Keep nothing of what is cut (Kafka's recovery).")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
+@format_option()
 @handle_errors()
 def recover(path: str, from_recovery_point: bool, dry_run: bool, keep_dir: Optional[str],
-            discard: bool, no_progress: bool) -> None:
+            discard: bool, no_progress: bool, fmt: Optional[str]) -> None:
     """Recover PATH (a data dir or a partition dir) as after an unclean shutdown."""
+    use_format(resolve_format(fmt))
     if discard and keep_dir is not None:
         raise click.UsageError("--discard and --keep-dir are exclusive")
     data_dir_or_partition_dir(path)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kafkalog.cli import interrupt
-from kafkalog.cli.output import EXIT_FINDINGS, emit, handle_errors
+from kafkalog.cli.output import EXIT_FINDINGS, emit, format_option, handle_errors, resolve_format, use_format
 from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError
 
@@ -91,7 +91,7 @@ def _check_ports(listeners: list[Listener]) -> None:
 
 
 async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener],
-               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None) -> KafkalogIOError | None:
+               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None, fmt: str) -> KafkalogIOError | None:
     """Serve until SIGTERM/SIGINT; returns the I/O failure that took the data directory offline."""
     import asyncio
 
@@ -115,10 +115,15 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
                     b.name, b.host, b.port, b.protocol, adv.host, adv.port)
     bootstrap = f"{server_broker.advertised.host}:{server_broker.advertised.port}"
     logger.info("ready: bootstrap.servers=%s", bootstrap)
-    emit({"type": "listening", "host": bound_host, "port": bound_port,
-          "advertised": bootstrap, "bootstrapServers": bootstrap,
-          "listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
-                        for b in server.bound]})
+    if fmt == "text":
+        where = ", ".join(f"{b.name}://{b.host}:{b.port}" for b in server.bound)
+        print(f"kafkalog serving {manager.data_dir} on {where}: bootstrap.servers={bootstrap} "
+              f"(Ctrl-C stops it)")
+    else:
+        emit({"type": "listening", "host": bound_host, "port": bound_port,
+              "advertised": bootstrap, "bootstrapServers": bootstrap,
+              "listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
+                            for b in server.bound]})
     sys.stdout.flush()
     await stop.wait()
     logger.info("shutting down: closing %d connection(s)", server.connection_count)
@@ -135,14 +140,17 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
               help="A broker configuration key (repeatable).")
 @click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
               help="A server.properties file.")
+@format_option("The listening line: text for people, json for scripts (default: text on a terminal, "
+               "json when stdout is not one).")
 @handle_errors()
 def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
-          config_file: str | None) -> None:
+          config_file: str | None, fmt: str | None) -> None:
     """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
     import asyncio
 
     from kafkalog.log.manager import LogManager
     from kafkalog.server.config import ServerConfig
+    fmt = use_format(resolve_format(fmt))
     cfg = ServerConfig(_config_values(config_file, configs))
     listeners = cfg.bind_listeners(host, port)
     tls, sasl = _security(cfg, listeners)      # refused before the data directory is touched
@@ -165,7 +173,7 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
                 else "after an unclean shutdown: the logs were recovered")
     failure: KafkalogIOError | None = None
     try:
-        failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl))
+        failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl, fmt))
     finally:
         if failure is None:
             with interrupt.ignored():             # a second signal must not cut the shutdown
