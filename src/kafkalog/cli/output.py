@@ -159,15 +159,15 @@ def quiet_broken_pipe() -> None:
     os._exit(EXIT_BROKEN_PIPE)
 
 
-def handle_errors(format_param: str = "fmt", default: Optional[str] = None) -> Callable[[F], F]:
+def handle_errors(format_param: str = "fmt") -> Callable[[F], F]:
     """Decorator of a command: a KafkalogError or OSError becomes one error (see
     :func:`report_error`) and exit code 2; never a traceback for bad input. The error is in the
-    command's format: its ``format_param`` argument (``--format``), else ``default``, else
-    :func:`resolve_format`'s rule."""
+    command's format: its ``format_param`` argument (``--format``), else :func:`resolve_format`'s
+    rule."""
     def deco(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            as_json = resolve_format(kwargs.get(format_param) or default) == "json"
+            as_json = resolve_format(kwargs.get(format_param)) == "json"
             try:
                 return fn(*args, **kwargs)
             except BrokenPipeError:
