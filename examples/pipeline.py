@@ -90,18 +90,24 @@ def why_more_records_than_keys(after: dict) -> None:
           f"delete.retention.ms.")
 
 
-def kafka_layout_ok(data_dir: str) -> bool:
-    """Would a Kafka broker load this directory? Every subdirectory must be ``<topic>-<partition>``
-    (Kafka's rule; kafkalog keeps its own state in regular files)."""
-    from kafkalog.errors import KafkalogError
-    from kafkalog.log.naming import parse_partition_dir_name
-    for entry in os.scandir(data_dir):
-        if entry.is_dir():
-            try:
-                parse_partition_dir_name(entry.name)
-            except KafkalogError:
-                return False
-    return True
+def kafka_layout_check(data_dir: str) -> str:
+    """What a Kafka broker's load of this directory checks, checked: ``kafkalog verify`` (read-only)
+    reads every partition directory (named ``<topic>-<partition>``, Kafka's rule), every batch (size,
+    magic, CRC, offsets) and every index entry against the data, with Kafka's DumpLogSegments
+    rules. ``ok: ...`` or ``BROKEN: <the first error>``."""
+    import json
+    import subprocess
+    res = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "verify", "--format", "json",
+                          "--no-progress", data_dir], capture_output=True, text=True, check=False)
+    lines = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+    summary = next((x for x in lines if x.get("type") == "summary"), None)
+    if res.returncode == 0 and summary is not None:
+        return (f"ok: {summary.get('segments', 0)} segment(s), every batch and index entry verified "
+                f"(kafkalog verify)")
+    first = next((x for x in lines if x.get("type") in ("finding", "error") and x.get("level", "error") == "error"),
+                 None)
+    why = f"{first.get('file')}: {first.get('message')}" if first else (res.stderr.strip() or f"exit {res.returncode}")
+    return f"BROKEN: {why}"
 
 
 def records_already_there(data_dir: str) -> int:
@@ -124,7 +130,7 @@ def print_summary(args, data_dir: str, before: dict, after: dict, users: int, to
     print(f"  compacted        {after['records']:,} records left ({after['bytes']:,} bytes, "
           f"{after['bytes'] / before['bytes']:.1%}) in {took['compact']:.1f} s")
     print(f"  read back        {users:,} active users (latest state) in {took['read']:.1f} s")
-    print(f"  Kafka layout     {'ok: a broker can open it' if kafka_layout_ok(data_dir) else 'BROKEN'}")
+    print(f"  Kafka layout     {kafka_layout_check(data_dir)}")
 
 
 def spark_session(args) -> SparkSession:

@@ -43,9 +43,9 @@ _ABOVE = {
 }
 
 
-#: the layer of each package of kafkalog (``errors`` and ``_kernels``, the kernel selection:
-#: below every layer)
-LAYERS = {"errors": 0, "_kernels": 0, "record": 1, "log": 2, "tiered": 2, "cleaner": 3, "coordinator": 4,
+#: the layer of each package of kafkalog (``errors``, ``_kernels``, the kernel selection, and
+#: ``_kio``, kio imported without hypothesis: below every layer)
+LAYERS = {"errors": 0, "_kernels": 0, "_kio": 0, "record": 1, "log": 2, "tiered": 2, "cleaner": 3, "coordinator": 4,
           "client": 5, "aio": 5, "server": 5, "spark": 5, "testing": 5, "cli": 6}
 #: the surfaces of layer 5: none imports another (``aio`` is the client's asyncio face);
 #: ``testing`` (a real broker for tests) runs the server and reads through the client, and nothing

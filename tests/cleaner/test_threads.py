@@ -74,5 +74,5 @@ def test_cli_compact_json_summary(tmp_path):
     assert summary["invalidMessages"] == 1 and summary["distinctKeys"] == 4
     r = CliRunner().invoke(main, ["compact", d, "plain"])
     assert r.exit_code == 2 and "--force" in r.output
-    r = CliRunner().invoke(main, ["compact", d, "plain", "--force"])
+    r = CliRunner().invoke(main, ["compact", d, "plain", "--force", "--format", "text"])
     assert r.exit_code == 0 and "Compacted 1 partition" in r.output

@@ -127,14 +127,14 @@ def test_an_ordinary_directory_is_refused_and_left_untouched(tmp_path: Path, com
 
 
 def test_a_partition_directory_given_as_the_data_directory(data_dir: Path) -> None:
-    res = cli("describe", str(data_dir / "t-0"))
+    res = cli("describe", str(data_dir / "t-0"), "--format", "text")
     assert res.returncode == 2 and "partition directory" in res.stderr and str(data_dir) in res.stderr
     res = cli("verify", str(data_dir / "t-0"))             # verify takes a partition directory
     assert res.returncode == 0 and json_lines(res.stdout)[-1]["ok"] is True
 
 
 def test_errors_are_printed_once_in_each_format(tmp_path: Path) -> None:
-    res = cli("describe", str(tmp_path / "missing"))
+    res = cli("describe", str(tmp_path / "missing"), "--format", "text")
     assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1
     res = cli("describe", str(tmp_path / "missing"), "--format", "json")
     assert res.returncode == 2 and res.stderr == ""

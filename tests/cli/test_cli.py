@@ -52,7 +52,7 @@ def test_produce_consume_describe(tmp_path):
     res = r.invoke(main, ["describe", d, "--format", "json"])
     rows = _lines(res.output)
     assert sum(x["logEndOffset"] for x in rows) == 3 and {x["partition"] for x in rows} == {0, 1}
-    res = r.invoke(main, ["describe", d])
+    res = r.invoke(main, ["describe", d, "--format", "text"])
     assert "LOG-END-OFFSET" in res.output and "topic" in res.output
     with kafkalog.open(d, background=False) as dl:
         assert dl.topic_config("topic")["retention.ms"] == 1000
@@ -249,7 +249,7 @@ def test_describe_sorts_partitions_as_numbers(tmp_path):
         dl.create_topic("t", 12)
     res = _run("describe", str(d), "--format", "json")
     assert [x["partition"] for x in _lines(res.stdout)] == list(range(12))
-    res = _run("describe", str(d))
+    res = _run("describe", str(d), "--format", "text")
     assert [ln.split()[1] for ln in res.stdout.splitlines()[1:]] == [str(p) for p in range(12)]
 
 

@@ -88,7 +88,7 @@ def test_a_typo_in_produces_path_is_announced_and_an_existing_directory_is_not(
     assert res.returncode == 0 and res.stderr == ""
     empty = tmp_path / "empty"
     empty.mkdir()
-    res = cli("describe", str(empty))                  # a reader finds nothing to read
+    res = cli("describe", str(empty), "--format", "text")      # a reader finds nothing to read
     assert res.returncode == 2 and "it is empty" in res.stderr
     res = cli("produce", str(empty), "t", input='{"value": "z"}\n')
     assert res.returncode == 0 and "created the data directory" in res.stderr
@@ -124,7 +124,7 @@ def test_partition_named_directories_without_kafka_files_are_named(data_dir: Pat
     _partition_dir(data_dir / "t-0", mixed / "t-0")
     (mixed / "photos-2024").mkdir()
     (mixed / "photos-2024" / "cat.jpg").write_bytes(b"\xff\xd8")
-    res = cli("describe", str(mixed))
+    res = cli("describe", str(mixed), "--format", "text")
     assert res.returncode == 2 and "photos-2024/ holds no Kafka files" in res.stderr, res.stderr
 
 

@@ -62,7 +62,7 @@ def test_produce_into_a_file_system_that_fills_up(small_tmpfs: Path, fmt: str) -
         assert str(data / "t-0") in errors[0] and "No space left on device" in errors[0], errors
         summary_lines = [ln for ln in err.splitlines() if "record(s) appended to t" in ln]
         assert len(summary_lines) == 1, err
-        # "N record(s) appended to t; partition: offsets 0: FIRST..LAST"
+        # "N record(s) appended to t; partition 0: offsets FIRST..LAST"
         first, last = map(int, summary_lines[0].rsplit(" ", 1)[1].split(".."))
         assert summary_lines[0].startswith(f"{last - first + 1} record(s)"), summary_lines
     assert first == 0 and 1000 < last < RECORDS - 1

@@ -30,6 +30,7 @@ def run(*args, cwd=None):
 def seg(tmp_path):
     def make(data: bytes, name: str = "00000000000000000000.log"):
         path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         return path
     return make
@@ -96,6 +97,49 @@ def test_corrupt_crc_reported_not_skipped(seg):
     assert lines[-1]["invalidBatches"] == 1
     rc, out, _ = run(str(path))
     assert "isvalid: false" in out.splitlines()[2]
+
+
+def _damaged_files(seg) -> dict:
+    """A flipped byte in a batch's records (its CRC fails: ``isvalid: false``), a damaged length
+    field (the rest is invalid bytes at the end), a file that is not Kafka's at all."""
+    flipped = bytearray(V2 + V2)
+    flipped[80] ^= 0xFF
+    bad_length = bytearray(V2 + V2)
+    bad_length[8 + 3] ^= 0x01
+    return {"flipped": seg(bytes(flipped), "flipped/00000000000000000000.log"),
+            "bad-length": seg(bytes(bad_length), "bad-length/00000000000000000000.log"),
+            "not-kafka": seg(b"hello, this is not a Kafka segment\n" * 10, "not-kafka/00000000000000000000.log")}
+
+
+def test_damage_found_exits_1_as_the_help_says(seg):
+    """Issue 36, item 3: ``dump`` printed ``isvalid: false`` / ``Found N invalid bytes`` and exited 0,
+    though its help and the README say 1 when damage is found; it says so once on stderr."""
+    files = _damaged_files(seg)
+    for name, path in files.items():
+        rc, out, err = run(str(path))
+        assert rc == 1, name
+        assert ("isvalid: false" in out) == (name != "not-kafka"), name
+        assert ("invalid bytes at the end" in out) == (name != "flipped"), name
+        assert err.count("Error: ") == 1 and str(path) in err and "Traceback" not in err, (name, err)
+        rc, out, err = run("--format", "json", str(path))
+        summary = json.loads(out.splitlines()[-1])
+        assert rc == 1 and summary["type"] == "summary" and err == "", name
+        assert summary["invalidBatches"] or summary["trailingBytes"], name
+    rc, out, err = run(str(seg(V2 + V2, "clean/00000000000000000000.log")))
+    assert rc == 0 and err == "" and "isvalid: false" not in out
+    assert run("--max-bytes", "100", str(files["bad-length"]))[0] == 1    # the first batch's CRC fails
+
+
+def test_damage_found_prints_what_kafka44_prints(seg):
+    """The same stdout as Kafka 4.4's DumpLogSegments, which exits 0 on each (the exit status is
+    a difference listed in docs/kafka-compatibility.md)."""
+    from tests import kafka44
+    kafka44.require()
+    for name, path in _damaged_files(seg).items():
+        kafka = kafka44.run_tool("org.apache.kafka.tools.DumpLogSegments", "--files", str(path), check=False)
+        rc, out, _err = run(str(path))
+        assert (kafka.returncode, rc) == (0, 1), name
+        assert out == kafka.stdout, name
 
 
 def test_structural_error_json_line_and_exit_code(seg):

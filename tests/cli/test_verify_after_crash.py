@@ -146,3 +146,25 @@ def test_verify_of_a_killed_writer_whose_active_segment_has_no_index_entry(tmp_p
         assert dl.end_offsets("t") == {0: 500}
     code, findings, summary = _verify(data)
     assert code == 0 and findings == [] and summary["warnings"] == 0
+
+
+def test_dump_rates_a_crash_tail_as_verify_does(tmp_path: Path) -> None:
+    """``dump`` exits 1 on damage (issue 36, item 3) but not on the tail a crash leaves at the end of
+    the active segment of a log the next open recovers (verify's warning): it prints Kafka's
+    ``Found N invalid bytes`` line and exits 0; after a clean shutdown the same tail is damage."""
+    data = tmp_path / "data"
+    _killed_writer(data)
+    active = sorted((data / "t-0").glob("*.log"))[-1]
+    with open(active, "ab") as f:
+        f.write(bytes.fromhex("000000000000012c 00000040") + b"\x02" * 20)
+
+    def dump() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "dump", str(active)],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    res = dump()
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout.splitlines()[-1] == f"Found 32 invalid bytes at the end of {active.name}"
+    (data / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":-1}')
+    res = dump()
+    assert res.returncode == 1 and "32 invalid bytes at the end" in res.stderr

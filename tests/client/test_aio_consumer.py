@@ -21,7 +21,7 @@ def test_aio_consumer_under_a_running_loop(tmp_path):
         dl.produce_many("t", [b"v%d" % i for i in range(10)])
 
         async def main() -> None:
-            c = AIOKafkaConsumer("t", datalog=dl, group_id="g", auto_offset_reset="earliest",
+            c = AIOKafkaConsumer(dl, "t", group_id="g", auto_offset_reset="earliest",
                                  enable_auto_commit=False)
             await c.start()
             first = await c.getone()
@@ -81,7 +81,7 @@ def test_aio_consumer_opens_a_path(tmp_path):
         dl.produce("t", b"x", partition=0)
 
     async def main() -> list:
-        async with AIOKafkaConsumer("t", datalog=d, auto_offset_reset="earliest") as c:
+        async with AIOKafkaConsumer(d, "t", auto_offset_reset="earliest") as c:
             got = await c.getmany(timeout_ms=5000)
             return [r.value for r in got[TP]]
 
@@ -94,7 +94,7 @@ def test_aio_stop_commits_only_what_was_handed_out(tmp_path):
         dl.produce_many("t", [b"v%d" % i for i in range(10)])
 
         async def main() -> None:
-            c = AIOKafkaConsumer("t", datalog=dl, group_id="g", auto_offset_reset="earliest")
+            c = AIOKafkaConsumer(dl, "t", group_id="g", auto_offset_reset="earliest")
             await c.start()
             assert (await c.getone()).offset == 0
             assert (await c.getone()).offset == 1

@@ -1,6 +1,6 @@
 """``AIOKafkaConsumer``: the embedded consumer in aiokafka's shape::
 
-    consumer = AIOKafkaConsumer("orders", datalog=dl, group_id="billing", auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(dl, "orders", group_id="billing", auto_offset_reset="earliest")
     await consumer.start()
     async for record in consumer:          # waits for new data without blocking the loop
         ...
@@ -42,13 +42,14 @@ class AIOKafkaConsumer:
     """aiokafka's consumer over an embedded data directory.
 
     Args:
-        *topics: topics to subscribe to (or use :meth:`subscribe` / :meth:`assign`).
         datalog: a :class:`~kafkalog.client.DataLog`, or a data directory path (then opened on
-            :meth:`start` and closed on :meth:`stop`).
+            :meth:`start` and closed on :meth:`stop`): first, as for :class:`AIOKafkaProducer` and
+            the sync client's ``Consumer(datalog, *topics)``.
+        *topics: topics to subscribe to (or use :meth:`subscribe` / :meth:`assign`).
         conf: Kafka's dotted configuration keys; ``**config``: the same with underscores.
     """
 
-    def __init__(self, *topics: str, datalog: DataLog | str | os.PathLike[str],
+    def __init__(self, datalog: DataLog | str | os.PathLike[str], *topics: str,
                  conf: Mapping[str, Any] | None = None, loop: Any = None, **config: Any) -> None:
         self._topics = topics
         self._datalog_arg = datalog

@@ -34,12 +34,13 @@ T = TypeVar("T")
 
 
 class AIOKafkaProducer:
-    """An asyncio producer over a :class:`DataLog` (or a data directory path, opened on
-    :meth:`start` and closed on :meth:`stop`)."""
+    """An asyncio producer over ``datalog``: a :class:`DataLog` or a data directory path (opened on
+    :meth:`start` and closed on :meth:`stop`), first, as for :class:`AIOKafkaConsumer` and the
+    sync client's ``Producer(datalog, conf)``."""
 
-    def __init__(self, data_log: DataLog | str | os.PathLike, conf: Mapping[str, Any] | None = None,
+    def __init__(self, datalog: DataLog | str | os.PathLike, conf: Mapping[str, Any] | None = None,
                  **config: Any) -> None:
-        self._target = data_log
+        self._target = datalog
         self._conf = dict(conf or {})
         self._config = config
         self._dl: DataLog | None = None

@@ -12,20 +12,12 @@ from __future__ import annotations
 
 import os
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
 import click
 
-from kafkalog.cli.output import emit, handle_errors
+from kafkalog.cli.output import emit, format_option, handle_errors, resolve_format, use_format
 from kafkalog.errors import LogDirError
-from kafkalog.log.checkpoint import (
-    LeaderEpochCheckpointFile,
-    MetaProperties,
-    PartitionMetadataFile,
-    uuid_from_kafka_string,
-    uuid_to_kafka_string,
-)
-from kafkalog.log.cluster_metadata import BOOTSTRAP_SNAPSHOT, METADATA_PARTITION, TopicMetadata, add_topics
-from kafkalog.log.config import parse_properties
 from kafkalog.log.naming import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     META_PROPERTIES_FILE,
@@ -34,12 +26,17 @@ from kafkalog.log.naming import (
     topic_config_file,
 )
 
+if TYPE_CHECKING:       # the log layer's files are imported when the command runs
+    from kafkalog.log.checkpoint import MetaProperties
+    from kafkalog.log.cluster_metadata import TopicMetadata
+
 #: Kafka creates its coordinators' topics compacted; a directory kafkalog wrote may not say so
 _INTERNAL_TOPIC_CONFIGS = {"__consumer_offsets": {"cleanup.policy": "compact"},
                            "__transaction_state": {"cleanup.policy": "compact"}}
 
 
 def _meta(dir_: str) -> MetaProperties:
+    from kafkalog.log.checkpoint import MetaProperties
     path = os.path.join(dir_, META_PROPERTIES_FILE)
     if not os.path.exists(path):
         raise LogDirError("no meta.properties: not a formatted log directory", file=dir_)
@@ -51,6 +48,9 @@ def _meta(dir_: str) -> MetaProperties:
 
 
 def _topics(data_dir: str) -> list[TopicMetadata]:
+    from kafkalog.log.checkpoint import LeaderEpochCheckpointFile, PartitionMetadataFile, uuid_to_kafka_string
+    from kafkalog.log.cluster_metadata import METADATA_PARTITION, TopicMetadata
+    from kafkalog.log.config import parse_properties
     parts: dict[str, dict[int, str]] = {}
     for name in sorted(os.listdir(data_dir)):
         path = os.path.join(data_dir, name)
@@ -96,12 +96,16 @@ def _topics(data_dir: str) -> list[TopicMetadata]:
 @click.argument("data_dir", type=click.Path())
 @click.option("--metadata-log-dir", default=None, type=click.Path(),
               help="The cluster's metadata.log.dir, formatted by kafka-storage.sh (default: DATA_DIR).")
+@format_option()
 @handle_errors()
-def bootstrap_topics(data_dir: str, metadata_log_dir: str | None) -> None:
+def bootstrap_topics(data_dir: str, metadata_log_dir: str | None, fmt: str | None) -> None:
     """Add the topics of DATA_DIR (topic IDs, partitions, configs) to the bootstrap metadata that
     `kafka-storage.sh format` wrote, so the new Kafka cluster's first start serves them. Run it with
     kafkalog stopped, after formatting the metadata log directory with DATA_DIR's cluster.id and
     node.id and before the cluster's first start."""
+    from kafkalog.log.checkpoint import uuid_from_kafka_string, uuid_to_kafka_string
+    from kafkalog.log.cluster_metadata import BOOTSTRAP_SNAPSHOT, METADATA_PARTITION, add_topics
+    use_format(resolve_format(fmt))
     if not os.path.isdir(data_dir):
         raise LogDirError("no such directory", file=data_dir)
     meta_dir = metadata_log_dir or data_dir

@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.output import emit, format_option, handle_errors, resolve_format
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.cli.progress import ProgressBar, progress_bar, progress_enabled
 from kafkalog.log.naming import TopicPartition
@@ -31,6 +31,8 @@ def _why_not_cleaned(log) -> str:
     keeps records younger than min.compaction.lag.ms and waits for min.cleanable.dirty.ratio."""
     segments = log.segments
     cfg = log.config
+    if log.size == 0:
+        return "no records"
     if len(segments) <= 1:
         return ("only the active segment holds records, and the active segment is never cleaned "
                 f"(it rolls at segment.bytes={cfg.get('segment.bytes')} or segment.ms={cfg.get('segment.ms')})")
@@ -39,20 +41,43 @@ def _why_not_cleaned(log) -> str:
             f"than min.compaction.lag.ms={cfg.get('min.compaction.lag.ms')} (the active segment is never cleaned)")
 
 
+def _not_cleaned_lines(idle: dict[tuple[str, int], str]) -> list[str]:
+    """One line per topic and reason: ``orders-0: nothing cleaned: ...`` for one partition,
+    ``__consumer_offsets: 49 partitions (0-2,4-49): nothing cleaned: ...`` for several (a data directory's
+    empty offsets topic is one line, not fifty)."""
+    by_reason: dict[tuple[str, str], list[int]] = {}
+    for (t, p), why in sorted(idle.items()):
+        by_reason.setdefault((t, why), []).append(p)
+    lines = []
+    for (t, why), parts in sorted(by_reason.items(), key=lambda kv: (kv[0][0], kv[1][0])):
+        if len(parts) == 1:
+            lines.append(f"  {t}-{parts[0]}: nothing cleaned: {why}")
+        else:
+            runs: list[list[int]] = []
+            for p in parts:
+                if runs and p == runs[-1][1] + 1:
+                    runs[-1][1] = p
+                else:
+                    runs.append([p, p])
+            which = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+            lines.append(f"  {t}: {len(parts)} partitions ({which}): nothing cleaned: {why}")
+    return lines
+
+
 @click.command("compact")
 @click.argument("data_dir", type=click.Path())
 @click.argument("topic", required=False)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help=FORMAT_OPTION_HELP)
+@format_option()
 @click.option("--force", is_flag=True,
               help="Compact TOPIC even when its cleanup.policy does not contain 'compact'.")
 @click.option("--dedupe-buffer-size", type=int, default=None,
               help="log.cleaner.dedupe.buffer.size in bytes (default 134217728).")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
 @handle_errors()
-def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
+def compact(data_dir: str, topic: Optional[str], fmt: Optional[str], force: bool,
             dedupe_buffer_size: Optional[int], no_progress: bool) -> None:
     """Compact every compacted topic of DATA_DIR (or only TOPIC) now."""
+    fmt = resolve_format(fmt)
     existing_data_dir(data_dir)
     from kafkalog.cleaner import compact_data_dir
     from kafkalog.cleaner.stats import CleanerStats
@@ -125,8 +150,8 @@ def compact(data_dir: str, topic: Optional[str], fmt: str, force: bool,
         if not waiting:
             click.echo("  no partition of a topic with cleanup.policy=compact"
                        + (f" named {topic}" if topic else "") + " (use --force TOPIC for another policy)")
-        for (t, p), why in sorted(idle.items()):
-            click.echo(f"  {t}-{p}: nothing cleaned: {why}")
+        for line in _not_cleaned_lines(idle):
+            click.echo(line)
         for r in failed:
             click.echo(f"  FAILED {r.topic_partition.topic}-{r.topic_partition.partition}: "
                        f"{r.error}", err=True)

@@ -1,12 +1,13 @@
 """``kafkalog consume DATA_DIR TOPIC``: print records, kcat-style, with the embedded
 :class:`~kafkalog.client.consumer.Consumer`.
 
-``--format json`` (the default) prints JSON lines (``topic``, ``partition``, ``offset``,
+``--format json`` (the default when stdout is not a terminal) prints JSON lines (``topic``, ``partition``, ``offset``,
 ``timestamp``, ``timestampType``, ``key``, ``value``, ``headers``); keys and values are UTF-8 strings
 when they decode, else base64 with ``keyEncoding``/``valueEncoding`` = ``base64`` (``--base64``
 always). ``--format text`` prints values, one a line, with the key and ``-K SEP`` before.
 
-Following (the default on a terminal) waits for new records, also those another process appends.
+Following (the default on a terminal) waits for new records, also those another process appends,
+and for a topic another process has not created yet (read-only, without ``--group``).
 Without ``--group`` the data directory is opened read-only (no ``.lock``, nothing written); with
 ``--group`` it is opened writable, to commit what was printed (at the end, on Ctrl-C, and every
 ``auto.commit.interval.ms`` while following). Ctrl-C or SIGTERM stops it between two polls: what
@@ -22,9 +23,17 @@ from typing import Any, Optional
 import click
 
 from kafkalog.cli import interrupt
-from kafkalog.cli.output import EXIT_FINDINGS, FORMAT_OPTION_HELP, bytes_json, emit, handle_errors, report_error
+from kafkalog.cli.output import (
+    EXIT_FINDINGS,
+    FORMAT_OPTION_HELP,
+    bytes_json,
+    emit,
+    format_option,
+    handle_errors,
+    report_error,
+    resolve_format,
+)
 from kafkalog.cli.paths import existing_data_dir
-from kafkalog.client.config import CONSUMER_DEFAULTS
 from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidTopicError, LogDirError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.record.constants import TimestampType
@@ -118,6 +127,7 @@ class _Run:
         self.key_sep = key_sep
         self.b64 = b64
         self.printed: dict[TopicPartition, int] = {}
+        from kafkalog.client.config import CONSUMER_DEFAULTS
         self.interval = CONSUMER_DEFAULTS["auto.commit.interval.ms"] / 1000.0
 
     def commit(self) -> None:
@@ -182,8 +192,7 @@ class _Run:
 @click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
               default="read_uncommitted", show_default=True,
               help="read_committed skips aborted transactions and stops at the last stable offset.")
-@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
-              help=FORMAT_OPTION_HELP + " text prints values, one a line.")
+@format_option(FORMAT_OPTION_HELP + " text prints values, one a line (-K: keys too).")
 @click.option("-K", "key_sep", default=None, metavar="SEP",
               help="With --format text: print the key, then SEP, then the value.")
 @click.option("--base64", "b64", is_flag=True, help="Print keys, values and header values as base64 "
@@ -192,8 +201,9 @@ class _Run:
 def consume(data_dir: str, topic: str, partition: Optional[int], offset_spec: Optional[str],
             from_beginning: bool, timestamp: Optional[int], follow: Optional[bool], group: Optional[str],
             auto_offset_reset: Optional[str], max_records: Optional[int], isolation_level: str,
-            fmt: str, key_sep: Optional[str], b64: bool) -> None:
+            fmt: Optional[str], key_sep: Optional[str], b64: bool) -> None:
     """Print the records of TOPIC in DATA_DIR (JSON lines or values), following new ones."""
+    fmt = resolve_format("text" if fmt is None and key_sep is not None else fmt)
     offset = _parse_offset("beginning" if from_beginning and offset_spec is None else offset_spec)
     if timestamp is not None and offset is not None:
         raise click.UsageError("--offset and --timestamp are exclusive")
@@ -208,14 +218,38 @@ def consume(data_dir: str, topic: str, partition: Optional[int], offset_spec: Op
     # signal's exit status (130, 143)
     with interrupt.flagged() as interrupted:
         try:
-            _consume_topic(dl, topic, partition, offset, timestamp, group, follow, auto_offset_reset,
-                           max_records, isolation_level, _Run(None, group, fmt, key_sep, b64),
-                           interrupted)
+            if follow and group is None:
+                dl = _wait_for_topic(dl, data_dir, topic, interrupted)
+            if not interrupted:
+                _consume_topic(dl, topic, partition, offset, timestamp, group, follow, auto_offset_reset,
+                               max_records, isolation_level, _Run(None, group, fmt, key_sep, b64),
+                               interrupted)
         finally:
             dl.close()
     if interrupted:
         sys.stdout.flush()
         sys.exit(interrupt.exit_code(interrupted[0]))
+
+
+def _wait_for_topic(dl: Any, data_dir: str, topic: str, interrupted: list[int]) -> Any:
+    """Following a topic that does not exist yet: wait until another process creates it (as
+    kafka-console-consumer waits for a topic), looking again every :data:`TOPIC_WAIT_S`; returns
+    the read-only view that has it (or the last one, after a signal)."""
+    if dl.manager.partitions_of(topic):
+        return dl
+    sys.stderr.write(f"Waiting for topic {topic!r} to be created in {data_dir} (Ctrl-C to stop)\n")
+    sys.stderr.flush()
+    while not interrupted:
+        time.sleep(TOPIC_WAIT_S)
+        dl.close()
+        dl = _open(data_dir, writable=False)
+        if dl.manager.partitions_of(topic):
+            break
+    return dl
+
+
+#: how often ``consume --follow`` looks for a topic it waits for
+TOPIC_WAIT_S = 0.5
 
 
 def _consume_topic(dl: Any, topic: str, partition: Optional[int], offset: Optional[int | str],

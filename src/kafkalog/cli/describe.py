@@ -11,14 +11,14 @@ from typing import List
 
 import click
 
-from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.output import emit, format_option, handle_errors, resolve_format
 from kafkalog.cli.paths import existing_data_dir
 from kafkalog.errors import LogDirError
-from kafkalog.log.read.data_dir_view import DataDirView
 
 
 def describe_dir(data_dir: str) -> List[dict]:
     """One JSON-able dict per partition directory."""
+    from kafkalog.log.read.data_dir_view import DataDirView
     out = []
     with DataDirView(data_dir) as view:
         for pdir in view.partition_dirs():
@@ -32,11 +32,11 @@ def describe_dir(data_dir: str) -> List[dict]:
 
 @click.command("describe")
 @click.argument("data_dir", type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help=FORMAT_OPTION_HELP)
+@format_option()
 @handle_errors()
-def describe(data_dir: str, fmt: str) -> None:
+def describe(data_dir: str, fmt: str | None) -> None:
     """Topics, partitions, offsets, sizes and segment counts of DATA_DIR (read-only)."""
+    fmt = resolve_format(fmt)
     existing_data_dir(data_dir)
     if not os.access(data_dir, os.R_OK):
         raise LogDirError("cannot read the data directory", file=data_dir)

@@ -14,24 +14,10 @@ import json
 import mmap
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from kafkalog.cli.dump_decoders import (
-    Decoded,
-    RecordDecoder,
-    offsets_decoder,
-    share_group_state_decoder,
-    transaction_log_decoder,
-)
-from kafkalog.cli.dump_indexes import (
-    dump_metadata_file,
-    dump_offset_index,
-    dump_snapshot,
-    dump_time_index,
-    dump_txn_index,
-)
 from kafkalog.cli.dump_kraft import kraft_control
 from kafkalog.cli.dump_options import DumpOptions
 from kafkalog.cli.output import (
@@ -45,21 +31,41 @@ from kafkalog.cli.output import (
 from kafkalog.cli.paths import is_partition_dir
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.record.constants import ControlRecordType, TimestampType
-from kafkalog.record.control import EndTransactionMarker, parse_control_key
-from kafkalog.record.records import iter_batches
+
+if TYPE_CHECKING:
+    from kafkalog.cli.dump_decoders import Decoded, RecordDecoder
+    from kafkalog.record.control import EndTransactionMarker
 
 __all__ = ["dump", "DumpOptions", "DUMPERS", "register_dumper", "dump_records_file",
-           "batch_json", "record_json", "dump_record_set"]
+           "batch_json", "record_json", "dump_record_set", "dumpers"]
 
 
 
 #: suffix -> dumper(path, options) -> exit status (0 ok, 1 errors found): ``.log`` here, the
-#: indexes, producer snapshots and metadata files in :mod:`kafkalog.cli.dump_indexes`
-DUMPERS: Dict[str, Callable[[str, DumpOptions], int]] = {
-    ".index": dump_offset_index, ".timeindex": dump_time_index, ".txnindex": dump_txn_index,
-    ".snapshot": dump_snapshot, "": dump_metadata_file, ".metadata": dump_metadata_file,
-    ".properties": dump_metadata_file, ".kafka_cleanshutdown": dump_metadata_file,
-}
+#: indexes, producer snapshots and metadata files in :mod:`kafkalog.cli.dump_indexes` (imported by
+#: :func:`dumpers`, when a file is dumped: ``--help`` stays quick)
+DUMPERS: Dict[str, Callable[[str, DumpOptions], int]] = {}
+_BUILT_IN: List[bool] = []     # whether dumpers() registered the built-in ones
+
+
+def dumpers() -> Dict[str, Callable[[str, DumpOptions], int]]:
+    """:data:`DUMPERS`, with the index, snapshot and metadata dumpers registered."""
+    if not _BUILT_IN:
+        _BUILT_IN.append(True)
+        from kafkalog.cli.dump_indexes import (
+            dump_metadata_file,
+            dump_offset_index,
+            dump_snapshot,
+            dump_time_index,
+            dump_txn_index,
+        )
+        for suffix, fn in {".index": dump_offset_index, ".timeindex": dump_time_index,
+                           ".txnindex": dump_txn_index, ".snapshot": dump_snapshot,
+                           "": dump_metadata_file, ".metadata": dump_metadata_file,
+                           ".properties": dump_metadata_file,
+                           ".kafka_cleanshutdown": dump_metadata_file}.items():
+            DUMPERS.setdefault(suffix, fn)
+    return DUMPERS
 
 
 def register_dumper(suffix: str, fn: Callable[[str, DumpOptions], int]) -> None:
@@ -94,6 +100,7 @@ def batch_json(batch, valid: bool, valid_error: Optional[str] = None) -> dict:
 
 
 def _control_info(record) -> Tuple[ControlRecordType, Optional[EndTransactionMarker]]:
+    from kafkalog.record.control import EndTransactionMarker, parse_control_key
     _v, ctype = parse_control_key(record.key)
     if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
         return ctype, EndTransactionMarker.deserialize_value(ctype, record.value)
@@ -219,8 +226,12 @@ def _legacy_crc(record, batch) -> int:
 
 
 def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
-                    check_trailing: bool = True) -> Tuple[int, dict]:
-    """Dump the batches of ``buf``; returns ``(exit_status, summary)``."""
+                    check_trailing: bool = True, crash_tail: bool = False) -> Tuple[int, dict]:
+    """Dump the batches of ``buf``; returns ``(exit_status, summary)``: 1 when damage was found (a
+    batch that fails validation, bytes after the last batch unless ``crash_tail``: the active
+    segment of a log the next open recovers, whose cut-short last batch a crash leaves, as
+    ``verify`` rates it)."""
+    from kafkalog.record.records import iter_batches
     out, w = opts.out, opts.out.write
     summary: Dict[str, Any] = {"type": "summary", "batches": 0, "invalidBatches": 0, "bytesInBatches": 0,
                "totalBytes": len(buf), "trailingBytes": 0}
@@ -272,11 +283,22 @@ def dump_record_set(buf, opts: DumpOptions, *, file: Optional[str] = None,
         opts.err.write(f"Non-consecutive offsets in {os.path.abspath(file) if file else '<buffer>'}\n")
         for a, b in non_consecutive:
             opts.err.write(f"  {a} is followed by {b}\n")
+    trailing = summary["trailingBytes"] if check_trailing and status == 0 else 0
     if opts.json:
         w(json.dumps(summary) + "\n")
-    elif check_trailing and status == 0 and summary["trailingBytes"] > 0:
-        w(f"Found {summary['trailingBytes']} invalid bytes at the end of "
+    elif trailing:
+        w(f"Found {trailing} invalid bytes at the end of "
           f"{os.path.basename(file) if file else '<buffer>'}\n")
+    if status == 0 and (summary["invalidBatches"] or (trailing and not crash_tail)):
+        # damage found: exit 1 (Kafka 4.4's DumpLogSegments prints the same and exits 0:
+        # docs/kafka-compatibility.md), said once on stderr in text (the JSON summary says it)
+        status = 1
+        if not opts.json:
+            out.flush()
+            damage = [f"{summary['invalidBatches']} invalid batch(es) (isvalid: false)"] \
+                if summary["invalidBatches"] else []
+            damage += [f"{trailing} invalid bytes at the end"] if trailing and not crash_tail else []
+            opts.err.write(f"Error: {file or '<buffer>'}: {', '.join(damage)}\n")
     return status, summary
 
 
@@ -297,12 +319,15 @@ def dump_records_file(path: str, opts: DumpOptions) -> int:
         w(f"Log starting offset: {_start_offset(path)}\n")
     size = os.path.getsize(path)
     limit = size if opts.max_bytes is None else min(size, opts.max_bytes)
+    from kafkalog.cli.verify import unclean_active_segments
+    crash_tail = bool(path.endswith(".log") and unclean_active_segments([path]))
     if limit == 0:
         return dump_record_set(b"", opts, file=path, check_trailing=opts.max_bytes is None)[0]
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         buf = memoryview(mm)[:limit]
         try:
-            return dump_record_set(buf, opts, file=path, check_trailing=opts.max_bytes is None)[0]
+            return dump_record_set(buf, opts, file=path, check_trailing=opts.max_bytes is None,
+                                   crash_tail=crash_tail)[0]
         finally:
             buf.release()
 
@@ -327,7 +352,7 @@ def expand_paths(paths: Sequence[str]) -> List[str]:
             continue
         names = sorted(os.listdir(path))
         files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))
-                 and _suffix(n) in DUMPERS and not n.startswith(".lock")]
+                 and _suffix(n) in dumpers() and not n.startswith(".lock")]
         subdirs = [os.path.join(path, n) for n in names if os.path.isdir(os.path.join(path, n))
                    and is_partition_dir(os.path.join(path, n))]
         if not files and not subdirs:
@@ -335,7 +360,7 @@ def expand_paths(paths: Sequence[str]) -> List[str]:
         out.extend(files)
         for d in subdirs:
             out.extend(os.path.join(d, n) for n in sorted(os.listdir(d))
-                       if os.path.isfile(os.path.join(d, n)) and _suffix(n) in DUMPERS)
+                       if os.path.isfile(os.path.join(d, n)) and _suffix(n) in dumpers())
     return out
 
 
@@ -381,6 +406,11 @@ def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata,
     if offsets_decoder_opt + transaction_log_decoder_opt + share_state_decoder_opt > 1:
         raise click.UsageError("give one of --offsets-decoder, --transaction-log-decoder and "
                                "--share-group-state-decoder")
+    from kafkalog.cli.dump_decoders import (
+        offsets_decoder,
+        share_group_state_decoder,
+        transaction_log_decoder,
+    )
     decoder = offsets_decoder if offsets_decoder_opt else \
         transaction_log_decoder if transaction_log_decoder_opt else \
         share_group_state_decoder if share_state_decoder_opt else None
@@ -400,7 +430,7 @@ def dump(paths, files_opt, deep_iteration, print_data_log, skip_record_metadata,
         sys.exit(EXIT_ERROR)
     status = 0
     for path in files:
-        fn = dump_records_file if as_records else DUMPERS.get(_suffix(path))
+        fn = dump_records_file if as_records else dumpers().get(_suffix(path))
         if fn is None:      # as kafka-dump-log.sh; --records reads any file as a record set
             if opts.json:
                 opts.out.write(json.dumps({"type": "skipped", "file": path, "reason": "unknown file"}) + "\n")

@@ -9,31 +9,44 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import uuid
 from typing import Any, Optional, Tuple
-
-from kio.schema.k_raft_version_record.v0.data import KRaftVersionRecord
-from kio.schema.leader_change_message.v0.data import LeaderChangeMessage
-from kio.schema.snapshot_footer_record.v0.data import SnapshotFooterRecord
-from kio.schema.snapshot_header_record.v0.data import SnapshotHeaderRecord
-from kio.schema.voters_record.v0.data import VotersRecord
-from kio.serial import entity_reader
 
 from kafkalog.record.constants import ControlRecordType
 
 __all__ = ["kraft_control"]
 
-#: control type -> (the label kafka-dump-log.sh prints before the JSON, the value's schema)
-_KRAFT: dict[ControlRecordType, Tuple[str, Any]] = {
-    ControlRecordType.LEADER_CHANGE: ("LeaderChange:", LeaderChangeMessage),
-    ControlRecordType.SNAPSHOT_HEADER: ("SnapshotHeader", SnapshotHeaderRecord),
-    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", SnapshotFooterRecord),
-    ControlRecordType.KRAFT_VERSION: ("KRaftVersion", KRaftVersionRecord),
-    ControlRecordType.KRAFT_VOTERS: ("KRaftVoters", VotersRecord),
+#: control type -> the label kafka-dump-log.sh prints before the JSON
+_LABELS: dict[ControlRecordType, str] = {
+    ControlRecordType.LEADER_CHANGE: "LeaderChange:",
+    ControlRecordType.SNAPSHOT_HEADER: "SnapshotHeader",
+    ControlRecordType.SNAPSHOT_FOOTER: "SnapshotFooter",
+    ControlRecordType.KRAFT_VERSION: "KRaftVersion",
+    ControlRecordType.KRAFT_VOTERS: "KRaftVoters",
 }
 #: kio reads Kafka's zero UUID as None; Kafka prints it
 _ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
-_READERS = {t: entity_reader(cls) for t, (_label, cls) in _KRAFT.items()}
+
+
+@functools.cache
+def _readers() -> dict[ControlRecordType, Any]:
+    """The value reader of each KRaft control type: kio's schemas, imported on the first KRaft
+    control record (kio costs a dump that has none, and ``--help``, tens of milliseconds)."""
+    from kafkalog._kio import import_kio
+    import_kio()
+    from kio.schema.k_raft_version_record.v0.data import KRaftVersionRecord
+    from kio.schema.leader_change_message.v0.data import LeaderChangeMessage
+    from kio.schema.snapshot_footer_record.v0.data import SnapshotFooterRecord
+    from kio.schema.snapshot_header_record.v0.data import SnapshotHeaderRecord
+    from kio.schema.voters_record.v0.data import VotersRecord
+    from kio.serial import entity_reader
+    schemas = {ControlRecordType.LEADER_CHANGE: LeaderChangeMessage,
+               ControlRecordType.SNAPSHOT_HEADER: SnapshotHeaderRecord,
+               ControlRecordType.SNAPSHOT_FOOTER: SnapshotFooterRecord,
+               ControlRecordType.KRAFT_VERSION: KRaftVersionRecord,
+               ControlRecordType.KRAFT_VOTERS: VotersRecord}
+    return {t: entity_reader(cls) for t, cls in schemas.items()}
 
 
 def _camel(name: str) -> str:
@@ -58,11 +71,11 @@ def _json(v: Any) -> Any:
 def kraft_control(ctype: ControlRecordType, value: Optional[bytes]) -> Optional[Tuple[str, Any]]:
     """``(label, JSON object)`` of a KRaft control record, or None when ``ctype`` is not one of them
     or its value does not decode (the caller then prints the control type)."""
-    reader = _READERS.get(ctype)
-    if reader is None or value is None:
+    if ctype not in _LABELS or value is None:
         return None
+    reader = _readers()[ctype]
     try:
         entity, _size = reader(bytes(value), 0)
     except Exception:   # kio raises its own and struct errors on a short or foreign value
         return None
-    return _KRAFT[ctype][0], _json(entity)
+    return _LABELS[ctype], _json(entity)

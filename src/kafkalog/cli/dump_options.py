@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Optional, TextIO
+from typing import TYPE_CHECKING, Optional, TextIO
 
-from kafkalog.cli.dump_decoders import RecordDecoder
+if TYPE_CHECKING:
+    from kafkalog.cli.dump_decoders import RecordDecoder
 
 __all__ = ["DumpOptions"]
 

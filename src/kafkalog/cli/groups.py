@@ -30,19 +30,20 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kafkalog.cli.group_reset import ResetSpec, now_ms, parse_datetime, parse_duration, plan_reset
-from kafkalog.cli.output import FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.output import emit, format_option, handle_errors, resolve_format
 from kafkalog.cli.paths import existing_data_dir
-from kafkalog.client.datalog import DataLog
-from kafkalog.coordinator.consumer_group_view import ConsumerGroupView
-from kafkalog.coordinator.group_metadata import GroupMetadataValue, consumer_assignment_partitions
-from kafkalog.coordinator.offsets import OffsetsStore
-from kafkalog.coordinator.share_group_records import MEMBER_METADATA as SHARE_MEMBER_METADATA
 from kafkalog.errors import GroupIdNotFoundError, InvalidTopicError, NonEmptyGroupError
+
+if TYPE_CHECKING:       # the client and the coordinator are imported when the command runs
+    from kafkalog.cli.group_reset import ResetSpec
+    from kafkalog.client.datalog import DataLog
+    from kafkalog.coordinator.consumer_group_view import ConsumerGroupView
+    from kafkalog.coordinator.group_metadata import GroupMetadataValue
+    from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.log.naming import TopicPartition
 
 __all__ = ["groups"]
@@ -68,6 +69,7 @@ def _state(meta: GroupMetadataValue | None) -> str:
 
 def _share_state(store: OffsetsStore, group: str) -> str | None:
     """A share group's state (KIP-932: ``Stable`` with members, else ``Empty``); None for another kind."""
+    from kafkalog.coordinator.share_group_records import MEMBER_METADATA as SHARE_MEMBER_METADATA
     records = store.share_group_records().get(group)
     if records is None:
         return None
@@ -146,6 +148,7 @@ def _partitions(dl: DataLog, topic_args: tuple[str, ...]) -> list[TopicPartition
 # --- describe ------------------------------------------------------------------------------------
 
 def _members_json(meta: GroupMetadataValue | None) -> list[dict[str, Any]]:
+    from kafkalog.coordinator.group_metadata import consumer_assignment_partitions
     if meta is None:
         return []
     out = []
@@ -253,6 +256,7 @@ def _describe(dl: DataLog, store: OffsetsStore, names: list[str], fmt: str) -> N
 
 def _reset_spec(to_earliest: bool, to_latest: bool, to_offset: int | None, shift_by: int | None,
                 to_datetime: str | None, by_duration: str | None, to_current: bool) -> ResetSpec:
+    from kafkalog.cli.group_reset import ResetSpec, now_ms, parse_datetime, parse_duration
     given = [on for on in (to_earliest, to_latest, to_offset is not None, shift_by is not None,
                            to_datetime is not None, by_duration is not None, to_current) if on]
     if len(given) != 1:
@@ -271,6 +275,7 @@ def _reset_spec(to_earliest: bool, to_latest: bool, to_offset: int | None, shift
 
 def _reset(data_dir: str, group: str, topics: tuple[str, ...], all_topics: bool, spec: ResetSpec,
            execute: bool, fmt: str) -> None:
+    from kafkalog.cli.group_reset import plan_reset
     with _open(data_dir, writable=execute) as dl:
         store = dl.offsets_store()
         _require_empty(store, group, "Assignments can only be reset if the group '{group}' is inactive, "
@@ -366,16 +371,16 @@ def _delete_offsets(data_dir: str, group: str, topics: tuple[str, ...], fmt: str
               help="Reset to the committed offset (the log end offset where there is none).")
 @click.option("--dry-run/--execute", "dry_run", default=True, show_default=True,
               help="Print the reset plan only, or commit it.")
-@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
-              help=FORMAT_OPTION_HELP)
+@format_option()
 @handle_errors()
 def groups(data_dir: str, list_: bool, describe: bool, reset_offsets: bool, delete: bool,
            delete_offsets: bool, group_names: tuple[str, ...], all_groups: bool, topics: tuple[str, ...],
            all_topics: bool, to_earliest: bool, to_latest: bool, to_offset: int | None,
            shift_by: int | None, to_datetime: str | None, by_duration: str | None, to_current: bool,
-           dry_run: bool, fmt: str) -> None:
+           dry_run: bool, fmt: str | None) -> None:
     """Consumer groups like kafka-consumer-groups.sh: list, describe (offsets and lag), reset,
     delete."""
+    fmt = resolve_format(fmt)
     actions = [a for a, on in zip(_ACTIONS, (list_, describe, reset_offsets, delete, delete_offsets))
                if on]
     if len(actions) != 1:

@@ -43,7 +43,7 @@ from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tupl
 import click
 
 from kafkalog.cli import interrupt
-from kafkalog.cli.output import EXIT_ERROR, FORMAT_OPTION_HELP, emit, handle_errors, report_error
+from kafkalog.cli.output import EXIT_ERROR, emit, format_option, handle_errors, report_error, resolve_format
 from kafkalog.cli.paths import new_or_existing_data_dir
 from kafkalog.errors import InvalidRecordError, KafkalogError
 
@@ -358,10 +358,13 @@ def _print_summary(s: dict, fmt: str) -> None:
     if fmt == "json":
         emit(s)
         return
-    parts = ", ".join(f"{p}: {o['firstOffset']}..{o['lastOffset']}" for p, o in s["partitions"].items())
+    # "partition 2: offset 416", "partition 0: offsets 0..19"
+    parts = ", ".join(f"partition {p}: offset {o['firstOffset']}" if o["firstOffset"] == o["lastOffset"]
+                      else f"partition {p}: offsets {o['firstOffset']}..{o['lastOffset']}"
+                      for p, o in s["partitions"].items())
     how = " (interrupted)" if s["interrupted"] else "" if s["complete"] else " (stopped by an error)"
-    click.echo(f"{s['records']} record(s) appended to {s['topic']}{how}"
-               + (f"; partition: offsets {parts}" if parts else ""), err=True)
+    click.echo(f"{s['records']} record(s) appended to {s['topic']}{how}" + (f"; {parts}" if parts else ""),
+               err=True)
 
 
 @click.command("produce")
@@ -383,13 +386,13 @@ def _print_summary(s: dict, fmt: str) -> None:
               default=None, help="Batch compression (default: the topic's compression.type).")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
               help="Topic config for a new topic (repeatable), e.g. --config segment.bytes=1048576.")
-@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
-              help=FORMAT_OPTION_HELP)
+@format_option()
 @handle_errors()
 def produce(data_dir: str, topic: str, input_file: Optional[str], input_format: str,
             key_separator: Optional[str], value_files: bool, b64: bool, partitions: int,
-            compression: Optional[str], configs: Tuple[str, ...], fmt: str) -> None:
+            compression: Optional[str], configs: Tuple[str, ...], fmt: Optional[str]) -> None:
     """Append records from stdin (JSON lines or text lines) to TOPIC in DATA_DIR as they arrive."""
+    fmt = resolve_format(fmt)
     if key_separator is not None and input_format != "text":
         raise click.UsageError("--key-separator goes with --input text")
     if key_separator == "":

@@ -31,17 +31,15 @@ import fcntl
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 import click
 
-from kafkalog.cli.output import EXIT_DATA_DROPPED, emit, handle_errors
+from kafkalog.cli.output import EXIT_DATA_DROPPED, emit, format_option, handle_errors, resolve_format, use_format
 from kafkalog.cli.paths import data_dir_or_partition_dir, is_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.errors import KafkalogError, LogDirError
-from kafkalog.log import fsutil
 from kafkalog.log.config import LogConfig, parse_properties
-from kafkalog.log.manager import locked_in_this_process
 from kafkalog.log.naming import (
     IGNORED_DIRS,
     LOCK_FILE,
@@ -51,9 +49,9 @@ from kafkalog.log.naming import (
     parse_partition_dir_name,
     topic_config_file,
 )
-from kafkalog.log.read.data_dir_view import list_partition_dirs, read_offset_checkpoint
-from kafkalog.log.read.view_files import LocalFiles
-from kafkalog.log.recovery_plan import Cut, PartitionPlan, plan_partition
+
+if TYPE_CHECKING:       # the log layer's recovery is imported when the command runs
+    from kafkalog.log.recovery_plan import Cut, PartitionPlan
 
 TRUNCATED_SUFFIX = ".truncated"
 
@@ -69,6 +67,7 @@ class Target:
     log_start_offset: int = 0
 
     def plan(self) -> PartitionPlan:
+        from kafkalog.log.recovery_plan import plan_partition
         return plan_partition(self.path, compacted=self.compacted, recovery_point=self.recovery_point,
                               log_start_offset=self.log_start_offset)
 
@@ -99,6 +98,8 @@ def _data_dir_targets(data_dir: str, from_recovery_point: bool) -> List[Target]:
     but the metadata log), with its recovery point (``--from-recovery-point``), log start offset
     and whether it is compacted."""
     data_dir = os.path.abspath(data_dir)
+    from kafkalog.log.read.data_dir_view import list_partition_dirs, read_offset_checkpoint
+    from kafkalog.log.read.view_files import LocalFiles
     files = LocalFiles()
     points = (read_offset_checkpoint(files, data_dir, RECOVERY_POINT_CHECKPOINT_FILE)
               if from_recovery_point else {})
@@ -124,6 +125,7 @@ def _lock_dir(data_dir: str, exclusive: bool) -> int:
     holds, this one too (its LogManager, which a record lock does not exclude), is refused."""
     lock = os.path.join(data_dir, LOCK_FILE)
     in_use = LogDirError("the data directory is in use (its .lock is held)", file=lock)
+    from kafkalog.log.manager import locked_in_this_process
     if locked_in_this_process(data_dir):
         raise in_use
     if not os.path.exists(lock):
@@ -169,6 +171,7 @@ def keep_aside(cut: Cut, partition: str, keep_dir: Optional[str]) -> str:
     """Save the bytes ``cut`` removes; returns the file holding them (synced, directory synced).
     A segment recovery deletes is hard-linked (deletion only unlinks its name); a truncated
     segment's tail is copied (truncation changes the file in place)."""
+    from kafkalog.log import fsutil
     dest = _kept_path(cut, partition, keep_dir)
     if cut.kind == "deleted":               # (a truncated file changes in place: copied)
         try:
@@ -318,10 +321,12 @@ def _keep(targets: Iterable[Target], plans: Dict[str, PartitionPlan], keep_dir: 
                    "(<segment>.log.<position>.truncated).")
 @click.option("--discard", is_flag=True, help="Keep nothing of what is cut (Kafka's recovery).")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
+@format_option()
 @handle_errors()
 def recover(path: str, from_recovery_point: bool, dry_run: bool, keep_dir: Optional[str],
-            discard: bool, no_progress: bool) -> None:
+            discard: bool, no_progress: bool, fmt: Optional[str]) -> None:
     """Recover PATH (a data dir or a partition dir) as after an unclean shutdown."""
+    use_format(resolve_format(fmt))
     if discard and keep_dir is not None:
         raise click.UsageError("--discard and --keep-dir are exclusive")
     data_dir_or_partition_dir(path)

@@ -7,10 +7,12 @@ SSL, SASL_PLAINTEXT, SASL_SSL listeners, several at once), ``ssl.*`` (PEM key st
 ``auto.create.topics.enable``, ``socket.request.max.bytes``, ``max.connections``,
 ``connections.max.idle.ms``, ``delete.topic.enable`` and every storage key (``log.*``,
 ``message.max.bytes`` ...). Unknown keys are refused. Binds to 127.0.0.1:9092 unless told
-otherwise (``--port 0`` picks a free port). When listening it prints one JSON line
-(``{"type":"listening","host":...,"port":...,"listeners":[...]}``, the first listener's address
-and every listener's ``name``/``protocol``/``host``/``port``) on stdout; logs go to stderr. SIGTERM or SIGINT
-stops it cleanly: connections closed, logs flushed, checkpoints and the clean-shutdown marker
+otherwise (``--port 0`` picks a free port; a port in use is refused before the data directory is
+opened or created). When listening it prints one JSON line on stdout
+(``{"type":"listening","host":...,"port":...,"bootstrapServers":...,"listeners":[...]}``: the first
+listener's address, the ``bootstrap.servers`` to give a client, every listener's
+``name``/``protocol``/``host``/``port``) and ``ready: bootstrap.servers=HOST:PORT`` in its log on
+stderr. SIGTERM or SIGINT stops it cleanly: connections closed, logs flushed, checkpoints and the clean-shutdown marker
 written (exit 0). After a write failed (disk full, EIO) the data directory is offline, as Kafka's log
 directory failure: every produce gets KAFKA_STORAGE_ERROR, and the stop is not a clean shutdown
 (exit 1; the next start recovers the logs).
@@ -18,44 +20,26 @@ directory failure: every produce gets KAFKA_STORAGE_ERROR, and the stop is not a
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import os
 import signal
-import ssl
+import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kafkalog.cli import interrupt
-from kafkalog.cli.output import EXIT_FINDINGS, emit, handle_errors
+from kafkalog.cli.output import EXIT_FINDINGS, emit, format_option, handle_errors, resolve_format, use_format
 from kafkalog.cli.paths import new_or_existing_data_dir
-from kafkalog.errors import InvalidConfigError, KafkalogIOError
+from kafkalog.errors import InvalidConfigError, KafkalogError, KafkalogIOError
 
+if TYPE_CHECKING:       # imported when the command runs (its --help stays quick)
+    import ssl
 
-def _import_kio_without_hypothesis() -> None:
-    """kio (the protocol messages) registers hypothesis strategies for its types when hypothesis is
-    importable; the broker process never uses them, and importing hypothesis costs ~60 ms and
-    ~10 MiB of a start-up. Hidden only while kio is first imported, and only when nothing
-    imported hypothesis before (an in-process caller that uses it keeps it)."""
-    if "hypothesis" in sys.modules or "kio" in sys.modules:
-        return
-    sys.modules["hypothesis"] = None        # type: ignore[assignment]  # makes the import fail
-    try:
-        import kio.static._phantom  # noqa: F401
-    finally:
-        del sys.modules["hypothesis"]
-
-
-_import_kio_without_hypothesis()
-
-from kafkalog.log.config import parse_properties  # noqa: E402
-from kafkalog.log.manager import LogManager  # noqa: E402
-from kafkalog.server.broker import Broker  # noqa: E402
-from kafkalog.server.config import Listener, ServerConfig  # noqa: E402
-from kafkalog.server.network import Server  # noqa: E402
-from kafkalog.server.sasl import SaslConfig  # noqa: E402
-from kafkalog.server.tls import listener_contexts  # noqa: E402
+    from kafkalog.log.manager import LogManager
+    from kafkalog.server.config import Listener, ServerConfig
+    from kafkalog.server.sasl import SaslConfig
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -67,6 +51,7 @@ def _log_cleaner(manager: LogManager) -> Any:
 
 
 def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
+    from kafkalog.log.config import parse_properties
     values: dict[str, str] = {}
     if config_file is not None:
         with open(config_file, encoding="utf-8") as f:
@@ -82,14 +67,36 @@ def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str,
 def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, ssl.SSLContext],
                                                                      SaslConfig | None]:
     """The TLS contexts and SASL users the listeners need (refused before anything is bound)."""
+    from kafkalog.server.sasl import SaslConfig
+    from kafkalog.server.tls import listener_contexts
     tls = listener_contexts(cfg.values, {lst.protocol for lst in listeners})
     sasl = SaslConfig.from_values(cfg.values) if any(lst.sasl for lst in listeners) else None
     return tls, sasl
 
 
+def _check_ports(listeners: list[Listener]) -> None:
+    """Refuse a listener whose port another process holds, before the data directory is opened
+    (or created): bound and released here as the server binds it (``SO_REUSEADDR``), so the
+    server's own bind, a moment later, gives the same answer."""
+    for lst in listeners:
+        if lst.port == 0:
+            continue
+        try:
+            family, _t, _p, _c, addr = socket.getaddrinfo(lst.host, lst.port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE)[0]
+            socket.create_server(addr, family=family).close()
+        except OSError as e:
+            why = os.strerror(e.errno) if e.errno else str(e)
+            raise KafkalogError(f"listener {lst.name}://{lst.host}:{lst.port}: cannot bind: {why}") from None
+
+
 async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener],
-               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None) -> KafkalogIOError | None:
+               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None, fmt: str) -> KafkalogIOError | None:
     """Serve until SIGTERM/SIGINT; returns the I/O failure that took the data directory offline."""
+    import asyncio
+
+    from kafkalog.server.broker import Broker
+    from kafkalog.server.network import Server
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -106,10 +113,17 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
         logger.info("kafkalog broker %d (cluster %s) serving %s on %s://%s:%d (%s), advertised as "
                     "%s:%d", server_broker.node_id, server_broker.cluster_id, manager.data_dir,
                     b.name, b.host, b.port, b.protocol, adv.host, adv.port)
-    emit({"type": "listening", "host": bound_host, "port": bound_port,
-          "advertised": f"{server_broker.advertised.host}:{server_broker.advertised.port}",
-          "listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
-                        for b in server.bound]})
+    bootstrap = f"{server_broker.advertised.host}:{server_broker.advertised.port}"
+    logger.info("ready: bootstrap.servers=%s", bootstrap)
+    if fmt == "text":
+        where = ", ".join(f"{b.name}://{b.host}:{b.port}" for b in server.bound)
+        print(f"kafkalog serving {manager.data_dir} on {where}: bootstrap.servers={bootstrap} "
+              f"(Ctrl-C stops it)")
+    else:
+        emit({"type": "listening", "host": bound_host, "port": bound_port,
+              "advertised": bootstrap, "bootstrapServers": bootstrap,
+              "listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
+                            for b in server.bound]})
     sys.stdout.flush()
     await stop.wait()
     logger.info("shutting down: closing %d connection(s)", server.connection_count)
@@ -126,13 +140,21 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
               help="A broker configuration key (repeatable).")
 @click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
               help="A server.properties file.")
+@format_option("The listening line: text for people, json for scripts (default: text on a terminal, "
+               "json when stdout is not one).")
 @handle_errors()
 def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
-          config_file: str | None) -> None:
+          config_file: str | None, fmt: str | None) -> None:
     """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
+    import asyncio
+
+    from kafkalog.log.manager import LogManager
+    from kafkalog.server.config import ServerConfig
+    fmt = use_format(resolve_format(fmt))
     cfg = ServerConfig(_config_values(config_file, configs))
     listeners = cfg.bind_listeners(host, port)
     tls, sasl = _security(cfg, listeners)      # refused before the data directory is touched
+    _check_ports(listeners)                    # a busy port too: nothing created or written
     new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
     root = logging.getLogger("kafkalog")
     if root.getEffectiveLevel() > logging.INFO:
@@ -145,11 +167,13 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
     if manager.created_data_dir:
         logger.info("created the data directory %s (cluster %s)", manager.data_dir,
                     manager.meta_properties.cluster_id)
-    logger.info("loaded %d partition(s) of %d topic(s) (clean shutdown: %s)",
-                len(manager.partitions()), len(manager.topics()), manager.had_clean_shutdown)
+    logger.info("loaded %d partition(s) of %d topic(s) (%s)", len(manager.partitions()),
+                len(manager.topics()), "a new data directory" if manager.created_data_dir
+                else "after a clean shutdown" if manager.had_clean_shutdown
+                else "after an unclean shutdown: the logs were recovered")
     failure: KafkalogIOError | None = None
     try:
-        failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl))
+        failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl, fmt))
     finally:
         if failure is None:
             with interrupt.ignored():             # a second signal must not cut the shutdown

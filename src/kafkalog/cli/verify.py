@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import click
 
-from kafkalog.cli.output import EXIT_FINDINGS, EXIT_OK, FORMAT_OPTION_HELP, emit, handle_errors
+from kafkalog.cli.output import EXIT_FINDINGS, EXIT_OK, emit, format_option, handle_errors, resolve_format
 from kafkalog.cli.paths import data_dir_or_partition_dir
 from kafkalog.cli.progress import progress_bar, progress_enabled
 from kafkalog.cli.segment_check import (
@@ -194,15 +194,16 @@ def _text_line(obj: dict) -> None:
 @click.option("--max-findings", type=click.IntRange(0), default=MAX_FINDINGS_PER_FILE, show_default=True,
               help="Findings printed per file; the rest are counted in one 'moreFindings' line "
                    "(0: print them all).")
-@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
-              help=FORMAT_OPTION_HELP)
+@format_option()
 @handle_errors()
-def verify(path: str, deep: bool, quiet: bool, no_progress: bool, max_findings: int, fmt: str) -> None:
+def verify(path: str, deep: bool, quiet: bool, no_progress: bool, max_findings: int,
+           fmt: Optional[str]) -> None:
     """Check every batch and index entry under PATH (a data directory, a partition directory or a
-    segment file), changing nothing. JSON lines out; exit 1 when damage is found, 2 when PATH is not a log.
+    segment file), changing nothing. Exit 1 when damage is found, 2 when PATH is not a log.
     The tails a crash leaves in a partition's active segment (a preallocated index's zeros, a cut
     last batch) are warnings when its data directory has no .kafka_cleanshutdown: the next open
     recovers them."""
+    fmt = resolve_format(fmt)
     segments, notes = collect_segments(path)
     unclean = unclean_active_segments(segments)
     out = emit if fmt == "json" else _text_line

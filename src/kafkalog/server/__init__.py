@@ -13,3 +13,8 @@ Layers, h11-style:
   :mod:`.list_offsets`, :mod:`.init_producer_id`, :mod:`.groups`, :mod:`.offset_commit`,
   :mod:`.transactions`.
 """
+
+from kafkalog._kio import import_kio
+
+import_kio()      # kio without hypothesis (kafkalog._kio), before any module of the server imports it
+

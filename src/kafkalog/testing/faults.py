@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.server.apis import APIS
+from kafkalog.server.kio_build import ErrorCode
 from kafkalog.server.protocol import Request
 
 if TYPE_CHECKING:
