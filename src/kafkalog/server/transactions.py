@@ -143,7 +143,8 @@ def _txn_offset_error(broker: Broker, request: Request) -> int:
                         generic_error=version >= FIRST_GENERIC_ERROR_TXN_OFFSET_COMMIT)[tp]
     if err:
         return _TXN_OFFSET_COMMIT_ERRORS.get(err, err)
-    if version >= FIRST_GROUP_METADATA and (b.generation_id >= 0 or b.member_id):
+    if version >= FIRST_GROUP_METADATA and (b.generation_id >= 0 or b.member_id
+                                            or b.group_instance_id is not None):
         if b.group_id in broker.consumer_groups.groups:    # KIP-848: validated by member epoch
             return _consumer_group_error(broker, b, version)
         return broker.groups.check_commit(b.group_id, b.generation_id, b.member_id,
