@@ -47,6 +47,8 @@ CONSUMER = ("C1", "C2")               # C2 is static (instance id "i-C2")
 STATIC = {"S1": "i-S1", "C2": "i-C2"}
 RETRIABLE = (14, 15, 16, 51)
 LEADER_CHOICE = "leader-choice"
+#: how long after its JoinGroup answer a member syncs by itself (the broker's timers tick faster)
+SYNC_DELAY_S = 0.5
 #: REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: a client rejoins (with its member id)
 REJOIN = (27, 22)
 
@@ -122,6 +124,8 @@ class Classic:
         self.generation = -1
         self.leads = False
         self.synced = -1                                  # the generation it synced
+        self.joined_at = 0.0                              # when its last JoinGroup answer came
+        self.joined_round = 0                             # and in which round of heartbeats
         self.members: list[str] = []
         self.waiting: tuple[str, int] | None = None      # (api, version) of the request in flight
         self.correlation = 0
@@ -161,6 +165,7 @@ class Driver:
         self.id_labels: dict[str, str] = {}       # every member id a classic member was given
         self.transcript: list[Any] = []
         self.step_no = 0
+        self.rounds = 0                            # rounds of heartbeats so far
         self.offset = 0
         self.producers: dict[int, tuple[str, int, int]] = {}
 
@@ -231,7 +236,8 @@ class Driver:
             self.step_no = i
             getattr(self, "do_" + s[0])(*s[1:])
             self.collect(REPLY_WAIT_S)
-            self.keepalive()
+            if self.keepalive():
+                self.collect(REPLY_WAIT_S)      # the syncs and rejoins it sent answered first
         self.collect(REPLY_WAIT_S)
         for entry in self.transcript:
             if entry[1] == "join" and isinstance(entry[3], dict) and "members" in entry[3]:
@@ -274,6 +280,8 @@ class Driver:
             if err == 0:
                 m.generation = int(r.generation_id)
                 m.synced = -1
+                m.joined_at = time.monotonic()
+                m.joined_round = self.rounds
                 m.leads = r.leader == m.mid
                 entry: dict[str, Any] = {"error": err, "generation": m.generation, "id": change,
                                          "protocol": r.protocol_name, "leads": m.leads}
@@ -312,21 +320,29 @@ class Driver:
             for m in sorted(waiting, key=lambda x: x.label):
                 if m.sock in ready:
                     self._answer(m)
+                    if m.waiting:        # it asked again (a rejoin): that answer belongs here too
+                        deadline = max(deadline, time.monotonic() + wait)
 
     def do_sync(self) -> None:
         """Every member that joined and has not synced yet syncs, the leader first."""
-        joined = [m for m in self.classic.values()
-                  if m.mid and m.generation >= 0 and m.synced != m.generation and not m.waiting]
+        joined = [m for m in self.classic.values() if self._unsynced(m)]
         for m in sorted(joined, key=lambda x: (not x.leads, x.label)):
-            assignments = [{"member_id": mid, "assignment": self.owner(mid).encode()}
-                           for mid in m.members] if m.leads else []
-            m.send(14, 5, {"group_id": self.group, "generation_id": m.generation, "member_id": m.mid,
-                           "group_instance_id": m.instance, "protocol_type": "consumer", "protocol_name": "range",
-                           "assignments": assignments}, "sync")
+            self._send_sync(m)
             if m.ready(REPLY_WAIT_S):
                 self._answer(m)
         if not joined:
             self.note("sync", "nobody")
+
+    @staticmethod
+    def _unsynced(m: Classic) -> bool:
+        return bool(m.mid) and m.generation >= 0 and m.synced != m.generation and not m.waiting
+
+    def _send_sync(self, m: Classic) -> None:
+        assignments = [{"member_id": mid, "assignment": self.owner(mid).encode()}
+                       for mid in m.members] if m.leads else []
+        m.send(14, 5, {"group_id": self.group, "generation_id": m.generation, "member_id": m.mid,
+                       "group_instance_id": m.instance, "protocol_type": "consumer", "protocol_name": "range",
+                       "assignments": assignments}, "sync")
 
     def _heartbeat(self, m: Classic) -> int:
         r = self.call(12, 4, {"group_id": self.group, "generation_id": m.generation, "member_id": m.mid,
@@ -365,7 +381,7 @@ class Driver:
         while time.monotonic() < end:
             time.sleep(1.0)
             last = self.keepalive(record=False, rejoin=False)
-            self.collect(0.0)
+            self.collect(0.2)
         self.note("slept", last)
 
     def keepalive(self, record: bool = True, rejoin: bool = True) -> dict[str, Any]:
@@ -373,8 +389,16 @@ class Driver:
         a client does; the consumer members' unrecorded (their assignments move at their own pace:
         :meth:`do_cg_settle` writes them down)."""
         out: dict[str, Any] = {}
+        self.rounds += 1
         for label, m in self.classic.items():
-            if m.alive and m.mid and not m.waiting:
+            if m.alive and self._unsynced(m):
+                # a client syncs after its JoinGroup answer, not heartbeating meanwhile: here in
+                # the next round, a while later (Kafka restarted the session when the join completed)
+                if self.rounds > m.joined_round:
+                    time.sleep(max(0.0, m.joined_at + SYNC_DELAY_S - time.monotonic()))
+                    self._send_sync(m)
+                    out[label] = "sync"
+            elif m.alive and m.mid and not m.waiting:
                 out[label] = self._heartbeat(m)
                 if rejoin and out[label] in REJOIN:
                     self._send_join(m)

@@ -51,6 +51,7 @@ def test_random_sequences_as_kafka(kafka44_fast_groups: kafka44.KafkaBroker,
     for t in threads:
         t.join(900)
     compared = 0
+    failures = []
     for seed in SEEDS:
         got = results[seed]
         if isinstance(got, BaseException):
@@ -58,11 +59,15 @@ def test_random_sequences_as_kafka(kafka44_fast_groups: kafka44.KafkaBroker,
         theirs, mine = got
         difference = first_difference(theirs, mine)
         if difference is not None:
-            steps = generate(seed)
-            smaller = shrink(steps, lambda s: _differs(kafka, ours, s) is not None, SHRINK_BUDGET)
-            pytest.fail(f"seed {seed}: {difference}\nsequence: {steps}\nshrunk ({len(smaller)} steps): {smaller}\n"
-                        f"Kafka 4.4: {theirs}\nkafkalog: {mine}")
+            failures.append((seed, difference, theirs, mine))
         compared += min(comparable(theirs, mine), len(generate(seed)))
+    if failures:
+        seed, difference, theirs, mine = failures[0]
+        steps = generate(seed)
+        smaller = shrink(steps, lambda s: _differs(kafka, ours, s) is not None, SHRINK_BUDGET)
+        pytest.fail("\n".join(f"seed {sd}: {d}" for sd, d, _t, _m in failures)
+                    + f"\nseed {seed}: sequence {steps}\nshrunk ({len(smaller)} steps): {smaller}\n"
+                    f"Kafka 4.4: {theirs}\nkafkalog: {mine}")
     # the comparison stops at a leader Kafka elects from a hash map: most steps must be compared
     assert compared >= 0.6 * sum(len(generate(seed)) for seed in SEEDS), compared
 
