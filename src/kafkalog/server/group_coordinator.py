@@ -162,7 +162,7 @@ class GroupCoordinator:
         elif member_id not in g.pending or group_instance_id is not None:
             # a known member rejoins, with the id it holds (Kafka's ClassicGroup.validateMember)
             err = self._check_member(g, member_id, g.generation, group_instance_id)
-            if err and err != ec.ILLEGAL_GENERATION:
+            if err:
                 return JoinResult(err, member_id=member_id)
 
         g.pending.pop(member_id, None)
@@ -175,7 +175,6 @@ class GroupCoordinator:
             g.members[member_id] = m
             if group_instance_id is not None:
                 g.static[group_instance_id] = member_id
-            changed = True
         else:
             # Kafka: while completing a rebalance only new metadata rebalances again; once stable,
             # new metadata or the leader's rejoin does; otherwise the current generation is answered
