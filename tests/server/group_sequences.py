@@ -28,7 +28,6 @@ from __future__ import annotations
 import random
 import select
 import struct
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -36,6 +35,8 @@ from typing import Any
 
 from tests.server.consumer_group_raw import RawClient
 from tests.server.raw import connect, recv_frame, request_frame, response_of
+from tests.server.side_by_side import run_side_by_side
+from tests.server.txn_raw import TxnClient
 
 SESSION_MS = 6000
 #: a rebalance ends when every member joined (or left, or expired): never by its timeout here
@@ -45,7 +46,6 @@ REPLY_WAIT_S = 0.7
 CLASSIC = ("D1", "D2", "S1")          # S1 is static (group.instance.id "i-S1")
 CONSUMER = ("C1", "C2")               # C2 is static (instance id "i-C2")
 STATIC = {"S1": "i-S1", "C2": "i-C2"}
-RETRIABLE = (14, 15, 16, 51)
 LEADER_CHOICE = "leader-choice"
 #: how long after its JoinGroup answer a member syncs by itself (the broker's timers tick faster)
 SYNC_DELAY_S = 0.5
@@ -157,8 +157,8 @@ class Driver:
         self.topic = f"gs-{suffix}"
         self.group = f"cl-{suffix}"
         self.cg = RawClient(port, f"cg-{suffix}")
-        self.side = connect(port)                  # Heartbeat, LeaveGroup, commits, transactions
-        self.correlation = 0
+        self.side = TxnClient(port)                # Heartbeat, LeaveGroup, commits, transactions
+        self.call = self.side.call
         self.classic = {m: Classic(m, port) for m in CLASSIC}
         self.consumer_alive: set[str] = set()
         self.leader: str | None = None
@@ -177,18 +177,6 @@ class Driver:
 
     def note(self, *entry: Any) -> None:
         self.transcript.append((self.step_no, *entry))
-
-    def call(self, api: int, version: int, values: dict[str, Any]) -> Any:
-        for _ in range(300):
-            self.correlation += 1
-            self.side.sendall(request_frame(api, version, self.correlation, values))
-            frame = recv_frame(self.side)
-            assert frame is not None, f"the broker closed the connection on api {api} v{version}"
-            r = response_of(frame, api, version)
-            if getattr(r, "error_code", 0) not in RETRIABLE:
-                return r
-            time.sleep(0.1)
-        raise AssertionError(f"api {api}: still retriable after 30 s")
 
     # --- setup ----------------------------------------------------------------------------------
 
@@ -531,25 +519,9 @@ def run_both(kafka_port: int, ours_port: int, steps: list[Step]) -> tuple[list[A
     """The sequence against both brokers at once (fresh groups, topic and transactional ids):
     the two transcripts, Kafka's first."""
     suffix = uuid.uuid4().hex[:8]
-    out: dict[str, list[Any]] = {}
-    errors: list[str] = []
-
-    def run(name: str, port: int) -> None:
-        d = Driver(port, suffix)
-        try:
-            out[name] = d.play(steps)
-        except BaseException as e:      # reported below
-            errors.append(f"{name}: {e!r}; transcript so far: {d.transcript}")
-        finally:
-            d.close()
-
-    threads = [threading.Thread(target=run, args=a) for a in (("kafka", kafka_port), ("kafkalog", ours_port))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(600)
-    assert not errors, errors[0]
-    return out["kafka"], out["kafkalog"]
+    theirs, mine = run_side_by_side(kafka_port, ours_port, lambda port: (Driver(port, suffix), suffix),
+                                    lambda d, _suffix: d.play(steps))
+    return theirs, mine
 
 
 def comparable(theirs: list[Any], mine: list[Any]) -> int:
