@@ -43,6 +43,21 @@ def kafka44_fast_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ka
 
 
 @pytest.fixture(scope="module")
+def kafkalog_fast_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """``kafkalog serve`` with the settings of :data:`FAST_CONSUMER_GROUPS`, one per test module:
+    the peer of :func:`kafka44_fast_groups`."""
+    b = BrokerProcess(str(tmp_path_factory.mktemp("kafkalog-groups") / "data"),
+                      [f"{k}={v}" for k, v in FAST_CONSUMER_GROUPS.items()]).start()
+    try:
+        yield b
+    finally:
+        if b.alive():
+            assert b.stop() == 0, b.stderr()
+        else:
+            b.kill()
+
+
+@pytest.fixture(scope="module")
 def kafka44_share(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka44.KafkaBroker]:
     """Kafka 4.4 with the share group settings of :data:`SHARE_SETTINGS` (short sessions and
     heartbeats, locks from 1 s, assignments at once), one per test module; marks its tests ``kafka``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -40,14 +40,8 @@ CLIENTS: dict[str, MemberFactory] = {"java-4.4.0": java44(), "confluent-kafka": 
 
 
 @pytest.fixture(scope="module")
-def ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(str(tmp_path_factory.mktemp("kafkalog-clients") / "data"),
-                      [f"{k}={v}" for k, v in FAST_CONSUMER_GROUPS.items()]).start()
-    try:
-        yield b
-    finally:
-        if b.alive():
-            assert b.stop() == 0, b.stderr()
+def ours(kafkalog_fast_groups: BrokerProcess) -> BrokerProcess:
+    return kafkalog_fast_groups
 
 
 def port_of(bootstrap: str) -> int:

@@ -9,14 +9,14 @@ included."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
-from tests.server.consumer_group_raw import FAST_CONSUMER_GROUPS, RawClient
+from tests.server.consumer_group_raw import RawClient
 from tests.server.side_by_side import assert_same, run_side_by_side
 
 
@@ -26,14 +26,8 @@ def kafka(kafka44_fast_groups: kafka44.KafkaBroker) -> kafka44.KafkaBroker:
 
 
 @pytest.fixture(scope="module")
-def ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(str(tmp_path_factory.mktemp("kafkalog-cg") / "data"),
-                      [f"{k}={v}" for k, v in FAST_CONSUMER_GROUPS.items()]).start()
-    try:
-        yield b
-    finally:
-        if b.alive():
-            assert b.stop() == 0, b.stderr()
+def ours(kafkalog_fast_groups: BrokerProcess) -> BrokerProcess:
+    return kafkalog_fast_groups
 
 
 Scenario = Callable[[RawClient, str], None]

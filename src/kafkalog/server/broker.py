@@ -189,13 +189,11 @@ class Broker:
             self._default_endpoint = next(iter(endpoints.values()))
 
     def topic_images(self) -> dict[str, TopicImage]:
-        """Every topic with its id and partition count (the consumer groups' view of the metadata)."""
-        out = {}
-        for t in self.manager.topics():
-            if t in INTERNAL_TOPICS:
-                continue
-            out[t] = TopicImage(self.topic_ids.of(t), len(self.manager.partitions_of(t)))
-        return out
+        """Every topic with its id and partition count (the consumer groups' view of the metadata):
+        the internal topics too, as in Kafka's metadata image (a regex such as ``.*`` subscribes to
+        ``__consumer_offsets``)."""
+        return {t: TopicImage(self.topic_ids.of(t), len(self.manager.partitions_of(t)))
+                for t in self.manager.topics()}
 
     # --- logs and topics ----------------------------------------------------------------------
 

@@ -1071,6 +1071,9 @@ class ConsumerGroupCoordinator:
                                                      "using the consumer group protocol")
         if epoch == m.member_epoch:
             return None
+        if transactional:       # Kafka 4.4: a transactional commit's epoch must be the member's own
+            raise GroupError(ec.ILLEGAL_GENERATION, f"The received member epoch {epoch} does not match the "
+                                                    f"expected member epoch {m.member_epoch}.")
         stale = ec.ILLEGAL_GENERATION if m.uses_classic_protocol else ec.STALE_MEMBER_EPOCH
         if epoch > m.member_epoch:
             raise GroupError(stale, f"Received member epoch {epoch} is newer than current member epoch "

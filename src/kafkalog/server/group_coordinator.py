@@ -147,22 +147,23 @@ class GroupCoordinator:
             return JoinResult(ec.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         now = self._clock()
 
-        if group_instance_id is not None:
+        if not member_id and group_instance_id is not None:
+            # a static member with an unknown id: a new id, and the old one (if any) fenced
             old = g.static.get(group_instance_id)
-            if old is not None and member_id and member_id != old:
-                return JoinResult(ec.FENCED_INSTANCE_ID, member_id=member_id)
             if old is not None:
                 return self._rejoin_static(g, old, client_id, client_host, session_timeout_ms,
                                            rebalance_timeout_ms, protocol_type, protocols, loop, now)
-            if not member_id:
-                member_id = f"{group_instance_id}-{uuid.uuid4()}"
+            member_id = f"{group_instance_id}-{uuid.uuid4()}"
         elif not member_id:
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:
                 g.pending[member_id] = now + session_timeout_ms
                 return JoinResult(ec.MEMBER_ID_REQUIRED, member_id=member_id)
-        elif member_id not in g.members and member_id not in g.pending:
-            return JoinResult(ec.UNKNOWN_MEMBER_ID, member_id=member_id)
+        elif member_id not in g.pending or group_instance_id is not None:
+            # a known member rejoins, with the id it holds (Kafka's ClassicGroup.validateMember)
+            err = self._check_member(g, member_id, g.generation, group_instance_id)
+            if err:
+                return JoinResult(err, member_id=member_id)
 
         g.pending.pop(member_id, None)
         m = g.members.get(member_id)
@@ -174,16 +175,18 @@ class GroupCoordinator:
             g.members[member_id] = m
             if group_instance_id is not None:
                 g.static[group_instance_id] = member_id
-            changed = True
         else:
-            changed = m.protocols != protocols or member_id == g.leader
+            # Kafka: while completing a rebalance only new metadata rebalances again; once stable,
+            # new metadata or the leader's rejoin does; otherwise the current generation is answered
+            same = m.protocols == protocols
+            if (g.state == COMPLETING_REBALANCE and same) or (g.state == STABLE and same
+                                                              and member_id != g.leader):
+                return self._current(g, m)
             m.protocols, m.protocol_type = protocols, protocol_type
             m.session_timeout_ms, m.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
             m.last_heartbeat = now
         if g.protocol_type is None:
             g.protocol_type = protocol_type
-        if g.state == STABLE and not changed:
-            return self._current(g, m)
         return self._await_rebalance(g, m, loop, now)
 
     def _rejoin_static(self, g: Group, old_id: str, client_id: str, client_host: str,
@@ -272,6 +275,7 @@ class GroupCoordinator:
         g.state = COMPLETING_REBALANCE
         for m in g.members.values():
             m.assignment = b""
+            m.last_heartbeat = now     # Kafka restarts every session when the join completes
             fut, m.join_future = m.join_future, None
             if fut is not None and not fut.done():
                 fut.set_result(self._current(g, m))
@@ -360,6 +364,7 @@ class GroupCoordinator:
             for member in g.members.values():
                 f, member.sync_future = member.sync_future, None
                 if f is not None and not f.done():
+                    member.last_heartbeat = m.last_heartbeat   # and each answered member's session
                     f.set_result(SyncResult(ec.NONE, g.protocol_type, g.protocol, member.assignment))
         return fut
 

@@ -23,6 +23,7 @@ from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.transaction_coordinator import TV_2, InvalidTxnStateError
 from kafkalog.errors import ConcurrentTransactionsError, InvalidProducerIdMappingError, ProducerFencedError
 from kafkalog.server import error_codes as ec
+from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.offset_commit import offsets_to_commit, store_offsets
 from kafkalog.server.protocol import Request
 
@@ -142,10 +143,24 @@ def _txn_offset_error(broker: Broker, request: Request) -> int:
                         generic_error=version >= FIRST_GENERIC_ERROR_TXN_OFFSET_COMMIT)[tp]
     if err:
         return _TXN_OFFSET_COMMIT_ERRORS.get(err, err)
-    if version >= FIRST_GROUP_METADATA and (b.generation_id >= 0 or b.member_id):
+    if version >= FIRST_GROUP_METADATA and (b.generation_id >= 0 or b.member_id
+                                            or b.group_instance_id is not None):
+        if b.group_id in broker.consumer_groups.groups:    # KIP-848: validated by member epoch
+            return _consumer_group_error(broker, b, version)
         return broker.groups.check_commit(b.group_id, b.generation_id, b.member_id,
                                           b.group_instance_id, has_offsets=b.group_id in broker.offsets.groups(),
                                           transactional=True)
+    return ec.NONE
+
+
+def _consumer_group_error(broker: Broker, b: Any, version: int) -> int:
+    """A consumer group's check of a transactional commit (Kafka's ``ConsumerGroup
+    .validateOffsetCommit`` with ``isTransactional``): the member and its epoch."""
+    try:
+        broker.consumer_groups.validate_commit(b.group_id, b.member_id, b.group_instance_id,
+                                               b.generation_id, version, transactional=True)
+    except GroupError as e:
+        return e.code
     return ec.NONE
 
 
