@@ -204,7 +204,14 @@ def run_suite(root: Path, seeds: str, *, records: int, per_test_s: float, overal
     outcome = Outcome()
     while left and time.monotonic() < deadline - 5:
         outcome.rounds += 1
-        left = _round(root, left, env, per_test_s, deadline, outcome)
+        again = _round(root, left, env, per_test_s, deadline, outcome)
+        if len(again) == len(left):                      # nothing ended: the binary itself failed
+            binary = "".join(outcome.output.get("(binary)", []))[-2000:]
+            for name in left:
+                outcome.status[name] = "fail"
+                outcome.output.setdefault(name, []).append(f"the suite's process ended no test:\n{binary}")
+            return outcome
+        left = again
     for name in left:
         outcome.status[name] = "timeout"
         outcome.output.setdefault(name, []).append(f"not ended by the overall deadline of {overall_s:.0f} s\n")
