@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.server.node_client import unavailable
+from tests.server.node_client import build_once, unavailable
 
 MODULE = "github.com/twmb/franz-go"
 VERSION = "v1.22.3"
@@ -79,20 +79,17 @@ def suite_dir() -> Path:
         return root
     src = module_source()
     root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = root.with_name(f"{root.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp / "src")
-    for d, _, files in os.walk(tmp):                    # the module cache's files are read-only
-        os.chmod(d, 0o755)
-        for f in files:
-            os.chmod(os.path.join(d, f), 0o644)
-    r = _go("test", "-c", "-o", str(tmp / "kgo.test"), PACKAGE, cwd=str(tmp / "src"), timeout=1200,
-            env={"GOFLAGS": "-mod=mod"})
-    if r.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        unavailable(f"go test -c of {MODULE}@{VERSION}/{PACKAGE} failed: {(r.stdout + r.stderr)[-800:]}")
-    shutil.rmtree(root, ignore_errors=True)
-    os.replace(tmp, root)
+
+    def compile_suite(tmp: str) -> subprocess.CompletedProcess[str]:
+        shutil.copytree(src, os.path.join(tmp, "src"))
+        for d, _, files in os.walk(tmp):                # the module cache's files are read-only
+            os.chmod(d, 0o755)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o644)
+        return _go("test", "-c", "-o", os.path.join(tmp, "kgo.test"), PACKAGE, cwd=os.path.join(tmp, "src"),
+                   timeout=1200, env={"GOFLAGS": "-mod=mod"})
+
+    build_once(str(root), compile_suite, f"go test -c of {MODULE}@{VERSION}/{PACKAGE}")
     return root
 
 
