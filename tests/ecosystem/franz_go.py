@@ -118,10 +118,21 @@ class Outcome:
         return out
 
 
+def _runs(top: str, state: dict[str, str]) -> bool:
+    """Whether the top-level test ``top`` holds one of the suite's parallel slots: a subtest of it runs,
+    or it runs itself with no subtest paused (a parent whose parallel subtests wait for a slot has
+    returned and waits too; test2json says nothing of that, but its paused subtests do)."""
+    mine = {t: s for t, s in state.items() if t.startswith(top + "/")}
+    if "running" in mine.values():
+        return True
+    return state.get(top) == "running" and "paused" not in mine.values()
+
+
 def _round(root: Path, names: list[str], env: dict[str, str], per_test_s: float, deadline: float,
            outcome: Outcome) -> list[str]:
     """One process running ``names`` (in parallel as the suite's ``t.Parallel`` says); a top-level
-    test running longer than ``per_test_s`` is killed with the process and is a ``timeout``. Returns
+    test that has run (:func:`_runs`: not waiting for a slot) longer than ``per_test_s`` is killed with
+    the process and is a ``timeout``. Returns
     the tests to run again: those the kill interrupted, or never started."""
     pattern = "^(" + "|".join(names) + ")$"
     cmd = ["go", "tool", "test2json", "-t", str(root / "kgo.test"), "-test.v=test2json",
@@ -138,8 +149,10 @@ def _round(root: Path, names: list[str], env: dict[str, str], per_test_s: float,
 
     threading.Thread(target=read, daemon=True).start()
     status: dict[str, str] = {}
-    running: dict[str, float] = {}                       # top-level test -> since when it runs
+    state: dict[str, str] = {}                           # test -> running or paused, until it ends
+    ran: dict[str, float] = {}                           # top-level test -> seconds it has run
     hung: set[str] = set()
+    last = time.monotonic()
     while True:
         try:
             line = events.get(timeout=1)
@@ -158,25 +171,28 @@ def _round(root: Path, names: list[str], env: dict[str, str], per_test_s: float,
                 outcome.output.setdefault(top or "(binary)", []).append(ev.get("Output", ""))
             elif test and action == "run":
                 status[test] = "running"
-                if test == top:
-                    running[top] = time.monotonic()
-            elif test == top and action == "pause":
-                running.pop(top, None)
-            elif test == top and action == "cont":
-                running[top] = time.monotonic()
+                state[test] = "running"
+            elif test and action in ("pause", "cont"):
+                state[test] = "paused" if action == "pause" else "running"
             elif test and action in ("pass", "fail", "skip"):
                 status[test] = action
-                if test == top:
-                    running.pop(top, None)
+                state.pop(test, None)
         now = time.monotonic()
-        hung |= {t for t, since in running.items() if now - since > per_test_s}
+        if now - last < 0.5:                              # output comes in thousands of lines
+            continue
+        for top in {t.split("/")[0] for t in state}:
+            if _runs(top, state):
+                ran[top] = ran.get(top, 0.0) + (now - last)
+        last = now
+        hung |= {t for t, secs in ran.items() if secs > per_test_s and t in state}
         if hung or now > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
             break
     proc.wait()
+    now = time.monotonic()
     for t in hung:
-        outcome.output.setdefault(t, []).append(f"\n(killed: still running after the per-test timeout of "
-                                                f"{per_test_s:.0f} s)\n")
+        outcome.output.setdefault(t, []).append(f"\n(killed: it had run {ran[t]:.0f} s, past the per-test "
+                                                f"timeout of {per_test_s:.0f} s)\n")
     again = []
     for name in names:
         mine = {t: s for t, s in status.items() if t == name or t.startswith(name + "/")}

@@ -30,7 +30,7 @@ from tests.server.broker_process import BrokerProcess
 #: ran 30000 on Kafka 4.4 in ~2 min), few enough for CI's two cores
 RECORDS = 10000
 #: one of franz-go's top-level tests (the ETL tests take 20-60 s here, their subtests in parallel)
-PER_TEST_S = 180
+PER_TEST_S = 150
 #: the whole suite
 OVERALL_S = 900
 
