@@ -10,7 +10,7 @@ of its own (a hang is killed and fails alone), all within an overall deadline: n
 
 The same run against Kafka 4.4 checks the baseline: there every test passes but for the skips the list
 names, in particular every test listed as failing on kafkalog. Both are ``slow`` (kafkalog ~4.5 min
-with one hang to its timeout, Kafka 4.4 ~1.7 min, on two cores): ``.ci/run`` runs them in a step of
+with one hang to its timeout, Kafka 4.4 ~1.9 min, on two cores): ``.ci/run`` runs them in a step of
 their own, after the default suite.
 """
 
