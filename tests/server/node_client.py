@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from typing import NoReturn
 
 import pytest
@@ -46,19 +47,29 @@ def node_modules() -> str:
     modules = os.path.join(root, "node_modules")
     if os.path.isdir(os.path.join(modules, "kafkajs")):
         return modules
+
+    def npm_ci(tmp: str) -> subprocess.CompletedProcess[str]:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(os.path.join(PROJECT, name), tmp)
+        return subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefer-offline"], cwd=tmp,
+                              capture_output=True, text=True, timeout=900, check=False)
+
+    build_once(root, npm_ci, f"npm ci of {PROJECT}")
+    return modules
+
+
+def build_once(root: str, build: Callable[[str], subprocess.CompletedProcess[str]], what: str) -> None:
+    """``build`` into a new temporary sibling of ``root``, moved to ``root`` once it succeeded (a
+    cache no half-built run leaves behind); its failure skips (fails on CI) naming ``what``."""
     tmp = f"{root}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    for name in ("package.json", "package-lock.json"):
-        shutil.copy(os.path.join(PROJECT, name), tmp)
-    r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefer-offline"], cwd=tmp,
-                       capture_output=True, text=True, timeout=900, check=False)
+    r = build(tmp)
     if r.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        unavailable(f"npm ci of {PROJECT} failed: {(r.stdout + r.stderr)[-800:]}")
+        unavailable(f"{what} failed: {(r.stdout + r.stderr)[-800:]}")
     shutil.rmtree(root, ignore_errors=True)
     os.replace(tmp, root)
-    return modules
 
 
 def run_node(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
