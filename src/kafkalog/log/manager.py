@@ -261,6 +261,9 @@ class LogManager:
             RECOVERY_POINT_CHECKPOINT_FILE: set(), LOG_START_OFFSET_CHECKPOINT_FILE: set(),
             REPLICATION_OFFSET_CHECKPOINT_FILE: set()}
         self._moved_lock = threading.Lock()
+        #: partitions retention must look at: those whose offsets moved since they last were one
+        #: empty segment (an idle, empty partition costs the retention task nothing)
+        self._retention_due: set[TopicPartition] = set()
         self._flush_seq_of: Dict[TopicPartition, int] = {}
         #: operations of the periodic tasks (tests count them: none may grow with idle partitions)
         self.task_visits = 0
@@ -507,17 +510,19 @@ class LogManager:
             self._creating.add(topic)
         # the partitions are made without the manager's lock (thousands take seconds: other
         # topics' look-ups, creations and checkpoints go on); the name is taken meanwhile
+        # and their fsyncs overlap, all done before the topic is seen (fsutil.deferred_syncs)
         tid = uuid.uuid4()
         logs: List[Log] = []
         try:
-            for p in range(partitions):
-                log = self._open_new_log(TopicPartition(topic, p), cfg)
-                logs.append(log)
-                # partition.metadata in every partition, as Kafka writes it
-                PartitionMetadataFile(os.path.join(log.dir, PARTITION_METADATA_FILE)).write(tid)
-                if prepare is not None:
-                    prepare(log)
-            fsutil.fsync_dir(self.data_dir)
+            with fsutil.deferred_syncs():
+                for p in range(partitions):
+                    log = self._open_new_log(TopicPartition(topic, p), cfg)
+                    logs.append(log)
+                    # partition.metadata in every partition, as Kafka writes it
+                    PartitionMetadataFile(os.path.join(log.dir, PARTITION_METADATA_FILE)).write(tid)
+                    if prepare is not None:
+                        prepare(log)
+                fsutil.fsync_dir(self.data_dir)
         finally:
             with self._lock:
                 self._creating.discard(topic)
@@ -555,6 +560,7 @@ class LogManager:
         with self._moved_lock:
             for moved in self._offsets_moved.values():
                 moved.add(tp)
+            self._retention_due.add(tp)
 
     def _remove_log(self, tp: TopicPartition) -> Log:
         log = self._logs.pop(tp)
@@ -599,9 +605,10 @@ class LogManager:
                 raise InvalidConfigError(f"Topic currently has {len(current)} partitions, which is "
                                          f"higher than the requested {total_partitions}.")
             cfg = self.topic_config(topic)
-            logs = [self._create_log(TopicPartition(topic, p), cfg)
-                    for p in range(len(current), total_partitions)]
-            fsutil.fsync_dir(self.data_dir)
+            with fsutil.deferred_syncs():
+                logs = [self._create_log(TopicPartition(topic, p), cfg)
+                        for p in range(len(current), total_partitions)]
+                fsutil.fsync_dir(self.data_dir)
             self._forget_topic_id(topic)  # read again: written into the new partitions
             self.topic_id(topic)        # the new partitions carry the topic's ID
             return logs
@@ -769,14 +776,26 @@ class LogManager:
     def cleanup_logs(self, now: Optional[int] = None) -> Dict[str, RetentionResult]:
         """Kafka's retention task: ``deleteOldSegments`` on every log whose ``cleanup.policy`` does
         not contain ``compact`` (compacted logs get retention from the cleaner after each cleaning,
-        as in Kafka). A log of one empty segment has nothing to delete and is passed over. Returns
-        the results by partition."""
+        as in Kafka). A log of one empty segment has nothing to delete: it is not visited again
+        until its offsets move (``Log.offsets_changed``). Returns the results by partition."""
         results: Dict[str, RetentionResult] = {}
-        for tp, log in self._snapshot():
-            segs = log.segments
-            if len(segs) == 1 and segs[0].size == 0 or log.config.compact:
-                continue
+        with self._moved_lock:
+            due = list(self._retention_due)
+        for tp in due:
             self.task_visits += 1
+            log = self._logs.get(tp)
+            if log is None:
+                with self._moved_lock:
+                    self._retention_due.discard(tp)
+                continue
+            segs = log.segments
+            if len(segs) == 1 and segs[0].size == 0:
+                with self._moved_lock:
+                    if log.segments is segs and segs[0].size == 0:     # (an append re-adds it)
+                        self._retention_due.discard(tp)
+                continue
+            if log.config.compact:
+                continue
             try:
                 r = delete_old_segments(log, now=now)
             except KafkalogError as e:
