@@ -67,6 +67,12 @@ def deferred_syncs() -> Iterator[None]:
     _sync_all(paths)
 
 
+def defer_fsync(path: os.PathLike[str] | str) -> bool:
+    """Inside a :func:`deferred_syncs` block of this thread: note the file ``path`` to fsync at
+    the block's end and return True; else False (the caller fsyncs now)."""
+    return _defer(path, False)
+
+
 def _defer(path: os.PathLike[str] | str, is_dir: bool) -> bool:
     """Note ``path`` for the running :func:`deferred_syncs` block; False when there is none."""
     paths = getattr(_deferred, "paths", None)

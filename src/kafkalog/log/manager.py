@@ -47,7 +47,6 @@ import shutil
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -110,10 +109,6 @@ ProgressCallback = Callable[[int, int, str], None]
 # and closing any fd of the file would drop them, so the process keeps its own registry).
 _LOCKED: Dict[str, LogManager] = {}
 _LOCKED_GUARD = threading.Lock()
-
-
-#: threads closing (flushing) the logs at a clean shutdown
-_CLOSE_THREADS = 8
 
 
 def locked_in_this_process(data_dir: str) -> bool:
@@ -938,20 +933,14 @@ class LogManager:
                 self._release_lock()
 
     def _close_logs_in_parallel(self) -> None:
-        """Close every log (``Log.close`` flushes it: data, indexes, producer snapshot) on a few
-        threads, as Kafka's shutdown closes a directory's logs on a pool: the fsyncs of
-        thousands of partitions overlap instead of waiting one after the other. The first error
-        is raised once every log has been tried."""
-        logs = [log for _tp, log in self._snapshot()]
-        workers = min(_CLOSE_THREADS, len(logs))
-        if workers <= 1:
-            for log in logs:
+        """Close every log (``Log.close`` flushes it: data, indexes, producer snapshot) with its
+        fsyncs deferred to the end and run together (:func:`fsutil.deferred_syncs`): the fsyncs of
+        thousands of partitions overlap, as Kafka's shutdown closes a directory's logs on a pool,
+        instead of waiting one after the other. Everything is synced before the checkpoints and
+        ``.kafka_cleanshutdown`` are written."""
+        with fsutil.deferred_syncs():
+            for _tp, log in self._snapshot():
                 log.close()
-            return
-        with ThreadPoolExecutor(workers, thread_name_prefix="kafkalog-close") as pool:
-            futures = [pool.submit(log.close) for log in logs]
-        for f in futures:
-            f.result()
 
     def abandon(self) -> None:
         """Release everything *without* a clean shutdown (no flush, no checkpoints, no
