@@ -46,8 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))       # tests.kafka44 starts Kafka 4.4 (jars in ~/.m2)

@@ -116,7 +116,8 @@ def test_produce_whose_last_append_fails(small_tmpfs: Path) -> None:
 def test_a_small_disk_takes_a_record_at_the_default_index_size(tmp_path: Path) -> None:
     """A 2 MiB file system takes a record at the defaults: each new segment's .index and
     .timeindex are set to segment.index.bytes (10 MiB) as Kafka sets them, sparse, and hold no
-    blocks until entries are written (the closed .timeindex holds its one final entry; they reserved their 10 MiB each before: the same produce
+    blocks until entries are written (the closed .timeindex holds its one final entry; they
+    reserved their 10 MiB each before: the same produce
     failed with "no space for a 10 MiB index", issue 36 item 2)."""
     with mounted_tmpfs(tmp_path / "mnt", "2m") as mnt:
         data = mnt / "data"

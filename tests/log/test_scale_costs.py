@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest

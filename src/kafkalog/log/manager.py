@@ -613,9 +613,9 @@ class LogManager:
         without the file (a topic created by an older tool, or a new partition) gets the topic's
         ID written atomically; a topic with none gets a random one. Unreadable files are skipped
         in the search and left as they are."""
-        tid = self._topic_ids.get(topic)
-        if tid is not None:
-            return tid
+        known = self._topic_ids.get(topic)
+        if known is not None:
+            return known
         with self._lock:
             parts = self.partitions_of(topic)
             if not parts:
