@@ -19,7 +19,6 @@ directory failure: every produce gets KAFKA_STORAGE_ERROR, and the stop is not a
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import signal
 import ssl
@@ -148,9 +147,6 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
                     manager.meta_properties.cluster_id)
     logger.info("loaded %d partition(s) of %d topic(s) (clean shutdown: %s)",
                 len(manager.partitions()), len(manager.topics()), manager.had_clean_shutdown)
-    # the loaded logs live as long as the broker: out of the collector's full passes, which
-    # otherwise walk every partition's objects while a request waits
-    gc.freeze()
     failure: KafkalogIOError | None = None
     try:
         failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl))
