@@ -214,9 +214,11 @@ class AbstractIndex(IndexFile):
             if isinstance(err, KafkalogIOError):
                 raise
             raise io_error(err, path, "open index") from err
-        entries = 0 if newly_created else self._length // self.entry_size
+        entries = 0
         try:
             self._map()
+            # (after the mapping: a read-only index read fewer bytes when the file shrank meanwhile)
+            entries = 0 if newly_created else self._length // self.entry_size
             if entries and self.writable:
                 # the last slot's page into the page cache (read below): a fault through the
                 # mapping into a page the cache lacks took milliseconds (a file a crash left at its
