@@ -24,7 +24,7 @@ from tests.server.raw import connect, recv_frame, request_frame, response_of
 from tests.tmpfs import grow_tmpfs, mounted_tmpfs
 
 TOPIC = "filling"
-#: small indexes (they reserve their blocks) and segments larger than the file system: the .log fills it
+#: small indexes and segments larger than the file system: the .log fills it
 CONFIGS = ["log.index.size.max.bytes=65536", "log.segment.bytes=67108864", "num.partitions=1"]
 
 
@@ -210,30 +210,59 @@ def test_offset_commit_on_a_full_disk_is_not_acknowledged(small_tmpfs: Path) -> 
         assert b2.stop() == 0, b2.stderr()
 
 
-def test_a_disk_too_small_for_an_index_takes_the_directory_offline(tmp_path: Path) -> None:
-    """Auto-creating a topic on a 2 MiB file system: its first segment's index (10 MiB of
-    segment.index.bytes) does not fit. The data directory goes offline with one ERROR naming the
-    index and the setting, the topic's metadata says KAFKA_STORAGE_ERROR (it closed the
-    connection on every metadata request before), and SIGTERM stops the broker unclean (exit 1)
-    (issue 24, item 8)."""
+def test_a_small_disk_takes_a_topic_at_the_default_index_size(tmp_path: Path) -> None:
+    """Auto-creating a topic on a 2 MiB file system works, as on Kafka 4.4: its first segment's
+    .index and .timeindex are set to segment.index.bytes (10 MiB) sparse, holding no blocks while
+    they have no entries (they reserved 10 MiB each before and the directory went offline with
+    KAFKA_STORAGE_ERROR, issue 36 item 2)."""
     with mounted_tmpfs(tmp_path / "mnt", "2m") as mnt:
         b = BrokerProcess(str(mnt / "data"))
         b.stderr_path = str(tmp_path / "broker.stderr")
         b.start()
         try:
-            p = Producer({"bootstrap.servers": b.bootstrap, "message.timeout.ms": 5000})
+            p = Producer({"bootstrap.servers": b.bootstrap, "message.timeout.ms": 20000})
             errors: list[KafkaError] = []
             p.produce("new-topic", value=b"x", on_delivery=lambda err, msg: errors.append(err))  # type: ignore[arg-type]
             p.flush(30)
-            assert errors and errors[0] is not None
-            md = p.list_topics("new-topic", timeout=30).topics["new-topic"]
-            assert md.error is not None and md.error.code() == KafkaError.KAFKA_STORAGE_ERROR, md.error
-            assert b.alive(), b.stderr()[-3000:]
-            failures = [ln for ln in b.stderr().splitlines() if "ERROR" in ln]
-            assert len(failures) == 1, b.stderr()[-3000:]
-            assert "is offline" in failures[0] and "00000000000000000000.index" in failures[0]
-            assert "no space for a 10 MiB index; see segment.index.bytes" in failures[0]
-            assert "closing connection" not in b.stderr()
-            assert b.stop(timeout=120) == 1, b.stderr()[-3000:]
+            assert errors == [None], (errors, b.stderr()[-3000:])
+            for suffix in (".index", ".timeindex"):
+                st = os.stat(mnt / "data" / "new-topic-0" / f"00000000000000000000{suffix}")
+                assert st.st_size >= 10 * 1024 * 1024 - 12 and st.st_blocks == 0, (suffix, st)
+            assert "ERROR" not in b.stderr(), b.stderr()[-3000:]
+            assert b.stop(timeout=120) == 0, b.stderr()[-3000:]
         finally:
             b.kill()
+
+
+def _allocated(path: Path) -> int:
+    """Bytes of blocks allocated under ``path`` (``du``), directories included."""
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def test_an_idle_broker_costs_almost_no_disk(tmp_path: Path) -> None:
+    """At the defaults (segment.index.bytes 10 MiB) a topic of 100 empty partitions and the first
+    consumer-group commit (50 __consumer_offsets partitions) hold about what Kafka 4.4 holds, a few
+    KiB each (sparse index files; they reserved 20 MiB each before: 3 GB here, issue 36 item 2)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    data = tmp_path / "data"
+    b = BrokerProcess(str(data))
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("empty", 100, 1)])["empty"].result(60)
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g", "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition("empty", 0, 0)], asynchronous=False)
+        finally:
+            c.close()
+        partitions = [d for d in os.listdir(data) if os.path.isdir(data / d) and "-" in d]
+        assert len(partitions) == 150, sorted(partitions)
+        used = _allocated(data)
+        assert used < 150 * 32 * 1024, f"{used / 2**20:.1f} MiB for 150 partitions"
+        assert b.stop(timeout=120) == 0, b.stderr()[-3000:]
+    finally:
+        b.kill()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Protocol
 
 from kafkalog.errors import CorruptRecordError, KafkalogIOError
+from kafkalog.log.fsutil import defer_fsync
 from kafkalog.log.kernel import find_v2_batch
 from kafkalog.record.batch import RecordBatch
 from kafkalog.record.constants import (
@@ -227,7 +228,7 @@ class FileRecords:
 
     def flush(self) -> None:
         """fsync the data (``FileChannel.force(true)``)."""
-        if self.fd >= 0:
+        if self.fd >= 0 and not defer_fsync(self.path):
             os.fsync(self.fd)
 
     def rename_to(self, new_path: str) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
@@ -34,8 +36,69 @@ def wrap_os_errors(path: os.PathLike[str] | str, action: str) -> Iterator[None]:
         raise io_error(err, path, action) from err
 
 
+_deferred = threading.local()
+#: threads fsyncing what a :func:`deferred_syncs` block wrote (the fsyncs overlap: the file system
+#: commits them together)
+_SYNC_THREADS = 16
+
+
+@contextlib.contextmanager
+def deferred_syncs() -> Iterator[None]:
+    """Within the block, this thread's :func:`atomic_write`, :func:`atomic_rename`,
+    :func:`fsync_file` and :func:`fsync_dir` note what they would fsync instead of waiting for it;
+    at the end of the block every noted file, then every noted directory, is fsynced (each once,
+    on a few threads) before the block returns. For work that is acknowledged only as a whole
+    (a topic's thousands of new partitions): its fsyncs cost about one disk commit, not one each.
+    A crash inside the block may leave a file renamed into place before its bytes were synced;
+    nothing the block's caller acknowledged depends on it yet."""
+    if getattr(_deferred, "paths", None) is not None:
+        yield                                       # nested: the outer block syncs
+        return
+    paths: dict[str, bool] = {}
+    _deferred.paths = paths
+    try:
+        yield
+    except BaseException:
+        _deferred.paths = None
+        with contextlib.suppress(Exception):
+            _sync_all(paths)
+        raise
+    _deferred.paths = None
+    _sync_all(paths)
+
+
+def defer_fsync(path: os.PathLike[str] | str) -> bool:
+    """Inside a :func:`deferred_syncs` block of this thread: note the file ``path`` to fsync at
+    the block's end and return True; else False (the caller fsyncs now)."""
+    return _defer(path, False)
+
+
+def _defer(path: os.PathLike[str] | str, is_dir: bool) -> bool:
+    """Note ``path`` for the running :func:`deferred_syncs` block; False when there is none."""
+    paths = getattr(_deferred, "paths", None)
+    if paths is None:
+        return False
+    paths[os.fspath(path)] = is_dir
+    return True
+
+
+def _sync_all(paths: dict[str, bool]) -> None:
+    files = [p for p, is_dir in paths.items() if not is_dir]
+    dirs = [p for p, is_dir in paths.items() if is_dir]
+    for batch, sync in ((files, fsync_file), (dirs, fsync_dir)):
+        if len(batch) <= 1:
+            for p in batch:
+                sync(p)
+            continue
+        with ThreadPoolExecutor(min(_SYNC_THREADS, len(batch)), thread_name_prefix="kafkalog-fsync") as pool:
+            for f in [pool.submit(sync, p) for p in batch]:
+                f.result()
+
+
 def fsync_file(path: os.PathLike[str] | str) -> None:
     """fsync an existing file by path."""
+    if _defer(path, False):
+        return
     with wrap_os_errors(path, "fsync"):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -55,6 +118,8 @@ def fsync_dir(path: os.PathLike[str] | str) -> None:
 
     Platforms that cannot open directories (or refuse fsync on them, EINVAL) are tolerated.
     """
+    if _defer(path, True):
+        return
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError as err:
@@ -90,7 +155,7 @@ def atomic_write(path: os.PathLike[str] | str, data: bytes, *, sync: bool = True
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
-            if sync:
+            if sync and not _defer(path, False):
                 os.fsync(fd)
         finally:
             os.close(fd)

@@ -49,6 +49,12 @@ class LeaderEpochFileCache:
                     raise CorruptCheckpointError(
                         f"Negative epoch or offset in leader epoch checkpoint: {e}", file=checkpoint.path)
                 self._assign(e.epoch, e.start_offset)
+        #: the entries the file holds (as read or last written) and whether they were synced: a
+        #: write of the same entries is skipped (a restart's truncate-and-assign of the same epoch
+        #: rewrote every partition's file)
+        self._on_disk: Optional[List[EpochEntry]] = (
+            self.epoch_entries() if checkpoint is not None and os.path.exists(checkpoint.path) else None)
+        self._on_disk_synced = True
 
     # --- mutation -------------------------------------------------------------------------------
 
@@ -98,8 +104,8 @@ class LeaderEpochFileCache:
         epoch at ``start_offset``."""
         with self._lock:
             i = bisect_right(self._offsets, start_offset)
-            if i == 0:
-                return
+            if i == 0 or (i == 1 and self._offsets[0] == start_offset):
+                return          # nothing before start_offset: the checkpoint stays as it is
             last_epoch = self._epochs[i - 1]
             del self._epochs[:i]
             del self._offsets[:i]
@@ -122,7 +128,12 @@ class LeaderEpochFileCache:
 
     def _flush(self, sync: bool) -> None:
         if self.checkpoint is not None:
-            self.checkpoint.write_if_dir_exists(self.epoch_entries(), sync=sync)
+            entries = self.epoch_entries()
+            if entries == self._on_disk and (self._on_disk_synced or not sync):
+                return
+            self.checkpoint.write_if_dir_exists(entries, sync=sync)
+            self._on_disk = entries
+            self._on_disk_synced = sync
 
     def flush(self) -> None:
         """Write the checkpoint now."""

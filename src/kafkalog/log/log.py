@@ -172,6 +172,8 @@ class Log:
 
     def _publish(self, segs: Tuple[LogSegment, ...], next_offset: int) -> None:
         self._log_segments = LogSegments.of(segs, next_offset)
+        if self.offsets_changed is not None:
+            self.offsets_changed(self)
         self._notify_published()
 
     # --- publish listeners (readers waiting for new data: the consumer's wake-up) -----------------
@@ -179,6 +181,9 @@ class Log:
     #: called as ``listener(log)`` after every publish of the log end offset (appends, rolls,
     #: truncations, retention), under the log's lock: a listener must be cheap and must not block
     _publish_listeners: Tuple[Callable[[Log], None], ...] = ()
+    #: called with the log after its end, recovery point or start offset may have moved (the
+    #: manager's offset checkpoints then rewrite only the logs that changed)
+    offsets_changed: Optional[Callable[[Log], None]] = None
 
     def add_publish_listener(self, listener: Callable[[Log], None]) -> None:
         with self._lock:
@@ -344,6 +349,8 @@ class Log:
                 return None
             self._log_segments = _new_log_segments(
                 LogSegments, (segs, bases, LogOffsetMetadata(last + 1, seg.base_offset, seg.log.size)))
+            if self.offsets_changed is not None:
+                self.offsets_changed(self)
             if self._publish_listeners:
                 self._notify_published()
             if psm is not None:
@@ -661,6 +668,8 @@ class Log:
                 fsync_dir(self.dir)   # raises: a failed fsync fails the flush
             if up_to > self.recovery_point:
                 self.recovery_point = up_to
+                if self.offsets_changed is not None:
+                    self.offsets_changed(self)
             self.last_flush_time = self.clock()
 
     def flush_if_due(self, now: Optional[int] = None) -> bool:
@@ -867,6 +876,8 @@ class Log:
         self._publish(keep, target_offset)
         self.recovery_point = min(self.recovery_point, target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
+        if self.offsets_changed is not None:
+            self.offsets_changed(self)
         self._truncate_epochs_from_end(target_offset)
         self._reset_producer_state(target_offset, truncate=True)
 
@@ -899,6 +910,8 @@ class Log:
         self._publish((new,), new_offset)
         self.log_start_offset = new_offset
         self.recovery_point = new_offset
+        if self.offsets_changed is not None:
+            self.offsets_changed(self)
         c = self.leader_epoch_cache
         if c is not None:
             c.clear()
@@ -963,6 +976,8 @@ class Log:
                                             file=self.dir)
             if new_log_start_offset > self.log_start_offset:
                 self.log_start_offset = new_log_start_offset
+                if self.offsets_changed is not None:
+                    self.offsets_changed(self)
                 c = self.leader_epoch_cache
                 if c is not None:
                     c.truncate_from_start(new_log_start_offset)

@@ -299,6 +299,8 @@ class LogSegment:
         self._ensure_offset_in_range(largest_offset)
         if not self._indexes_touched:
             self.touch_indexes()
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._reserve_index_entries(1)
         self.log.append(records)
         if largest_timestamp > self._load_max_ts():
             self._max_ts = largest_timestamp
@@ -322,8 +324,17 @@ class LogSegment:
         self._ensure_offset_in_range(last_offsets[-1])
         if not self._indexes_touched:
             self.touch_indexes()
+        interval = self.index_interval_bytes
+        if self.bytes_since_last_index_entry + positions[-1] - positions[0] > interval:
+            self._reserve_index_entries(min(len(positions), 1 + n // max(1, interval)))
         self.log.append(data)
         self._index_batches(pos0, n, positions, last_offsets, max_timestamps)
+
+    def _reserve_index_entries(self, entries: int) -> None:
+        """Reserve the index blocks ``entries`` more entries need before the data is written (the
+        index files are sparse): a full disk fails the append here, with nothing written."""
+        self.offset_index.reserve(entries)
+        self.time_index.reserve(entries)
 
     def adopt_log_file(self, path: str, size: int, positions: Sequence[int],
                        last_offsets: Sequence[int], max_timestamps: Sequence[int]) -> None:
@@ -396,6 +407,8 @@ class LogSegment:
         ti = self._time_index
         if oi is None or ti is None or oi.is_full() or ti.is_full():
             return False
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._reserve_index_entries(1)
         self.log.append(data)
         if max_timestamp > mts:
             self._max_ts = mts = max_timestamp

@@ -236,21 +236,26 @@ class Broker:
 
     def create_topic(self, topic: str, partitions: int, configs: Mapping[str, Any]) -> uuid.UUID:
         """Create a topic (validated names, configs and partition count); returns its ID."""
+        tid = self.create_topic_partitions(topic, partitions, configs)
+        self.consumer_groups.topics_changed([topic])
+        return tid
+
+    def create_topic_partitions(self, topic: str, partitions: int, configs: Mapping[str, Any]) -> uuid.UUID:
+        """:meth:`create_topic` without telling the consumer groups (the event loop's state): the
+        part CreateTopics runs on a worker thread, the topic seen whole once its partitions are
+        ready and led."""
         validate_topic(topic)
         if self.log_dir_failure is not None:        # an offline directory takes no new partition
             raise KafkalogIOError(f"cannot create topic {topic}: the data directory is offline "
                                   f"({self.log_dir_failure.message})", file=self.manager.data_dir)
         try:
-            logs = self.manager.create_topic(topic, partitions, dict(configs) or None)
+            self.manager.create_topic(topic, partitions, dict(configs) or None, prepare=self.lead)
         except KafkalogIOError as e:               # (a full disk: no room for its first segment)
             self.log_dir_failed(TopicPartition(topic, 0), e)
             raise
-        for log in logs:
-            self.lead(log)
         tid = self.topic_ids.of(topic)
         logger.info("created topic %s with %d partition(s), id %s, configs %s", topic, partitions,
                     tid, dict(configs))
-        self.consumer_groups.topics_changed([topic])
         return tid
 
     def auto_create(self, topic: str) -> bool:

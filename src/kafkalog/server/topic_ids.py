@@ -38,10 +38,7 @@ class TopicIds:
         name = self._by_id.get(topic_id)
         if name is not None and self.manager.has_topic(name):
             return name
-        for t in self.manager.topics():
-            if self.of(t) == topic_id:
-                return t
-        return None
+        return self.manager.topic_by_id(topic_id)     # a look-up, not a walk over every topic
 
     def forget(self, topic: str) -> None:
         with self._lock:

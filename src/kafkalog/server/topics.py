@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections import Counter
@@ -22,7 +23,7 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 logger = logging.getLogger("kafkalog.server")
 
 
-def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
+async def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
     res: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
                            "topic_config_error_code": 0, "num_partitions": -1,
                            "replication_factor": -1, "configs": []}
@@ -69,10 +70,14 @@ def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
         return res
     if not validate_only:
         try:
-            res["topic_id"] = broker.create_topic(t.name, partitions, configs)
+            # the partitions' files are made on a worker thread: the event loop answers other
+            # clients meanwhile (10,000 partitions take seconds)
+            res["topic_id"] = await asyncio.get_running_loop().run_in_executor(
+                None, broker.create_topic_partitions, t.name, partitions, configs)
         except KafkalogError as e:
             res.update(error_code=error_code(e), error_message=e.message)
             return res
+        broker.consumer_groups.topics_changed([t.name])
     else:
         res["topic_id"] = uuid.uuid4()      # as Kafka's controller: the id the topic would get
     res.update(num_partitions=partitions, replication_factor=1,
@@ -80,7 +85,7 @@ def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
     return res
 
 
-def handle_create_topics(broker: Broker, request: Request) -> Any:
+async def handle_create_topics(broker: Broker, request: Request) -> Any:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     # as Kafka's controller: a name given twice is answered once, INVALID_REQUEST, and not created
@@ -89,7 +94,7 @@ def handle_create_topics(broker: Broker, request: Request) -> Any:
          "error_message": "Duplicate topic name.", "topic_config_error_code": 0, "num_partitions": -1,
          "replication_factor": -1, "configs": []}
         for name in dict.fromkeys(t.name for t in body.topics if counts[t.name] > 1)]
-    results += [_create_one(broker, t, body.validate_only) for t in body.topics if counts[t.name] == 1]
+    results += [await _create_one(broker, t, body.validate_only) for t in body.topics if counts[t.name] == 1]
     return broker.response(request, {"throttle_time": 0, "topics": results})
 
 

@@ -100,6 +100,8 @@ class OffsetIndex(AbstractIndex):
         if position < 0 or position > INT32_MAX:
             raise InvalidOffsetError(f"Invalid position {position} for offset {offset}",
                                      file=self._path, position=n * 8)
+        if n * 8 + 8 > self._reserved:
+            self.reserve(1)
         _pack_into(self._mm, n * 8, rel, position)
         self._entries = n + 1
         self._last_offset = offset
@@ -130,6 +132,7 @@ class OffsetIndex(AbstractIndex):
             raise IndexOffsetOverflowError(f"Integer overflow for offset {prev} or a position "
                                            f"({self._path})", file=self._path, position=n * 8)
         flat = [v for i in range(1, k) for v in (offsets[i] - base, positions[i])]
+        self.reserve(k - 1)
         mm = self._mm
         assert not isinstance(mm, bytes), "appending to a read-only index"
         mm[n * 8:(n + k - 1) * 8] = struct.pack(f">{len(flat)}i", *flat)

@@ -114,6 +114,8 @@ class TimeIndex(AbstractIndex):
                 raise IndexOffsetOverflowError(
                     f"Integer overflow for offset: {offset} ({self._path})",
                     file=self._path, position=n * 12)
+            if n * 12 + 12 > self._reserved:
+                self.reserve(1)
             _pack_into(self._mm, n * 12, timestamp, rel)
             self._entries = n + 1
             self._last_ts = timestamp
@@ -150,6 +152,7 @@ class TimeIndex(AbstractIndex):
         if last_off - base > INT32_MAX:
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {last_off} ({self._path})",
                                            file=self._path, position=n * 12)
+        self.reserve(m)
         mm = self._mm
         assert not isinstance(mm, bytes), "appending to a read-only index"
         mm[n * 12:(n + m) * 12] = struct.pack(">" + "qi" * m, *flat)

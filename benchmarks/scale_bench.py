@@ -1,0 +1,392 @@
+"""Many partitions on one node: ``kafkalog serve`` and Kafka 4.4 side by side (issue 35).
+
+For each partition count (``--partitions 1000,10000``; topics of ``--per-topic`` 100 partitions),
+each peer in turn on a fresh data directory (peers alternate when ``--runs`` > 1, so load from other
+jobs hits them alike), the steps, timed from the benchmark's side:
+
+* ``create_s``: CreateTopics requests (confluent-kafka's AdminClient) of 50 topics each, one after
+  the other, until every topic is answered; ``leaders_s``: from the same start until a Metadata
+  request shows every partition with a leader (Kafka answers CreateTopics once its controller
+  committed the records and makes the partitions afterwards; kafkalog answers once they exist);
+* ``metadata_all_ms``: one Metadata request for all topics (median of 3);
+* ``produce_s``: one record to every partition (acks=all), until every delivery is reported;
+* ``consume_s``: an assigned consumer reads them all back;
+* ``idle_cpu_pct``, ``idle_rss_mib``: the broker process's CPU (user + system, % of one core) over
+  ``--idle-seconds`` with nothing to do, and its resident memory at the end;
+* ``disk_mib``: blocks allocated under the data directory (``st_blocks``, sparse files count what
+  they hold);
+* ``shutdown_s``: SIGTERM to exit; ``restart_s``: start to every leader in Metadata after that
+  clean shutdown; ``restart_after_kill_s``: the same after SIGKILL;
+* ``worst_wait_<step>_ms``: the longest another client waited for an answer during that step: a
+  thread on its own connection sends ApiVersions in a loop throughout (not during the stops and
+  restarts, when there is no broker to ask).
+
+JSON lines on stdout: one ``run`` line per peer and partition count, then per partition count a
+``summary`` line per peer (medians over runs) and one ``ratio`` line (kafkalog's median over Kafka's,
+below 1 = kafkalog better) with ``load`` (the machine's load averages: it is shared). With
+``--peers kafkalog`` only kafkalog's figures (100,000 partitions: Kafka needs more memory than the
+machine has to spare).
+
+    python benchmarks/scale_bench.py --partitions 1000,10000
+    python benchmarks/scale_bench.py --partitions 100000 --peers kafkalog
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))       # tests.kafka44 starts Kafka 4.4 (jars in ~/.m2)
+
+#: topics per CreateTopics request: Kafka 4.4's controller refuses more than 10,000 records in one
+#: operation ("excessively large batch operation"), a partition being one
+TOPICS_PER_REQUEST = 50
+
+#: ApiVersions v0, header v1 (api key 18, version 0, correlation id 7, client id "probe")
+API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 5) + b"probe"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Prober(threading.Thread):
+    """ApiVersions in a loop on its own connection; :meth:`window` gives the worst wait since the
+    last call. Paused while the broker is down."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.worst = 0.0
+        self.paused = True
+        self.stopped = False
+        self._sock: Optional[socket.socket] = None
+
+    def _connect(self) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=120)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def _ask(self, s: socket.socket) -> None:
+        s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+        head = b""
+        while len(head) < 4:
+            chunk = s.recv(4 - len(head))
+            if not chunk:
+                raise ConnectionError("closed")
+            head += chunk
+        left = struct.unpack(">i", head)[0]
+        while left:
+            chunk = s.recv(min(left, 65536))
+            if not chunk:
+                raise ConnectionError("closed")
+            left -= len(chunk)
+
+    def run(self) -> None:
+        while not self.stopped:
+            if self.paused:
+                if self._sock is not None:
+                    self._sock.close()
+                    self._sock = None
+                time.sleep(0.02)
+                continue
+            try:
+                if self._sock is None:
+                    self._sock = self._connect()
+                t0 = time.perf_counter()
+                self._ask(self._sock)
+                waited = time.perf_counter() - t0
+                if not self.paused:
+                    self.worst = max(self.worst, waited)
+            except OSError:
+                if self._sock is not None:
+                    self._sock.close()
+                self._sock = None
+                time.sleep(0.05)
+            time.sleep(0.005)
+
+    def resume(self) -> None:
+        self.worst = 0.0
+        self.paused = False
+
+    def window(self) -> float:
+        """The worst wait (ms) since the last call, and start a new window."""
+        w, self.worst = self.worst, 0.0
+        return round(w * 1000, 1)
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def allocated_mib(path: str) -> float:
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total / (1 << 20)
+
+
+class KafkalogPeer:
+    name = "kafkalog"
+
+    def __init__(self, workdir: str) -> None:
+        self.data_dir = os.path.join(workdir, "data")
+        self.port = free_port()
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.stderr = open(os.path.join(workdir, "serve.stderr"), "ab")
+
+    def start(self) -> None:
+        cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port", str(self.port)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(600)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(60)
+
+
+class KafkaPeer:
+    name = "kafka"
+
+    def __init__(self, workdir: str) -> None:
+        from tests.kafka44 import KafkaBroker
+        self.broker = KafkaBroker(workdir, {"num.recovery.threads.per.data.dir": "2"}, heap="2g",
+                                  fast_start=False)
+        self.broker.format()
+        self.data_dir = str(self.broker.log_dir)
+        self.port = self.broker.port
+
+    def start(self) -> None:
+        self.broker.start(timeout=900)
+
+    @property
+    def pid(self) -> int:
+        assert self.broker.proc is not None
+        return self.broker.proc.pid
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        proc = self.broker.proc
+        assert proc is not None
+        proc.send_signal(sig)
+        proc.wait(900)
+
+    def kill(self) -> None:
+        self.broker.kill()
+
+
+def wait_port(port: int, timeout: float = 900) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+                if s.recv(4):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"nothing answered on port {port}")
+
+
+def all_led(admin: Any, topics: List[str], per_topic: int) -> bool:
+    md = admin.list_topics(timeout=120)
+    for t in topics:
+        tm = md.topics.get(t)
+        if tm is None or tm.error is not None or len(tm.partitions) != per_topic:
+            return False
+        if any(p.leader < 0 or p.error is not None for p in tm.partitions.values()):
+            return False
+    return True
+
+
+def wait_led(bootstrap: str, topics: List[str], per_topic: int, timeout: float = 1800) -> None:
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while not all_led(admin, topics, per_topic):
+        if time.monotonic() > deadline:
+            raise SystemExit("partitions without a leader")
+        time.sleep(0.1)
+
+
+def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[str, Any]:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topics = [f"scale-{i:05d}" for i in range(partitions // per_topic)]
+    out: Dict[str, Any] = {"peer": peer.name, "partitions": partitions}
+    prober = Prober(peer.port)
+    prober.start()
+    try:
+        peer.start()
+        wait_port(peer.port)
+        bootstrap = f"127.0.0.1:{peer.port}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.list_topics(timeout=60)
+        prober.resume()
+        prober.window()
+
+        t0 = time.perf_counter()
+        for i in range(0, len(topics), TOPICS_PER_REQUEST):
+            futures = admin.create_topics([NewTopic(t, per_topic, 1) for t in topics[i:i + TOPICS_PER_REQUEST]],
+                                          request_timeout=1800, operation_timeout=1800)
+            for f in futures.values():
+                f.result(1800)
+        out["create_s"] = round(time.perf_counter() - t0, 3)
+        out["worst_wait_create_ms"] = prober.window()
+        wait_led(bootstrap, topics, per_topic)
+        out["leaders_s"] = round(time.perf_counter() - t0, 3)
+        out["worst_wait_leaders_ms"] = prober.window()
+
+        times = []
+        for _ in range(3):
+            t1 = time.perf_counter()
+            md = admin.list_topics(timeout=120)
+            times.append(time.perf_counter() - t1)
+        assert sum(len(md.topics[t].partitions) for t in topics) == partitions
+        out["metadata_all_ms"] = round(statistics.median(times) * 1000, 1)
+        out["worst_wait_metadata_ms"] = prober.window()
+
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                      "queue.buffering.max.messages": max(100000, 2 * partitions)})
+        failed: List[Any] = []
+        t1 = time.perf_counter()
+        for t in topics:
+            for i in range(per_topic):
+                p.produce(t, b"v", partition=i, on_delivery=lambda err, msg: err and failed.append(err))
+            p.poll(0)
+        left = p.flush(600)
+        out["produce_s"] = round(time.perf_counter() - t1, 3)
+        assert left == 0 and not failed, (left, failed[:3])
+        out["worst_wait_produce_ms"] = prober.window()
+
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench", "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 100})
+        c.assign([TopicPartition(t, i, 0) for t in topics for i in range(per_topic)])
+        got = 0
+        t1 = time.perf_counter()
+        deadline = time.monotonic() + 600
+        while got < partitions and time.monotonic() < deadline:
+            for m in c.consume(10000, 1.0):
+                if m.error() is None:
+                    got += 1
+        out["consume_s"] = round(time.perf_counter() - t1, 3)
+        c.close()
+        assert got == partitions, got
+        out["worst_wait_consume_ms"] = prober.window()
+
+        del admin, p
+        prober.paused = True                # idle: nobody asks anything
+        time.sleep(2)
+        cpu0 = cpu_seconds(peer.pid)
+        t1 = time.monotonic()
+        time.sleep(idle_s)
+        out["idle_cpu_pct"] = round(100 * (cpu_seconds(peer.pid) - cpu0) / (time.monotonic() - t1), 2)
+        out["idle_rss_mib"] = round(rss_mib(peer.pid), 1)
+        out["disk_mib"] = round(allocated_mib(peer.data_dir), 1)
+
+        prober.paused = True
+        t1 = time.perf_counter()
+        peer.stop()
+        out["shutdown_s"] = round(time.perf_counter() - t1, 3)
+
+        t1 = time.perf_counter()
+        peer.start()
+        wait_port(peer.port)
+        wait_led(bootstrap, topics, per_topic)
+        out["restart_s"] = round(time.perf_counter() - t1, 3)
+
+        peer.stop(signal.SIGKILL)
+        t1 = time.perf_counter()
+        peer.start()
+        wait_port(peer.port)
+        wait_led(bootstrap, topics, per_topic)
+        out["restart_after_kill_s"] = round(time.perf_counter() - t1, 3)
+        peer.stop()
+    finally:
+        prober.stopped = True
+        peer.kill()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", default="1000,10000", help="comma-separated partition counts")
+    ap.add_argument("--per-topic", type=int, default=100)
+    ap.add_argument("--peers", default="kafkalog,kafka")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--idle-seconds", type=float, default=60)
+    ap.add_argument("--workdir", default=None, help="where the data directories go (default: a temp dir)")
+    args = ap.parse_args()
+    peers = {"kafkalog": KafkalogPeer, "kafka": KafkaPeer}
+    names = [n for n in args.peers.split(",") if n]
+    for n in names:
+        if n not in peers:
+            raise SystemExit(f"unknown peer {n!r}: {', '.join(peers)}")
+    for count in (int(x) for x in args.partitions.split(",")):
+        runs: Dict[str, List[Dict[str, Any]]] = {n: [] for n in names}
+        for r in range(args.runs):
+            order = names if r % 2 == 0 else list(reversed(names))
+            for n in order:
+                work = tempfile.mkdtemp(prefix=f"scale-{n}-{count}-", dir=args.workdir)
+                try:
+                    res = run_peer(peers[n](work), count, args.per_topic, args.idle_seconds)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+                res.update(type="run", run=r, load=[round(x, 2) for x in os.getloadavg()])
+                print(json.dumps(res), flush=True)
+                runs[n].append(res)
+        summaries = {}
+        for n in names:
+            keys = [k for k in runs[n][0] if isinstance(runs[n][0][k], (int, float)) and k not in ("partitions", "run")]
+            summaries[n] = {k: round(statistics.median(x[k] for x in runs[n]), 3) for k in keys}
+            print(json.dumps({"type": "summary", "peer": n, "partitions": count, "runs": args.runs,
+                              **summaries[n]}), flush=True)
+        if "kafkalog" in summaries and "kafka" in summaries:
+            a, b = summaries["kafkalog"], summaries["kafka"]
+            ratio = {k: (round(a[k] / b[k], 3) if b[k] else None) for k in a if k in b}
+            print(json.dumps({"type": "ratio", "partitions": count, "kafkalog_over_kafka": ratio,
+                              "load": [round(x, 2) for x in os.getloadavg()]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
