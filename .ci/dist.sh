@@ -38,7 +38,9 @@ done
 for v in 3.11 3.12 3.13; do
     raw=$(ls "$WORK/raw$v"/kafkalog-*.whl)
     # a wheel without its kernels would be a pure-Python wheel under a CPython tag: refuse it
-    if [ "$(unzip -l "$raw" | grep -c '\.so$')" -ne "$(unzip -l "$raw" | grep -c '\.pyx$')" ]; then
+    if ! "$WORK/tools/bin/python" -c 'import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+sys.exit(sum(n.endswith(".so") for n in names) != sum(n.endswith(".pyx") for n in names))' "$raw"; then
         echo "dist: $(basename "$raw") lacks compiled kernels" >&2; cat "$WORK/wheel$v.log"; exit 1
     fi
     PATH="$WORK/tools/bin:$PATH" "$WORK/tools/bin/auditwheel" repair --strip -w "$OUT" "$raw" \
