@@ -20,13 +20,15 @@ t=$SECONDS
 KAFKALOG_DIST_DIR="$WORK/dist" python3 -m pytest -p no:cacheprovider -n 4 tests/packaging
 step "installing and smoke-testing each without a compiler" $t
 
+# the wheel's kafkalog, not this tree's src: no PYTHONPATH (pip would take src's egg-info for an
+# installed kafkalog and skip the wheel)
+unset PYTHONPATH
 for v in 3.12 3.13; do
     t=$SECONDS
     "$(python_of $v)" -m venv "$WORK/venv$v"
     wheel=$(ls "$WORK"/dist/kafkalog-*-cp${v/./}-cp${v/./}-manylinux*.whl)
     "$WORK/venv$v/bin/python" -m pip install -q "$wheel[test]"
-    # the wheel's kafkalog, not this tree's src (no PYTHONPATH)
-    env -u PYTHONPATH "$WORK/venv$v/bin/python" -m pytest -p no:cacheprovider -n 4 --dist loadfile \
+    "$WORK/venv$v/bin/python" -m pytest -p no:cacheprovider -n 4 --dist loadfile \
         -m "not slow and not spark and not kafka" tests/record tests/log tests/cleaner tests/client tests/cli
     step "the unit tests on CPython $v" $t
 done
