@@ -4,7 +4,10 @@
 # without a compiler and smoke-test it (tests/packaging), then run the unit tests (record, log,
 # cleaner, client, cli: no Spark, Kafka or JVM) on CPython 3.12 and 3.13, each in a virtualenv with
 # its wheel and the `test` extra (so the suite also runs where pyspark and pyarrow are not
-# installed: what needs them is skipped, with the reason). Prints how long each step took.
+# installed: what needs them is skipped, with the reason). Prints how long each step took; measured
+# here on two cores shared with other jobs (load ~9): build 395 s, smoke tests 73 s, 3.12 352 s,
+# 3.13 341 s (each: venv and `pip install wheel[test]` ~90 s, 973 tests ~250 s); 19.6 min in all,
+# 11.7 min of CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .ci/pythons.sh
