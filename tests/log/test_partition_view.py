@@ -19,11 +19,17 @@ from kafkalog.log.naming import log_file, offset_index_file, time_index_file
 from kafkalog.log.read.data_dir_view import DataDirView
 from kafkalog.log.read.partition_view import PartitionView
 from kafkalog.record.builder import build_batch
-from kafkalog.spark import log_view as spark_view
-from kafkalog.spark.segment_reader import last_stable_offset as spark_lso
-from kafkalog.spark.segment_reader import read_range
 from tests.oracle import KAFKA_CLIENTS
 from tests.test_client_readonly import _txn_log  # plain, aborted (pid 7), committed (8), open (9)
+
+try:  # the Spark reader's calls: kafkalog.spark imports pyspark (the spark extra)
+    from kafkalog.spark import log_view as spark_view
+    from kafkalog.spark.segment_reader import last_stable_offset as spark_lso
+    from kafkalog.spark.segment_reader import read_range
+except ImportError:
+    spark_view = spark_lso = read_range = None
+needs_spark = pytest.mark.skipif(spark_view is None, reason="needs the spark extra (pip install "
+                                 "'kafkalog[spark]'): kafkalog.spark imports pyspark")
 
 SMALL = {"segment.bytes": 1024, "index.interval.bytes": 1}
 
@@ -75,6 +81,7 @@ def _kafka_partition(tmp_path, vector: str) -> str:
     return str(tmp_path / "kafka")
 
 
+@needs_spark
 def test_kafka_transactional_vector(tmp_path):
     """Kafka's own bytes: a committed transaction (offsets 0-1, COMMIT at 2) and an aborted one
     (3, ABORT at 4) of producer 1000. The view follows the markers; the writable Log (which
@@ -157,6 +164,7 @@ def test_writer_appending_while_the_view_reads(tmp_path):
             view.close()
 
 
+@needs_spark
 def test_index_with_a_zero_tail_and_entries_past_the_log(tmp_path):
     """A crash leaves a preallocated index (zero tail) and index entries pointing past a
     truncated .log: lookups ignore both and still find every offset."""
@@ -202,6 +210,7 @@ def test_partial_batch_in_an_older_segment_is_corruption(tmp_path):
     assert e.value.file == first
 
 
+@needs_spark
 def test_three_read_paths_agree(tmp_path):
     """The writable Log, the client's read-only mode and the Spark reader's calls: the same last
     stable offset, aborted transactions and offsets for timestamps on one directory."""
@@ -240,6 +249,7 @@ def test_three_read_paths_agree(tmp_path):
     assert writable[2] == read_only[2] == spark[2] == [0, 0, 10, 38, 67, None]
 
 
+@needs_spark
 def test_local_files_interface(tmp_path):
     """The view's file access (what an object-store implementation will provide): sizes, ranged
     reads, small files read whole, a missing file as None, never a file created."""

@@ -281,11 +281,19 @@ def _spark_kernel(name):
         return None
 
 
-#: the columnar decode lives in the Spark kernel; its pure twin is the reference
+#: the columnar decode lives in the Spark kernel; its pure twin is the reference (kafkalog.spark
+#: imports pyspark: without the spark extra these tests skip, saying so)
 CY_COLS = _spark_kernel("_kernel")
-COLS_REF = _spark_kernel("_kernel_py").decode_columns_v2
-cols_both = pytest.mark.skipif(CY_COLS is None or CY is None,
-                               reason="needs the compiled kernels")
+COLS_PY = _spark_kernel("_kernel_py")
+COLS_REF = COLS_PY.decode_columns_v2 if COLS_PY is not None else None
+
+
+def cols_both(test):
+    needs_spark = pytest.mark.skipif(COLS_PY is None, reason="needs the spark extra (pip install "
+                                     "'kafkalog[spark]'): kafkalog.spark imports pyspark")
+    needs_kernels = pytest.mark.skipif(COLS_PY is not None and (CY_COLS is None or CY is None),
+                                       reason="needs the compiled kernels")
+    return needs_spark(needs_kernels(test))
 
 
 def _columns(fn, body, count, lat, lo, hi, with_headers, prefix=b""):
