@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -168,11 +169,26 @@ ACLS = [
 ]
 
 
+def _await_acls(c: d.Conn, flt: dict[str, Any], count: int) -> None:
+    """Wait until DescribeAcls with ``flt`` lists ``count`` ACLs: Kafka's broker learns ACLs from its
+    controller a moment after CreateAcls/DeleteAcls is answered."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = c.request(29, 3, flt)
+        if r is not None and sum(len(x.acls) for x in r.resources) == count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{c.name}: DescribeAcls {flt} never listed {count} ACLs")
+
+
 def _setup(conn_of: Any) -> None:
     admin = conn_of("admin")
     for t in ("app-data", "app-secret", "app-conf", "other"):
         admin.create_topic(t)
+    admin.call("", 31, 3, {"filters": [acl_filter()]}, record=False)     # what an earlier test left
+    _await_acls(admin, acl_filter(), 0)
     admin.call("authz admin: CreateAcls v3", 30, 3, {"creations": ACLS})
+    _await_acls(admin, acl_filter(), len(ACLS))
     admin.call("authz admin: DescribeAcls v3 all", 29, 3, acl_filter(), transform=_sorted_acls)
 
 
@@ -284,3 +300,92 @@ def _matrix(conn_of: Any) -> None:
 def test_principals_by_operations_by_resources(secured_pair: Any) -> None:
     """Every principal's answers on the ACLs of :data:`ACLS` are Kafka 4.4's."""
     _run(secured_pair, _matrix)
+
+
+def _acl_requests(conn_of: Any) -> None:
+    _setup(conn_of)
+    admin = conn_of("admin")
+    for label, f in [
+            ("topics", acl_filter(TOPIC)),
+            ("literal app-data", acl_filter(TOPIC, "app-data", LITERAL)),
+            ("prefixed app-", acl_filter(TOPIC, "app-", PREFIXED)),
+            ("any app-", acl_filter(TOPIC, "app-", 1)),
+            ("match app-secret", acl_filter(TOPIC, "app-secret", MATCH)),
+            ("match cluster", acl_filter(CLUSTER, "kafka-cluster", MATCH)),
+            ("principal bob", acl_filter(principal="User:bob")),
+            ("host 127.0.0.1", acl_filter(host="127.0.0.1")),
+            ("operation READ", acl_filter(op=READ)),
+            ("permission DENY", acl_filter(permission=DENY)),
+            ("unknown resource type 99", acl_filter(99)),
+            ("resource type UNKNOWN", acl_filter(0)),
+            ("unknown pattern type", acl_filter(pattern=77)),
+            ("unknown operation", acl_filter(op=99)),
+            ("no match", acl_filter(GROUP, "nothing", LITERAL))]:
+        admin.call(f"authz admin: DescribeAcls v3 {label}", 29, 3, f, transform=_sorted_acls)
+    bad = [
+        ("cluster name", acl(CLUSTER, "other-cluster", "User:x", ALTER)),
+        ("empty name", acl(TOPIC, "", "User:x", READ)),
+        ("principal without colon", acl(TOPIC, "t", "alice", READ)),
+        ("empty principal", acl(TOPIC, "t", "", READ)),
+        ("resource type ANY", acl(1, "t", "User:x", READ)),
+        ("resource type 99", acl(99, "t", "User:x", READ)),
+        ("pattern MATCH", acl(TOPIC, "t", "User:x", READ, pattern=MATCH)),
+        ("pattern ANY", acl(TOPIC, "t", "User:x", READ, pattern=1)),
+        ("operation ANY", acl(TOPIC, "t", "User:x", 1)),
+        ("operation 99", acl(TOPIC, "t", "User:x", 99)),
+        ("permission ANY", acl(TOPIC, "t", "User:x", READ, permission=1)),
+        ("group principal", acl(GROUP, "g", "Group:ops", READ)),
+        ("resource type 0", acl(0, "t", "User:x", READ)),
+        ("pattern 0", acl(TOPIC, "t", "User:x", READ, pattern=0)),
+        ("pattern 99", acl(TOPIC, "t", "User:x", READ, pattern=99)),
+        ("operation 0", acl(TOPIC, "t", "User:x", 0)),
+        ("permission 0", acl(TOPIC, "t", "User:x", READ, permission=0)),
+        ("permission 99", acl(TOPIC, "t", "User:x", READ, permission=99)),
+        ("one bad among good", None),
+        ("good", acl(TOPIC, "t", "User:x", READ)),
+    ]
+    for label, creation in bad:
+        creations = [creation] if creation is not None else [
+            acl(TOPIC, "t2", "User:x", READ), acl(1, "t", "User:x", READ), acl(TOPIC, "", "User:x", READ)]
+        admin.call(f"authz admin: CreateAcls v3 {label}", 30, 3, {"creations": creations})
+    admin.call("authz admin: CreateAcls v2 many", 30, 2, {"creations": [acl(TOPIC, f"many-{i}", "User:x", READ)
+                                                                       for i in range(500)]})
+    _await_acls(admin, acl_filter(principal="User:x"), 501)
+    admin.call("authz admin: DescribeAcls v2 principal User:x", 29, 2, acl_filter(principal="User:x"),
+               transform=lambda p: {**p, "resources": len(p["resources"])})
+    for label, f in [("unknown resource type", acl_filter(99)), ("unknown pattern", acl_filter(pattern=0)),
+                     ("unknown operation", acl_filter(op=0)), ("unknown permission", acl_filter(permission=0)),
+                     ("nothing matches", acl_filter(GROUP, "zz", LITERAL))]:
+        admin.call(f"authz admin: DeleteAcls v3 {label}", 31, 3, {"filters": [f]})
+    admin.call("authz admin: DeleteAcls v1 huge filter list", 31, 1, {"filters": [
+        acl_filter(TOPIC, f"many-{i}", LITERAL) for i in range(2000)]},
+               transform=lambda p: {**p, "filter_results": sorted(
+                   (len(r["matching_acls"]), r["error_code"]) for r in p["filter_results"])})
+    _await_acls(admin, acl_filter(principal="User:x"), 1)
+    admin.call("authz admin: DeleteAcls v3 principal User:x", 31, 3, {"filters": [acl_filter(principal="User:x")]},
+               transform=lambda p: {**p, "filter_results": [{**r, "matching_acls": sorted(
+                   r["matching_acls"], key=repr)} for r in p["filter_results"]]})
+    _await_acls(admin, acl_filter(principal="User:x"), 0)
+    admin.call("authz admin: DescribeAcls v1 after deletes", 29, 1, acl_filter(), transform=_sorted_acls)
+    huge = "h" * 30000
+    admin.call("authz admin: DescribeAcls v3 huge name", 29, 3, acl_filter(TOPIC, huge, MATCH))
+    admin.call("authz admin: CreateAcls v3 huge name", 30, 3, {"creations": [acl(TOPIC, huge, "User:x", READ)]})
+    admin.call("authz admin: DeleteAcls v3 huge name", 31, 3, {"filters": [acl_filter(TOPIC, huge, LITERAL)]},
+               transform=lambda p: {**p, "filter_results": [{**r, "matching_acls": len(r["matching_acls"])}
+                                                            for r in p["filter_results"]]})
+    alice = conn_of("alice")
+    alice.call("authz alice: DeleteAcls v3", 31, 3, {"filters": [acl_filter()]}, transform=_no_message)
+    admin.call("authz admin: DescribeAcls v3 at the end", 29, 3, acl_filter(), transform=_sorted_acls)
+
+
+def test_acl_apis_filters_and_hostile_input(secured_pair: Any) -> None:
+    """DescribeAcls/DeleteAcls with every kind of filter, CreateAcls Kafka refuses (bad principals,
+    unknown types, wrong cluster name), hundreds of creations and thousands of filters, 30000-character
+    names: Kafka 4.4's answers. The connection is closed only where Kafka closes it: a filter or
+    creation with the UNKNOWN code (0), which Kafka's request parsing refuses."""
+    ours = _run(secured_pair, _acl_requests)
+    closed = {label.split(": ", 1)[1] for label, resp in ours if resp == d.CLOSED}
+    assert closed == {"DescribeAcls v3 resource type UNKNOWN", "CreateAcls v3 resource type 0",
+                      "CreateAcls v3 pattern 0", "CreateAcls v3 operation 0", "CreateAcls v3 permission 0",
+                      "DeleteAcls v3 unknown pattern", "DeleteAcls v3 unknown operation",
+                      "DeleteAcls v3 unknown permission"}, closed

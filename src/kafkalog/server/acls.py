@@ -15,6 +15,7 @@ from kafkalog.server.authorizer import (
     CLUSTER_NAME,
     DENY,
     LITERAL,
+    MATCH,
     OPERATION_NAMES,
     PATTERN_TYPE_NAMES,
     PERMISSION_NAMES,
@@ -26,8 +27,13 @@ from kafkalog.server.authorizer import (
     current_session,
     known,
 )
-from kafkalog.server.error_codes import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, SECURITY_DISABLED
-from kafkalog.server.protocol import Request
+from kafkalog.server.error_codes import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    INVALID_REQUEST,
+    SECURITY_DISABLED,
+    UNKNOWN_SERVER_ERROR,
+)
+from kafkalog.server.protocol import InvalidRequestError, Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to these handlers
     from kafkalog.server.broker import Broker
@@ -43,6 +49,19 @@ def _cluster_denied(broker: Broker, request: Request, op: int) -> str | None:
     return f"Request {request.describe()} is not authorized."
 
 
+def _refuse_unknown(request: Request, items: Any, codes: Any) -> None:
+    """Kafka refuses a request whose filter or creation has the UNKNOWN code (0) for a resource type,
+    pattern type, operation or permission when it parses it: the connection is closed."""
+    for i, item in enumerate(items):
+        if UNKNOWN in codes(item):
+            raise InvalidRequestError(f"{request.describe()}: element {i} contains UNKNOWN elements "
+                                      f"(code 0 for a resource type, pattern type, operation or permission)")
+
+
+def _filter_codes(body: Any) -> tuple[int, ...]:
+    return (body.resource_type_filter, body.pattern_type_filter, body.operation, body.permission_type)
+
+
 def _filter(body: Any) -> AclBindingFilter:
     return AclBindingFilter(known(body.resource_type_filter, RESOURCE_TYPE_NAMES), body.resource_name_filter,
                             known(body.pattern_type_filter, PATTERN_TYPE_NAMES), body.principal_filter,
@@ -51,6 +70,7 @@ def _filter(body: Any) -> AclBindingFilter:
 
 
 def handle_describe_acls(broker: Broker, request: Request) -> Any:
+    _refuse_unknown(request, [request.body], _filter_codes)
     denied = _cluster_denied(broker, request, DESCRIBE)
     if denied is not None or broker.authorizer is None:
         code, msg = (CLUSTER_AUTHORIZATION_FAILED, denied) if denied is not None else \
@@ -90,6 +110,8 @@ def _creation_error(b: AclBinding) -> str | None:
 
 def handle_create_acls(broker: Broker, request: Request) -> Any:
     creations = request.body.creations
+    _refuse_unknown(request, creations, lambda c: (c.resource_type, c.resource_pattern_type, c.operation,
+                                                   c.permission_type))
     denied = _cluster_denied(broker, request, ALTER)
     auth = broker.authorizer
     if denied is not None or auth is None:
@@ -97,6 +119,11 @@ def handle_create_acls(broker: Broker, request: Request) -> Any:
             (SECURITY_DISABLED, _NO_AUTHORIZER)
         return broker.response(request, {"throttle_time": 0, "results": [
             {"error_code": code, "error_message": msg} for _ in creations]})
+    if any(c.resource_type == ANY or c.resource_pattern_type in (ANY, MATCH) or c.operation == ANY
+           or c.permission_type == ANY for c in creations):
+        # Kafka cannot make an ACL binding of a filter's ANY or MATCH: the whole request fails
+        return broker.response(request, {"throttle_time": 0, "results": [
+            {"error_code": UNKNOWN_SERVER_ERROR, "error_message": None} for _ in creations]})
     results, new = [], []
     for c in creations:
         b = AclBinding(known(c.resource_type, RESOURCE_TYPE_NAMES), c.resource_name or "",
@@ -113,6 +140,7 @@ def handle_create_acls(broker: Broker, request: Request) -> Any:
 
 def handle_delete_acls(broker: Broker, request: Request) -> Any:
     filters = request.body.filters
+    _refuse_unknown(request, filters, _filter_codes)
     denied = _cluster_denied(broker, request, ALTER)
     auth = broker.authorizer
     if denied is not None or auth is None:
