@@ -46,7 +46,9 @@ def _cluster_denied(broker: Broker, request: Request, op: int) -> str | None:
     auth = broker.authorizer
     if auth is None or auth.authorize(current_session.get(), op, CLUSTER, CLUSTER_NAME):
         return None
-    return f"Request {request.describe()} is not authorized."
+    # Kafka's broker answers DescribeAcls itself; its controller answers the alterations it is forwarded
+    verb = "is not authorized" if op == DESCRIBE else "needs ALTER permission"
+    return f"Request {request.describe()} {verb}."
 
 
 def _refuse_unknown(request: Request, items: Any, codes: Any) -> None:
