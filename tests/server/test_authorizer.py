@@ -23,6 +23,7 @@ from tests import kafka44
 from tests.server import differential as d
 from tests.server import raw
 from tests.server.broker_process import BrokerProcess
+from tests.server.test_security import pki  # noqa: F401  (the throwaway CA and certificates)
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -463,3 +464,177 @@ def test_kafka_acls_tool(secured_pair: Any, tmp_path: Any) -> None:
         f"{a}\n  kafkalog: {b}" for a, b in diffs)
     listed = transcripts[1][6][2]
     assert any("User:carol" in x and "IDEMPOTENT_WRITE" not in x and "WRITE" in x for x in listed), listed
+
+
+# --- a real client ---------------------------------------------------------------------------------
+
+def _confluent(bootstrap: str, user: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": user, "sasl.password": PASSWORDS[user]}
+
+
+def _client_flow(bootstrap: str) -> list[Any]:
+    """confluent-kafka: the admin's ACL administration, alice's producer allowed on one topic and refused
+    on another, her consumer refused a group."""
+    from confluent_kafka import Consumer, KafkaError, Producer      # noqa: PLC0415
+    from confluent_kafka.admin import (      # noqa: PLC0415
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+    out: list[Any] = []
+    admin = AdminClient(_confluent(bootstrap, "admin"))
+    anyf = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                            AclPermissionType.ANY)
+    admin.delete_acls([anyf])[anyf].result()
+    bindings = [AclBinding(ResourceType.TOPIC, "cf-", ResourcePatternType.PREFIXED, "User:alice", "*",
+                           AclOperation.WRITE, AclPermissionType.ALLOW),
+                AclBinding(ResourceType.TOPIC, "cf-closed", ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.WRITE, AclPermissionType.DENY)]
+    out.append(("create_acls", sorted(str(f.result()) for f in admin.create_acls(bindings).values())))
+    for t in ("cf-open", "cf-closed"):
+        from confluent_kafka.admin import NewTopic      # noqa: PLC0415
+        admin.create_topics([NewTopic(t, 1, 1)])[t].result()
+    deadline = time.monotonic() + 30
+    while len(admin.describe_acls(anyf).result()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    out.append(("describe_acls", sorted(str(b) for b in admin.describe_acls(anyf).result())))
+    p = Producer({**_confluent(bootstrap, "alice"), "linger.ms": 0, "message.timeout.ms": 10000})
+    for topic in ("cf-open", "cf-closed"):
+        got: list[Any] = []
+        p.produce(topic, b"v", on_delivery=lambda err, msg, got=got: got.append(err.code() if err else 0))
+        p.flush(20)
+        out.append((f"produce {topic}", got))
+    c = Consumer({**_confluent(bootstrap, "alice"), "group.id": "cf-group", "auto.offset.reset": "earliest"})
+    c.subscribe(["cf-open"])
+    seen = None
+    deadline = time.monotonic() + 20
+    while seen is None and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is not None:
+            seen = m.error().code()
+    c.close()
+    out.append(("consume cf-open in cf-group", seen == KafkaError.GROUP_AUTHORIZATION_FAILED, seen))
+    return out
+
+
+def test_confluent_kafka_client(secured_pair: Any) -> None:
+    """A real client (librdkafka through confluent-kafka) gets the same answers from both brokers: its
+    admin creates and lists ACLs, a producer is allowed on a prefixed topic and refused on a denied one
+    (TOPIC_AUTHORIZATION_FAILED), a consumer is refused a group it has no ACL for."""
+    pytest.importorskip("confluent_kafka")
+    runs = [_client_flow(f"127.0.0.1:{sasl_port}") for _name, _port, sasl_port in _ports(secured_pair)]
+    assert runs[0] == runs[1], f"Kafka 4.4: {runs[0]}\nkafkalog: {runs[1]}"
+    assert runs[1][2] == ("produce cf-open", [0]) and runs[1][3] == ("produce cf-closed", [29]), runs[1]
+    assert runs[1][4][1], runs[1]
+
+
+# --- the ACLs survive a restart --------------------------------------------------------------------
+
+def test_acls_survive_a_restart(tmp_path: Any) -> None:
+    """ACLs created over the protocol are in the data directory (kafka's JSON file, written atomically):
+    a restarted ``kafkalog serve`` (SIGTERM, then SIGKILL) lists them and decides with them; a broker
+    started without an authorizer over the same directory answers SECURITY_DISABLED and keeps the file."""
+    creds = tmp_path / "users.properties"
+    creds.write_text("".join(f"user.{u}={p}\n" for u, p in PASSWORDS.items()))
+    configs = ["listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN",
+               f"sasl.credentials.file={creds}", f"authorizer.class.name={AUTHORIZER}", "super.users=User:admin"]
+    data = str(tmp_path / "data")
+    b = BrokerProcess(data, configs).start()
+    try:
+        admin = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "admin")
+        r = admin.request(30, 3, {"creations": ACLS})
+        assert [int(x.error_code) for x in r.results] == [0] * len(ACLS)
+        admin.create_topic("app-data")
+        admin.close()
+        assert b.stop() == 0, b.stderr()
+        expected = sorted(repr(a) for a in _describe(b, data, configs))
+        assert len(expected) == len(ACLS)
+        b = BrokerProcess(data, configs).start()
+        b.kill()                                  # a crash: nothing to flush, the file was fsynced
+        b = BrokerProcess(data, configs).start()
+        assert sorted(repr(a) for a in _acls_of(b)) == expected
+        alice = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "alice")
+        md = alice.metadata(["app-data"])
+        assert int(md.topics[0].error_code) == 0
+        bob = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "bob")
+        r = bob.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "app-data", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]})
+        assert int(r.topics[0].partitions[0].error_code) == 0            # bob: DESCRIBE on every topic
+        carol = SaslConn("kafkalog", b.ports["PLAINTEXT"], None)
+        r = carol.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "app-data", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]})
+        assert int(r.topics[0].partitions[0].error_code) == 29           # ANONYMOUS: no ACL
+        for c in (alice, bob, carol):
+            c.close()
+        assert b.stop() == 0, b.stderr()
+        b = BrokerProcess(data, configs[:3]).start()          # no authorizer
+        c = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "alice")
+        assert int(c.request(29, 3, acl_filter()).error_code) == 54       # SECURITY_DISABLED
+        c.close()
+        assert os.path.exists(os.path.join(data, "kafkalog-acls.json"))
+    finally:
+        if b.alive():
+            b.kill()
+
+
+def _acls_of(b: BrokerProcess) -> list[Any]:
+    c = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "admin")
+    try:
+        r = c.request(29, 3, acl_filter())
+        assert int(r.error_code) == 0, r
+        return [(x.resource_type, x.resource_name, x.pattern_type, a.principal, a.host, a.operation,
+                 a.permission_type) for x in r.resources for a in x.acls]
+    finally:
+        c.close()
+
+
+def _describe(b: BrokerProcess, data: str, configs: list[str]) -> list[Any]:
+    """The ACLs a broker started again over ``data`` lists (stopped again after)."""
+    b2 = BrokerProcess(data, configs).start()
+    try:
+        return _acls_of(b2)
+    finally:
+        assert b2.stop() == 0, b2.stderr()
+
+
+# --- TLS client certificates -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("rules,principal", [
+    ("DEFAULT", "User:CN=kafkalog-client"),
+    ("RULE:^CN=(.*?)-client$/$1/U,DEFAULT", "User:KAFKALOG"),
+    ("RULE:^OU=(.*)$/$1/,DEFAULT", "User:CN=kafkalog-client"),
+])
+def test_tls_client_certificate_principal(tmp_path: Any, pki: Any, rules: str, principal: str) -> None:
+    """On an SSL listener with ``ssl.client.auth=required`` the principal is the client certificate's
+    distinguished name, mapped by ``ssl.principal.mapping.rules`` (the first rule that matches the whole
+    name; DEFAULT keeps it): an ACL for that principal lets the client describe its topic, and only it."""
+    import ssl      # noqa: PLC0415
+    creds = tmp_path / "users.properties"
+    creds.write_text("".join(f"user.{u}={p}\n" for u, p in PASSWORDS.items()))
+    b = BrokerProcess(str(tmp_path / "data"), [
+        "listeners=SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={pki.server_pem}", "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={pki.ca}", "ssl.client.auth=required", "sasl.enabled.mechanisms=PLAIN",
+        f"sasl.credentials.file={creds}", f"authorizer.class.name={AUTHORIZER}", "super.users=User:admin",
+        f"ssl.principal.mapping.rules={rules}"]).start()
+    try:
+        admin = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "admin")
+        admin.create_topic("tls-topic")
+        admin.create_topic("other")
+        r = admin.request(30, 3, {"creations": [acl(TOPIC, "tls-", principal, DESCRIBE, pattern=PREFIXED)]})
+        assert int(r.results[0].error_code) == 0
+        admin.close()
+        ctx = ssl.create_default_context(cafile=pki.ca)
+        ctx.load_cert_chain(pki.client_cert, pki.client_key)
+        with ctx.wrap_socket(raw.connect(b.ports["SSL"]), server_hostname="localhost") as s:
+            s.sendall(raw.request_frame(3, 12, 1, {"topics": None, "allow_auto_topic_creation": False,
+                                                   "include_topic_authorized_operations": True}))
+            md = raw.response_of(raw.recv_frame(s), 3, 12)
+        assert [(t.name, t.topic_authorized_operations) for t in md.topics] == [("tls-topic", 1 << DESCRIBE)]
+    finally:
+        assert b.stop() == 0, b.stderr()
