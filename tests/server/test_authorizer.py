@@ -638,3 +638,78 @@ def test_tls_client_certificate_principal(tmp_path: Any, pki: Any, rules: str, p
         assert [(t.name, t.topic_authorized_operations) for t in md.topics] == [("tls-topic", 1 << DESCRIBE)]
     finally:
         assert b.stop() == 0, b.stderr()
+
+
+# --- docs/server.md's worked example -----------------------------------------------------------------
+
+DOC = os.path.join(d.ROOT, "docs", "server.md")
+
+
+def _doc_section() -> str:
+    text = open(DOC, encoding="utf-8").read()
+    start = text.index("## Security: who may do what")
+    return text[start:text.index("\n## ", start + 3)]
+
+
+def test_docs_security_worked_example(tmp_path: Any) -> None:
+    """The worked example of docs/server.md's Security section, as written: the broker's properties, the
+    tools' properties and each ``kafka-acls.sh`` line run against ``kafkalog serve``; then the answers
+    the text promises (alice produces but may not read, bob reads in billing and no other group, an
+    anonymous client sees no topic)."""
+    from tests.ecosystem import ToolSession      # noqa: PLC0415
+    try:
+        kafka44.require()
+    except kafka44.Kafka44Unavailable as e:
+        pytest.skip(str(e))
+    section = _doc_section()
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.DOTALL)
+    server_props, tool_props = [b for lang, b in blocks if lang == "properties"]
+    commands = [line.split() for lang, b in blocks if lang == "sh" for line in b.splitlines() if line.strip()]
+    assert len(commands) == 3 and all(c[0] == "kafka-acls.sh" for c in commands)
+    (tmp_path / "users.properties").write_text("".join(f"user.{u}={PASSWORDS[u]}\n" for u in ("admin", "alice", "bob")))
+    (tmp_path / "server.properties").write_text(server_props.replace("sasl.credentials.file=users.properties",
+                                                                     f"sasl.credentials.file={tmp_path}/users.properties"))
+    (tmp_path / "admin.properties").write_text(tool_props)
+    b = BrokerProcess(str(tmp_path / "data"), ["listeners=SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"],
+                      extra_args=["--config-file", str(tmp_path / "server.properties")]).start()
+    try:
+        bootstrap = f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}"
+        admin = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "admin")
+        admin.create_topic("orders")
+        with ToolSession(tmp_path / "tools") as tools:
+            for c in commands:
+                args = [a.replace("127.0.0.1:9092", bootstrap).replace("admin.properties", str(tmp_path / "admin.properties"))
+                        for a in c[1:]]
+                r = tools.run(ACL_COMMAND, *args)
+                assert r["exit"] == 0, r
+        assert "User:bob" in r["stdout"] and "User:alice" in r["stdout"], r["stdout"]
+
+        def codes(user: str | None, key: int, version: int, values: dict[str, Any]) -> list[int]:
+            c = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT" if user else "PLAINTEXT"], user)
+            try:
+                return sorted(d._error_codes(d.plain(c.request(key, version, values))))
+            finally:
+                c.close()
+
+        fetch = {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                 "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                 "topics": [{"topic": "orders", "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                                "fetch_offset": 0, "log_start_offset": -1,
+                                                                "partition_max_bytes": 1 << 20}]}]}
+
+        def offset_fetch(group: str) -> dict[str, Any]:
+            return {"require_stable": False, "groups": [{"group_id": group, "topics": None}]}
+        assert codes("alice", 0, 9, _produce("orders")) == [0]
+        assert codes("alice", 1, 12, fetch) == [0, 29]           # top-level 0, the partition refused
+        assert codes("bob", 1, 12, fetch) == [0]
+        assert codes("bob", 0, 9, _produce("orders")) == [29]
+        assert codes("bob", 9, 8, offset_fetch("billing")) == [0]
+        assert codes("bob", 9, 8, offset_fetch("other")) == [30]
+        anon = SaslConn("kafkalog", b.ports["PLAINTEXT"], None)
+        md = anon.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})
+        assert list(md.topics) == []
+        anon.close()
+        admin.close()
+    finally:
+        assert b.stop() == 0, b.stderr()
