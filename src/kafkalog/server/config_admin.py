@@ -72,11 +72,8 @@ KAFKALOG_DOCS: dict[str, str] = {
         "Kafka's internal key: how often the coordinator resolves consumer-protocol regular expression "
         "subscriptions against the topics."),
     "sasl.credentials.file": "kafkalog's: the SCRAM and PLAIN users file (docs/server.md, TLS and SASL).",
-    "authorizer.class.name": ("The authorizer: empty (none, every principal may do everything) or Kafka's "
-                              "org.apache.kafka.metadata.authorizer.StandardAuthorizer."),
     "super.users": "Principals (User:name) allowed every operation, separated by ';'.",
     "allow.everyone.if.no.acl.found": "Whether a resource without any ACL is open to every principal.",
-    "ssl.principal.mapping.rules": "Rules mapping a TLS client certificate's distinguished name to a user name.",
 }
 
 
