@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import struct
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -115,7 +113,8 @@ def _run(pair: tuple[Any, BrokerProcess], session: Any) -> list[tuple[str, Any]]
         transcript: list[tuple[str, Any]] = []
 
         def conn_of(user: str | None, name: str = name, port: int = port, sasl_port: int = sasl_port,
-                    conns: dict[str | None, SaslConn] = conns) -> SaslConn:
+                    conns: dict[str | None, SaslConn] = conns,
+                    transcript: list[tuple[str, Any]] = transcript) -> SaslConn:
             if user not in conns:
                 conns[user] = SaslConn(name, port if user is None else sasl_port, user)
                 conns[user].transcript = transcript
@@ -213,7 +212,7 @@ def _no_message(p: Any) -> Any:
 
 
 def _produce(topic: str, txn: str | None = None) -> dict[str, Any]:
-    from kafkalog.record.builder import build_batch      # noqa: PLC0415
+    from kafkalog.record.builder import build_batch
     records = build_batch([(b"k", b"v", 1000)])
     return {"transactional_id": txn, "acks": -1, "timeout": 30000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
@@ -294,9 +293,86 @@ def _matrix(conn_of: Any) -> None:
                 ({**t, "configs": bool(t["configs"])} for t in p["topics"]), key=repr)})
         c.call(f"{who}: DeleteTopics v6 unknown", 20, 6, {"timeout": 30000, "topics": [
             {"name": "app-nope", "topic_id": None}, {"name": "zzz-nope", "topic_id": None}]})
+        _more_apis(c, who, user)
         c.call(f"{who}: DescribeAcls v3", 29, 3, acl_filter(), transform=lambda p: _no_message(_sorted_acls(p)))
         c.call(f"{who}: CreateAcls v3", 30, 3, {"creations": [acl(TOPIC, "x", "User:x", READ)]},
                transform=_no_message)
+
+
+def _more_apis(c: d.Conn, who: str, user: str | None) -> None:
+    """The group, topic, transaction and admin APIs beyond the data path, each on an allowed and a
+    refused resource."""
+    for group in ("app-g", "other-g"):
+        c.call(f"{who}: JoinGroup v9 {group}", 11, 9, {
+            "group_id": group, "session_timeout": 10000, "rebalance_timeout": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "reason": None,
+            "protocols": [{"name": "range", "metadata": b""}]},
+               transform=lambda p: {**p, "member_id": bool(p["member_id"])})
+        c.call(f"{who}: SyncGroup v5 {group}", 14, 5, {
+            "group_id": group, "generation_id": 1, "member_id": "m", "group_instance_id": None,
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
+        c.call(f"{who}: LeaveGroup v5 {group}", 13, 5, {"group_id": group, "members": [
+            {"member_id": "m", "group_instance_id": None, "reason": None}]})
+        c.call(f"{who}: ConsumerGroupHeartbeat v0 {group}", 68, 0, {
+            "group_id": group, "member_id": "m0000000000000000000000", "member_epoch": 0, "instance_id": None,
+            "rack_id": None, "rebalance_timeout": 10000, "subscribed_topic_names": ["app-data"],
+            "server_assignor": None, "topic_partitions": []},
+               transform=lambda p: {**p, "member_id": bool(p["member_id"]), "assignment": None,
+                                    "error_message": None})
+        c.call(f"{who}: ConsumerGroupDescribe v0 {group}", 69, 0, {"group_ids": [group],
+                                                                    "include_authorized_operations": True},
+               transform=lambda p: {**p, "groups": [{**g, "members": len(g["members"]), "group_epoch": None,
+                                                     "assignment_epoch": None, "error_message": None}
+                                                    for g in p["groups"]]})
+        c.call(f"{who}: OffsetDelete v0 {group}", 47, 0, {"group_id": group, "topics": [
+            {"name": t, "partitions": [{"partition_index": 0}]} for t in ("app-data", "other")]})
+        c.call(f"{who}: DeleteGroups v2 {group}-gone", 42, 2, {"groups_names": [group + "-gone"]})
+    c.call(f"{who}: DescribeTopicPartitions v0", 75, 0, {"topics": [{"name": t} for t in ("app-data", "other")],
+                                                         "response_partition_limit": 100, "cursor": None})
+    c.call(f"{who}: CreatePartitions v3", 37, 3, {"timeout": 30000, "validate_only": True, "topics": [
+        {"name": t, "count": 2, "assignments": None} for t in ("app-data", "other")]},
+           transform=lambda p: {**p, "results": sorted(p["results"], key=repr)})
+    c.call(f"{who}: DeleteRecords v2", 21, 2, {"timeout": 30000, "topics": [
+        {"name": t, "partitions": [{"partition_index": 0, "offset": 0}]} for t in ("app-data", "other")]})
+    c.call(f"{who}: AlterConfigs v2", 33, 2, {"validate_only": True, "resources": [
+        {"resource_type": rt, "resource_name": n, "configs": [{"name": "retention.ms", "value": "100000"}]}
+        for rt, n in ((2, "app-conf"), (2, "other"))]},
+           transform=lambda p: {**p, "responses": sorted(p["responses"], key=repr)})
+    c.call(f"{who}: DescribeConfigs v4 broker", 32, 4, {"include_synonyms": False, "include_documentation": False,
+                                                        "resources": [{"resource_type": 4, "resource_name": "1",
+                                                                       "configuration_keys": ["num.partitions"]}]},
+           transform=lambda p: {**p, "results": [{**r, "configs": len(r["configs"])} for r in p["results"]]})
+    c.call(f"{who}: DescribeLogDirs v4", 35, 4, {"topics": []},
+           transform=lambda p: {**p, "results": len(p["results"])})
+    c.call(f"{who}: DescribeProducers v0", 61, 0, {"topics": [{"name": t, "partition_indexes": [0]}
+                                                              for t in ("app-data", "other")]},
+           transform=lambda p: {**p, "topics": [{**t, "partitions": [{**x, "active_producers": None}
+                                                                     for x in t["partitions"]]}
+                                                for t in p["topics"]]})
+    c.call(f"{who}: ListTransactions v1", 66, 1, {"state_filters": [], "producer_id_filters": [],
+                                                  "duration_filter": -1},
+           transform=lambda p: {**p, "transaction_states": sorted(x["transactional_id"]
+                                                                  for x in p["transaction_states"])})
+    c.call(f"{who}: InitProducerId v4 carol-tx", 22, 4, {
+        "transactional_id": "carol-tx", "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1},
+           transform=lambda p: {**p, "producer_id": p["producer_id"] >= 0, "producer_epoch": p["producer_epoch"] >= 0})
+    c.call(f"{who}: AddPartitionsToTxn v3 carol-tx", 24, 3, {
+        "v3_and_below_transactional_id": "carol-tx", "v3_and_below_producer_id": 999999,
+        "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [
+            {"name": t, "partitions": [0]} for t in ("app-data", "other", "nope")]})
+    c.call(f"{who}: AddOffsetsToTxn v3 carol-tx", 25, 3, {"transactional_id": "carol-tx", "producer_id": 999999,
+                                                           "producer_epoch": 0, "group_id": "app-g"})
+    c.call(f"{who}: TxnOffsetCommit v3 carol-tx", 28, 3, {
+        "transactional_id": "carol-tx", "group_id": "app-g", "producer_id": 999999, "producer_epoch": 0,
+        "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+            {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
+                                        "committed_metadata": ""}]} for t in ("app-data", "other")]})
+    c.call(f"{who}: EndTxn v3 carol-tx", 26, 3, {"transactional_id": "carol-tx", "producer_id": 999999,
+                                                 "producer_epoch": 0, "committed": False})
+    if user != "admin":
+        c.call(f"{who}: WriteTxnMarkers v1", 27, 1, {"markers": [
+            {"producer_id": 999999, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+             "topics": [{"name": "other", "partition_indexes": [0]}]}]})
 
 
 def test_principals_by_operations_by_resources(secured_pair: Any) -> None:
@@ -435,12 +511,12 @@ def test_kafka_acls_tool(secured_pair: Any, tmp_path: Any) -> None:
     """``kafka-acls.sh`` (``AclCommand``) adds, lists and removes ACLs on kafkalog as on Kafka 4.4: the same
     exit status, output (the bootstrap address aside, lines sorted: Kafka lists resources in hash order)
     and first error line, for the super user and for a user the cluster refuses."""
-    from tests.ecosystem import ToolSession      # noqa: PLC0415
+    from tests.ecosystem import ToolSession
     k, ours = secured_pair
     configs = {u: _command_config(tmp_path / f"{u}.properties", u) for u in ("admin", "alice")}
     transcripts = []
     with ToolSession(tmp_path / "tools") as tools:
-        for name, port, sasl_port in _ports(secured_pair):
+        for name, _port, sasl_port in _ports(secured_pair):
             conn = SaslConn(name, sasl_port, "admin")
             conn.call("", 31, 3, {"filters": [acl_filter()]}, record=False)
             _await_acls(conn, acl_filter(), 0)
@@ -476,8 +552,8 @@ def _confluent(bootstrap: str, user: str) -> dict[str, Any]:
 def _client_flow(bootstrap: str) -> list[Any]:
     """confluent-kafka: the admin's ACL administration, alice's producer allowed on one topic and refused
     on another, her consumer refused a group."""
-    from confluent_kafka import Consumer, KafkaError, Producer      # noqa: PLC0415
-    from confluent_kafka.admin import (      # noqa: PLC0415
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka.admin import (
         AclBinding,
         AclBindingFilter,
         AclOperation,
@@ -497,7 +573,7 @@ def _client_flow(bootstrap: str) -> list[Any]:
                            AclOperation.WRITE, AclPermissionType.DENY)]
     out.append(("create_acls", sorted(str(f.result()) for f in admin.create_acls(bindings).values())))
     for t in ("cf-open", "cf-closed"):
-        from confluent_kafka.admin import NewTopic      # noqa: PLC0415
+        from confluent_kafka.admin import NewTopic
         admin.create_topics([NewTopic(t, 1, 1)])[t].result()
     deadline = time.monotonic() + 30
     while len(admin.describe_acls(anyf).result()) < 2 and time.monotonic() < deadline:
@@ -609,11 +685,12 @@ def _describe(b: BrokerProcess, data: str, configs: list[str]) -> list[Any]:
     ("RULE:^CN=(.*?)-client$/$1/U,DEFAULT", "User:KAFKALOG"),
     ("RULE:^OU=(.*)$/$1/,DEFAULT", "User:CN=kafkalog-client"),
 ])
-def test_tls_client_certificate_principal(tmp_path: Any, pki: Any, rules: str, principal: str) -> None:
+def test_tls_client_certificate_principal(tmp_path: Any, pki: Any, rules: str,  # noqa: F811
+                                          principal: str) -> None:
     """On an SSL listener with ``ssl.client.auth=required`` the principal is the client certificate's
     distinguished name, mapped by ``ssl.principal.mapping.rules`` (the first rule that matches the whole
     name; DEFAULT keeps it): an ACL for that principal lets the client describe its topic, and only it."""
-    import ssl      # noqa: PLC0415
+    import ssl
     creds = tmp_path / "users.properties"
     creds.write_text("".join(f"user.{u}={p}\n" for u, p in PASSWORDS.items()))
     b = BrokerProcess(str(tmp_path / "data"), [
@@ -656,7 +733,7 @@ def test_docs_security_worked_example(tmp_path: Any) -> None:
     tools' properties and each ``kafka-acls.sh`` line run against ``kafkalog serve``; then the answers
     the text promises (alice produces but may not read, bob reads in billing and no other group, an
     anonymous client sees no topic)."""
-    from tests.ecosystem import ToolSession      # noqa: PLC0415
+    from tests.ecosystem import ToolSession
     try:
         kafka44.require()
     except kafka44.Kafka44Unavailable as e:
@@ -678,8 +755,8 @@ def test_docs_security_worked_example(tmp_path: Any) -> None:
         admin.create_topic("orders")
         with ToolSession(tmp_path / "tools") as tools:
             for c in commands:
-                args = [a.replace("127.0.0.1:9092", bootstrap).replace("admin.properties", str(tmp_path / "admin.properties"))
-                        for a in c[1:]]
+                config = str(tmp_path / "admin.properties")
+                args = [a.replace("127.0.0.1:9092", bootstrap).replace("admin.properties", config) for a in c[1:]]
                 r = tools.run(ACL_COMMAND, *args)
                 assert r["exit"] == 0, r
         assert "User:bob" in r["stdout"] and "User:alice" in r["stdout"], r["stdout"]

@@ -14,7 +14,7 @@ from kafkalog.coordinator.offsets import OffsetAndMetadata
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
-from kafkalog.server.acl_operations import DESCRIBE, GROUP, READ, TOPIC
+from kafkalog.server.acl_operations import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.group_coordinator import STABLE
@@ -246,6 +246,9 @@ def subscribed_topics(subscription: bytes) -> set[str]:
 def handle_offset_delete(broker: Broker, request: Request) -> Any:
     b = request.body
     g = broker.groups.groups.get(b.group_id)
+    if broker.authorizer is not None and not broker.authorize(DELETE, GROUP, b.group_id):
+        return broker.response(request, {"error_code": ec.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0,
+                                         "topics": []})
     if g is None and b.group_id not in broker.offsets.groups():
         return broker.response(request, {"error_code": ec.GROUP_ID_NOT_FOUND, "throttle_time": 0,
                                           "topics": []})
@@ -253,11 +256,17 @@ def handle_offset_delete(broker: Broker, request: Request) -> Any:
     if g is not None and g.state == STABLE and g.protocol_type == "consumer":
         for m in g.members.values():
             subscribed |= subscribed_topics(m.metadata(g.protocol))
+    cg = broker.consumer_groups.groups.get(b.group_id)
+    if cg is not None:                  # a consumer group (KIP-848): its members' subscribed topic names
+        for cm in cg.members.values():
+            subscribed |= set(cm.subscribed_topic_names)
     topics, delete = [], []
     for t in b.topics:
         parts = []
+        denied = broker.authorizer is not None and not broker.authorize(READ, TOPIC, t.name)
         for p in t.partitions:
-            err = ec.GROUP_SUBSCRIBED_TO_TOPIC if t.name in subscribed else ec.NONE
+            err = ec.TOPIC_AUTHORIZATION_FAILED if denied else \
+                ec.GROUP_SUBSCRIBED_TO_TOPIC if t.name in subscribed else ec.NONE
             if not err:
                 delete.append(TopicPartition(t.name, p.partition_index))
             parts.append({"partition_index": p.partition_index, "error_code": err})
