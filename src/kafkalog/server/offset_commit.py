@@ -55,7 +55,7 @@ def offsets_to_commit(broker: Broker, topics: Any, err: int, with_leader_epoch: 
             meta = p.committed_metadata or ""
             if not e and name is None:
                 e = ec.UNKNOWN_TOPIC_ID
-            elif not e and broker.authorizer is not None and not broker.authorize(READ, TOPIC, name):
+            elif not e and broker.authorizer is not None and not broker.authorize(READ, TOPIC, name or ""):
                 e = ec.TOPIC_AUTHORIZATION_FAILED
             elif not e and p.partition_index not in known:
                 e = ec.UNKNOWN_TOPIC_OR_PARTITION
