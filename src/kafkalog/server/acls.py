@@ -41,14 +41,18 @@ if TYPE_CHECKING:      # the state owner that dispatches to these handlers
 _NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def _cluster_denied(broker: Broker, request: Request, op: int) -> str | None:
-    """Kafka's ``authorizeClusterOperation``: the message when the session may not do ``op`` on the cluster."""
+def _refusal(broker: Broker, request: Request, op: int, no_authorizer: str) -> tuple[int, str] | None:
+    """The error and message of the whole request: CLUSTER_AUTHORIZATION_FAILED when the session may not
+    do ``op`` on the cluster (Kafka's ``authorizeClusterOperation``), SECURITY_DISABLED without an
+    authorizer; None to go on."""
     auth = broker.authorizer
-    if auth is None or auth.authorize(current_session.get(), op, CLUSTER, CLUSTER_NAME):
+    if auth is None:
+        return SECURITY_DISABLED, no_authorizer
+    if auth.authorize(current_session.get(), op, CLUSTER, CLUSTER_NAME):
         return None
     # Kafka's broker answers DescribeAcls itself; its controller answers the alterations it is forwarded
     verb = "is not authorized" if op == DESCRIBE else "needs ALTER permission"
-    return f"Request {request.describe()} {verb}."
+    return CLUSTER_AUTHORIZATION_FAILED, f"Request {request.describe()} {verb}."
 
 
 def _refuse_unknown(request: Request, items: Any, codes: Any) -> None:
@@ -73,10 +77,9 @@ def _filter(body: Any) -> AclBindingFilter:
 
 def handle_describe_acls(broker: Broker, request: Request) -> Any:
     _refuse_unknown(request, [request.body], _filter_codes)
-    denied = _cluster_denied(broker, request, DESCRIBE)
-    if denied is not None or broker.authorizer is None:
-        code, msg = (CLUSTER_AUTHORIZATION_FAILED, denied) if denied is not None else \
-            (SECURITY_DISABLED, "No Authorizer is configured on the broker")
+    refused = _refusal(broker, request, DESCRIBE, "No Authorizer is configured on the broker")
+    if refused is not None or broker.authorizer is None:
+        code, msg = refused or (0, "")
         return broker.response(request, {"throttle_time": 0, "error_code": code, "error_message": msg,
                                          "resources": []})
     grouped: dict[tuple[int, str, int], list[AclBinding]] = {}
@@ -114,11 +117,10 @@ def handle_create_acls(broker: Broker, request: Request) -> Any:
     creations = request.body.creations
     _refuse_unknown(request, creations, lambda c: (c.resource_type, c.resource_pattern_type, c.operation,
                                                    c.permission_type))
-    denied = _cluster_denied(broker, request, ALTER)
+    refused = _refusal(broker, request, ALTER, _NO_AUTHORIZER)
     auth = broker.authorizer
-    if denied is not None or auth is None:
-        code, msg = (CLUSTER_AUTHORIZATION_FAILED, denied) if denied is not None else \
-            (SECURITY_DISABLED, _NO_AUTHORIZER)
+    if refused is not None or auth is None:
+        code, msg = refused or (0, "")
         return broker.response(request, {"throttle_time": 0, "results": [
             {"error_code": code, "error_message": msg} for _ in creations]})
     if any(c.resource_type == ANY or c.resource_pattern_type in (ANY, MATCH) or c.operation == ANY
@@ -143,11 +145,10 @@ def handle_create_acls(broker: Broker, request: Request) -> Any:
 def handle_delete_acls(broker: Broker, request: Request) -> Any:
     filters = request.body.filters
     _refuse_unknown(request, filters, _filter_codes)
-    denied = _cluster_denied(broker, request, ALTER)
+    refused = _refusal(broker, request, ALTER, _NO_AUTHORIZER)
     auth = broker.authorizer
-    if denied is not None or auth is None:
-        code, msg = (CLUSTER_AUTHORIZATION_FAILED, denied) if denied is not None else \
-            (SECURITY_DISABLED, _NO_AUTHORIZER)
+    if refused is not None or auth is None:
+        code, msg = refused or (0, "")
         return broker.response(request, {"throttle_time": 0, "filter_results": [
             {"error_code": code, "error_message": msg, "matching_acls": []} for _ in filters]})
     results, gone = [], set()
