@@ -56,11 +56,15 @@ class SaslConn(d.Conn):
 @pytest.fixture(scope="module")
 def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, BrokerProcess]]:
     """Kafka 4.4 and kafkalog, each with StandardAuthorizer, super user admin and SASL PLAIN users."""
+    yield from _pair(tmp_path_factory.mktemp("authz"), {})
+
+
+def _pair(root: Any, extra: dict[str, str]) -> Iterator[tuple[Any, BrokerProcess]]:
+    """The two brokers of :func:`secured_pair` with the broker keys ``extra`` on both."""
     try:
         kafka44.require()
     except kafka44.Kafka44Unavailable as e:
         pytest.skip(str(e))
-    root = tmp_path_factory.mktemp("authz")
     users = " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items())
     jaas = f'{PLAIN_MODULE} required username="admin" password="admin-secret" {users};'
     k = kafka44.KafkaBroker(root / "kafka")
@@ -79,6 +83,7 @@ def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any
         "listener.name.controller.plain.sasl.jaas.config": jaas,
         "authorizer.class.name": AUTHORIZER,
         "super.users": "User:admin",
+        **extra,
     })
     k._write_config()
     k.format()
@@ -88,7 +93,8 @@ def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any
     ours = BrokerProcess(str(root / "kafkalog"), configs=[
         f"node.id={d.PAIR_NODE}", "group.initial.rebalance.delay.ms=0", "num.partitions=1",
         "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN",
-        f"sasl.credentials.file={creds}", f"authorizer.class.name={AUTHORIZER}", "super.users=User:admin"])
+        f"sasl.credentials.file={creds}", f"authorizer.class.name={AUTHORIZER}", "super.users=User:admin",
+        *(f"{k}={v}" for k, v in extra.items())])
     ours.start()
     try:
         yield k, ours
@@ -790,3 +796,48 @@ def test_docs_security_worked_example(tmp_path: Any) -> None:
         admin.close()
     finally:
         assert b.stop() == 0, b.stderr()
+
+
+# --- allow.everyone.if.no.acl.found ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def open_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, BrokerProcess]]:
+    """:func:`secured_pair` with ``allow.everyone.if.no.acl.found=true``."""
+    yield from _pair(tmp_path_factory.mktemp("authz-open"), {"allow.everyone.if.no.acl.found": "true"})
+
+
+def _open_session(conn_of: Any) -> None:
+    admin = conn_of("admin")
+    for t in ("free", "guarded"):
+        admin.create_topic(t)
+    admin.call("", 31, 3, {"filters": [acl_filter()]}, record=False)
+    _await_acls(admin, acl_filter(), 0)
+    admin.coordinator_ready("g-1")           # __consumer_offsets exists (Kafka creates it on demand)
+    admin.call("authz open admin: CreateAcls v3", 30, 3, {"creations": [
+        acl(TOPIC, "guarded", "User:alice", READ),
+        acl(GROUP, "g-", "User:bob", READ, permission=DENY, pattern=PREFIXED)]})
+    _await_acls(admin, acl_filter(), 2)
+    for user in (None, "alice", "bob"):
+        c = conn_of(user)
+        who = "authz open " + (user or "ANONYMOUS")
+        c.call(f"{who}: Metadata v12 all topics", 3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                          "include_topic_authorized_operations": True},
+               transform=lambda p: {**_by_name(p), "topics": [t for t in _by_name(p)["topics"]
+                                                             if not t["name"].startswith("__")]})
+        c.call(f"{who}: Metadata v12 cluster operations", 3, 10, {
+            "topics": [], "allow_auto_topic_creation": False, "include_cluster_authorized_operations": True,
+            "include_topic_authorized_operations": False})
+        for topic in ("free", "guarded"):
+            c.call(f"{who}: Produce v9 {topic}", 0, 9, _produce(topic),
+                   transform=lambda p: {**p, "responses": [{**t, "partition_responses": [
+                       {**x, "base_offset": x["base_offset"] >= 0, "log_start_offset": None}
+                       for x in t["partition_responses"]]} for t in p["responses"]]})
+        for group in ("g-1", "h-1"):
+            c.call(f"{who}: Heartbeat v4 {group}", 12, 4, {"group_id": group, "generation_id": 1,
+                                                           "member_id": "m", "group_instance_id": None})
+
+
+def test_allow_everyone_if_no_acl_found(open_pair: Any) -> None:
+    """With ``allow.everyone.if.no.acl.found=true`` a resource without any ACL is open to every principal
+    (the cluster too), one with ACLs only to whom they allow, a DENY still denies: Kafka 4.4's answers."""
+    _run(open_pair, _open_session)
