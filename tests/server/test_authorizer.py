@@ -513,6 +513,7 @@ def _command_config(path: Any, user: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_kafka_acls_tool(secured_pair: Any, tmp_path: Any) -> None:
     """``kafka-acls.sh`` (``AclCommand``) adds, lists and removes ACLs on kafkalog as on Kafka 4.4: the same
     exit status, output (the bootstrap address aside, lines sorted: Kafka lists resources in hash order)
