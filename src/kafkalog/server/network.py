@@ -47,7 +47,7 @@ from kafkalog.server.channel import RECV_BYTES, Channel, PlainChannel, TlsChanne
 from kafkalog.server.config import Listener
 from kafkalog.server.frames import FrameReader
 from kafkalog.server.handler import current_connection
-from kafkalog.server.principal import ANONYMOUS, SslPrincipalMapper, tls_principal
+from kafkalog.server.principal import ANONYMOUS, SslPrincipalMapper, client_host, tls_principal
 from kafkalog.server.protocol import (
     API_VERSIONS_KEY,
     InvalidRequestError,
@@ -170,7 +170,7 @@ class Server:
         current_listener.set(listener.name)      # this task's context: Metadata advertises it
         token = object()
         current_connection.set(token)            # share sessions remember it
-        session = ConnectionSession(ANONYMOUS, addr[0] if isinstance(addr, tuple) else "")
+        session = ConnectionSession(ANONYMOUS, client_host(addr))
         current_session.set(session)             # the authorizer's principal and host
         channel: Channel | None = None
         logger.debug("connection from %s on %s", addr, listener.name)

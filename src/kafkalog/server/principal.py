@@ -7,6 +7,7 @@ matching rule wins)."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
@@ -86,3 +87,18 @@ def tls_principal(cert: object, mapper: SslPrincipalMapper) -> str:
     """The principal of a TLS client: its certificate's mapped name, else ``User:ANONYMOUS``."""
     dn = distinguished_name(cert)
     return ANONYMOUS if dn is None else "User:" + mapper.name(dn)
+
+
+def client_host(addr: object) -> str:
+    """The client's address as Java's ``InetAddress.getHostAddress()`` writes it (what an ACL's host is
+    compared with): IPv4 dotted, IPv6 as eight uncompressed hexadecimal groups (``0:0:0:0:0:0:0:1``)."""
+    host = addr[0] if isinstance(addr, tuple) and addr and isinstance(addr[0], str) else ""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return ":".join(format(int(g, 16), "x") for g in ip.exploded.split(":"))
+    return str(ip)
