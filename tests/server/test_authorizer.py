@@ -333,6 +333,16 @@ def _more_apis(c: d.Conn, who: str, user: str | None) -> None:
         c.call(f"{who}: OffsetDelete v0 {group}", 47, 0, {"group_id": group, "topics": [
             {"name": t, "partitions": [{"partition_index": 0}]} for t in ("app-data", "other")]})
         c.call(f"{who}: DeleteGroups v2 {group}-gone", 42, 2, {"groups_names": [group + "-gone"]})
+    for group in ("app-sg", "other-sg"):
+        c.call(f"{who}: ShareGroupHeartbeat v1 {group}", 76, 1, {
+            "group_id": group, "member_id": "s000000000000000000000", "member_epoch": 0, "rack_id": None,
+            "subscribed_topic_names": ["app-data"]},
+               transform=lambda p: {**p, "member_id": bool(p["member_id"]), "assignment": None,
+                                    "heartbeat_interval": None})
+        c.call(f"{who}: ShareGroupDescribe v1 {group}", 77, 1, {"group_ids": [group],
+                                                                "include_authorized_operations": False},
+               transform=lambda p: {**p, "groups": [{**g, "members": len(g["members"]), "group_epoch": None,
+                                                     "assignment_epoch": None} for g in p["groups"]]})
     c.call(f"{who}: DescribeTopicPartitions v0", 75, 0, {"topics": [{"name": t} for t in ("app-data", "other")],
                                                          "response_partition_limit": 100, "cursor": None})
     c.call(f"{who}: CreatePartitions v3", 37, 3, {"timeout": 30000, "validate_only": True, "topics": [

@@ -200,9 +200,9 @@ def handle_leave_group(broker: Broker, request: Request) -> Any:
 
 def _group_states(broker: Broker) -> dict[str, tuple[str, str]]:
     """classic group -> (state, protocol type) for every classic group known (groups with only
-    offsets: Empty), consumer groups (KIP-848) left out."""
-    consumer = broker.consumer_groups.groups
-    out = {g: (EMPTY, "consumer") for g in broker.offsets.groups() if g not in consumer}
+    offsets: Empty), consumer groups (KIP-848) and share groups (KIP-932) left out."""
+    consumer, share = broker.consumer_groups.groups, broker.share_groups.groups
+    out = {g: (EMPTY, "consumer") for g in broker.offsets.groups() if g not in consumer and g not in share}
     for gid, g in broker.groups.groups.items():
         out[gid] = (g.state, g.protocol_type or (out.get(gid, (EMPTY, ""))[1]))
     return out
