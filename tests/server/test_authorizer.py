@@ -852,3 +852,31 @@ def test_allow_everyone_if_no_acl_found(open_pair: Any) -> None:
     """With ``allow.everyone.if.no.acl.found=true`` a resource without any ACL is open to every principal
     (the cluster too), one with ACLs only to whom they allow, a DENY still denies: Kafka 4.4's answers."""
     _run(open_pair, _open_session)
+
+
+def test_acls_not_stored_are_not_applied(tmp_path: Any) -> None:
+    """An ACL change the data directory cannot take (its temporary file cannot be written) is answered
+    UNKNOWN_SERVER_ERROR and changes nothing: what DescribeAcls lists is what a restart would find."""
+    creds = tmp_path / "users.properties"
+    creds.write_text("user.admin=admin-secret\n")
+    data = tmp_path / "data"
+    b = BrokerProcess(str(data), ["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN",
+                                  f"sasl.credentials.file={creds}", f"authorizer.class.name={AUTHORIZER}",
+                                  "super.users=User:admin"]).start()
+    try:
+        admin = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "admin")
+        blocker = data / "kafkalog-acls.json.tmp"
+        blocker.mkdir()                      # the atomic write's temporary file cannot be opened
+        r = admin.request(30, 3, {"creations": [acl(TOPIC, "t", "User:x", READ)]})
+        assert [int(x.error_code) for x in r.results] == [-1]
+        assert list(admin.request(29, 3, acl_filter()).resources) == []
+        blocker.rmdir()
+        r = admin.request(30, 3, {"creations": [acl(TOPIC, "t", "User:x", READ)]})
+        assert [int(x.error_code) for x in r.results] == [0]
+        blocker.mkdir()
+        r = admin.request(31, 3, {"filters": [acl_filter()]})
+        assert [int(x.error_code) for x in r.filter_results] == [-1]
+        assert len(admin.request(29, 3, acl_filter()).resources) == 1
+        admin.close()
+    finally:
+        assert b.stop() == 0, b.stderr()

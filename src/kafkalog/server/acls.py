@@ -6,8 +6,10 @@ message in its own result; the others are applied and stored before the answer g
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+from kafkalog.errors import KafkalogError
 from kafkalog.server.acl_operations import ALTER, CLUSTER, DESCRIBE
 from kafkalog.server.authorizer import (
     ALLOW,
@@ -37,6 +39,8 @@ from kafkalog.server.protocol import InvalidRequestError, Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to these handlers
     from kafkalog.server.broker import Broker
+
+logger = logging.getLogger("kafkalog.server")
 
 _NO_AUTHORIZER = "No Authorizer is configured."
 
@@ -138,7 +142,11 @@ def handle_create_acls(broker: Broker, request: Request) -> Any:
         if err is None:
             new.append(b)
     if new:
-        broker.change_acls(add=new)
+        try:
+            broker.change_acls(add=new)
+        except KafkalogError as e:
+            logger.error("CreateAcls: the ACLs could not be stored, nothing changed: %s", e)
+            results = [{"error_code": UNKNOWN_SERVER_ERROR, "error_message": None} for _ in creations]
     return broker.response(request, {"throttle_time": 0, "results": results})
 
 
@@ -169,5 +177,10 @@ def handle_delete_acls(broker: Broker, request: Request) -> Any:
              "pattern_type": b.pattern_type, "principal": b.principal, "host": b.host,
              "operation": b.operation, "permission_type": b.permission} for b in matching]})
     if gone:
-        broker.change_acls(remove=gone)
+        try:
+            broker.change_acls(remove=gone)
+        except KafkalogError as e:
+            logger.error("DeleteAcls: the ACLs could not be stored, nothing changed: %s", e)
+            results = [{"error_code": UNKNOWN_SERVER_ERROR, "error_message": None, "matching_acls": []}
+                       for _ in filters]
     return broker.response(request, {"throttle_time": 0, "filter_results": results})

@@ -116,9 +116,11 @@ class Broker:
     def change_acls(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None:
         """Apply CreateAcls/DeleteAcls to the authorizer and store the result before it is answered."""
         assert self.authorizer is not None
+        add, remove = list(add), set(remove)
+        # stored first: a failed write (KafkalogIOError) leaves the ACLs in force as they were
+        self.acl_store.save(sorted((set(self.authorizer.acls()) | set(add)) - remove))
         self.authorizer.add(add)
         self.authorizer.remove(remove)
-        self.acl_store.save(self.authorizer.acls())
 
     def operations(self, resource_type: int, name: str, requested: bool) -> int:
         """The ``authorized_operations`` answer for one resource (:mod:`.acl_operations`)."""
