@@ -26,18 +26,25 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
+def check_member_acls(broker: Broker, group_id: str, subscribed: Any) -> None:
+    """Kafka's checks of a ConsumerGroupHeartbeat or ShareGroupHeartbeat with an authorizer: READ on the
+    group, DESCRIBE on each subscribed topic (GroupError with its code and message otherwise)."""
+    if broker.authorizer is None:
+        return
+    if not broker.authorize(READ, GROUP, group_id):
+        raise GroupError(ec.GROUP_AUTHORIZATION_FAILED)
+    denied = sorted(t for t in subscribed or () if not broker.authorize(DESCRIBE, TOPIC, t))
+    if denied:
+        raise GroupError(ec.TOPIC_AUTHORIZATION_FAILED,
+                         f"The group member is not authorized to describe topics {denied}.")
+
+
 def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Any:
     b = request.body
     owned = None if b.topic_partitions is None else [
         (t.topic_id, list(t.partitions)) for t in b.topic_partitions]
     try:
-        if broker.authorizer is not None:
-            if not broker.authorize(READ, GROUP, b.group_id):
-                raise GroupError(ec.GROUP_AUTHORIZATION_FAILED)
-            denied = sorted(t for t in b.subscribed_topic_names or () if not broker.authorize(DESCRIBE, TOPIC, t))
-            if denied:
-                raise GroupError(ec.TOPIC_AUTHORIZATION_FAILED,
-                                 f"The group member is not authorized to describe topics {denied}.")
+        check_member_acls(broker, b.group_id, b.subscribed_topic_names)
         if broker.log_dir_failure is not None:
             raise GroupError(ec.NOT_COORDINATOR)
         r = broker.consumer_groups.heartbeat(

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
-from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, DESCRIBE, GROUP, READ, TOPIC
+from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, DESCRIBE, GROUP
 from kafkalog.server.consumer_group import GroupError
+from kafkalog.server.consumer_group_heartbeat import check_member_acls
 from kafkalog.server.protocol import Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
@@ -28,13 +29,7 @@ def _error(broker: Broker, request: Request, code: int, message: str | None = No
 def handle_share_group_heartbeat(broker: Broker, request: Request) -> Any:
     b = request.body
     try:
-        if broker.authorizer is not None:       # Kafka: READ on the group, DESCRIBE on each subscribed topic
-            if not broker.authorize(READ, GROUP, b.group_id):
-                raise GroupError(ec.GROUP_AUTHORIZATION_FAILED)
-            denied = sorted(t for t in b.subscribed_topic_names or () if not broker.authorize(DESCRIBE, TOPIC, t))
-            if denied:
-                raise GroupError(ec.TOPIC_AUTHORIZATION_FAILED,
-                                 f"The group member is not authorized to describe topics {denied}.")
+        check_member_acls(broker, b.group_id, b.subscribed_topic_names)
         if broker.log_dir_failure is not None:
             raise GroupError(ec.NOT_COORDINATOR)
         r = broker.share_groups.heartbeat(
