@@ -796,6 +796,19 @@ def s_share_groups(c: d.Conn) -> None:
                                                                    "topics": [{"topic_name": "diff-sg"}]})
 
 
+def s_acls_without_authorizer(c: d.Conn) -> None:
+    """DescribeAcls, CreateAcls, DeleteAcls on a broker without ``authorizer.class.name``: SECURITY_DISABLED
+    (tests/server/test_authorizer.py runs them with Kafka's StandardAuthorizer)."""
+    flt = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+           "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    for v in (1, 2, 3):
+        c.call(f"DescribeAcls v{v}: no authorizer", 29, v, flt)
+        c.call(f"CreateAcls v{v}: no authorizer", 30, v, {"creations": [
+            {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:a",
+             "host": "*", "operation": 3, "permission_type": 3}]})
+        c.call(f"DeleteAcls v{v}: no authorizer", 31, v, {"filters": [flt]})
+
+
 SESSIONS: dict[str, Callable[[d.Conn], None]] = {
     name[2:]: fn for name, fn in sorted(globals().items()) if name.startswith("s_") and callable(fn)}
 USED: set[d.Allowed] = set()
@@ -820,8 +833,9 @@ def test_every_listed_difference_still_occurs(pair: tuple[int, int]) -> None:
     """Runs after the sessions (pytest keeps file order): a listed difference nothing showed is stale."""
     if set(SESSIONS) != RAN:
         pytest.skip("only when every session ran in this process")
-    # the client flows' and the tools' rows: tests/server/test_client_flows.py, tests/ecosystem/test_tools.py
-    client_rows = [a for a in d.allowed_differences() if a.case.startswith(("client ", "tool "))]
+    # the client flows', the tools' and the authorizer's rows: tests/server/test_client_flows.py,
+    # tests/ecosystem/test_tools.py, tests/server/test_authorizer.py
+    client_rows = [a for a in d.allowed_differences() if a.case.startswith(("client ", "tool ", "authz "))]
     stale = [a for a in d.allowed_differences() if a not in USED and a not in client_rows]
     assert not stale, "rows of docs/kafka-compatibility.md no session shows: " + "; ".join(
         f"{a.case} / {a.field}" for a in stale)

@@ -3,6 +3,7 @@ this table; the ranges run from Kafka 4's floors (KIP-896) to what kio and the c
 
 from __future__ import annotations
 
+from kafkalog.server.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from kafkalog.server.api_versions import ADVERTISED_MIN_VERSION, handle_api_versions
 from kafkalog.server.config_admin import (
     handle_alter_configs,
@@ -91,6 +92,9 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     26: ("EndTxn", 0, 5, handle_end_txn),
     27: ("WriteTxnMarkers", 1, 2, handle_write_txn_markers),
     28: ("TxnOffsetCommit", 0, 5, handle_txn_offset_commit),
+    29: ("DescribeAcls", 1, 3, handle_describe_acls),
+    30: ("CreateAcls", 1, 3, handle_create_acls),
+    31: ("DeleteAcls", 1, 3, handle_delete_acls),
     32: ("DescribeConfigs", 1, 4, handle_describe_configs),
     33: ("AlterConfigs", 0, 2, handle_alter_configs),
     35: ("DescribeLogDirs", 1, 5, handle_describe_log_dirs),

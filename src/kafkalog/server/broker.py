@@ -22,7 +22,10 @@ from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
+from kafkalog.server.acl_operations import CLUSTER, DESCRIBE, authorized_operations
+from kafkalog.server.acl_store import AclStore
 from kafkalog.server.apis import ADVERTISED, HANDLERS
+from kafkalog.server.authorizer import AclBinding, StandardAuthorizer, current_session
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.consumer_group import ConsumerGroupCoordinator, TopicImage
 from kafkalog.server.features import finalized_level
@@ -103,6 +106,37 @@ class Broker:
             self.lead(log)
         self._init_share_groups(config)
         self._handlers: Mapping[int, Handler] = HANDLERS
+        #: ``authorizer.class.name``'s authorizer with the data directory's ACLs (None: no authorizer)
+        self.acl_store = AclStore(manager.data_dir)
+        self.authorizer = StandardAuthorizer.from_config(config.values, ()) \
+            if config.values["authorizer.class.name"] else None
+        if self.authorizer is not None:
+            self.authorizer.add(self.acl_store.load())
+
+    def change_acls(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None:
+        """Apply CreateAcls/DeleteAcls to the authorizer and store the result before it is answered."""
+        assert self.authorizer is not None
+        add, remove = list(add), set(remove)
+        # stored first: a failed write (KafkalogIOError) leaves the ACLs in force as they were
+        self.acl_store.save(sorted((set(self.authorizer.acls()) | set(add)) - remove))
+        self.authorizer.add(add)
+        self.authorizer.remove(remove)
+
+    def operations(self, resource_type: int, name: str, requested: bool) -> int:
+        """The ``authorized_operations`` answer for one resource (:mod:`.acl_operations`)."""
+        auth = self.authorizer
+        if auth is None or not requested:
+            return authorized_operations(resource_type, requested)
+        session = current_session.get()
+        if resource_type == CLUSTER and not auth.authorize(session, DESCRIBE, CLUSTER, name):
+            return 0        # Kafka: the cluster's operations only for who may describe it
+        return authorized_operations(resource_type, True,
+                                     lambda op: auth.authorize(session, op, resource_type, name))
+
+    def authorize(self, op: int, resource_type: int, name: str) -> bool:
+        """Whether the session being served may do ``op`` on the resource (always, without an authorizer)."""
+        auth = self.authorizer
+        return auth is None or auth.authorize(current_session.get(), op, resource_type, name)
 
     def _init_share_groups(self, config: ServerConfig) -> None:
         """Share groups (KIP-932): their configs, the share coordinator's state store

@@ -116,6 +116,11 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("connection.failed.authentication.delay.ms", INT, 100, None),
     #: kafkalog's own key (Kafka takes users from JAAS and the metadata log): docs/server.md
     ConfigDef("sasl.credentials.file", STRING, None, None),
+    # --- authorization (Kafka's StandardAuthorizer; kafkalog.server.authorizer) ---
+    ConfigDef("authorizer.class.name", STRING, "", None),
+    ConfigDef("super.users", STRING, None, None),
+    ConfigDef("allow.everyone.if.no.acl.found", BOOLEAN, False, None),
+    ConfigDef("ssl.principal.mapping.rules", STRING, "DEFAULT", None),
 ]}
 
 #: the security protocols of Kafka's ``SecurityProtocol``

@@ -21,6 +21,8 @@ from kafkalog.errors import InvalidConfigError, InvalidTopicError, KafkalogError
 from kafkalog.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, LogConfig, check_kafka_minimums, format_value
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
+from kafkalog.server.acl_operations import ALTER_CONFIGS, CLUSTER, DESCRIBE_CONFIGS, GROUP, TOPIC
+from kafkalog.server.authorizer import CLUSTER_NAME
 from kafkalog.server.config import SERVER_CONFIGS
 from kafkalog.server.config_docs import BROKER_DOCS, TOPIC_DOCS
 from kafkalog.server.protocol import Request
@@ -70,6 +72,8 @@ KAFKALOG_DOCS: dict[str, str] = {
         "Kafka's internal key: how often the coordinator resolves consumer-protocol regular expression "
         "subscriptions against the topics."),
     "sasl.credentials.file": "kafkalog's: the SCRAM and PLAIN users file (docs/server.md, TLS and SASL).",
+    "super.users": "Principals (User:name) allowed every operation, separated by ';'.",
+    "allow.everyone.if.no.acl.found": "Whether a resource without any ACL is open to every principal.",
 }
 
 
@@ -175,11 +179,35 @@ def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
     return result
 
 
+#: config resource type -> (the ACL resource type Kafka checks, its error)
+_ACL_RESOURCE = {RESOURCE_TOPIC: (TOPIC, error_codes.TOPIC_AUTHORIZATION_FAILED),
+                 RESOURCE_GROUP: (GROUP, error_codes.GROUP_AUTHORIZATION_FAILED)}
+
+
+def _config_denied(broker: Broker, rtype: int, name: str, op: int) -> int:
+    """With an authorizer: the error of a config resource the session may not ``op`` (DESCRIBE_CONFIGS
+    or ALTER_CONFIGS: on the topic, the group, else the cluster), else 0."""
+    if broker.authorizer is None:
+        return 0
+    acl_type, code = _ACL_RESOURCE.get(rtype, (CLUSTER, error_codes.CLUSTER_AUTHORIZATION_FAILED))
+    return 0 if broker.authorize(op, acl_type, name if acl_type != CLUSTER else CLUSTER_NAME) else code
+
+
+def _denied_last(results: list[dict[str, Any]], denied: list[tuple[Any, int]], extra: dict[str, Any]
+                 ) -> list[dict[str, Any]]:
+    """Kafka answers the resources it refused after the others, with the error's default message."""
+    return results + [{"error_code": code, "error_message": error_codes.message(code), "resource_type": r.resource_type,
+                       "resource_name": r.resource_name, **extra} for r, code in denied]
+
+
 def handle_describe_configs(broker: Broker, request: Request) -> Any:
     synonyms = bool(getattr(request.body, "include_synonyms", False))
     documentation = bool(getattr(request.body, "include_documentation", False))
+    checked = [(r, _config_denied(broker, r.resource_type, r.resource_name, DESCRIBE_CONFIGS))
+               for r in request.body.resources]
     results = [_describe_one(broker, r.resource_type, r.resource_name, r.configuration_keys, synonyms,
-                             documentation) for r in request.body.resources]
+                             documentation) for r, code in checked if not code]
+    results = _denied_last(results, [(r, code) for r, code in checked if code], {"configs": []})
     return broker.response(request, {"throttle_time": 0, "results": results})
 
 
@@ -295,13 +323,17 @@ def _replaced(configs: tuple) -> dict[str, Any]:
     return {c.name: c.value for c in configs}
 
 
-def handle_alter_configs(broker: Broker, request: Request) -> Any:
+def _alter_authorized(broker: Broker, request: Request, incremental: bool) -> Any:
     body = request.body
-    return broker.response(request, {"throttle_time": 0, "responses": _alter(
-        broker, body.resources, body.validate_only, incremental=False)})
+    checked = [(r, _config_denied(broker, r.resource_type, r.resource_name, ALTER_CONFIGS)) for r in body.resources]
+    responses = _alter(broker, tuple(r for r, code in checked if not code), body.validate_only, incremental)
+    responses = _denied_last(responses, [(r, code) for r, code in checked if code], {})
+    return broker.response(request, {"throttle_time": 0, "responses": responses})
+
+
+def handle_alter_configs(broker: Broker, request: Request) -> Any:
+    return _alter_authorized(broker, request, incremental=False)
 
 
 def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
-    body = request.body
-    return broker.response(request, {"throttle_time": 0, "responses": _alter(
-        broker, body.resources, body.validate_only, incremental=True)})
+    return _alter_authorized(broker, request, incremental=True)

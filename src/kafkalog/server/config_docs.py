@@ -276,6 +276,11 @@ BROKER_DOCS: dict[str, str] = {
         'duplicated ports in this property, so that one listener can be configured to advertise another '
         "listener's address. This can be useful in some cases where external load balancers are used."
     ),
+    'authorizer.class.name': (
+        'The fully qualified name of a class that implements '
+        '<code>org.apache.kafka.server.authorizer.Authorizer</code> interface, which is used by the '
+        'broker for authorization.'
+    ),
     'auto.create.topics.enable': (
         'Enable auto creation of topic on the server.'
     ),
@@ -759,6 +764,15 @@ BROKER_DOCS: dict[str, str] = {
     'ssl.keystore.type': (
         'The file format of the key store file. This is optional for client. The values currently '
         'supported by the default <code>ssl.engine.factory.class</code> are [JKS, PKCS12, PEM].'
+    ),
+    'ssl.principal.mapping.rules': (
+        'A list of rules for mapping from distinguished name from the client certificate to short name. '
+        'The rules are evaluated in order and the first rule that matches a principal name is used to '
+        'map it to a short name. Any later rules in the list are ignored. By default, distinguished name '
+        'of the X.500 certificate will be the principal. For more details on the format please see <a '
+        'href="https://kafka.apache.org/documentation/#security_authz"> security authorization and '
+        'acls</a>. Note that this configuration is ignored if an extension of KafkaPrincipalBuilder is '
+        'provided by the <code>principal.builder.class</code> configuration.'
     ),
     'ssl.truststore.certificates': (
         "Trusted certificates in the format specified by 'ssl.truststore.type'. Default SSL engine "

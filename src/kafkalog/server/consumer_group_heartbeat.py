@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
-from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP, authorized_operations
+from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, DESCRIBE, GROUP, READ, TOPIC
 from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.protocol import Request
 
@@ -26,11 +26,25 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
+def check_member_acls(broker: Broker, group_id: str, subscribed: Any) -> None:
+    """Kafka's checks of a ConsumerGroupHeartbeat or ShareGroupHeartbeat with an authorizer: READ on the
+    group, DESCRIBE on each subscribed topic (GroupError with its code and message otherwise)."""
+    if broker.authorizer is None:
+        return
+    if not broker.authorize(READ, GROUP, group_id):
+        raise GroupError(ec.GROUP_AUTHORIZATION_FAILED)
+    denied = sorted(t for t in subscribed or () if not broker.authorize(DESCRIBE, TOPIC, t))
+    if denied:
+        raise GroupError(ec.TOPIC_AUTHORIZATION_FAILED,
+                         f"The group member is not authorized to describe topics {denied}.")
+
+
 def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Any:
     b = request.body
     owned = None if b.topic_partitions is None else [
         (t.topic_id, list(t.partitions)) for t in b.topic_partitions]
     try:
+        check_member_acls(broker, b.group_id, b.subscribed_topic_names)
         if broker.log_dir_failure is not None:
             raise GroupError(ec.NOT_COORDINATOR)
         r = broker.consumer_groups.heartbeat(
@@ -76,6 +90,11 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
     groups = []
     for gid in request.body.group_ids:
         g = coordinator.groups.get(gid)
+        if broker.authorizer is not None and not broker.authorize(DESCRIBE, GROUP, gid):
+            groups.append({"error_code": ec.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": gid,
+                           "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                           "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         if g is None:
             exists = broker.groups.groups.get(gid) is not None or gid in broker.offsets.groups()
             groups.append({"error_code": ec.GROUP_ID_NOT_FOUND,
@@ -103,8 +122,8 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
                        "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
                        "assignor_name": g.preferred_assignor() or coordinator.default_assignor,
                        "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-    ops = authorized_operations(GROUP, bool(request.body.include_authorized_operations))
+    requested = bool(request.body.include_authorized_operations)
     for answer in groups:          # as Kafka: the group's operations (when asked) where no error
         if answer["error_code"] == 0:
-            answer["authorized_operations"] = ops
+            answer["authorized_operations"] = broker.operations(GROUP, answer["group_id"], requested)
     return broker.response(request, {"throttle_time": 0, "groups": groups})

@@ -66,6 +66,10 @@ FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 UNSTABLE_OFFSET_COMMIT = 88
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+SECURITY_DISABLED = 54
 INVALID_PRODUCER_ID_MAPPING = 49
 CONCURRENT_TRANSACTIONS = 51
 NOT_ENOUGH_REPLICAS = 19
@@ -97,6 +101,10 @@ _MESSAGES = {
     UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
     UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
     COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
     INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or "
                      "the message was sent to an incompatible broker. See the broker logs for more details.",
 }

@@ -24,6 +24,7 @@ from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.log.naming import TopicPartition
 from kafkalog.record.constants import IsolationLevel
 from kafkalog.server import error_codes, wire
+from kafkalog.server.acl_operations import READ, TOPIC
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.fetch_session import FetchContext
 from kafkalog.server.handler import Response
@@ -89,6 +90,8 @@ class _Wanted:
 def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
           unknown_code: int) -> PartitionData:
     topic = w.topic
+    if topic is not None and broker.authorizer is not None and not broker.authorize(READ, TOPIC, topic):
+        return PartitionData(w.index, error_codes.TOPIC_AUTHORIZATION_FAILED, aborted=[])
     log = broker.log(topic, w.index) if topic is not None else None
     if log is None:
         # as Kafka: UNKNOWN_TOPIC_ID only for a topic id it does not know (a known topic's missing

@@ -11,7 +11,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.server import error_codes as ec
-from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP, authorized_operations
+from kafkalog.server.acl_operations import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER,
+    DELETE,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TRANSACTIONAL_ID,
+)
+from kafkalog.server.authorizer import CLUSTER_NAME
 from kafkalog.server.group_coordinator import DEAD, EMPTY, STABLE, JoinResult, SyncResult
 from kafkalog.server.protocol import Request
 
@@ -46,6 +55,15 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE):
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": ec.INVALID_REQUEST, "error_message": ec.message(ec.INVALID_REQUEST)}
+        if broker.authorizer is not None:
+            # Kafka: DESCRIBE on the group (a share key "group:topicId:partition": its group) or transactional id
+            rtype, name = (TRANSACTIONAL_ID, key) if key_type == TRANSACTION_KEY_TYPE else \
+                (GROUP, key.split(":", 1)[0] if key_type == SHARE_KEY_TYPE else key)
+            if not broker.authorize(DESCRIBE, rtype, name):
+                code = ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if rtype == TRANSACTIONAL_ID else \
+                    ec.GROUP_AUTHORIZATION_FAILED
+                return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                        "error_message": "" if batched else ec.message(code)}
         if _internal_topic_unavailable(broker, key_type):
             return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ec.COORDINATOR_NOT_AVAILABLE,
                     "error_message": "" if batched else ec.message(ec.COORDINATOR_NOT_AVAILABLE)}
@@ -86,9 +104,19 @@ def _join_values(request: Request, r: JoinResult) -> dict[str, Any]:
                         for m, i, meta in r.members]}
 
 
+def _group_denied(broker: Broker, group: str, op: int = READ) -> bool:
+    """With an authorizer: the session may not do ``op`` (READ: join, sync, heartbeat, leave) on the group."""
+    return broker.authorizer is not None and not broker.authorize(op, GROUP, group)
+
+
 async def handle_join_group(broker: Broker, request: Request) -> Any:
     b = request.body
     v = request.api_version
+    if _group_denied(broker, b.group_id):
+        return broker.response(request, {
+            "throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+            "protocol_type": None, "protocol_name": "" if v < 7 else None, "leader": "",
+            "skip_assignment": False, "member_id": "", "members": []})
     consumer_group = broker.consumer_groups.groups.get(b.group_id)
     if consumer_group is not None:
         if consumer_group.members:       # a classic member joining a consumer group (KIP-848)
@@ -118,6 +146,9 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
     b = request.body
     v = request.api_version
     instance = b.group_instance_id if v >= 3 else None
+    if _group_denied(broker, b.group_id):
+        return broker.response(request, {"throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED,
+                                         "protocol_type": None, "protocol_name": None, "assignment": b""})
     if b.group_id in broker.consumer_groups.groups:
         r = broker.group_migration.sync(b.group_id, b.generation_id, b.member_id, instance,
                                         b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None)
@@ -138,7 +169,9 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
 def handle_heartbeat(broker: Broker, request: Request) -> Any:
     b = request.body
     instance = b.group_instance_id if request.api_version >= 3 else None
-    if b.group_id in broker.consumer_groups.groups:
+    if _group_denied(broker, b.group_id):
+        err = ec.GROUP_AUTHORIZATION_FAILED
+    elif b.group_id in broker.consumer_groups.groups:
         err = broker.group_migration.heartbeat(b.group_id, b.generation_id, b.member_id, instance)
     else:
         err = broker.groups.heartbeat(b.group_id, b.generation_id, b.member_id, instance)
@@ -147,6 +180,9 @@ def handle_heartbeat(broker: Broker, request: Request) -> Any:
 
 def handle_leave_group(broker: Broker, request: Request) -> Any:
     b = request.body
+    if _group_denied(broker, b.group_id):
+        return broker.response(request, {"throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED,
+                                         "members": []})
     leave = broker.groups.leave
     if b.group_id in broker.consumer_groups.groups:
         leave = broker.group_migration.leave
@@ -164,9 +200,9 @@ def handle_leave_group(broker: Broker, request: Request) -> Any:
 
 def _group_states(broker: Broker) -> dict[str, tuple[str, str]]:
     """classic group -> (state, protocol type) for every classic group known (groups with only
-    offsets: Empty), consumer groups (KIP-848) left out."""
-    consumer = broker.consumer_groups.groups
-    out = {g: (EMPTY, "consumer") for g in broker.offsets.groups() if g not in consumer}
+    offsets: Empty), consumer groups (KIP-848) and share groups (KIP-932) left out."""
+    consumer, share = broker.consumer_groups.groups, broker.share_groups.groups
+    out = {g: (EMPTY, "consumer") for g in broker.offsets.groups() if g not in consumer and g not in share}
     for gid, g in broker.groups.groups.items():
         out[gid] = (g.state, g.protocol_type or (out.get(gid, (EMPTY, ""))[1]))
     return out
@@ -180,6 +216,8 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
     listed += [(gid, g.state, "consumer", "consumer") for gid, g in broker.consumer_groups.groups.items()]
     listed += [(gid, g.state, "share", "share") for gid, g in broker.share_groups.groups.items()]
     groups = []
+    if broker.authorizer is not None and not broker.authorize(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        listed = [g for g in listed if broker.authorize(DESCRIBE, GROUP, g[0])]
     for gid, state, ptype, gtype in sorted(listed):
         if state == DEAD or (states and state.lower() not in states) or (types and gtype not in types):
             continue
@@ -192,6 +230,11 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
     out = []
     for gid in request.body.groups:
         g = broker.groups.groups.get(gid)
+        if _group_denied(broker, gid, DESCRIBE):
+            out.append({"error_code": ec.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": gid,
+                        "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         if gid in broker.consumer_groups.groups or gid in broker.share_groups.groups:   # not classic
             out.append({"error_code": ec.GROUP_ID_NOT_FOUND if request.api_version >= 6 else 0,
                         "error_message": f"Group {gid} is not a classic group.",
@@ -219,10 +262,10 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
                     "protocol_data": (g.protocol or "") if g is not None and g.state == STABLE else "",
                     "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
     # as Kafka: the group's operations (when asked) on every answer without an error
-    ops = authorized_operations(GROUP, bool(getattr(request.body, "include_authorized_operations", False)))
+    requested = bool(getattr(request.body, "include_authorized_operations", False))
     for answer in out:
         if answer["error_code"] == 0:
-            answer["authorized_operations"] = ops
+            answer["authorized_operations"] = broker.operations(GROUP, answer["group_id"], requested)
     return broker.response(request, {"throttle_time": 0, "groups": out})
 
 
@@ -230,7 +273,9 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
     results = []
     known = _group_states(broker)
     for gid in request.body.groups_names:
-        if gid in broker.consumer_groups.groups:
+        if _group_denied(broker, gid, DELETE):
+            err = ec.GROUP_AUTHORIZATION_FAILED
+        elif gid in broker.consumer_groups.groups:
             err = broker.consumer_groups.delete(gid)
             if err == ec.NONE:
                 broker.offsets.delete_group(gid)

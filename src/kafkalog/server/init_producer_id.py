@@ -12,6 +12,8 @@ from kafkalog.coordinator.transaction_coordinator import (
     ProducerFencedError,
 )
 from kafkalog.server import error_codes
+from kafkalog.server.acl_operations import CLUSTER, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
+from kafkalog.server.authorizer import CLUSTER_NAME, current_session
 from kafkalog.server.protocol import Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
@@ -25,6 +27,19 @@ FIRST_PRODUCER_FENCED = 4
 
 def handle_init_producer_id(broker: Broker, request: Request) -> Any:
     body = request.body
+    if broker.authorizer is not None:
+        # Kafka: WRITE on the transactional id; an idempotent producer IDEMPOTENT_WRITE on the cluster or
+        # WRITE on some topic
+        if body.transactional_id is not None:
+            denied = not broker.authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id) and \
+                error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            denied = not (broker.authorize(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
+                          or broker.authorizer.authorize_by_resource_type(current_session.get(), WRITE, TOPIC)) \
+                and error_codes.CLUSTER_AUTHORIZATION_FAILED
+        if denied:
+            return broker.response(request, {"throttle_time": 0, "error_code": denied, "producer_id": -1,
+                                             "producer_epoch": -1})
     if body.transactional_id is None:
         pid = broker.producer_ids.generate_producer_id()
         return broker.response(request, {"throttle_time": 0, "error_code": 0, "producer_id": pid,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import KafkalogError
 from kafkalog.record.constants import IsolationLevel
 from kafkalog.server import error_codes
+from kafkalog.server.acl_operations import DESCRIBE, TOPIC
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.protocol import Request
 
@@ -21,6 +22,9 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 def _one(broker: Broker, topic: str, p: Any, committed: bool) -> dict[str, Any]:
     res: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1,
                            "offset": -1, "leader_epoch": -1}
+    if not broker.authorize(DESCRIBE, TOPIC, topic):
+        res["error_code"] = error_codes.TOPIC_AUTHORIZATION_FAILED
+        return res
     log = broker.log(topic, p.partition_index)
     if log is None:
         res["error_code"] = error_codes.UNKNOWN_TOPIC_OR_PARTITION

@@ -10,6 +10,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.server import error_codes as ec
+from kafkalog.server.acl_operations import CLUSTER, DESCRIBE
+from kafkalog.server.authorizer import CLUSTER_NAME
 from kafkalog.server.protocol import Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
@@ -17,6 +19,9 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 
 
 def handle_describe_log_dirs(broker: Broker, request: Request) -> Any:
+    if broker.authorizer is not None and not broker.authorize(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return broker.response(request, {"throttle_time": 0, "error_code": ec.CLUSTER_AUTHORIZATION_FAILED,
+                                         "results": []})
     wanted: dict[str, set[int]] | None = None
     if request.body.topics is not None:           # null: every partition
         wanted = {}

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import InvalidTopicError, KafkalogIOError
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
-from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER, TOPIC, authorized_operations
+from kafkalog.server.acl_operations import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER,
+    CREATE,
+    DESCRIBE,
+    TOPIC,
+    authorized_operations,
+)
+from kafkalog.server.authorizer import CLUSTER_NAME
 from kafkalog.server.handler import INTERNAL_TOPICS
 from kafkalog.server.protocol import Request
 
@@ -54,8 +62,15 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
         names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
     allow_auto = bool(getattr(body, "allow_auto_topic_creation", True))
     # Kafka answers a topic's operations for every topic named (an unknown ID stays "omitted")
-    ops = authorized_operations(TOPIC, bool(getattr(body, "include_topic_authorized_operations", False)))
+    want_ops = bool(getattr(body, "include_topic_authorized_operations", False))
+    ops = authorized_operations(TOPIC, want_ops)
     explicit = requested is not None and not (request.api_version == 0 and not requested)
+    auth = broker.authorizer
+    # with an authorizer (Kafka's KafkaApis.getTopicMetadata): a topic the principal may not describe is
+    # left out of "all topics" and answered TOPIC_AUTHORIZATION_FAILED at the end when named; a topic to
+    # auto-create needs CREATE on the cluster or the topic
+    denied: list[dict[str, Any]] = []
+    may_create_all = auth is None or broker.authorize(CREATE, CLUSTER, CLUSTER_NAME)
     for name, tid in names:
         if name is None:
             found = broker.topic_ids.name_of(tid) if tid is not None else None
@@ -63,6 +78,18 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
                 topics.append(_error_entry(None, error_codes.UNKNOWN_TOPIC_ID, tid))
                 continue
             name = found
+        if auth is not None:
+            if not broker.authorize(DESCRIBE, TOPIC, name):
+                if explicit:
+                    denied.append(_error_entry(None if tid is not None else name,
+                                               error_codes.TOPIC_AUTHORIZATION_FAILED, tid))
+                continue
+            if want_ops:
+                ops = broker.operations(TOPIC, name, True)
+            if (explicit and allow_auto and broker.config.auto_create_topics_enable and not may_create_all
+                    and not broker.manager.has_topic(name) and not broker.authorize(CREATE, TOPIC, name)):
+                denied.insert(0, _error_entry(name, error_codes.TOPIC_AUTHORIZATION_FAILED))
+                continue
         if not broker.manager.has_topic(name):
             try:
                 validate_topic(name)
@@ -80,13 +107,14 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
             topics.append(_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION, operations=ops))
             continue
         topics.append(_topic_entry(broker, name, ops))
+    topics.extend(denied)
     adv = broker.advertised
     return broker.response(request, {
         "throttle_time": 0,
         "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None}],
         "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
-        "cluster_authorized_operations": authorized_operations(
-            CLUSTER, bool(getattr(body, "include_cluster_authorized_operations", False))),
+        "cluster_authorized_operations": broker.operations(
+            CLUSTER, CLUSTER_NAME, bool(getattr(body, "include_cluster_authorized_operations", False))),
         "error_code": 0})
 
 
@@ -119,8 +147,8 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
         "cluster_id": broker.cluster_id or "", "controller_id": broker.node_id,
         "brokers": [{"broker_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None,
                      "is_fenced": False}],
-        "cluster_authorized_operations": authorized_operations(
-            CLUSTER, bool(request.body.include_cluster_authorized_operations))})
+        "cluster_authorized_operations": broker.operations(
+            CLUSTER, CLUSTER_NAME, bool(request.body.include_cluster_authorized_operations))})
 
 
 #: Kafka's ``max.request.partition.size.limit``: DescribeTopicPartitions answers at most this many
@@ -151,6 +179,13 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
         if left == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
+        if broker.authorizer is not None:
+            if not broker.authorize(DESCRIBE, TOPIC, name):
+                if body.topics:
+                    topics.append({**_error_entry(name, error_codes.TOPIC_AUTHORIZATION_FAILED),
+                                   "topic_id": uuid.UUID(int=0)})
+                continue
+            ops = broker.operations(TOPIC, name, True)
         if not broker.manager.has_topic(name):
             topics.append({**_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION),
                            "topic_id": uuid.UUID(int=0), "topic_authorized_operations": ops})

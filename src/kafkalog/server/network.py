@@ -41,11 +41,13 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.server.api_versions import unsupported_version_response
 from kafkalog.server.apis import VERSIONS
+from kafkalog.server.authorizer import ConnectionSession, current_session
 from kafkalog.server.broker import Broker, Response, current_listener
 from kafkalog.server.channel import RECV_BYTES, Channel, PlainChannel, TlsChannel
 from kafkalog.server.config import Listener
 from kafkalog.server.frames import FrameReader
 from kafkalog.server.handler import current_connection
+from kafkalog.server.principal import ANONYMOUS, SslPrincipalMapper, client_host, tls_principal
 from kafkalog.server.protocol import (
     API_VERSIONS_KEY,
     InvalidRequestError,
@@ -92,6 +94,7 @@ class Server:
         self.idle_s = cfg.connections_max_idle_ms / 1000.0 if cfg.connections_max_idle_ms >= 0 \
             else math.inf
         self.failed_auth_delay_s = cfg.values["connection.failed.authentication.delay.ms"] / 1000.0
+        self.principal_mapper = SslPrincipalMapper(cfg.values["ssl.principal.mapping.rules"])
         #: ``queued.max.requests``: requests handed to connection tasks, not yet taken
         self.requests = RequestQueue(cfg.values["queued.max.requests"])
         #: the bound listeners (port 0 resolved), in the order of ``listeners``
@@ -167,11 +170,15 @@ class Server:
         current_listener.set(listener.name)      # this task's context: Metadata advertises it
         token = object()
         current_connection.set(token)            # share sessions remember it
+        session = ConnectionSession(ANONYMOUS, client_host(addr))
+        current_session.set(session)             # the authorizer's principal and host
         channel: Channel | None = None
         logger.debug("connection from %s on %s", addr, listener.name)
         try:
             if listener.tls:
                 channel = await TlsChannel.accept(conn, self.tls[listener.protocol], self.idle_s)
+                if not listener.sasl:
+                    session.principal = tls_principal(channel.peer_certificate, self.principal_mapper)
             else:
                 channel = PlainChannel(conn, self.idle_s, self.requests)
             auth = None
@@ -235,6 +242,9 @@ class Server:
                                 await asyncio.sleep(self.failed_auth_delay_s)
                                 return
                             if auth.complete:
+                                session = current_session.get()
+                                if session is not None:
+                                    session.principal = f"User:{auth.user}"
                                 reader.max_size = self.max_request
                                 reader.limit_name = "socket.request.max.bytes"
                             continue

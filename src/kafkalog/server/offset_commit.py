@@ -14,6 +14,7 @@ from kafkalog.coordinator.offsets import OffsetAndMetadata
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
+from kafkalog.server.acl_operations import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.group_coordinator import STABLE
@@ -54,6 +55,8 @@ def offsets_to_commit(broker: Broker, topics: Any, err: int, with_leader_epoch: 
             meta = p.committed_metadata or ""
             if not e and name is None:
                 e = ec.UNKNOWN_TOPIC_ID
+            elif not e and broker.authorizer is not None and not broker.authorize(READ, TOPIC, name or ""):
+                e = ec.TOPIC_AUTHORIZATION_FAILED
             elif not e and p.partition_index not in known:
                 e = ec.UNKNOWN_TOPIC_OR_PARTITION
             elif not e and len(meta.encode("utf-8")) > max_meta:
@@ -117,7 +120,9 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
     b = request.body
     instance = b.group_instance_id if request.api_version >= 7 else None
     check = None
-    if b.group_id in broker.consumer_groups.groups:     # KIP-848: validated by member epoch
+    if broker.authorizer is not None and not broker.authorize(READ, GROUP, b.group_id):
+        err = ec.GROUP_AUTHORIZATION_FAILED
+    elif b.group_id in broker.consumer_groups.groups:     # KIP-848: validated by member epoch
         try:
             check = broker.consumer_groups.validate_commit(b.group_id, b.member_id, instance,
                                                            b.generation_id_or_member_epoch, request.api_version)
@@ -162,6 +167,15 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: boo
             name = topic_name(broker, t, by_id)
             wanted.setdefault(t.topic_id if name is None else name, []).extend(t.partition_indexes)
     out = []
+    denied = []
+    if broker.authorizer is not None:         # Kafka: DESCRIBE on each topic; the others answered last
+        for name in [n for n in wanted if isinstance(n, str) and not broker.authorize(DESCRIBE, TOPIC, n)]:
+            parts = wanted.pop(name)
+            if topics is not None:
+                denied.append({"name": name, "topic_id": broker.topic_ids.of(name) if by_id else None,
+                               "partitions": [{"partition_index": p, "committed_offset": -1,
+                                               "committed_leader_epoch": -1, "metadata": "",
+                                               "error_code": ec.TOPIC_AUTHORIZATION_FAILED} for p in parts]})
     for name, parts in wanted.items():
         rows = []
         if not isinstance(name, str):          # an id that names no topic
@@ -180,7 +194,7 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: boo
                          else oam.leader_epoch,
                          "metadata": "" if oam is None else oam.metadata, "error_code": 0})
         out.append({"name": name, "topic_id": broker.topic_ids.of(name) if by_id else None, "partitions": rows})
-    return out
+    return out + denied
 
 
 def _fetch_error(broker: Broker, g: Any, version: int) -> int:
@@ -200,12 +214,16 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Any:
     if request.api_version >= 8:
         groups = []
         for g in b.groups:
-            err = _fetch_error(broker, g, request.api_version)
+            err = ec.GROUP_AUTHORIZATION_FAILED if broker.authorizer is not None and not broker.authorize(
+                DESCRIBE, GROUP, g.group_id) else _fetch_error(broker, g, request.api_version)
             groups.append({"group_id": g.group_id, "error_code": err,
                            "topics": [] if err not in (ec.NONE, ec.INVALID_GROUP_ID)
                            else _fetch_group(broker, g.group_id, g.topics, b.require_stable,
                                              by_id=request.api_version >= FIRST_TOPIC_IDS)})
         return broker.response(request, {"throttle_time": 0, "groups": groups})
+    if broker.authorizer is not None and not broker.authorize(DESCRIBE, GROUP, b.group_id):
+        return broker.response(request, {"throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED,
+                                         "topics": []})
     return broker.response(request, {"throttle_time": 0, "error_code": 0, "topics": _fetch_group(
         broker, b.group_id, b.topics, request.api_version >= FIRST_REQUIRE_STABLE and b.require_stable)})
 
@@ -228,6 +246,9 @@ def subscribed_topics(subscription: bytes) -> set[str]:
 def handle_offset_delete(broker: Broker, request: Request) -> Any:
     b = request.body
     g = broker.groups.groups.get(b.group_id)
+    if broker.authorizer is not None and not broker.authorize(DELETE, GROUP, b.group_id):
+        return broker.response(request, {"error_code": ec.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0,
+                                         "topics": []})
     if g is None and b.group_id not in broker.offsets.groups():
         return broker.response(request, {"error_code": ec.GROUP_ID_NOT_FOUND, "throttle_time": 0,
                                           "topics": []})
@@ -235,11 +256,17 @@ def handle_offset_delete(broker: Broker, request: Request) -> Any:
     if g is not None and g.state == STABLE and g.protocol_type == "consumer":
         for m in g.members.values():
             subscribed |= subscribed_topics(m.metadata(g.protocol))
+    cg = broker.consumer_groups.groups.get(b.group_id)
+    if cg is not None:                  # a consumer group (KIP-848): its members' subscribed topic names
+        for cm in cg.members.values():
+            subscribed |= set(cm.subscribed_topic_names)
     topics, delete = [], []
     for t in b.topics:
         parts = []
+        denied = broker.authorizer is not None and not broker.authorize(READ, TOPIC, t.name)
         for p in t.partitions:
-            err = ec.GROUP_SUBSCRIBED_TO_TOPIC if t.name in subscribed else ec.NONE
+            err = ec.TOPIC_AUTHORIZATION_FAILED if denied else \
+                ec.GROUP_SUBSCRIBED_TO_TOPIC if t.name in subscribed else ec.NONE
             if not err:
                 delete.append(TopicPartition(t.name, p.partition_index))
             parts.append({"partition_index": p.partition_index, "error_code": err})

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import AcksZeroFailure, KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes, wire
+from kafkalog.server.acl_operations import TOPIC, TRANSACTIONAL_ID, WRITE
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.frames import frame
 from kafkalog.server.handler import Response
@@ -195,7 +196,12 @@ def handle_produce(broker: Broker, request: Request) -> Response:
                      if _is_transactional(pd.records) and name is not None
                      and broker.log(name, pd.index) is not None] if acks in (0, 1, -1) else []
     verified: dict[tuple[str, int], int] | int = {}
-    if transactional:
+    auth = broker.authorizer
+    if auth is not None and acks in (0, 1, -1) and (transactional or any(
+            _is_transactional(pd.records) for td in body.topic_data for pd in td.partition_data)) and (
+            body.transactional_id is None or not broker.authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id)):
+        verified = error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif transactional:
         verified = (error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if body.transactional_id is None
                     else _verify_transactional(broker, body, version, transactional))
     for td in body.topic_data:
@@ -209,6 +215,8 @@ def handle_produce(broker: Broker, request: Request) -> Response:
                 parts.append(PartitionResult(pd.index, error_codes.INVALID_REQUIRED_ACKS))
             elif name is None:
                 parts.append(PartitionResult(pd.index, error_codes.UNKNOWN_TOPIC_ID))
+            elif auth is not None and not broker.authorize(WRITE, TOPIC, name):
+                parts.append(PartitionResult(pd.index, error_codes.TOPIC_AUTHORIZATION_FAILED))
             else:
                 parts.append(_append(broker, name, pd.index, pd.records,
                                      verified.get((name, pd.index), error_codes.NONE) if verified else 0))

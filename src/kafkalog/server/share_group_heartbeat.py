@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
-from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
+from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, DESCRIBE, GROUP
 from kafkalog.server.consumer_group import GroupError
+from kafkalog.server.consumer_group_heartbeat import check_member_acls
 from kafkalog.server.protocol import Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
@@ -28,6 +29,7 @@ def _error(broker: Broker, request: Request, code: int, message: str | None = No
 def handle_share_group_heartbeat(broker: Broker, request: Request) -> Any:
     b = request.body
     try:
+        check_member_acls(broker, b.group_id, b.subscribed_topic_names)
         if broker.log_dir_failure is not None:
             raise GroupError(ec.NOT_COORDINATOR)
         r = broker.share_groups.heartbeat(
@@ -63,6 +65,11 @@ def handle_share_group_describe(broker: Broker, request: Request) -> Any:
     groups = []
     for gid in request.body.group_ids:
         g = coordinator.groups.get(gid)
+        if broker.authorizer is not None and not broker.authorize(DESCRIBE, GROUP, gid):
+            groups.append({"error_code": ec.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": gid,
+                           "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                           "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         if g is None:
             exists = broker.group_exists(gid)
             groups.append({"error_code": ec.GROUP_ID_NOT_FOUND,

@@ -12,6 +12,8 @@ from kafkalog.errors import InvalidTopicError, KafkalogError
 from kafkalog.log.config import LogConfig, check_kafka_minimums
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server import error_codes
+from kafkalog.server.acl_operations import ALTER, CLUSTER, CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, TOPIC
+from kafkalog.server.authorizer import CLUSTER_NAME
 from kafkalog.server.config_admin import topic_config_entries
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.handler import INTERNAL_TOPICS
@@ -94,7 +96,23 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
          "error_message": "Duplicate topic name.", "topic_config_error_code": 0, "num_partitions": -1,
          "replication_factor": -1, "configs": []}
         for name in dict.fromkeys(t.name for t in body.topics if counts[t.name] > 1)]
-    results += [await _create_one(broker, t, body.validate_only) for t in body.topics if counts[t.name] == 1]
+    unique = [t for t in body.topics if counts[t.name] == 1]
+    if broker.authorizer is not None and not broker.authorize(CREATE, CLUSTER, CLUSTER_NAME):
+        # Kafka's controller: CREATE on the cluster or on each topic, the others answered last
+        denied = [t for t in unique if not broker.authorize(CREATE, TOPIC, t.name)]
+        unique = [t for t in unique if t not in denied]
+    else:
+        denied = []
+    for t in unique:
+        res = await _create_one(broker, t, body.validate_only)
+        if res["error_code"] == 0 and broker.authorizer is not None and \
+                not broker.authorize(DESCRIBE_CONFIGS, TOPIC, t.name):
+            res.update(topic_config_error_code=error_codes.TOPIC_AUTHORIZATION_FAILED, configs=[],
+                       num_partitions=-1, replication_factor=-1)
+        results.append(res)
+    results += [{"name": t.name, "topic_id": None, "error_code": error_codes.TOPIC_AUTHORIZATION_FAILED,
+                 "error_message": "Authorization failed.", "topic_config_error_code": 0, "num_partitions": -1,
+                 "replication_factor": -1, "configs": []} for t in denied]
     return broker.response(request, {"throttle_time": 0, "topics": results})
 
 
@@ -118,9 +136,18 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
         if not broker.config.delete_topic_enable:
             res.update(error_code=error_codes.TOPIC_DELETION_DISABLED)
             continue
+        # Kafka's controller: DESCRIBE on the topic, then its existence, then DELETE
+        if name is not None and broker.authorizer is not None and not broker.authorize(DESCRIBE, TOPIC, name):
+            res.update(error_code=error_codes.TOPIC_AUTHORIZATION_FAILED,
+                       error_message=error_codes.message(error_codes.TOPIC_AUTHORIZATION_FAILED))
+            continue
         if name is None or not broker.manager.has_topic(name):
             res.update(error_code=error_codes.UNKNOWN_TOPIC_OR_PARTITION,
                        error_message=error_codes.message(error_codes.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        if broker.authorizer is not None and not broker.authorize(DELETE, TOPIC, name):
+            res.update(error_code=error_codes.TOPIC_AUTHORIZATION_FAILED,
+                       error_message=error_codes.message(error_codes.TOPIC_AUTHORIZATION_FAILED))
             continue
         res["topic_id"] = broker.topic_ids.of(name)
         broker.manager.delete_topic(name)
@@ -134,7 +161,12 @@ def handle_delete_records(broker: Broker, request: Request) -> Any:
     topics = []
     for t in request.body.topics:
         parts = []
+        allowed = broker.authorizer is None or broker.authorize(DELETE, TOPIC, t.name)
         for p in t.partitions:
+            if not allowed:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                              "error_code": error_codes.TOPIC_AUTHORIZATION_FAILED})
+                continue
             log = broker.log(t.name, p.partition_index)
             if log is None:
                 parts.append({"partition_index": p.partition_index, "low_watermark": -1,
@@ -210,6 +242,12 @@ def handle_create_partitions(broker: Broker, request: Request) -> Any:
         results.append({"name": name, "error_code": error_codes.INVALID_REQUEST,
                         "error_message": "Duplicate topic name."})
     todo = [t for t in body.topics if counts[t.name] == 1]
+    if broker.authorizer is not None:          # Kafka's controller: ALTER on each topic
+        for t in todo:
+            if not broker.authorize(ALTER, TOPIC, t.name):
+                results.append({"name": t.name, "error_code": error_codes.TOPIC_AUTHORIZATION_FAILED,
+                                "error_message": None})
+        todo = [t for t in todo if broker.authorize(ALTER, TOPIC, t.name)]
     for t in todo:
         if not broker.manager.has_topic(t.name):
             results.append({"name": t.name, "error_code": error_codes.UNKNOWN_TOPIC_OR_PARTITION,

@@ -20,6 +20,8 @@ from kafkalog.log.producer_state import ORIGIN_COORDINATOR
 from kafkalog.record.builder import build_end_txn_marker
 from kafkalog.record.constants import ControlRecordType
 from kafkalog.server import error_codes as ec
+from kafkalog.server.acl_operations import CLUSTER, CLUSTER_ACTION, DESCRIBE, READ, TOPIC, TRANSACTIONAL_ID
+from kafkalog.server.authorizer import CLUSTER_NAME
 from kafkalog.server.protocol import Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
@@ -64,6 +66,7 @@ def handle_list_transactions(broker: Broker, request: Request) -> Any:
                                              "error_message": str(e)})
     now = int(time.time() * 1000)
     out = []
+    auth = broker.authorizer
     for m in _transactions(broker):
         if m.state == TransactionState.DEAD:
             continue
@@ -75,6 +78,8 @@ def handle_list_transactions(broker: Broker, request: Request) -> Any:
             continue
         if regex is not None and not regex.fullmatch(m.transactional_id):
             continue
+        if auth is not None and not broker.authorize(DESCRIBE, TRANSACTIONAL_ID, m.transactional_id):
+            continue            # Kafka lists the transactional ids one may describe
         out.append({"transactional_id": m.transactional_id, "producer_id": m.producer_id,
                     "transaction_state": STATE_NAMES[m.state]})
     return broker.response(request, {"throttle_time": 0, "error_code": ec.NONE,
@@ -85,6 +90,11 @@ def handle_describe_transactions(broker: Broker, request: Request) -> Any:
     out = []
     for tid in request.body.transactional_ids:
         m = broker.transactions.transaction(tid)
+        if broker.authorizer is not None and not broker.authorize(DESCRIBE, TRANSACTIONAL_ID, tid):
+            out.append({"error_code": ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
+                        "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": _time(-1),
+                        "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
         if m is None or m.state == TransactionState.DEAD:
             out.append({"error_code": ec.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": tid,
                         "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": _time(-1),
@@ -92,7 +102,8 @@ def handle_describe_transactions(broker: Broker, request: Request) -> Any:
             continue
         topics: dict[str, list[int]] = {}
         for topic, p in sorted(m.partitions):
-            topics.setdefault(topic, []).append(p)
+            if broker.authorizer is None or broker.authorize(DESCRIBE, TOPIC, topic):   # Kafka: describable only
+                topics.setdefault(topic, []).append(p)
         out.append({"error_code": ec.NONE, "transactional_id": tid, "transaction_state": STATE_NAMES[m.state],
                     "transaction_timeout": m.txn_timeout_ms, "transaction_start_time": _time(m.txn_start_timestamp),
                     "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
@@ -104,7 +115,12 @@ def handle_describe_producers(broker: Broker, request: Request) -> Any:
     topics = []
     for t in request.body.topics:
         parts = []
+        denied = broker.authorizer is not None and not broker.authorize(READ, TOPIC, t.name)
         for p in t.partition_indexes:
+            if denied:
+                parts.append({"partition_index": p, "error_code": ec.TOPIC_AUTHORIZATION_FAILED,
+                              "error_message": ec.message(ec.TOPIC_AUTHORIZATION_FAILED), "active_producers": []})
+                continue
             log = broker.log(t.name, p)
             psm = getattr(log, "producer_state_manager", None) if log is not None else None
             if log is None or psm is None:          # Kafka's message only for a topic it does not know
@@ -128,6 +144,12 @@ def handle_write_txn_markers(broker: Broker, request: Request) -> Any:
     state checks its epoch, as Kafka's leader does); an unknown partition answers
     UNKNOWN_TOPIC_OR_PARTITION."""
     markers = []
+    if broker.authorizer is not None and not broker.authorize(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        return broker.response(request, {"markers": [
+            {"producer_id": mk.producer_id, "topics": [
+                {"name": t.name, "partitions": [{"partition_index": p, "error_code": ec.CLUSTER_AUTHORIZATION_FAILED}
+                                                for p in t.partition_indexes]} for t in mk.topics]}
+            for mk in request.body.markers]})
     for mk in request.body.markers:
         kind = ControlRecordType.COMMIT if mk.transaction_result else ControlRecordType.ABORT
         topics = []

@@ -23,6 +23,7 @@ from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.transaction_coordinator import TV_2, InvalidTxnStateError
 from kafkalog.errors import ConcurrentTransactionsError, InvalidProducerIdMappingError, ProducerFencedError
 from kafkalog.server import error_codes as ec
+from kafkalog.server.acl_operations import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.offset_commit import offsets_to_commit, store_offsets
 from kafkalog.server.protocol import Request
@@ -102,9 +103,14 @@ def _add(broker: Broker, request: Request, transactional_id: str, producer_id: i
 def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
     b = request.body
     wanted = [(t.name, int(p)) for t in b.v3_and_below_topics for p in t.partitions]
-    unknown = {(t, p) for t, p in wanted if broker.log(t, p) is None}
-    if unknown:       # Kafka: the unknown partitions fail, the others are not attempted
-        errors = {tp: ec.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ec.OPERATION_NOT_ATTEMPTED
+    auth = broker.authorizer
+    denied = {(t, p) for t, p in wanted if not broker.authorize(WRITE, TOPIC, t)} if auth is not None else set()
+    unknown = {(t, p) for t, p in wanted if (t, p) not in denied and broker.log(t, p) is None}
+    if auth is not None and not broker.authorize(WRITE, TRANSACTIONAL_ID, b.v3_and_below_transactional_id):
+        errors = dict.fromkeys(wanted, ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif unknown or denied:       # Kafka: the unknown partitions fail, the others are not attempted
+        errors = {tp: ec.TOPIC_AUTHORIZATION_FAILED if tp in denied else
+                  ec.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ec.OPERATION_NOT_ATTEMPTED
                   for tp in wanted}
     else:
         err = _add(broker, request, b.v3_and_below_transactional_id, b.v3_and_below_producer_id,
@@ -119,7 +125,11 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
 
 def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
     b = request.body
-    if not b.group_id:
+    if broker.authorizer is not None and not broker.authorize(WRITE, TRANSACTIONAL_ID, b.transactional_id):
+        err = ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif broker.authorizer is not None and not broker.authorize(READ, GROUP, b.group_id):
+        err = ec.GROUP_AUTHORIZATION_FAILED
+    elif not b.group_id:
         err = ec.INVALID_GROUP_ID
     else:
         err = _add(broker, request, b.transactional_id, b.producer_id, b.producer_epoch,
@@ -170,7 +180,12 @@ FIRST_TRANSACTION_ABORTABLE = 4
 
 def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     b = request.body
-    err = _txn_offset_error(broker, request)
+    if broker.authorizer is not None and not broker.authorize(WRITE, TRANSACTIONAL_ID, b.transactional_id):
+        err = ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif broker.authorizer is not None and not broker.authorize(READ, GROUP, b.group_id):
+        err = ec.GROUP_AUTHORIZATION_FAILED
+    else:
+        err = _txn_offset_error(broker, request)
     if err == ec.INVALID_TXN_STATE and request.api_version >= FIRST_TRANSACTION_ABORTABLE:
         err = ec.TRANSACTION_ABORTABLE
     topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 2)
@@ -185,7 +200,9 @@ def handle_end_txn(broker: Broker, request: Request) -> Any:
     version = request.api_version
     bump = version >= FIRST_EPOCH_BUMP_END_TXN
     err, pid, epoch = ec.NONE, -1, -1
-    if not b.transactional_id:
+    if broker.authorizer is not None and not broker.authorize(WRITE, TRANSACTIONAL_ID, b.transactional_id):
+        err = ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not b.transactional_id:
         err = ec.INVALID_REQUEST
     else:
         try:
