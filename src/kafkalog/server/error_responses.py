@@ -193,6 +193,17 @@ def _write_txn_markers(request: Request, code: int, message: str | None) -> Valu
         for m in request.body.markers]}
 
 
+def _create_acls(request: Request, code: int, message: str | None) -> Values:
+    """One result per creation, as Kafka's ``CreateAclsRequest.getErrorResponse``."""
+    return {"results": [{"error_code": code, "error_message": message} for _ in request.body.creations]}
+
+
+def _delete_acls(request: Request, code: int, message: str | None) -> Values:
+    """One result per filter, no ACL matched (``DeleteAclsRequest.getErrorResponse``)."""
+    return {"filter_results": [{"error_code": code, "error_message": message, "matching_acls": []}
+                               for _ in request.body.filters]}
+
+
 def _describe_log_dirs(request: Request, code: int, message: str | None) -> Values:
     """The error at the top and no directories; before v3 the response has no error field, so
     Kafka's error answer is an empty one."""
@@ -255,6 +266,8 @@ _BUILDERS: Mapping[int, Builder] = {
     24: _add_partitions_to_txn,
     27: _write_txn_markers,
     28: _partitions_by_topic,
+    30: _create_acls,
+    31: _delete_acls,
     32: _resources("results"),
     33: _resources("responses"),
     35: _describe_log_dirs,
