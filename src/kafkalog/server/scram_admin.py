@@ -62,7 +62,7 @@ def credential(mechanism: str, salt: bytes, salted_password: bytes, iterations: 
                            hmac.digest(salted_password, b"Server Key", h), iterations)
 
 
-def _check(name: str, mechanism: int) -> tuple[int, str] | None:
+def _check(name: str, mechanism: int) -> tuple[int, str | None] | None:
     if not name:
         return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     if mechanism not in MECHANISM_CODES:

@@ -33,8 +33,8 @@ class ScramStore:
                 data = json.loads(f.read().decode("utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise InvalidConfigError(f"cannot read the SCRAM credentials: {e}", file=self.path) from None
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise InvalidConfigError(f"cannot read the SCRAM credentials: {exc}", file=self.path) from None
         if not isinstance(data, dict) or not isinstance(data.get("credentials"), list):
             raise InvalidConfigError('the SCRAM credential file is not a JSON object with a "credentials" list',
                                      file=self.path)
@@ -44,8 +44,9 @@ class ScramStore:
                 if e["mechanism"] not in SCRAM_HASHES or not isinstance(e["user"], str) \
                         or not isinstance(e["iterations"], int):
                     raise ValueError("a field of the wrong type or an unknown mechanism")
-                cred = ScramCredential(*(base64.b64decode(e[k], validate=True)
-                                         for k in ("salt", "stored_key", "server_key")), e["iterations"])
+                salt, stored_key, server_key = (base64.b64decode(e[k], validate=True)
+                                                for k in ("salt", "stored_key", "server_key"))
+                cred = ScramCredential(salt, stored_key, server_key, e["iterations"])
             except (KeyError, TypeError, ValueError) as exc:
                 raise InvalidConfigError(f"credential #{i} of the file is malformed ({exc})", file=self.path) \
                     from None
