@@ -59,8 +59,10 @@ def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any
     yield from _pair(tmp_path_factory.mktemp("authz"), {})
 
 
-def _pair(root: Any, extra: dict[str, str]) -> Iterator[tuple[Any, BrokerProcess]]:
-    """The two brokers of :func:`secured_pair` with the broker keys ``extra`` on both."""
+def _pair(root: Any, extra: dict[str, str], kafka_extra: dict[str, str] | None = None
+          ) -> Iterator[tuple[Any, BrokerProcess]]:
+    """The two brokers of :func:`secured_pair` with the broker keys ``extra`` on both, ``kafka_extra`` on
+    Kafka's only."""
     try:
         kafka44.require()
     except kafka44.Kafka44Unavailable as e:
@@ -84,6 +86,7 @@ def _pair(root: Any, extra: dict[str, str]) -> Iterator[tuple[Any, BrokerProcess
         "authorizer.class.name": AUTHORIZER,
         "super.users": "User:admin",
         **extra,
+        **(kafka_extra or {}),
     })
     k._write_config()
     k.format()

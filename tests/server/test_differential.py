@@ -809,6 +809,16 @@ def s_acls_without_authorizer(c: d.Conn) -> None:
         c.call(f"DeleteAcls v{v}: no authorizer", 31, v, {"filters": [flt]})
 
 
+def s_scram_credentials_without_authorizer(c: d.Conn) -> None:
+    """DescribeUserScramCredentials and AlterUserScramCredentials without an authorizer, no credential
+    changed (tests/server/test_scram_admin.py runs them with SCRAM users and StandardAuthorizer)."""
+    c.call("DescribeUserScramCredentials v0: a user without credentials", 50, 0, {"users": [{"name": "diff-nobody"}]})
+    c.call("AlterUserScramCredentials v0: deleting what does not exist", 51, 0, {
+        "deletions": [{"name": "diff-nobody", "mechanism": 1}], "upsertions": []})
+    c.call("AlterUserScramCredentials v0: zero iterations", 51, 0, {"deletions": [], "upsertions": [
+        {"name": "diff-low", "mechanism": 1, "iterations": 0, "salt": b"s", "salted_password": b"p"}]})
+
+
 SESSIONS: dict[str, Callable[[d.Conn], None]] = {
     name[2:]: fn for name, fn in sorted(globals().items()) if name.startswith("s_") and callable(fn)}
 USED: set[d.Allowed] = set()

@@ -37,6 +37,7 @@ from kafkalog.server.offset_commit import (
 )
 from kafkalog.server.produce import handle_produce
 from kafkalog.server.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from kafkalog.server.scram_admin import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from kafkalog.server.share_fetch import handle_share_acknowledge, handle_share_fetch
 from kafkalog.server.share_group_heartbeat import handle_share_group_describe, handle_share_group_heartbeat
 from kafkalog.server.share_group_offsets import (
@@ -103,6 +104,8 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     42: ("DeleteGroups", 0, 2, handle_delete_groups),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
     47: ("OffsetDelete", 0, 0, handle_offset_delete),
+    50: ("DescribeUserScramCredentials", 0, 0, handle_describe_user_scram_credentials),
+    51: ("AlterUserScramCredentials", 0, 0, handle_alter_user_scram_credentials),
     60: ("DescribeCluster", 0, 2, handle_describe_cluster),
     61: ("DescribeProducers", 0, 0, handle_describe_producers),
     65: ("DescribeTransactions", 0, 0, handle_describe_transactions),

@@ -35,6 +35,8 @@ from kafkalog.server.handler import INTERNAL_TOPICS, Handler, Response
 from kafkalog.server.kio_build import build
 from kafkalog.server.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.protocol import Request, encode_response
+from kafkalog.server.sasl_credentials import ScramCredential
+from kafkalog.server.scram_store import ScramStore
 from kafkalog.server.topic_ids import TopicIds
 
 logger = logging.getLogger("kafkalog.server")
@@ -112,6 +114,23 @@ class Broker:
             if config.values["authorizer.class.name"] else None
         if self.authorizer is not None:
             self.authorizer.add(self.acl_store.load())
+        #: the SCRAM credentials of AlterUserScramCredentials (mechanism -> user -> credential), stored in
+        #: the data directory; SASL SCRAM handshakes look them up before sasl.credentials.file's
+        self.scram_store = ScramStore(manager.data_dir)
+        self.scram_credentials = self.scram_store.load()
+
+    def change_scram_credentials(self, add: Iterable[tuple[str, str, ScramCredential]],
+                                 remove: Iterable[tuple[str, str]]) -> None:
+        """Apply AlterUserScramCredentials: stored first (a failed write changes nothing), then in force."""
+        new = {mech: dict(users) for mech, users in self.scram_credentials.items()}
+        for mech, user in remove:
+            new[mech].pop(user, None)
+        for mech, user, cred in add:
+            new.setdefault(mech, {})[user] = cred
+        new = {mech: users for mech, users in new.items() if users}
+        self.scram_store.save(new)
+        self.scram_credentials.clear()
+        self.scram_credentials.update(new)
 
     def change_acls(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None:
         """Apply CreateAcls/DeleteAcls to the authorizer and store the result before it is answered."""

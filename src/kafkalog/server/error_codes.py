@@ -94,6 +94,11 @@ SHARE_SESSION_NOT_FOUND = 122
 INVALID_SHARE_SESSION_EPOCH = 123
 FENCED_STATE_EPOCH = 124
 SHARE_SESSION_LIMIT_REACHED = 133
+#: SCRAM credential administration (AlterUserScramCredentials, DescribeUserScramCredentials)
+UNSUPPORTED_SASL_MECHANISM = 33
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
 
 #: Kafka's default messages (``Errors.java``) of the codes its handlers answer with their message
 _MESSAGES = {

@@ -83,6 +83,8 @@ class Server:
             raise KafkalogError("a SASL_PLAINTEXT or SASL_SSL listener needs a SASL configuration")
         self.tls = tls
         self.sasl = sasl
+        if sasl is not None:        # the credentials of AlterUserScramCredentials, at the next handshake
+            sasl.credentials.manage(broker.scram_credentials)
         cfg = broker.config
         self.max_request = cfg.socket_request_max_bytes
         sasl_max = cfg.values["sasl.server.max.receive.size"]

@@ -86,6 +86,8 @@ class Credentials:
     def __init__(self, passwords: dict[str, str], scram: dict[str, dict[str, ScramCredential]]) -> None:
         self.passwords = passwords
         self.scram = scram
+        #: the broker's credentials of AlterUserScramCredentials (:meth:`manage`), looked up first
+        self.managed: dict[str, dict[str, ScramCredential]] = {}
         for user, pw in passwords.items():
             for mech in SCRAM_HASHES:
                 self.scram.setdefault(mech, {}).setdefault(user, scram_credential(mech, pw))
@@ -93,8 +95,13 @@ class Credentials:
     def password(self, user: str) -> str | None:
         return self.passwords.get(user)
 
+    def manage(self, managed: dict[str, dict[str, ScramCredential]]) -> None:
+        """Look up ``managed`` (mechanism -> user -> credential, kept up to date by its owner) first."""
+        self.managed = managed
+
     def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
-        return self.scram.get(mechanism, {}).get(user)
+        cred = self.managed.get(mechanism, {}).get(user)
+        return cred if cred is not None else self.scram.get(mechanism, {}).get(user)
 
     @classmethod
     def load(cls, path: str) -> Credentials:
