@@ -204,6 +204,14 @@ def _delete_acls(request: Request, code: int, message: str | None) -> Values:
                                for _ in request.body.filters]}
 
 
+def _alter_user_scram_credentials(request: Request, code: int, message: str | None) -> Values:
+    """One result per user the deletions and upsertions name, sorted, as Kafka's
+    ``AlterUserScramCredentialsRequest.getErrorResponse``."""
+    body = request.body
+    users = sorted({d.name for d in body.deletions} | {u.name for u in body.upsertions})
+    return {"results": [{"user": u, "error_code": code, "error_message": message} for u in users]}
+
+
 def _describe_log_dirs(request: Request, code: int, message: str | None) -> Values:
     """The error at the top and no directories; before v3 the response has no error field, so
     Kafka's error answer is an empty one."""
@@ -268,6 +276,7 @@ _BUILDERS: Mapping[int, Builder] = {
     28: _partitions_by_topic,
     30: _create_acls,
     31: _delete_acls,
+    51: _alter_user_scram_credentials,
     32: _resources("results"),
     33: _resources("responses"),
     35: _describe_log_dirs,
