@@ -145,13 +145,9 @@ class GroupConfigStore:
         self._configs: dict[str, dict[str, Any]] = self._read()
 
     def _read(self) -> dict[str, dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as f:
-                data = json.loads(f.read().decode("utf-8"))
-        except FileNotFoundError:
+        data = fsutil.read_json(self.path, "group configs")
+        if data is None:
             return {}
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise InvalidConfigError(f"cannot read the group configs: {e}", file=self.path) from None
         if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
             raise InvalidConfigError("the group configs file is not a JSON object of objects", file=self.path)
         return data

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import threading
 import time
@@ -160,6 +161,19 @@ def atomic_write(path: os.PathLike[str] | str, data: bytes, *, sync: bool = True
         finally:
             os.close(fd)
     atomic_rename(tmp, path, sync=sync)
+
+
+def read_json(path: str, what: str) -> Any:
+    """The JSON document of ``path`` (None when the file does not exist), the counterpart of
+    :func:`atomic_write` for the small stores kept beside the logs; an unreadable or damaged file is
+    an :class:`InvalidConfigError` naming it and ``what`` it holds."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise InvalidConfigError(f"cannot read the {what}: {e}", file=path) from None
 
 
 def atomic_rename(src: os.PathLike[str] | str, dst: os.PathLike[str] | str, *, sync: bool = True) -> None:

@@ -26,13 +26,9 @@ class AclStore:
 
     def load(self) -> list[AclBinding]:
         """The stored ACLs (none when the file does not exist); a damaged file is refused, naming it."""
-        try:
-            with open(self.path, "rb") as f:
-                data = json.loads(f.read().decode("utf-8"))
-        except FileNotFoundError:
+        data = fsutil.read_json(self.path, "ACLs")
+        if data is None:
             return []
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise InvalidConfigError(f"cannot read the ACLs: {e}", file=self.path) from None
         if not isinstance(data, dict) or not isinstance(data.get("acls"), list):
             raise InvalidConfigError('the ACL file is not a JSON object with an "acls" list', file=self.path)
         out = []

@@ -28,13 +28,9 @@ class ScramStore:
 
     def load(self) -> Scram:
         """The stored credentials (none when the file does not exist); a damaged file is refused, naming it."""
-        try:
-            with open(self.path, "rb") as f:
-                data = json.loads(f.read().decode("utf-8"))
-        except FileNotFoundError:
+        data = fsutil.read_json(self.path, "SCRAM credentials")
+        if data is None:
             return {}
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            raise InvalidConfigError(f"cannot read the SCRAM credentials: {exc}", file=self.path) from None
         if not isinstance(data, dict) or not isinstance(data.get("credentials"), list):
             raise InvalidConfigError('the SCRAM credential file is not a JSON object with a "credentials" list',
                                      file=self.path)
