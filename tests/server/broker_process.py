@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 START_TIMEOUT_S = 60
 
@@ -84,6 +86,19 @@ class BrokerProcess:
         finally:
             self._close_pipes()
         return rc
+
+    @contextmanager
+    def running(self) -> Iterator[BrokerProcess]:
+        """The broker started, for a ``with`` block (a fixture's body): stopped at the end, where
+        it must exit 0 (its stderr shown otherwise), or killed when it had died meanwhile."""
+        self.start()
+        try:
+            yield self
+        finally:
+            if self.alive():
+                assert self.stop() == 0, self.stderr()
+            else:
+                self.kill()
 
     def kill(self) -> None:
         """SIGKILL (a crash)."""

@@ -46,15 +46,9 @@ def kafka44_fast_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ka
 def kafkalog_fast_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """``kafkalog serve`` with the settings of :data:`FAST_CONSUMER_GROUPS`, one per test module:
     the peer of :func:`kafka44_fast_groups`."""
-    b = BrokerProcess(str(tmp_path_factory.mktemp("kafkalog-groups") / "data"),
-                      [f"{k}={v}" for k, v in FAST_CONSUMER_GROUPS.items()]).start()
-    try:
+    with BrokerProcess(str(tmp_path_factory.mktemp("kafkalog-groups") / "data"),
+                       [f"{k}={v}" for k, v in FAST_CONSUMER_GROUPS.items()]).running() as b:
         yield b
-    finally:
-        if b.alive():
-            assert b.stop() == 0, b.stderr()
-        else:
-            b.kill()
 
 
 @pytest.fixture(scope="module")

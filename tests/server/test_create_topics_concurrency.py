@@ -25,14 +25,8 @@ PARTITIONS = 1000
 
 @pytest.fixture
 def broker(tmp_path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(str(tmp_path / "data")).start()
-    try:
+    with BrokerProcess(str(tmp_path / "data")).running() as b:
         yield b
-    finally:
-        if b.alive():
-            assert b.stop() == 0, b.stderr()
-        else:
-            b.kill()
 
 
 def _create_topics(name: str, partitions: int, correlation_id: int) -> bytes:

@@ -30,14 +30,8 @@ FAST_GROUPS = ["group.initial.rebalance.delay.ms=0", "group.min.session.timeout.
 
 @pytest.fixture
 def broker(tmp_path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(str(tmp_path / "data"), FAST_GROUPS).start()
-    try:
+    with BrokerProcess(str(tmp_path / "data"), FAST_GROUPS).running() as b:
         yield b
-    finally:
-        if b.alive():
-            assert b.stop() == 0, b.stderr()
-        else:
-            b.kill()
 
 
 class Feed:
