@@ -105,14 +105,14 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
     from kio.index import load_response_schema
 
     from kafkalog.server import error_codes
-    from kafkalog.server.api_versions import handle_api_versions
     from kafkalog.server.broker import Broker, Response
     from kafkalog.server.config import Listener, ServerConfig
-    from kafkalog.server.fetch import PartitionData, encode_fetch_response
-    from kafkalog.server.kio_build import build
-    from kafkalog.server.network import Server
-    from kafkalog.server.produce import PartitionResult, encode_produce_response
-    from kafkalog.server.protocol import Request, encode_response
+    from kafkalog.server.handlers.api_versions import handle_api_versions
+    from kafkalog.server.handlers.fetch import PartitionData, encode_fetch_response
+    from kafkalog.server.handlers.produce import PartitionResult, encode_produce_response
+    from kafkalog.server.network.socket_server import Server
+    from kafkalog.server.requests.kio_build import build
+    from kafkalog.server.requests.protocol import Request, encode_response
 
     topic_id = uuid.uuid4()
 
@@ -236,7 +236,7 @@ def fetch_answers(data_dir: str, chunk: int) -> dict[int, tuple[bytes, str, int,
     and the broker's response encoder, so the floor sends exactly the bytes kafkalog serve sends."""
     from kafkalog.log.fetch_data_info import FileSlice
     from kafkalog.log.manager import LogManager
-    from kafkalog.server.fetch import PartitionData, encode_fetch_response
+    from kafkalog.server.handlers.fetch import PartitionData, encode_fetch_response
     out: dict[int, tuple[bytes, str, int, int]] = {}
     with LogManager(data_dir, background=False) as m:
         log = m.get_log(TOPIC, 0)

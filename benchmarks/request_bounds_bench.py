@@ -1,7 +1,7 @@
 """The cost of checking a request's lengths and counts before kio reads it (issue 23).
 
-``parse_request`` (kafkalog.server.protocol) walks every request's bounds program
-(kafkalog.server.request_bounds) and then lets kio read the header and body. Measured here on the
+``parse_request`` (kafkalog.server.requests.protocol) walks every request's bounds program
+(kafkalog.server.requests.request_bounds) and then lets kio read the header and body. Measured here on the
 requests of the hot paths, in the same run:
 
 * ``before``: ``parse_request`` with the bounds walk replaced by a function that accepts
@@ -52,14 +52,14 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_writer
 
 from kafkalog.log.manager import LogManager
-from kafkalog.server import protocol
-from kafkalog.server.apis import VERSIONS
 from kafkalog.server.broker import Broker
 from kafkalog.server.config import Listener, ServerConfig
-from kafkalog.server.kio_build import build
-from kafkalog.server.network import Server
-from kafkalog.server.protocol import _readers, parse_request
-from kafkalog.server.request_bounds import IMPLEMENTATION, walk
+from kafkalog.server.handlers.kafka_apis import VERSIONS
+from kafkalog.server.network.socket_server import Server
+from kafkalog.server.requests import protocol
+from kafkalog.server.requests.kio_build import build
+from kafkalog.server.requests.protocol import _readers, parse_request
+from kafkalog.server.requests.request_bounds import IMPLEMENTATION, walk
 
 
 def accept_all(code: bytes, data: bytes) -> int:

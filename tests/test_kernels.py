@@ -29,7 +29,7 @@ warnings.simplefilter("always")
 with warnings.catch_warnings(record=True) as caught:
     import kafkalog.record.kernel as r, kafkalog.cleaner.kernel as c, kafkalog.spark.kernel as s
     import kafkalog.record.header_walk as w, kafkalog.log.kernel as g, kafkalog.client.kernel as k
-    import kafkalog.server.request_bounds as b
+    import kafkalog.server.requests.request_bounds as b
 print(json.dumps({
     "implementations": [m.IMPLEMENTATION for m in (r, w, g, c, k, s, b)],
     "modules": [m.implementation_module.__name__ for m in (r, w, g, c, k, s, b)],

@@ -3,9 +3,13 @@ storage beside it) -> cleaner -> coordinator -> the surfaces side by side -> cli
 import none of each other, no module import cycle exists, and the cleaner reaches the data
 directory from the layer above (``kafkalog.open`` hands it to the log manager).
 
-The static checks read every module's imports from its source (module level and inside functions,
-not those under ``if TYPE_CHECKING:``): an import that only runs later (a lazy one in a function)
-is an import all the same."""
+The static checks read every module's imports from its source (module level, inside functions and
+under ``if TYPE_CHECKING:``): an import that only runs later (a lazy one in a function) or only for
+the type checker is an import all the same.
+
+Inside the server, the sub-packages are Kafka's rooms in an order (:data:`SERVER_ROOMS`): a module
+imports only modules of its own room or of rooms before it, so the broker's state never imports a
+handler or the dispatch table; the serving edge composes them."""
 import ast
 import json
 import os
@@ -60,11 +64,11 @@ def _is_type_checking(node: ast.If) -> bool:
         (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
-def import_graph() -> dict:
+def import_graph(type_checking: bool = True) -> dict:
     """``{module: {imported kafkalog module, ...}}`` of every module of the package, from their
     sources: every ``import kafkalog...`` / ``from kafkalog... import`` (a name imported from a
-    package counts as its submodule when it is one), wherever it is, except under
-    ``if TYPE_CHECKING:``."""
+    package counts as its submodule when it is one), wherever it is; those under
+    ``if TYPE_CHECKING:`` too unless ``type_checking`` is False."""
     modules = {}
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
@@ -78,20 +82,20 @@ def import_graph() -> dict:
 
     graph = {}
     for name, path in modules.items():
-        found = _imported(ast.parse(path.read_text(), str(path)), resolve, modules)
+        found = _imported(ast.parse(path.read_text(), str(path)), resolve, modules, type_checking)
         found.discard(name)
         found.discard("kafkalog")       # the root package: its lazy re-export of the client
         graph[name] = found
     return graph
 
 
-def _imported(tree: ast.AST, resolve, modules: dict) -> set:
-    """The kafkalog modules ``tree`` imports (not under ``if TYPE_CHECKING:``)."""
+def _imported(tree: ast.AST, resolve, modules: dict, type_checking: bool = True) -> set:
+    """The kafkalog modules ``tree`` imports (under ``if TYPE_CHECKING:`` only if ``type_checking``)."""
     found: set = set()
     todo = list(ast.iter_child_nodes(tree))
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if not type_checking and isinstance(node, ast.If) and _is_type_checking(node):
             todo.extend(node.orelse)
             continue
         if isinstance(node, ast.Import):
@@ -174,9 +178,75 @@ def strongly_connected(graph: dict) -> list:
 
 
 def test_no_import_cycle():
-    """No two modules import each other, directly or through others (a lazy import in a function
-    breaks nothing at import time, but the modules still depend on each other)."""
+    """No two modules import each other, directly or through others (a lazy import in a function,
+    or one only for the type checker, breaks nothing at import time, but the modules still depend
+    on each other)."""
     assert strongly_connected(import_graph()) == []
+
+
+def test_the_graph_sees_type_checking_and_function_imports():
+    """Not vacuous: the imports only the type checker runs and those inside functions are edges."""
+    graph = import_graph()
+    assert "kafkalog.server.broker" in graph["kafkalog.server.handlers.api_versions"]      # TYPE_CHECKING
+    assert "kafkalog.server.broker" not in import_graph(type_checking=False)["kafkalog.server.handlers.api_versions"]
+    assert "kafkalog.server.coordinator.assignors" in graph["kafkalog.server.config"]       # in a function
+
+
+#: the rooms of ``kafkalog.server`` in their order: a module imports only its own room's and those
+#: of the rooms before it (a name ending in "." is a sub-package, else one module)
+SERVER_ROOMS = (
+    ("base", ("kafkalog.server", "kafkalog.server.error_codes", "kafkalog.server.features",
+              "kafkalog.server.config_docs", "kafkalog.server.topic_ids")),
+    ("requests", ("kafkalog.server.requests.",)),
+    ("coordinator", ("kafkalog.server.coordinator.",)),
+    ("config", ("kafkalog.server.config",)),
+    ("security", ("kafkalog.server.security.",)),
+    ("state", ("kafkalog.server.broker", "kafkalog.server.fetch_session", "kafkalog.server.share_session")),
+    ("handlers", ("kafkalog.server.handlers.",)),
+    ("network", ("kafkalog.server.network.",)),
+)
+
+
+def _room(module: str) -> int:
+    for i, (_name, members) in enumerate(SERVER_ROOMS):
+        for m in members:
+            if module == m or module == m.rstrip(".") or (m.endswith(".") and module.startswith(m)):
+                return i
+    raise KeyError(module)
+
+
+def test_every_server_module_is_in_a_room():
+    server = [m for m in import_graph() if m == "kafkalog.server" or m.startswith("kafkalog.server.")]
+    unplaced = []
+    for m in server:
+        try:
+            _room(m)
+        except KeyError:
+            unplaced.append(m)
+    assert unplaced == [], "server modules in no room of SERVER_ROOMS"
+    top = sorted(PACKAGE.joinpath("server").glob("*.py"))
+    assert len(top) <= 10, f"{len(top)} modules at the top of kafkalog/server: {[p.name for p in top]}"
+
+
+def test_server_rooms_import_only_earlier_rooms():
+    """The sub-packages' allowed imports: the requests' bytes know nothing of the broker; the group
+    coordinators neither of requests nor of security; the broker's state no handler and not the
+    dispatch table; the handlers not the network."""
+    wrong = []
+    for a, imported in import_graph().items():
+        if not (a == "kafkalog.server" or a.startswith("kafkalog.server.")):
+            continue
+        for b in imported:
+            if b.startswith("kafkalog.server.") and _room(b) > _room(a):
+                wrong.append(f"{a} -> {b} ({SERVER_ROOMS[_room(a)][0]} imports {SERVER_ROOMS[_room(b)][0]})")
+    assert wrong == []
+
+
+def test_the_room_check_places_modules():
+    """Not vacuous: the state is before the handlers, the handlers before the network."""
+    assert _room("kafkalog.server.broker") < _room("kafkalog.server.handlers.kafka_apis") \
+        < _room("kafkalog.server.network.socket_server")
+    assert _room("kafkalog.server.requests.protocol") < _room("kafkalog.server.coordinator.consumer_group")
 
 
 def test_the_cycle_check_finds_a_cycle():

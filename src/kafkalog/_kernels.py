@@ -59,7 +59,7 @@ KERNELS: tuple[KernelPair, ...] = (
     KernelPair("kafkalog.cleaner._kernel", "kafkalog.cleaner._kernel_py"),
     KernelPair("kafkalog.client._kernel", "kafkalog.client._kernel_py"),
     KernelPair("kafkalog.spark._kernel", "kafkalog.spark._kernel_py"),
-    KernelPair("kafkalog.server._bounds", "kafkalog.server._bounds_py"),
+    KernelPair("kafkalog.server.requests._bounds", "kafkalog.server.requests._bounds_py"),
 )
 
 

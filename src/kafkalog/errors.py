@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import Any, Dict, Optional
 
-if TYPE_CHECKING:
-    from kafkalog.log.naming import TopicPartition
+#: (topic, partition): :class:`kafkalog.log.naming.TopicPartition` is a NamedTuple of them (the log
+#: layer's, above this module)
+_TopicPartition = tuple[str, int]
 
 
 class KafkalogError(Exception):
@@ -287,7 +288,7 @@ class NoOffsetForPartitionError(InvalidOffsetError):
     """No position, no committed offset and ``auto.offset.reset=none`` (Kafka's
     NoOffsetForPartitionException). ``partitions`` lists them."""
 
-    def __init__(self, message: str, partitions: Sequence[TopicPartition] = (), **kw: Any) -> None:
+    def __init__(self, message: str, partitions: Sequence[_TopicPartition] = (), **kw: Any) -> None:
         super().__init__(message, **kw)
         self.partitions = list(partitions)
 
@@ -296,7 +297,7 @@ class ConsumerOffsetOutOfRangeError(OffsetOutOfRangeError):
     """A position outside the log with ``auto.offset.reset=none`` (Kafka's
     OffsetOutOfRangeException): ``offsets`` maps each partition to its position."""
 
-    def __init__(self, message: str, offsets: Mapping[TopicPartition, int] | None = None,
+    def __init__(self, message: str, offsets: Mapping[_TopicPartition, int] | None = None,
                  **kw: Any) -> None:
         super().__init__(message, **kw)
         self.offsets = dict(offsets or {})

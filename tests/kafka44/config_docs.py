@@ -71,7 +71,8 @@ def write(topic: dict[str, str], broker: dict[str, str]) -> None:
         "answers them with ``include_documentation`` (Kafka's ``ConfigDef`` doc strings), written by\n"
         "``python -m tests.kafka44.config_docs`` from a running Kafka 4.4; only the broker keys kafkalog\n"
         "knows are kept, and not those Kafka documents as their topic key (``log.cleanup.policy``: the text\n"
-        'of ``cleanup.policy``). kafkalog\'s own keys are documented in :mod:`kafkalog.server.config_admin`."""\n\n'
+        'of ``cleanup.policy``). kafkalog\'s own keys are documented in '
+        ':mod:`kafkalog.server.handlers.config_admin`."""\n\n'
         + _literal("TOPIC_DOCS", topic) + "\n" + _literal("BROKER_DOCS", broker))
 
 

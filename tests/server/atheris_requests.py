@@ -22,16 +22,16 @@ import atheris
 
 with atheris.instrument_imports(include=["kafkalog.server"]):
     from kafkalog.errors import InvalidRequestError
-    from kafkalog.server import _bounds_py
-    from kafkalog.server.apis import VERSIONS
-    from kafkalog.server.bounds_program import bounds_program
-    from kafkalog.server.protocol import parse_request
+    from kafkalog.server.handlers.kafka_apis import VERSIONS
+    from kafkalog.server.requests import _bounds_py
+    from kafkalog.server.requests.bounds_program import bounds_program
+    from kafkalog.server.requests.protocol import parse_request
 
 from tests.kernel_fixtures import pure_and_compiled
 from tests.server.request_wire import SERVED, request_body, request_header
 
 ADDRESS_SPACE = 2 << 30
-KERNELS = pure_and_compiled(_bounds_py, "kafkalog.server._bounds")
+KERNELS = pure_and_compiled(_bounds_py, "kafkalog.server.requests._bounds")
 TARGETS = SERVED
 RUNS = 0
 

@@ -68,7 +68,7 @@ def request_frame(api_key: int, version: int, correlation_id: int, values: dict[
     from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
     from kio.serial import entity_writer
 
-    from kafkalog.server.kio_build import build
+    from kafkalog.server.requests.kio_build import build
 
     cls = load_request_schema(api_key, version)
     body = build(cls, values)

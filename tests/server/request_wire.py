@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 from kio.index import load_request_schema
 
-from kafkalog.server import bounds_program as bp
-from kafkalog.server.apis import VERSIONS
+from kafkalog.server.handlers.kafka_apis import VERSIONS
+from kafkalog.server.requests import bounds_program as bp
 
 #: every (API key, version) the broker serves (those ApiVersions advertises, and the telemetry
 #: APIs it answers without advertising them, as Kafka does)

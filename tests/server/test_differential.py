@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from kafkalog.record.builder import build_batch
-from kafkalog.server.apis import ADVERTISED, APIS
+from kafkalog.server.handlers.kafka_apis import ADVERTISED, APIS
 from tests import kafka44
 from tests.server import differential as d
 from tests.server.broker_process import BrokerProcess

@@ -1,4 +1,4 @@
-"""Requests answered in the readable callback (``kafkalog.server.network``'s inline answers), and
+"""Requests answered in the readable callback (``kafkalog.server.network.socket_server``'s inline answers), and
 what they hand to the connection's task: a request whose handler waits (a long-poll Fetch) with
 pipelined requests behind it, a response the socket does not take whole (a client that reads
 slowly), a frame that does not parse in the middle of a burst; a connection answered this way

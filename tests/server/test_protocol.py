@@ -15,8 +15,8 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
 
 from kafkalog.log.checkpoint import PartitionMetadataFile
-from kafkalog.server import fetch as fetch_module
-from kafkalog.server.apis import VERSIONS
+from kafkalog.server.handlers import fetch as fetch_module
+from kafkalog.server.handlers.kafka_apis import VERSIONS
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import (
     answers_api_versions,

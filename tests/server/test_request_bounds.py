@@ -1,4 +1,4 @@
-"""The bounds walk (kafkalog.server.request_bounds) in front of kio's reader, in-process: it steps
+"""The bounds walk (kafkalog.server.requests.request_bounds) in front of kio's reader, in-process: it steps
 over exactly the bytes kio reads for every API version the broker serves, it refuses every
 length or count the frame cannot hold (the class of issue 23's 131-byte frame) with Kafka 4.4's
 message, and Kafka's own limits (1,000,000 array elements, 10,000 tagged fields). Both kernels,
@@ -18,11 +18,11 @@ from types import ModuleType
 import pytest
 
 from kafkalog.errors import InvalidRequestError, RequestBoundsError
-from kafkalog.server import _bounds_py
-from kafkalog.server.apis import VERSIONS
-from kafkalog.server.bounds_program import bounds_program
-from kafkalog.server.protocol import _readers, parse_request
-from kafkalog.server.request_bounds import (
+from kafkalog.server.handlers.kafka_apis import VERSIONS
+from kafkalog.server.requests import _bounds_py
+from kafkalog.server.requests.bounds_program import bounds_program
+from kafkalog.server.requests.protocol import _readers, parse_request
+from kafkalog.server.requests.request_bounds import (
     MAX_ARRAY_LENGTH,
     MAX_TAGGED_FIELD_COUNT,
     check_request_bounds,
@@ -39,7 +39,7 @@ from tests.server.request_wire import (
     uvarint,
 )
 
-KERNELS = pure_and_compiled(_bounds_py, "kafkalog.server._bounds")
+KERNELS = pure_and_compiled(_bounds_py, "kafkalog.server.requests._bounds")
 any_kernel = pytest.mark.parametrize("k", KERNELS, ids=[m.IMPLEMENTATION for m in KERNELS])
 
 #: issue 23: IncrementalAlterConfigs v1, a valid header and random bytes; kio asked for 201 GB
@@ -197,9 +197,9 @@ def test_hostile_frames_never_allocate_beyond_a_limit() -> None:
     code = textwrap.dedent("""
         import random, resource, sys
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-        from kafkalog.server.apis import VERSIONS
+        from kafkalog.server.handlers.kafka_apis import VERSIONS
         from kafkalog.errors import InvalidRequestError
-        from kafkalog.server.protocol import parse_request
+        from kafkalog.server.requests.protocol import parse_request
         from tests.server.request_wire import SERVED, mutations
         rng = random.Random(int(sys.argv[1]))
         refused = parsed = 0

@@ -1,5 +1,5 @@
-"""The request controls (``server/request_control.py``, kfake's ``ControlKey``) and Kafka's error
-responses (``server/error_responses.py``) from outside: requests written by kio's encoder over a
+"""The request controls (``server/handlers/request_control.py``, kfake's ``ControlKey``) and Kafka's error
+responses (``server/handlers/error_responses.py``) from outside: requests written by kio's encoder over a
 real socket to a broker with a fault armed, their answers decoded by kio."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from kio.index import load_request_schema
 
 import kafkalog.testing
-from kafkalog.server.apis import APIS, HANDLERS, VERSIONS
-from kafkalog.server.kio_build import _nested_type
+from kafkalog.server.handlers.kafka_apis import APIS, HANDLERS, VERSIONS
+from kafkalog.server.requests.kio_build import _nested_type
 from kafkalog.testing import LocalBroker
 from tests.server.raw import answers_api_versions, connect, recv_frame, request_frame, response_of
 
@@ -175,7 +175,7 @@ def test_no_control_armed_means_the_apis_own_handlers(broker: LocalBroker) -> No
     runtime = _runtime(broker)
 
     def table() -> dict[int, Any]:
-        return {k: runtime.broker.handler(k) for k in HANDLERS}
+        return {k: runtime.server.apis.handler(k) for k in HANDLERS}
 
     assert all(table()[k] is HANDLERS[k] for k in HANDLERS)
     fault = broker.delay("Metadata", 0.01, count=1)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kafkalog.server.sasl_credentials import scram_credential
+from kafkalog.server.security.sasl_credentials import scram_credential
 from tests.server.broker_process import BrokerProcess, lines_about, watch_log
 from tests.server.java_client import DEFAULT_VERSIONS, VERSIONS, by_version
 from tests.server.raw import api_versions_v0, captured_requests, connect, recv_frame

@@ -31,5 +31,5 @@ def test_nothing_imports_kafkalog_testing() -> None:
 
 def test_kafkalog_testing_imports_neither_the_cli_nor_spark() -> None:
     loaded = _loaded("testing")
-    assert "kafkalog.testing.zygote" in loaded and "kafkalog.server.request_control" in loaded
+    assert "kafkalog.testing.zygote" in loaded and "kafkalog.server.handlers.request_control" in loaded
     assert [n for n in loaded if n.split(".")[1] in ("cli", "spark")] == []

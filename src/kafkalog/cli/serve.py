@@ -39,7 +39,7 @@ if TYPE_CHECKING:       # imported when the command runs (its --help stays quick
 
     from kafkalog.log.manager import LogManager
     from kafkalog.server.config import Listener, ServerConfig
-    from kafkalog.server.sasl import SaslConfig
+    from kafkalog.server.security.sasl import SaslConfig
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -67,8 +67,8 @@ def _config_values(config_file: str | None, pairs: tuple[str, ...]) -> dict[str,
 def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, ssl.SSLContext],
                                                                      SaslConfig | None]:
     """The TLS contexts and SASL users the listeners need (refused before anything is bound)."""
-    from kafkalog.server.sasl import SaslConfig
-    from kafkalog.server.tls import listener_contexts
+    from kafkalog.server.security.sasl import SaslConfig
+    from kafkalog.server.security.tls import listener_contexts
     tls = listener_contexts(cfg.values, {lst.protocol for lst in listeners})
     sasl = SaslConfig.from_values(cfg.values) if any(lst.sasl for lst in listeners) else None
     return tls, sasl
@@ -96,7 +96,7 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
     import asyncio
 
     from kafkalog.server.broker import Broker
-    from kafkalog.server.network import Server
+    from kafkalog.server.network.socket_server import Server
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -95,7 +95,7 @@ from kafkalog.log.naming import (
     validate_topic,
 )
 from kafkalog.log.producer_state import ProducerStateManager
-from kafkalog.log.protocols import Cleaner, CleanerFactory
+from kafkalog.log.protocols import Cleaner
 from kafkalog.log.retention import RetentionResult, delete_old_segments
 from kafkalog.log.scheduler import Scheduler
 from kafkalog.record.constants import INT64_MAX
@@ -199,6 +199,10 @@ def _known_config(values: Dict[str, str], broker_config: BrokerConfig) -> LogCon
                 continue
             kept[k] = v
         return LogConfig(kept, broker_config)
+
+
+#: builds the cleaner of a :class:`LogManager` (``log.cleaner.enable=true``)
+CleanerFactory = Callable[["LogManager"], Cleaner]
 
 
 class LogManager:

@@ -5,15 +5,12 @@ above hands in an implementation; imports only point downwards)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from kafkalog.log.checkpoint import EpochEntry
 from kafkalog.log.naming import TopicPartition
 
-if TYPE_CHECKING:
-    from kafkalog.log.manager import LogManager
-
-__all__ = ["Cleaner", "CleanerFactory", "ProducerStateLike", "LeaderEpochCacheLike", "Scheduler"]
+__all__ = ["Cleaner", "ProducerStateLike", "LeaderEpochCacheLike", "Scheduler"]
 
 
 # --- the cleaner (kafkalog.cleaner.LogCleaner implements it) ------------------------------------------
@@ -36,8 +33,6 @@ class Cleaner(Protocol):
         ...
 
 
-#: builds the cleaner of a :class:`~kafkalog.log.manager.LogManager` (``log.cleaner.enable=true``)
-CleanerFactory = Callable[["LogManager"], Cleaner]
 
 
 # --- producer state and leader-epoch cache (the log's own seams; helper "walker") -----------------

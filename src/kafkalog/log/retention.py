@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set
 
+from kafkalog.log.config import LogConfig
 from kafkalog.log.segment import LogSegment
-
-if TYPE_CHECKING:
-    from kafkalog.log.log import Log
 
 __all__ = ["DeletedSegment", "FutureTimestampSegment", "RetentionResult", "deletable_segments",
            "future_timestamp_segments", "delete_old_segments"]
@@ -103,7 +101,32 @@ class RetentionResult:
                 "logStartOffset": self.log_start_offset}
 
 
-def deletable_segments(log: Log, predicate: Callable[[LogSegment, Optional[LogSegment]], bool], *,
+
+class RetainedLog(Protocol):
+    """What retention reads and deletes of a :class:`kafkalog.log.log.Log` (which calls it)."""
+
+    config: LogConfig
+    clock: Callable[[], int]
+    log_start_offset: int
+
+    @property
+    def segments(self) -> Sequence[LogSegment]: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def dir_name(self) -> str: ...
+
+    def delete_segments(self, segments: Sequence[LogSegment], reason: str = "") -> int: ...
+
+def deletable_segments(log: RetainedLog, predicate: Callable[[LogSegment, Optional[LogSegment]], bool], *,
                        high_watermark: Optional[int] = None) -> List[LogSegment]:
     """Kafka's ``deletableSegments``: leading segments for which ``predicate(segment, next)``
     holds, whose upper bound is <= the high watermark, excluding an empty last segment."""
@@ -123,7 +146,7 @@ def deletable_segments(log: Log, predicate: Callable[[LogSegment, Optional[LogSe
     return out
 
 
-def future_timestamp_segments(log: Log, now: Optional[int] = None) -> List[FutureTimestampSegment]:
+def future_timestamp_segments(log: RetainedLog, now: Optional[int] = None) -> List[FutureTimestampSegment]:
     """Segments whose largest timestamp is more than the tolerance ahead of ``now``."""
     now = log.clock() if now is None else now
     tolerance = log.config.retention_future_timestamp_tolerance_ms
@@ -138,7 +161,7 @@ def future_timestamp_segments(log: Log, now: Optional[int] = None) -> List[Futur
     return out
 
 
-def delete_old_segments(log: Log, *, now: Optional[int] = None, high_watermark: Optional[int] = None,
+def delete_old_segments(log: RetainedLog, *, now: Optional[int] = None, high_watermark: Optional[int] = None,
                         ignore_policy: bool = False) -> RetentionResult:
     """Kafka's ``deleteOldSegments``: log-start-offset breach, then (``cleanup.policy`` contains
     ``delete``, or ``ignore_policy``) size breach and time breach. ``now`` defaults to the log's
@@ -164,7 +187,7 @@ def delete_old_segments(log: Log, *, now: Optional[int] = None, high_watermark: 
     return result
 
 
-def _delete(log: Log, segments: List[LogSegment], reason: str, result: RetentionResult) -> None:
+def _delete(log: RetainedLog, segments: List[LogSegment], reason: str, result: RetentionResult) -> None:
     if not segments:
         return
     segs = log.segments
@@ -180,7 +203,7 @@ def _delete(log: Log, segments: List[LogSegment], reason: str, result: Retention
                     log.dir_name, reason, d.size_in_bytes)
 
 
-def _delete_log_start_offset_breached(log: Log, result: RetentionResult, hw: Optional[int]) -> None:
+def _delete_log_start_offset_breached(log: RetainedLog, result: RetentionResult, hw: Optional[int]) -> None:
     start = log.log_start_offset
 
     def pred(seg: LogSegment, nxt: Optional[LogSegment]) -> bool:
@@ -188,7 +211,7 @@ def _delete_log_start_offset_breached(log: Log, result: RetentionResult, hw: Opt
     _delete(log, deletable_segments(log, pred, high_watermark=hw), "log-start-offset", result)
 
 
-def _delete_size_breached(log: Log, result: RetentionResult, hw: Optional[int]) -> None:
+def _delete_size_breached(log: RetainedLog, result: RetentionResult, hw: Optional[int]) -> None:
     retention_bytes = log.config.retention_bytes
     if retention_bytes < 0:
         return
@@ -205,7 +228,7 @@ def _delete_size_breached(log: Log, result: RetentionResult, hw: Optional[int]) 
     _delete(log, deletable_segments(log, pred, high_watermark=hw), "retention-size", result)
 
 
-def _delete_time_breached(log: Log, now: int, future_bases: Set[int], result: RetentionResult,
+def _delete_time_breached(log: RetainedLog, now: int, future_bases: Set[int], result: RetentionResult,
                           hw: Optional[int]) -> None:
     retention_ms = log.config.retention_ms
     if retention_ms < 0:

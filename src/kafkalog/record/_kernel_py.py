@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, SupportsInt
 
-from kafkalog.errors import InvalidRecordError
+from kafkalog.errors import InvalidArgumentError, InvalidRecordError
 from kafkalog.record.constants import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, increment_sequence
 from kafkalog.record.crc import Buffer
 from kafkalog.record.varint import (
@@ -395,7 +395,6 @@ class RecordsEncoder:
         """``BatchBuilder.append`` for v2 data batches, with Kafka's MemoryRecordsBuilder checks
         (offsets increase and are >= ``base_offset``; timestamp None/-1 = none, other negatives
         refused). Tracks ``last_offset`` and ``offset_of_max_timestamp``."""
-        from kafkalog.record.batch import InvalidArgumentError
         if offset is None:
             off = self._base_offset if self._last_offset is None else self._last_offset + 1
         else:

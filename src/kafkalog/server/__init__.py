@@ -1,17 +1,16 @@
-"""kafkalog's Kafka-protocol broker (``kafkalog serve``).
+"""kafkalog's Kafka-protocol broker (``kafkalog serve``), in Kafka's rooms (imports point down this
+list; ``tests/test_layers.py`` checks it):
 
-Layers, h11-style:
-
-* :mod:`~kafkalog.server.frames` and :mod:`~kafkalog.server.protocol`: bytes in, parsed requests out;
-  responses in, bytes out. No I/O.
-* :mod:`~kafkalog.server.network`: the sockets (one asyncio loop, one process), connection limits,
-  idle timeouts, ``sendfile``.
-* :mod:`~kafkalog.server.broker`: the state the handlers share (the ``LogManager``, topic IDs, the
-  fetch waiters, the group and transaction coordinators) and the dispatch table.
-* One handler module per API group, named after Kafka's concepts: :mod:`.api_versions`,
-  :mod:`.metadata`, :mod:`.topics`, :mod:`.configs`, :mod:`.produce`, :mod:`.fetch`,
-  :mod:`.list_offsets`, :mod:`.init_producer_id`, :mod:`.groups`, :mod:`.offset_commit`,
-  :mod:`.transactions`.
+* :mod:`.requests`: bytes in, parsed requests out; responses in, bytes out. No I/O.
+* :mod:`.coordinator`: the group coordinators' state machines (classic, consumer, share). No I/O.
+* :mod:`.security`: SASL, TLS, principals, the authorizer and its ACLs.
+* :mod:`.broker`: the state the handlers share (the ``LogManager``, topic IDs, the fetch waiters,
+  the group and transaction coordinators), with :mod:`.config`, :mod:`.features`,
+  :mod:`.fetch_session` and :mod:`.share_session`. It imports no handler.
+* :mod:`.handlers`: one handler module per API group, named after Kafka's concepts, and the
+  dispatch table (:mod:`.handlers.kafka_apis`).
+* :mod:`.network`: the sockets (one asyncio loop, one process), connection limits, idle timeouts,
+  ``sendfile``; it composes the broker's state with the handlers.
 """
 
 from kafkalog._kio import import_kio

@@ -1,45 +1,52 @@
 """The state every handler shares: the data directory's ``LogManager``, topic IDs, the producer ID
 allocator, the group coordinator and offsets store, the transaction coordinator (whose timer aborts
-expired transactions), and the fetch waiters woken by appends; :meth:`Broker.dispatch` hands a
-parsed request to its API's handler (:mod:`kafkalog.server.apis`): the response at once, or a
-coroutine when the handler waits."""
+expired transactions), and the fetch waiters woken by appends. It knows no handler: the request
+layer (:class:`kafkalog.server.handlers.kafka_apis.KafkaApis`, composed with it by
+:class:`kafkalog.server.network.socket_server.Server`) hands each parsed request to its API's
+handler with this state, as Kafka's ``KafkaApis`` does over its ``ReplicaManager`` and
+coordinators."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 from kio.index import load_response_schema
 
+from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.offsets import OffsetsStore
+from kafkalog.coordinator.share_state_records import SHARE_GROUP_STATE_TOPIC
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
+from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
-from kafkalog.server.acl_operations import CLUSTER, DESCRIBE, authorized_operations
-from kafkalog.server.acl_store import AclStore
-from kafkalog.server.apis import ADVERTISED, HANDLERS
-from kafkalog.server.authorizer import AclBinding, StandardAuthorizer, current_session
 from kafkalog.server.config import Listener, ServerConfig
-from kafkalog.server.consumer_group import ConsumerGroupCoordinator, TopicImage
+from kafkalog.server.coordinator.classic_group import GroupCoordinator
+from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator, TopicImage
+from kafkalog.server.coordinator.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.features import finalized_level
 from kafkalog.server.fetch_session import FetchSessionCache
-from kafkalog.server.group_coordinator import GroupCoordinator
-from kafkalog.server.handler import INTERNAL_TOPICS, Handler, Response
-from kafkalog.server.kio_build import build
-from kafkalog.server.producer_id_migration import adopt_legacy_reservation
-from kafkalog.server.protocol import Request, encode_response
-from kafkalog.server.sasl_credentials import ScramCredential
-from kafkalog.server.scram_store import ScramStore
+from kafkalog.server.requests.kio_build import build
+from kafkalog.server.requests.protocol import Request
+from kafkalog.server.security.acl_operations import CLUSTER, DESCRIBE, authorized_operations
+from kafkalog.server.security.acl_store import AclStore
+from kafkalog.server.security.authorizer import AclBinding, StandardAuthorizer, current_session
+from kafkalog.server.security.sasl_credentials import ScramCredential
+from kafkalog.server.security.scram_store import ScramStore
+from kafkalog.server.share_session import ShareSessionCache
 from kafkalog.server.topic_ids import TopicIds
 
 logger = logging.getLogger("kafkalog.server")
+
+#: Kafka's internal topics: never auto-created by a client's request, flagged in Metadata.
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 
 #: How often the group coordinator's session and rebalance timeouts are checked.
 GROUP_TICK_S = 0.1
@@ -53,9 +60,10 @@ current_listener: ContextVar[str | None] = ContextVar("kafkalog_current_listener
 class Broker:
     """One node serving one data directory."""
 
-    #: the version ranges ApiVersions advertises (:data:`kafkalog.server.apis.ADVERTISED`)
-    api_versions: Mapping[int, tuple[int, int]] = ADVERTISED
-    #: the group coordinator's clock, started by the first request :meth:`handle` serves
+    #: the version ranges ApiVersions advertises: set by the request layer that serves this state
+    #: (:data:`kafkalog.server.handlers.kafka_apis.ADVERTISED`)
+    api_versions: Mapping[int, tuple[int, int]] = MappingProxyType({})
+    #: the group coordinator's clock, started by the first request served (:meth:`start_timers`)
     _group_timer: asyncio.Task[None] | None = None
     #: listener name -> advertised endpoint (:meth:`set_endpoints`)
     _endpoints: Mapping[str, Listener] = MappingProxyType({})
@@ -93,7 +101,7 @@ class Broker:
                                                         self.topic_images)
         for group, records in self.offsets.consumer_group_records().items():
             self.consumer_groups.restore(group, records)
-        from kafkalog.server.group_migration import GroupMigration
+        from kafkalog.server.coordinator.group_migration import GroupMigration
         self.group_migration = GroupMigration(self)
         b = config.broker
         # loading __transaction_state finishes the decisions a crash left half-written
@@ -107,7 +115,6 @@ class Broker:
         for _tp, log in manager.logs():
             self.lead(log)
         self._init_share_groups(config)
-        self._handlers: Mapping[int, Handler] = HANDLERS
         #: ``authorizer.class.name``'s authorizer with the data directory's ACLs (None: no authorizer)
         self.acl_store = AclStore(manager.data_dir)
         self.authorizer = StandardAuthorizer.from_config(config.values, ()) \
@@ -164,8 +171,7 @@ class Broker:
         from kafkalog.coordinator.share_group_config import GroupConfigStore
         from kafkalog.coordinator.share_partition_manager import SharePartitionManager
         from kafkalog.coordinator.share_state_store import ShareStateStore
-        from kafkalog.server.share_fetch import ShareSessionCache
-        from kafkalog.server.share_group import ShareGroupCoordinator
+        from kafkalog.server.coordinator.share_group import ShareGroupCoordinator
         share = config.share_group
         self.group_configs = GroupConfigStore(self.manager.data_dir, share)
         self.share_state = ShareStateStore(
@@ -382,54 +388,13 @@ class Broker:
             timer.cancel()
             await asyncio.gather(timer, return_exceptions=True)
 
-    def api_keys(self) -> frozenset[int]:
-        return frozenset(self._handlers)
-
-    def handler(self, api_key: int) -> Handler:
-        """The handler serving ``api_key`` (KeyError: not served)."""
-        return self._handlers[api_key]
-
-    def set_handler(self, api_key: int, handler: Handler | None) -> None:
-        """Serve ``api_key`` with ``handler`` from the next request on (None: with its own handler
-        again): the hook of :mod:`.request_control`, which costs nothing while no API is controlled."""
-        from kafkalog.server.apis import HANDLERS
-        handlers = dict(self._handlers)
-        handlers[api_key] = HANDLERS[api_key] if handler is None else handler
-        self._handlers = handlers
-
-    def dispatch(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
-        """The response of ``request`` when its handler answers at once (no coroutine, nothing
-        awaited: the network layer sends it from the readable callback), else a coroutine that
-        finishes it."""
+    def start_timers(self) -> None:
+        """Start the group coordinator's clock (once; called with each request served, from the
+        event loop)."""
         if self._group_timer is None:
             self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
-        try:
-            result = self._handlers[request.api_key](self, request)
-            kind = type(result)
-            if kind is list or kind is bytes:       # Fetch and Produce answer with frame parts
-                return cast(Response, result)
-            if asyncio.iscoroutine(result):
-                return self._finish(request, result)
-            return _response(request, result)
-        except Exception as e:      # a handler's bug: the log's traceback names the request
-            e.add_note(f"while handling {request.describe()}")
-            raise
-
-    async def _finish(self, request: Request, pending: Awaitable[Any]) -> Response:
-        try:
-            return _response(request, await pending)
-        except Exception as e:
-            e.add_note(f"while handling {request.describe()}")
-            raise
 
     def response(self, request: Request, values: Mapping[str, Any]) -> Any:
         """The kio response entity of ``request``'s API and version from plain ``values``."""
         return build(load_response_schema(request.api_key, request.api_version), values)
 
-
-def _response(request: Request, result: Any) -> Response:
-    """A handler's result as a response: frame bytes or parts as they are (None: no response),
-    a kio entity encoded."""
-    if result is None or type(result) is list or type(result) is bytes:
-        return result
-    return encode_response(request, result)

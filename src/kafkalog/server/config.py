@@ -116,7 +116,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("connection.failed.authentication.delay.ms", INT, 100, None),
     #: kafkalog's own key (Kafka takes users from JAAS and the metadata log): docs/server.md
     ConfigDef("sasl.credentials.file", STRING, None, None),
-    # --- authorization (Kafka's StandardAuthorizer; kafkalog.server.authorizer) ---
+    # --- authorization (Kafka's StandardAuthorizer; kafkalog.server.security.authorizer) ---
     ConfigDef("authorizer.class.name", STRING, "", None),
     ConfigDef("super.users", STRING, None, None),
     ConfigDef("allow.everyone.if.no.acl.found", BOOLEAN, False, None),
@@ -284,8 +284,8 @@ MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 def _consumer_group_config(v: dict[str, Any]) -> Any:
     """The ``group.consumer.*`` settings checked as Kafka's ``GroupCoordinatorConfig`` checks them."""
-    from kafkalog.server.assignors import BUILTIN_ASSIGNORS
-    from kafkalog.server.consumer_group import ConsumerGroupConfig
+    from kafkalog.server.coordinator.assignors import BUILTIN_ASSIGNORS
+    from kafkalog.server.coordinator.consumer_group import ConsumerGroupConfig
 
     def require(ok: bool, message: str) -> None:
         if not ok:

@@ -2,7 +2,7 @@
 answers them with ``include_documentation`` (Kafka's ``ConfigDef`` doc strings), written by
 ``python -m tests.kafka44.config_docs`` from a running Kafka 4.4; only the broker keys kafkalog
 knows are kept, and not those Kafka documents as their topic key (``log.cleanup.policy``: the text
-of ``cleanup.policy``). kafkalog's own keys are documented in :mod:`kafkalog.server.config_admin`."""
+of ``cleanup.policy``). kafkalog's own keys are documented in :mod:`kafkalog.server.handlers.config_admin`."""
 
 TOPIC_DOCS: dict[str, str] = {
     'cleanup.policy': (

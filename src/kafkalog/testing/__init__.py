@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kafkalog.testing.modes import MODES
+
 if TYPE_CHECKING:
     from kafkalog.testing.aio import AsyncBroker, AsyncFault, AsyncHold, async_broker  # noqa: F401
     from kafkalog.testing.disk import DiskUnavailable  # noqa: F401
@@ -20,9 +22,6 @@ if TYPE_CHECKING:
     from kafkalog.testing.local_broker import LocalBroker, broker, topic_name  # noqa: F401
     from kafkalog.testing.runners import BrokerExited  # noqa: F401
     from kafkalog.testing.waiting import WaitTimeout, wait_for  # noqa: F401
-
-#: where a broker runs: a thread of the test process, or a child process
-MODES = ("thread", "process")
 
 _LAZY = {
     "AsyncBroker": "aio", "AsyncFault": "aio", "AsyncHold": "aio", "async_broker": "aio",

@@ -37,8 +37,8 @@ def warm_up() -> None:
     from kio.index import load_response_schema
     from kio.serial import entity_writer
 
-    from kafkalog.server.apis import VERSIONS
-    from kafkalog.server.protocol import _readers
+    from kafkalog.server.handlers.kafka_apis import VERSIONS
+    from kafkalog.server.requests.protocol import _readers
     for key, (_lo, hi) in VERSIONS.items():
         _readers(key, hi)
         entity_writer(load_response_schema(key, hi))

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidConfigError, KafkalogError
-from kafkalog.server.apis import APIS
-from kafkalog.server.kio_build import ErrorCode
-from kafkalog.server.protocol import Request
+from kafkalog.server.handlers.kafka_apis import APIS
+from kafkalog.server.requests.kio_build import ErrorCode
+from kafkalog.server.requests.protocol import Request
 
 if TYPE_CHECKING:
     from kafkalog.testing.runners import Runner

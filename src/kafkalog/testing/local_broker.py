@@ -16,8 +16,9 @@ from typing import Any
 
 from kafkalog.client import ConsumerRecord, TopicPartition
 from kafkalog.errors import InvalidConfigError, KafkalogError
-from kafkalog.testing import MODES, disk, reading
+from kafkalog.testing import disk, reading
 from kafkalog.testing.faults import Fault, Hold, When, error_code, fault_spec
+from kafkalog.testing.modes import MODES
 from kafkalog.testing.runners import ProcessRunner, Runner, ThreadRunner
 from kafkalog.testing.waiting import wait_for
 

@@ -17,15 +17,15 @@ from typing import Any
 from kafkalog.cleaner import LogCleaner
 from kafkalog.errors import KafkalogError
 from kafkalog.log.manager import LogManager
-from kafkalog.server import apis as _apis  # noqa: F401  (the handlers: imported with the module, not by the first start)
-from kafkalog.server import request_control
 from kafkalog.server.broker import Broker
 from kafkalog.server.config import Listener, ServerConfig
-from kafkalog.server.network import Server
-from kafkalog.server.protocol import Request
-from kafkalog.server.request_control import Control, RequestControl
-from kafkalog.server.sasl import SaslConfig
-from kafkalog.server.tls import listener_contexts
+from kafkalog.server.handlers import kafka_apis as _apis  # noqa: F401  (the handlers: imported with the module, not by the first start)
+from kafkalog.server.handlers import request_control
+from kafkalog.server.handlers.request_control import Control, RequestControl
+from kafkalog.server.network.socket_server import Server
+from kafkalog.server.requests.protocol import Request
+from kafkalog.server.security.sasl import SaslConfig
+from kafkalog.server.security.tls import listener_contexts
 from kafkalog.testing.waiting import WaitTimeout
 
 logger = logging.getLogger("kafkalog.testing")
@@ -92,7 +92,7 @@ class BrokerRuntime:
             raise
         broker.set_endpoints({b.name: cfg.advertised(b.host, b.port, b.name) for b in server.bound})
         self.manager, self.broker, self.server = manager, broker, server
-        self.control = RequestControl(broker)
+        self.control = RequestControl(server.apis)
         self._changed = asyncio.Event()
         return {"listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
                               for b in server.bound],

@@ -1,0 +1,336 @@
+"""Fetch: long-poll (a fetch waits until ``min_bytes`` are available or ``max_wait`` passes, woken
+by appends, never by polling), ``max_bytes`` and per-partition limits with KIP-74's first-batch
+rule, ``isolation_level`` with the last stable offset and the aborted transactions from the
+``.txnindex``, OffsetOutOfRange with the log start and end, topics by ID from v13, incremental
+fetch sessions from v7 (:mod:`kafkalog.server.fetch_session`).
+
+The response is written here: the record bytes of each partition follow a header written
+separately. Slices of at least :data:`SENDFILE_MIN_BYTES` are sent from the segment file with
+``sendfile`` (through a duplicated descriptor, so a segment deleted meanwhile stays readable);
+smaller ones are copied. An empty record set is zero-length, never null."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import struct
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
+from kafkalog.log.fetch_data_info import FileSlice
+from kafkalog.log.naming import TopicPartition
+from kafkalog.record.constants import IsolationLevel
+from kafkalog.server import error_codes
+from kafkalog.server.error_codes import error_code
+from kafkalog.server.fetch_session import FetchContext
+from kafkalog.server.handlers.handler import Response
+from kafkalog.server.requests import wire
+from kafkalog.server.requests.protocol import Request, response_header
+from kafkalog.server.security.acl_operations import READ, TOPIC
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
+
+FIRST_FLEXIBLE = 12
+FIRST_TOPIC_ID = 13
+SENDFILE_MIN_BYTES = 64 * 1024
+FIRST_SESSION = 7
+#: partition index, error code, high watermark, last stable offset
+_PARTITION_HEAD = struct.Struct(">ihqq")
+#: ... and the log start offset (v5+)
+_PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
+#: throttle_time_ms, error_code, session_id (v7+)
+_THROTTLE_ERROR_SESSION = struct.Struct(">ihi")
+_NO_THROTTLE = bytes(4)
+_ABORTED = struct.Struct(">qq")
+_NO_PREFERRED_REPLICA = struct.pack(">i", -1)
+
+
+class PartitionData:
+    __slots__ = (
+        "aborted",
+        "error",
+        "high_watermark",
+        "index",
+        "last_stable_offset",
+        "log_start_offset",
+        "records",
+    )
+
+    def __init__(self, index: int, error: int = 0, high_watermark: int = -1,
+                 last_stable_offset: int = -1, log_start_offset: int = -1,
+                 aborted: list[tuple[int, int]] | None = None,
+                 records: bytes | FileSlice = b"") -> None:
+        self.index = index
+        self.error = error
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.aborted = aborted
+        self.records = records
+
+    @property
+    def size(self) -> int:
+        return len(self.records)
+
+
+class _Wanted:
+    __slots__ = ("index", "key", "max_bytes", "offset", "topic")
+
+    def __init__(self, key: Any, topic: str | None, index: int, offset: int, max_bytes: int) -> None:
+        self.key = key
+        self.topic = topic
+        self.index = index
+        self.offset = offset
+        self.max_bytes = max_bytes
+
+
+def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
+          unknown_code: int) -> PartitionData:
+    topic = w.topic
+    if topic is not None and broker.authorizer is not None and not broker.authorize(READ, TOPIC, topic):
+        return PartitionData(w.index, error_codes.TOPIC_AUTHORIZATION_FAILED, aborted=[])
+    log = broker.log(topic, w.index) if topic is not None else None
+    if log is None:
+        # as Kafka: UNKNOWN_TOPIC_ID only for a topic id it does not know (a known topic's missing
+        # partition is UNKNOWN_TOPIC_OR_PARTITION), offsets -1 and an empty aborted list
+        code = unknown_code if topic is None else error_codes.UNKNOWN_TOPIC_OR_PARTITION
+        return PartitionData(w.index, code, aborted=[])
+    log_start, hw, lso = log.fetch_offset_snapshot()
+    limit = min(w.max_bytes, budget)
+    if limit <= 0 and not first:
+        return PartitionData(w.index, 0, hw, lso, log_start, [] if committed else None)
+    try:
+        if committed:
+            info = log.read(w.offset, max(limit, 0), min_one_message=first,
+                            isolation=IsolationLevel.READ_COMMITTED)
+        else:
+            info = log.read(w.offset, max(limit, 0), min_one_message=first)
+    except OffsetOutOfRangeError:
+        # Kafka answers an out-of-range fetch without the partition's offsets (-1)
+        return PartitionData(w.index, error_codes.OFFSET_OUT_OF_RANGE, aborted=[] if committed else None)
+    except KafkalogError as e:
+        return PartitionData(w.index, error_code(e), hw, lso, log_start, [] if committed else None)
+    aborted = None
+    if committed:
+        aborted = [(a.producer_id, a.first_offset) for a in (info.aborted_transactions or [])]
+    sl = info.records
+    size = sl.size
+    records: bytes | FileSlice
+    if size >= SENDFILE_MIN_BYTES:
+        records = FileSlice(sl.path, os.dup(sl.fd), sl.position, size)
+    else:
+        records = sl.read() if size else b""
+    return PartitionData(w.index, 0, hw, lso, log_start, aborted, records)
+
+
+def _collect(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
+             unknown_code: int) -> tuple[list[PartitionData], int, bool]:
+    """(the partitions read, their record bytes, whether one has an error)."""
+    out: list[PartitionData] = []
+    budget = max_bytes
+    first = True
+    total = 0
+    failed = False
+    try:
+        for w in wanted:
+            pd = _read(broker, w, budget, first, committed, unknown_code)
+            size = len(pd.records)
+            if size:
+                budget -= size
+                total += size
+                first = False
+            if pd.error:
+                failed = True
+            out.append(pd)
+    except BaseException:
+        _release(out)           # no duplicated descriptor outlives a failed read
+        raise
+    return out, total, failed
+
+
+def _release(parts: list[PartitionData]) -> None:
+    for p in parts:
+        if isinstance(p.records, FileSlice):
+            os.close(p.records.fd)
+            p.records = b""
+
+
+def handle_fetch(broker: Broker, request: Request) -> Response | Awaitable[Response]:
+    """The answer at once when the first read satisfies ``min_bytes`` (or has an error, or there
+    is nothing to wait for): no coroutine, task or future; else the long poll (:func:`_long_poll`)."""
+    start = time.monotonic()
+    body = request.body
+    version = request.api_version
+    by_id = version >= FIRST_TOPIC_ID
+    unknown_code = error_codes.UNKNOWN_TOPIC_ID if by_id else error_codes.UNKNOWN_TOPIC_OR_PARTITION
+    wanted: list[_Wanted] = []
+    for t in body.topics:
+        key = t.topic_id if by_id else t.topic
+        name = broker.topic_ids.name_of(t.topic_id) if by_id else t.topic
+        for p in t.partitions:
+            wanted.append(_Wanted(key, name, p.partition, p.fetch_offset, p.partition_max_bytes))
+    if version >= FIRST_SESSION:
+        forgotten = [(f.topic_id if by_id else f.topic, p)
+                     for f in body.forgotten_topics_data for p in f.partitions]
+        ctx = broker.fetch_sessions.new_context(body.session_id, body.session_epoch, by_id,
+                                                list(wanted), forgotten)
+        if ctx.error:
+            return encode_fetch_response(request.correlation_id, version, ctx.error, [])
+        wanted = [w for w in ctx.wanted if isinstance(w, _Wanted)]
+    else:
+        ctx = FetchContext(list(wanted))
+    # isolation_level from v4 and max_bytes from v3: every served version (4+) has both
+    committed = body.isolation_level == IsolationLevel.READ_COMMITTED
+    # Kafka's broker-side cap: fetch.max.bytes
+    max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
+    min_bytes = body.min_bytes
+    parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
+    if size < min_bytes and not failed:
+        deadline = start + max(body.max_wait.total_seconds(), 0.0)
+        if deadline > time.monotonic() and any(w.topic is not None for w in wanted):
+            _release(parts)
+            return _long_poll(broker, request, ctx, wanted, deadline, max_bytes, committed,
+                              unknown_code)
+    return _answer(request, ctx, parts)
+
+
+async def _long_poll(broker: Broker, request: Request, ctx: FetchContext, wanted: list[_Wanted],
+                     deadline: float, max_bytes: int, committed: bool,
+                     unknown_code: int) -> Response:
+    """Wait for appends to the wanted partitions until ``min_bytes`` are there, a read fails or
+    ``deadline`` passes (``max_wait``), then answer with the last read."""
+    min_bytes = request.body.min_bytes
+    tps = [TopicPartition(w.topic, w.index) for w in wanted if w.topic is not None]
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            broker.add_waiter(tps, fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                broker.remove_waiter(tps, fut)
+        parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
+        if size >= min_bytes or failed or deadline - time.monotonic() <= 0:
+            return _answer(request, ctx, parts)
+        _release(parts)
+
+
+def _answer(request: Request, ctx: FetchContext, parts: list[PartitionData]) -> Response:
+    """The response of the partitions the session context picks from ``parts`` (the others'
+    duplicated descriptors closed)."""
+    session_id, answered = ctx.respond(parts)
+    if len(answered) != len(parts):
+        kept = {id(pd) for _w, pd in answered}
+        _release([p for p in parts if id(p) not in kept])
+    grouped: list[tuple[Any, list[PartitionData]]] = []
+    last_key: Any = _NO_KEY
+    for w, pd in answered:              # consecutive partitions of one topic share its entry
+        if w.key == last_key:
+            grouped[-1][1].append(pd)
+        else:
+            last_key = w.key
+            grouped.append((last_key, [pd]))
+    return encode_fetch_response(request.correlation_id, request.api_version, 0, grouped,
+                                 session_id)
+
+
+_NO_KEY = object()
+
+
+@functools.cache
+def _partition_head(version: int) -> struct.Struct:
+    """A partition's fields before its records when it has no aborted-transaction list (as in
+    every read_uncommitted answer): partition index, error code, high watermark, last stable
+    offset, log start offset (v5+), the null aborted-transactions array, the preferred read
+    replica (v11+, -1) and, before the flexible versions, the records' int32 size."""
+    fmt = ">ihqq" + ("q" if version >= 5 else "")
+    if version >= FIRST_FLEXIBLE:
+        return struct.Struct(fmt + "Bi")         # null compact array; the size is a varint
+    return struct.Struct(fmt + "i" + ("i" if version >= 11 else "") + "i")
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_entry(key: Any, by_id: bool, flex: bool) -> bytes:
+    """A response topic's name or ID, encoded once per topic and form."""
+    return wire.topic_key(key, by_id, flex)
+
+
+def encode_fetch_response(correlation_id: int, version: int, top_error: int,
+                          topics: list[tuple[Any, list[PartitionData]]],
+                          session_id: int = 0) -> list[bytes | FileSlice]:
+    """The response as frame parts: bytes, with each partition's records (bytes or a
+    ``FileSlice``) between them; the first part starts with the frame size."""
+    flex = version >= FIRST_FLEXIBLE
+    by_id = version >= FIRST_TOPIC_ID
+    v5 = version >= 5
+    v11 = version >= 11
+    head = _partition_head(version)
+    parts: list[bytes | FileSlice] = []
+    total = 0
+    cur = [response_header(correlation_id, flex),
+           _THROTTLE_ERROR_SESSION.pack(0, top_error, session_id) if version >= 7 else _NO_THROTTLE,
+           wire.array_len(len(topics), flex)]
+    for key, pds in topics:
+        cur.append(_topic_entry(key, by_id, flex))
+        cur.append(wire.array_len(len(pds), flex))
+        for p in pds:
+            records = p.records
+            size = len(records)
+            aborted = p.aborted
+            if aborted is None:
+                # one pack: the fixed fields, the null array, -1 (preferred replica), the size
+                if flex:
+                    cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                         p.log_start_offset, 0, -1))
+                    cur.append(wire.uvarint(size + 1))
+                elif v11:
+                    cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                         p.log_start_offset, -1, -1, size))
+                elif v5:
+                    cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                         p.log_start_offset, -1, size))
+                else:
+                    cur.append(head.pack(p.index, p.error, p.high_watermark, p.last_stable_offset,
+                                         -1, size))
+            else:
+                if v5:
+                    cur.append(_PARTITION_HEAD_V5.pack(p.index, p.error, p.high_watermark,
+                                                       p.last_stable_offset, p.log_start_offset))
+                else:
+                    cur.append(_PARTITION_HEAD.pack(p.index, p.error, p.high_watermark,
+                                                    p.last_stable_offset))
+                cur.append(wire.array_len(len(aborted), flex))
+                for pid, first in aborted:
+                    cur.append(_ABORTED.pack(pid, first) + (wire.EMPTY_TAGS if flex else b""))
+                if v11:
+                    cur.append(_NO_PREFERRED_REPLICA)
+                cur.append(wire.bytes_len(size, flex))
+            if size:
+                if isinstance(records, FileSlice):
+                    chunk = b"".join(cur)
+                    total += len(chunk) + size
+                    parts.append(chunk)
+                    parts.append(records)
+                    cur = []
+                else:
+                    cur.append(records)
+            if flex:
+                cur.append(wire.EMPTY_TAGS)
+        if flex:
+            cur.append(wire.EMPTY_TAGS)
+    if flex:
+        cur.append(wire.EMPTY_TAGS)
+    chunk = b"".join(cur)
+    parts.append(chunk)
+    total += len(chunk)
+    first_part = parts[0]
+    assert isinstance(first_part, bytes)       # a response starts with its header
+    parts[0] = wire.INT32.pack(total) + first_part
+    return parts

@@ -1,0 +1,209 @@
+"""Metadata and DescribeCluster: one node that leads every partition, real topic IDs (Produce v13
+and Fetch v13+ address topics by ID), auto-creation per ``auto.create.topics.enable``."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.errors import InvalidTopicError, KafkalogIOError
+from kafkalog.log.naming import validate_topic
+from kafkalog.server import error_codes
+from kafkalog.server.broker import INTERNAL_TOPICS
+from kafkalog.server.requests.protocol import Request
+from kafkalog.server.security.acl_operations import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER,
+    CREATE,
+    DESCRIBE,
+    TOPIC,
+    authorized_operations,
+)
+from kafkalog.server.security.authorizer import CLUSTER_NAME
+
+logger = logging.getLogger("kafkalog.server")
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
+
+def _topic_entry(broker: Broker, topic: str, operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict[str, Any]:
+    node = broker.node_id
+    parts = [{"error_code": 0, "partition_index": p, "leader_id": node,
+              "leader_epoch": broker.leader_epoch(broker.log(topic, p)),
+              "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
+             for p in broker.manager.partitions_of(topic)]
+    return {"error_code": 0, "name": topic, "topic_id": broker.topic_ids.of(topic),
+            "is_internal": topic in INTERNAL_TOPICS, "partitions": parts,
+            "topic_authorized_operations": operations}
+
+
+def _error_entry(name: str | None, code: int, topic_id: Any = None,
+                 operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": operations}
+
+
+#: the first version whose topics may be named by ID alone (KIP-516)
+TOPIC_ID_VERSION = 12
+
+
+def handle_metadata(broker: Broker, request: Request) -> Any:
+    body = request.body
+    topics: list[dict[str, Any]] = []
+    requested = body.topics
+    if requested and request.api_version < TOPIC_ID_VERSION:
+        invalid = _invalid_before_topic_ids(requested, request.api_version)
+        if invalid is not None:
+            return _invalid_request(broker, request, invalid)
+    if requested is None or (request.api_version == 0 and not requested):
+        names: list[Any] = [(t, None) for t in broker.manager.topics()]
+    else:
+        names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
+    allow_auto = bool(getattr(body, "allow_auto_topic_creation", True))
+    # Kafka answers a topic's operations for every topic named (an unknown ID stays "omitted")
+    want_ops = bool(getattr(body, "include_topic_authorized_operations", False))
+    ops = authorized_operations(TOPIC, want_ops)
+    explicit = requested is not None and not (request.api_version == 0 and not requested)
+    auth = broker.authorizer
+    # with an authorizer (Kafka's KafkaApis.getTopicMetadata): a topic the principal may not describe is
+    # left out of "all topics" and answered TOPIC_AUTHORIZATION_FAILED at the end when named; a topic to
+    # auto-create needs CREATE on the cluster or the topic
+    denied: list[dict[str, Any]] = []
+    may_create_all = auth is None or broker.authorize(CREATE, CLUSTER, CLUSTER_NAME)
+    for name, tid in names:
+        if name is None:
+            found = broker.topic_ids.name_of(tid) if tid is not None else None
+            if found is None:
+                topics.append(_error_entry(None, error_codes.UNKNOWN_TOPIC_ID, tid))
+                continue
+            name = found
+        if auth is not None:
+            if not broker.authorize(DESCRIBE, TOPIC, name):
+                if explicit:
+                    denied.append(_error_entry(None if tid is not None else name,
+                                               error_codes.TOPIC_AUTHORIZATION_FAILED, tid))
+                continue
+            if want_ops:
+                ops = broker.operations(TOPIC, name, True)
+            if (explicit and allow_auto and broker.config.auto_create_topics_enable and not may_create_all
+                    and not broker.manager.has_topic(name) and not broker.authorize(CREATE, TOPIC, name)):
+                denied.insert(0, _error_entry(name, error_codes.TOPIC_AUTHORIZATION_FAILED))
+                continue
+        if not broker.manager.has_topic(name):
+            try:
+                validate_topic(name)
+            except InvalidTopicError:
+                topics.append(_error_entry(name, error_codes.INVALID_TOPIC_EXCEPTION, operations=ops))
+                continue
+            try:
+                if explicit and allow_auto:
+                    broker.auto_create(name)
+            except KafkalogIOError:                 # the data directory went (or is) offline
+                topics.append(_error_entry(name, error_codes.KAFKA_STORAGE_ERROR, operations=ops))
+                continue
+            # Kafka's broker asks its controller to create the topic and answers it unknown until its
+            # metadata has it (also right after DeleteTopics); the client's next Metadata finds it
+            topics.append(_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION, operations=ops))
+            continue
+        topics.append(_topic_entry(broker, name, ops))
+    topics.extend(denied)
+    adv = broker.advertised
+    return broker.response(request, {
+        "throttle_time": 0,
+        "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None}],
+        "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
+        "cluster_authorized_operations": broker.operations(
+            CLUSTER, CLUSTER_NAME, bool(getattr(body, "include_cluster_authorized_operations", False))),
+        "error_code": 0})
+
+
+def _invalid_before_topic_ids(requested: Any, version: int) -> str | None:
+    """Kafka's refusal of a topic without a name, or with an ID, before v12."""
+    for t in requested:
+        if t.name is None:
+            return f"Topic name can not be null for version {version}"
+        if getattr(t, "topic_id", None) is not None:
+            return f"Topic IDs are not supported in requests for version {version}"
+    return None
+
+
+def _invalid_request(broker: Broker, request: Request, reason: str) -> Any:
+    """Kafka's ``MetadataRequest.getErrorResponse``: INVALID_REQUEST for every topic asked for
+    (a null name answered as ""), no broker."""
+    logger.info("INVALID_REQUEST for %s: %s", request.describe(), reason)
+    topics = [_error_entry(t.name or "", error_codes.INVALID_REQUEST, getattr(t, "topic_id", None))
+              for t in request.body.topics]
+    return broker.response(request, {
+        "throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+        "topics": topics, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "error_code": 0})
+
+
+def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+    adv = broker.advertised
+    return broker.response(request, {
+        "throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+        "cluster_id": broker.cluster_id or "", "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None,
+                     "is_fenced": False}],
+        "cluster_authorized_operations": broker.operations(
+            CLUSTER, CLUSTER_NAME, bool(request.body.include_cluster_authorized_operations))})
+
+
+#: Kafka's ``max.request.partition.size.limit``: DescribeTopicPartitions answers at most this many
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
+
+def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
+    """DescribeTopicPartitions (KIP-966; ``kafka-topics --describe`` and ``Admin.describeTopics``
+    from Kafka 3.8): the topics asked for (none: every topic) in name order from the cursor, at most
+    ``response_partition_limit`` partitions (capped at Kafka's 2000), then a cursor to the next
+    partition; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. One node and no replication: the
+    eligible leader replicas are empty lists, as Kafka answers for a partition whose ISR is whole.
+    Kafka answers every topic's authorized operations here (the request has no flag)."""
+    body = request.body
+    ops = authorized_operations(TOPIC, True)
+    names = sorted({t.name for t in body.topics}) if body.topics else sorted(broker.manager.topics())
+    cursor = body.cursor
+    if cursor is not None:
+        if cursor.topic_name not in names:
+            invalid = _error_entry(cursor.topic_name, error_codes.INVALID_REQUEST)
+            return broker.response(request, {"throttle_time": 0, "topics": [invalid], "next_cursor": None})
+        names = names[names.index(cursor.topic_name):]
+    left = max(0, min(body.response_partition_limit, MAX_REQUEST_PARTITION_SIZE_LIMIT))
+    topics: list[dict[str, Any]] = []
+    next_cursor = None
+    node = broker.node_id
+    for i, name in enumerate(names):
+        if left == 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        if broker.authorizer is not None:
+            if not broker.authorize(DESCRIBE, TOPIC, name):
+                if body.topics:
+                    topics.append({**_error_entry(name, error_codes.TOPIC_AUTHORIZATION_FAILED),
+                                   "topic_id": uuid.UUID(int=0)})
+                continue
+            ops = broker.operations(TOPIC, name, True)
+        if not broker.manager.has_topic(name):
+            topics.append({**_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION),
+                           "topic_id": uuid.UUID(int=0), "topic_authorized_operations": ops})
+            continue
+        first = cursor.partition_index if cursor is not None and i == 0 else 0
+        partitions = [p for p in broker.manager.partitions_of(name) if p >= first]
+        if len(partitions) > left:
+            next_cursor = {"topic_name": name, "partition_index": partitions[left]}
+            partitions = partitions[:left]
+        left -= len(partitions)
+        topics.append({"error_code": 0, "name": name, "topic_id": broker.topic_ids.of(name),
+                       "is_internal": name in INTERNAL_TOPICS,
+                       "topic_authorized_operations": ops,
+                       "partitions": [{"error_code": 0, "partition_index": p, "leader_id": node,
+                                       "leader_epoch": broker.leader_epoch(broker.log(name, p)),
+                                       "replica_nodes": [node], "isr_nodes": [node],
+                                       "eligible_leader_replicas": [], "last_known_elr": [],
+                                       "offline_replicas": []} for p in partitions]})
+        if next_cursor is not None:
+            break
+    return broker.response(request, {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor})

@@ -1,0 +1,259 @@
+"""Produce: acks 0/1/all (on one node "all" means appended; durability follows the flush policy,
+as in Kafka), one v2 batch per partition (Kafka's rule for v3+), idempotent producers
+deduplicated by the log's producer state, per-partition errors as Kafka returns them, topics by ID
+in v13. Transactional batches are checked with the transaction coordinator before they are
+appended, as Kafka 4.4's partition leader checks them (KIP-890): their partitions must be in the
+producer's transaction (v3-v11) or join it (v12+, transactions v2). The response is written here
+(no kio): it is the hot path."""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.errors import AcksZeroFailure, KafkalogError, KafkalogIOError
+from kafkalog.log.naming import TopicPartition
+from kafkalog.server import error_codes
+from kafkalog.server.error_codes import error_code
+from kafkalog.server.handlers.handler import Response
+from kafkalog.server.handlers.transactions import verify_or_add
+from kafkalog.server.requests import wire
+from kafkalog.server.requests.frames import frame
+from kafkalog.server.requests.protocol import Request, response_header
+from kafkalog.server.security.acl_operations import TOPIC, TRANSACTIONAL_ID, WRITE
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
+
+logger = logging.getLogger("kafkalog.server")
+
+FIRST_FLEXIBLE = 9
+FIRST_TOPIC_ID = 13
+#: KIP-890: Produce v11 takes TRANSACTION_ABORTABLE; v12 is a transactions v2 client's, whose
+#: partitions join its transaction by being written to
+FIRST_GENERIC_ERROR = 11
+FIRST_ADD_PARTITION = 12
+_BATCH_HEADER = 61
+#: the batch attributes' transactional bit (low byte of the int16 at offset 21)
+_TRANSACTIONAL = 0x10
+_PRODUCER = struct.Struct(">qh")
+_BASE_OFFSET_ZERO = bytes(8)
+#: errors of a batch Kafka's ReplicaManager answers with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO
+_UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.RECORD_LIST_TOO_LARGE,
+                                  error_codes.CORRUPT_MESSAGE, error_codes.INVALID_RECORD,
+                                  error_codes.UNSUPPORTED_COMPRESSION_TYPE, error_codes.UNKNOWN_SERVER_ERROR})
+
+
+class PartitionResult:
+    __slots__ = ("base_offset", "error", "index", "log_append_time", "log_start_offset", "message",
+                 "record_errors")
+
+    def __init__(self, index: int, error: int, base_offset: int = -1, log_append_time: int = -1,
+                 log_start_offset: int = -1, message: str | None = None,
+                 record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        self.index = index
+        self.error = error
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
+        self.message = message
+        #: (index of the record in its batch, why it was refused) (v8+)
+        self.record_errors = record_errors
+
+
+def check_batch(records: bytes | None) -> str | None:
+    """Kafka's rule for Produce v3+: exactly one whole v2 batch. None when it holds, else why not."""
+    if not records:
+        return "no record batch"
+    n = len(records)
+    if n < _BATCH_HEADER:
+        return f"{n} bytes are less than a record batch header"
+    length = struct.unpack_from(">i", records, 8)[0]
+    if length + 12 != n:
+        return f"the request holds {n} bytes but its batch declares {length + 12}: " \
+               f"Produce v3+ requires exactly one record batch"
+    if records[16] != 2:
+        return f"Produce v3+ requires record batch magic 2, not {records[16]}"
+    return None
+
+
+def _keyless_records(records: bytes) -> list[int]:
+    """The indexes in the batch of its records without a key (empty when it cannot be read: the
+    append then refuses it with the reason)."""
+    from kafkalog.record.records import iter_batches
+    try:
+        return [i for b in iter_batches(records) for i, r in enumerate(b.records()) if not r.has_key]
+    except KafkalogError:
+        return []
+
+
+def _keyless_in_compacted_topic(topic: str, index: int, missing: list[int], log_start_offset: int
+                                ) -> PartitionResult:
+    """Kafka's ``LogValidator`` answer to records without a key in a compacted topic: INVALID_RECORD
+    with one record error per record and a summary of the first three."""
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+    errors = tuple((i, why) for i in missing)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return PartitionResult(index, error_codes.INVALID_RECORD, log_start_offset=log_start_offset,
+                           message=f"One or more records have been rejected due to {len(errors)} record "
+                                   f"errors in total, and only showing the first three errors at most: [{shown}]",
+                           record_errors=errors)
+
+
+#: the partition leader's words for a write its transaction coordinator did not verify
+_VERIFICATION_MESSAGES = {
+    error_codes.INVALID_TXN_STATE: "Partition was not added to the transaction",
+    error_codes.NOT_ENOUGH_REPLICAS: "Unable to verify the partition has been added to the transaction. "
+                                     "Underlying error: CONCURRENT_TRANSACTIONS",
+}
+
+
+def _is_transactional(records: bytes | None) -> bool:
+    return records is not None and len(records) >= _BATCH_HEADER and bool(records[22] & _TRANSACTIONAL)
+
+
+def _verify_transactional(broker: Broker, body: Any, version: int,
+                          parts: list[tuple[str, int, bytes]]) -> dict[tuple[str, int], int] | int:
+    """Kafka's check of the transactional batches of a Produce before they are appended (KIP-890):
+    one producer (INVALID_PRODUCER_ID_MAPPING for the whole request otherwise), its transactional
+    id, and each partition verified by (v3-v11) or added to (v12+, transactions v2) its open
+    transaction (:func:`kafkalog.server.handlers.transactions.verify_or_add`): the error of each partition,
+    or one error for the whole request."""
+    producers = {_PRODUCER.unpack_from(records, 43) for _t, _p, records in parts}
+    if len(producers) > 1:
+        return error_codes.INVALID_PRODUCER_ID_MAPPING
+    producer_id, producer_epoch = producers.pop()
+    return verify_or_add(broker, body.transactional_id, producer_id, producer_epoch,
+                         [(t, p) for t, p, _r in parts], add=version >= FIRST_ADD_PARTITION,
+                         generic_error=version >= FIRST_GENERIC_ERROR)
+
+
+def _append(broker: Broker, topic: str, index: int, records: bytes | None,
+            verified: int = error_codes.NONE) -> PartitionResult:
+    log = broker.log(topic, index)
+    if log is None:
+        return PartitionResult(index, error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+    problem = check_batch(records)
+    if problem is not None:
+        # Kafka answers INVALID_RECORD without a message or log start offset here; the reason is logged
+        logger.debug("produce to %s-%d refused: %s", topic, index, problem)
+        return PartitionResult(index, error_codes.INVALID_RECORD)
+    assert records is not None
+    if verified:
+        # Kafka's verification (KIP-890): no log start offset
+        logger.debug("transactional produce to %s-%d refused: %d", topic, index, verified)
+        return PartitionResult(index, verified, message=_VERIFICATION_MESSAGES.get(verified))
+    if records[:8] != _BASE_OFFSET_ZERO:
+        # Kafka's LogValidator: a client's batch starts at offset 0 (the broker assigns offsets)
+        logger.debug("produce to %s-%d refused: the batch's base offset is %d, not 0", topic, index,
+                     struct.unpack_from(">q", records, 0)[0])
+        return PartitionResult(index, error_codes.INVALID_RECORD, log_start_offset=log.log_start_offset)
+    if log.compact:
+        missing = _keyless_records(records)
+        if missing:
+            return _keyless_in_compacted_topic(topic, index, missing, log.log_start_offset)
+    failure = broker.log_dir_failure
+    if failure is not None:
+        return PartitionResult(index, error_codes.KAFKA_STORAGE_ERROR, log_start_offset=log.log_start_offset,
+                               message=f"the data directory is offline since: {failure}")
+    try:
+        # the leader's epoch stamped into the batch and recorded in leader-epoch-checkpoint, as Kafka's
+        # appendAsLeader does
+        info = log.append(bytearray(records), leader_epoch=broker.leader_epoch(log))
+    except KafkalogIOError as e:
+        broker.log_dir_failed(TopicPartition(topic, index), e)
+        return PartitionResult(index, error_codes.KAFKA_STORAGE_ERROR, log_start_offset=log.log_start_offset,
+                               message=str(e))
+    except KafkalogError as e:
+        code = error_code(e)
+        if code == error_codes.UNKNOWN_SERVER_ERROR:
+            logger.error("append to %s-%d failed: %s", topic, index, e)
+        else:
+            logger.debug("append to %s-%d refused: %s", topic, index, e)
+        # as Kafka's ReplicaManager answers: a batch it refuses to read gets no log start offset,
+        # a producer-state error the partition's; only a timestamp error says why
+        return PartitionResult(index, code,
+                               log_start_offset=-1 if code in _UNREAD_BATCH_ERRORS else log.log_start_offset,
+                               message=e.message if code == error_codes.INVALID_TIMESTAMP else None)
+    if info.duplicate:
+        # Kafka answers a retried batch with the original's offsets and its timestamp
+        return PartitionResult(index, error_codes.NONE, info.first_offset, info.max_timestamp,
+                               info.log_start_offset)
+    broker.notify_append(TopicPartition(topic, index))
+    return PartitionResult(index, error_codes.NONE, info.first_offset, info.log_append_time,
+                           info.log_start_offset)
+
+
+def handle_produce(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    by_id = version >= FIRST_TOPIC_ID
+    acks = body.acks
+    results: list[tuple[Any, list[PartitionResult]]] = []
+    transactional = [(name, pd.index, pd.records) for td in body.topic_data
+                     for name in [broker.topic_ids.name_of(td.topic_id) if by_id else td.name]
+                     for pd in td.partition_data
+                     if _is_transactional(pd.records) and name is not None
+                     and broker.log(name, pd.index) is not None] if acks in (0, 1, -1) else []
+    verified: dict[tuple[str, int], int] | int = {}
+    auth = broker.authorizer
+    if auth is not None and acks in (0, 1, -1) and (transactional or any(
+            _is_transactional(pd.records) for td in body.topic_data for pd in td.partition_data)) and (
+            body.transactional_id is None or not broker.authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id)):
+        verified = error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif transactional:
+        verified = (error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if body.transactional_id is None
+                    else _verify_transactional(broker, body, version, transactional))
+    for td in body.topic_data:
+        key: Any = td.topic_id if by_id else td.name
+        name = broker.topic_ids.name_of(td.topic_id) if by_id else td.name
+        parts: list[PartitionResult] = []
+        for pd in td.partition_data:
+            if isinstance(verified, int):        # one error for the whole request
+                parts.append(PartitionResult(pd.index, verified))
+            elif acks not in (0, 1, -1):
+                parts.append(PartitionResult(pd.index, error_codes.INVALID_REQUIRED_ACKS))
+            elif name is None:
+                parts.append(PartitionResult(pd.index, error_codes.UNKNOWN_TOPIC_ID))
+            elif auth is not None and not broker.authorize(WRITE, TOPIC, name):
+                parts.append(PartitionResult(pd.index, error_codes.TOPIC_AUTHORIZATION_FAILED))
+            else:
+                parts.append(_append(broker, name, pd.index, pd.records,
+                                     verified.get((name, pd.index), error_codes.NONE) if verified else 0))
+        results.append((key, parts))
+    if acks == 0:
+        failed = [(key, p.index, p.error) for key, parts in results for p in parts if p.error]
+        if failed:
+            # Kafka's rule: a producer that wants no response learns of an error by a closed
+            # connection (it then refreshes its metadata)
+            raise AcksZeroFailure(f"produce with acks=0 failed for {failed[:5]}: closing the connection")
+        return None
+    return encode_produce_response(request.correlation_id, version, results)
+
+
+def encode_produce_response(correlation_id: int, version: int,
+                            results: list[tuple[Any, list[PartitionResult]]]) -> bytes:
+    flex = version >= FIRST_FLEXIBLE
+    i32, i64, i16 = wire.INT32.pack, wire.INT64.pack, wire.INT16.pack
+    out = [response_header(correlation_id, flex), wire.array_len(len(results), flex)]
+    for key, parts in results:
+        out.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))
+        out.append(wire.array_len(len(parts), flex))
+        for p in parts:
+            out.append(i32(p.index) + i16(p.error) + i64(p.base_offset) + i64(p.log_append_time))
+            if version >= 5:
+                out.append(i64(p.log_start_offset))
+            if version >= 8:
+                out.append(wire.array_len(len(p.record_errors), flex))
+                for i, why in p.record_errors:
+                    out.append(i32(i) + wire.nullable_string(why, flex) + (wire.EMPTY_TAGS if flex else b""))
+                out.append(wire.nullable_string(p.message, flex))
+            if flex:
+                out.append(wire.EMPTY_TAGS)
+        if flex:
+            out.append(wire.EMPTY_TAGS)
+    out.append(i32(0))                      # throttle_time_ms
+    if flex:
+        out.append(wire.EMPTY_TAGS)
+    return frame(b"".join(out))

@@ -1,0 +1,123 @@
+"""DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets (KIP-932): a share
+group's start offsets (SPSO) per partition as the share coordinator holds them
+(``__share_group_state``), with the lag (v1: the high watermark less the start offset and the
+records already settled above it); set for an empty group (its partitions' states initialized
+again at the given offsets) or deleted, as Kafka 4.4 answers them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.server import error_codes as ec
+from kafkalog.server.coordinator.consumer_group import GroupError
+from kafkalog.server.requests.protocol import Request
+
+if TYPE_CHECKING:      # the state owner that dispatches to this handler
+    from kafkalog.server.broker import Broker
+
+_UNKNOWN = "This server does not host this topic-partition."
+
+
+def _partition(broker: Broker, group: str, name: str, topic_id: uuid.UUID, p: int, with_lag: bool) -> dict[str, Any]:
+    stored = broker.share_state.read(group, topic_id, p)
+    start = -1 if stored is None else stored.start_offset
+    lag = -1
+    if with_lag and start >= 0:
+        log = broker.log(name, p)
+        if log is not None:
+            hw = log.fetch_offset_snapshot()[1]
+            done = max(stored.delivery_complete_count, 0) if stored is not None else 0
+            lag = max(hw - start - done, 0)
+    return {"partition_index": p, "start_offset": start,
+            "leader_epoch": 0 if stored is None else max(stored.leader_epoch, 0),      # as Kafka answers
+            "lag": lag, "error_code": ec.NONE, "error_message": None}
+
+
+def handle_describe_share_group_offsets(broker: Broker, request: Request) -> Any:
+    with_lag = request.api_version >= 1
+    groups = []
+    for g in request.body.groups:
+        topics = []
+        if g.topics is None:                          # every initialized partition of the group
+            sg = broker.share_groups.groups.get(g.group_id)
+            wanted = [] if sg is None else [(name, sorted(ps)) for _t, (name, ps) in sorted(sg.initialized.items())]
+        else:
+            wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
+        for name, parts in wanted:
+            if not broker.manager.has_topic(name):
+                topics.append({"topic_name": name, "topic_id": uuid.UUID(int=0), "partitions": [   # as Kafka
+                    {"partition_index": p, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                     "error_code": ec.NONE, "error_message": None} for p in parts]})
+                continue
+            topic_id = broker.topic_ids.of(name)
+            topics.append({"topic_name": name, "topic_id": topic_id,
+                           "partitions": [_partition(broker, g.group_id, name, topic_id, p, with_lag) for p in parts]})
+        groups.append({"group_id": g.group_id, "topics": topics, "error_code": ec.NONE, "error_message": None})
+    return broker.response(request, {"throttle_time": 0, "groups": groups})
+
+
+def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
+    b = request.body
+    responses = []
+    starts: dict[tuple[uuid.UUID, str], dict[int, int]] = {}
+    for t in b.topics:
+        if not broker.manager.has_topic(t.topic_name):
+            responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "partitions": [
+                {"partition_index": p.partition_index, "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION,
+                 "error_message": _UNKNOWN} for p in t.partitions]})
+            continue
+        topic_id = broker.topic_ids.of(t.topic_name)
+        count = len(broker.manager.partitions_of(t.topic_name))
+        parts = []
+        for p in t.partitions:
+            if p.partition_index < count:
+                starts.setdefault((topic_id, t.topic_name), {})[p.partition_index] = int(p.start_offset)
+                parts.append({"partition_index": p.partition_index, "error_code": ec.NONE, "error_message": None})
+            else:
+                parts.append({"partition_index": p.partition_index, "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION,
+                              "error_message": _UNKNOWN})
+        responses.append({"topic_name": t.topic_name, "topic_id": topic_id, "partitions": parts})
+    try:
+        g = broker.share_groups.alter_offsets(b.group_id, starts)
+    except GroupError as e:
+        return broker.response(request, {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
+                                         "responses": []})
+    broker.share_state.initialize([(b.group_id, t, p, g.epoch, start) for (t, _n), ps in starts.items()
+                                   for p, start in ps.items()])
+    broker.share_partitions.forget(b.group_id, [(n, p) for (_t, n), ps in starts.items() for p in ps])
+    return broker.response(request, {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
+                                     "responses": responses})
+
+
+def handle_delete_share_group_offsets(broker: Broker, request: Request) -> Any:
+    b = request.body
+    sg = broker.share_groups.groups.get(b.group_id)
+    responses = []
+    delete: dict[uuid.UUID, str] = {}
+    for t in b.topics:
+        if not broker.manager.has_topic(t.topic_name):
+            responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0),
+                              "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION, "error_message": _UNKNOWN})
+            continue
+        topic_id = broker.topic_ids.of(t.topic_name)
+        if sg is not None and topic_id in sg.initialized:
+            delete[topic_id] = t.topic_name
+        else:
+            responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0),
+                              "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION,
+                              "error_message": "There is no offset information to delete."})
+    try:
+        g = broker.share_groups.delete_offsets(b.group_id, set(delete))
+    except GroupError as e:
+        return broker.response(request, {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
+                                         "responses": []})
+    del g
+    broker.share_state.delete([(b.group_id, t, p) for (t, p) in broker.share_state.partitions_of_group(b.group_id)
+                               if t in delete])
+    broker.share_partitions.forget(b.group_id, [(n, p) for t, n in delete.items()
+                                                for p in broker.manager.partitions_of(n)])
+    responses += [{"topic_name": n, "topic_id": t, "error_code": ec.NONE, "error_message": None}
+                  for t, n in delete.items()]
+    return broker.response(request, {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
+                                     "responses": responses})

@@ -1,0 +1,49 @@
+"""The ACLs of a data directory, durably: the JSON file :data:`ACLS_FILE` (Kafka keeps them as
+``AccessControlEntryRecord`` records in its metadata log). Each change rewrites it whole through a
+temporary file, fsync and rename (:func:`~kafkalog.log.fsutil.atomic_write`), before CreateAcls or
+DeleteAcls is answered: a crash leaves the old or the new set, never a torn file. The file is
+written only once an ACL is created."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+
+from kafkalog.errors import InvalidConfigError
+from kafkalog.log import fsutil
+from kafkalog.server.security.authorizer import AclBinding
+
+ACLS_FILE = "kafkalog-acls.json"
+_FIELDS = ("resource_type", "name", "pattern_type", "principal", "host", "operation", "permission")
+
+
+class AclStore:
+    """``ACLS_FILE`` of one data directory."""
+
+    def __init__(self, data_dir: str) -> None:
+        self.path = os.path.join(data_dir, ACLS_FILE)
+
+    def load(self) -> list[AclBinding]:
+        """The stored ACLs (none when the file does not exist); a damaged file is refused, naming it."""
+        data = fsutil.read_json(self.path, "ACLs")
+        if data is None:
+            return []
+        if not isinstance(data, dict) or not isinstance(data.get("acls"), list):
+            raise InvalidConfigError('the ACL file is not a JSON object with an "acls" list', file=self.path)
+        out = []
+        for i, entry in enumerate(data["acls"]):
+            try:
+                b = AclBinding(*(entry[k] for k in _FIELDS))
+                if not all(isinstance(getattr(b, k), int if k in ("resource_type", "pattern_type", "operation",
+                                                                  "permission") else str) for k in _FIELDS):
+                    raise TypeError("a field of the wrong type")
+            except (KeyError, TypeError) as e:
+                raise InvalidConfigError(f"ACL #{i} of the file is malformed ({e})", file=self.path) from None
+            out.append(b)
+        return out
+
+    def save(self, acls: Iterable[AclBinding]) -> None:
+        """Replace the stored ACLs with ``acls`` (atomic and fsynced)."""
+        doc = {"version": 1, "acls": [{k: getattr(b, k) for k in _FIELDS} for b in acls]}
+        fsutil.atomic_write(self.path, json.dumps(doc, indent=1).encode("utf-8"))
