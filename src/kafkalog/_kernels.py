@@ -10,10 +10,11 @@ every pair, when this module is imported:
 * every compiled kernel built: every compiled kernel;
 * some built and some not (a partial build): :class:`KernelBuildError` naming the missing one.
 
-Each layer then imports its kernel through one small selector module (``kafkalog.record.kernel``,
+Each layer then imports its kernel through a selector module (``kafkalog.record.kernel``,
 ``kafkalog.log.kernel``, ``kafkalog.cleaner.kernel``, ``kafkalog.client.kernel``,
-``kafkalog.spark.kernel``) that calls :func:`load_kernel` and re-exports the twin's ``__all__``
-(:func:`kernel_exports`, so a selector's names cannot drift from its twin's); a compiled kernel
+``kafkalog.spark.kernel``) that is one call of :func:`select_kernel`: it fills the module with the
+twin's ``__all__`` from the selected kernel (:func:`kernel_exports`, so a selector's names cannot
+drift from its twin's; the type checker reads the twin's); a compiled kernel
 that does not import, or lacks a symbol its pure twin exports in ``__all__`` (a stale build),
 raises :class:`KernelBuildError` naming the module and the symbol. There is no per-function
 fallback: a process never mixes compiled and pure-Python kernels.
@@ -36,7 +37,7 @@ import kafkalog
 from kafkalog.errors import KernelBuildError
 
 __all__ = ["ENV_PURE_PYTHON", "IMPLEMENTATION", "KERNELS", "KernelBuildError", "KernelPair",
-           "KernelWarning", "kernel_exports", "load_kernel", "select_implementation"]
+           "KernelWarning", "kernel_exports", "load_kernel", "select_implementation", "select_kernel"]
 
 #: the environment variable that selects every pure-Python twin
 ENV_PURE_PYTHON = "KAFKALOG_PURE_PYTHON"
@@ -142,3 +143,12 @@ def kernel_exports(compiled: str) -> dict[str, Any]:
     out = {name: getattr(module, name) for name in names}
     out["implementation_module"] = module
     return out
+
+
+def select_kernel(namespace: dict[str, Any]) -> None:
+    """Fill a selector module (``kafkalog.<layer>.kernel``, passing its ``globals()``) with the
+    kernel of its layer's pair (``kafkalog.<layer>._kernel``, :func:`kernel_exports`), and its
+    ``__all__``."""
+    exports = kernel_exports(namespace["__name__"].rpartition(".")[0] + "._kernel")
+    namespace.update(exports)
+    namespace["__all__"] = list(exports)

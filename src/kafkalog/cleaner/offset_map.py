@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from typing import Optional
 
-from kafkalog.cleaner import kernel as _cleaner_kernel
+from kafkalog._kernels import load_kernel
 from kafkalog.errors import CleanerError
 
 __all__ = ["SkimpyOffsetMap", "ENTRY_SIZE", "HASH_SIZE", "cleaner_kernel"]
@@ -33,7 +33,7 @@ HASH_SIZE = 16
 def cleaner_kernel():
     """The kernel module providing the cleaner loops (:mod:`kafkalog.cleaner.kernel`: compiled or
     pure Python, as selected for the whole process)."""
-    return _cleaner_kernel.implementation_module
+    return load_kernel("kafkalog.cleaner._kernel")
 
 
 class SkimpyOffsetMap:
