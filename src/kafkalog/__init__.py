@@ -37,7 +37,7 @@ def __getattr__(name: str) -> Any:
     """Lazy re-exports of the Python API (:mod:`kafkalog.client`): ``kafkalog.open`` etc."""
     if name in _CLIENT_NAMES:
         from kafkalog import client
-        return getattr(client, name)
+        return getattr(client, name)        # the lazy re-export of a name of the client
     raise AttributeError(f"module 'kafkalog' has no attribute {name!r}")
 
 

@@ -140,7 +140,7 @@ def kernel_exports(compiled: str) -> dict[str, Any]:
     module = load_kernel(compiled)
     pair = next(p for p in KERNELS if p.compiled == compiled)
     names = importlib.import_module(pair.pure).__all__
-    out = {name: getattr(module, name) for name in names}
+    out = {name: getattr(module, name) for name in names}      # the twin's __all__, by name
     out["implementation_module"] = module
     return out
 

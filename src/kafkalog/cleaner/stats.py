@@ -65,7 +65,7 @@ class CleanerStats:
                      "messages_read", "messages_written", "invalid_messages", "tombstones_removed",
                      "aborted_batches_removed", "distinct_keys", "segments_cleaned",
                      "segments_written"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+            setattr(self, name, getattr(self, name) + getattr(other, name))    # each counter above
 
     def to_json(self) -> dict:
         return {"bytesRead": self.bytes_read, "bytesWritten": self.bytes_written,

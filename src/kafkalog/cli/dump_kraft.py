@@ -57,8 +57,9 @@ def _camel(name: str) -> str:
 def _json(v: Any) -> Any:
     """A kio entity as Kafka's JSON converters write it."""
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {_camel(f.name): _ZERO_UUID if getattr(v, f.name) is None and f.metadata.get("kafka_type") == "uuid"
-                else _json(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        values = {f: getattr(v, f.name) for f in dataclasses.fields(v)}     # every field (kio's have slots)
+        return {_camel(f.name): _ZERO_UUID if x is None and f.metadata.get("kafka_type") == "uuid" else _json(x)
+                for f, x in values.items()}
     if isinstance(v, tuple):
         return [_json(x) for x in v]
     if isinstance(v, uuid.UUID):

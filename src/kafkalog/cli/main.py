@@ -67,7 +67,7 @@ class KafkalogGroup(click.Group):
         module = COMMANDS.get(cmd_name)
         if module is None:
             return None
-        cmd = getattr(importlib.import_module(module), cmd_name.replace("-", "_"))
+        cmd = getattr(importlib.import_module(module), cmd_name.replace("-", "_"))   # a lazy command, by name
         self.add_command(cmd)
         return cmd
 
@@ -117,7 +117,7 @@ class KafkalogGroup(click.Group):
 def main(log_level: str = "warning") -> None:
     """kafkalog: Kafka's log storage engine. Inspect, verify, recover and compact Kafka data
     directories, produce and consume records, and serve them to Kafka clients."""
-    logging.basicConfig(level=getattr(logging, log_level.upper()),
+    logging.basicConfig(level=logging.getLevelNamesMapping()[log_level.upper()],
                         format="%(levelname)s %(name)s: %(message)s")
 
 

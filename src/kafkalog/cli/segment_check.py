@@ -240,6 +240,14 @@ def _read_bytes(path: str) -> bytes:
         return f.read()
 
 
+def _check_index_size(res: IndexCheck, path: str, data: bytes, entry_size: int, what: str) -> None:
+    """A finding (Kafka's message) when an index file is not a whole number of entries."""
+    if len(data) % entry_size:
+        res.findings.append(Finding("error", "index-size", path, len(data) - len(data) % entry_size,
+                                    f"{what} {os.path.basename(path)} is corrupt, found {len(data)} bytes "
+                                    f"which is neither positive nor a multiple of {entry_size}."))
+
+
 def check_offset_index(path: str, scan: Optional[LogScan],
                        max_findings: Optional[int] = MAX_FINDINGS_PER_FILE) -> IndexCheck:
     """Entries of a ``.index`` (absolute offset, position) checked against the ``.log`` scan: length
@@ -249,10 +257,7 @@ def check_offset_index(path: str, scan: Optional[LogScan],
     base = base_offset_of(path)
     data = _read_bytes(path)
     res = IndexCheck(path, findings=FindingList(max_findings))
-    if len(data) % 8:
-        res.findings.append(Finding("error", "index-size", path, len(data) - len(data) % 8,
-                                    f"Index file {os.path.basename(path)} is corrupt, found "
-                                    f"{len(data)} bytes which is neither positive nor a multiple of 8."))
+    _check_index_size(res, path, data, 8, "Index file")
     prev_rel, prev_pos = -1, -1
     by_pos = scan.by_position if scan is not None else {}
     lasts = sorted((b.position, b.last_offset) for b in scan.batches) if scan is not None else []
@@ -345,10 +350,7 @@ def check_time_index(path: str, scan: Optional[LogScan],
     base = base_offset_of(path)
     data = _read_bytes(path)
     res = IndexCheck(path, findings=FindingList(max_findings))
-    if len(data) % 12:
-        res.findings.append(Finding("error", "index-size", path, len(data) - len(data) % 12,
-                                    f"Time index file {os.path.basename(path)} is corrupt, found "
-                                    f"{len(data)} bytes which is neither positive nor a multiple of 12."))
+    _check_index_size(res, path, data, 12, "Time index file")
     by_last = {b.last_offset: b for b in scan.batches} if scan is not None else {}
     prev_ts = None
     for i in range(len(data) // 12):

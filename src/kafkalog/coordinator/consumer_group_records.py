@@ -187,16 +187,6 @@ def _tagged(w: _Writer, fields: list[tuple[int, bytes]]) -> None:
         w.out += write_unsigned_varint(tag) + write_unsigned_varint(len(data)) + data
 
 
-def _read_tags(r: _Reader) -> dict[int, bytes]:
-    out = {}
-    for _ in range(r.uvarint("tagged field count")):
-        tag = r.uvarint("tag")
-        size = r.uvarint("tagged field size")
-        r._need(size, "tagged field")
-        out[tag] = bytes(r.buf[r.pos:r.pos + size])
-        r.pos += size
-    return out
-
 
 def _strings(w: _Writer, items: tuple[str, ...] | list[str]) -> None:
     w.array_len(len(items))
@@ -311,7 +301,7 @@ def _topic_partitions(r: _Reader, field: str, with_epochs: bool
         topic_id = _read_uuid(r, "topic_id")
         parts = _read_ints(r, "partitions")
         epochs = None
-        tags = _read_tags(r)
+        tags = r.tags()
         if with_epochs and 0 in tags:
             er = _sub("assignment_epochs", tags[0])
             epochs = _read_ints(er, "assignment_epochs")
@@ -329,11 +319,11 @@ def decode_value(record_type: int, buf: bytes) -> Value:
     out: Value
     if record_type == GROUP_EPOCH:
         epoch = r.i32("epoch")
-        tags = _read_tags(r)
+        tags = r.tags()
         out = GroupEpochValue(epoch, _sub(what, tags[0]).i64("metadata_hash") if 0 in tags else 0)
     elif record_type == TARGET_ASSIGNMENT_METADATA:
         epoch = r.i32("assignment_epoch")
-        tags = _read_tags(r)
+        tags = r.tags()
         out = TargetAssignmentMetadataValue(
             epoch, _sub(what, tags[0]).i64("assignment_timestamp") if 0 in tags else 0)
     elif record_type == MEMBER_METADATA:
@@ -345,7 +335,7 @@ def decode_value(record_type: int, buf: bytes) -> Value:
         regex = r.string("subscribed_topic_regex", nullable=True)
         rebalance = r.i32("rebalance_timeout_ms")
         assignor = r.string("server_assignor", nullable=True)
-        tags = _read_tags(r)
+        tags = r.tags()
         classic = None
         if 0 in tags:
             c = _sub("classic_member_metadata", tags[0])

@@ -30,7 +30,6 @@ from kafkalog.coordinator.consumer_group_records import (
     _ints,
     _read_ints,
     _read_strings,
-    _read_tags,
     _read_uuid,
     _strings,
     _tagged,
@@ -200,7 +199,7 @@ def _read_topic_partitions(r: _Reader, field: str) -> TopicPartitions:
     for _ in range(r.array_len(field)):
         topic_id = _read_uuid(r, "topic_id")
         parts = _read_ints(r, "partitions")
-        _read_tags(r)
+        r.tags()
         out.append((topic_id, parts))
     return tuple(out)
 
@@ -211,7 +210,7 @@ def _read_named(r: _Reader, field: str) -> NamedTopicPartitions:
         topic_id = _read_uuid(r, "topic_id")
         name = str(r.string("topic_name"))
         parts = _read_ints(r, "partitions")
-        _read_tags(r)
+        r.tags()
         out.append((topic_id, name, parts))
     return tuple(out)
 
@@ -226,23 +225,23 @@ def decode_value(record_type: int, buf: bytes) -> Value:
     if record_type == MEMBER_METADATA:
         out = ShareMemberMetadataValue(r.string("rack_id", nullable=True), str(r.string("client_id")),
                                        str(r.string("client_host")), _read_strings(r, "subscribed_topic_names"))
-        _read_tags(r)
+        r.tags()
     elif record_type == GROUP_EPOCH:
         out = ShareGroupEpochValue(r.i32("epoch"), r.i64("metadata_hash"))
-        _read_tags(r)
+        r.tags()
     elif record_type == TARGET_ASSIGNMENT_METADATA:
         epoch = r.i32("assignment_epoch")
-        tags = _read_tags(r)
+        tags = r.tags()
         ts = struct.unpack(">q", tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
         out = ShareTargetAssignmentMetadataValue(epoch, ts)
     elif record_type == TARGET_ASSIGNMENT_MEMBER:
         out = ShareTargetAssignmentMemberValue(_read_topic_partitions(r, "topic_partitions"))
-        _read_tags(r)
+        r.tags()
     elif record_type == CURRENT_MEMBER_ASSIGNMENT:
         epoch, previous = r.i32("member_epoch"), r.i32("previous_member_epoch")
         state = _i8(r, "state")
         out = ShareCurrentAssignmentValue(epoch, previous, state, _read_topic_partitions(r, "assigned_partitions"))
-        _read_tags(r)
+        r.tags()
     else:
         initializing = _read_named(r, "initializing_topics")
         initialized = _read_named(r, "initialized_topics")
@@ -250,8 +249,8 @@ def decode_value(record_type: int, buf: bytes) -> Value:
         for _ in range(r.array_len("deleting_topics")):
             topic_id = _read_uuid(r, "topic_id")
             deleting.append((topic_id, str(r.string("topic_name"))))
-            _read_tags(r)
-        _read_tags(r)
+            r.tags()
+        r.tags()
         out = ShareStatePartitionMetadataValue(initializing, initialized, tuple(deleting))
     return out
 

@@ -133,16 +133,6 @@ def encode_value(record_type: int, v: ShareStateValue) -> bytes:
     return bytes(w.out)
 
 
-def _read_tags(r: _Reader) -> dict[int, bytes]:
-    out = {}
-    for _ in range(r.uvarint("tagged field count")):
-        tag = r.uvarint("tag")
-        size = r.uvarint("tagged field size")
-        r._need(size, "tagged field")
-        out[tag] = bytes(r.buf[r.pos:r.pos + size])
-        r.pos += size
-    return out
-
 
 def decode_key(buf: bytes) -> ShareStateKey | None:
     """The key of a ``__share_group_state`` record (None for an unknown record type)."""
@@ -176,9 +166,9 @@ def decode_value(record_type: int, buf: bytes) -> ShareStateValue:
         first, last = r.i64("first_offset"), r.i64("last_offset")
         state = r._fixed(">b", 1, "delivery_state")
         count = r.i16("delivery_count")
-        _read_tags(r)
+        r.tags()
         batches.append(StateBatch(first, last, state, count))
-    tags = _read_tags(r)
+    tags = r.tags()
     dcc = int.from_bytes(tags[0], "big", signed=True) if len(tags.get(0, b"")) == 4 else -1
     return ShareStateValue(snapshot_epoch, leader_epoch, start_offset, tuple(batches), dcc, state_epoch,
                            create_ts, write_ts)

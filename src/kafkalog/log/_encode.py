@@ -5,7 +5,7 @@ legacy wrappers to v2 batches."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Tuple
 
 from kafkalog.record.builder import build_batch
 from kafkalog.record.constants import CompressionType
@@ -26,10 +26,10 @@ def _normalise(rec: Any, default_ts: int) -> _Record:
         if len(rec) == 3:
             return (rec[0], rec[1], default_ts, rec[2])
         return (rec[0], rec[1], rec[3] if rec[3] is not None and rec[3] >= 0 else default_ts, rec[2])
-    # a record object of the caller's (kafkalog's ConsumerRecord, kafka-python's ...): duck-typed
-    ts: Optional[int] = getattr(rec, "timestamp", None)
-    return (getattr(rec, "key", None), getattr(rec, "value", None),
-            default_ts if ts is None or ts < 0 else ts, getattr(rec, "headers", None))
+    # a record object of the caller's (kafkalog's ConsumerRecord, kafka-python's ...): duck-typed,
+    # every attribute optional
+    key, value, ts, headers = (getattr(rec, n, None) for n in ("key", "value", "timestamp", "headers"))  # optional
+    return (key, value, default_ts if ts is None or ts < 0 else ts, headers)
 
 
 def codec_id(compression: int | str) -> int:

@@ -385,11 +385,7 @@ class PartitionMetadataFile:
         return PartitionMetadata(version, topic_id)
 
     def delete(self) -> bool:
-        try:
-            os.unlink(self.path)
-            return True
-        except FileNotFoundError:
-            return False
+        return _unlink(self.path)
 
 
 # --- meta.properties ------------------------------------------------------------------------------
@@ -499,9 +495,15 @@ class CleanShutdownFile:
 
     def delete(self) -> bool:
         try:
-            os.unlink(self.path)
-            return True
-        except FileNotFoundError:
-            return False
+            return _unlink(self.path)
         except OSError as err:
             raise io_error(err, self.path, "delete clean shutdown file") from err
+
+
+def _unlink(path: str) -> bool:
+    """Delete ``path``: False when it did not exist."""
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False

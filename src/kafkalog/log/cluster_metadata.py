@@ -20,7 +20,7 @@ import os
 import struct
 import uuid as _uuid
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from kafkalog.errors import LogDirError
 from kafkalog.log.fsutil import atomic_write
@@ -93,6 +93,21 @@ def config_record(topic: str, name: str, value: str) -> bytes:
                   + _nullable_string(value))
 
 
+def _record_type(v: bytes) -> Tuple[int, int]:
+    """A metadata record's type and the position of its fields (after the frame version, the type
+    and the record's version)."""
+    _frame_v, p = read_unsigned_varint(v, 0)
+    key, p = read_unsigned_varint(v, p)
+    _ver, p = read_unsigned_varint(v, p)
+    return key, p
+
+
+def _compact_string(v: bytes, p: int) -> Tuple[str, int]:
+    """The compact string at ``p`` and the position after it."""
+    n, p = read_unsigned_varint(v, p)
+    return v[p:p + n - 1].decode("utf-8"), p + n - 1
+
+
 def topics_in_snapshot(data: bytes) -> List[str]:
     """The names of the ``TopicRecord`` s in a metadata snapshot's bytes."""
     out = []
@@ -102,12 +117,9 @@ def topics_in_snapshot(data: bytes) -> List[str]:
         for r in batch:
             v = bytes(r.value or b"")
             try:
-                _frame_v, p = read_unsigned_varint(v, 0)
-                key, p = read_unsigned_varint(v, p)
-                _ver, p = read_unsigned_varint(v, p)
+                key, p = _record_type(v)
                 if key == TOPIC_RECORD:
-                    n, p = read_unsigned_varint(v, p)
-                    out.append(v[p:p + n - 1].decode("utf-8"))
+                    out.append(_compact_string(v, p)[0])
             except Exception:       # not a record this reads: the snapshot is Kafka's to judge
                 continue
     return out
@@ -142,6 +154,7 @@ def add_topics(snapshot_path: str, node_id: int, directory_id: _uuid.UUID,
     footer, last = batches[-1], batches[-2]
     base = last.last_offset + 1
     added = build_batch([(None, v, last.max_timestamp, []) for v in values], base_offset=base,
+                        # both kinds of batch have it (v0/v1: -1); their base type RecordBatch does not
                         partition_leader_epoch=getattr(last, "partition_leader_epoch", 0))
     tail = bytearray(data[footer.position:])
     struct.pack_into(">q", tail, 0, base + len(values))          # the footer's offset follows the batch
@@ -186,13 +199,10 @@ def _replay(data: bytes, min_offset: int, ids: Dict[bytes, str], configs: Dict[s
                 continue
             v = bytes(r.value)
             try:
-                _frame_v, p = read_unsigned_varint(v, 0)
-                key, p = read_unsigned_varint(v, p)
-                _ver, p = read_unsigned_varint(v, p)
+                key, p = _record_type(v)
                 if key == TOPIC_RECORD:
-                    n, p = read_unsigned_varint(v, p)
-                    name = v[p:p + n - 1].decode("utf-8")
-                    ids[v[p + n - 1:p + n + 15]] = name
+                    name, p = _compact_string(v, p)
+                    ids[v[p:p + 16]] = name
                 elif key == PRODUCER_IDS_RECORD:        # BrokerId, BrokerEpoch, NextProducerId
                     meta.next_producer_id = max(meta.next_producer_id,
                                                 struct.unpack_from(">q", v, p + 12)[0])

@@ -37,7 +37,12 @@ def wrap_os_errors(path: os.PathLike[str] | str, action: str) -> Iterator[None]:
         raise io_error(err, path, action) from err
 
 
-_deferred = threading.local()
+class _Deferred(threading.local):
+    #: the paths the running :func:`deferred_syncs` block of this thread notes (None: no block)
+    paths: dict[str, bool] | None = None
+
+
+_deferred = _Deferred()
 #: threads fsyncing what a :func:`deferred_syncs` block wrote (the fsyncs overlap: the file system
 #: commits them together)
 _SYNC_THREADS = 16
@@ -52,7 +57,7 @@ def deferred_syncs() -> Iterator[None]:
     (a topic's thousands of new partitions): its fsyncs cost about one disk commit, not one each.
     A crash inside the block may leave a file renamed into place before its bytes were synced;
     nothing the block's caller acknowledged depends on it yet."""
-    if getattr(_deferred, "paths", None) is not None:
+    if _deferred.paths is not None:
         yield                                       # nested: the outer block syncs
         return
     paths: dict[str, bool] = {}
@@ -76,7 +81,7 @@ def defer_fsync(path: os.PathLike[str] | str) -> bool:
 
 def _defer(path: os.PathLike[str] | str, is_dir: bool) -> bool:
     """Note ``path`` for the running :func:`deferred_syncs` block; False when there is none."""
-    paths = getattr(_deferred, "paths", None)
+    paths = _deferred.paths
     if paths is None:
         return False
     paths[os.fspath(path)] = is_dir
@@ -122,7 +127,7 @@ def fsync_dir(path: os.PathLike[str] | str) -> None:
     if _defer(path, True):
         return
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))     # a platform probe (POSIX)
     except OSError as err:
         if err.errno in (errno.EISDIR, errno.EACCES) and os.name == "nt":  # pragma: no cover
             return
@@ -301,10 +306,10 @@ def write_out_data(fd: int) -> None:
 def _advise(fd: int, ranges: Sequence[Tuple[int, int]], advice_name: str) -> None:
     """``posix_fadvise`` over the ``(start, end)`` byte ranges of ``fd``: only advice, so errors
     end it quietly, and it is a no-op where the call does not exist."""
-    advise = getattr(os, "posix_fadvise", None)
+    advise = getattr(os, "posix_fadvise", None)      # a platform probe: Linux has it, macOS not
     if advise is None:
         return
-    advice = getattr(os, advice_name)
+    advice = getattr(os, advice_name)                # the constants come with the call
     for start, end in ranges:
         try:
             advise(fd, start, end - start, advice)

@@ -110,7 +110,7 @@ class Scheduler:
 
     def __call__(self, delay_seconds: float, fn: Callable[[], object]) -> ScheduledTask:
         """The :class:`~kafkalog.log.log.Log` hook: run ``fn`` once after ``delay_seconds``."""
-        return self.schedule(getattr(fn, "__name__", "task"), fn, delay_seconds * 1000.0)
+        return self.schedule(getattr(fn, "__name__", "task"), fn, delay_seconds * 1000.0)  # a partial has none
 
     def pending(self) -> List[ScheduledTask]:
         """A snapshot of the tasks waiting to run, soonest first."""

@@ -64,7 +64,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kafkalog.record' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(import_module(module), name)       # a lazy re-export, by name
     globals()[name] = value
     return value
 

@@ -85,8 +85,7 @@ def _unpack(rec: Any) -> _Unpacked:
             return rec[0], rec[1], -1, None
         raise InvalidArgumentError(f"A record tuple has 2-4 items, not {n}")
     # a record object of the caller's: duck-typed (key and value required)
-    headers = getattr(rec, "headers", None)
-    ts = getattr(rec, "timestamp", -1)
+    headers, ts = (getattr(rec, n, d) for n, d in (("headers", None), ("timestamp", -1)))    # optional ones
     return rec.key, rec.value, -1 if ts is None else ts, headers
 
 

@@ -536,15 +536,16 @@ def _lz4_decompress(data: Buffer, magic: int, max_size: int) -> bytes:
 
 _ZSTD_CHUNK = 1 << 18
 # zstandard's (de)compressor objects are not thread-safe: one set per thread
-_zstd_tls = threading.local()
+class _ZstdState(threading.local):
+    def __init__(self) -> None:
+        self.by_name: Dict[str, Dict[int, Any]] = {}
+
+
+_zstd_tls = _ZstdState()
 
 
 def _zstd_state(name: str) -> Dict[int, Any]:
-    d = getattr(_zstd_tls, name, None)
-    if d is None:
-        d = {}
-        setattr(_zstd_tls, name, d)
-    return d
+    return _zstd_tls.by_name.setdefault(name, {})
 
 
 def _zstd_compress(data: Buffer, level: int) -> bytes:

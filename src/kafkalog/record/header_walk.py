@@ -29,6 +29,7 @@ built), else the pure-Python twin ``_header_walk_py``.
 
 from __future__ import annotations
 
+import copy
 import enum
 import struct
 import zlib
@@ -157,9 +158,7 @@ class HeaderWalk:
         """The walk of the first ``n`` batches only, stopped with :attr:`FindingKind.NEED_MORE` at
         batch ``n`` (a window of a file that holds only the header of that batch). The running
         maximum timestamp and the counters stay those of the whole walk."""
-        cut = HeaderWalk.__new__(HeaderWalk)
-        for name in HeaderWalk.__slots__:
-            setattr(cut, name, getattr(self, name))
+        cut = copy.copy(self)
         pos = self.batch(n)[F_POSITION]
         cut.count = n
         cut.facts = self.facts[:n * _ROW.size]

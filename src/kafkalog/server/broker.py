@@ -29,7 +29,8 @@ from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.coordinator.classic_group import GroupCoordinator
-from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator, TopicImage
+from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator
+from kafkalog.server.coordinator.group import TopicImage
 from kafkalog.server.coordinator.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.features import finalized_level
 from kafkalog.server.fetch_session import FetchSessionCache

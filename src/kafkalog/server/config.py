@@ -178,6 +178,14 @@ def parse_listener(text: str, key: str,
     return Listener(host.strip("[]"), int(port), name, protocols[name])
 
 
+def _at_least(values: dict[str, Any], key: str, minimum: int) -> int:
+    """The value of ``key``, refused below ``minimum``."""
+    value: int = values[key]
+    if value < minimum:
+        raise InvalidConfigError(f"{key} must be at least {minimum}")
+    return value
+
+
 class ServerConfig:
     """Server keys (attributes with ``_`` for ``.``) plus the storage keys as a ``BrokerConfig``."""
 
@@ -207,24 +215,16 @@ class ServerConfig:
             raise InvalidConfigError(f"Invalid value {self.num_partitions} for configuration "
                                      f"num.partitions: must be at least 1")
         self.auto_create_topics_enable: bool = resolved["auto.create.topics.enable"]
-        self.socket_request_max_bytes: int = resolved["socket.request.max.bytes"]
-        if self.socket_request_max_bytes < 1:
-            raise InvalidConfigError("socket.request.max.bytes must be at least 1")
-        self.max_connections: int = resolved["max.connections"]
-        if self.max_connections < 0:
-            raise InvalidConfigError("max.connections must be at least 0")
+        self.socket_request_max_bytes: int = _at_least(resolved, "socket.request.max.bytes", 1)
+        self.max_connections: int = _at_least(resolved, "max.connections", 0)
         self.connections_max_idle_ms: int = resolved["connections.max.idle.ms"]
         if resolved["queued.max.requests"] < 1:
             raise InvalidConfigError(f"Invalid value {resolved['queued.max.requests']} for "
                                      f"configuration queued.max.requests: Value must be at least 1")
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
-        self.fetch_max_bytes: int = resolved["fetch.max.bytes"]
-        if self.fetch_max_bytes < 0:
-            raise InvalidConfigError("fetch.max.bytes must be at least 0")
+        self.fetch_max_bytes: int = _at_least(resolved, "fetch.max.bytes", 0)
         self.max_incremental_fetch_session_cache_slots: int = \
-            resolved["max.incremental.fetch.session.cache.slots"]
-        if self.max_incremental_fetch_session_cache_slots < 0:
-            raise InvalidConfigError("max.incremental.fetch.session.cache.slots must be at least 0")
+            _at_least(resolved, "max.incremental.fetch.session.cache.slots", 0)
         self.protocol_map = parse_protocol_map(resolved["listener.security.protocol.map"])
         self.listeners: list[Listener] = [parse_listener(s, "listeners", self.protocol_map)
                                           for s in resolved["listeners"]]

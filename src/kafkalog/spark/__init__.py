@@ -50,7 +50,8 @@ def _use_this_python_for_local_workers(spark: Any) -> None:
     except Exception:  # Spark Connect: the server's workers are the server's business
         return
     if (not str(master).startswith("local") or "PYSPARK_PYTHON" in os.environ or chosen
-            or getattr(sc, "pythonExec", None) != "python3" or not sys.executable):
+            or getattr(sc, "pythonExec", None) != "python3"      # pyspark-private: may be gone
+            or not sys.executable):
         return
     sc.pythonExec = sys.executable
     _log.info("kafkalog: this local Spark session's Python workers run %s (PYSPARK_PYTHON is not set)",

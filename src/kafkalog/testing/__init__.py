@@ -37,7 +37,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kafkalog.testing' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"kafkalog.testing.{module}"), name)
+    return getattr(importlib.import_module(f"kafkalog.testing.{module}"), name)  # a lazy name
 
 
 def __dir__() -> list[str]:

@@ -63,7 +63,7 @@ class BrokerRuntime:
         """Run the operation ``op`` (one of :data:`OPS`) with ``kwargs``."""
         if op not in OPS:
             raise ValueError(f"unknown broker operation {op!r}")
-        result = getattr(self, op)(**kwargs)
+        result = getattr(self, op)(**kwargs)      # an operation of OPS, by name (from another process)
         if asyncio.iscoroutine(result):
             result = await result
         return result

@@ -33,7 +33,7 @@ def wait_for(condition: Callable[[], T], timeout: float = 30.0, what: str | None
                 return value
             last = value
         if time.monotonic() >= deadline:
-            name = what or getattr(condition, "__name__", repr(condition))
+            name = what or getattr(condition, "__name__", repr(condition))     # a partial has none
             seen = f"it last raised {type(error).__name__}: {error}" if error is not None \
                 else f"its last value was {last!r}"
             raise WaitTimeout(f"waited {timeout:g} s for {name}; {seen}")

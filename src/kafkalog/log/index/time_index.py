@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
 from kafkalog.errors import (
     CorruptIndexError,
@@ -32,6 +32,19 @@ _pack_into = _ENTRY.pack_into
 _unpack_from = _ENTRY.unpack_from
 _ts_from = struct.Struct(">q").unpack_from
 _rel_from = struct.Struct(">8xi").unpack_from
+
+
+def _last_at_most(mm: Any, n: int, column: Callable[[Any, int], tuple[int, ...]], target: int) -> int:
+    """The last of the ``n`` entries (the first at or below ``target`` holds) whose ``column`` is
+    <= ``target`` (binary search)."""
+    lo, hi = 0, n - 1
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if column(mm, mid * 12)[0] <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class TimestampOffset(NamedTuple):
@@ -180,13 +193,7 @@ class TimeIndex(AbstractIndex):
         mm = self._mm
         if n == 0 or _ts_from(mm, 0)[0] > target_timestamp:
             return TimestampOffset(-1, self.base_offset)
-        lo, hi = 0, n - 1
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if _ts_from(mm, mid * 12)[0] <= target_timestamp:
-                lo = mid
-            else:
-                hi = mid - 1
+        lo = _last_at_most(mm, n, _ts_from, target_timestamp)
         ts, rel = _unpack_from(mm, lo * 12)
         return TimestampOffset(ts, self.base_offset + rel)
 
@@ -200,13 +207,7 @@ class TimeIndex(AbstractIndex):
         if n == 0 or _rel_from(mm, 0)[0] > rel:
             self._truncate_to_entries(0)
             return
-        lo, hi = 0, n - 1
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if _rel_from(mm, mid * 12)[0] <= rel:
-                lo = mid
-            else:
-                hi = mid - 1
+        lo = _last_at_most(mm, n, _rel_from, rel)
         self._truncate_to_entries(lo if _rel_from(mm, lo * 12)[0] == rel else lo + 1)
 
     def sanity_check(self) -> None:

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from kafkalog.coordinator.group_metadata import GroupMetadataValue, MemberMetadata
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.server import error_codes as ec
+from kafkalog.server.coordinator.group import GroupCoordinatorBase
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
@@ -91,22 +92,22 @@ class Group:
         return member_id in self.members
 
 
-class GroupCoordinator:
-    """Every classic group of the node."""
+class GroupCoordinator(GroupCoordinatorBase[Group]):
+    """Every classic group of the node. Its timers are the classic protocol's own (pending member
+    ids, the initial delay, rebalances ended at their deadline): :meth:`tick` is its own."""
+
+    kind = "classic group"
 
     def __init__(self, persist: Callable[[str, GroupMetadataValue], None], *,
                  min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1800000,
                  initial_rebalance_delay_ms: int = 3000, max_size: int = INT32_MAX,
                  clock: Callable[[], int] = lambda: int(time.monotonic() * 1000),
                  wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
-        self._persist = persist
+        super().__init__(persist, clock, wall_clock)
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.max_size = max_size
-        self._clock = clock
-        self._wall = wall_clock
-        self.groups: dict[str, Group] = {}
 
     # --- restart --------------------------------------------------------------------------------
 

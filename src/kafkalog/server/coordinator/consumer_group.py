@@ -32,14 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
-
-import xxhash
 
 from kafkalog.coordinator.consumer_group_records import (
     CURRENT_MEMBER_ASSIGNMENT,
@@ -64,6 +61,16 @@ from kafkalog.coordinator.consumer_group_records import (
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.server import error_codes as ec
 from kafkalog.server.coordinator.assignors import MemberSpec, PartitionAssignorError, assign
+from kafkalog.server.coordinator.group import (
+    Assignment,
+    GroupCoordinatorBase,
+    GroupError,
+    ModernGroup,
+    Record,
+    TopicImage,
+    group_hash,
+    topic_hash,
+)
 from kafkalog.server.coordinator.topic_regex import InvalidRegularExpression, compile_regex, matches
 
 logger = logging.getLogger("kafkalog.server")
@@ -80,25 +87,6 @@ REGEX_MIN_REFRESH_MS = 10000
 
 #: topic id -> {partition: assignment epoch}
 EpochAssignment = dict[uuid.UUID, dict[int, int]]
-#: topic id -> partitions
-Assignment = dict[uuid.UUID, frozenset[int]]
-#: what the coordinator persists: (key bytes, value bytes or None for a tombstone)
-Record = tuple[bytes, bytes | None]
-
-
-class GroupError(Exception):
-    """An error answered to the request: Kafka's error code and message."""
-
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message or "")
-        self.code = code
-        self.message = message
-
-
-class TopicImage(NamedTuple):
-    """A topic as the coordinator sees it: its id and partition count."""
-    topic_id: uuid.UUID
-    partitions: int
 
 
 @dataclass(frozen=True)
@@ -162,18 +150,11 @@ class ResolvedRegex:
 
 
 @dataclass
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup[Member]):
     """One group of type ``consumer``."""
-    group_id: str
     group_epoch: int = 1
-    metadata_hash: int = 0
-    assignment_epoch: int = 0
-    assignment_timestamp: int = 0
-    members: dict[str, Member] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)
     regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
-    #: session and rebalance deadlines (monotonic ms) per member id
-    session_deadline: dict[str, int] = field(default_factory=dict)
+    #: rebalance deadlines (monotonic ms) and the epoch they were set at, per member id
     rebalance_deadline: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: the metadata hash must be recomputed at the next heartbeat (a topic changed)
     metadata_expired: bool = True
@@ -237,32 +218,6 @@ class HeartbeatResult(NamedTuple):
     heartbeat_interval_ms: int
     #: the member's assigned partitions when they changed (or a full request), else None
     assignment: Assignment | None
-
-
-# --- metadata hash (Kafka's Utils.computeTopicHash / computeGroupHash, XXH3-64) ---------------------
-
-def _signed64(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def topic_hash(name: str, image: TopicImage) -> int:
-    """Kafka's topic hash: XXH3-64 of a magic byte 0, the topic id, its name (UTF-16 code units and
-    their count), its partition count and each partition index (no racks on this node)."""
-    tid = image.topic_id.int
-    data = bytearray(b"\x00")
-    data += struct.pack("<qq", _signed64(tid >> 64), _signed64(tid & ((1 << 64) - 1)))
-    units = name.encode("utf-16-le")
-    data += units + struct.pack("<i", len(units) // 2)
-    data += struct.pack("<i", image.partitions)
-    data += b"".join(struct.pack("<i", i) for i in range(image.partitions))
-    return _signed64(xxhash.xxh3_64_intdigest(bytes(data)))
-
-
-def group_hash(topic_hashes: Mapping[str, int]) -> int:
-    if not topic_hashes:
-        return 0
-    data = b"".join(struct.pack("<q", topic_hashes[name]) for name in sorted(topic_hashes))
-    return _signed64(xxhash.xxh3_64_intdigest(data))
 
 
 # --- records ----------------------------------------------------------------------------------------
@@ -451,7 +406,7 @@ class Reconciler:
 
 # --- the coordinator --------------------------------------------------------------------------------
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
     """Every consumer group of the node.
 
     Args:
@@ -466,12 +421,9 @@ class ConsumerGroupCoordinator:
                  topics: Callable[[], Mapping[str, TopicImage]],
                  clock: Callable[[], int] = lambda: int(time.monotonic() * 1000),
                  wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        super().__init__(persist, clock, wall_clock)
         self.config = config
-        self._persist = persist
         self._topics = topics
-        self._clock = clock
-        self._wall = wall_clock
-        self.groups: dict[str, ConsumerGroup] = {}
         #: the topic set the regexes were last resolved against, and its version (bumped when it grows)
         self._known_topics: frozenset[str] = frozenset()
         self._topics_version = 0
@@ -967,26 +919,17 @@ class ConsumerGroupCoordinator:
         instead of removing ``members`` from it; True when it did."""
         return False
 
-    def tick(self) -> None:
-        """Fence the members whose session or rebalance timed out."""
-        now = self._clock()
-        for g in list(self.groups.values()):
-            expired = [g.members[mid] for mid, deadline in g.session_deadline.items()
-                       if now >= deadline and mid in g.members]
-            for m in expired:
-                logger.info("group %s: member %s fenced: its session expired", g.group_id, m.member_id)
-            revoking = [g.members[mid] for mid, (deadline, epoch) in g.rebalance_deadline.items()
-                        if now >= deadline and mid in g.members and g.members[mid].member_epoch == epoch
-                        and g.members[mid] not in expired]
-            for m in revoking:
-                logger.info("group %s: member %s fenced: it did not revoke its partitions within %d ms",
-                            g.group_id, m.member_id, m.rebalance_timeout_ms)
-            for m in expired + revoking:
-                if m.member_id in g.members and g.group_id in self.groups:
-                    try:
-                        self.fence(self.groups[g.group_id], [m])
-                    except Exception:
-                        logger.exception("group %s: fencing member %s failed", g.group_id, m.member_id)
+    def timed_out(self, g: ConsumerGroup, now: int) -> list[tuple[str, str]]:
+        """Sessions expired, then members that did not revoke within their rebalance timeout."""
+        expired = [mid for mid, deadline in g.session_deadline.items() if now >= deadline and mid in g.members]
+        revoking = [(mid, f"it did not revoke its partitions within {g.members[mid].rebalance_timeout_ms} ms")
+                    for mid, (deadline, epoch) in g.rebalance_deadline.items()
+                    if now >= deadline and mid in g.members and g.members[mid].member_epoch == epoch
+                    and mid not in expired]
+        return [(mid, "its session expired") for mid in expired] + revoking
+
+    def fence_member(self, g: ConsumerGroup, member_id: str) -> None:
+        self.fence(g, [g.members[member_id]])
 
     # --- persistence ----------------------------------------------------------------------------
 

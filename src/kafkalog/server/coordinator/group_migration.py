@@ -45,18 +45,16 @@ from kafkalog.server.coordinator.consumer_group import (
     UNRELEASED_PARTITIONS,
     UNREVOKED_PARTITIONS,
     ConsumerGroup,
-    GroupError,
     Member,
-    Record,
     group_records,
     group_tombstones,
-    topic_hash,
 )
+from kafkalog.server.coordinator.group import GroupError, Record, TopicImage, group_hash, topic_hash
 
 if TYPE_CHECKING:
     from kafkalog.coordinator.offsets import OffsetsStore
     from kafkalog.server.coordinator.classic_group import GroupCoordinator
-    from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator, TopicImage
+    from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator
     from kafkalog.server.topic_ids import TopicIds
 
 logger = logging.getLogger("kafkalog.server")
@@ -179,7 +177,6 @@ class GroupMigration:
             g.session_deadline[m.member_id] = now + cm.session_timeout_ms
         image = self.broker.topic_images()
         names = set().union(*(m.subscribed_topic_names for m in g.members.values()))
-        from kafkalog.server.coordinator.consumer_group import group_hash
         g.metadata_hash = group_hash({n: topic_hash(n, image[n]) for n in names if n in image})
         g.metadata_expired = False
         return g

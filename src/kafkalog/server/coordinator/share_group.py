@@ -42,14 +42,21 @@ from kafkalog.coordinator.share_group_records import (
     encode_value,
 )
 from kafkalog.server import error_codes as ec
-from kafkalog.server.coordinator.consumer_group import GroupError, TopicImage, group_hash, topic_hash
+from kafkalog.server.coordinator.group import (
+    Assignment,
+    GroupCoordinatorBase,
+    GroupError,
+    ModernGroup,
+    Record,
+    TopicImage,
+    group_hash,
+    topic_hash,
+)
 
 logger = logging.getLogger("kafkalog.server")
 
 __all__ = ["ShareGroup", "ShareGroupCoordinator", "ShareMember", "simple_assign"]
 
-Assignment = dict[uuid.UUID, frozenset[int]]
-Record = tuple[bytes, bytes | None]
 STABLE = 0          # MemberState.STABLE
 
 
@@ -69,18 +76,11 @@ class ShareMember:
 
 
 @dataclass
-class ShareGroup:
-    group_id: str
+class ShareGroup(ModernGroup[ShareMember]):
     #: Kafka's ``ModernGroup`` starts a new group at epoch 1 (the first join bumps it to 2)
     epoch: int = 1
-    assignment_epoch: int = 0
-    assignment_timestamp: int = 0
-    metadata_hash: int = 0
-    members: dict[str, ShareMember] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)
     #: topic id -> (name, partitions) with an initialized share-partition state
     initialized: dict[uuid.UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
-    session_deadline: dict[str, int] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -146,8 +146,10 @@ def _record(rtype: int, group: str, value: Any, member: str = "") -> Record:
     return encode_key(ShareGroupKey(rtype, group, member)), None if value is None else encode_value(value)
 
 
-class ShareGroupCoordinator:
+class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
     """Every share group of the node."""
+
+    kind = "share group"
 
     def __init__(self, broker: ShareGroupBrokerConfig, configs: GroupConfigStore,
                  persist: Callable[[str, list[Record]], None], topics: Callable[[], Mapping[str, TopicImage]],
@@ -156,16 +158,13 @@ class ShareGroupCoordinator:
                  other_group_exists: Callable[[str], bool] = lambda _g: False,
                  clock: Callable[[], int] = lambda: int(time.monotonic() * 1000),
                  wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        super().__init__(persist, clock, wall_clock)
         self.broker = broker
         self.configs = configs
-        self._persist = persist
         self._topics = topics
         self._initialize = initialize
         self._member_left = member_left
         self._other_group_exists = other_group_exists
-        self._clock = clock
-        self._wall = wall_clock
-        self.groups: dict[str, ShareGroup] = {}
 
     def _setting(self, group: str, key: str) -> int:
         return int(self.configs.effective(group)[key])
@@ -381,17 +380,12 @@ class ShareGroupCoordinator:
             g.assignment_epoch, g.assignment_timestamp = epoch, 0
         self._member_left(g.group_id, member_id)
 
-    def tick(self) -> None:
-        """Fence the members whose session timed out."""
-        now = self._clock()
-        for g in list(self.groups.values()):
-            for mid, deadline in list(g.session_deadline.items()):
-                if now >= deadline and mid in g.members:
-                    logger.info("share group %s: member %s fenced: its session expired", g.group_id, mid)
-                    try:
-                        self.fence(g, mid)
-                    except Exception:
-                        logger.exception("share group %s: fencing member %s failed", g.group_id, mid)
+    def timed_out(self, g: ShareGroup, now: int) -> list[tuple[str, str]]:
+        return [(mid, "its session expired") for mid, deadline in g.session_deadline.items()
+                if now >= deadline and mid in g.members]
+
+    def fence_member(self, g: ShareGroup, member_id: str) -> None:
+        self.fence(g, member_id)
 
     # --- persistence -------------------------------------------------------------------------------
 

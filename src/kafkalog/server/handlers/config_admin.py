@@ -201,8 +201,8 @@ def _denied_last(results: list[dict[str, Any]], denied: list[tuple[Any, int]], e
 
 
 def handle_describe_configs(broker: Broker, request: Request) -> Any:
-    synonyms = bool(getattr(request.body, "include_synonyms", False))
-    documentation = bool(getattr(request.body, "include_documentation", False))
+    synonyms = request.body.include_synonyms                                   # v1+: every version served
+    documentation = request.api_version >= 3 and request.body.include_documentation  # v3+
     checked = [(r, _config_denied(broker, r.resource_type, r.resource_name, DESCRIBE_CONFIGS))
                for r in request.body.resources]
     results = [_describe_one(broker, r.resource_type, r.resource_name, r.configuration_keys, synonyms,
@@ -239,7 +239,7 @@ def _altered(current: LogConfig, changes: tuple) -> dict[str, Any]:
 
 
 def _resource_error(broker: Broker, rtype: int, name: str, changes: tuple,
-                    duplicate: bool) -> tuple[int, str | None] | None:
+                    duplicate: bool, incremental: bool) -> tuple[int, str | None] | None:
     """Kafka's answer to an alteration of resource ``(rtype, name)`` that fails before its values
     are looked at, else None (a topic that exists and may be altered)."""
     if duplicate:
@@ -254,7 +254,7 @@ def _resource_error(broker: Broker, rtype: int, name: str, changes: tuple,
         return error_codes.INVALID_TOPIC_EXCEPTION, e.message
     seen = Counter(c.name for c in changes)
     for c in changes:
-        if c.value is None and getattr(c, "config_operation", OP_SET) != OP_DELETE:
+        if c.value is None and (c.config_operation if incremental else OP_SET) != OP_DELETE:
             return error_codes.INVALID_REQUEST, f"Null value not supported for : {c.name}"
     if any(n > 1 for n in seen.values()):
         return error_codes.INVALID_REQUEST, "Error due to duplicate config keys"
@@ -297,7 +297,7 @@ def _alter(broker: Broker, resources: tuple, validate_only: bool, incremental: b
             alter_group_configs(broker, r, validate_only, res)
             continue
         failed = _resource_error(broker, r.resource_type, r.resource_name, r.configs,
-                                 (r.resource_type, r.resource_name) in dups)
+                                 (r.resource_type, r.resource_name) in dups, incremental)
         if failed is not None:
             res.update(error_code=failed[0], error_message=failed[1])
             continue

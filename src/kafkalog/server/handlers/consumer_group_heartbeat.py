@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import datetime
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.errors import KafkalogError, KafkalogIOError
-from kafkalog.log.naming import TopicPartition
+from kafkalog.errors import KafkalogError
 from kafkalog.server import error_codes as ec
-from kafkalog.server.coordinator.consumer_group import GroupError
+from kafkalog.server.coordinator.consumer_group import ConsumerGroup
+from kafkalog.server.coordinator.group import GroupError
+from kafkalog.server.handlers.modern_groups import describe_groups, heartbeat_error, heartbeat_failure, ms
 from kafkalog.server.requests.protocol import Request
 from kafkalog.server.security.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, DESCRIBE, GROUP, READ, TOPIC
 
@@ -19,11 +19,6 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 
 logger = logging.getLogger("kafkalog.server")
 
-
-def _ms(value: Any) -> int:
-    if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value)
 
 
 def check_member_acls(broker: Broker, group_id: str, subscribed: Any) -> None:
@@ -48,32 +43,20 @@ def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Any:
         if broker.log_dir_failure is not None:
             raise GroupError(ec.NOT_COORDINATOR)
         r = broker.consumer_groups.heartbeat(
-            b.group_id, b.member_id, b.member_epoch, b.instance_id, b.rack_id, _ms(b.rebalance_timeout),
+            b.group_id, b.member_id, b.member_epoch, b.instance_id, b.rack_id, ms(b.rebalance_timeout),
             None if b.subscribed_topic_names is None else list(b.subscribed_topic_names),
-            getattr(b, "subscribed_topic_regex", None),       # v1+ (KIP-848 regexes)
+            b.subscribed_topic_regex if request.api_version >= 1 else None,       # v1+ (KIP-848 regexes)
             b.server_assignor, owned, request.client_id or "",
             "/" + broker.advertised.host, api_version=request.api_version)
     except GroupError as e:
-        return broker.response(request, {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
-                                         "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
-                                         "assignment": None})
-    except KafkalogIOError as e:
-        broker.log_dir_failed(TopicPartition("__consumer_offsets", broker.offsets.partition_for(b.group_id)), e)
-        return _error(broker, request, ec.NOT_COORDINATOR)
+        return heartbeat_error(broker, request, e.code, e.message)
     except KafkalogError as e:
-        logger.error("consumer group %s: heartbeat failed: %s", b.group_id, e)
-        return _error(broker, request, ec.UNKNOWN_SERVER_ERROR)
+        return heartbeat_error(broker, request, heartbeat_failure(broker, "consumer", b.group_id, e))
     assignment = None if r.assignment is None else {"topic_partitions": [
         {"topic_id": t, "partitions": sorted(ps)} for t, ps in r.assignment.items()]}
     return broker.response(request, {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
                                      "member_id": r.member_id, "member_epoch": r.member_epoch,
                                      "heartbeat_interval": r.heartbeat_interval_ms, "assignment": assignment})
-
-
-def _error(broker: Broker, request: Request, code: int) -> Any:
-    return broker.response(request, {"throttle_time": 0, "error_code": code, "error_message": None,
-                                     "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
-                                     "assignment": None})
 
 
 def _partitions(broker: Broker, assignment: Any) -> list[dict[str, Any]]:
@@ -87,23 +70,8 @@ def _partitions(broker: Broker, assignment: Any) -> list[dict[str, Any]]:
 
 def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
     coordinator = broker.consumer_groups
-    groups = []
-    for gid in request.body.group_ids:
-        g = coordinator.groups.get(gid)
-        if broker.authorizer is not None and not broker.authorize(DESCRIBE, GROUP, gid):
-            groups.append({"error_code": ec.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": gid,
-                           "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-                           "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-            continue
-        if g is None:
-            exists = broker.groups.groups.get(gid) is not None or gid in broker.offsets.groups()
-            groups.append({"error_code": ec.GROUP_ID_NOT_FOUND,
-                           "error_message": f"Group {gid} is not a consumer group." if exists
-                           else f"Group {gid} not found.",
-                           "group_id": gid, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-                           "assignor_name": "", "members": [],
-                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-            continue
+
+    def describe(gid: str, g: ConsumerGroup) -> dict[str, Any]:
         members = []
         for m in g.members.values():
             current: dict[Any, set[int]] = {}
@@ -118,10 +86,14 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
                 "assignment": {"topic_partitions": _partitions(broker, current)},
                 "target_assignment": {"topic_partitions": _partitions(broker, g.target.get(m.member_id, {}))},
                 "member_type": 0 if m.uses_classic_protocol else 1})
-        groups.append({"error_code": ec.NONE, "error_message": None, "group_id": gid, "group_state": g.state,
-                       "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
-                       "assignor_name": g.preferred_assignor() or coordinator.default_assignor,
-                       "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+        return {"error_code": ec.NONE, "error_message": None, "group_id": gid, "group_state": g.state,
+                "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
+                "assignor_name": g.preferred_assignor() or coordinator.default_assignor,
+                "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    groups = describe_groups(
+        broker, request, coordinator.groups, "consumer",
+        lambda gid: broker.groups.groups.get(gid) is not None or gid in broker.offsets.groups(), describe)
     requested = bool(request.body.include_authorized_operations)
     for answer in groups:          # as Kafka: the group's operations (when asked) where no error
         if answer["error_code"] == 0:

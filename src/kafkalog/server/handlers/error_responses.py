@@ -99,14 +99,15 @@ def _metadata(request: Request, code: int, message: str | None) -> Values:
     brokers, as Kafka's."""
     topics = request.body.topics or ()
     return {"brokers": [], "controller_id": UNKNOWN, "topics": [
-        {"name": t.name or "", "topic_id": getattr(t, "topic_id", None), "error_code": code,
+        {"name": t.name or "", "topic_id": t.topic_id if request.api_version >= 10 else None, "error_code": code,
          "is_internal": False, "partitions": []} for t in topics]}
 
 
 def _partitions_by_topic(request: Request, code: int, message: str | None) -> Values:
     """OffsetCommit, TxnOffsetCommit: the error in every partition of every topic (named by id from
     OffsetCommit v10)."""
-    return {"topics": [{"name": getattr(t, "name", ""), "topic_id": getattr(t, "topic_id", None), "partitions": [
+    by_id = request.api_key == 8 and request.api_version >= 10      # OffsetCommit v10: topic_id, no name
+    return {"topics": [{"name": "" if by_id else t.name, "topic_id": t.topic_id if by_id else None, "partitions": [
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]}
         for t in request.body.topics]}
 

@@ -262,7 +262,7 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
                     "protocol_data": (g.protocol or "") if g is not None and g.state == STABLE else "",
                     "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
     # as Kafka: the group's operations (when asked) on every answer without an error
-    requested = bool(getattr(request.body, "include_authorized_operations", False))
+    requested = request.api_version >= 3 and request.body.include_authorized_operations     # v3+
     for answer in out:
         if answer["error_code"] == 0:
             answer["authorized_operations"] = broker.operations(GROUP, answer["group_id"], requested)

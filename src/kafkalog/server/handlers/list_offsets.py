@@ -51,7 +51,7 @@ def _one(broker: Broker, topic: str, p: Any, committed: bool) -> dict[str, Any]:
 
 def handle_list_offsets(broker: Broker, request: Request) -> Any:
     body = request.body
-    committed = getattr(body, "isolation_level", 0) == IsolationLevel.READ_COMMITTED
+    committed = request.api_version >= 2 and body.isolation_level == IsolationLevel.READ_COMMITTED  # v2+
     topics = [{"name": t.name, "partitions": [_one(broker, t.name, p, committed) for p in t.partitions]}
               for t in body.topics]
     return broker.response(request, {"throttle_time": 0, "topics": topics})

@@ -46,6 +46,8 @@ def _error_entry(name: str | None, code: int, topic_id: Any = None,
 
 #: the first version whose topics may be named by ID alone (KIP-516)
 TOPIC_ID_VERSION = 12
+#: the version from which a requested topic has a ``topic_id`` field (null until v12)
+TOPIC_ID_FIELD_VERSION = 10
 
 
 def handle_metadata(broker: Broker, request: Request) -> Any:
@@ -59,10 +61,10 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
     if requested is None or (request.api_version == 0 and not requested):
         names: list[Any] = [(t, None) for t in broker.manager.topics()]
     else:
-        names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
-    allow_auto = bool(getattr(body, "allow_auto_topic_creation", True))
+        names = [(t.name, t.topic_id if request.api_version >= TOPIC_ID_FIELD_VERSION else None) for t in requested]
+    allow_auto = request.api_version < 4 or body.allow_auto_topic_creation           # v4+
     # Kafka answers a topic's operations for every topic named (an unknown ID stays "omitted")
-    want_ops = bool(getattr(body, "include_topic_authorized_operations", False))
+    want_ops = request.api_version >= 8 and body.include_topic_authorized_operations  # v8+
     ops = authorized_operations(TOPIC, want_ops)
     explicit = requested is not None and not (request.api_version == 0 and not requested)
     auth = broker.authorizer
@@ -114,7 +116,7 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
         "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None}],
         "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
         "cluster_authorized_operations": broker.operations(
-            CLUSTER, CLUSTER_NAME, bool(getattr(body, "include_cluster_authorized_operations", False))),
+            CLUSTER, CLUSTER_NAME, 8 <= request.api_version <= 10 and body.include_cluster_authorized_operations),
         "error_code": 0})
 
 
@@ -123,7 +125,7 @@ def _invalid_before_topic_ids(requested: Any, version: int) -> str | None:
     for t in requested:
         if t.name is None:
             return f"Topic name can not be null for version {version}"
-        if getattr(t, "topic_id", None) is not None:
+        if version >= TOPIC_ID_FIELD_VERSION and t.topic_id is not None:
             return f"Topic IDs are not supported in requests for version {version}"
     return None
 
@@ -132,7 +134,8 @@ def _invalid_request(broker: Broker, request: Request, reason: str) -> Any:
     """Kafka's ``MetadataRequest.getErrorResponse``: INVALID_REQUEST for every topic asked for
     (a null name answered as ""), no broker."""
     logger.info("INVALID_REQUEST for %s: %s", request.describe(), reason)
-    topics = [_error_entry(t.name or "", error_codes.INVALID_REQUEST, getattr(t, "topic_id", None))
+    topics = [_error_entry(t.name or "", error_codes.INVALID_REQUEST,
+                           t.topic_id if request.api_version >= TOPIC_ID_FIELD_VERSION else None)
               for t in request.body.topics]
     return broker.response(request, {
         "throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": -1,

@@ -15,7 +15,7 @@ from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
 from kafkalog.server.coordinator.classic_group import STABLE
-from kafkalog.server.coordinator.consumer_group import GroupError
+from kafkalog.server.coordinator.group import GroupError
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.requests.protocol import Request
 from kafkalog.server.security.acl_operations import DELETE, DESCRIBE, GROUP, READ, TOPIC

@@ -15,7 +15,6 @@ ShareFetch v2 ``is_renew_ack`` only renews locks (no fetch: ``max_*`` and ``min_
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 import uuid
@@ -26,6 +25,7 @@ from kafkalog.coordinator.share_partition import InvalidAcknowledgementError, In
 from kafkalog.errors import KafkalogError, KafkalogIOError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
+from kafkalog.server.handlers.modern_groups import ms
 from kafkalog.server.requests.protocol import Request
 from kafkalog.server.share_session import (
     FINAL_EPOCH,
@@ -38,11 +38,6 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
-
-def _ms(value: Any) -> int:
-    if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value)
 
 
 def _lock_timeout(broker: Broker, group: str) -> int:
@@ -185,6 +180,15 @@ def _fetch_response(broker: Broker, request: Request, session: ShareSession | No
         "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()], "node_endpoints": []})
 
 
+def _invalid_ids(group: str | None, member: str | None) -> str | None:
+    """Why a ShareFetch or ShareAcknowledge names no group or member (None: it names both)."""
+    if group is None:
+        return "Invalid group id in the request."
+    if not member:
+        return "Invalid member id in the request."
+    return None
+
+
 def _top_error(broker: Broker, request: Request, code: int, message: str | None = None) -> Any:
     values: dict[str, Any] = {"throttle_time": 0, "error_code": code, "error_message": message,
                               "acquisition_lock_timeout": 0, "responses": [], "node_endpoints": []}
@@ -194,15 +198,14 @@ def _top_error(broker: Broker, request: Request, code: int, message: str | None 
 def handle_share_fetch(broker: Broker, request: Request) -> Any:
     b = request.body
     group, member, epoch = b.group_id, b.member_id, b.share_session_epoch
-    if group is None:
-        return _top_error(broker, request, ec.INVALID_REQUEST, "Invalid group id in the request.")
-    if not member:
-        return _top_error(broker, request, ec.INVALID_REQUEST, "Invalid member id in the request.")
-    renew = request.api_version >= 2 and bool(getattr(b, "is_renew_ack", False))
+    invalid = _invalid_ids(group, member)
+    if invalid is not None:
+        return _top_error(broker, request, ec.INVALID_REQUEST, invalid)
+    renew = request.api_version >= 2 and b.is_renew_ack
     if renew:
         problems = [f"{k} must be set to 0, " for k, v in (("maxBytes", b.max_bytes), ("minBytes", b.min_bytes),
                                                             ("maxRecords", b.max_records),
-                                                            ("maxWaitMs", _ms(b.max_wait))) if v != 0]
+                                                            ("maxWaitMs", ms(b.max_wait))) if v != 0]
         if problems:
             return _top_error(broker, request, ec.INVALID_REQUEST, "".join(problems) + "if isRenewAck is true.")
     has_acks = any(p.acknowledgement_batches for t in b.topics for p in t.partitions)
@@ -218,7 +221,7 @@ def handle_share_fetch(broker: Broker, request: Request) -> Any:
         return _fetch_response(broker, request, None, False, {}, acks)
     if renew:
         return _fetch_response(broker, request, session, False, {}, acks)
-    record_limit = request.api_version >= 2 and getattr(b, "share_acquire_mode", 0) == 1
+    record_limit = request.api_version >= 2 and b.share_acquire_mode == 1
     max_records = b.max_records if b.max_records > 0 else 500
     # Kafka's fetch runs beside the acknowledgements it carries: what they settle is not available
     # to this fetch's first look (the state is being written)
@@ -226,7 +229,7 @@ def handle_share_fetch(broker: Broker, request: Request) -> Any:
         o for a in p.acknowledgement_batches for o in range(a.first_offset, a.last_offset + 1))
         for t in b.topics for p in t.partitions if p.acknowledgement_batches}
     fetched = _fetch(broker, session, max_records, b.max_bytes, record_limit, settling)
-    wait_ms = _ms(b.max_wait)
+    wait_ms = ms(b.max_wait)
     if any(v[2] for v in fetched.values()) or wait_ms <= 0 or b.min_bytes <= 0 or not session.partitions:
         return _fetch_response(broker, request, session, epoch == INITIAL_EPOCH, fetched, acks)
     return _long_poll(broker, request, session, epoch == INITIAL_EPOCH, acks, max_records, record_limit,
@@ -265,16 +268,15 @@ async def _long_poll(broker: Broker, request: Request, session: ShareSession, in
 def handle_share_acknowledge(broker: Broker, request: Request) -> Any | Awaitable[Any]:
     b = request.body
     group, member, epoch = b.group_id, b.member_id, b.share_session_epoch
-    if group is None:
-        return _ack_error(broker, request, ec.INVALID_REQUEST, "Invalid group id in the request.")
-    if not member:
-        return _ack_error(broker, request, ec.INVALID_REQUEST, "Invalid member id in the request.")
+    invalid = _invalid_ids(group, member)
+    if invalid is not None:
+        return _ack_error(broker, request, ec.INVALID_REQUEST, invalid)
     try:
         broker.share_sessions.acknowledge_update(group, member, epoch)
     except ShareSessionError as e:
         return _ack_error(broker, request, e.code, e.message)
     acks = _acknowledge(broker, group, member, b.topics, request.api_version >= 2,
-                        request.api_version >= 2 and bool(getattr(b, "is_renew_ack", False)))
+                        request.api_version >= 2 and b.is_renew_ack)
     if epoch == FINAL_EPOCH:
         _close_session(broker, group, member)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

@@ -6,24 +6,19 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.errors import KafkalogError, KafkalogIOError
-from kafkalog.log.naming import TopicPartition
+from kafkalog.errors import KafkalogError
 from kafkalog.server import error_codes as ec
-from kafkalog.server.coordinator.consumer_group import GroupError
+from kafkalog.server.coordinator.group import GroupError
+from kafkalog.server.coordinator.share_group import ShareGroup
 from kafkalog.server.handlers.consumer_group_heartbeat import check_member_acls
+from kafkalog.server.handlers.modern_groups import describe_groups, heartbeat_error, heartbeat_failure
 from kafkalog.server.requests.protocol import Request
-from kafkalog.server.security.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, DESCRIBE, GROUP
+from kafkalog.server.security.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
 
 logger = logging.getLogger("kafkalog.server")
-
-
-def _error(broker: Broker, request: Request, code: int, message: str | None = None) -> Any:
-    return broker.response(request, {"throttle_time": 0, "error_code": code, "error_message": message,
-                                     "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
-                                     "assignment": None})
 
 
 def handle_share_group_heartbeat(broker: Broker, request: Request) -> Any:
@@ -37,13 +32,9 @@ def handle_share_group_heartbeat(broker: Broker, request: Request) -> Any:
             None if b.subscribed_topic_names is None else list(b.subscribed_topic_names),
             request.client_id or "", "/" + broker.advertised.host)
     except GroupError as e:
-        return _error(broker, request, e.code, e.message)
-    except KafkalogIOError as e:
-        broker.log_dir_failed(TopicPartition("__consumer_offsets", broker.offsets.partition_for(b.group_id)), e)
-        return _error(broker, request, ec.NOT_COORDINATOR)
+        return heartbeat_error(broker, request, e.code, e.message)
     except KafkalogError as e:
-        logger.error("share group %s: heartbeat failed: %s", b.group_id, e)
-        return _error(broker, request, ec.UNKNOWN_SERVER_ERROR)
+        return heartbeat_error(broker, request, heartbeat_failure(broker, "share", b.group_id, e))
     assignment = None if r["assignment"] is None else {"topic_partitions": [
         {"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(r["assignment"].items())]}
     return broker.response(request, {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
@@ -61,30 +52,15 @@ def _partitions(broker: Broker, assignment: Any) -> list[dict[str, Any]]:
 
 
 def handle_share_group_describe(broker: Broker, request: Request) -> Any:
-    coordinator = broker.share_groups
-    groups = []
-    for gid in request.body.group_ids:
-        g = coordinator.groups.get(gid)
-        if broker.authorizer is not None and not broker.authorize(DESCRIBE, GROUP, gid):
-            groups.append({"error_code": ec.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": gid,
-                           "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-                           "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-            continue
-        if g is None:
-            exists = broker.group_exists(gid)
-            groups.append({"error_code": ec.GROUP_ID_NOT_FOUND,
-                           "error_message": f"Group {gid} is not a share group." if exists
-                           else f"Group {gid} not found.",
-                           "group_id": gid, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-                           "assignor_name": "", "members": [],
-                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-            continue
+    def describe(gid: str, g: ShareGroup) -> dict[str, Any]:
         members = [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.epoch,
                     "client_id": m.client_id, "client_host": m.client_host,
                     "subscribed_topic_names": list(m.subscribed),
                     "assignment": {"topic_partitions": _partitions(broker, m.assigned)}}
                    for m in g.members.values()]
-        groups.append({"error_code": ec.NONE, "error_message": None, "group_id": gid, "group_state": g.state,
-                       "group_epoch": g.epoch, "assignment_epoch": g.assignment_epoch, "assignor_name": "simple",
-                       "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+        return {"error_code": ec.NONE, "error_message": None, "group_id": gid, "group_state": g.state,
+                "group_epoch": g.epoch, "assignment_epoch": g.assignment_epoch, "assignor_name": "simple",
+                "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    groups = describe_groups(broker, request, broker.share_groups.groups, "share", broker.group_exists, describe)
     return broker.response(request, {"throttle_time": 0, "groups": groups})

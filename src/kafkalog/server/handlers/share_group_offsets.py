@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.server import error_codes as ec
-from kafkalog.server.coordinator.consumer_group import GroupError
+from kafkalog.server.coordinator.group import GroupError
 from kafkalog.server.requests.protocol import Request
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler

@@ -54,8 +54,8 @@ def handle_list_transactions(broker: Broker, request: Request) -> Any:
     unknown = [s for s in body.state_filters if s not in _BY_NAME]
     states = {_BY_NAME[s] for s in body.state_filters if s in _BY_NAME}
     producer_ids = set(body.producer_id_filters)
-    duration = getattr(body, "duration_filter", -1)
-    pattern = getattr(body, "transactional_id_pattern", None)
+    duration = body.duration_filter if request.api_version >= 1 else -1            # v1+
+    pattern = body.transactional_id_pattern if request.api_version >= 2 else None  # v2+
     regex = None
     if pattern:
         try:
@@ -122,7 +122,7 @@ def handle_describe_producers(broker: Broker, request: Request) -> Any:
                               "error_message": ec.message(ec.TOPIC_AUTHORIZATION_FAILED), "active_producers": []})
                 continue
             log = broker.log(t.name, p)
-            psm = getattr(log, "producer_state_manager", None) if log is not None else None
+            psm = log.producer_state_manager if log is not None else None
             if log is None or psm is None:          # Kafka's message only for a topic it does not know
                 message = None if broker.manager.has_topic(t.name) else ec.message(ec.UNKNOWN_TOPIC_OR_PARTITION)
                 parts.append({"partition_index": p, "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION,

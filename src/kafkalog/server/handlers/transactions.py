@@ -23,7 +23,7 @@ from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.transaction_coordinator import TV_2, InvalidTxnStateError
 from kafkalog.errors import ConcurrentTransactionsError, InvalidProducerIdMappingError, ProducerFencedError
 from kafkalog.server import error_codes as ec
-from kafkalog.server.coordinator.consumer_group import GroupError
+from kafkalog.server.coordinator.group import GroupError
 from kafkalog.server.handlers.offset_commit import offsets_to_commit, store_offsets
 from kafkalog.server.requests.protocol import Request
 from kafkalog.server.security.acl_operations import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
@@ -123,12 +123,22 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
         {"name": t, "results_by_partition": rows} for t, rows in by_topic.items()]})
 
 
+def _denied(broker: Broker, transactional_id: str, group_id: str) -> int | None:
+    """AddOffsetsToTxn's and TxnOffsetCommit's ACLs: WRITE on the transactional id, READ on the group."""
+    if broker.authorizer is None:
+        return None
+    if not broker.authorize(WRITE, TRANSACTIONAL_ID, transactional_id):
+        return ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not broker.authorize(READ, GROUP, group_id):
+        return ec.GROUP_AUTHORIZATION_FAILED
+    return None
+
+
 def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
     b = request.body
-    if broker.authorizer is not None and not broker.authorize(WRITE, TRANSACTIONAL_ID, b.transactional_id):
-        err = ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    elif broker.authorizer is not None and not broker.authorize(READ, GROUP, b.group_id):
-        err = ec.GROUP_AUTHORIZATION_FAILED
+    denied = _denied(broker, b.transactional_id, b.group_id)
+    if denied is not None:
+        err = denied
     elif not b.group_id:
         err = ec.INVALID_GROUP_ID
     else:
@@ -180,12 +190,8 @@ FIRST_TRANSACTION_ABORTABLE = 4
 
 def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     b = request.body
-    if broker.authorizer is not None and not broker.authorize(WRITE, TRANSACTIONAL_ID, b.transactional_id):
-        err = ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    elif broker.authorizer is not None and not broker.authorize(READ, GROUP, b.group_id):
-        err = ec.GROUP_AUTHORIZATION_FAILED
-    else:
-        err = _txn_offset_error(broker, request)
+    denied = _denied(broker, b.transactional_id, b.group_id)
+    err = denied if denied is not None else _txn_offset_error(broker, request)
     if err == ec.INVALID_TXN_STATE and request.api_version >= FIRST_TRANSACTION_ABORTABLE:
         err = ec.TRANSACTION_ABORTABLE
     topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 2)

@@ -22,7 +22,7 @@ from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.server.network.request_queue import RequestQueue
 
 RECV_BYTES = 256 * 1024
-MSG_MORE = getattr(socket, "MSG_MORE", 0)
+MSG_MORE = getattr(socket, "MSG_MORE", 0)       # a platform probe: Linux only
 #: the chunk of a file slice read and encrypted at a time on a TLS connection
 TLS_FILE_CHUNK = 256 * 1024
 

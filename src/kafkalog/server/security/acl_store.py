@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import astuple
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log import fsutil
@@ -34,10 +35,11 @@ class AclStore:
         out = []
         for i, entry in enumerate(data["acls"]):
             try:
-                b = AclBinding(*(entry[k] for k in _FIELDS))
-                if not all(isinstance(getattr(b, k), int if k in ("resource_type", "pattern_type", "operation",
-                                                                  "permission") else str) for k in _FIELDS):
+                values = [entry[k] for k in _FIELDS]
+                if not all(isinstance(v, int if k in ("resource_type", "pattern_type", "operation",
+                                                      "permission") else str) for k, v in zip(_FIELDS, values)):
                     raise TypeError("a field of the wrong type")
+                b = AclBinding(*values)
             except (KeyError, TypeError) as e:
                 raise InvalidConfigError(f"ACL #{i} of the file is malformed ({e})", file=self.path) from None
             out.append(b)
@@ -45,5 +47,5 @@ class AclStore:
 
     def save(self, acls: Iterable[AclBinding]) -> None:
         """Replace the stored ACLs with ``acls`` (atomic and fsynced)."""
-        doc = {"version": 1, "acls": [{k: getattr(b, k) for k in _FIELDS} for b in acls]}
+        doc = {"version": 1, "acls": [dict(zip(_FIELDS, astuple(b))) for b in acls]}
         fsutil.atomic_write(self.path, json.dumps(doc, indent=1).encode("utf-8"))

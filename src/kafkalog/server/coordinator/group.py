@@ -1,0 +1,160 @@
+"""The group framework the group coordinators build on (Kafka's ``coordinator/group``: ``Group``,
+``ModernGroup`` and the shard's timers), so each coordinator keeps only what its protocol adds:
+the classic protocol (:mod:`.classic_group`), the consumer group protocol of KIP-848
+(:mod:`.consumer_group`), share groups of KIP-932 (:mod:`.share_group`); a streams group
+coordinator (KIP-1071) is a fourth user of the same pieces.
+
+What a coordinator gets:
+
+* :class:`GroupCoordinatorBase` ``[G]``: the groups of the node by id (``groups``), the clocks
+  (``_clock`` monotonic ms for deadlines, ``_wall`` epoch ms for what is written), the durable
+  write of a group's state (``_persist(group_id, state)``: raising fails the request; the state is
+  the coordinator's: records for the modern protocols, a ``GroupMetadataValue`` for the classic
+  one), and :meth:`~GroupCoordinatorBase.tick`, the session and rebalance timers: it asks
+  :meth:`~GroupCoordinatorBase.timed_out` which members ran out of time and why, then
+  :meth:`~GroupCoordinatorBase.fence_member` each one still in its group (a failure is logged,
+  the others are fenced all the same). The broker calls ``tick`` every ``GROUP_TICK_S``.
+* :class:`ModernGroup` ``[M]``: the state every group of the modern protocols (KIP-848 and after)
+  has: members by id, the target assignment with its epoch and time, the subscription's metadata
+  hash, and the session deadline of each member; each protocol adds its group epoch field and
+  its own state (regular expressions, initialized share partitions...).
+* :class:`GroupError` (an error code answered to the request), :data:`Record` (a key and value of
+  ``__consumer_offsets``, None for a tombstone), :data:`Assignment`, and the metadata hash of a
+  group's subscribed topics (:class:`TopicImage`, :func:`topic_hash`, :func:`group_hash`: Kafka's
+  ``computeTopicHash`` and ``computeGroupHash``).
+
+The state records themselves and their replay are each protocol's (their types are Kafka's, one
+set per protocol, in :mod:`kafkalog.coordinator`); a coordinator rebuilds a group with
+``restore(group_id, records)`` from the live records the offsets store hands it at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+
+import xxhash
+
+__all__ = ["Assignment", "GroupCoordinatorBase", "GroupError", "ModernGroup", "Record", "TopicImage",
+           "group_hash", "topic_hash"]
+
+logger = logging.getLogger("kafkalog.server")
+
+#: topic id -> partitions
+Assignment = dict[uuid.UUID, frozenset[int]]
+#: what a modern coordinator persists: (key bytes, value bytes or None for a tombstone)
+Record = tuple[bytes, bytes | None]
+
+M = TypeVar("M")
+
+
+class _Group(Protocol):
+    """What the framework reads of any group: its id and its members by id."""
+    group_id: str
+
+    @property
+    def members(self) -> Mapping[str, Any]: ...
+
+
+G = TypeVar("G", bound=_Group)
+
+
+class GroupError(Exception):
+    """An error answered to the request: Kafka's error code and message."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message or "")
+        self.code = code
+        self.message = message
+
+
+class TopicImage(NamedTuple):
+    """A topic as the coordinator sees it: its id and partition count."""
+    topic_id: uuid.UUID
+    partitions: int
+
+
+@dataclass
+class ModernGroup(Generic[M]):
+    """What every group of the modern protocols holds (Kafka's ``ModernGroup``)."""
+    group_id: str
+    metadata_hash: int = 0
+    assignment_epoch: int = 0
+    assignment_timestamp: int = 0
+    members: dict[str, M] = field(default_factory=dict)
+    #: member id -> its target assignment
+    target: dict[str, Assignment] = field(default_factory=dict)
+    #: member id -> session deadline (monotonic ms)
+    session_deadline: dict[str, int] = field(default_factory=dict)
+
+
+class GroupCoordinatorBase(Generic[G]):
+    """Every group of one kind on the node, and their timers (see the module's docstring)."""
+
+    #: how the log names a group of this kind
+    kind = "group"
+
+    def __init__(self, persist: Callable[[str, Any], None],
+                 clock: Callable[[], int] = lambda: int(time.monotonic() * 1000),
+                 wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self._persist = persist
+        self._clock = clock
+        self._wall = wall_clock
+        self.groups: dict[str, G] = {}
+
+    def timed_out(self, group: G, now: int) -> list[tuple[str, str]]:
+        """The members of ``group`` whose time ran out at ``now``: (member id, why), in the order
+        they are fenced."""
+        raise NotImplementedError
+
+    def fence_member(self, group: G, member_id: str) -> None:
+        """Remove a member that ran out of time, as the protocol does."""
+        raise NotImplementedError
+
+    def tick(self) -> None:
+        """Fence the members whose session or rebalance timed out."""
+        now = self._clock()
+        for g in list(self.groups.values()):
+            group_id = g.group_id
+            expired = self.timed_out(g, now)
+            for member_id, why in expired:
+                logger.info("%s %s: member %s fenced: %s", self.kind, group_id, member_id, why)
+            for member_id, _why in expired:
+                current = self.groups.get(group_id)
+                if current is None or member_id not in current.members:     # fenced meanwhile
+                    continue
+                try:
+                    self.fence_member(current, member_id)
+                except Exception:
+                    logger.exception("%s %s: fencing member %s failed", self.kind, group_id, member_id)
+
+
+# --- metadata hash (Kafka's Utils.computeTopicHash / computeGroupHash, XXH3-64) ---------------------
+
+def _signed64(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def topic_hash(name: str, image: TopicImage) -> int:
+    """Kafka's topic hash: XXH3-64 of a magic byte 0, the topic id, its name (UTF-16 code units and
+    their count), its partition count and each partition index (no racks on this node)."""
+    tid = image.topic_id.int
+    data = bytearray(b"\x00")
+    data += struct.pack("<qq", _signed64(tid >> 64), _signed64(tid & ((1 << 64) - 1)))
+    units = name.encode("utf-16-le")
+    data += units + struct.pack("<i", len(units) // 2)
+    data += struct.pack("<i", image.partitions)
+    data += b"".join(struct.pack("<i", i) for i in range(image.partitions))
+    return _signed64(xxhash.xxh3_64_intdigest(bytes(data)))
+
+
+def group_hash(topic_hashes: Mapping[str, int]) -> int:
+    if not topic_hashes:
+        return 0
+    data = b"".join(struct.pack("<q", topic_hashes[name]) for name in sorted(topic_hashes))
+    return _signed64(xxhash.xxh3_64_intdigest(data))
