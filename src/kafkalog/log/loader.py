@@ -527,24 +527,21 @@ def _validate_indexes(seg: LogSegment) -> Optional[str]:
         with open(path, "rb") as f:
             f.seek((n - 2) * esz if n >= 2 else 0)
             tail = f.read(2 * esz if n >= 2 else esz)
+        layout = ">ii" if esz == 8 else ">qi"     # (offset, position) / (timestamp, offset)
+        last = struct.unpack_from(layout, tail, len(tail) - esz)
+        prev = struct.unpack_from(layout, tail, 0) if n >= 2 else None
         if esz == 8:
-            last_rel, last_pos = struct.unpack_from(">ii", tail, len(tail) - 8)
+            last_rel, last_pos = last
             if last_pos >= size or last_pos < 0 or last_rel < 0:
                 return f"{os.path.basename(path)}: last entry position {last_pos} outside the log ({size} bytes)"
-            if n >= 2:
-                prev_rel, prev_pos = struct.unpack_from(">ii", tail, 0)
-                if last_rel <= prev_rel or last_pos < prev_pos:
-                    return (f"{os.path.basename(path)}: entries not increasing at the end "
-                            f"(zero-filled or garbage tail)")
+            increasing = prev is None or (last_rel > prev[0] and last_pos >= prev[1])
         else:
-            last_ts, last_rel = struct.unpack_from(">qi", tail, len(tail) - 12)
+            last_ts, last_rel = last
             if last_rel < 0 or (n >= 1 and last_ts == 0 and last_rel == 0 and n >= 2):
                 return f"{os.path.basename(path)}: zero-filled tail"
-            if n >= 2:
-                prev_ts, prev_rel = struct.unpack_from(">qi", tail, 0)
-                if last_ts <= prev_ts or last_rel < prev_rel:
-                    return (f"{os.path.basename(path)}: entries not increasing at the end "
-                            f"(zero-filled or garbage tail)")
+            increasing = prev is None or (last_ts > prev[0] and last_rel >= prev[1])
+        if not increasing:
+            return f"{os.path.basename(path)}: entries not increasing at the end (zero-filled or garbage tail)"
     return None
 
 

@@ -27,15 +27,21 @@ def parse_control_key(key: Optional[bytes]) -> Tuple[int, ControlRecordType]:
     """``(version, type)`` of a control record key. Keys shorter than 4 bytes and negative versions
     raise :class:`InvalidRecordError`; versions above 0 are read as version 0; unknown type ids give
     ``ControlRecordType.UNKNOWN``."""
-    if key is None or len(key) < CONTROL_KEY_SIZE:
-        raise InvalidRecordError(f"Invalid value size found for end control record key. Must have "
-                                 f"at least {CONTROL_KEY_SIZE} bytes, but found only "
-                                 f"{0 if key is None else len(key)}", position=0)
-    version, type_id = _KEY.unpack_from(key, 0)
-    if version < 0:
-        raise InvalidRecordError(f"Invalid version found for control record: {version}. May "
-                                 f"indicate data corruption", position=0)
+    version, type_id = _versioned(_KEY, key, "end control record key", "control record")
     return version, ControlRecordType.from_type_id(type_id)
+
+
+def _versioned(layout: struct.Struct, data: Optional[bytes], what: str, named: str) -> Tuple[int, int]:
+    """``(version, field)`` at the start of ``data``: too short, or a negative version, is Kafka's
+    :class:`InvalidRecordError`."""
+    if data is None or len(data) < layout.size:
+        raise InvalidRecordError(f"Invalid value size found for {what}. Must have at least {layout.size} "
+                                 f"bytes, but found only {0 if data is None else len(data)}", position=0)
+    version, field = layout.unpack_from(data, 0)
+    if version < 0:
+        raise InvalidRecordError(f"Invalid version found for {named}: {version}. May indicate data "
+                                 f"corruption", position=0)
+    return version, field
 
 
 def control_record_type(key: Optional[bytes]) -> ControlRecordType:
@@ -73,14 +79,7 @@ class EndTransactionMarker:
     def deserialize_value(control_type: ControlRecordType, value: Optional[bytes]) -> EndTransactionMarker:
         """Parse a marker value (at least 6 bytes; negative versions rejected; newer versions
         read as version 0)."""
-        if value is None or len(value) < END_TXN_MARKER_VALUE_SIZE:
-            raise InvalidRecordError(f"Invalid value size found for end transaction marker. Must "
-                                     f"have at least {END_TXN_MARKER_VALUE_SIZE} bytes, but found "
-                                     f"only {0 if value is None else len(value)}", position=0)
-        version, epoch = _VALUE.unpack_from(value, 0)
-        if version < 0:
-            raise InvalidRecordError(f"Invalid version found for end transaction marker: {version}."
-                                     f" May indicate data corruption", position=0)
+        _version, epoch = _versioned(_VALUE, value, "end transaction marker", "end transaction marker")
         return EndTransactionMarker(ControlRecordType(control_type), epoch)
 
     @staticmethod
