@@ -72,7 +72,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, cast
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))      # tests.server.java_client fetches the Java jars
@@ -105,10 +105,12 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
     from kio.index import load_response_schema
 
     from kafkalog.server import error_codes
-    from kafkalog.server.broker import Broker, Response
+    from kafkalog.server.broker import Broker
     from kafkalog.server.config import Listener, ServerConfig
     from kafkalog.server.handlers.api_versions import handle_api_versions
     from kafkalog.server.handlers.fetch import PartitionData, encode_fetch_response
+    from kafkalog.server.handlers.handler import Response
+    from kafkalog.server.handlers.kafka_apis import KafkaApis
     from kafkalog.server.handlers.produce import PartitionResult, encode_produce_response
     from kafkalog.server.network.socket_server import Server
     from kafkalog.server.requests.kio_build import build
@@ -117,7 +119,8 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
     topic_id = uuid.uuid4()
 
     class MemoryBroker(Broker):
-        """Answers from memory: one topic of one partition, batches in a list."""
+        """Answers from memory: one topic of one partition, batches in a list (the state and the
+        handlers in one, served through :class:`MemoryApis`)."""
 
         def __init__(self) -> None:
             self.config = ServerConfig({})
@@ -212,9 +215,15 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
             await asyncio.sleep(min(request.body.max_wait.total_seconds(), 0.1))
             return encode_fetch_response(request.correlation_id, request.api_version, 0, topics)
 
+    class MemoryApis(KafkaApis):
+        """The request layer of the memory broker: every request to :meth:`MemoryBroker.dispatch`."""
+
+        def dispatch(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
+            return cast(MemoryBroker, self.broker).dispatch(request)
+
     async def main() -> None:
         broker = MemoryBroker()
-        server = Server(broker, "127.0.0.1", port)
+        server = Server(broker, "127.0.0.1", port, apis=MemoryApis(broker))
         host, bound = await server.start()
         broker.advertised = Listener(host, bound)
         print(json.dumps({"type": "listening", "host": host, "port": bound}), flush=True)

@@ -73,10 +73,11 @@ class Server:
     def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 9092, *,
                  listeners: list[Listener] | None = None,
                  tls: Mapping[str, ssl.SSLContext] | None = None,
-                 sasl: SaslConfig | None = None) -> None:
+                 sasl: SaslConfig | None = None, apis: KafkaApis | None = None) -> None:
         self.broker = broker
-        #: the handlers serving ``broker`` (the dispatch table; :mod:`.request_control` arms it)
-        self.apis = KafkaApis(broker)
+        #: the handlers serving ``broker`` (the dispatch table; request_control arms it): ``apis``,
+        #: else Kafka's APIs (:class:`KafkaApis`) over ``broker``
+        self.apis = apis if apis is not None else KafkaApis(broker)
         self.listeners = list(listeners) if listeners else [Listener(host, port)]
         self.host, self.port = self.listeners[0].host, self.listeners[0].port
         tls = dict(tls or {})
