@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 pytest.importorskip("prometheus_client")
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.broker_process import BrokerProcess  # noqa: E402
-from tests.server.share_raw import SHARE_SETTINGS  # noqa: E402
+from tests.server.broker_process import BrokerProcess
+from tests.server.share_raw import SHARE_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "server.md"

@@ -63,23 +63,23 @@ class Timer:
     the percentiles (Kafka's reservoir favours the last five minutes; this one keeps the latest
     samples). :meth:`update` is O(1); the percentiles are sorted at scrape time."""
 
-    __slots__ = ("_next", "count", "sum", "window")
+    __slots__ = ("count", "sum", "window")
 
     def __init__(self) -> None:
         self.count = 0
         self.sum = 0.0
+        #: the latest samples: the n-th update goes to slot n % WINDOW
         self.window: list[float] = []
-        self._next = 0
 
     def update(self, value: float) -> None:
-        self.count += 1
+        n = self.count
+        self.count = n + 1
         self.sum += value
         w = self.window
-        if len(w) < WINDOW:
+        if n < WINDOW:
             w.append(value)
         else:
-            w[self._next] = value
-            self._next = (self._next + 1) % WINDOW
+            w[n % WINDOW] = value
 
     def quantiles(self) -> list[tuple[str, float]]:
         """``(quantile label, value)`` of :data:`QUANTILES` over the window (0 when empty)."""
