@@ -43,7 +43,8 @@ ratio within one run (the machine is shared; figures of one run are compared wit
 * ``metrics`` (issue 39): kafkalog serve with its Prometheus endpoint on (``--metrics-port 0``,
   scraped every second while the clients run) against the same broker with metrics off, in the
   same run and in alternating order: produce (as above) and consume (the prepared topic) rates per
-  client; the ratio is on over off (goal: >= 0.97);
+  client, and the broker's CPU time per 1,000 records (steadier than a rate on a shared machine);
+  the ratios are the rate on over off and the CPU per record off over on (goal: >= 0.97);
 * ``start`` (with the Kafka peer): cold start, the seconds from spawning the broker process to the
   first answered ApiVersions (a poller tries every 20 ms), on the data directory of the consume
   topic, and to the first Fetch of that topic answered without error; then the idle resident set
@@ -687,12 +688,13 @@ def measure_metrics(data_dir: str, produce_records: int, records: int, clients: 
             try:
                 bootstrap = f"127.0.0.1:{line['port']}"
                 if mode == "produce":
-                    from confluent_kafka.admin import AdminClient, NewTopic
-                    admin = AdminClient({"bootstrap.servers": bootstrap})
-                    for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
-                        f.result(60)
+                    _create_topic(bootstrap)
                 for client in clients:
+                    cpu0 = _cpu_ns(proc.pid)
                     row[f"{mode}_{client}_msgs_per_s"] = round(_client_rate(client, mode, bootstrap, n))
+                    # the broker's CPU per 1,000 records (every thread: the scrapes' too): steadier
+                    # than a rate on a shared machine
+                    row[f"{mode}_{client}_cpu_us_per_krecord"] = round((_cpu_ns(proc.pid) - cpu0) / n, 1)
             finally:
                 if scraper is not None:
                     row[f"{mode}_scrapes"] = scraper.stop()
@@ -783,6 +785,13 @@ def prepare_topic(data_dir: str, n: int) -> None:
     open(marker, "w").close()
 
 
+def _create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
+        f.result(60)
+
+
 def measure_produce(kind: str, records: int, clients: list[str], lat_count: int,
                     lat_rate: float, heap: str = KAFKA_HEAP) -> dict[str, Any]:
     if kind == "kafka":
@@ -799,10 +808,7 @@ def measure_produce(kind: str, records: int, clients: list[str], lat_count: int,
         try:
             bootstrap = f"127.0.0.1:{port}"
             if kind == "kafkalog":
-                from confluent_kafka.admin import AdminClient, NewTopic
-                admin = AdminClient({"bootstrap.servers": bootstrap})
-                for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
-                    f.result(60)
+                _create_topic(bootstrap)
             return _produce_row(kind, bootstrap, records, clients, lat_count, lat_rate)
         finally:
             _stop(proc)
@@ -1019,6 +1025,12 @@ def main(argv: list[str] | None = None) -> None:
                 by_run.setdefault(r["run"], {})[r["metrics"]] = r[f]
             out[f"metrics_on_vs_off_{mode}_{client}"] = round(
                 statistics.median(v["on"] / v["off"] for v in by_run.values()), 3)
+            cpu: dict[int, dict[str, float]] = {}
+            for r in metrics:
+                cpu.setdefault(r["run"], {})[r["metrics"]] = r[f"{mode}_{client}_cpu_us_per_krecord"]
+            # the broker's CPU per record with metrics off over on (1.0: metrics cost nothing)
+            out[f"metrics_cpu_off_over_on_{mode}_{client}"] = round(
+                statistics.median(v["off"] / v["on"] for v in cpu.values()), 3)
     out["goals"] = {"produce_ratio": 0.80, "consume_ratio": 0.80, "fetch_1mib_ratio": 0.90,
                     "idle_ratio": 0.90, "produce_vs_kafka": 1.0, "consume_vs_kafka": 1.0,
                     "fetch_1mib_vs_kafka": 1.0, "metrics_on_vs_off": 0.97}

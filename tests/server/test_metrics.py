@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.broker_process import BrokerProcess
+from tests.server.group_members import wait_until
 from tests.server.share_raw import SHARE_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,27 +61,13 @@ def exposed_name(fam: Any) -> str:
     return fam.name + "_total" if fam.type == "counter" else fam.name
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     d = str(tmp_path_factory.mktemp("metrics") / "data")
     configs = ["group.initial.rebalance.delay.ms=0", "log.cleaner.backoff.ms=200",
                *[f"{k}={v}" for k, v in SHARE_SETTINGS.items()]]
-    b = BrokerProcess(d, configs, extra_args=["--metrics-port", "0", "--format", "json"]).start()
-    try:
+    with BrokerProcess(d, configs, extra_args=["--metrics-port", "0", "--format", "json"]).running() as b:
         yield b
-    finally:
-        if b.alive():
-            assert b.stop() == 0, b.stderr()
-        else:
-            b.kill()
 
 
 def test_metrics_are_off_by_default(tmp_path: Path) -> None:
@@ -235,7 +222,7 @@ def test_share_group_lag_reaches_zero(broker: BrokerProcess) -> None:
         labels = {"consumergroup": group, "topic": topic, "partition": "0"}
         # the records accepted are settled: no lag (as DescribeShareGroupOffsets v1 says, whose start
         # offset trails the last write by one write, Kafka's too)
-        wait_for(lambda: value(scrape(url), "kafka_consumergroup_lag", **labels) == 0, "the share group's lag 0")
+        wait_until(lambda: value(scrape(url), "kafka_consumergroup_lag", **labels) == 0, "the share group's lag 0")
         fams = scrape(url)
         assert 0 <= value(fams, "kafka_consumergroup_current_offset", **labels) <= 3
         assert value(fams, "kafka_server_group_coordinator_metrics_group_count", protocol="share") >= 1
@@ -260,7 +247,7 @@ def test_cleaner_figures_after_a_compaction(broker: BrokerProcess) -> None:
     producer.close()
     labels = {"topic": topic, "partition": "0"}
     written = value(scrape(url), "kafka_server_brokertopicmetrics_bytesin_total", topic=topic)
-    wait_for(lambda: (value(scrape(url), "kafka_log_logcleaner_max_clean_time_secs") or 0) > 0
+    wait_until(lambda: (value(scrape(url), "kafka_log_logcleaner_max_clean_time_secs") or 0) > 0
              and value(scrape(url), "kafka_log_log_size", **labels) < written, "a cleaning")
     fams = scrape(url)
     assert 0 < value(fams, "kafka_log_logcleaner_cleaner_recopy_percent") < 100

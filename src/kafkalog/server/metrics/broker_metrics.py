@@ -89,7 +89,9 @@ class BrokerMetrics:
 
     def _mark(self, vec: CounterVec, topic: str, n: int) -> None:
         vec.labels(topic).value += n
-        vec.total.value += n      # type: ignore[union-attr]
+        total = vec.total
+        assert total is not None
+        total.value += n
 
     def produced(self, topic: str, nbytes: int, records: int) -> None:
         """A batch of ``records`` records, ``nbytes`` bytes, appended to ``topic`` by Produce."""
