@@ -683,7 +683,10 @@ def measure_metrics(data_dir: str, produce_records: int, records: int, clients: 
             proc = subprocess.Popen([*_broker_cmd("kafkalog", d), *extra], stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL)
             assert proc.stdout is not None
-            line = json.loads(proc.stdout.readline() or b'{"port": 0}')
+            first = proc.stdout.readline()
+            if not first:
+                raise SystemExit(f"kafkalog serve {d} did not start")
+            line = json.loads(first)
             scraper = _Scraper(line["metrics"]) if on else None
             try:
                 bootstrap = f"127.0.0.1:{line['port']}"
