@@ -41,7 +41,7 @@ ratio within one run (the machine is shared; figures of one run are compared wit
 * ``idle``: kafkalog serve's produce rate with ``--idle-connections`` idle connections open against
   its rate without them;
 * ``metrics`` (issue 39): kafkalog serve with its Prometheus endpoint on (``--metrics-port 0``,
-  scraped every second while the clients run) against the same broker with metrics off, in the
+  scraped every ``--scrape-interval`` seconds, default 1, while the clients run) against the same broker with metrics off, in the
   same run and in alternating order: produce (as above) and consume (the prepared topic) rates per
   client, and the broker's CPU time per 1,000 records (steadier than a rate on a shared machine);
   the ratios are the rate on over off and the CPU per record off over on (goal: >= 0.97);
@@ -671,8 +671,9 @@ class _Scraper:
 
 
 def measure_metrics(data_dir: str, produce_records: int, records: int, clients: list[str],
-                    on_first: bool) -> list[dict[str, Any]]:
-    """kafkalog serve with metrics off and on (scraped every second), produce and consume rates."""
+                    on_first: bool, scrape_interval: float = 1.0) -> list[dict[str, Any]]:
+    """kafkalog serve with metrics off and on (scraped every ``scrape_interval`` s), produce and
+    consume rates."""
     rows = []
     for on in ((True, False) if on_first else (False, True)):
         row: dict[str, Any] = {"type": "metrics", "broker": "kafkalog", "metrics": "on" if on else "off"}
@@ -687,7 +688,7 @@ def measure_metrics(data_dir: str, produce_records: int, records: int, clients: 
             if not first:
                 raise SystemExit(f"kafkalog serve {d} did not start")
             line = json.loads(first)
-            scraper = _Scraper(line["metrics"]) if on else None
+            scraper = _Scraper(line["metrics"], scrape_interval) if on else None
             try:
                 bootstrap = f"127.0.0.1:{line['port']}"
                 if mode == "produce":
@@ -941,6 +942,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--latency-requests", type=int, default=500)
     ap.add_argument("--latency-rate", type=float, default=200.0, help="single-record requests per second")
     ap.add_argument("--idle-connections", type=int, default=1000)
+    ap.add_argument("--scrape-interval", type=float, default=1.0,
+                    help="seconds between two scrapes of the metrics measure (Prometheus' default: 15)")
     ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "kafkalog-broker-bench"),
                     help="where the consume topic is prepared (kept between runs)")
     ap.add_argument("--peers", default=",".join(PEERS),
@@ -1000,7 +1003,8 @@ def main(argv: list[str] | None = None) -> None:
             for row in measure_start(data_dir, kafka_dir, args.kafka_heap):
                 emit(start, row, run)
         if "metrics" in measures:
-            for row in measure_metrics(data_dir, args.produce_records, args.records, clients, run % 2 == 1):
+            for row in measure_metrics(data_dir, args.produce_records, args.records, clients, run % 2 == 1,
+                                       args.scrape_interval):
                 emit(metrics, row, run)
     out: dict[str, Any] = {"type": "ratio", "runs": args.runs, "records": args.records,
                            "produce_records": args.produce_records}
