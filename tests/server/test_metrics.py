@@ -230,6 +230,18 @@ def test_share_group_lag_reaches_zero(broker: BrokerProcess) -> None:
         c.close()
 
 
+def test_transactions_per_state(broker: BrokerProcess) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    url = broker.listening["metrics"]
+    before = value(scrape(url), "kafkalog_transaction_coordinator_transactions", state="CompleteCommit") or 0
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "t-" + uuid.uuid4().hex})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txn-" + uuid.uuid4().hex[:6], b"v")
+    p.commit_transaction(30)
+    assert value(scrape(url), "kafkalog_transaction_coordinator_transactions", state="CompleteCommit") == before + 1
+
+
 def test_cleaner_figures_after_a_compaction(broker: BrokerProcess) -> None:
     from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic

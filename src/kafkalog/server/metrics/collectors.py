@@ -90,7 +90,8 @@ def broker_families(broker: Broker) -> list[Family]:
     for state in ("preparing_rebalance", "completing_rebalance", "stable", "dead", "empty"):
         out.append(_gauge(_GMM + "numgroups" + state.replace("_", ""),
                           f"Classic groups in state {state} (GroupMetadataManager)", [({}, classic.get(state, 0))]))
-    txns = Tally(m.state.name for m in _transactions(broker))
+    # Kafka's TransactionState names (CompleteCommit ...)
+    txns = Tally("".join(w.capitalize() for w in m.state.name.split("_")) for m in _transactions(broker))
     out.append(_gauge("kafkalog_transaction_coordinator_transactions",
                       "Transactional ids per transaction state (kafkalog's; Kafka has no such MBean)",
                       [({"state": s}, n) for s, n in sorted(txns.items())]))
