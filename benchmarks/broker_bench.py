@@ -41,8 +41,8 @@ ratio within one run (the machine is shared; figures of one run are compared wit
 * ``idle``: kafkalog serve's produce rate with ``--idle-connections`` idle connections open against
   its rate without them;
 * ``metrics`` (issue 39): kafkalog serve with its Prometheus endpoint on (``--metrics-port 0``,
-  scraped every ``--scrape-interval`` seconds, default 1, while the clients run) against the same broker with metrics off, in the
-  same run and in alternating order: produce (as above) and consume (the prepared topic) rates per
+  scraped every ``--scrape-interval`` seconds, default 1, while the clients run) against the same
+  broker with metrics off, in the same run and in alternating order: produce (as above) and consume (the prepared topic) rates per
   client, and the broker's CPU time per 1,000 records (steadier than a rate on a shared machine);
   the ratios are the rate on over off and the CPU per record off over on (goal: >= 0.97);
 * ``start`` (with the Kafka peer): cold start, the seconds from spawning the broker process to the
