@@ -42,8 +42,9 @@ ratio within one run (the machine is shared; figures of one run are compared wit
   its rate without them;
 * ``metrics`` (issue 39): kafkalog serve with its Prometheus endpoint on (``--metrics-port 0``,
   scraped every ``--scrape-interval`` seconds, default 1, while the clients run) against the same
-  broker with metrics off, in the same run and in alternating order: produce (as above) and consume (the prepared topic) rates per
-  client, and the broker's CPU time per 1,000 records (steadier than a rate on a shared machine);
+  broker with metrics off, in the same run and in alternating order: produce (as above) and consume
+  (the prepared topic) rates per client, and the broker's CPU time per 1,000 records (steadier than
+  a rate on a shared machine);
   the ratios are the rate on over off and the CPU per record off over on (goal: >= 0.97);
 * ``start`` (with the Kafka peer): cold start, the seconds from spawning the broker process to the
   first answered ApiVersions (a poller tries every 20 ms), on the data directory of the consume
