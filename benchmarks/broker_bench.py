@@ -1037,8 +1037,9 @@ def main(argv: list[str] | None = None) -> None:
             for r in metrics:
                 cpu.setdefault(r["run"], {})[r["metrics"]] = r[f"{mode}_{client}_cpu_us_per_krecord"]
             # the broker's CPU per record with metrics off over on (1.0: metrics cost nothing)
-            out[f"metrics_cpu_off_over_on_{mode}_{client}"] = round(
-                statistics.median(v["off"] / v["on"] for v in cpu.values()), 3)
+            ratios = [v["off"] / v["on"] for v in cpu.values() if v["on"] > 0]      # (a tiny run: 0 ticks)
+            if ratios:
+                out[f"metrics_cpu_off_over_on_{mode}_{client}"] = round(statistics.median(ratios), 3)
     out["goals"] = {"produce_ratio": 0.80, "consume_ratio": 0.80, "fetch_1mib_ratio": 0.90,
                     "idle_ratio": 0.90, "produce_vs_kafka": 1.0, "consume_vs_kafka": 1.0,
                     "fetch_1mib_vs_kafka": 1.0, "metrics_on_vs_off": 0.97}
