@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -86,6 +87,17 @@ def test_a_bad_metrics_listener_is_refused_before_the_data_directory_is_made(tmp
     assert r.returncode != 0
     assert "metrics.listener" in out and "http://HOST:PORT" in out, out
     assert out.count("Invalid value") == 1, out      # said once
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_busy_metrics_port_is_refused_before_the_data_directory_is_made(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "serve", str(tmp_path / "d"), "--port", "0",
+                            "--metrics-port", str(port)], capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert f"127.0.0.1:{port}" in out and "cannot bind" in out, out
     assert not (tmp_path / "d").exists()
 
 
