@@ -201,9 +201,13 @@ SERVER_ROOMS = (
     ("coordinator", ("kafkalog.server.coordinator.",)),
     ("config", ("kafkalog.server.config",)),
     ("security", ("kafkalog.server.security.",)),
+    # the request path's instruments (Broker.metrics): below the state that holds them; the rest of
+    # metrics/ (the metered network layer, the scrape-time collectors, the endpoint) comes last
+    ("instruments", ("kafkalog.server.metrics.broker_metrics",)),
     ("state", ("kafkalog.server.broker", "kafkalog.server.fetch_session", "kafkalog.server.share_session")),
     ("handlers", ("kafkalog.server.handlers.",)),
     ("network", ("kafkalog.server.network.",)),
+    ("metrics", ("kafkalog.server.metrics.",)),
 )
 
 

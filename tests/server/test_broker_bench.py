@@ -20,7 +20,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "broker_bench.py"
 
 def test_the_broker_benchmark_runs_every_peer(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--measure", "produce,consume,fetch", "--records", "20000",
+        [sys.executable, str(BENCH), "--measure", "produce,consume,fetch,metrics", "--records", "20000",
          "--produce-records", "3000", "--runs", "1", "--clients", "confluent", "--fetch-mib", "8",
          "--fetch-blocks", "2", "--latency-requests", "20", "--data-dir", str(tmp_path),
          "--peers", "memory"],
@@ -39,8 +39,10 @@ def test_the_broker_benchmark_runs_every_peer(tmp_path: Path) -> None:
             assert r["mib_per_s"] > 0 and r["answers"] > 0, r
     ratio = rows[-1]
     assert ratio["type"] == "ratio"
-    for key in ("produce_ratio_confluent", "consume_ratio_confluent", "fetch_1mib_ratio"):
+    for key in ("produce_ratio_confluent", "consume_ratio_confluent", "fetch_1mib_ratio",
+                "metrics_on_vs_off_produce_confluent", "metrics_on_vs_off_consume_confluent"):
         assert ratio[key] > 0, ratio
+    assert {r["metrics"] for r in rows if r["type"] == "metrics"} == {"on", "off"}
 
 
 @pytest.mark.slow

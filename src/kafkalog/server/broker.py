@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
 
@@ -44,6 +44,9 @@ from kafkalog.server.security.scram_store import ScramStore
 from kafkalog.server.share_session import ShareSessionCache
 from kafkalog.server.topic_ids import TopicIds
 
+if TYPE_CHECKING:
+    from kafkalog.server.metrics.broker_metrics import BrokerMetrics
+
 logger = logging.getLogger("kafkalog.server")
 
 #: Kafka's internal topics: never auto-created by a client's request, flagged in Metadata.
@@ -72,6 +75,9 @@ class Broker:
     #: the I/O failure that took the data directory offline (Kafka's ``LogDirFailureChannel``):
     #: from then on every produce gets KAFKA_STORAGE_ERROR until the broker restarts
     log_dir_failure: KafkalogIOError | None = None
+    #: the figures counted on the request path while metrics are on (:mod:`kafkalog.server.metrics`);
+    #: None, the default, counts nothing
+    metrics: BrokerMetrics | None = None
 
     def __init__(self, manager: LogManager, config: ServerConfig, advertised: Listener) -> None:
         self.manager = manager

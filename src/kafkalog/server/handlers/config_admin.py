@@ -72,6 +72,8 @@ KAFKALOG_DOCS: dict[str, str] = {
         "Kafka's internal key: how often the coordinator resolves consumer-protocol regular expression "
         "subscriptions against the topics."),
     "sasl.credentials.file": "kafkalog's: the SCRAM and PLAIN users file (docs/server.md, TLS and SASL).",
+    "metrics.listener": ("kafkalog's: the Prometheus endpoint, http://HOST:PORT (empty: off; docs/server.md, "
+                         "Metrics)."),
     "super.users": "Principals (User:name) allowed every operation, separated by ';'.",
     "allow.everyone.if.no.acl.found": "Whether a resource without any ACL is open to every principal.",
 }
