@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.index import load_response_schema
 
@@ -39,6 +39,9 @@ from kafkalog.server.sasl_credentials import ScramCredential
 from kafkalog.server.scram_store import ScramStore
 from kafkalog.server.topic_ids import TopicIds
 
+if TYPE_CHECKING:
+    from kafkalog.server.client_metrics import ClientMetricsManager
+
 logger = logging.getLogger("kafkalog.server")
 
 #: How often the group coordinator's session and rebalance timeouts are checked.
@@ -63,6 +66,9 @@ class Broker:
     #: the I/O failure that took the data directory offline (Kafka's ``LogDirFailureChannel``):
     #: from then on every produce gets KAFKA_STORAGE_ERROR until the broker restarts
     log_dir_failure: KafkalogIOError | None = None
+    #: client telemetry (KIP-714) received and re-exported while the metrics endpoint is on
+    #: (:mod:`kafkalog.server.client_metrics`); None: answered as Kafka without a plugin
+    client_metrics: ClientMetricsManager | None = None
 
     def __init__(self, manager: LogManager, config: ServerConfig, advertised: Listener) -> None:
         self.manager = manager
