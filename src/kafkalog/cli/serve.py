@@ -90,8 +90,18 @@ def _check_ports(listeners: list[Listener]) -> None:
             raise KafkalogError(f"listener {lst.name}://{lst.host}:{lst.port}: cannot bind: {why}") from None
 
 
+def _metrics_address(cfg: ServerConfig, listeners: list[Listener], port: int | None) -> tuple[str, int] | None:
+    """Where the Prometheus endpoint listens: ``--metrics-port`` on the first listener's host, else
+    ``metrics.listener``; None: metrics off."""
+    from kafkalog.server.metrics.endpoint import parse_metrics_listener
+    if port is not None:
+        return listeners[0].host, port
+    return parse_metrics_listener(cfg.values["metrics.listener"])
+
+
 async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener],
-               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None, fmt: str) -> KafkalogIOError | None:
+               tls: dict[str, ssl.SSLContext], sasl: SaslConfig | None, fmt: str,
+               metrics_at: tuple[str, int] | None = None, idle: Any = None) -> KafkalogIOError | None:
     """Serve until SIGTERM/SIGINT; returns the I/O failure that took the data directory offline."""
     import asyncio
 
@@ -103,8 +113,27 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
         loop.add_signal_handler(sig, stop.set)
     first = listeners[0]
     server_broker = Broker(manager, cfg, cfg.advertised(first.host, first.port, first.name))
-    server = Server(server_broker, listeners=listeners, tls=tls, sasl=sasl)
+    endpoint = None
+    if metrics_at is None:
+        server = Server(server_broker, listeners=listeners, tls=tls, sasl=sasl)
+    else:       # metrics.listener: the Prometheus endpoint (docs/server.md, Metrics)
+        from kafkalog.server.metrics.enable import metered_server
+        from kafkalog.server.metrics.endpoint import MetricsEndpoint
+        server = metered_server(server_broker, idle, listeners=listeners, tls=tls, sasl=sasl)
+        assert server_broker.metrics is not None
+        endpoint = MetricsEndpoint(server_broker.metrics.registry)
+        endpoint.start(*metrics_at)
+        logger.info("metrics: serving Prometheus' format on %s", endpoint.url)
     # the advertised addresses need the bound ports (--port 0)
+    try:
+        return await _serve(manager, cfg, server_broker, server, stop, fmt, endpoint)
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
+
+
+async def _serve(manager: LogManager, cfg: ServerConfig, server_broker: Any, server: Any, stop: Any,
+                 fmt: str, endpoint: Any) -> KafkalogIOError | None:
     bound_host, bound_port = await server.start()
     manager.start_background()
     server_broker.set_endpoints({b.name: cfg.advertised(b.host, b.port, b.name) for b in server.bound})
@@ -120,10 +149,13 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
         print(f"kafkalog serving {manager.data_dir} on {where}: bootstrap.servers={bootstrap} "
               f"(Ctrl-C stops it)")
     else:
-        emit({"type": "listening", "host": bound_host, "port": bound_port,
-              "advertised": bootstrap, "bootstrapServers": bootstrap,
-              "listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
-                            for b in server.bound]})
+        line = {"type": "listening", "host": bound_host, "port": bound_port,
+                "advertised": bootstrap, "bootstrapServers": bootstrap,
+                "listeners": [{"name": b.name, "protocol": b.protocol, "host": b.host, "port": b.port}
+                              for b in server.bound]}
+        if endpoint is not None:
+            line["metrics"] = endpoint.url
+        emit(line)
     sys.stdout.flush()
     await stop.wait()
     logger.info("shutting down: closing %d connection(s)", server.connection_count)
@@ -140,21 +172,25 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
               help="A broker configuration key (repeatable).")
 @click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
               help="A server.properties file.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics on this port of the first listener's host "
+                   "(metrics.listener=http://HOST:PORT; 0 = any free).")
 @format_option("The listening line: text for people, json for scripts (default: text on a terminal, "
                "json when stdout is not one).")
 @handle_errors()
 def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str, ...],
-          config_file: str | None, fmt: str | None) -> None:
+          config_file: str | None, metrics_port: int | None, fmt: str | None) -> None:
     """Serve DATA_DIR to Kafka clients over Kafka's wire protocol."""
     import asyncio
 
     from kafkalog.log.manager import LogManager
-    from kafkalog.server.config import ServerConfig
+    from kafkalog.server.config import Listener, ServerConfig
     fmt = use_format(resolve_format(fmt))
     cfg = ServerConfig(_config_values(config_file, configs))
     listeners = cfg.bind_listeners(host, port)
     tls, sasl = _security(cfg, listeners)      # refused before the data directory is touched
-    _check_ports(listeners)                    # a busy port too: nothing created or written
+    metrics_at = _metrics_address(cfg, listeners, metrics_port)
+    _check_ports(listeners + ([Listener(*metrics_at, "metrics.listener")] if metrics_at else []))
     new_or_existing_data_dir(data_dir)      # never a partition or an unrelated directory
     root = logging.getLogger("kafkalog")
     if root.getEffectiveLevel() > logging.INFO:
@@ -173,7 +209,13 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
                 else "after an unclean shutdown: the logs were recovered")
     failure: KafkalogIOError | None = None
     try:
-        failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl, fmt))
+        if metrics_at is None:
+            failure = asyncio.run(_run(manager, cfg, listeners, tls, sasl, fmt))
+        else:       # the event loop whose idle time the metrics report
+            from kafkalog.server.metrics.loop_idle import IdleMeter
+            idle = IdleMeter()
+            with asyncio.Runner(loop_factory=idle.new_loop) as runner:
+                failure = runner.run(_run(manager, cfg, listeners, tls, sasl, fmt, metrics_at, idle))
     finally:
         if failure is None:
             with interrupt.ignored():             # a second signal must not cut the shutdown

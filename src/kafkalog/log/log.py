@@ -19,6 +19,7 @@ import socket
 import struct
 import threading
 from bisect import bisect_right
+from time import perf_counter
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafkalog.errors import (
@@ -33,6 +34,7 @@ from kafkalog.log.file_records import TimestampAndOffset
 from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
 from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.log_append_info import AppendInfo
+from kafkalog.log.log_metrics import LOG_STATS
 from kafkalog.log.log_segments import LogSegments
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
@@ -293,18 +295,22 @@ class Log:
             buf = records
         else:
             buf = bytearray(records)
+        started = perf_counter()
         if assign_offsets and self._fast_append and origin is None:
             info = self._append_one_v2(buf, leader_epoch)
             if info is not None:
+                LOG_STATS.appended(info, started)
                 return info
         with self._lock:
             self._check_open()
             try:
-                return self._append_locked(buf, assign_offsets, leader_epoch, origin)
+                info = self._append_locked(buf, assign_offsets, leader_epoch, origin)
             except NeedsConversion:
                 from kafkalog.log._encode import convert_legacy_wrappers
-                return self._append_locked(bytearray(convert_legacy_wrappers(buf)), assign_offsets,
+                info = self._append_locked(bytearray(convert_legacy_wrappers(buf)), assign_offsets,
                                            leader_epoch, origin)
+        LOG_STATS.appended(info, started)
+        return info
 
     def _append_one_v2(self, buf: bytearray, leader_epoch: Optional[int] = None) -> Optional[AppendInfo]:
         """Fast path of :meth:`append` for the common leader case: ``buf`` is exactly one valid v2
@@ -655,6 +661,7 @@ class Log:
             up_to = min(up_to, leo)
             if up_to <= self.recovery_point and not include_active:
                 return
+            started = perf_counter()
             segs, bases, _ = self._log_segments
             i = max(bisect_right(bases, self.recovery_point) - 1, 0)
             new_segment = False
@@ -671,6 +678,7 @@ class Log:
                 if self.offsets_changed is not None:
                     self.offsets_changed(self)
             self.last_flush_time = self.clock()
+            LOG_STATS.flushed(started)
 
     def flush_if_due(self, now: Optional[int] = None) -> bool:
         """The ``flush.ms`` policy (Kafka's log flusher task); returns True when it flushed."""

@@ -41,6 +41,7 @@ from kafkalog.server.topic_ids import TopicIds
 
 if TYPE_CHECKING:
     from kafkalog.server.client_metrics import ClientMetricsManager
+    from kafkalog.server.metrics.broker_metrics import BrokerMetrics
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -69,6 +70,9 @@ class Broker:
     #: client telemetry (KIP-714) received and re-exported while the metrics endpoint is on
     #: (:mod:`kafkalog.server.client_metrics`); None: answered as Kafka without a plugin
     client_metrics: ClientMetricsManager | None = None
+    #: the figures counted on the request path while metrics are on (:mod:`kafkalog.server.metrics`);
+    #: None, the default, counts nothing
+    metrics: BrokerMetrics | None = None
 
     def __init__(self, manager: LogManager, config: ServerConfig, advertised: Listener) -> None:
         self.manager = manager

@@ -130,6 +130,8 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("super.users", STRING, None, None),
     ConfigDef("allow.everyone.if.no.acl.found", BOOLEAN, False, None),
     ConfigDef("ssl.principal.mapping.rules", STRING, "DEFAULT", None),
+    #: kafkalog's own key (Kafka exports JMX): the Prometheus endpoint, http://HOST:PORT, off when empty
+    ConfigDef("metrics.listener", STRING, "", None),
 ]}
 
 #: the security protocols of Kafka's ``SecurityProtocol``

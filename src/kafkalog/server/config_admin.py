@@ -82,6 +82,8 @@ KAFKALOG_DOCS: dict[str, str] = {
         "kafkalog's: a client instance not heard from for this long (at least 3 push intervals) is forgotten "
         "with its re-exported series."),
     "client.metrics.max.series": "kafkalog's: the most client telemetry series re-exported at once.",
+    "metrics.listener": ("kafkalog's: the Prometheus endpoint, http://HOST:PORT (empty: off; docs/server.md, "
+                         "Metrics)."),
     "super.users": "Principals (User:name) allowed every operation, separated by ';'.",
     "allow.everyone.if.no.acl.found": "Whether a resource without any ACL is open to every principal.",
 }

@@ -194,7 +194,7 @@ def handle_fetch(broker: Broker, request: Request) -> Response | Awaitable[Respo
             _release(parts)
             return _long_poll(broker, request, ctx, wanted, deadline, max_bytes, committed,
                               unknown_code)
-    return _answer(request, ctx, parts)
+    return _answer(broker, request, ctx, parts)
 
 
 async def _long_poll(broker: Broker, request: Request, ctx: FetchContext, wanted: list[_Wanted],
@@ -217,14 +217,18 @@ async def _long_poll(broker: Broker, request: Request, ctx: FetchContext, wanted
                 broker.remove_waiter(tps, fut)
         parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
         if size >= min_bytes or failed or deadline - time.monotonic() <= 0:
-            return _answer(request, ctx, parts)
+            return _answer(broker, request, ctx, parts)
         _release(parts)
 
 
-def _answer(request: Request, ctx: FetchContext, parts: list[PartitionData]) -> Response:
+def _answer(broker: Broker, request: Request, ctx: FetchContext, parts: list[PartitionData]) -> Response:
     """The response of the partitions the session context picks from ``parts`` (the others'
     duplicated descriptors closed)."""
     session_id, answered = ctx.respond(parts)
+    if broker.metrics is not None:
+        for w, pd in answered:
+            if w.topic is not None:
+                broker.metrics.fetched(w.topic, len(pd.records), pd.error != 0)
     if len(answered) != len(parts):
         kept = {id(pd) for _w, pd in answered}
         _release([p for p in parts if id(p) not in kept])

@@ -43,6 +43,11 @@ _UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.REC
                                   error_codes.CORRUPT_MESSAGE, error_codes.INVALID_RECORD,
                                   error_codes.UNSUPPORTED_COMPRESSION_TYPE, error_codes.UNKNOWN_SERVER_ERROR})
 
+#: errors Kafka's ReplicaManager does not count as FailedProduceRequests (metrics)
+_NOT_FAILED = frozenset({error_codes.NONE, error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_codes.MESSAGE_TOO_LARGE,
+                         error_codes.RECORD_LIST_TOO_LARGE, error_codes.CORRUPT_MESSAGE,
+                         error_codes.KAFKA_STORAGE_ERROR})
+
 
 class PartitionResult:
     __slots__ = ("base_offset", "error", "index", "log_append_time", "log_start_offset", "message",
@@ -180,6 +185,8 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None,
         return PartitionResult(index, error_codes.NONE, info.first_offset, info.max_timestamp,
                                info.log_start_offset)
     broker.notify_append(TopicPartition(topic, index))
+    if broker.metrics is not None:
+        broker.metrics.produced(topic, len(records), info.num_records)
     return PartitionResult(index, error_codes.NONE, info.first_offset, info.log_append_time,
                            info.log_start_offset)
 
@@ -221,6 +228,9 @@ def handle_produce(broker: Broker, request: Request) -> Response:
                 parts.append(_append(broker, name, pd.index, pd.records,
                                      verified.get((name, pd.index), error_codes.NONE) if verified else 0))
         results.append((key, parts))
+        if broker.metrics is not None and name is not None:
+            for p in parts:
+                broker.metrics.produce_partition(name, p.error not in _NOT_FAILED)
     if acks == 0:
         failed = [(key, p.index, p.error) for key, parts in results for p in parts if p.error]
         if failed:
