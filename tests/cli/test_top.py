@@ -112,6 +112,25 @@ def test_top_follows_the_topics_and_groups_of_a_served_data_directory(served, tm
     assert over_wire["groups"] == second["groups"]
 
 
+def test_top_reads_request_latencies_and_the_cleaner_from_the_metrics_endpoint(tmp_path: Path) -> None:
+    """--metrics-url: the broker's Prometheus endpoint parsed each refresh: per request its mean and
+    99th percentile time and its rate (top's own ListOffsets: one per refresh), the cleaner's gauges."""
+    data = tmp_path / "data"
+    with BrokerProcess(str(data), extra_args=["--metrics-port", "0"]).running() as broker:
+        metrics_url = broker.metrics_url
+        assert metrics_url is not None
+        _produce(broker.bootstrap, "events", 10, partitions=1)
+        lines = _lines([broker.bootstrap, "--metrics-url", metrics_url, "--iterations", "2", "--interval", "1"],
+                       tmp_path)
+    first, second = lines
+    produce = next(r for r in first["requests"] if r["request"] == "Produce")
+    assert produce["meanMs"] > 0 and produce["p99Ms"] > 0 and produce["perSec"] is None
+    (list_offsets,) = [r for r in second["requests"] if r["request"] == "ListOffsets"]
+    assert list_offsets["perSec"] == pytest.approx(1 / (second["time"] - first["time"]), rel=0.01)
+    assert second["cleaner"]["kafka_log_logcleaner_deadthreadcount"] == 0
+    assert [t["logEndOffset"] for t in second["topics"]] == [10]
+
+
 def test_top_of_a_data_directory_writes_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with kafkalog.open(data, background=False) as dl:

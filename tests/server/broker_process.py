@@ -64,6 +64,8 @@ class BrokerProcess:
         assert msg["type"] == "listening"
         self.port = msg["port"]
         self.ports = {lst["name"]: lst["port"] for lst in msg.get("listeners", [])}
+        #: the Prometheus endpoint's URL (``--metrics-port``/``metrics.listener``), None without one
+        self.metrics_url: str | None = msg.get("metrics")
         return self
 
     def stderr(self) -> str:

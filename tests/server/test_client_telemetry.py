@@ -31,12 +31,6 @@ THROTTLING_QUOTA_EXCEEDED, UNKNOWN_SUBSCRIPTION_ID, TELEMETRY_TOO_LARGE = 89, 11
 ZERO = uuid.UUID(int=0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class TelemetryBroker:
     def __init__(self, broker: BrokerProcess, metrics_url: str) -> None:
         self.broker = broker
@@ -54,12 +48,12 @@ class TelemetryBroker:
 @pytest.fixture(scope="module")
 def telemetry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TelemetryBroker]:
     data = str(tmp_path_factory.mktemp("telemetry") / "data")
-    port = _free_port()
-    configs = [f"metrics.listener=http://127.0.0.1:{port}", f"client.metrics.subscription.interval.ms={INTERVAL_MS}",
+    configs = [f"client.metrics.subscription.interval.ms={INTERVAL_MS}",
                f"client.metrics.cache.expiry.ms={EXPIRY_MS}", "num.partitions=1",
                "group.initial.rebalance.delay.ms=0"]
-    with BrokerProcess(data, configs).running() as broker:
-        yield TelemetryBroker(broker, f"http://127.0.0.1:{port}/metrics")
+    with BrokerProcess(data, configs, extra_args=["--metrics-port", "0"]).running() as broker:
+        assert broker.metrics_url is not None
+        yield TelemetryBroker(broker, broker.metrics_url)
     assert "Traceback" not in broker.stderr(), broker.stderr()[-3000:]
 
 
@@ -174,7 +168,11 @@ def test_kafkas_rules_and_hostile_pushes_get_kafkas_errors(telemetry_broker: Tel
         assert push(s, instance, sid + 1, good) == UNKNOWN_SUBSCRIPTION_ID
         # after UNKNOWN_SUBSCRIPTION_ID a GetTelemetrySubscriptions is not throttled (Kafka's rule)
         assert get_subscriptions(s, instance).error_code == NONE              # type: ignore[attr-defined]
+        # (that answer does not restart the push interval: a push now is still too early)
+        assert push(s, instance, sid, good) == THROTTLING_QUOTA_EXCEEDED
+        wait_interval()
         assert push(s, instance, sid, good, compression=7) == UNSUPPORTED_COMPRESSION_TYPE
+        assert get_subscriptions(s, instance).error_code == NONE              # type: ignore[attr-defined]
         wait_interval()
         assert push(s, instance, sid, b"\x28\xb5\x2f\xfd garbage", compression=4) == INVALID_RECORD
         wait_interval()
@@ -198,7 +196,8 @@ def test_kafkas_rules_and_hostile_pushes_get_kafkas_errors(telemetry_broker: Tel
     (gauge,) = [x for x in samples_of(telemetry_broker.metrics_url, client_instance_id=str(instance))
                 if x.name == "org_apache_kafka_test_fetch_latency_avg"]
     assert gauge.value == 7.0
-    pushes = {x.labels["error"]: x.value for x in scrape(telemetry_broker.metrics_url)["kafkalog_client_telemetry_pushes"]
+    families = scrape(telemetry_broker.metrics_url)
+    pushes = {x.labels["error"]: x.value for x in families["kafkalog_client_telemetry_pushes"]
               if x.name.endswith("_total")}
     assert pushes["TELEMETRY_TOO_LARGE"] >= 2 and pushes["INVALID_RECORD"] >= 2
 
@@ -305,14 +304,13 @@ def test_without_the_endpoint_the_answers_are_kafkas_without_a_plugin(kafka_pair
 def test_without_the_endpoint_nothing_is_kept(tmp_path: Path) -> None:
     """The broker without metrics: ApiVersions does not advertise the telemetry APIs (Kafka 4.4 without
     a plugin), a push is answered and dropped."""
-    with BrokerProcess(str(tmp_path / "data")).running() as broker:
-        with connect(broker.port) as s:
-            s.sendall(api_versions_v0(3))
-            resp = recv_frame(s)
-            assert resp is not None
-            n = struct.unpack_from(">i", resp, 6)[0]
-            keys = {struct.unpack_from(">h", resp, 10 + 6 * i)[0] for i in range(n)}
-            assert GET not in keys and PUSH not in keys
-            sub = get_subscriptions(s)
-            assert list(sub.requested_metrics) == []                        # type: ignore[attr-defined]
-            assert push(s, sub.client_instance_id, sub.subscription_id, zstd(otlp()), compression=4) == NONE  # type: ignore[attr-defined]
+    with BrokerProcess(str(tmp_path / "data")).running() as broker, connect(broker.port) as s:
+        s.sendall(api_versions_v0(3))
+        resp = recv_frame(s)
+        assert resp is not None
+        n = struct.unpack_from(">i", resp, 6)[0]
+        keys = {struct.unpack_from(">h", resp, 10 + 6 * i)[0] for i in range(n)}
+        assert GET not in keys and PUSH not in keys
+        sub = get_subscriptions(s)
+        assert list(sub.requested_metrics) == []                        # type: ignore[attr-defined]
+        assert push(s, sub.client_instance_id, sub.subscription_id, zstd(otlp()), compression=4) == NONE  # type: ignore[attr-defined]
