@@ -215,3 +215,18 @@ def test_top_in_a_terminal_shows_the_figures_and_quits_on_q(tmp_path: Path) -> N
         assert status.read_text().strip() == "0"
     finally:
         subprocess.run([tmux, "-S", sock, "kill-server"], env=env, timeout=30, check=False)
+
+
+def test_top_reads_kafka_44_as_it_reads_kafkalog(kafka_pair, tmp_path: Path) -> None:
+    """Over the bootstrap server, Kafka 4.4 is the reference: the same writes and commits on both give
+    the same topics, log end offsets and lags in ``top``'s line."""
+    kafka, ours = kafka_pair
+    lines = []
+    for bootstrap in (kafka.bootstrap, ours.bootstrap):
+        _produce(bootstrap, "top-pair", 40, partitions=1)
+        _commit(bootstrap, "top-pair-group", "top-pair", {0: 15})
+        (line,) = _lines([bootstrap, "--format", "json", "--iterations", "1"], tmp_path)
+        lines.append(([(t["topic"], t["partitions"], t["logEndOffset"]) for t in line["topics"]
+                       if t["topic"] == "top-pair"],
+                      [g for g in line["groups"] if g["group"] == "top-pair-group"]))
+    assert lines[0] == lines[1] == ([("top-pair", 1, 40)], [{"group": "top-pair-group", "lag": 25, "partitions": 1}])
