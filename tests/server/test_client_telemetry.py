@@ -158,6 +158,49 @@ def test_a_push_is_re_exported_per_client_instance(telemetry_broker: TelemetryBr
     assert got["org_apache_kafka_test_records_consumed_total"].value == 42
 
 
+def _other_kinds(delta: int) -> bytes:
+    """A histogram, a summary, a delta sum, an exponential histogram and a metric named as the broker's."""
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_DELTA, MetricsData
+    md = MetricsData()
+    sm = md.resource_metrics.add().scope_metrics.add()
+    h = sm.metrics.add(name="org.apache.kafka.test.latency")
+    hp = h.histogram.data_points.add(count=6, sum=21.0)
+    hp.explicit_bounds.extend([1.0, 5.0])
+    hp.bucket_counts.extend([1, 2, 3])
+    q = sm.metrics.add(name="org.apache.kafka.test.size").summary.data_points.add(count=4, sum=10.0)
+    q.quantile_values.add(quantile=0.5, value=2.0)
+    d = sm.metrics.add(name="org.apache.kafka.test.sent.total")
+    d.sum.is_monotonic = True
+    d.sum.aggregation_temporality = AGGREGATION_TEMPORALITY_DELTA
+    d.sum.data_points.add(as_int=delta)
+    sm.metrics.add(name="org.apache.kafka.test.exp").exponential_histogram.data_points.add(count=1)
+    sm.metrics.add(name="kafka.server.brokertopicmetrics.bytesin").gauge.data_points.add(as_double=1e9)
+    return md.SerializeToString()
+
+
+def test_histograms_summaries_and_delta_sums_are_re_exported(telemetry_broker: TelemetryBroker) -> None:
+    """An explicit-bounds histogram as Prometheus' cumulative buckets, a summary with its quantiles, a
+    delta sum added up into a counter; an exponential histogram and a name in the broker's namespace
+    left out."""
+    with connect(telemetry_broker.port) as s:
+        sub = get_subscriptions(s)
+        instance, sid = sub.client_instance_id, sub.subscription_id         # type: ignore[attr-defined]
+        assert push(s, instance, sid, _other_kinds(5), compression=0) == NONE
+        wait_interval()
+        assert push(s, instance, sid, zstd(_other_kinds(7)), compression=4) == NONE
+    got = samples_of(telemetry_broker.metrics_url, client_instance_id=str(instance))
+    by = {(x.name, x.labels.get("le"), x.labels.get("quantile")): x.value for x in got}
+    assert by[("org_apache_kafka_test_latency_bucket", "1.0", None)] == 1
+    assert by[("org_apache_kafka_test_latency_bucket", "5.0", None)] == 3
+    assert by[("org_apache_kafka_test_latency_bucket", "+Inf", None)] == 6
+    assert by[("org_apache_kafka_test_latency_count", None, None)] == 6
+    assert by[("org_apache_kafka_test_latency_sum", None, None)] == 21.0
+    assert by[("org_apache_kafka_test_size", None, "0.5")] == 2.0
+    assert by[("org_apache_kafka_test_size_count", None, None)] == 4
+    assert by[("org_apache_kafka_test_sent_total", None, None)] == 12            # 5 + 7
+    assert not any("exp" in x.name or x.name.startswith("kafka_") for x in got), got
+
+
 def test_kafkas_rules_and_hostile_pushes_get_kafkas_errors(telemetry_broker: TelemetryBroker) -> None:
     """Each refused push is answered with Kafka's error on a connection that stays open; nothing of a
     refused push is exported."""
