@@ -201,6 +201,39 @@ def test_histograms_summaries_and_delta_sums_are_re_exported(telemetry_broker: T
     assert not any("exp" in x.name or x.name.startswith("kafka_") for x in got), got
 
 
+def _many_series(n: int) -> bytes:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+    md = MetricsData()
+    sm = md.resource_metrics.add().scope_metrics.add()
+    for i in range(n):
+        p = sm.metrics.add(name=f"org.apache.kafka.test.many.m{i}").gauge.data_points.add(as_double=i)
+        p.attributes.add(key="node.id", value=AnyValue(string_value=str(i)))
+    return md.SerializeToString()
+
+
+def test_a_large_push_is_decoded_off_the_event_loop(telemetry_broker: TelemetryBroker) -> None:
+    """A push near telemetry.max.bytes (12,000 series: a few hundred milliseconds of decoding) does
+    not hold the broker up: another client's ApiVersions is answered while it is decoded (an order,
+    not a time: the other answer arrives first)."""
+    import select
+    payload = zstd(_many_series(12000))
+    with connect(telemetry_broker.port) as a, connect(telemetry_broker.port) as b:
+        sub = get_subscriptions(a)
+        a.sendall(request_frame(PUSH, 0, 5, {"client_instance_id": sub.client_instance_id,  # type: ignore[attr-defined]
+                                             "subscription_id": sub.subscription_id,    # type: ignore[attr-defined]
+                                             "terminating": False, "compression_type": 4, "metrics": payload}))
+        b.sendall(api_versions_v0(11))
+        frame = recv_frame(b)
+        assert frame is not None and struct.unpack_from(">ih", frame, 0) == (11, 0)
+        readable, _, _ = select.select([a], [], [], 0)
+        assert readable == [], "the push was answered before another client's ApiVersions"
+        answer = recv_frame(a)
+        assert answer is not None and response_of(answer, PUSH, 0).error_code == NONE   # type: ignore[attr-defined]
+    got = samples_of(telemetry_broker.metrics_url, client_instance_id=str(sub.client_instance_id))  # type: ignore[attr-defined]
+    assert len([x for x in got if x.name.startswith("org_apache_kafka_test_many_")]) == 12000
+
+
 def test_kafkas_rules_and_hostile_pushes_get_kafkas_errors(telemetry_broker: TelemetryBroker) -> None:
     """Each refused push is answered with Kafka's error on a connection that stays open; nothing of a
     refused push is exported."""

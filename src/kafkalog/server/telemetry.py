@@ -39,10 +39,16 @@ def handle_get_telemetry_subscriptions(broker: Broker, request: Request) -> Any:
 
 def handle_push_telemetry(broker: Broker, request: Request) -> Any:
     if broker.client_metrics is not None:
-        b = request.body
-        code = broker.client_metrics.push(b.client_instance_id, request.client_id, b.subscription_id, b.terminating,
-                                          b.compression_type, b.metrics)
-        return broker.response(request, {"throttle_time": 0, "error_code": code})
+        return _push(broker, request)
     ok = request.body.subscription_id == SUBSCRIPTION_ID
     return broker.response(request, {"throttle_time": 0,
                                      "error_code": ec.NONE if ok else UNKNOWN_SUBSCRIPTION_ID})
+
+
+async def _push(broker: Broker, request: Request) -> Any:
+    """PushTelemetry while the metrics endpoint is on (:meth:`.ClientMetricsManager.push`)."""
+    assert broker.client_metrics is not None
+    b = request.body
+    code = await broker.client_metrics.push(b.client_instance_id, request.client_id, b.subscription_id,
+                                            b.terminating, b.compression_type, b.metrics)
+    return broker.response(request, {"throttle_time": 0, "error_code": code})
