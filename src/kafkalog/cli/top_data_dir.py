@@ -21,17 +21,20 @@ class DataDirSource:
         pass
 
     def sample(self) -> Sample:
+        from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
+        from kafkalog.coordinator.share_state_records import SHARE_GROUP_STATE_TOPIC
+        from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
         from kafkalog.log.read.data_dir_view import DataDirView
+        internal = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC)
         partitions: dict[str, list[int]] = {}
         ends: dict[Partition, int] = {}
         sizes: dict[Partition, int] = {}
         with DataDirView(self.data_dir) as view:
             for tp in view.partitions():
                 log = view.get_log(tp.topic, tp.partition)
-                if tp.topic == "__consumer_offsets":
+                if tp.topic == CONSUMER_OFFSETS_TOPIC:
                     self._replay(tp.partition, log)
-                    continue
-                if tp.topic.startswith("__"):
+                if tp.topic in internal:        # as Metadata marks them: is_internal
                     continue
                 partitions.setdefault(tp.topic, []).append(tp.partition)
                 ends[(tp.topic, tp.partition)] = log.log_end_offset
