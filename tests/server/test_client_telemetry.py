@@ -357,6 +357,25 @@ def test_librdkafka_pushes_its_metrics(telemetry_broker: TelemetryBroker) -> Non
     assert found, "no metric of the librdkafka producer"
 
 
+def test_the_series_of_all_clients_are_bounded(tmp_path: Path) -> None:
+    """client.metrics.max.series bounds the re-exported series of all clients together: a push that
+    would go beyond it is accepted but not exported (its instance keeps what it had), and logged."""
+    configs = ["client.metrics.max.series=30", f"client.metrics.subscription.interval.ms={INTERVAL_MS}"]
+    with BrokerProcess(str(tmp_path / "data"), configs, extra_args=["--metrics-port", "0"]).running() as broker:
+        assert broker.metrics_url is not None
+        with connect(broker.port) as s:
+            first = get_subscriptions(s)
+            assert push(s, first.client_instance_id, first.subscription_id, _many_series(20)) == NONE  # type: ignore[attr-defined]
+            second = get_subscriptions(s)
+            assert push(s, second.client_instance_id, second.subscription_id, _many_series(20)) == NONE  # type: ignore[attr-defined]
+        families = scrape(broker.metrics_url)
+        assert [x.value for x in families["kafkalog_client_telemetry_series"]] == [20]
+        assert [x.value for x in families["kafka_server_clientmetrics_instance_count"]] == [2]
+        assert len(samples_of(broker.metrics_url, client_instance_id=str(first.client_instance_id))) == 20  # type: ignore[attr-defined]
+        assert samples_of(broker.metrics_url, client_instance_id=str(second.client_instance_id)) == []  # type: ignore[attr-defined]
+    assert "client.metrics.max.series=30" in broker.stderr()
+
+
 # --- the endpoint off: as Kafka 4.4 without a telemetry plugin --------------------------------------
 
 def _answers(port: int) -> tuple[tuple, int, int]:
