@@ -40,6 +40,11 @@ ratio within one run (the machine is shared; figures of one run are compared wit
   is reported too;
 * ``idle``: kafkalog serve's produce rate with ``--idle-connections`` idle connections open against
   its rate without them;
+* ``metrics`` (issue 39): kafkalog serve with its Prometheus endpoint on (``--metrics-port 0``,
+  scraped every second while the clients run) against the same broker with metrics off, in the
+  same run and in alternating order: produce (as above) and consume (the prepared topic) rates per
+  client, and the broker's CPU time per 1,000 records (steadier than a rate on a shared machine);
+  the ratios are the rate on over off and the CPU per record off over on (goal: >= 0.97);
 * ``start`` (with the Kafka peer): cold start, the seconds from spawning the broker process to the
   first answered ApiVersions (a poller tries every 20 ms), on the data directory of the consume
   topic, and to the first Fetch of that topic answered without error; then the idle resident set
@@ -80,7 +85,7 @@ TOPIC = "bench"
 MiB = 1 << 20
 FETCH_BYTES = MiB
 JAVA_VERSION = "3.9.1"
-MEASURES = ("produce", "consume", "fetch", "idle", "start")
+MEASURES = ("produce", "consume", "fetch", "idle", "start", "metrics")
 PEERS = ("memory", "kafka")
 
 
@@ -641,6 +646,64 @@ def open_idle(port: int, count: int) -> list[socket.socket]:
     return conns
 
 
+class _Scraper:
+    """Scrapes a metrics endpoint every ``interval`` seconds on a thread until stopped (a Prometheus
+    server's load, much more often than its default 15 s)."""
+
+    def __init__(self, url: str, interval: float = 1.0) -> None:
+        import threading
+        self.url, self.interval, self.scrapes, self.bytes = url, interval, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import urllib.request
+        while not self._stop.wait(self.interval):
+            with urllib.request.urlopen(self.url, timeout=30) as r:
+                self.bytes += len(r.read())
+            self.scrapes += 1
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(60)
+        return self.scrapes
+
+
+def measure_metrics(data_dir: str, produce_records: int, records: int, clients: list[str],
+                    on_first: bool) -> list[dict[str, Any]]:
+    """kafkalog serve with metrics off and on (scraped every second), produce and consume rates."""
+    rows = []
+    for on in ((True, False) if on_first else (False, True)):
+        row: dict[str, Any] = {"type": "metrics", "broker": "kafkalog", "metrics": "on" if on else "off"}
+        extra = ["--metrics-port", "0"] if on else []
+        produce_dir = tempfile.mkdtemp(prefix="broker-bench-")
+        for mode, d, n in (("produce", os.path.join(produce_dir, "d"), produce_records),
+                           ("consume", data_dir, records)):
+            proc = subprocess.Popen([*_broker_cmd("kafkalog", d), *extra], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL)
+            assert proc.stdout is not None
+            line = json.loads(proc.stdout.readline() or b'{"port": 0}')
+            scraper = _Scraper(line["metrics"]) if on else None
+            try:
+                bootstrap = f"127.0.0.1:{line['port']}"
+                if mode == "produce":
+                    _create_topic(bootstrap)
+                for client in clients:
+                    cpu0 = _cpu_ns(proc.pid)
+                    row[f"{mode}_{client}_msgs_per_s"] = round(_client_rate(client, mode, bootstrap, n))
+                    # the broker's CPU per 1,000 records (every thread: the scrapes' too): steadier
+                    # than a rate on a shared machine
+                    row[f"{mode}_{client}_cpu_us_per_krecord"] = round((_cpu_ns(proc.pid) - cpu0) / n, 1)
+            finally:
+                if scraper is not None:
+                    row[f"{mode}_scrapes"] = scraper.stop()
+                _stop(proc)
+        shutil.rmtree(produce_dir, ignore_errors=True)
+        rows.append(row)
+    return rows
+
+
 def measure_idle(records: int, idle: int) -> dict[str, Any]:
     data = tempfile.mkdtemp(prefix="broker-bench-")
     try:
@@ -722,6 +785,13 @@ def prepare_topic(data_dir: str, n: int) -> None:
     open(marker, "w").close()
 
 
+def _create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
+        f.result(60)
+
+
 def measure_produce(kind: str, records: int, clients: list[str], lat_count: int,
                     lat_rate: float, heap: str = KAFKA_HEAP) -> dict[str, Any]:
     if kind == "kafka":
@@ -738,10 +808,7 @@ def measure_produce(kind: str, records: int, clients: list[str], lat_count: int,
         try:
             bootstrap = f"127.0.0.1:{port}"
             if kind == "kafkalog":
-                from confluent_kafka.admin import AdminClient, NewTopic
-                admin = AdminClient({"bootstrap.servers": bootstrap})
-                for f in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
-                    f.result(60)
+                _create_topic(bootstrap)
             return _produce_row(kind, bootstrap, records, clients, lat_count, lat_rate)
         finally:
             _stop(proc)
@@ -897,7 +964,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--peers: expected some of {','.join(PEERS)}, got {args.peers!r}")
     data_dir = os.path.join(args.data_dir, str(args.records))
     kafka_dir = os.path.join(args.data_dir, f"kafka44-{args.records}") if "kafka" in peers else ""
-    if {"consume", "fetch", "start"} & set(measures):
+    if {"consume", "fetch", "start", "metrics"} & set(measures):
         prepare_topic(data_dir, args.records)
         if kafka_dir:
             prepare_kafka_topic(kafka_dir, data_dir, args.records, args.kafka_heap)
@@ -906,6 +973,7 @@ def main(argv: list[str] | None = None) -> None:
     fetch: list[dict[str, Any]] = []
     idle: list[dict[str, Any]] = []
     start: list[dict[str, Any]] = []
+    metrics: list[dict[str, Any]] = []
 
     def emit(rows: list[dict[str, Any]], row: dict[str, Any], run: int) -> None:
         row["run"] = run
@@ -928,6 +996,9 @@ def main(argv: list[str] | None = None) -> None:
         if "start" in measures and kafka_dir:
             for row in measure_start(data_dir, kafka_dir, args.kafka_heap):
                 emit(start, row, run)
+        if "metrics" in measures:
+            for row in measure_metrics(data_dir, args.produce_records, args.records, clients, run % 2 == 1):
+                emit(metrics, row, run)
     out: dict[str, Any] = {"type": "ratio", "runs": args.runs, "records": args.records,
                            "produce_records": args.produce_records}
     for client in clients:
@@ -946,9 +1017,23 @@ def main(argv: list[str] | None = None) -> None:
             out["fetch_1mib_vs_kafka"] = _ratio(fetch, "kafka", "mib_per_s")
     if idle:
         out["idle_ratio"] = statistics.median(r["ratio"] for r in idle)
+    for client in clients if metrics else ():
+        for mode in ("produce", "consume"):
+            f = f"{mode}_{client}_msgs_per_s"
+            by_run: dict[int, dict[str, float]] = {}
+            for r in metrics:
+                by_run.setdefault(r["run"], {})[r["metrics"]] = r[f]
+            out[f"metrics_on_vs_off_{mode}_{client}"] = round(
+                statistics.median(v["on"] / v["off"] for v in by_run.values()), 3)
+            cpu: dict[int, dict[str, float]] = {}
+            for r in metrics:
+                cpu.setdefault(r["run"], {})[r["metrics"]] = r[f"{mode}_{client}_cpu_us_per_krecord"]
+            # the broker's CPU per record with metrics off over on (1.0: metrics cost nothing)
+            out[f"metrics_cpu_off_over_on_{mode}_{client}"] = round(
+                statistics.median(v["off"] / v["on"] for v in cpu.values()), 3)
     out["goals"] = {"produce_ratio": 0.80, "consume_ratio": 0.80, "fetch_1mib_ratio": 0.90,
                     "idle_ratio": 0.90, "produce_vs_kafka": 1.0, "consume_vs_kafka": 1.0,
-                    "fetch_1mib_vs_kafka": 1.0}
+                    "fetch_1mib_vs_kafka": 1.0, "metrics_on_vs_off": 0.97}
     if prod:
         out["latency_median_ms"] = {k: {"p50": _median(prod, k, "latency_p50_ms"),
                                         "p99": _median(prod, k, "latency_p99_ms")}

@@ -62,6 +62,8 @@ class BrokerProcess:
                     line += ch
         msg = json.loads(line)
         assert msg["type"] == "listening"
+        #: the whole listening line (``metrics``: the Prometheus endpoint, when on)
+        self.listening = msg
         self.port = msg["port"]
         self.ports = {lst["name"]: lst["port"] for lst in msg.get("listeners", [])}
         #: the Prometheus endpoint's URL (``--metrics-port``/``metrics.listener``), None without one

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 __all__ = ["QUANTILES", "Counter", "CounterVec", "Family", "MetricsRegistry", "PrometheusCollector",
-           "Sample", "Timer", "TimerVec", "families_of_timers"]
+           "Sample", "Timer", "TimerVec"]
 
 #: the percentiles of Kafka's histograms (``50thPercentile`` ... ``999thPercentile``) with the
 #: ``quantile`` label the JMX exporter's rule ``quantile: "0.$N"`` gives each
 QUANTILES: tuple[tuple[str, float], ...] = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95),
                                             ("0.98", 0.98), ("0.99", 0.99), ("0.999", 0.999))
+T = TypeVar("T")
 #: samples a timer keeps for its percentiles (the size of Kafka's Yammer reservoir)
 WINDOW = 1028
 
@@ -63,23 +64,23 @@ class Timer:
     the percentiles (Kafka's reservoir favours the last five minutes; this one keeps the latest
     samples). :meth:`update` is O(1); the percentiles are sorted at scrape time."""
 
-    __slots__ = ("_next", "count", "sum", "window")
+    __slots__ = ("count", "sum", "window")
 
     def __init__(self) -> None:
         self.count = 0
         self.sum = 0.0
+        #: the latest samples: the n-th update goes to slot n % WINDOW
         self.window: list[float] = []
-        self._next = 0
 
     def update(self, value: float) -> None:
-        self.count += 1
+        n = self.count
+        self.count = n + 1
         self.sum += value
         w = self.window
-        if len(w) < WINDOW:
+        if n < WINDOW:
             w.append(value)
         else:
-            w[self._next] = value
-            self._next = (self._next + 1) % WINDOW
+            w[n % WINDOW] = value
 
     def quantiles(self) -> list[tuple[str, float]]:
         """``(quantile label, value)`` of :data:`QUANTILES` over the window (0 when empty)."""
@@ -96,20 +97,29 @@ class Timer:
         return out
 
 
-class _Vec:
+class _Vec(Generic[T]):
     """Children by label values (a tuple of strings in ``labelnames``' order), made on first use;
     ``total`` is the child exposed without labels (Kafka's all-topics meter beside each topic's)."""
 
-    def __init__(self, name: str, help: str, labelnames: Sequence[str], total: bool, factory: Any) -> None:
+    def __init__(self, name: str, help: str, labelnames: Sequence[str], total: bool,
+                 factory: Callable[[], T]) -> None:
         self.name = name
         self.help = help
         self.labelnames = tuple(labelnames)
         self._factory = factory
-        self.children: dict[tuple[str, ...], Any] = {}
-        self.total = factory() if total or not labelnames else None
+        self.children: dict[tuple[str, ...], T] = {}
+        self.total: T | None = factory() if total or not labelnames else None
         self._lock = threading.Lock()
 
-    def _child(self, values: tuple[str, ...]) -> Any:
+    def labels(self, *values: str) -> T:
+        """The child of these label values (made on first use)."""
+        child = self.children.get(values)
+        return child if child is not None else self._child(values)
+
+    def family(self) -> Family:
+        raise NotImplementedError
+
+    def _child(self, values: tuple[str, ...]) -> T:
         with self._lock:
             child = self.children.get(values)
             if child is None:
@@ -124,40 +134,27 @@ class _Vec:
         with self._lock:
             self.children.pop(tuple(values), None)
 
-    def _items(self) -> Iterator[tuple[dict[str, str], Any]]:
+    def _items(self) -> Iterator[tuple[dict[str, str], T]]:
         if self.total is not None:
             yield {}, self.total
         for values, child in list(self.children.items()):
             yield dict(zip(self.labelnames, values)), child
 
 
-class CounterVec(_Vec):
+class CounterVec(_Vec[Counter]):
     """Counters by labels: ``vec.labels("topic-a").inc(n)``; ``vec.total`` when made with ``total``."""
-
-    def labels(self, *values: str) -> Counter:
-        child = self.children.get(values)
-        return child if child is not None else self._child(values)   # type: ignore[no-any-return]
 
     def family(self) -> Family:
         return Family(self.name, "counter", self.help,
                       [Sample("_total", labels, c.value) for labels, c in self._items()])
 
 
-class TimerVec(_Vec):
+class TimerVec(_Vec[Timer]):
     """Timers by labels: ``vec.labels("Produce").update(ms)``."""
-
-    def labels(self, *values: str) -> Timer:
-        child = self.children.get(values)
-        return child if child is not None else self._child(values)   # type: ignore[no-any-return]
 
     def family(self) -> Family:
         return Family(self.name, "summary", self.help,
                       [s for labels, t in self._items() for s in t.samples(labels)])
-
-
-def families_of_timers(name: str, help: str, timers: Iterable[tuple[Mapping[str, str], Timer]]) -> Family:
-    """A summary family from timers a collector keeps elsewhere."""
-    return Family(name, "summary", help, [s for labels, t in timers for s in t.samples(labels)])
 
 
 #: a collector: called at scrape time (from the scraper's thread), returns families
@@ -175,20 +172,24 @@ class MetricsRegistry:
     it iterates over copies (``list(d.items())``) and tolerates a value changing under it."""
 
     def __init__(self) -> None:
-        self._instruments: dict[str, _Vec] = {}
+        self._instruments: dict[str, _Vec[Any]] = {}
         self._collectors: list[Collector] = []
         self._lock = threading.Lock()
 
     def counter(self, name: str, help: str, labelnames: Sequence[str] = (), *, total: bool = False) -> CounterVec:
         """The counter family ``name`` (exposed as ``name_total``): children by ``labelnames``
         (``.labels(...)``), and ``.total`` (no labels) when ``total`` or when there are no labels."""
-        return self._instrument(name, lambda: CounterVec(name, help, labelnames, total, Counter))  # type: ignore[return-value]
+        vec = self._instrument(name, lambda: CounterVec(name, help, labelnames, total, Counter))
+        assert isinstance(vec, CounterVec), f"{name} is not a counter"
+        return vec
 
     def timer(self, name: str, help: str, labelnames: Sequence[str] = (), *, total: bool = False) -> TimerVec:
         """The timer family ``name`` (percentile gauges with ``quantile``, ``name_count``, ``name_sum``)."""
-        return self._instrument(name, lambda: TimerVec(name, help, labelnames, total, Timer))  # type: ignore[return-value]
+        vec = self._instrument(name, lambda: TimerVec(name, help, labelnames, total, Timer))
+        assert isinstance(vec, TimerVec), f"{name} is not a timer"
+        return vec
 
-    def _instrument(self, name: str, make: Callable[[], _Vec]) -> _Vec:
+    def _instrument(self, name: str, make: Callable[[], _Vec[Any]]) -> _Vec[Any]:
         with self._lock:
             inst = self._instruments.get(name)
             if inst is None:
@@ -213,7 +214,7 @@ class MetricsRegistry:
             collectors = list(self._collectors)
         out: dict[str, Family] = {}
         for inst in instruments:
-            fam = inst.family()     # type: ignore[attr-defined]
+            fam = inst.family()
             out[fam.name] = fam
         for c in collectors:
             for fam in c():

@@ -11,7 +11,7 @@ from typing import Any
 
 from kio.index import api_key_map
 
-from kafkalog.log.metrics import Counter, CounterVec, MetricsRegistry, Timer
+from kafkalog.log.metrics import WINDOW, Counter, CounterVec, MetricsRegistry, Timer
 
 __all__ = ["BrokerMetrics", "request_name"]
 
@@ -89,7 +89,9 @@ class BrokerMetrics:
 
     def _mark(self, vec: CounterVec, topic: str, n: int) -> None:
         vec.labels(topic).value += n
-        vec.total.value += n      # type: ignore[union-attr]
+        total = vec.total
+        assert total is not None
+        total.value += n
 
     def produced(self, topic: str, nbytes: int, records: int) -> None:
         """A batch of ``records`` records, ``nbytes`` bytes, appended to ``topic`` by Produce."""
@@ -126,16 +128,20 @@ class BrokerMetrics:
     def request_done(self, api_key: int, version: int, queue_s: float, local_s: float, remote_s: float,
                      send_s: float) -> None:
         """One request answered: its times in seconds (recorded in ms)."""
-        inst = self._instruments(api_key, version)
+        inst = self._by_request.get((api_key, version)) or self._instruments(api_key, version)
         for c in inst.requests:
             c.value += 1
-        total = (queue_s + local_s + remote_s + send_s) * 1000.0
-        for total_t, queue_t, local_t, remote_t, send_t in inst.timers:
-            total_t.update(total)
-            queue_t.update(queue_s * 1000.0)
-            local_t.update(local_s * 1000.0)
-            remote_t.update(remote_s * 1000.0)
-            send_t.update(send_s * 1000.0)
+        values = ((queue_s + local_s + remote_s + send_s) * 1000.0, queue_s * 1000.0, local_s * 1000.0,
+                  remote_s * 1000.0, send_s * 1000.0)
+        for timers in inst.timers:      # Timer.update, inline: this runs for every request
+            for t, v in zip(timers, values):
+                n = t.count
+                t.count = n + 1
+                t.sum += v
+                if n < WINDOW:
+                    t.window.append(v)
+                else:
+                    t.window[n % WINDOW] = v
 
     def describe(self) -> dict[str, Any]:
         """The families by name (tests)."""

@@ -65,9 +65,15 @@ def broker_families(broker: Broker) -> list[Family]:
         _gauge(rm + "underreplicatedpartitions", "Always 0 on one node (ReplicaManager UnderReplicatedPartitions)",
                [({}, 0)]),
     ]
-    classic = Tally(_snake(g.state) for g in list(broker.groups.groups.values()))
-    consumer = Tally(_snake(g.state) for g in list(broker.consumer_groups.groups.values()))
-    share = Tally(_snake(g.state) for g in list(broker.share_groups.groups.values()))
+    classic_groups = dict(broker.groups.groups)
+    consumer_groups = dict(broker.consumer_groups.groups)
+    share_groups = dict(broker.share_groups.groups)
+    classic = Tally(_snake(g.state) for g in classic_groups.values())
+    consumer = Tally(_snake(g.state) for g in consumer_groups.values())
+    share = Tally(_snake(g.state) for g in share_groups.values())
+    # a group that only commits offsets (no member ever joined) is an empty classic group, as in Kafka
+    known = classic_groups.keys() | consumer_groups.keys() | share_groups.keys()
+    classic["empty"] += sum(1 for g in broker.offsets.groups() if g not in known)
     out.append(_gauge(_GCM + "group_count", "Groups per protocol (group-coordinator-metrics group-count)",
                       [({"protocol": "classic"}, sum(classic.values())),
                        ({"protocol": "consumer"}, sum(consumer.values())),
@@ -100,20 +106,22 @@ def _transactions(broker: Broker) -> list[Any]:
 def lag_families(broker: Broker) -> list[Family]:
     """kafka-exporter's consumer-group and topic figures: each group's committed offset and lag per
     partition (classic and consumer groups' committed offsets; a share group's share-partition start
-    offset), their sums per topic, the members per group, and each partition's offsets. The lag is
+    offset, whose lag leaves out the records settled above it, as DescribeShareGroupOffsets v1's),
+    their sums per topic, the members per group, and each partition's offsets. The lag is
     against the log end offset (the high watermark of one node), as kafka-exporter's; kafkalog's
     ``kafkalog_consumergroup_lag_stable`` is against the last stable offset (what a read_committed
     consumer can reach)."""
     log_of: Callable[[str, int], Any] = broker.log
     current, lag, stable = [], [], []
     sums: dict[tuple[str, str], list[int]] = {}
-    committed: list[tuple[str, str, int, int]] = []
+    #: (group, topic, partition, committed offset, records settled above it: a share group's)
+    committed: list[tuple[str, str, int, int, int]] = []
     offsets = broker.offsets
     with offsets._lock:
         snapshot = [(g, list(tps.items())) for g, tps in offsets._offsets.items()]
     for group, tps in snapshot:
         for tp, om in tps:
-            committed.append((group, tp.topic, tp.partition, om.offset))
+            committed.append((group, tp.topic, tp.partition, om.offset, 0))
     store = broker.share_state
     with store._lock:
         shares = list(store._states.items())
@@ -121,17 +129,18 @@ def lag_families(broker: Broker) -> list[Family]:
     for (group, topic_id, partition), state in shares:
         topic = name_of(topic_id)
         if topic is not None and state.start_offset >= 0:
-            committed.append((group, topic, partition, state.start_offset))
-    for group, topic, partition, offset in committed:
+            # as DescribeShareGroupOffsets v1's lag: the records settled above the start offset too
+            committed.append((group, topic, partition, state.start_offset, max(state.delivery_complete_count, 0)))
+    for group, topic, partition, offset, settled in committed:
         log = log_of(topic, partition)
         if log is None:
             continue
         _start, hw, lso = log.fetch_offset_snapshot()
         labels = {"consumergroup": group, "topic": topic, "partition": str(partition)}
-        behind = max(hw - offset, 0)
+        behind = max(hw - offset - settled, 0)
         current.append((labels, offset))
         lag.append((labels, behind))
-        stable.append((labels, max(lso - offset, 0)))
+        stable.append((labels, max(lso - offset - settled, 0)))
         s = sums.setdefault((group, topic), [0, 0])
         s[0] += offset
         s[1] += behind
