@@ -201,9 +201,11 @@ SERVER_ROOMS = (
     ("coordinator", ("kafkalog.server.coordinator.",)),
     ("config", ("kafkalog.server.config",)),
     ("security", ("kafkalog.server.security.",)),
-    # the request path's instruments (Broker.metrics): below the state that holds them; the rest of
+    # the request path's instruments and the client telemetry receiver (Broker.metrics,
+    # Broker.client_metrics): below the state that holds them; the rest of
     # metrics/ (the metered network layer, the scrape-time collectors, the endpoint) comes last
-    ("instruments", ("kafkalog.server.metrics.broker_metrics",)),
+    ("instruments", ("kafkalog.server.metrics.broker_metrics", "kafkalog.server.metrics.client_metrics",
+                     "kafkalog.server.metrics.telemetry_payload")),
     ("state", ("kafkalog.server.broker", "kafkalog.server.fetch_session", "kafkalog.server.share_session")),
     ("handlers", ("kafkalog.server.handlers.",)),
     ("network", ("kafkalog.server.network.",)),

@@ -39,6 +39,7 @@ def _cases(tmp: Path) -> dict[str, list[str]]:
         "bootstrap-topics": ["bootstrap-topics", missing],
         "dump": ["dump", missing],
         "offsets": ["offsets", missing],
+        "top": ["top", missing, "--iterations", "1"],
     }
 
 
@@ -74,7 +75,7 @@ def _piped(args: list[str], cwd: Path) -> tuple[int, str, str]:
 
 
 COMMANDS = ["describe", "compact", "consume", "produce", "verify", "recover", "groups", "serve",
-            "bootstrap-topics", "dump", "offsets"]
+            "bootstrap-topics", "dump", "offsets", "top"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

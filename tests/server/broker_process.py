@@ -66,6 +66,8 @@ class BrokerProcess:
         self.listening = msg
         self.port = msg["port"]
         self.ports = {lst["name"]: lst["port"] for lst in msg.get("listeners", [])}
+        #: the Prometheus endpoint's URL (``--metrics-port``/``metrics.listener``), None without one
+        self.metrics_url: str | None = msg.get("metrics")
         return self
 
     def stderr(self) -> str:

@@ -50,6 +50,7 @@ COMMANDS = {
     "produce": "kafkalog.cli.produce",
     "recover": "kafkalog.cli.recover",
     "serve": "kafkalog.cli.serve",
+    "top": "kafkalog.cli.top",
     "verify": "kafkalog.cli.verify",
 }
 

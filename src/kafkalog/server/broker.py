@@ -46,6 +46,7 @@ from kafkalog.server.topic_ids import TopicIds
 
 if TYPE_CHECKING:
     from kafkalog.server.metrics.broker_metrics import BrokerMetrics
+    from kafkalog.server.metrics.client_metrics import ClientMetricsManager
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -75,6 +76,9 @@ class Broker:
     #: the I/O failure that took the data directory offline (Kafka's ``LogDirFailureChannel``):
     #: from then on every produce gets KAFKA_STORAGE_ERROR until the broker restarts
     log_dir_failure: KafkalogIOError | None = None
+    #: client telemetry (KIP-714) received and re-exported while the metrics endpoint is on
+    #: (:mod:`kafkalog.server.metrics.client_metrics`); None: answered as Kafka without a plugin
+    client_metrics: ClientMetricsManager | None = None
     #: the figures counted on the request path while metrics are on (:mod:`kafkalog.server.metrics`);
     #: None, the default, counts nothing
     metrics: BrokerMetrics | None = None

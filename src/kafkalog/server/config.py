@@ -21,6 +21,7 @@ from kafkalog.log.config import (
     BrokerConfig,
     ConfigDef,
     at_least,
+    between,
     one_of,
     parse_value,
 )
@@ -95,6 +96,14 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.share.max.share.sessions", INT, 2000, at_least(1)),
     ConfigDef("share.coordinator.state.topic.num.partitions", INT, 50, at_least(1)),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", INT, 500, at_least(0)),
+    # --- client telemetry (KIP-714), while the metrics endpoint is on (docs/server.md): Kafka's
+    # telemetry.max.bytes; kafkalog's one subscription (Kafka's metrics / interval.ms of a
+    # client-metrics resource) and its bounds (Kafka's 60 s instance cache expiry)
+    ConfigDef("telemetry.max.bytes", INT, 1048576, at_least(1)),
+    ConfigDef("client.metrics.subscription.metrics", LIST, ["org.apache.kafka."], None),
+    ConfigDef("client.metrics.subscription.interval.ms", INT, 300000, between(100, 3600000)),
+    ConfigDef("client.metrics.cache.expiry.ms", INT, 60000, at_least(1)),
+    ConfigDef("client.metrics.max.series", INT, 100000, at_least(0)),
     # --- security (docs/server.md "TLS and SASL") ---
     ConfigDef("listener.security.protocol.map", LIST,
               ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],

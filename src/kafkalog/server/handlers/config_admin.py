@@ -72,6 +72,16 @@ KAFKALOG_DOCS: dict[str, str] = {
         "Kafka's internal key: how often the coordinator resolves consumer-protocol regular expression "
         "subscriptions against the topics."),
     "sasl.credentials.file": "kafkalog's: the SCRAM and PLAIN users file (docs/server.md, TLS and SASL).",
+    "telemetry.max.bytes": ("The maximum size (after compression if compression is used) of telemetry metrics "
+                            "pushed from a client to the broker. The default value is 1048576 (1 MB)."),
+    "client.metrics.subscription.metrics": (
+        "kafkalog's: the metric name prefixes (* for all) every client is asked to push while the metrics "
+        "endpoint is on (docs/server.md, Client telemetry)."),
+    "client.metrics.subscription.interval.ms": "kafkalog's: the clients' telemetry push interval (100 to 3600000).",
+    "client.metrics.cache.expiry.ms": (
+        "kafkalog's: a client instance not heard from for this long (at least 3 push intervals) is forgotten "
+        "with its re-exported series."),
+    "client.metrics.max.series": "kafkalog's: the most client telemetry series re-exported at once.",
     "metrics.listener": ("kafkalog's: the Prometheus endpoint, http://HOST:PORT (empty: off; docs/server.md, "
                          "Metrics)."),
     "super.users": "Principals (User:name) allowed every operation, separated by ';'.",

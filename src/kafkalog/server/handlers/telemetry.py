@@ -1,6 +1,7 @@
 """Client telemetry (KIP-714) as Kafka 4.4 answers it without a metrics plugin: GetTelemetrySubscriptions
 gets a subscription that requests no metrics (so a client never pushes any), PushTelemetry of that
-subscription is accepted and dropped. Like Kafka, ApiVersions does not advertise them."""
+subscription is accepted and dropped. Like Kafka, ApiVersions does not advertise them. While the
+metrics endpoint is on, :mod:`.client_metrics` answers instead (a subscription, pushes re-exported)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ UNKNOWN_SUBSCRIPTION_ID = 117
 
 def handle_get_telemetry_subscriptions(broker: Broker, request: Request) -> Any:
     instance = request.body.client_instance_id
+    if broker.client_metrics is not None:
+        return broker.response(request, broker.client_metrics.get_subscriptions(instance, request.client_id))
     if instance is None or instance == ZERO:
         instance = uuid.uuid4()
     return broker.response(request, {
@@ -35,6 +38,17 @@ def handle_get_telemetry_subscriptions(broker: Broker, request: Request) -> Any:
 
 
 def handle_push_telemetry(broker: Broker, request: Request) -> Any:
+    if broker.client_metrics is not None:
+        return _push(broker, request)
     ok = request.body.subscription_id == SUBSCRIPTION_ID
     return broker.response(request, {"throttle_time": 0,
                                      "error_code": ec.NONE if ok else UNKNOWN_SUBSCRIPTION_ID})
+
+
+async def _push(broker: Broker, request: Request) -> Any:
+    """PushTelemetry while the metrics endpoint is on (:meth:`.ClientMetricsManager.push`)."""
+    assert broker.client_metrics is not None
+    b = request.body
+    code = await broker.client_metrics.push(b.client_instance_id, request.client_id, b.subscription_id,
+                                            b.terminating, b.compression_type, b.metrics)
+    return broker.response(request, {"throttle_time": 0, "error_code": code})

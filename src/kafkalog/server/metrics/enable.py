@@ -1,7 +1,8 @@
 """Metrics on for a broker: its :class:`~.broker_metrics.BrokerMetrics` (``Broker.metrics``), the
 storage figures of its data directory (:func:`kafkalog.cleaner.metrics.register_storage_metrics`),
 the scrape-time collectors (:mod:`.collectors`) and the :class:`~.metered_server.MeteredServer` that
-times its requests."""
+times its requests; and the clients' telemetry (KIP-714) received and re-exported
+(:func:`kafkalog.server.metrics.telemetry_export.enable_client_telemetry`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kafkalog.server.metrics.broker_metrics import BrokerMetrics
 from kafkalog.server.metrics.collectors import broker_families, lag_families, network_families
 from kafkalog.server.metrics.loop_idle import IdleMeter
 from kafkalog.server.metrics.metered_server import MeteredServer
+from kafkalog.server.metrics.telemetry_export import enable_client_telemetry
 
 __all__ = ["metered_server"]
 
@@ -28,4 +30,5 @@ def metered_server(broker: Broker, idle: IdleMeter | None = None, **server_args:
     server = MeteredServer(broker, metrics=metrics, **server_args)
     registry.add_collector(lambda: network_families(server, idle))
     broker.metrics = metrics
+    enable_client_telemetry(broker, registry)
     return server
