@@ -95,6 +95,7 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
     """Serve until SIGTERM/SIGINT; returns the I/O failure that took the data directory offline."""
     import asyncio
 
+    from kafkalog.server import heap
     from kafkalog.server.broker import Broker
     from kafkalog.server.network import Server
     loop = asyncio.get_running_loop()
@@ -107,6 +108,7 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
     # the advertised addresses need the bound ports (--port 0)
     bound_host, bound_port = await server.start()
     manager.start_background()
+    heap.enable()       # the loaded partitions' objects leave the collector's walks (issue 35)
     server_broker.set_endpoints({b.name: cfg.advertised(b.host, b.port, b.name) for b in server.bound})
     for b in server.bound:
         adv = cfg.advertised(b.host, b.port, b.name)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import InvalidTopicError, KafkalogError
 from kafkalog.log.config import LogConfig, check_kafka_minimums
 from kafkalog.log.naming import TopicPartition, validate_topic
-from kafkalog.server import error_codes
+from kafkalog.server import error_codes, heap
 from kafkalog.server.acl_operations import ALTER, CLUSTER, CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, TOPIC
 from kafkalog.server.authorizer import CLUSTER_NAME
 from kafkalog.server.config_admin import topic_config_entries
@@ -113,6 +113,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
     results += [{"name": t.name, "topic_id": None, "error_code": error_codes.TOPIC_AUTHORIZATION_FAILED,
                  "error_message": "Authorization failed.", "topic_config_error_code": 0, "num_partitions": -1,
                  "replication_factor": -1, "configs": []} for t in denied]
+    heap.settle()                   # the new partitions' objects leave the collector's walks
     return broker.response(request, {"throttle_time": 0, "topics": results})
 
 
@@ -150,6 +151,7 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
                        error_message=error_codes.message(error_codes.TOPIC_AUTHORIZATION_FAILED))
             continue
         res["topic_id"] = broker.topic_ids.of(name)
+        heap.release()              # the deleted partitions' objects must be collectable
         broker.manager.delete_topic(name)
         broker.topic_ids.forget(name)
         broker.consumer_groups.topics_changed([name])
@@ -275,4 +277,5 @@ def handle_create_partitions(broker: Broker, request: Request) -> Any:
             res.update(error_code=error_code(e), error_message=e.message)
             continue
         logger.info("topic %s grew from %d to %d partition(s)", t.name, current[t.name], t.count)
+    heap.settle()
     return broker.response(request, {"throttle_time": 0, "results": results})
