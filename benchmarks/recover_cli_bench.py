@@ -14,8 +14,9 @@ Both run with the bytecode cache (``PYTHONDONTWRITEBYTECODE`` removed; one untim
 first), alternating, ``--repeat`` times; the medians and their ratio (the walk's time over
 kafkalog's: above 1 = kafkalog faster; the goal is 1.5) are printed, wall clock and the children's
 CPU seconds (user + system: less disturbed by the other jobs of a shared machine, and not counting
-the fsyncs a recovery must wait for), with the load averages. Cases: 1-record batches (``--small-mb``, the walk's worst case and the one the
-goal is about) and 64 KB batches (``--mb``, where both are bound by CRC-32C and the process start).
+the fsyncs a recovery must wait for), with the load averages. Cases: 1-record batches
+(``--small-mb``, the walk's worst case and the one the goal is about) and 64 KB batches (``--mb``,
+where both are bound by CRC-32C and the process start).
 
     python benchmarks/recover_cli_bench.py [--small-mb 128] [--mb 512] [--repeat 5]
 """

@@ -245,7 +245,9 @@ async def _fetch_in_slices(broker: Broker, request: Request, ctx: FetchContext, 
     parts, size, failed = await _collect_in_slices(broker, wanted, max_bytes, committed, unknown_code)
     result = _answer_or_wait(broker, request, ctx, wanted, start, max_bytes, committed, unknown_code,
                              parts, size, failed)
-    return await result if asyncio.iscoroutine(result) else result
+    if isinstance(result, Awaitable):
+        return await result
+    return result
 
 
 async def _long_poll(broker: Broker, request: Request, ctx: FetchContext, wanted: list[_Wanted],
