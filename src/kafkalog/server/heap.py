@@ -4,8 +4,8 @@ full collections walks all of them on the event loop: 0.4-0.6 s at 10,000 partit
 pause every client of ``kafkalog serve`` waited through, several seconds at 100,000.
 :func:`settle` moves the objects alive at that moment out of the collector's reach
 (``gc.freeze``), after the partitions were loaded and after each CreateTopics/CreatePartitions; the
-collections that follow walk only what was made since. :func:`release` gives them back before
-topics are deleted, so the deleted partitions' objects are collected.
+collections that follow walk only what was made since. A deleted topic's logs, segments and indexes
+hold no reference cycle: reference counting frees them, frozen or not.
 
 Only ``kafkalog serve`` turns this on (:func:`enable`): in a process that embeds the broker (the
 tests' broker, an application) the collector is left as the application set it."""
@@ -32,10 +32,3 @@ def settle() -> None:
     if _enabled:
         gc.collect(1)
         gc.freeze()
-
-
-def release() -> None:
-    """The settled objects go back to the oldest generation (when enabled): topics are about to
-    be deleted, their objects must be collectable."""
-    if _enabled:
-        gc.unfreeze()

@@ -151,7 +151,6 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
                        error_message=error_codes.message(error_codes.TOPIC_AUTHORIZATION_FAILED))
             continue
         res["topic_id"] = broker.topic_ids.of(name)
-        heap.release()              # the deleted partitions' objects must be collectable
         broker.manager.delete_topic(name)
         broker.topic_ids.forget(name)
         broker.consumer_groups.topics_changed([name])
