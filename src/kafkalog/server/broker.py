@@ -24,6 +24,7 @@ from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
 from kafkalog.server.acl_operations import CLUSTER, DESCRIBE, authorized_operations
 from kafkalog.server.acl_store import AclStore
+from kafkalog.server import heap
 from kafkalog.server.apis import ADVERTISED, HANDLERS
 from kafkalog.server.authorizer import AclBinding, StandardAuthorizer, current_session
 from kafkalog.server.config import Listener, ServerConfig
@@ -307,6 +308,7 @@ class Broker:
             self.log_dir_failed(TopicPartition(topic, 0), e)
             raise
         tid = self.topic_ids.of(topic)
+        heap.settle()       # (a worker thread's creations: each topic's objects settled as it is made)
         logger.info("created topic %s with %d partition(s), id %s, configs %s", topic, partitions,
                     tid, dict(configs))
         return tid

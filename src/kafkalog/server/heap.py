@@ -3,7 +3,7 @@ long-lived Python objects (its log, segments, indexes, producer state), and each
 full collections walks all of them on the event loop: 0.4-0.6 s at 10,000 partitions here, a
 pause every client of ``kafkalog serve`` waited through, several seconds at 100,000.
 :func:`settle` moves the objects alive at that moment out of the collector's reach
-(``gc.freeze``), after the partitions were loaded and after each CreateTopics/CreatePartitions; the
+(``gc.freeze``), after the partitions were loaded and after each topic created or grown; the
 collections that follow walk only what was made since. A deleted topic's logs, segments and indexes
 hold no reference cycle: reference counting frees them, frozen or not.
 

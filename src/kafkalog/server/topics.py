@@ -113,7 +113,6 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
     results += [{"name": t.name, "topic_id": None, "error_code": error_codes.TOPIC_AUTHORIZATION_FAILED,
                  "error_message": "Authorization failed.", "topic_config_error_code": 0, "num_partitions": -1,
                  "replication_factor": -1, "configs": []} for t in denied]
-    heap.settle()                   # the new partitions' objects leave the collector's walks
     return broker.response(request, {"throttle_time": 0, "topics": results})
 
 
@@ -276,5 +275,5 @@ def handle_create_partitions(broker: Broker, request: Request) -> Any:
             res.update(error_code=error_code(e), error_message=e.message)
             continue
         logger.info("topic %s grew from %d to %d partition(s)", t.name, current[t.name], t.count)
-    heap.settle()
+    heap.settle()                   # the new partitions' objects leave the collector's walks
     return broker.response(request, {"throttle_time": 0, "results": results})
