@@ -22,7 +22,7 @@ from kafkalog.record.builder import build_batch
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import connect, fetch_frame, fetch_response, recv_frame, request_frame, response_of
 
-#: partitions of the topic every test works on: 8 slices of kafkalog.server.slices' 256
+#: partitions of the topic every test works on: 32 slices of kafkalog.server.slices' 64
 PARTITIONS = 2048
 #: Produce requests of one partition each pipelined behind the long poll
 PIPELINED = 300

@@ -13,9 +13,9 @@ import asyncio
 from collections.abc import Iterator
 
 #: partitions a request's handler reads or appends to before it lets the event loop serve others
-#: (an append or a read of one partition takes 20-200 us here: a slice holds the loop for a few to
-#: a few tens of milliseconds)
-PARTITIONS_PER_SLICE = 256
+#: (an append or a read of one partition takes 20-200 us here, more on a loaded machine: a slice
+#: holds the loop for a few milliseconds; 256 held it 100 ms under a load of 10 on 2 cores)
+PARTITIONS_PER_SLICE = 64
 
 
 class SliceCounter:
