@@ -22,9 +22,9 @@ from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
+from kafkalog.server import heap
 from kafkalog.server.acl_operations import CLUSTER, DESCRIBE, authorized_operations
 from kafkalog.server.acl_store import AclStore
-from kafkalog.server import heap
 from kafkalog.server.apis import ADVERTISED, HANDLERS
 from kafkalog.server.authorizer import AclBinding, StandardAuthorizer, current_session
 from kafkalog.server.config import Listener, ServerConfig
