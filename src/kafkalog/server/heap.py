@@ -5,7 +5,10 @@ pause every client of ``kafkalog serve`` waited through, several seconds at 100,
 :func:`settle` moves the objects alive at that moment out of the collector's reach
 (``gc.freeze``), after the partitions were loaded and after each topic created or grown; the
 collections that follow walk only what was made since. A deleted topic's logs, segments and indexes
-hold no reference cycle: reference counting frees them, frozen or not.
+hold no reference cycle: reference counting frees them, frozen or not. The price: what is frozen and
+later becomes garbage inside a reference cycle is never collected, e.g. the objects of a connection
+open during a settle and closed afterwards, if they form cycles (kilobytes a connection, at each
+topic creation; not measured yet).
 
 Only ``kafkalog serve`` turns this on (:func:`enable`): in a process that embeds the broker (the
 tests' broker, an application) the collector is left as the application set it."""
@@ -28,7 +31,7 @@ def settle() -> None:
     """The objects alive now leave the collector's generations (when enabled). The young
     generations are collected first (cheap: only what was made since their last collection), so
     the young garbage is not kept; a cycle that became garbage in the oldest generation and was not
-    collected yet is kept (a few objects of a connection closed meanwhile, at most)."""
+    collected yet is kept."""
     if _enabled:
         gc.collect(1)
         gc.freeze()
