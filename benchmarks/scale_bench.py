@@ -44,7 +44,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any, Dict, List, Optional
 
@@ -65,69 +64,92 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class Prober(threading.Thread):
-    """ApiVersions in a loop on its own connection; :meth:`window` gives the worst wait since the
-    last call. Paused while the broker is down."""
+def _ask(s: socket.socket) -> None:
+    """One ApiVersions request and its whole answer."""
+    s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+    head = b""
+    while len(head) < 4:
+        chunk = s.recv(4 - len(head))
+        if not chunk:
+            raise ConnectionError("closed")
+        head += chunk
+    left = struct.unpack(">i", head)[0]
+    while left:
+        chunk = s.recv(min(left, 65536))
+        if not chunk:
+            raise ConnectionError("closed")
+        left -= len(chunk)
+
+
+def _probe(port: int, conn: Any) -> None:
+    """The prober process: ApiVersions in a loop on its own connection while resumed; answers
+    ``window`` with the worst wait since the last one."""
+    worst = 0.0
+    paused = True
+    sock: Optional[socket.socket] = None
+    while True:
+        while conn.poll(0 if not paused else 0.02):
+            cmd = conn.recv()
+            if cmd == "stop":
+                return
+            if cmd == "pause":
+                paused = True
+            elif cmd == "resume":
+                paused, worst = False, 0.0
+            elif cmd == "window":
+                conn.send(worst)
+                worst = 0.0
+        if paused:
+            if sock is not None:
+                sock.close()
+                sock = None
+            continue
+        try:
+            if sock is None:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            t0 = time.perf_counter()
+            _ask(sock)
+            worst = max(worst, time.perf_counter() - t0)
+        except OSError:
+            if sock is not None:
+                sock.close()
+            sock = None
+            time.sleep(0.05)
+        time.sleep(0.005)
+
+
+class Prober:
+    """Another client: ApiVersions in a loop on its own connection, in a process of its own (a
+    thread here would also measure this process's GIL, held by the clients under test);
+    :meth:`window` gives the worst wait since the last call. Paused while the broker is down."""
 
     def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.port = port
-        self.worst = 0.0
-        self.paused = True
-        self.stopped = False
-        self._sock: Optional[socket.socket] = None
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_probe, args=(port, child), daemon=True)
 
-    def _connect(self) -> socket.socket:
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=120)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return s
-
-    def _ask(self, s: socket.socket) -> None:
-        s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
-        head = b""
-        while len(head) < 4:
-            chunk = s.recv(4 - len(head))
-            if not chunk:
-                raise ConnectionError("closed")
-            head += chunk
-        left = struct.unpack(">i", head)[0]
-        while left:
-            chunk = s.recv(min(left, 65536))
-            if not chunk:
-                raise ConnectionError("closed")
-            left -= len(chunk)
-
-    def run(self) -> None:
-        while not self.stopped:
-            if self.paused:
-                if self._sock is not None:
-                    self._sock.close()
-                    self._sock = None
-                time.sleep(0.02)
-                continue
-            try:
-                if self._sock is None:
-                    self._sock = self._connect()
-                t0 = time.perf_counter()
-                self._ask(self._sock)
-                waited = time.perf_counter() - t0
-                if not self.paused:
-                    self.worst = max(self.worst, waited)
-            except OSError:
-                if self._sock is not None:
-                    self._sock.close()
-                self._sock = None
-                time.sleep(0.05)
-            time.sleep(0.005)
+    def start(self) -> None:
+        self._proc.start()
 
     def resume(self) -> None:
-        self.worst = 0.0
-        self.paused = False
+        self._conn.send("resume")
+
+    def pause(self) -> None:
+        self._conn.send("pause")
+
+    def stop(self) -> None:
+        if self._proc.is_alive():
+            self._conn.send("stop")
+            self._proc.join(30)
+        if self._proc.is_alive():
+            self._proc.kill()
 
     def window(self) -> float:
         """The worst wait (ms) since the last call, and start a new window."""
-        w, self.worst = self.worst, 0.0
-        return round(w * 1000, 1)
+        self._conn.send("window")
+        return round(float(self._conn.recv()) * 1000, 1)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -315,7 +337,7 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
         out["worst_wait_consume_ms"] = prober.window()
 
         del admin, p
-        prober.paused = True                # idle: nobody asks anything
+        prober.pause()                      # idle: nobody asks anything
         time.sleep(2)
         cpu0 = cpu_seconds(peer.pid)
         t1 = time.monotonic()
@@ -324,7 +346,7 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
         out["idle_rss_mib"] = round(rss_mib(peer.pid), 1)
         out["disk_mib"] = round(allocated_mib(peer.data_dir), 1)
 
-        prober.paused = True
+        prober.pause()
         t1 = time.perf_counter()
         peer.stop()
         out["shutdown_s"] = round(time.perf_counter() - t1, 3)
@@ -343,7 +365,7 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
         out["restart_after_kill_s"] = round(time.perf_counter() - t1, 3)
         peer.stop()
     finally:
-        prober.stopped = True
+        prober.stop()
         peer.kill()
     return out
 

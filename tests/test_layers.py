@@ -196,7 +196,8 @@ def test_the_graph_sees_type_checking_and_function_imports():
 #: of the rooms before it (a name ending in "." is a sub-package, else one module)
 SERVER_ROOMS = (
     ("base", ("kafkalog.server", "kafkalog.server.error_codes", "kafkalog.server.features",
-              "kafkalog.server.config_docs", "kafkalog.server.topic_ids")),
+              "kafkalog.server.config_docs", "kafkalog.server.topic_ids",
+              "kafkalog.server.heap")),
     ("requests", ("kafkalog.server.requests.",)),
     ("coordinator", ("kafkalog.server.coordinator.",)),
     ("config", ("kafkalog.server.config",)),

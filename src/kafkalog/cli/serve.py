@@ -134,8 +134,10 @@ async def _run(manager: LogManager, cfg: ServerConfig, listeners: list[Listener]
 
 async def _serve(manager: LogManager, cfg: ServerConfig, server_broker: Any, server: Any, stop: Any,
                  fmt: str, endpoint: Any) -> KafkalogIOError | None:
+    from kafkalog.server import heap
     bound_host, bound_port = await server.start()
     manager.start_background()
+    heap.enable()       # the loaded partitions' objects leave the collector's walks (issue 35)
     server_broker.set_endpoints({b.name: cfg.advertised(b.host, b.port, b.name) for b in server.bound})
     for b in server.bound:
         adv = cfg.advertised(b.host, b.port, b.name)

@@ -272,11 +272,15 @@ def _load_sync_file_range() -> Optional[Callable[..., int]]:
     """libc's ``sync_file_range`` (Linux), or None."""
     try:
         import ctypes
-        import ctypes.util
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.sync_file_range
+        # the symbols the process has loaded (libc among them): no ``ctypes.util.find_library``,
+        # which runs ``ldconfig -p`` in a child process at every import of this module
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
     except (OSError, AttributeError):
-        return None
+        try:
+            import ctypes.util
+            fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).sync_file_range
+        except (OSError, AttributeError):
+            return None
     fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
     fn.restype = ctypes.c_int
     return fn

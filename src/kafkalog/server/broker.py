@@ -27,6 +27,7 @@ from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
+from kafkalog.server import heap
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.coordinator.classic_group import GroupCoordinator
 from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator
@@ -324,6 +325,7 @@ class Broker:
             self.log_dir_failed(TopicPartition(topic, 0), e)
             raise
         tid = self.topic_ids.of(topic)
+        heap.settle()       # (a worker thread's creations: each topic's objects settled as it is made)
         logger.info("created topic %s with %d partition(s), id %s, configs %s", topic, partitions,
                     tid, dict(configs))
         return tid

@@ -16,7 +16,7 @@ import functools
 import os
 import struct
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError, OffsetOutOfRangeError
@@ -27,6 +27,7 @@ from kafkalog.server import error_codes
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.fetch_session import FetchContext
 from kafkalog.server.handlers.handler import Response
+from kafkalog.server.handlers.slices import PARTITIONS_PER_SLICE, SliceCounter, run_in_slices, run_now
 from kafkalog.server.requests import wire
 from kafkalog.server.requests.protocol import Request, response_header
 from kafkalog.server.security.acl_operations import READ, TOPIC
@@ -127,29 +128,58 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
     return PartitionData(w.index, 0, hw, lso, log_start, aborted, records)
 
 
-def _collect(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
-             unknown_code: int) -> tuple[list[PartitionData], int, bool]:
-    """(the partitions read, their record bytes, whether one has an error)."""
-    out: list[PartitionData] = []
+class _Collected:
+    """What a read of the wanted partitions found: the partitions read, their record bytes,
+    whether one has an error."""
+
+    __slots__ = ("failed", "parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[PartitionData] = []
+        self.size = 0
+        self.failed = False
+
+
+def _collect_steps(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
+                   unknown_code: int, into: _Collected) -> Iterator[None]:
+    """Read the wanted partitions in order into ``into``, yielding after each slice
+    (:mod:`.slices`)."""
+    out = into.parts
     budget = max_bytes
     first = True
-    total = 0
-    failed = False
+    count = SliceCounter()
     try:
         for w in wanted:
             pd = _read(broker, w, budget, first, committed, unknown_code)
             size = len(pd.records)
             if size:
                 budget -= size
-                total += size
+                into.size += size
                 first = False
             if pd.error:
-                failed = True
+                into.failed = True
             out.append(pd)
+            if count.tick():
+                yield
     except BaseException:
-        _release(out)           # no duplicated descriptor outlives a failed read
+        _release(out)           # no duplicated descriptor outlives a failed (or abandoned) read
         raise
-    return out, total, failed
+
+
+def _collect(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
+             unknown_code: int) -> tuple[list[PartitionData], int, bool]:
+    """(the partitions read, their record bytes, whether one has an error), at once."""
+    got = _Collected()
+    run_now(_collect_steps(broker, wanted, max_bytes, committed, unknown_code, got))
+    return got.parts, got.size, got.failed
+
+
+async def _collect_in_slices(broker: Broker, wanted: list[_Wanted], max_bytes: int, committed: bool,
+                             unknown_code: int) -> tuple[list[PartitionData], int, bool]:
+    """As :func:`_collect`, the event loop serving other clients between two slices."""
+    got = _Collected()
+    await run_in_slices(_collect_steps(broker, wanted, max_bytes, committed, unknown_code, got))
+    return got.parts, got.size, got.failed
 
 
 def _release(parts: list[PartitionData]) -> None:
@@ -187,15 +217,38 @@ def handle_fetch(broker: Broker, request: Request) -> Response | Awaitable[Respo
     committed = body.isolation_level == IsolationLevel.READ_COMMITTED
     # Kafka's broker-side cap: fetch.max.bytes
     max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
-    min_bytes = body.min_bytes
+    if len(wanted) > PARTITIONS_PER_SLICE:
+        return _fetch_in_slices(broker, request, ctx, wanted, start, max_bytes, committed, unknown_code)
     parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
-    if size < min_bytes and not failed:
+    return _answer_or_wait(broker, request, ctx, wanted, start, max_bytes, committed, unknown_code,
+                           parts, size, failed)
+
+
+def _answer_or_wait(broker: Broker, request: Request, ctx: FetchContext, wanted: list[_Wanted],
+                    start: float, max_bytes: int, committed: bool, unknown_code: int,
+                    parts: list[PartitionData], size: int, failed: bool) -> Response | Awaitable[Response]:
+    """After the first read: the answer, or the long poll when fewer than ``min_bytes`` were there
+    and ``max_wait`` has not passed."""
+    body = request.body
+    if size < body.min_bytes and not failed:
         deadline = start + max(body.max_wait.total_seconds(), 0.0)
         if deadline > time.monotonic() and any(w.topic is not None for w in wanted):
             _release(parts)
             return _long_poll(broker, request, ctx, wanted, deadline, max_bytes, committed,
                               unknown_code)
     return _answer(broker, request, ctx, parts)
+
+
+async def _fetch_in_slices(broker: Broker, request: Request, ctx: FetchContext, wanted: list[_Wanted],
+                           start: float, max_bytes: int, committed: bool, unknown_code: int) -> Response:
+    """A Fetch of more partitions than one slice (a consumer assigned thousands): read in slices,
+    the event loop serving other clients between two (:mod:`.slices`), then as :func:`handle_fetch`."""
+    parts, size, failed = await _collect_in_slices(broker, wanted, max_bytes, committed, unknown_code)
+    result = _answer_or_wait(broker, request, ctx, wanted, start, max_bytes, committed, unknown_code,
+                             parts, size, failed)
+    if isinstance(result, Awaitable):
+        return await result
+    return result
 
 
 async def _long_poll(broker: Broker, request: Request, ctx: FetchContext, wanted: list[_Wanted],
@@ -216,7 +269,7 @@ async def _long_poll(broker: Broker, request: Request, ctx: FetchContext, wanted
                 pass
             finally:
                 broker.remove_waiter(tps, fut)
-        parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
+        parts, size, failed = await _collect_in_slices(broker, wanted, max_bytes, committed, unknown_code)
         if size >= min_bytes or failed or deadline - time.monotonic() <= 0:
             return _answer(broker, request, ctx, parts)
         _release(parts)

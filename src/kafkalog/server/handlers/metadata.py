@@ -11,7 +11,8 @@ from kafkalog.errors import InvalidTopicError, KafkalogIOError
 from kafkalog.log.naming import validate_topic
 from kafkalog.server import error_codes
 from kafkalog.server.broker import INTERNAL_TOPICS
-from kafkalog.server.requests.protocol import Request
+from kafkalog.server.requests import metadata_wire
+from kafkalog.server.requests.protocol import Request, encode_response
 from kafkalog.server.security.acl_operations import (
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER,
@@ -27,15 +28,22 @@ logger = logging.getLogger("kafkalog.server")
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
 
-def _topic_entry(broker: Broker, topic: str, operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict[str, Any]:
-    node = broker.node_id
-    parts = [{"error_code": 0, "partition_index": p, "leader_id": node,
-              "leader_epoch": broker.leader_epoch(broker.log(topic, p)),
-              "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
-             for p in broker.manager.partitions_of(topic)]
-    return {"error_code": 0, "name": topic, "topic_id": broker.topic_ids.of(topic),
-            "is_internal": topic in INTERNAL_TOPICS, "partitions": parts,
-            "topic_authorized_operations": operations}
+def _topic_entry(broker: Broker, version: int, topic: str,
+                 operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> bytes:
+    """A topic this node leads whole, as the response's bytes (:mod:`.metadata_wire`)."""
+    logs = [(p, broker.log(topic, p)) for p in broker.manager.partitions_of(topic)]
+    parts = metadata_wire.partitions_entry(version, broker.node_id,
+                                           [(p, broker.leader_epoch(log)) for p, log in logs])
+    return metadata_wire.topic_entry(version, 0, topic, broker.topic_ids.of(topic), topic in INTERNAL_TOPICS,
+                                     parts, operations)
+
+
+def _entry_bytes(version: int, entry: dict[str, Any] | bytes) -> bytes:
+    """A topic of the response as bytes (an error entry is a dict of :func:`_error_entry`)."""
+    if isinstance(entry, bytes):
+        return entry
+    return metadata_wire.topic_entry(version, entry["error_code"], entry["name"], entry["topic_id"],
+                                     entry["is_internal"], None, entry["topic_authorized_operations"])
 
 
 def _error_entry(name: str | None, code: int, topic_id: Any = None,
@@ -52,7 +60,8 @@ TOPIC_ID_FIELD_VERSION = 10
 
 def handle_metadata(broker: Broker, request: Request) -> Any:
     body = request.body
-    topics: list[dict[str, Any]] = []
+    version = request.api_version
+    topics: list[dict[str, Any] | bytes] = []
     requested = body.topics
     if requested and request.api_version < TOPIC_ID_VERSION:
         invalid = _invalid_before_topic_ids(requested, request.api_version)
@@ -108,16 +117,17 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
             # metadata has it (also right after DeleteTopics); the client's next Metadata finds it
             topics.append(_error_entry(name, error_codes.UNKNOWN_TOPIC_OR_PARTITION, operations=ops))
             continue
-        topics.append(_topic_entry(broker, name, ops))
+        topics.append(_topic_entry(broker, version, name, ops))
     topics.extend(denied)
     adv = broker.advertised
-    return broker.response(request, {
+    without_topics = encode_response(request, broker.response(request, {
         "throttle_time": 0,
         "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None}],
-        "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
+        "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": [],
         "cluster_authorized_operations": broker.operations(
             CLUSTER, CLUSTER_NAME, 8 <= request.api_version <= 10 and body.include_cluster_authorized_operations),
-        "error_code": 0})
+        "error_code": 0}))
+    return metadata_wire.splice_topics(version, without_topics, [_entry_bytes(version, t) for t in topics])
 
 
 def _invalid_before_topic_ids(requested: Any, version: int) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import AcksZeroFailure, KafkalogError, KafkalogIOError
@@ -17,6 +18,7 @@ from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.handlers.handler import Response
+from kafkalog.server.handlers.slices import PARTITIONS_PER_SLICE, SliceCounter, run_in_slices, run_now
 from kafkalog.server.handlers.transactions import verify_or_add
 from kafkalog.server.requests import wire
 from kafkalog.server.requests.frames import frame
@@ -192,7 +194,7 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None,
                            info.log_start_offset)
 
 
-def handle_produce(broker: Broker, request: Request) -> Response:
+def handle_produce(broker: Broker, request: Request) -> Response | Awaitable[Response]:
     body = request.body
     version = request.api_version
     by_id = version >= FIRST_TOPIC_ID
@@ -212,10 +214,32 @@ def handle_produce(broker: Broker, request: Request) -> Response:
     elif transactional:
         verified = (error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if body.transactional_id is None
                     else _verify_transactional(broker, body, version, transactional))
+    steps = _append_all(broker, body, by_id, verified, results)
+    if sum(len(td.partition_data) for td in body.topic_data) <= PARTITIONS_PER_SLICE:
+        run_now(steps)
+        return _answer(request, results)
+    return _append_in_slices(request, steps, results)
+
+
+async def _append_in_slices(request: Request, steps: Iterator[None],
+                            results: list[tuple[Any, list[PartitionResult]]]) -> Response:
+    """A Produce to more partitions than one slice: the event loop serves other clients between
+    two slices of appends (:mod:`.slices`)."""
+    await run_in_slices(steps)
+    return _answer(request, results)
+
+
+def _append_all(broker: Broker, body: Any, by_id: bool, verified: dict[tuple[str, int], int] | int,
+                results: list[tuple[Any, list[PartitionResult]]]) -> Iterator[None]:
+    """Each partition's append (or error) into ``results``, yielding after each slice."""
+    acks = body.acks
+    auth = broker.authorizer
+    count = SliceCounter()
     for td in body.topic_data:
         key: Any = td.topic_id if by_id else td.name
         name = broker.topic_ids.name_of(td.topic_id) if by_id else td.name
         parts: list[PartitionResult] = []
+        results.append((key, parts))
         for pd in td.partition_data:
             if isinstance(verified, int):        # one error for the whole request
                 parts.append(PartitionResult(pd.index, verified))
@@ -228,18 +252,22 @@ def handle_produce(broker: Broker, request: Request) -> Response:
             else:
                 parts.append(_append(broker, name, pd.index, pd.records,
                                      verified.get((name, pd.index), error_codes.NONE) if verified else 0))
-        results.append((key, parts))
-        if broker.metrics is not None and name is not None:
-            for p in parts:
-                broker.metrics.produce_partition(name, p.error not in _NOT_FAILED)
-    if acks == 0:
+            if broker.metrics is not None and name is not None:
+                broker.metrics.produce_partition(name, parts[-1].error not in _NOT_FAILED)
+            if count.tick():
+                yield
+
+
+def _answer(request: Request, results: list[tuple[Any, list[PartitionResult]]]) -> Response:
+    """The response (acks 0: none, or the connection closed when a partition failed)."""
+    if request.body.acks == 0:
         failed = [(key, p.index, p.error) for key, parts in results for p in parts if p.error]
         if failed:
             # Kafka's rule: a producer that wants no response learns of an error by a closed
             # connection (it then refreshes its metadata)
             raise AcksZeroFailure(f"produce with acks=0 failed for {failed[:5]}: closing the connection")
         return None
-    return encode_produce_response(request.correlation_id, version, results)
+    return encode_produce_response(request.correlation_id, request.api_version, results)
 
 
 def encode_produce_response(correlation_id: int, version: int,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.errors import InvalidTopicError, KafkalogError
 from kafkalog.log.config import LogConfig, check_kafka_minimums
 from kafkalog.log.naming import TopicPartition, validate_topic
-from kafkalog.server import error_codes
+from kafkalog.server import error_codes, heap
 from kafkalog.server.broker import INTERNAL_TOPICS
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.handlers.config_admin import topic_config_entries
@@ -275,4 +275,5 @@ def handle_create_partitions(broker: Broker, request: Request) -> Any:
             res.update(error_code=error_code(e), error_message=e.message)
             continue
         logger.info("topic %s grew from %d to %d partition(s)", t.name, current[t.name], t.count)
+    heap.settle()                   # the new partitions' objects leave the collector's walks
     return broker.response(request, {"throttle_time": 0, "results": results})

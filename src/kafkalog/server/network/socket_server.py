@@ -258,6 +258,10 @@ class Server:
                     response = await self._process(item)
                 if response is not None:
                     await self._send(channel, response)
+                if pending:
+                    # the other connections are served between two requests of a pipeline (a
+                    # producer's thousands in flight would otherwise be answered in one loop step)
+                    await asyncio.sleep(0)
         finally:
             if isinstance(channel, PlainChannel):
                 channel.on_data = None
