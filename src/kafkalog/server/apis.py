@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kafkalog.server.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from kafkalog.server.api_versions import ADVERTISED_MIN_VERSION, handle_api_versions
+from kafkalog.server.client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from kafkalog.server.config_admin import (
     handle_alter_configs,
     handle_describe_configs,
@@ -104,6 +105,8 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     42: ("DeleteGroups", 0, 2, handle_delete_groups),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
     47: ("OffsetDelete", 0, 0, handle_offset_delete),
+    48: ("DescribeClientQuotas", 0, 1, handle_describe_client_quotas),
+    49: ("AlterClientQuotas", 0, 1, handle_alter_client_quotas),
     50: ("DescribeUserScramCredentials", 0, 0, handle_describe_user_scram_credentials),
     51: ("AlterUserScramCredentials", 0, 0, handle_alter_user_scram_credentials),
     60: ("DescribeCluster", 0, 2, handle_describe_cluster),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping
 from contextvars import ContextVar
@@ -35,6 +36,8 @@ from kafkalog.server.handler import INTERNAL_TOPICS, Handler, Response
 from kafkalog.server.kio_build import build
 from kafkalog.server.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.protocol import Request, encode_response
+from kafkalog.server.quota_store import QuotaStore
+from kafkalog.server.quotas import ClientQuotas
 from kafkalog.server.sasl_credentials import ScramCredential
 from kafkalog.server.scram_store import ScramStore
 from kafkalog.server.topic_ids import TopicIds
@@ -118,6 +121,9 @@ class Broker:
         #: the data directory; SASL SCRAM handshakes look them up before sasl.credentials.file's
         self.scram_store = ScramStore(manager.data_dir)
         self.scram_credentials = self.scram_store.load()
+        #: the client quotas of AlterClientQuotas, stored in the data directory, and their rates
+        self.client_quotas = ClientQuotas(QuotaStore(manager.data_dir), v["quota.window.num"],
+                                          v["quota.window.size.seconds"])
 
     def change_scram_credentials(self, add: Iterable[tuple[str, str, ScramCredential]],
                                  remove: Iterable[tuple[str, str]]) -> None:
@@ -403,6 +409,8 @@ class Broker:
         finishes it."""
         if self._group_timer is None:
             self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer())
+        if self.client_quotas.active:       # nothing measured while no quota is set
+            return self._dispatch_throttled(request)
         try:
             result = self._handlers[request.api_key](self, request)
             kind = type(result)
@@ -418,6 +426,28 @@ class Broker:
     async def _finish(self, request: Request, pending: Awaitable[Any]) -> Response:
         try:
             return _response(request, await pending)
+        except Exception as e:
+            e.add_note(f"while handling {request.describe()}")
+            raise
+
+    def _dispatch_throttled(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
+        """:meth:`dispatch` with the request's quotas counted and its throttle time applied
+        (:mod:`.throttling`)."""
+        from kafkalog.server.throttling import throttle
+        started = time.perf_counter()
+        try:
+            result = self._handlers[request.api_key](self, request)
+            if asyncio.iscoroutine(result):
+                return self._finish_throttled(request, result, time.perf_counter() - started)
+            return _response(request, throttle(self, request, result, time.perf_counter() - started))
+        except Exception as e:
+            e.add_note(f"while handling {request.describe()}")
+            raise
+
+    async def _finish_throttled(self, request: Request, pending: Awaitable[Any], handling_s: float) -> Response:
+        from kafkalog.server.throttling import throttle
+        try:
+            return _response(request, throttle(self, request, await pending, handling_s))
         except Exception as e:
             e.add_note(f"while handling {request.describe()}")
             raise

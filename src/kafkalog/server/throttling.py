@@ -1,0 +1,94 @@
+"""A request's quotas, once its handler has answered (Kafka's ``KafkaApis`` around
+``ClientQuotaManager.maybeRecordAndGetThrottleTimeMs``): its bytes and handling time counted
+(:mod:`.quotas`), and when a quota is exceeded the answer carries ``throttle_time_ms`` and the
+connection is muted for that long. Called by :meth:`Broker.dispatch` only while a quota is set."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.log.fetch_data_info import FileSlice
+from kafkalog.server.authorizer import current_session
+from kafkalog.server.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from kafkalog.server.handler import current_connection
+from kafkalog.server.protocol import Request
+from kafkalog.server.quotas import now_ms, user_of, with_throttle
+from kafkalog.server.wire import EMPTY_TAGS
+
+if TYPE_CHECKING:
+    from kafkalog.server.broker import Broker
+
+PRODUCE, FETCH = 0, 1
+_I32 = struct.Struct(">i")
+#: (throttle, error, session id) of a Fetch response, v7+
+_FETCH_HEAD = struct.Struct(">ihi")
+
+
+def _fetch_size(parts: list[Any]) -> int:
+    return sum(p.size if isinstance(p, FileSlice) else len(p) for p in parts)
+
+
+def _empty_fetch(request: Request, parts: list[Any], ms: int) -> bytes:
+    """Kafka's ``getThrottledResponse``: no partitions, the session's id (none for a new session)."""
+    first = parts[0]
+    flex = request.api_version >= 12
+    head = 8 + (1 if flex else 0)           # size, correlation id, header tags
+    session_id = 0
+    if request.api_version >= 7:
+        _t, _e, session_id = _FETCH_HEAD.unpack_from(first, head)
+        if request.body.session_id == 0:
+            session_id = 0
+    for p in parts:
+        if isinstance(p, FileSlice):
+            os.close(p.fd)
+    body = first[4:head] + (_FETCH_HEAD.pack(ms, 0, session_id) if request.api_version >= 7 else _I32.pack(ms))
+    body += (b"\x01" + EMPTY_TAGS) if flex else _I32.pack(0)
+    return _I32.pack(len(body)) + body
+
+
+def _with_throttle(request: Request, result: Any, ms: int) -> Any:
+    if result is None:
+        return None
+    if type(result) is bytes:
+        if request.api_key != PRODUCE:
+            return result
+        end = len(result) - (1 if request.api_version >= 9 else 0)
+        return result[:end - 4] + _I32.pack(ms) + result[end:]
+    if type(result) is list:
+        first = result[0]
+        at = 8 + (1 if request.api_version >= 12 else 0)
+        result[0] = first[:at] + _I32.pack(ms) + first[at + 4:]
+        return result
+    return with_throttle(result, ms)
+
+
+def throttle(broker: Broker, request: Request, result: Any, handling_s: float) -> Any:
+    """``result`` (a handler's: kio entity, frame bytes or parts) with the throttle time its request
+    earned; the connection muted for it."""
+    quotas = broker.client_quotas
+    now = now_ms()
+    quotas.prune(now)
+    session = current_session.get()
+    user = user_of(session.principal if session is not None else None)
+    client = request.client_id or ""
+    request_ms, _r = quotas.record(REQUEST_PERCENTAGE, user, client, handling_s * 100.0, now,
+                                   cap_ms=quotas.window_ms)
+    bandwidth_ms = 0
+    if request.api_key == PRODUCE:
+        bandwidth_ms, _r = quotas.record(PRODUCER_BYTE_RATE, user, client, request.size, now)
+    elif request.api_key == FETCH and type(result) is list:
+        size = _fetch_size(result)
+        bandwidth_ms, rate = quotas.record(CONSUMER_BYTE_RATE, user, client, size, now)
+        if max(bandwidth_ms, request_ms) > 0:
+            if rate is not None:
+                rate.unrecord(size)         # the answer is empty: its bytes are not sent
+            result = _empty_fetch(request, result, max(bandwidth_ms, request_ms))
+            quotas.mute(current_connection.get(), max(bandwidth_ms, request_ms))
+            return result
+    ms = max(bandwidth_ms, request_ms)
+    if ms <= 0:
+        return result
+    quotas.mute(current_connection.get(), ms)
+    return _with_throttle(request, result, ms)
