@@ -29,6 +29,7 @@ from kafkalog.server.error_codes import error_code
 from kafkalog.server.fetch_session import FetchContext
 from kafkalog.server.handler import Response
 from kafkalog.server.protocol import Request, response_header
+from kafkalog.server.throttling import fetch_window_bytes
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
@@ -187,6 +188,9 @@ def handle_fetch(broker: Broker, request: Request) -> Response | Awaitable[Respo
     # Kafka's broker-side cap: fetch.max.bytes
     max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
     min_bytes = body.min_bytes
+    if broker.client_quotas.active:     # Kafka's cap: at most what the consumer's quota allows a window
+        max_bytes = min(max_bytes, fetch_window_bytes(broker, request))
+        min_bytes = min(min_bytes, max_bytes)
     parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
     if size < min_bytes and not failed:
         deadline = start + max(body.max_wait.total_seconds(), 0.0)

@@ -64,15 +64,28 @@ def _with_throttle(request: Request, result: Any, ms: int) -> Any:
     return with_throttle(result, ms)
 
 
+def _who(request: Request) -> tuple[str, str]:
+    session = current_session.get()
+    return user_of(session.principal if session is not None else None), request.client_id or ""
+
+
+def fetch_window_bytes(broker: Broker, request: Request) -> int:
+    """Kafka's ``getMaxValueInQuotaWindow``: the most a Fetch may answer under the consumer's quota
+    (quota x (quota.window.num - 1) x quota.window.size.seconds)."""
+    quotas = broker.client_quotas
+    q = quotas.quota(CONSUMER_BYTE_RATE, *_who(request))
+    if q is None:
+        return 2**31 - 1
+    return int(min(q[0] * (quotas.samples - 1) * quotas.window_ms / 1000, 2**31 - 1))
+
+
 def throttle(broker: Broker, request: Request, result: Any, handling_s: float) -> Any:
     """``result`` (a handler's: kio entity, frame bytes or parts) with the throttle time its request
     earned; the connection muted for it."""
     quotas = broker.client_quotas
     now = now_ms()
     quotas.prune(now)
-    session = current_session.get()
-    user = user_of(session.principal if session is not None else None)
-    client = request.client_id or ""
+    user, client = _who(request)
     request_ms, _r = quotas.record(REQUEST_PERCENTAGE, user, client, handling_s * 100.0, now,
                                    cap_ms=quotas.window_ms)
     bandwidth_ms = 0
