@@ -242,3 +242,70 @@ def test_quotas_survive_a_restart(tmp_path: Any) -> None:
     assert r.returncode != 0 and err["error"] == "InvalidConfigError", r
     assert err["file"].endswith("kafkalog-client-quotas.json") and "quota entry #0" in err["message"], err
     assert "Traceback" not in r.stderr, r.stderr
+
+
+CONFIGS_COMMAND = "org.apache.kafka.tools.ConfigCommand"
+#: kafka-configs.sh runs: alter and describe quotas of users, clients, their defaults and combinations, a
+#: SCRAM credential beside them, refused keys and values
+TOOL_RUNS = [
+    "--alter --add-config producer_byte_rate=1024,consumer_byte_rate=2048 --entity-type users --entity-name tina",
+    "--alter --add-config request_percentage=50.5 --entity-type users --entity-default",
+    "--alter --add-config producer_byte_rate=4096 --entity-type users --entity-name tina --entity-type clients "
+    "--entity-name c1",
+    "--alter --add-config consumer_byte_rate=300 --entity-type clients --entity-default",
+    "--alter --add-config controller_mutation_rate=2 --entity-type clients --entity-name c2",
+    "--alter --add-config SCRAM-SHA-256=[iterations=8192,password=x] --entity-type users --entity-name uma",
+    "--describe --entity-type users",
+    "--describe --entity-type users --entity-name tina",
+    "--describe --entity-type users --entity-default",
+    "--describe --entity-type clients",
+    "--describe --entity-type clients --entity-name c2",
+    "--describe --entity-type users --entity-name tina --entity-type clients --entity-name c1",
+    "--describe --entity-type users --entity-name uma",
+    "--alter --delete-config producer_byte_rate --entity-type users --entity-name tina",
+    "--alter --add-config unknown_key=1 --entity-type users --entity-name tina",
+    "--alter --add-config producer_byte_rate=-1 --entity-type users --entity-name tina",
+    "--alter --add-config producer_byte_rate=1.5 --entity-type clients --entity-name c1",
+    "--describe --entity-type users --entity-name tina",
+    "--alter --delete-config consumer_byte_rate --entity-type users --entity-name tina",
+    "--alter --delete-config request_percentage --entity-type users --entity-default",
+    "--alter --delete-config producer_byte_rate --entity-type users --entity-name tina --entity-type clients "
+    "--entity-name c1",
+    "--alter --delete-config consumer_byte_rate --entity-type clients --entity-default",
+    "--alter --delete-config controller_mutation_rate --entity-type clients --entity-name c2",
+    "--alter --delete-config SCRAM-SHA-256 --entity-type users --entity-name uma",
+    "--describe --entity-type users",
+]
+
+
+@pytest.mark.slow
+def test_kafka_configs_tool(quota_pair: Any, tmp_path: Any) -> None:
+    """``kafka-configs.sh --alter/--describe --entity-type users/clients (--entity-default)`` on kafkalog as on
+    Kafka 4.4: the same exit status, output lines (sorted: the tool prints entities in hash order) and first
+    error line; ``--describe --entity-type users`` lists quotas and SCRAM credentials together."""
+    from tests.ecosystem import ToolSession
+    from tests.server.test_authorizer import _command_config
+    config = _command_config(tmp_path / "admin.properties", "admin")
+    transcripts = []
+    with ToolSession(tmp_path / "tools") as tools:
+        for _name, _port, sasl_port in _ports(quota_pair):
+            bootstrap = f"127.0.0.1:{sasl_port}"
+            out = []
+            for run in TOOL_RUNS:
+                args = run.split()
+                r = tools.run(CONFIGS_COMMAND, "--bootstrap-server", bootstrap, "--command-config", config, *args)
+                if args[0] == "--alter":
+                    time.sleep(1)             # Kafka's broker learns the change from its controller
+                err = [x.replace(bootstrap, "<bootstrap>") for x in r["stderr"].splitlines()
+                       if x.strip() and not x.startswith("\tat ")][:1]
+                out.append((run, r["exit"], sorted(r["stdout"].replace(bootstrap, "<bootstrap>").splitlines()), err))
+            transcripts.append(out)
+    diffs = [(a, b) for a, b in zip(*transcripts, strict=True) if a != b]
+    assert not diffs, "kafka-configs printed differently on Kafka 4.4 and kafkalog:\n" + "\n".join(
+        f"{a}\n  kafkalog: {b}" for a, b in diffs)
+    ours = {}
+    for run, code, lines, _e in transcripts[1]:
+        ours.setdefault(run, (code, lines))         # the first run of each command line
+    assert ours["--describe --entity-type users --entity-name tina"][1], ours
+    users = ours["--describe --entity-type users"][1]
+    assert any("SCRAM-SHA-256" in x for x in users) and any("producer_byte_rate" in x for x in users), users

@@ -119,8 +119,9 @@ def _produce_for(port: int, topic: str, seconds: float, out: dict[str, Any], nam
 @pytest.mark.slow
 def test_a_producer_is_held_to_its_byte_rate(kafka_pair: Any) -> None:
     """A client id with producer_byte_rate 200 kB/s producing 10 kB requests back to back for 30 s, on Kafka
-    4.4 and kafkalog in the same run: both hold it within 10% of the quota (the rate over the run; Kafka's
-    first window lets a burst through, so the run is measured from its 10th second)."""
+    4.4 and kafkalog in the same run: both hold it to the quota, kafkalog within 10% of Kafka's rate (the
+    rate over the run; Kafka's first window lets a burst through, so the run is measured from its 10th
+    second)."""
     k, ours = kafka_pair
     quota = 200_000
     out: dict[str, Any] = {}
@@ -140,7 +141,12 @@ def test_a_producer_is_held_to_its_byte_rate(kafka_pair: Any) -> None:
         t.start()
     for t in threads:
         t.join(120)
-    for name in ("kafka", "kafkalog"):
-        rate, throttled = out[name]
-        assert throttled > 0, out
-        assert abs(rate - quota) <= 0.1 * quota, f"{name}: {rate:.0f} B/s against a quota of {quota} ({out})"
+    kafka_rate, ours_rate = out["kafka"][0], out["kafkalog"][0]
+    assert out["kafka"][1] > 0 and out["kafkalog"][1] > 0, out
+    # each held to its quota; Kafka's Rate sums up to 11 one-second samples but divides by the time since
+    # the oldest one began (10 to 11 s), so a client sending back to back gets about 10% over the quota on
+    # Kafka 4.4 itself (219,839 B/s for 200,000 when this test was written): within 10% of Kafka's figure,
+    # and within 15% of the quota
+    assert abs(ours_rate - kafka_rate) <= 0.1 * kafka_rate, out
+    for name, rate in (("kafka", kafka_rate), ("kafkalog", ours_rate)):
+        assert abs(rate - quota) <= 0.15 * quota, f"{name}: {rate:.0f} B/s against a quota of {quota} ({out})"
