@@ -15,6 +15,7 @@ from kafkalog.server.consumer_group_heartbeat import (
     handle_consumer_group_describe,
     handle_consumer_group_heartbeat,
 )
+from kafkalog.server.feature_updates import handle_update_features
 from kafkalog.server.fetch import handle_fetch
 from kafkalog.server.groups import (
     handle_delete_groups,
@@ -37,6 +38,11 @@ from kafkalog.server.offset_commit import (
     handle_offset_fetch,
 )
 from kafkalog.server.produce import handle_produce
+from kafkalog.server.replica_admin import (
+    handle_alter_partition_reassignments,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
 from kafkalog.server.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from kafkalog.server.scram_admin import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from kafkalog.server.share_fetch import handle_share_acknowledge, handle_share_fetch
@@ -103,12 +109,16 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     36: ("SaslAuthenticate", 0, 2, handle_sasl_authenticate),
     37: ("CreatePartitions", 0, 3, handle_create_partitions),
     42: ("DeleteGroups", 0, 2, handle_delete_groups),
+    43: ("ElectLeaders", 0, 2, handle_elect_leaders),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
+    45: ("AlterPartitionReassignments", 0, 1, handle_alter_partition_reassignments),
+    46: ("ListPartitionReassignments", 0, 0, handle_list_partition_reassignments),
     47: ("OffsetDelete", 0, 0, handle_offset_delete),
     48: ("DescribeClientQuotas", 0, 1, handle_describe_client_quotas),
     49: ("AlterClientQuotas", 0, 1, handle_alter_client_quotas),
     50: ("DescribeUserScramCredentials", 0, 0, handle_describe_user_scram_credentials),
     51: ("AlterUserScramCredentials", 0, 0, handle_alter_user_scram_credentials),
+    57: ("UpdateFeatures", 0, 2, handle_update_features),
     60: ("DescribeCluster", 0, 2, handle_describe_cluster),
     61: ("DescribeProducers", 0, 0, handle_describe_producers),
     65: ("DescribeTransactions", 0, 0, handle_describe_transactions),
