@@ -64,7 +64,7 @@ def test_produce_and_fetch_over_quota_are_throttled_and_muted(quota_broker: Brok
     """10 kB/s for the client: a 110 kB Produce gets throttle_time_ms of about a second (Kafka's
     (rate - quota) / quota x window) and the ApiVersions sent right after waits at least half of it; a
     Fetch whose answer would exceed consumer_byte_rate gets an empty answer with throttle_time_ms, and the
-    connection is muted."""
+    connection is muted; a Metadata request over request_percentage carries a throttle time too."""
     admin = d.Conn("kafkalog", quota_broker.port)
     admin.create_topic("throttled")
     _set_quota(admin, RAW_CLIENT, "producer_byte_rate", 10_000)
@@ -91,6 +91,13 @@ def test_produce_and_fetch_over_quota_are_throttled_and_muted(quota_broker: Brok
         _api_versions(s, 6)
         held, answer = _muted(s, fetch_throttle)
         assert held and answer is not None
+        # request_percentage: a thousandth of a percent of a thread; any request's handling exceeds it
+        _set_quota(admin, RAW_CLIENT, "request_percentage", 0.001)
+        s.sendall(raw.request_frame(3, 12, 7, {"topics": None, "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False}))
+        md = raw.response_of(raw.recv_frame(s), 3, 12)
+        assert md.throttle_time.total_seconds() > 0 and md.topics, md
+        assert md.throttle_time.total_seconds() <= 1.0, md        # at most one window (Kafka's cap)
     finally:
         s.close()
         admin.close()

@@ -116,13 +116,12 @@ def _check_value(keys: dict[str, str], key: str, value: float) -> tuple[int, str
         return INVALID_REQUEST, f"Quota {key} must be greater than 0"
     if kind == "DOUBLE":
         return None
-    if kind in _LIMITS:
-        if value > _LIMITS[kind]:
-            return INVALID_REQUEST, f"Proposed value for {key} is too large for {'an' if kind == 'INT' else 'a'} {kind}."
-        if value - math.floor(value) > 1e-16:
-            return INVALID_REQUEST, f"{key} cannot be a fractional value."
-        return None
-    return UNKNOWN_SERVER_ERROR, f"Unexpected config type {kind} should be Long or Double"
+    if value > _LIMITS[kind]:
+        article = "an" if kind == "INT" else "a"
+        return INVALID_REQUEST, f"Proposed value for {key} is too large for {article} {kind}."
+    if value - math.floor(value) > 1e-16:
+        return INVALID_REQUEST, f"{key} cannot be a fractional value."
+    return None
 
 
 def _alter_entity(entity: dict[str, str | None], ops: dict[str, float | None], current: dict[str, float]

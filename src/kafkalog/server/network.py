@@ -234,7 +234,7 @@ class Server:
                     continue
                 item = pending.popleft()
                 response: Response
-                if type(item) is float:     # a quota's throttle (:mod:`.quotas`): nothing read meanwhile
+                if isinstance(item, float):     # a quota's throttle (:mod:`.quotas`): nothing read meanwhile
                     await asyncio.sleep(item)
                     continue
                 if isinstance(item, _Begun):

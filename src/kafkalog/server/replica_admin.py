@@ -46,6 +46,7 @@ def handle_elect_leaders(broker: Broker, request: Request) -> Any:
         top, why = INVALID_REQUEST, f"Unknown election type {election}"
     else:
         top, why = 0, ""
+    results: list[dict[str, Any]]
     if asked is None:
         # every partition: each topic listed, without the partitions whose election is not needed
         results = [] if top else [{"topic": t, "partition_result": []} for t in broker.manager.topics()]
