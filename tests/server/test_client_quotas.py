@@ -20,6 +20,7 @@ import pytest
 from tests.server import differential as d
 from tests.server.broker_process import BrokerProcess
 from tests.server.test_authorizer import _pair, _ports, _run
+from tests.server.test_scram_admin import CONFIGS_COMMAND
 
 USER, CLIENT = "user", "client-id"
 
@@ -244,7 +245,6 @@ def test_quotas_survive_a_restart(tmp_path: Any) -> None:
     assert "Traceback" not in r.stderr, r.stderr
 
 
-CONFIGS_COMMAND = "org.apache.kafka.tools.ConfigCommand"
 #: kafka-configs.sh runs: alter and describe quotas of users, clients, their defaults and combinations, a
 #: SCRAM credential beside them, refused keys and values
 TOOL_RUNS = [
@@ -315,42 +315,16 @@ def test_docs_quota_worked_example(tmp_path: Any) -> None:
     """The client quota worked example of docs/server.md's Security section, as written, against ``kafkalog
     serve`` started from the section's properties: the ``kafka-configs.sh`` lines succeed, the describe
     prints the quota, and a 110 kB Produce of client id ``slow-app`` is answered with a throttle time."""
-    from tests.ecosystem import ToolSession
-    from tests.kafka44 import Kafka44Unavailable, require
-    from tests.server.test_authorizer import SaslConn, _doc_section
-    try:
-        require()
-    except Kafka44Unavailable as e:
-        pytest.skip(str(e))
-    section = _doc_section()
-    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.DOTALL)
-    server_props, tool_props = [b for lang, b in blocks if lang == "properties"]
-    commands = [line.split() for lang, b in blocks if lang == "bash" for line in b.splitlines() if line.strip()]
-    assert [c[0] for c in commands] == ["kafka-configs.sh"] * 3, commands
-    (tmp_path / "users.properties").write_text("user.admin=admin-secret\n")
-    (tmp_path / "server.properties").write_text(
-        server_props.replace("sasl.credentials.file=users.properties",
-                             f"sasl.credentials.file={tmp_path}/users.properties"))
-    (tmp_path / "admin.properties").write_text(tool_props)
-    b = BrokerProcess(str(tmp_path / "data"), ["listeners=SASL_PLAINTEXT://127.0.0.1:0"],
-                      extra_args=["--config-file", str(tmp_path / "server.properties")]).start()
-    try:
-        bootstrap = f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}"
-        with ToolSession(tmp_path / "tools") as tools:
-            for c in commands:
-                args = [a.replace("127.0.0.1:9092", bootstrap)
-                        .replace("admin.properties", str(tmp_path / "admin.properties")) for a in c[1:]]
-                r = tools.run(CONFIGS_COMMAND, *args)
-                assert r["exit"] == 0, r
-        assert "producer_byte_rate=10000.0" in r["stdout"], r
+    from tests.server.test_authorizer import SaslConn
+    from tests.server.test_quota_throttling import _produce_frame
+    from tests.server.test_scram_admin import doc_example
+    with doc_example(tmp_path, "bash", 3) as (b, out):
+        assert "producer_byte_rate=10000.0" in out, out
         admin = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "admin")
         admin.create_topic("metrics")
-        from tests.server.test_quota_throttling import _produce_frame
         frame = _produce_frame(1, "metrics", b"x" * 110_000)
         body = frame[4:].replace(b"\x00\x03raw", b"\x00\x08slow-app", 1)      # the request's client id
         resp = d.raw.response_of(admin.send_frame(len(body).to_bytes(4, "big") + body), 0, 9)
         admin.close()
         assert resp.responses[0].partition_responses[0].error_code == 0, resp
         assert resp.throttle_time.total_seconds() > 0, resp
-    finally:
-        assert b.stop() == 0, b.stderr()
