@@ -19,8 +19,7 @@ import pytest
 
 from tests.server import differential as d
 from tests.server.broker_process import BrokerProcess
-from tests.server.test_authorizer import _pair, _ports, _run
-from tests.server.test_scram_admin import CONFIGS_COMMAND
+from tests.server.test_authorizer import _pair, _run
 
 USER, CLIENT = "user", "client-id"
 
@@ -283,26 +282,8 @@ def test_kafka_configs_tool(quota_pair: Any, tmp_path: Any) -> None:
     """``kafka-configs.sh --alter/--describe --entity-type users/clients (--entity-default)`` on kafkalog as on
     Kafka 4.4: the same exit status, output lines (sorted: the tool prints entities in hash order) and first
     error line; ``--describe --entity-type users`` lists quotas and SCRAM credentials together."""
-    from tests.ecosystem import ToolSession
-    from tests.server.test_authorizer import _command_config
-    config = _command_config(tmp_path / "admin.properties", "admin")
-    transcripts = []
-    with ToolSession(tmp_path / "tools") as tools:
-        for _name, _port, sasl_port in _ports(quota_pair):
-            bootstrap = f"127.0.0.1:{sasl_port}"
-            out = []
-            for run in TOOL_RUNS:
-                args = run.split()
-                r = tools.run(CONFIGS_COMMAND, "--bootstrap-server", bootstrap, "--command-config", config, *args)
-                if args[0] == "--alter":
-                    time.sleep(1)             # Kafka's broker learns the change from its controller
-                err = [x.replace(bootstrap, "<bootstrap>") for x in r["stderr"].splitlines()
-                       if x.strip() and not x.startswith("\tat ")][:1]
-                out.append((run, r["exit"], sorted(r["stdout"].replace(bootstrap, "<bootstrap>").splitlines()), err))
-            transcripts.append(out)
-    diffs = [(a, b) for a, b in zip(*transcripts, strict=True) if a != b]
-    assert not diffs, "kafka-configs printed differently on Kafka 4.4 and kafkalog:\n" + "\n".join(
-        f"{a}\n  kafkalog: {b}" for a, b in diffs)
+    from tests.server.test_scram_admin import configs_tool_runs
+    transcripts = configs_tool_runs(quota_pair, TOOL_RUNS, tmp_path)
     ours = {}
     for run, code, lines, _e in transcripts[1]:
         ours.setdefault(run, (code, lines))         # the first run of each command line
