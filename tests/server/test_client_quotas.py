@@ -309,3 +309,39 @@ def test_docs_quota_worked_example(tmp_path: Any) -> None:
         admin.close()
         assert resp.responses[0].partition_responses[0].error_code == 0, resp
         assert resp.throttle_time.total_seconds() > 0, resp
+
+
+def _refusal(p: Any) -> Any:
+    """The request object Kafka's refusal names, as ``<request>``."""
+    if isinstance(p, dict):
+        return {k: _refusal(v) for k, v in p.items()}
+    if isinstance(p, list):
+        return [_refusal(x) for x in p]
+    if isinstance(p, str):
+        return re.sub(r"^Request .* needs (\w+) permission\.$", r"Request <request> needs \1 permission.", p)
+    return p
+
+
+def _admin_apis_session(conn_of: Any) -> None:
+    """ElectLeaders, Alter/ListPartitionReassignments and UpdateFeatures refused to a principal without the
+    cluster permission (alice, ANONYMOUS), answered to the super user."""
+    admin = conn_of("admin")
+    admin.create_topic("authz-elect")
+    for who in ("admin", "alice", None):
+        c = conn_of(who)
+        c.call(f"authz {who}: ElectLeaders", 43, 2, {"election_type": 0, "timeout": 30000, "topic_partitions": [
+            {"topic": "authz-elect", "partitions": [0]}]}, transform=_refusal)
+        c.call(f"authz {who}: ListPartitionReassignments", 46, 0, {"timeout": 30000, "topics": None},
+               transform=_refusal)
+        c.call(f"authz {who}: AlterPartitionReassignments", 45, 1, {
+            "timeout": 30000, "allow_replication_factor_change": True,
+            "topics": [{"name": "authz-elect", "partitions": [{"partition_index": 0, "replicas": [1]}]}]},
+            transform=_refusal)
+        c.call(f"authz {who}: UpdateFeatures", 57, 1, {"timeout": 30000, "validate_only": True, "feature_updates": [
+            {"feature": "group.version", "max_version_level": 1, "upgrade_type": 1}]}, transform=_refusal)
+
+
+def test_admin_apis_who_may(quota_pair: Any) -> None:
+    """The replica and feature administration APIs with StandardAuthorizer: the same answers as Kafka 4.4."""
+    out = dict(_run(quota_pair, _admin_apis_session))
+    assert out["authz alice: ListPartitionReassignments"]["error_code"] == 31, out

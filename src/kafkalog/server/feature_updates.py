@@ -13,6 +13,7 @@ from kafkalog.server.acl_operations import ALTER, CLUSTER
 from kafkalog.server.error_codes import CLUSTER_AUTHORIZATION_FAILED, INVALID_UPDATE_VERSION
 from kafkalog.server.features import FEATURES
 from kafkalog.server.protocol import Request
+from kafkalog.server.replica_admin import denied
 
 if TYPE_CHECKING:      # the state owner that dispatches to these handlers
     from kafkalog.server.broker import Broker
@@ -53,7 +54,7 @@ def handle_update_features(broker: Broker, request: Request) -> Any:
     validate_only = False if v0 else body.validate_only
     if not broker.authorize(ALTER, CLUSTER, "kafka-cluster"):
         return broker.response(request, {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
-                                         "error_message": "Cluster authorization failed.", "results": []})
+                                         "error_message": denied(request, "ALTER"), "results": []})
     for u in body.feature_updates:
         upgrade = (SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE) if v0 else u.upgrade_type
         why = _refusal(broker, u.feature, u.max_version_level, upgrade, validate_only)

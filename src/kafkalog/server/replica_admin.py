@@ -25,7 +25,11 @@ if TYPE_CHECKING:      # the state owner that dispatches to these handlers
 
 CLUSTER_NAME = "kafka-cluster"
 _NOT_NEEDED = "Leader election not needed for topic partition."
-_DENIED = "Cluster authorization failed."
+
+
+def denied(request: Request, op: str) -> str:
+    """Kafka's controller's refusal (it names its request object: docs/kafka-compatibility.md)."""
+    return f"Request {request.describe()} needs {op} permission."
 
 
 def _election(broker: Broker, topic: str, partition: int) -> tuple[int, str]:
@@ -41,7 +45,7 @@ def handle_elect_leaders(broker: Broker, request: Request) -> Any:
     election = 0 if request.api_version == 0 else body.election_type
     asked = body.topic_partitions
     if not broker.authorize(ALTER, CLUSTER, CLUSTER_NAME):
-        top, why = CLUSTER_AUTHORIZATION_FAILED, _DENIED
+        top, why = CLUSTER_AUTHORIZATION_FAILED, denied(request, "ALTER")
     elif election not in (0, 1):
         top, why = INVALID_REQUEST, f"Unknown election type {election}"
     else:
@@ -86,11 +90,11 @@ def handle_alter_partition_reassignments(broker: Broker, request: Request) -> An
         {"partition_index": p.partition_index,
          **dict(zip(("error_code", "error_message"),
                     _reassignment(broker, t.name, p.partition_index, p.replicas) if allowed
-                    else (CLUSTER_AUTHORIZATION_FAILED, _DENIED), strict=True))}
+                    else (CLUSTER_AUTHORIZATION_FAILED, denied(request, "ALTER")), strict=True))}
         for p in t.partitions]} for t in body.topics]
     return broker.response(request, {
         "throttle_time": 0, "error_code": 0 if allowed else CLUSTER_AUTHORIZATION_FAILED,
-        "error_message": (None if body.topics else "") if allowed else _DENIED,
+        "error_message": (None if body.topics else "") if allowed else denied(request, "ALTER"),
         "allow_replication_factor_change": getattr(body, "allow_replication_factor_change", True),
         "responses": responses})
 
@@ -98,5 +102,5 @@ def handle_alter_partition_reassignments(broker: Broker, request: Request) -> An
 def handle_list_partition_reassignments(broker: Broker, request: Request) -> Any:
     if not broker.authorize(DESCRIBE, CLUSTER, CLUSTER_NAME):
         return broker.response(request, {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
-                                         "error_message": _DENIED, "topics": []})
+                                         "error_message": denied(request, "DESCRIBE"), "topics": []})
     return broker.response(request, {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []})
