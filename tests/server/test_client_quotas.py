@@ -345,3 +345,41 @@ def test_admin_apis_who_may(quota_pair: Any) -> None:
     """The replica and feature administration APIs with StandardAuthorizer: the same answers as Kafka 4.4."""
     out = dict(_run(quota_pair, _admin_apis_session))
     assert out["authz alice: ListPartitionReassignments"]["error_code"] == 31, out
+
+
+def _mutation_session(conn_of: Any) -> None:
+    """controller_mutation_rate 2 partitions/s for the raw client (a bucket of 22): a 30-partition topic is
+    created (the bucket goes below 0), then CreateTopics v7 and DeleteTopics v6 are refused
+    (THROTTLING_QUOTA_EXCEEDED) while CreateTopics v4 (before the strict versions) and CreatePartitions v3
+    (not counted by Kafka 4.4) go through."""
+    admin = conn_of("admin")
+    clean_up(admin)
+    admin.create_topic("mut-existing")
+    alter(admin, "mutation quota set", [(ent(client_id="raw"), [op(M, 2)])])
+    await_entities(admin, 1)
+    topic = {"num_partitions": 30, "replication_factor": 1, "assignments": [], "configs": []}
+    for v, name in ((7, "mut-big"), (7, "mut-refused"), (4, "mut-permissive")):
+        admin.call(f"mutation: CreateTopics v{v} {name}", 19, v, {
+            "topics": [dict(topic, name=name, num_partitions=30 if name == "mut-big" else 1)],
+            "timeout": 30000, "validate_only": False}, transform=lambda p: {"topics": [
+                {"name": t["name"], "error_code": t["error_code"], "error_message": t["error_message"]}
+                for t in p["topics"]]})
+    admin.call("mutation: CreatePartitions v3", 37, 3, {"topics": [
+        {"name": "mut-existing", "count": 2, "assignments": None}], "timeout": 30000, "validate_only": False})
+    admin.call("mutation: DeleteTopics v6", 20, 6, {"topics": [{"name": "mut-existing", "topic_id": None}],
+                                                    "timeout": 30000}, transform=lambda p: {
+        "responses": [{k: v for k, v in r.items() if k != "topic_id"} for r in p["responses"]]})
+    alter(admin, "mutation quota removed", [(ent(client_id="raw"), [op(M, remove=True)])])
+    await_entities(admin, 0)
+    for name in ("mut-big", "mut-permissive", "mut-existing"):
+        admin.request(20, 6, {"topics": [{"name": name, "topic_id": None}], "timeout": 30000})
+
+
+def test_controller_mutation_rate(quota_pair: Any) -> None:
+    """The same CreateTopics/CreatePartitions/DeleteTopics under a controller_mutation_rate on both brokers:
+    equal answers, the strict versions refused once the bucket is spent."""
+    out = dict(_run(quota_pair, _mutation_session))
+    assert out["mutation: CreateTopics v7 mut-big"]["topics"]["mut-big"]["error_code"] == 0, out
+    assert out["mutation: CreateTopics v7 mut-refused"]["topics"]["mut-refused"]["error_code"] == 89, out
+    assert out["mutation: CreateTopics v4 mut-permissive"]["topics"]["mut-permissive"]["error_code"] == 0, out
+    assert out["mutation: DeleteTopics v6"]["responses"]["mut-existing"]["error_code"] == 89, out

@@ -95,6 +95,39 @@ class Rate:
         return self.starts[self.current]
 
 
+class TokenBucket:
+    """Kafka's ``TokenBucket`` (``controller_mutation_rate``): ``quota`` tokens a second, at most
+    ``burst``; starts full; a record may take it below 0."""
+
+    __slots__ = ("burst", "last_ms", "quota", "tokens")
+
+    def __init__(self, quota: float, burst: float, now_ms: float) -> None:
+        self.quota = quota
+        self.burst = burst
+        self.tokens = burst
+        self.last_ms = now_ms
+
+    def _refill(self, now_ms: float) -> None:
+        self.tokens = min(self.burst, self.tokens + self.quota * (now_ms - self.last_ms) / 1000.0)
+        self.last_ms = now_ms
+
+    def exceeded(self, now_ms: float) -> bool:
+        self._refill(now_ms)
+        return self.tokens < 0
+
+    def record(self, permits: float, now_ms: float) -> None:
+        self._refill(now_ms)
+        self.tokens = min(self.burst, self.tokens - permits)
+
+    def throttle_ms(self, now_ms: float) -> int:
+        """Until the bucket is back at 0 (Kafka's ``-tokens / quota`` seconds)."""
+        self._refill(now_ms)
+        return int(round(-self.tokens / self.quota * 1000)) if self.tokens < 0 else 0
+
+    def last_used(self) -> float:
+        return self.last_ms
+
+
 class ClientQuotas:
     """The quotas of one broker: set (:attr:`quotas`, stored), resolved per request, measured."""
 
@@ -105,7 +138,7 @@ class ClientQuotas:
         self.window_ms = window_size_s * 1000.0
         #: connection token -> seconds its reading stays muted (taken by the network layer)
         self.mutes: dict[object, float] = {}
-        self._rates: dict[tuple[str, str | None, str | None], Rate] = {}
+        self._rates: dict[tuple[str, str | None, str | None], Rate | TokenBucket] = {}
         self._resolved: dict[tuple[str, str, str], tuple[float, str | None, str | None] | None] = {}
         self._next_prune = 0.0
         self.active = any(self.quotas.values())
@@ -149,9 +182,26 @@ class ClientQuotas:
     def _rate(self, key: str, user_tag: str | None, client_tag: str | None, now_ms: float) -> Rate:
         rk = (key, user_tag, client_tag)
         rate = self._rates.get(rk)
-        if rate is None:
+        if not isinstance(rate, Rate):
             rate = self._rates[rk] = Rate(self.samples, self.window_ms, now_ms)
         return rate
+
+    def bucket(self, key: str, user: str, client_id: str, now_ms: float, create: bool = True
+               ) -> TokenBucket | None:
+        """The token bucket of quota ``key`` for a user's client (None: no quota applies)."""
+        q = self.quota(key, user, client_id)
+        if q is None:
+            return None
+        bound, user_tag, client_tag = q
+        rk = (key, user_tag, client_tag)
+        b = self._rates.get(rk)
+        burst = bound * self.samples * self.window_ms / 1000.0
+        if not isinstance(b, TokenBucket):
+            if not create:
+                return None
+            b = self._rates[rk] = TokenBucket(bound, burst, now_ms)
+        b.quota, b.burst = bound, burst
+        return b
 
     def record(self, key: str, user: str, client_id: str, value: float, now_ms: float,
                cap_ms: float | None = None) -> tuple[int, Rate | None]:

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.server.authorizer import current_session
-from kafkalog.server.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from kafkalog.server.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
 from kafkalog.server.handler import current_connection
 from kafkalog.server.protocol import Request
 from kafkalog.server.quotas import now_ms, user_of, with_throttle
@@ -21,6 +27,10 @@ if TYPE_CHECKING:
     from kafkalog.server.broker import Broker
 
 PRODUCE, FETCH = 0, 1
+#: CreateTopics, DeleteTopics: the controller mutations Kafka 4.4 counts, and from which version a client
+#: over its quota is refused (THROTTLING_QUOTA_EXCEEDED, no message) rather than only throttled
+#: (CreatePartitions is not counted: Kafka 4.4 grows a topic over the quota, tests/server/test_client_quotas.py)
+MUTATIONS = {19: 6, 20: 5}
 _I32 = struct.Struct(">i")
 #: (throttle, error, session id) of a Fetch response, v7+
 _FETCH_HEAD = struct.Struct(">ihi")
@@ -79,6 +89,32 @@ def fetch_window_bytes(broker: Broker, request: Request) -> int:
     return int(min(q[0] * (quotas.samples - 1) * quotas.window_ms / 1000, 2**31 - 1))
 
 
+def _always(partitions: int) -> bool:
+    return True
+
+
+def mutation_quota(broker: Broker, request: Request) -> Callable[[int], bool]:
+    """Kafka's ``ControllerMutationQuota`` of a CreateTopics or DeleteTopics request:
+    ``permit(partitions)`` counts a topic's partitions created or deleted in the client's token bucket; from
+    the strict versions on it is False (the topic refused, THROTTLING_QUOTA_EXCEEDED) while the bucket is
+    below 0."""
+    quotas = broker.client_quotas
+    if not quotas.active:
+        return _always
+    bucket = quotas.bucket(CONTROLLER_MUTATION_RATE, *_who(request), now_ms())
+    if bucket is None:
+        return _always
+    strict = request.api_version >= MUTATIONS[request.api_key]
+
+    def permit(partitions: int) -> bool:
+        now = now_ms()
+        if strict and bucket.exceeded(now):
+            return False
+        bucket.record(partitions, now)
+        return True
+    return permit
+
+
 def throttle(broker: Broker, request: Request, result: Any, handling_s: float) -> Any:
     """``result`` (a handler's: kio entity, frame bytes or parts) with the throttle time its request
     earned; the connection muted for it."""
@@ -100,8 +136,15 @@ def throttle(broker: Broker, request: Request, result: Any, handling_s: float) -
             result = _empty_fetch(request, result, max(bandwidth_ms, request_ms))
             quotas.mute(current_connection.get(), max(bandwidth_ms, request_ms))
             return result
+    mutation_ms = 0
+    if request.api_key in MUTATIONS:
+        bucket = quotas.bucket(CONTROLLER_MUTATION_RATE, user, client, now, create=False)
+        if bucket is not None:
+            mutation_ms = bucket.throttle_ms(now)
     ms = max(bandwidth_ms, request_ms)
-    if ms <= 0:
+    if ms <= 0 and mutation_ms <= 0:
         return result
+    # the controller's throttle is answered, not enforced by muting: Kafka's broker sends a forwarded
+    # answer without throttling the client's channel (the client backs off itself, KIP-219)
     quotas.mute(current_connection.get(), ms)
-    return _with_throttle(request, result, ms)
+    return _with_throttle(request, result, max(ms, mutation_ms))
