@@ -205,6 +205,7 @@ SERVER_ROOMS = (
     # the request path's instruments and the client telemetry receiver (Broker.metrics,
     # Broker.client_metrics): below the state that holds them; the rest of
     # metrics/ (the metered network layer, the scrape-time collectors, the endpoint) comes last
+    ("quota", ("kafkalog.server.quota.",)),
     ("instruments", ("kafkalog.server.metrics.broker_metrics", "kafkalog.server.metrics.client_metrics",
                      "kafkalog.server.metrics.telemetry_payload")),
     ("state", ("kafkalog.server.broker", "kafkalog.server.fetch_session", "kafkalog.server.share_session")),

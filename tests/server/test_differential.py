@@ -819,6 +819,120 @@ def s_scram_credentials_without_authorizer(c: d.Conn) -> None:
         {"name": "diff-low", "mechanism": 1, "iterations": 0, "salt": b"s", "salted_password": b"p"}]})
 
 
+def _quota_entries(p: Any) -> Any:
+    """Kafka lists quota entities, their types and values in hash order."""
+    if isinstance(p, dict) and isinstance(p.get("entries"), list):
+        p["entries"] = sorted(
+            (dict(e, entity=sorted(e["entity"], key=lambda x: x["entity_type"]),
+                  **({"values": sorted(e["values"], key=lambda v: v["key"])} if "values" in e else {}))
+             for e in p["entries"]), key=lambda e: repr(e["entity"]))
+    return p
+
+
+def s_client_quotas_without_authorizer(c: d.Conn) -> None:
+    """AlterClientQuotas and DescribeClientQuotas v0-v1 without an authorizer (tests/server/test_client_quotas.py
+    runs a longer session with StandardAuthorizer): set, describe, refuse, remove."""
+    ent = [{"entity_type": "user", "entity_name": "diff-q"}, {"entity_type": "client-id", "entity_name": None}]
+    for v in (0, 1):
+        c.call(f"AlterClientQuotas v{v}: set", 49, v, {"entries": [
+            {"entity": ent, "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}]},
+            {"entity": [{"entity_type": "user", "entity_name": None}], "ops": [
+                {"key": "request_percentage", "value": 1000.0, "remove": False}]}],
+            "validate_only": False}, transform=_quota_entries)
+        deadline = time.monotonic() + 30
+        while len(c.request(48, v, {"components": [], "strict": False}).entries or ()) < 2 \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        c.call(f"DescribeClientQuotas v{v}: any user", 48, v, {
+            "components": [{"entity_type": "user", "match_type": 2, "match": None}], "strict": False},
+            transform=_quota_entries)
+        c.call(f"DescribeClientQuotas v{v}: strict default user", 48, v, {
+            "components": [{"entity_type": "user", "match_type": 1, "match": None}], "strict": True},
+            transform=_quota_entries)
+        c.call(f"DescribeClientQuotas v{v}: a bad filter", 48, v, {
+            "components": [{"entity_type": "user", "match_type": 0, "match": None}], "strict": False})
+        c.call(f"AlterClientQuotas v{v}: refused", 49, v, {"entries": [
+            {"entity": ent, "ops": [{"key": "producer_byte_rate", "value": -1.0, "remove": False}]}],
+            "validate_only": False}, transform=_quota_entries)
+        c.call(f"AlterClientQuotas v{v}: removed", 49, v, {"entries": [
+            {"entity": ent, "ops": [{"key": "producer_byte_rate", "value": 0.0, "remove": True}]},
+            {"entity": [{"entity_type": "user", "entity_name": None}], "ops": [
+                {"key": "request_percentage", "value": 0.0, "remove": True}]}],
+            "validate_only": False}, transform=_quota_entries)
+        deadline = time.monotonic() + 30
+        while c.request(48, v, {"components": [], "strict": False}).entries and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def s_replica_admin(c: d.Conn) -> None:
+    """The admin APIs clients send without asking ApiVersions, answered as a one-node Kafka 4.4 answers:
+    ElectLeaders (the only replica already leads), List/AlterPartitionReassignments (no other broker to
+    move to) and UpdateFeatures (validated only, or refused: no level changes, so later sessions see the
+    same features)."""
+    c.create_topic("diff-elect", 2)
+    parts = [{"topic": "diff-elect", "partitions": [0, 1, 7]}, {"topic": "diff-nosuch", "partitions": [0]}]
+    for v in (0, 1, 2):
+        c.call(f"ElectLeaders v{v}: preferred, named partitions", 43, v, {
+            "election_type": 0, "topic_partitions": parts, "timeout": 30000})
+        c.call(f"ElectLeaders v{v}: every partition", 43, v, {
+            "election_type": 0, "topic_partitions": None, "timeout": 30000})
+        if v >= 1:
+            c.call(f"ElectLeaders v{v}: unclean", 43, v, {
+                "election_type": 1, "topic_partitions": parts[:1], "timeout": 30000})
+            c.call(f"ElectLeaders v{v}: an unknown election type", 43, v, {
+                "election_type": 5, "topic_partitions": parts[:1], "timeout": 30000})
+        c.call(f"ElectLeaders v{v}: an empty list", 43, v, {
+            "election_type": 0, "topic_partitions": [], "timeout": 30000})
+    c.call("ListPartitionReassignments v0: all", 46, 0, {"timeout": 30000, "topics": None})
+    c.call("ListPartitionReassignments v0: named", 46, 0, {"timeout": 30000, "topics": [
+        {"name": "diff-elect", "partition_indexes": [0, 9]}, {"name": "diff-nosuch", "partition_indexes": [0]}]})
+    for v in (0, 1):
+        c.call(f"AlterPartitionReassignments v{v}: every case", 45, v, {
+            "timeout": 30000, "allow_replication_factor_change": True, "topics": [
+                {"name": "diff-elect", "partitions": [
+                    {"partition_index": 0, "replicas": [1]},
+                    {"partition_index": 1, "replicas": None},
+                    {"partition_index": 7, "replicas": [1]}]},
+                {"name": "diff-nosuch", "partitions": [{"partition_index": 0, "replicas": [1]}]}]})
+        for label, replicas in (("another broker", [2]), ("no replica", []), ("a replica twice", [1, 1]),
+                                ("a negative id", [-1]), ("two brokers", [1, 2])):
+            c.call(f"AlterPartitionReassignments v{v}: {label}", 45, v, {
+                "timeout": 30000, "allow_replication_factor_change": v == 0, "topics": [
+                    {"name": "diff-elect", "partitions": [{"partition_index": 0, "replicas": replicas}]}]})
+        c.call(f"AlterPartitionReassignments v{v}: nothing", 45, v, {
+            "timeout": 30000, "allow_replication_factor_change": True, "topics": []})
+    c.call("ListPartitionReassignments v0: all, after", 46, 0, {"timeout": 30000, "topics": None})
+    for v in (0, 1, 2):
+        updates = [
+            ("the finalized level (validated)", "group.version", 1, 1, True),
+            ("an unknown feature", "diff.feature", 1, 1, True),
+            ("a downgrade without the flag", "transaction.version", 1, 1, True),
+            ("a safe downgrade (validated)", "transaction.version", 1, 2, True),
+            ("an unsafe downgrade (validated)", "transaction.version", 0, 3, True),
+            ("above the supported level", "group.version", 9, 1, True),
+            ("a negative level", "group.version", -1, 1, True),
+            ("an unknown upgrade type", "group.version", 1, 7, True),
+            ("the metadata version (validated)", "metadata.version", 1, 1, True),
+        ]
+        for label, feature, level, upgrade, validate in updates:
+            if v == 0 and (validate or upgrade > 2):
+                continue        # v0 has no validate_only: only the refusals
+            c.call(f"UpdateFeatures v{v}: {label}", 57, v, {
+                "timeout": 30000, "validate_only": validate, "feature_updates": [
+                    {"feature": feature, "max_version_level": level, "upgrade_type": upgrade,
+                     "allow_downgrade": upgrade > 1}]})
+        c.call(f"UpdateFeatures v{v}: nothing", 57, v, {"timeout": 30000, "validate_only": True,
+                                                         "feature_updates": []})
+        c.call(f"UpdateFeatures v{v}: a feature twice", 57, v, {"timeout": 30000, "validate_only": True,
+                                                                 "feature_updates": [
+            {"feature": "group.version", "max_version_level": 1, "upgrade_type": 1, "allow_downgrade": False},
+            {"feature": "group.version", "max_version_level": 1, "upgrade_type": 1, "allow_downgrade": False}]})
+    c.call("UpdateFeatures v0: an unknown feature", 57, 0, {"timeout": 30000, "feature_updates": [
+        {"feature": "diff.feature", "max_version_level": 1, "allow_downgrade": False}]})
+    c.call("UpdateFeatures v0: a downgrade without the flag", 57, 0, {"timeout": 30000, "feature_updates": [
+        {"feature": "transaction.version", "max_version_level": 1, "allow_downgrade": False}]})
+
+
 SESSIONS: dict[str, Callable[[d.Conn], None]] = {
     name[2:]: fn for name, fn in sorted(globals().items()) if name.startswith("s_") and callable(fn)}
 USED: set[d.Allowed] = set()

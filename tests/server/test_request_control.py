@@ -40,6 +40,9 @@ def _sample_value(name: str, kafka_type: str, hint: Any) -> Any:
         return [one] if typing.get_origin(hint) is tuple or "tuple" in str(hint) else one
     if typing.get_origin(hint) is tuple:
         return [_sample_value(name, kafka_type, typing.get_args(hint)[0])]
+    arrays = [a for a in typing.get_args(hint) if typing.get_origin(a) is tuple]     # a nullable array
+    if arrays:
+        return [_sample_value(name, kafka_type, typing.get_args(arrays[0])[0])]
     if name == "acks":
         return -1
     if kafka_type == "string":

@@ -7,6 +7,7 @@ them."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -251,44 +252,53 @@ def test_credentials_survive_a_restart(tmp_path: Any) -> None:
 CONFIGS_COMMAND = "org.apache.kafka.tools.ConfigCommand"
 
 
-@pytest.mark.slow
-def test_kafka_configs_tool(scram_pair: Any, tmp_path: Any) -> None:
-    """``kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[...]' --entity-type users`` (and a refused
-    iteration count, ``--delete-config``) on kafkalog as on Kafka 4.4: the same exit status and output."""
+def configs_tool_runs(pair: tuple[Any, BrokerProcess], runs: list[str], tmp_path: Any) -> list[list[Any]]:
+    """Each ``kafka-configs.sh`` command line of ``runs`` (as the super user admin) on Kafka 4.4, then on
+    kafkalog: (the line, exit status, output lines sorted (the tool prints entities in hash order), the
+    first error line) per run; the two transcripts compared, a difference failing."""
     from tests.ecosystem import ToolSession
     from tests.server.test_authorizer import _command_config
     config = _command_config(tmp_path / "admin.properties", "admin")
-    # ``--describe --entity-type users`` also sends DescribeClientQuotas, which kafkalog does not serve yet
-    # (docs/kafka-compatibility.md): the credentials it would print are compared by the raw test above
-    runs = [["--alter", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=gus-secret]",
-             "--entity-type", "users", "--entity-name", "gus"],
-            ["--alter", "--add-config", "SCRAM-SHA-512=[iterations=100,password=gus-secret]",
-             "--entity-type", "users", "--entity-name", "gus"],
-            ["--alter", "--delete-config", "SCRAM-SHA-256", "--entity-type", "users", "--entity-name", "gus"]]
     transcripts = []
     with ToolSession(tmp_path / "tools") as tools:
-        for _name, _port, sasl_port in _ports(scram_pair):
+        for _name, _port, sasl_port in _ports(pair):
             bootstrap = f"127.0.0.1:{sasl_port}"
             out = []
-            for args in runs:
+            for run in runs:
+                args = run.split()
                 r = tools.run(CONFIGS_COMMAND, "--bootstrap-server", bootstrap, "--command-config", config, *args)
-                time.sleep(1)             # Kafka's broker learns the change from its controller
+                if args[0] == "--alter":
+                    time.sleep(1)             # Kafka's broker learns the change from its controller
                 err = [x.replace(bootstrap, "<bootstrap>") for x in r["stderr"].splitlines()
                        if x.strip() and not x.startswith("\tat ")][:1]
-                out.append((" ".join(args), r["exit"], r["stdout"].replace(bootstrap, "<bootstrap>"), err))
+                out.append([run, r["exit"], sorted(r["stdout"].replace(bootstrap, "<bootstrap>").splitlines()), err])
             transcripts.append(out)
     diffs = [(a, b) for a, b in zip(*transcripts, strict=True) if a != b]
     assert not diffs, "kafka-configs printed differently on Kafka 4.4 and kafkalog:\n" + "\n".join(
         f"{a}\n  kafkalog: {b}" for a, b in diffs)
+    return transcripts
+
+
+@pytest.mark.slow
+def test_kafka_configs_tool(scram_pair: Any, tmp_path: Any) -> None:
+    """``kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[...]' --entity-type users`` (and a refused
+    iteration count, ``--delete-config``, ``--describe``) on kafkalog as on Kafka 4.4: the same exit status
+    and output."""
+    transcripts = configs_tool_runs(scram_pair, [
+        "--alter --add-config SCRAM-SHA-256=[iterations=8192,password=gus-secret] --entity-type users "
+        "--entity-name gus",
+        "--alter --add-config SCRAM-SHA-512=[iterations=100,password=gus-secret] --entity-type users "
+        "--entity-name gus",
+        "--describe --entity-type users --entity-name gus",
+        "--alter --delete-config SCRAM-SHA-256 --entity-type users --entity-name gus"], tmp_path)
     assert transcripts[1][0][1] == 0, transcripts[1]
 
 
-def test_docs_scram_worked_example(tmp_path: Any) -> None:
-    """The SCRAM worked example of docs/server.md's Security section, as written, against ``kafkalog
-    serve`` started from the section's properties: the ``kafka-configs.sh`` line succeeds, carol then
-    authenticates (with her password only), DescribeUserScramCredentials lists her, and once deleted she
-    cannot authenticate."""
-    pytest.importorskip("confluent_kafka")
+@contextlib.contextmanager
+def doc_example(tmp_path: Any, lang: str, count: int, mechanisms: str = "PLAIN") -> Iterator[tuple[BrokerProcess, str]]:
+    """``kafkalog serve`` started from the properties of docs/server.md's Security section (with
+    ``mechanisms`` enabled), the ``count`` ``kafka-configs.sh`` lines of its ``lang`` code blocks run against
+    it (each must succeed); the broker and the last command's output, the broker stopped after."""
     from tests.ecosystem import ToolSession
     from tests.kafka44 import Kafka44Unavailable, require
     from tests.server.test_authorizer import _doc_section
@@ -298,15 +308,15 @@ def test_docs_scram_worked_example(tmp_path: Any) -> None:
         pytest.skip(str(e))
     section = _doc_section()
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.DOTALL)
-    server_props, tool_props = [b for lang, b in blocks if lang == "properties"]
-    commands = [line.split() for lang, b in blocks if lang == "shell" for line in b.splitlines() if line.strip()]
-    assert [c[0] for c in commands] == ["kafka-configs.sh"], commands
+    server_props, tool_props = [b for lang_, b in blocks if lang_ == "properties"]
+    commands = [line.split() for lang_, b in blocks if lang_ == lang for line in b.splitlines() if line.strip()]
+    assert [c[0] for c in commands] == ["kafka-configs.sh"] * count, commands
     assert "sasl.enabled.mechanisms=PLAIN\n" in server_props
     (tmp_path / "users.properties").write_text("user.admin=admin-secret\n")
     (tmp_path / "server.properties").write_text(
         server_props.replace("sasl.credentials.file=users.properties",
                              f"sasl.credentials.file={tmp_path}/users.properties")
-        .replace("sasl.enabled.mechanisms=PLAIN\n", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"))
+        .replace("sasl.enabled.mechanisms=PLAIN\n", f"sasl.enabled.mechanisms={mechanisms}\n"))
     (tmp_path / "admin.properties").write_text(tool_props)
     b = BrokerProcess(str(tmp_path / "data"), ["listeners=SASL_PLAINTEXT://127.0.0.1:0"],
                       extra_args=["--config-file", str(tmp_path / "server.properties")]).start()
@@ -318,6 +328,19 @@ def test_docs_scram_worked_example(tmp_path: Any) -> None:
                         .replace("admin.properties", str(tmp_path / "admin.properties")) for a in c[1:]]
                 r = tools.run(CONFIGS_COMMAND, *args)
                 assert r["exit"] == 0, r
+        yield b, r["stdout"]
+    finally:
+        assert b.stop() == 0, b.stderr()
+
+
+def test_docs_scram_worked_example(tmp_path: Any) -> None:
+    """The SCRAM worked example of docs/server.md's Security section, as written, against ``kafkalog
+    serve`` started from the section's properties: the ``kafka-configs.sh`` line succeeds, carol then
+    authenticates (with her password only), DescribeUserScramCredentials lists her, and once deleted she
+    cannot authenticate."""
+    pytest.importorskip("confluent_kafka")
+    with doc_example(tmp_path, "shell", 1, "PLAIN,SCRAM-SHA-256") as (b, _out):
+        bootstrap = f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}"
         assert _authenticates(bootstrap, "carol", "carol-secret")
         assert not _authenticates(bootstrap, "carol", "wrong")
         admin = SaslConn("kafkalog", b.ports["SASL_PLAINTEXT"], "admin")
@@ -327,5 +350,3 @@ def test_docs_scram_worked_example(tmp_path: Any) -> None:
         assert int(r.results[0].error_code) == 0
         admin.close()
         assert not _authenticates(bootstrap, "carol", "carol-secret")
-    finally:
-        assert b.stop() == 0, b.stderr()

@@ -35,6 +35,8 @@ from kafkalog.server.coordinator.group import TopicImage
 from kafkalog.server.coordinator.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.features import finalized_level
 from kafkalog.server.fetch_session import FetchSessionCache
+from kafkalog.server.quota.quota_store import QuotaStore
+from kafkalog.server.quota.quotas import ClientQuotas
 from kafkalog.server.requests.kio_build import build
 from kafkalog.server.requests.protocol import Request
 from kafkalog.server.security.acl_operations import CLUSTER, DESCRIBE, authorized_operations
@@ -137,6 +139,9 @@ class Broker:
         #: the data directory; SASL SCRAM handshakes look them up before sasl.credentials.file's
         self.scram_store = ScramStore(manager.data_dir)
         self.scram_credentials = self.scram_store.load()
+        #: the client quotas of AlterClientQuotas, stored in the data directory, and their rates
+        self.client_quotas = ClientQuotas(QuotaStore(manager.data_dir), v["quota.window.num"],
+                                          v["quota.window.size.seconds"])
 
     def change_scram_credentials(self, add: Iterable[tuple[str, str, ScramCredential]],
                                  remove: Iterable[tuple[str, str]]) -> None:

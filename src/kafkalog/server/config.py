@@ -37,6 +37,8 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("max.connections", INT, INT32_MAX, None),
     ConfigDef("connections.max.idle.ms", LONG, 600000, None),
     ConfigDef("queued.max.requests", INT, 500, None),
+    ConfigDef("quota.window.num", INT, 11, None),
+    ConfigDef("quota.window.size.seconds", INT, 1, None),
     ConfigDef("delete.topic.enable", BOOLEAN, True, None),
     ConfigDef("fetch.max.bytes", INT, 55 * 1024 * 1024, None),
     ConfigDef("max.incremental.fetch.session.cache.slots", INT, 1000, None),
@@ -232,6 +234,10 @@ class ServerConfig:
         if resolved["queued.max.requests"] < 1:
             raise InvalidConfigError(f"Invalid value {resolved['queued.max.requests']} for "
                                      f"configuration queued.max.requests: Value must be at least 1")
+        for key in ("quota.window.num", "quota.window.size.seconds"):
+            if resolved[key] < 1:
+                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
+                                         f"Value must be at least 1")
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
         self.fetch_max_bytes: int = _at_least(resolved, "fetch.max.bytes", 0)
         self.max_incremental_fetch_session_cache_slots: int = \

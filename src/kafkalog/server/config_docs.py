@@ -695,6 +695,12 @@ BROKER_DOCS: dict[str, str] = {
     'queued.max.requests': (
         'The number of queued requests allowed for data-plane, before blocking the network threads'
     ),
+    'quota.window.num': (
+        'The number of samples to retain in memory for client quotas'
+    ),
+    'quota.window.size.seconds': (
+        'The time span of each sample for client quotas'
+    ),
     'replica.high.watermark.checkpoint.interval.ms': (
         'The frequency with which the high watermark is saved out to disk'
     ),

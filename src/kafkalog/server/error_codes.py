@@ -99,6 +99,11 @@ UNSUPPORTED_SASL_MECHANISM = 33
 RESOURCE_NOT_FOUND = 91
 DUPLICATE_RESOURCE = 92
 UNACCEPTABLE_CREDENTIAL = 93
+#: client quotas and the replica and feature administration of a single node
+THROTTLING_QUOTA_EXCEEDED = 89
+ELECTION_NOT_NEEDED = 84
+NO_REASSIGNMENT_IN_PROGRESS = 85
+INVALID_UPDATE_VERSION = 95
 
 #: Kafka's default messages (``Errors.java``) of the codes its handlers answer with their message
 _MESSAGES = {

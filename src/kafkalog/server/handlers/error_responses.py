@@ -213,6 +213,26 @@ def _alter_user_scram_credentials(request: Request, code: int, message: str | No
     return {"results": [{"user": u, "error_code": code, "error_message": message} for u in users]}
 
 
+def _alter_client_quotas(request: Request, code: int, message: str | None) -> Values:
+    """One result per entry with its entity, as Kafka's ``AlterClientQuotasRequest.getErrorResponse``."""
+    return {"entries": [{"error_code": code, "error_message": message, "entity": [
+        {"entity_type": x.entity_type, "entity_name": x.entity_name} for x in e.entity]}
+        for e in request.body.entries]}
+
+
+def _elect_leaders(request: Request, code: int, message: str | None) -> Values:
+    """The error at the top and in every partition named (Kafka's ``ElectLeadersRequest.getErrorResponse``)."""
+    asked = request.body.topic_partitions or ()
+    return {"error_code": code, "replica_election_results": [{"topic": t.topic, "partition_result": [
+        {"partition_id": p, "error_code": code, "error_message": message} for p in t.partitions]} for t in asked]}
+
+
+def _alter_partition_reassignments(request: Request, code: int, message: str | None) -> Values:
+    return {"error_code": 0, "responses": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "error_code": code, "error_message": message}
+        for p in t.partitions]} for t in request.body.topics]}
+
+
 def _describe_log_dirs(request: Request, code: int, message: str | None) -> Values:
     """The error at the top and no directories; before v3 the response has no error field, so
     Kafka's error answer is an empty one."""
@@ -278,6 +298,9 @@ _BUILDERS: Mapping[int, Builder] = {
     30: _create_acls,
     31: _delete_acls,
     51: _alter_user_scram_credentials,
+    43: _elect_leaders,
+    45: _alter_partition_reassignments,
+    49: _alter_client_quotas,
     32: _resources("results"),
     33: _resources("responses"),
     35: _describe_log_dirs,

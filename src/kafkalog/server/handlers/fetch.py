@@ -28,6 +28,7 @@ from kafkalog.server.error_codes import error_code
 from kafkalog.server.fetch_session import FetchContext
 from kafkalog.server.handlers.handler import Response
 from kafkalog.server.handlers.slices import PARTITIONS_PER_SLICE, SliceCounter, run_in_slices, run_now
+from kafkalog.server.handlers.throttling import fetch_window_bytes
 from kafkalog.server.requests import wire
 from kafkalog.server.requests.protocol import Request, response_header
 from kafkalog.server.security.acl_operations import READ, TOPIC
@@ -217,6 +218,8 @@ def handle_fetch(broker: Broker, request: Request) -> Response | Awaitable[Respo
     committed = body.isolation_level == IsolationLevel.READ_COMMITTED
     # Kafka's broker-side cap: fetch.max.bytes
     max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
+    if broker.client_quotas.active:     # Kafka's cap: at most what the consumer's quota allows a window
+        max_bytes = min(max_bytes, fetch_window_bytes(broker, request))
     if len(wanted) > PARTITIONS_PER_SLICE:
         return _fetch_in_slices(broker, request, ctx, wanted, start, max_bytes, committed, unknown_code)
     parts, size, failed = _collect(broker, wanted, max_bytes, committed, unknown_code)
@@ -230,7 +233,9 @@ def _answer_or_wait(broker: Broker, request: Request, ctx: FetchContext, wanted:
     """After the first read: the answer, or the long poll when fewer than ``min_bytes`` were there
     and ``max_wait`` has not passed."""
     body = request.body
-    if size < body.min_bytes and not failed:
+    # a throttled consumer's min_bytes is capped by its quota's window too (Kafka's)
+    min_bytes = min(body.min_bytes, max_bytes) if broker.client_quotas.active else body.min_bytes
+    if size < min_bytes and not failed:
         deadline = start + max(body.max_wait.total_seconds(), 0.0)
         if deadline > time.monotonic() and any(w.topic is not None for w in wanted):
             _release(parts)

@@ -6,12 +6,14 @@ kio and the clients reach."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any, cast
 
 from kafkalog.server.broker import Broker
 from kafkalog.server.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from kafkalog.server.handlers.api_versions import ADVERTISED_MIN_VERSION, handle_api_versions
+from kafkalog.server.handlers.client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from kafkalog.server.handlers.config_admin import (
     handle_alter_configs,
     handle_describe_configs,
@@ -21,6 +23,7 @@ from kafkalog.server.handlers.consumer_group_heartbeat import (
     handle_consumer_group_describe,
     handle_consumer_group_heartbeat,
 )
+from kafkalog.server.handlers.feature_updates import handle_update_features
 from kafkalog.server.handlers.fetch import handle_fetch
 from kafkalog.server.handlers.groups import (
     handle_delete_groups,
@@ -43,6 +46,11 @@ from kafkalog.server.handlers.offset_commit import (
     handle_offset_fetch,
 )
 from kafkalog.server.handlers.produce import handle_produce
+from kafkalog.server.handlers.replica_admin import (
+    handle_alter_partition_reassignments,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
 from kafkalog.server.handlers.sasl_handshake import handle_sasl_authenticate, handle_sasl_handshake
 from kafkalog.server.handlers.scram_admin import (
     handle_alter_user_scram_credentials,
@@ -56,6 +64,7 @@ from kafkalog.server.handlers.share_group_offsets import (
     handle_describe_share_group_offsets,
 )
 from kafkalog.server.handlers.telemetry import handle_get_telemetry_subscriptions, handle_push_telemetry
+from kafkalog.server.handlers.throttling import throttle
 from kafkalog.server.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -113,10 +122,16 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     36: ("SaslAuthenticate", 0, 2, handle_sasl_authenticate),
     37: ("CreatePartitions", 0, 3, handle_create_partitions),
     42: ("DeleteGroups", 0, 2, handle_delete_groups),
+    43: ("ElectLeaders", 0, 2, handle_elect_leaders),
     44: ("IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
+    45: ("AlterPartitionReassignments", 0, 1, handle_alter_partition_reassignments),
+    46: ("ListPartitionReassignments", 0, 0, handle_list_partition_reassignments),
     47: ("OffsetDelete", 0, 0, handle_offset_delete),
+    48: ("DescribeClientQuotas", 0, 1, handle_describe_client_quotas),
+    49: ("AlterClientQuotas", 0, 1, handle_alter_client_quotas),
     50: ("DescribeUserScramCredentials", 0, 0, handle_describe_user_scram_credentials),
     51: ("AlterUserScramCredentials", 0, 0, handle_alter_user_scram_credentials),
+    57: ("UpdateFeatures", 0, 2, handle_update_features),
     60: ("DescribeCluster", 0, 2, handle_describe_cluster),
     61: ("DescribeProducers", 0, 0, handle_describe_producers),
     65: ("DescribeTransactions", 0, 0, handle_describe_transactions),
@@ -177,6 +192,8 @@ class KafkaApis:
         finishes it."""
         broker = self.broker
         broker.start_timers()
+        if broker.client_quotas.active:       # nothing measured while no quota is set
+            return self._dispatch_throttled(request)
         try:
             result = self._handlers[request.api_key](broker, request)
             kind = type(result)
@@ -192,6 +209,26 @@ class KafkaApis:
     async def _finish(self, request: Request, pending: Awaitable[Any]) -> Response:
         try:
             return _response(request, await pending)
+        except Exception as e:
+            e.add_note(f"while handling {request.describe()}")
+            raise
+
+    def _dispatch_throttled(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
+        """:meth:`dispatch` with the request's quotas counted and its throttle time applied
+        (:mod:`.throttling`)."""
+        started = time.perf_counter()
+        try:
+            result = self._handlers[request.api_key](self.broker, request)
+            if asyncio.iscoroutine(result):
+                return self._finish_throttled(request, result, time.perf_counter() - started)
+            return _response(request, throttle(self.broker, request, result, time.perf_counter() - started))
+        except Exception as e:
+            e.add_note(f"while handling {request.describe()}")
+            raise
+
+    async def _finish_throttled(self, request: Request, pending: Awaitable[Any], handling_s: float) -> Response:
+        try:
+            return _response(request, throttle(self.broker, request, await pending, handling_s))
         except Exception as e:
             e.add_note(f"while handling {request.describe()}")
             raise

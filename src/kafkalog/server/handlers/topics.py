@@ -6,6 +6,7 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidTopicError, KafkalogError
@@ -15,6 +16,7 @@ from kafkalog.server import error_codes, heap
 from kafkalog.server.broker import INTERNAL_TOPICS
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.handlers.config_admin import topic_config_entries
+from kafkalog.server.handlers.throttling import mutation_quota
 from kafkalog.server.requests.protocol import Request
 from kafkalog.server.security.acl_operations import ALTER, CLUSTER, CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, TOPIC
 from kafkalog.server.security.authorizer import CLUSTER_NAME
@@ -25,7 +27,8 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 logger = logging.getLogger("kafkalog.server")
 
 
-async def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
+async def _create_one(broker: Broker, t: Any, validate_only: bool,
+                      permit: Callable[[int], bool]) -> dict[str, Any]:
     res: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
                            "topic_config_error_code": 0, "num_partitions": -1,
                            "replication_factor": -1, "configs": []}
@@ -70,6 +73,9 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, 
     except KafkalogError as e:
         res.update(error_code=error_codes.INVALID_CONFIG, error_message=e.message)
         return res
+    if not permit(partitions):          # controller_mutation_rate (:mod:`.throttling`)
+        res.update(error_code=error_codes.THROTTLING_QUOTA_EXCEEDED, error_message=None)
+        return res
     if not validate_only:
         try:
             # the partitions' files are made on a worker thread: the event loop answers other
@@ -103,8 +109,9 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
         unique = [t for t in unique if t not in denied]
     else:
         denied = []
+    permit = mutation_quota(broker, request)
     for t in unique:
-        res = await _create_one(broker, t, body.validate_only)
+        res = await _create_one(broker, t, body.validate_only, permit)
         if res["error_code"] == 0 and broker.authorizer is not None and \
                 not broker.authorize(DESCRIBE_CONFIGS, TOPIC, t.name):
             res.update(topic_config_error_code=error_codes.TOPIC_AUTHORIZATION_FAILED, configs=[],
@@ -122,6 +129,7 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
         targets = [(t.name, t.topic_id) for t in body.topics]
     else:
         targets = [(name, None) for name in body.topic_names]
+    permit = mutation_quota(broker, request)
     results: list[dict[str, Any]] = []
     for name, tid in targets:
         res: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": 0, "error_message": None}
@@ -148,6 +156,9 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
         if broker.authorizer is not None and not broker.authorize(DELETE, TOPIC, name):
             res.update(error_code=error_codes.TOPIC_AUTHORIZATION_FAILED,
                        error_message=error_codes.message(error_codes.TOPIC_AUTHORIZATION_FAILED))
+            continue
+        if not permit(len(broker.manager.partitions_of(name))):     # controller_mutation_rate
+            res.update(error_code=error_codes.THROTTLING_QUOTA_EXCEEDED, error_message=None)
             continue
         res["topic_id"] = broker.topic_ids.of(name)
         broker.manager.delete_topic(name)

@@ -222,7 +222,9 @@ class Server:
         reader = FrameReader(self.max_request) if auth is None else \
             FrameReader(self.max_sasl_request, self.sasl_limit_name)
         #: frames to handle, or requests the readable callback began (:class:`_Begun`), in order
-        pending: deque[bytes | _Begun] = deque()
+        pending: deque[bytes | _Begun | float] = deque()
+        quotas = self.broker.client_quotas
+        token = current_connection.get()
         if isinstance(channel, PlainChannel):
             channel.on_data = _InlineAnswers(self, channel, reader, pending, auth)
         try:
@@ -237,6 +239,9 @@ class Server:
                     continue
                 item = pending.popleft()
                 response: Response
+                if isinstance(item, float):     # a quota's throttle (:mod:`.quotas`): nothing read meanwhile
+                    await asyncio.sleep(item)
+                    continue
                 if isinstance(item, _Begun):
                     work = item.take()
                     response = work if work is None or isinstance(work, list) else await work
@@ -258,11 +263,16 @@ class Server:
                     response = await self._process(item)
                 if response is not None:
                     await self._send(channel, response)
+                if quotas.mutes:            # throttled: the answer went out, the next request waits
+                    mute = quotas.take_mute(token)
+                    if mute:
+                        await asyncio.sleep(mute)
                 if pending:
                     # the other connections are served between two requests of a pipeline (a
                     # producer's thousands in flight would otherwise be answered in one loop step)
                     await asyncio.sleep(0)
         finally:
+            quotas.forget(token)
             if isinstance(channel, PlainChannel):
                 channel.on_data = None
             for item in pending:
@@ -347,7 +357,7 @@ class _InlineAnswers:
     __slots__ = ("auth", "channel", "pending", "reader", "server")
 
     def __init__(self, server: Server, channel: PlainChannel, reader: FrameReader,
-                 pending: deque[bytes | _Begun], auth: SaslAuthenticator | None) -> None:
+                 pending: deque[bytes | _Begun | float], auth: SaslAuthenticator | None) -> None:
         self.server = server
         self.channel = channel
         self.reader = reader
@@ -362,14 +372,19 @@ class _InlineAnswers:
             return bool(pending)
         for i, frame in enumerate(frames):
             response = self.server.dispatch(frame)
-            if response is None:
-                continue
             queue = self.server.requests
-            if isinstance(response, (bytes, list)):
-                rest = self.channel.send_now(response)
+            if response is None or isinstance(response, (bytes, list)):
+                rest = None if response is None else self.channel.send_now(response)
                 if rest is None:
-                    continue
-                pending.append(_Begun(rest, queue))
+                    mutes = self.server.broker.client_quotas.mutes
+                    if not mutes:
+                        continue
+                    mute = self.server.broker.client_quotas.take_mute(current_connection.get())
+                    if not mute:
+                        continue
+                    pending.append(mute)        # the task stops reading for the throttle time
+                else:
+                    pending.append(_Begun(rest, queue))
             else:
                 pending.append(_Begun(response, queue))
             pending.extend(frames[i + 1:])
