@@ -26,7 +26,7 @@ from kafkalog.server.share_session import current_connection
 if TYPE_CHECKING:
     from kafkalog.server.broker import Broker
 
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, METADATA = 0, 1, 3
 #: CreateTopics, DeleteTopics: the controller mutations Kafka 4.4 counts, and from which version a client
 #: over its quota is refused (THROTTLING_QUOTA_EXCEEDED, no message) rather than only throttled
 #: (CreatePartitions is not counted: Kafka 4.4 grows a topic over the quota, tests/server/test_client_quotas.py)
@@ -62,6 +62,11 @@ def _with_throttle(request: Request, result: Any, ms: int) -> Any:
     if result is None:
         return None
     if type(result) is bytes:
+        if request.api_key == METADATA and request.api_version >= 3:
+            # written by hand (server/requests/metadata_wire.py): size, correlation id, the header's
+            # tags (flexible, v9+), then throttle_time_ms
+            at = 8 + (1 if request.api_version >= 9 else 0)
+            return result[:at] + _I32.pack(ms) + result[at + 4:]
         if request.api_key != PRODUCE:
             return result
         end = len(result) - (1 if request.api_version >= 9 else 0)
