@@ -10,6 +10,7 @@ from kafkalog.server.config_admin import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from kafkalog.server.streams_group_heartbeat import handle_streams_group_describe, handle_streams_group_heartbeat
 from kafkalog.server.consumer_group_heartbeat import (
     handle_consumer_group_describe,
     handle_consumer_group_heartbeat,
@@ -118,6 +119,9 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     77: ("ShareGroupDescribe", 1, 1, handle_share_group_describe),
     78: ("ShareFetch", 1, 2, handle_share_fetch),
     79: ("ShareAcknowledge", 1, 2, handle_share_acknowledge),
+    # streams groups (KIP-1071; streams.version 1)
+    88: ("StreamsGroupHeartbeat", 0, 0, handle_streams_group_heartbeat),
+    89: ("StreamsGroupDescribe", 0, 0, handle_streams_group_describe),
     90: ("DescribeShareGroupOffsets", 0, 1, handle_describe_share_group_offsets),
     91: ("AlterShareGroupOffsets", 0, 0, handle_alter_share_group_offsets),
     92: ("DeleteShareGroupOffsets", 0, 0, handle_delete_share_group_offsets),

@@ -68,6 +68,12 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.consumer.assignment.interval.ms", INT, 1000, at_least(0)),
     ConfigDef("group.consumer.min.assignment.interval.ms", INT, 0, at_least(0)),
     ConfigDef("group.consumer.max.assignment.interval.ms", INT, 15000, at_least(0)),
+    # --- streams groups (KIP-1071): Kafka's GroupCoordinatorConfig keys and defaults ---
+    ConfigDef("group.streams.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.streams.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.streams.max.size", INT, INT32_MAX, at_least(1)),
+    ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
+    ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
     # internal in Kafka; the assignor runs on the event loop here, so offloading has no effect
     ConfigDef("group.consumer.assignor.offload.enable", BOOLEAN, True, None),
     ConfigDef("group.consumer.regex.refresh.interval.ms", INT, 600000, at_least(10000)),
@@ -248,6 +254,14 @@ class ServerConfig:
         self.consumer_group = _consumer_group_config(resolved)
         #: share groups' settings (a ``ShareGroupBrokerConfig``)
         self.share_group = _share_group_config(resolved)
+        #: streams groups' settings (a ``StreamsGroupConfig``)
+        from kafkalog.server.streams_group import StreamsGroupConfig
+        self.streams_group = StreamsGroupConfig(
+            session_timeout_ms=resolved["group.streams.session.timeout.ms"],
+            heartbeat_interval_ms=resolved["group.streams.heartbeat.interval.ms"],
+            max_size=resolved["group.streams.max.size"],
+            num_standby_replicas=resolved["group.streams.num.standby.replicas"],
+            initial_rebalance_delay_ms=resolved["group.streams.initial.rebalance.delay.ms"])
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address of the first listener: ``--host``/``--port`` win over ``listeners``;
