@@ -74,6 +74,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.streams.max.size", INT, INT32_MAX, at_least(1)),
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
+    ConfigDef("group.streams.assignment.interval.ms", INT, 1000, at_least(0)),
     # internal in Kafka; the assignor runs on the event loop here, so offloading has no effect
     ConfigDef("group.consumer.assignor.offload.enable", BOOLEAN, True, None),
     ConfigDef("group.consumer.regex.refresh.interval.ms", INT, 600000, at_least(10000)),
@@ -261,7 +262,8 @@ class ServerConfig:
             heartbeat_interval_ms=resolved["group.streams.heartbeat.interval.ms"],
             max_size=resolved["group.streams.max.size"],
             num_standby_replicas=resolved["group.streams.num.standby.replicas"],
-            initial_rebalance_delay_ms=resolved["group.streams.initial.rebalance.delay.ms"])
+            initial_rebalance_delay_ms=resolved["group.streams.initial.rebalance.delay.ms"],
+            assignment_interval_ms=resolved["group.streams.assignment.interval.ms"])
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address of the first listener: ``--host``/``--port`` win over ``listeners``;

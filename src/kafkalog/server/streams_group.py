@@ -41,7 +41,8 @@ Tasks = dict[str, set[int]]
 #: active tasks with the epoch each was assigned at (fences zombie offset commits)
 EpochTasks = dict[str, dict[int, int]]
 
-STABLE, UNREVOKED_TASKS, UNRELEASED_TASKS = 0, 1, 2
+#: Kafka's streams MemberState values
+STABLE, UNREVOKED_TASKS, UNRELEASED_TASKS = 1, 2, 3
 
 # StreamsGroupHeartbeatResponse.Status
 STALE_TOPOLOGY, MISSING_SOURCE_TOPICS, INCORRECTLY_PARTITIONED_TOPICS, MISSING_INTERNAL_TOPICS = 0, 1, 2, 3
@@ -56,6 +57,7 @@ class StreamsGroupConfig:
     max_size: int = INT32_MAX
     num_standby_replicas: int = 0
     initial_rebalance_delay_ms: int = 3000
+    assignment_interval_ms: int = 1000
     task_offset_interval_ms: int = 60000
     acceptable_recovery_lag: int = 10000
 
@@ -113,6 +115,8 @@ class Group:
         self.rebalance_deadline: dict[str, tuple[int, int]] = {}
         self.shutdown_requested_by: str | None = None
         self.created_at: int | None = None
+        #: when the target assignment was last computed (monotonic ms)
+        self.assigned_at: int | None = None
 
     @property
     def state(self) -> str:
@@ -222,7 +226,7 @@ def configure_topology(topology: Mapping[str, Any], partitions_of: Callable[[str
                 wrong.append(info["name"])
     if creatable:
         return ConfiguredTopology(None, (MISSING_INTERNAL_TOPICS,
-                                         f"Internal topics are missing: [{', '.join(sorted(creatable))}]"), creatable)
+                                         f"Internal topics are missing: {', '.join(sorted(creatable))}"), creatable)
     if wrong:
         return ConfiguredTopology(None, (INCORRECTLY_PARTITIONED_TOPICS,
                                          f"Internal topics have the wrong number of partitions: "
@@ -445,27 +449,31 @@ class StreamsGroupCoordinator:
         if validated != g.validated_topology_epoch:
             bump = True
         configs = {"num.standby.replicas": str(self.config.num_standby_replicas)}
-        if configs != g.assignment_configs:
-            bump = True
+        bumps = int(bump) + int(configs != g.assignment_configs)     # as Kafka 4.4: each counts
         # apply: the group's new state
         g.topology = g_topology
         if b.member_id != updated.member_id:
             pass
         g.members.pop(member.member_id, None)
         g.members[updated.member_id] = updated
-        if bump:
-            g.group_epoch += 1
+        if bumps:
+            g.group_epoch += bumps
             g.metadata_hash = metadata_hash
             g.validated_topology_epoch = validated
             g.assignment_configs = configs
             records.append(_metadata_record(g))
-        # 4. the target assignment
-        delayed = (self.config.initial_rebalance_delay_ms > 0 and g.assignment_epoch == 0
-                   and g.created_at is not None and self._clock() < g.created_at + self.config.initial_rebalance_delay_ms)
-        if g.group_epoch > g.assignment_epoch and not delayed:
-            self._update_target(g, configured.tasks or {}, records)
-        if delayed:
-            status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
+        # 4. the target assignment, unless a delay holds it back
+        now = self._clock()
+        if g.group_epoch > g.assignment_epoch:
+            if (self.config.initial_rebalance_delay_ms > 0 and g.assigned_at is None and g.created_at is not None
+                    and now < g.created_at + self.config.initial_rebalance_delay_ms):
+                status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
+                                                   "delay."))
+            elif g.assigned_at is not None and now < g.assigned_at + self.config.assignment_interval_ms:
+                status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
+            else:
+                self._update_target(g, configured.tasks or {}, records)
+                g.assigned_at = now
         # 5. reconcile
         target = g.target.get(updated.member_id, ({}, {}, {}))
         new = self._reconcile(g, updated, g.assignment_epoch, target, owned)
@@ -476,7 +484,6 @@ class StreamsGroupCoordinator:
         if joining or changed:
             if new.user_endpoint is not None:
                 g.endpoint_information_epoch += 1
-        now = self._clock()
         g.session_deadline[new.member_id] = now + self.config.session_timeout_ms
         if new.state == UNREVOKED_TASKS:
             g.rebalance_deadline.setdefault(new.member_id, (now + new.rebalance_timeout_ms, new.member_epoch))
@@ -785,7 +792,7 @@ def validate(b: Any) -> None:
         if int(b.rebalance_timeout.total_seconds() * 1000) == -1:
             raise bad("RebalanceTimeoutMs must be provided in first request.")
         for t, name in zip(tasks, ("ActiveTasks", "StandbyTasks", "WarmupTasks"), strict=True):
-            if t:
+            if t is None or t:
                 raise bad(f"{name} must be empty when (re-)joining.")
         if b.topology is None:
             raise bad("Topology must be non-null when (re-)joining.")

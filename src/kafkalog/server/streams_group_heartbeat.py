@@ -31,7 +31,7 @@ def _tasks(tasks: Any) -> list[dict[str, Any]]:
 def _error(broker: Broker, request: Request, code: int, message: str | None = None) -> Any:
     return broker.response(request, {
         "throttle_time": 0, "error_code": code, "error_message": message, "member_id": "", "member_epoch": 0,
-        "heartbeat_interval": 0, "acceptable_recovery_lag": 0, "task_offset_interval": 0, "status": None,
+        "heartbeat_interval": 0, "acceptable_recovery_lag": 0, "task_offset_interval": 0, "status": [],
         "active_tasks": None, "standby_tasks": None, "warmup_tasks": None, "endpoint_information_epoch": 0,
         "partitions_by_user_endpoint": None})
 
@@ -60,10 +60,11 @@ def handle_streams_group_heartbeat(broker: Broker, request: Request) -> Any:
     config = coordinator.config
     return broker.response(request, {
         "throttle_time": 0, "error_code": ec.NONE, "error_message": None, "member_id": m.member_id,
-        "member_epoch": m.member_epoch, "heartbeat_interval": config.heartbeat_interval_ms,
+        "member_epoch": m.member_epoch,
+        "heartbeat_interval": config.heartbeat_interval_ms if m.member_epoch >= 0 else 0,
         "acceptable_recovery_lag": config.acceptable_recovery_lag,
         "task_offset_interval": config.task_offset_interval_ms,
-        "status": [{"status_code": c, "status_detail": d} for c, d in r.status] or None,
+        "status": [{"status_code": c, "status_detail": d} for c, d in r.status],
         "active_tasks": _tasks(m.active) if r.send_assignment else None,
         "standby_tasks": _tasks(m.standby) if r.send_assignment else None,
         "warmup_tasks": _tasks(m.warmup) if r.send_assignment else None,
