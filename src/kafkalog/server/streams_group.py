@@ -115,6 +115,10 @@ class Group:
         self.rebalance_deadline: dict[str, tuple[int, int]] = {}
         self.shutdown_requested_by: str | None = None
         self.created_at: int | None = None
+        #: whether the topology is configured against the topics (not in the records: a restored
+        #: group configures it against the topics at load, as Kafka does once its metadata image
+        #: is published)
+        self.configured = False
         #: when the target assignment was last computed (monotonic ms)
         self.assigned_at: int | None = None
 
@@ -123,7 +127,7 @@ class Group:
         """Kafka's StreamsGroupState name as ListGroups and describe print it."""
         if not self.members:
             return "Empty"
-        if self.topology is None or self.validated_topology_epoch < 0:
+        if self.topology is None or not self.configured:
             return "NotReady"
         if self.group_epoch != self.assignment_epoch:
             return "Assigning"
@@ -452,6 +456,7 @@ class StreamsGroupCoordinator:
         bumps = int(bump) + int(configs != g.assignment_configs)     # as Kafka 4.4: each counts
         # apply: the group's new state
         g.topology = g_topology
+        g.configured = configured.tasks is not None
         if b.member_id != updated.member_id:
             pass
         g.members.pop(member.member_id, None)
@@ -714,7 +719,8 @@ class StreamsGroupCoordinator:
                 _tasks_of(c.get("standby_tasks_pending_revocation")),
                 _tasks_of(c.get("warmup_tasks_pending_revocation")))
             g.session_deadline[mid] = now + self.config.session_timeout_ms
-        g.target = {mid: t for mid, t in g.target.items()}
+        if g.topology is not None:
+            g.configured = configure_topology(g.topology, self._partitions_of).tasks is not None
         self.groups[group_id] = g
 
     # --- offsets ------------------------------------------------------------------------------------
