@@ -6,6 +6,7 @@ the records kafkalog reads when it takes the directory back."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import uuid
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import kafka44
+from tests.server.test_consumer_group_persistence import _groups_cli
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import connect, recv_frame, request_frame, response_of
 from tests.server.test_streams_group_protocol import RETRIABLE, _create, find_coordinator, heartbeat, topology
@@ -82,6 +84,23 @@ def resumes(port: int, group: str, members: dict[str, dict[str, Any]]) -> None:
         assert r["error_code"] == 0 and r["member_epoch"] == st["epoch"], r
 
 
+def _check_groups_cli(data: Path, group: str, source: str, members: dict[str, dict[str, Any]]) -> None:
+    """``kafkalog groups`` reads the running broker's directory: the streams group, its state,
+    epochs, members and the source partitions of their active tasks."""
+    listed = [json.loads(line) for line in _groups_cli(data, "--list").stdout.splitlines()]
+    assert {"group": group, "state": "Stable", "type": "streams"} in listed, listed
+    r = _groups_cli(data, "--describe", "--group", group)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.splitlines()[0])
+    assert summary["groupType"] == "streams" and summary["state"] == "Stable", summary
+    assert {m["memberId"]: m["memberEpoch"] for m in summary["members"]} == {
+        mid: st["epoch"] for mid, st in members.items()}
+    owned = sorted((a["topic"], a["partition"]) for m in summary["members"] for a in m["assignment"])
+    assert owned == [(source, p) for p in range(4)]
+    text = _groups_cli(data, "--describe", "--group", group, "--format", "text").stdout
+    assert f"Streams group '{group}': state Stable, type streams" in text, text
+
+
 def test_streams_groups_survive_restarts_and_move_between_kafka_and_kafkalog(tmp_path: Path) -> None:
     kafka44.require()
     kafka = kafka44.KafkaBroker(tmp_path / "kafka", SETTINGS)
@@ -113,6 +132,7 @@ def test_streams_groups_survive_restarts_and_move_between_kafka_and_kafkalog(tmp
         assert describe(ours.port, group) == before
         resumes(ours.port, group, members)
         assert describe(ours.port, group) == before
+        _check_groups_cli(data, group, source, members)
         assert ours.stop() == 0, ours.stderr()
     finally:
         if ours.alive():
