@@ -62,6 +62,36 @@ def heartbeat(port: int, group: str, member: str, epoch: int, topo: dict[str, An
             "heartbeat_interval": r.heartbeat_interval}
 
 
+def _call(port: int, api_key: int, version: int, values: dict[str, Any]) -> Any:
+    s = connect(port)
+    try:
+        s.sendall(request_frame(api_key, version, 1, values))
+        frame = recv_frame(s)
+        assert frame is not None
+        return response_of(frame, api_key, version)
+    finally:
+        s.close()
+
+
+def commit(port: int, group: str, member: str, epoch: int, topic: str, partitions: list[int]) -> list[Any]:
+    """OffsetCommit v9 by member epoch: each partition's error code."""
+    r = _call(port, 8, 9, {"group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member,
+                           "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                               {"partition_index": p, "committed_offset": 10 + p, "committed_leader_epoch": -1,
+                                "committed_metadata": ""} for p in partitions]}]})
+    return [("commit", member, epoch, p.partition_index, int(p.error_code)) for t in r.topics for p in t.partitions]
+
+
+def fetch(port: int, group: str, member: str, epoch: int, topic: str) -> Any:
+    """OffsetFetch v9 by member epoch: the group's error and the committed offsets."""
+    r = _call(port, 9, 9, {"groups": [{"group_id": group, "member_id": member, "member_epoch": epoch,
+                                       "topics": [{"name": topic, "partition_indexes": [0, 1]}]}],
+                           "require_stable": False})
+    g = r.groups[0]
+    return ("fetch", member, epoch, int(g.error_code),
+            [(p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions])
+
+
 def _create(bootstrap: str, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -120,6 +150,14 @@ def scenario(port: int, bootstrap: str, sfx: str) -> list[Any]:
         time.sleep(0.5)
     out += [seen, r]
     owned = [{"subtopology_id": sid, "partitions": ps} for sid, ps in r["active"]]
+    # offsets committed and fetched by member epoch
+    out.append(commit(port, g, m1, epoch, src, [0, 1]))
+    out.append(commit(port, g, m1, epoch + 1, src, [0]))
+    out.append(commit(port, g, m1, epoch - 1, src, [0]))
+    out.append(commit(port, g, m2, epoch, src, [0]))
+    out.append(fetch(port, g, m1, epoch, src))
+    out.append(fetch(port, g, m1, epoch + 1, src))
+    out.append(fetch(port, g, m2, epoch, src))
     # an unknown member, a fenced epoch, a different topology at the same epoch
     out.append(heartbeat(port, g, m2, 4, tasks=[]))
     out.append(heartbeat(port, g, m1, epoch + 5, tasks=owned))
