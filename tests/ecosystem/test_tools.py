@@ -265,6 +265,55 @@ def test_groups_offsets_records(kafka_pair: Pair, tools: ToolSession, tmp_path: 
                                           if x.startswith("tools-g:1:")).split(":")[2], "tools-g:2:0"]
 
 
+# --- streams groups (issue 40) ---------------------------------------------------------------
+
+def _streams_groups(f: Flow) -> None:
+    """A streams group (KIP-1071) of one member, raw heartbeats, listed, described (members,
+    state, offsets), its offsets reset once it is empty, deleted."""
+    from tests.server.test_streams_group_protocol import commit, find_coordinator, heartbeat, topology
+    t, g, m = "tools-s", "tools-streams", "tools-streams-member"
+    _ok(f.run("kafka-topics", "--create", "--topic", t, "--partitions", "2"))
+    _settle(f, t, 2)
+    f.run("kafka-console-producer", "--topic", t, "--producer-property", "linger.ms=0",
+          stdin="".join(f"value-{i}\n" for i in range(10)))
+    port = int(f.bootstrap.rsplit(":", 1)[1])
+    find_coordinator(port, g)
+    r = heartbeat(port, g, m, 0, topology(t, f"{g}-store-changelog"), user_endpoint={"host": "localhost", "port": 9})
+    epoch = r["member_epoch"]
+    deadline = time.monotonic() + 30
+    while not r["active"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        r = heartbeat(port, g, m, epoch, tasks=[])
+        epoch = r["member_epoch"]
+    assert r["active"], r
+    assert {e for *_rest, e in commit(port, g, m, epoch, t, [0, 1])} == {0}
+    f.run("kafka-streams-groups", "--list")
+    f.run("kafka-streams-groups", "--list", "--state")
+    f.run("kafka-streams-groups", "--describe", "--group", g)
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--members")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--members", "--verbose")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--state")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--state", "--verbose")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--offsets")
+    f.run("kafka-streams-groups", "--describe", "--group", "tools-nosuch")
+    f.run("kafka-streams-groups", "--reset-offsets", "--group", g, "--input-topic", t, "--to-earliest", "--dry-run")
+    heartbeat(port, g, m, -1)
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--state")
+    f.run("kafka-streams-groups", "--reset-offsets", "--group", g, "--input-topic", t, "--to-earliest", "--dry-run")
+    f.run("kafka-streams-groups", "--reset-offsets", "--group", g, "--input-topic", t, "--to-offset", "1",
+          "--execute")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--offsets")
+    f.run("kafka-streams-groups", "--delete", "--group", g)
+    f.run("kafka-streams-groups", "--delete", "--group", g)
+    f.run("kafka-streams-groups", "--list")
+
+
+def test_streams_groups(kafka_pair: Pair, tools: ToolSession, tmp_path: Path) -> None:
+    _kafka, ours = _both(kafka_pair, tools, tmp_path, _streams_groups, "streams groups")
+    out = dict(ours.transcript)
+    assert out["tool kafka-streams-groups --list"]["stdout"] == ["tools-streams"]
+
+
 # --- transactions -----------------------------------------------------------------------------
 
 def _transactions(f: Flow) -> None:
