@@ -633,7 +633,7 @@ class StreamsGroupCoordinator:
     def _leave(self, group_id: str, member_id: str, instance_id: str | None, epoch: int) -> HeartbeatResult:
         g = self.groups.get(group_id)
         if g is None:
-            raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+            raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         m = g.static_member(instance_id) if instance_id is not None else g.members.get(member_id)
         if m is None or m.member_id != member_id:
             raise GroupError(ec.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
