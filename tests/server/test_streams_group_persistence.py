@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import kafka44
-from tests.server.test_consumer_group_persistence import _groups_cli
+from tests.server.test_consumer_group_persistence import _dump, _groups_cli, _offsets_segments
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import connect, recv_frame, request_frame, response_of
 from tests.server.test_streams_group_protocol import RETRIABLE, _create, find_coordinator, heartbeat, topology
@@ -160,3 +160,9 @@ def test_streams_groups_survive_restarts_and_move_between_kafka_and_kafkalog(tmp
     finally:
         if ours.alive():
             ours.kill()
+
+    # the __consumer_offsets segment both wrote reads as Kafka's DumpLogSegments reads it
+    for segment in _offsets_segments(data, group):
+        theirs, mine = _dump(segment)
+        assert '"type":"22"' in theirs and "StreamsGroup" not in theirs, theirs[:2000]
+        assert mine == theirs

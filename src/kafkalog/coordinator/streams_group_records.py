@@ -21,7 +21,7 @@ from kafkalog.coordinator.group_metadata import _Reader, _Writer
 from kafkalog.errors import InvalidRecordError
 
 __all__ = ["STREAMS_GROUP_RECORD_TYPES", "StreamsGroupKey", "decode_record", "encode_key",
-           "encode_value", "decode_value"]
+           "encode_value", "decode_value", "value_json"]
 
 GROUP_METADATA = 17
 MEMBER_METADATA = 19
@@ -171,6 +171,35 @@ def _read_struct(r: _Reader, schema: Any) -> dict[str, Any]:
         else:
             out[name] = default
     return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _json(t: Any, v: Any) -> Any:
+    if v is None or isinstance(t, str):
+        return v
+    kind, inner = t
+    if kind in ("array", "narray"):
+        return [_json(inner, x) for x in v]
+    return _struct_json(inner, v)
+
+
+def _struct_json(schema: Any, v: dict[str, Any]) -> dict[str, Any]:
+    fields, tagged = schema
+    out = {_camel(name): _json(t, v[name]) for name, t in fields}
+    for _tag, name, t, default in tagged:
+        if v.get(name, default) != default:
+            out[_camel(name)] = _json(t, v[name])
+    return out
+
+
+def value_json(record_type: int, value: dict[str, Any]) -> dict[str, Any]:
+    """A value as Kafka's generated JSON converter prints it (camelCase names, a tagged field only
+    when it is not its default): what ``kafka-dump-log.sh --offsets-decoder`` shows."""
+    return _struct_json(SCHEMAS[record_type], value)
 
 
 # --- records ----------------------------------------------------------------------------------------
