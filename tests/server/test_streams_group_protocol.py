@@ -92,6 +92,22 @@ def fetch(port: int, group: str, member: str, epoch: int, topic: str) -> Any:
             [(p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions])
 
 
+def other_apis(port: int, group: str) -> list[Any]:
+    listed = _call(port, 16, 5, {"states_filter": [], "types_filter": ["streams"]})
+    described = _call(port, 15, 5, {"groups": [group], "include_authorized_operations": False}).groups[0]
+    consumer = _call(port, 68, 1, {
+        "group_id": group, "member_id": "c-" + group, "member_epoch": 0, "instance_id": None, "rack_id": None,
+        "rebalance_timeout": 30000, "subscribed_topic_names": ["x"], "subscribed_topic_regex": None,
+        "server_assignor": None, "topic_partitions": []})
+    join = _call(port, 11, 9, {
+        "group_id": group, "session_timeout": 30000, "rebalance_timeout": 30000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+        "reason": None})
+    return [[(x.group_id, x.group_state, x.group_type, x.protocol_type) for x in listed.groups],
+            (int(described.error_code), described.group_state),
+            (int(consumer.error_code), consumer.error_message), (int(join.error_code), join.member_id)]
+
+
 def _create(bootstrap: str, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -150,6 +166,9 @@ def scenario(port: int, bootstrap: str, sfx: str) -> list[Any]:
         time.sleep(0.5)
     out += [seen, r]
     owned = [{"subtopology_id": sid, "partitions": ps} for sid, ps in r["active"]]
+    # the group seen by the other group APIs: listed as a streams group, refused as a consumer or
+    # classic group
+    out.append(other_apis(port, g))
     # offsets committed and fetched by member epoch
     out.append(commit(port, g, m1, epoch, src, [0, 1]))
     out.append(commit(port, g, m1, epoch + 1, src, [0]))

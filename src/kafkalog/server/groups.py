@@ -112,10 +112,12 @@ def _group_denied(broker: Broker, group: str, op: int = READ) -> bool:
 async def handle_join_group(broker: Broker, request: Request) -> Any:
     b = request.body
     v = request.api_version
-    if _group_denied(broker, b.group_id):
+    denied = _group_denied(broker, b.group_id)
+    if denied or b.group_id in broker.streams_groups.groups:     # (a streams group takes no classic member)
         return broker.response(request, {
-            "throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
-            "protocol_type": None, "protocol_name": "" if v < 7 else None, "leader": "",
+            "throttle_time": 0,
+            "error_code": ec.GROUP_AUTHORIZATION_FAILED if denied else ec.INCONSISTENT_GROUP_PROTOCOL,
+            "generation_id": -1, "protocol_type": None, "protocol_name": "" if v < 7 else None, "leader": "",
             "skip_assignment": False, "member_id": "", "members": []})
     consumer_group = broker.consumer_groups.groups.get(b.group_id)
     if consumer_group is not None:
