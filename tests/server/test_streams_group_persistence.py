@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tests import kafka44
-from tests.server.test_consumer_group_persistence import _dump, _groups_cli, _offsets_segments
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import connect, recv_frame, request_frame, response_of
+from tests.server.test_consumer_group_persistence import _dump, _groups_cli, _offsets_segments
 from tests.server.test_streams_group_protocol import RETRIABLE, _create, find_coordinator, heartbeat, topology
 
 SETTINGS = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",

@@ -204,7 +204,7 @@ class OffsetsStore:
         group's (KIP-1071)."""
         got = decode_consumer_group_record(key, value)
         if got is None:
-            shared = decode_share_group_record(key, value)
+            shared: tuple[Any, Any] | None = decode_share_group_record(key, value)
             if shared is None:
                 shared = decode_streams_group_record(key, value)
                 into = self._streams_groups

@@ -53,15 +53,15 @@ class StreamsGroupKey(NamedTuple):
 # ("int8", "int16", "int32", "int64", "uint16", "string", "nstring"), ("array", T), ("narray", T),
 # ("struct", S) or ("nstruct", S) (a nullable struct: an int8 -1 / 1 before it).
 
-_KEY_VALUE = ([("key", "string"), ("value", "string")], [])
-_TASK_IDS = ([("subtopology_id", "string"), ("partitions", ("array", "int32"))], [])
-_TASK_IDS_EPOCHS = ([("subtopology_id", "string"), ("partitions", ("array", "int32"))],
+_KEY_VALUE: Any = ([("key", "string"), ("value", "string")], [])
+_TASK_IDS: Any = ([("subtopology_id", "string"), ("partitions", ("array", "int32"))], [])
+_TASK_IDS_EPOCHS: Any = ([("subtopology_id", "string"), ("partitions", ("array", "int32"))],
                     [(0, "assignment_epochs", ("narray", "int32"), [])])
-_TOPIC_INFO = ([("name", "string"), ("partitions", "int32"), ("replication_factor", "int16"),
+_TOPIC_INFO: Any = ([("name", "string"), ("partitions", "int32"), ("replication_factor", "int16"),
                 ("topic_configs", ("array", ("struct", _KEY_VALUE)))], [])
-_COPARTITION_GROUP = ([("source_topics", ("array", "int16")), ("source_topic_regex", ("array", "int16")),
+_COPARTITION_GROUP: Any = ([("source_topics", ("array", "int16")), ("source_topic_regex", ("array", "int16")),
                        ("repartition_source_topics", ("array", "int16"))], [])
-_SUBTOPOLOGY = ([("subtopology_id", "string"), ("source_topics", ("array", "string")),
+_SUBTOPOLOGY: Any = ([("subtopology_id", "string"), ("source_topics", ("array", "string")),
                  ("source_topic_regex", ("array", "string")),
                  ("state_changelog_topics", ("array", ("struct", _TOPIC_INFO))),
                  ("repartition_sink_topics", ("array", "string")),

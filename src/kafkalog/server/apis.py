@@ -10,7 +10,6 @@ from kafkalog.server.config_admin import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
-from kafkalog.server.streams_group_heartbeat import handle_streams_group_describe, handle_streams_group_heartbeat
 from kafkalog.server.consumer_group_heartbeat import (
     handle_consumer_group_describe,
     handle_consumer_group_heartbeat,
@@ -46,6 +45,7 @@ from kafkalog.server.share_group_offsets import (
     handle_delete_share_group_offsets,
     handle_describe_share_group_offsets,
 )
+from kafkalog.server.streams_group_heartbeat import handle_streams_group_describe, handle_streams_group_heartbeat
 from kafkalog.server.telemetry import handle_get_telemetry_subscriptions, handle_push_telemetry
 from kafkalog.server.topics import (
     handle_create_partitions,

@@ -27,6 +27,7 @@ from kafkalog.server import error_codes as ec
 from kafkalog.server.consumer_group import (
     LEAVE_GROUP_EPOCH,
     LEAVE_GROUP_STATIC_EPOCH,
+    ConsumerGroupCoordinator,
     GroupError,
     TopicImage,
     group_hash,
@@ -92,6 +93,9 @@ class Member:
                 "user_endpoint": None if self.user_endpoint is None else
                 {"host": self.user_endpoint[0], "port": self.user_endpoint[1]},
                 "client_tags": [{"key": k, "value": v} for k, v in self.client_tags]}
+
+    #: (what the consumer group's offset checks ask of a member)
+    uses_classic_protocol = False
 
     def active_tasks(self) -> Tasks:
         return {s: set(ps) for s, ps in self.active.items()}
@@ -177,10 +181,12 @@ def configure_topology(topology: Mapping[str, Any], partitions_of: Callable[[str
         return ConfiguredTopology(None, (MISSING_SOURCE_TOPICS, f"Source topics {', '.join(missing)} are missing."),
                                   {})
     repartition: dict[str, int] = {}
+    fixed_count = set()
     for s in subs:
         for info in s["repartition_source_topics"]:
             if info["partitions"] > 0:
                 repartition[info["name"]] = info["partitions"]
+                fixed_count.add(info["name"])
     changed = True
     while changed:                        # a repartition topic without a count: its writers' maximum
         changed = False
@@ -190,18 +196,14 @@ def configure_topology(topology: Mapping[str, Any], partitions_of: Callable[[str
             if not counts:
                 continue
             for sink in s["repartition_sink_topics"]:
-                if sink not in repartition or repartition[sink] < max(counts):
-                    if not any(r["name"] == sink and r["partitions"] > 0
-                               for x in subs for r in x["repartition_source_topics"]):
-                        repartition[sink] = max(counts)
-                        changed = True
+                if sink not in fixed_count and repartition.get(sink, -1) < max(counts):
+                    repartition[sink] = max(counts)
+                    changed = True
     for s in subs:                        # copartitioned repartition topics follow their group's maximum
-        names = [*s["source_topics"], *(r["name"] for r in s["repartition_source_topics"])]
-        nsrc = len(s["source_topics"])
         for cg in s["copartition_groups"]:
             topics = [s["source_topics"][i] for i in cg["source_topics"]]
             topics += [s["repartition_source_topics"][i]["name"] for i in cg["repartition_source_topics"]]
-            fixed = {partitions_of(t) for t in topics if t in s["source_topics"]}
+            fixed = {partitions_of(t) or 0 for t in topics if t in s["source_topics"]}
             if len(fixed) > 1:
                 return ConfiguredTopology(None, (INCORRECTLY_PARTITIONED_TOPICS,
                                                  f"Following topics do not have the same number of partitions: "
@@ -210,7 +212,6 @@ def configure_topology(topology: Mapping[str, Any], partitions_of: Callable[[str
             for t in topics:
                 if t in repartition:
                     repartition[t] = n
-        del names, nsrc
     tasks: dict[str, int] = {}
     creatable: dict[str, tuple[int, int, dict[str, str]]] = {}
     wrong: list[str] = []
@@ -418,6 +419,7 @@ class StreamsGroupCoordinator:
             bump = True
         status: list[tuple[int, str]] = []
         # 2. the topology
+        g_topology: dict[str, Any] | None
         if b.topology is not None:
             value = topology_record_value(b.topology)
             if g.topology is None:
@@ -457,8 +459,6 @@ class StreamsGroupCoordinator:
         # apply: the group's new state
         g.topology = g_topology
         g.configured = configured.tasks is not None
-        if b.member_id != updated.member_id:
-            pass
         g.members.pop(member.member_id, None)
         g.members[updated.member_id] = updated
         if bumps:
@@ -486,9 +486,8 @@ class StreamsGroupCoordinator:
             records.append(_current_record(g.group_id, new))
         g.members[new.member_id] = new
         changed = (new.active, new.standby, new.warmup) != (member.active, member.standby, member.warmup)
-        if joining or changed:
-            if new.user_endpoint is not None:
-                g.endpoint_information_epoch += 1
+        if (joining or changed) and new.user_endpoint is not None:
+            g.endpoint_information_epoch += 1
         g.session_deadline[new.member_id] = now + self.config.session_timeout_ms
         if new.state == UNREVOKED_TASKS:
             g.rebalance_deadline.setdefault(new.member_id, (now + new.rebalance_timeout_ms, new.member_epoch))
@@ -566,7 +565,8 @@ class StreamsGroupCoordinator:
                    owned: tuple[Tasks, Tasks, Tasks] | None) -> Member:
         """Kafka's streams ``CurrentAssignmentBuilder``: revoke first, then assign what is released."""
         if m.state == UNREVOKED_TASKS:
-            revoking = (m.active_revoking, m.standby_revoking, m.warmup_revoking)
+            revoking: tuple[Mapping[str, Iterable[int]], ...] = (m.active_revoking, m.standby_revoking,
+                                                                 m.warmup_revoking)
             if owned is None or any(_intersects(r, o) for r, o in zip(revoking, owned, strict=True)):
                 return m
             m = replace(m, active_revoking={}, standby_revoking={}, warmup_revoking={}, state=STABLE)
@@ -757,15 +757,9 @@ class StreamsGroupCoordinator:
         return check
 
     def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> None:
-        g = self.groups[group_id]
-        if member_id is None and epoch < 0:
-            return
-        m = g.members.get(member_id or "")
-        if m is None:
-            raise GroupError(ec.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-        if epoch != m.member_epoch:
-            raise GroupError(ec.STALE_MEMBER_EPOCH, f"The received member epoch {epoch} does not match the "
-                                                    f"expected member epoch {m.member_epoch}.")
+        """Kafka's ``StreamsGroup.validateOffsetFetch``: the consumer group's check (by the group's
+        members and their epochs; a streams member never uses the classic protocol)."""
+        ConsumerGroupCoordinator.validate_fetch(self, group_id, member_id, epoch)  # type: ignore[arg-type]
 
     # --- admin --------------------------------------------------------------------------------------
 
