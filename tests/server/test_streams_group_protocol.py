@@ -131,6 +131,13 @@ def find_coordinator(port: int, group: str) -> None:
     raise AssertionError("no coordinator")
 
 
+def owned_of(r: dict[str, Any], before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks a member owns after answer ``r`` (its previous ones when the answer has none)."""
+    if r["active"] is None:
+        return before
+    return [{"subtopology_id": sid, "partitions": ps} for sid, ps in r["active"]]
+
+
 def r_active(owned: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
     return [(t["subtopology_id"], t["partitions"]) for t in owned]
 
@@ -192,7 +199,26 @@ def scenario(port: int, bootstrap: str, sfx: str) -> list[Any]:
     out.append(heartbeat(port, g, m2, r2["member_epoch"], tasks=[]))
     # a member leaves; the other one takes its task over
     out.append(heartbeat(port, g, m2, -1))
-    out.append(heartbeat(port, g, m1, r["member_epoch"], tasks=kept))
+    r = heartbeat(port, g, m1, r["member_epoch"], tasks=kept)
+    out.append(r)
+    # static members: an instance id held by a live member, a fenced one, a temporary leave and the
+    # rejoin under a new member id that takes the tasks over
+    inst, s1, s2 = f"i-{sfx}", f"s1-{sfx}", f"s2-{sfx}"
+    j = heartbeat(port, g, s1, 0, topology(src, changelog), instance_id=inst)
+    out.append(j)
+    for _ in range(2):           # m1 revokes what s1 gets; s1 then gets it
+        r = heartbeat(port, g, m1, r["member_epoch"], tasks=owned_of(r, kept))
+        kept = owned_of(r, kept)
+        j = heartbeat(port, g, s1, j["member_epoch"], tasks=owned_of(j, []), instance_id=inst)
+        out += [r, j]
+    s1_tasks = owned_of(j, [])
+    out.append(heartbeat(port, g, s2, 0, topology(src, changelog), instance_id=inst))
+    out.append(heartbeat(port, g, s2, j["member_epoch"], tasks=[], instance_id=inst))
+    out.append(heartbeat(port, g, s1, j["member_epoch"], tasks=s1_tasks, instance_id=f"nosuch-{sfx}"))
+    out.append(heartbeat(port, g, s1, -2, instance_id=inst))
+    j2 = heartbeat(port, g, s2, 0, topology(src, changelog), instance_id=inst)
+    out.append(j2)
+    out.append(heartbeat(port, g, s2, j2["member_epoch"], tasks=owned_of(j2, []), instance_id=inst))
     return out
 
 

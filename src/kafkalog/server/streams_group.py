@@ -514,21 +514,30 @@ class StreamsGroupCoordinator:
             static = g.static_member(b.instance_id)
             if b.member_epoch == 0:
                 if static is None:
-                    return Member(b.member_id, instance_id=b.instance_id)
-                if static.member_id != b.member_id:        # the static member rejoins under a new id
-                    records += _remove_member_records(g.group_id, static.member_id)
-                    g.members.pop(static.member_id, None)
-                    if static.member_id in g.target:
-                        g.target[b.member_id] = g.target.pop(static.member_id)
-                        records.append(_target_record(g.group_id, b.member_id, g.target[b.member_id]))
-                    g.session_deadline.pop(static.member_id, None)
-                    return replace(static, member_id=b.member_id, member_epoch=0, previous_member_epoch=-1,
-                                   state=STABLE, active={}, standby={}, warmup={}, active_revoking={},
-                                   standby_revoking={}, warmup_revoking={})
-                return static
-            if static is None or static.member_id != b.member_id:
-                raise GroupError(ec.UNKNOWN_MEMBER_ID, f"Member {b.member_id} is not a member of group "
-                                                       f"{g.group_id}.")
+                    return g.members.get(b.member_id) or Member(b.member_id, instance_id=b.instance_id)
+                if static.member_id == b.member_id:
+                    return static
+                if static.member_epoch != LEAVE_GROUP_STATIC_EPOCH:
+                    raise GroupError(ec.UNRELEASED_INSTANCE_ID,
+                                     f"Static member {b.member_id} with instance id {b.instance_id} cannot join "
+                                     f"the group because the instance id is owned by {static.member_id} member.")
+                # the static member rejoins under a new id: it takes over the tasks of the one it replaces
+                new = replace(static, member_id=b.member_id, member_epoch=0, previous_member_epoch=0)
+                records += _remove_member_records(g.group_id, static.member_id)
+                target = g.target.pop(static.member_id, ({}, {}, {}))
+                g.target[new.member_id] = target
+                records += [_rec(sr.MEMBER_METADATA, g.group_id, new.metadata_value(), new.member_id),
+                            _target_record(g.group_id, new.member_id, target), _current_record(g.group_id, new)]
+                del g.members[static.member_id]
+                g.members[new.member_id] = new
+                for deadlines in (g.session_deadline, g.rebalance_deadline):
+                    deadlines.pop(static.member_id, None)
+                return new
+            if static is None:
+                raise GroupError(ec.UNKNOWN_MEMBER_ID, f"Instance id {b.instance_id} is unknown.")
+            if static.member_id != b.member_id:
+                raise GroupError(ec.FENCED_INSTANCE_ID, f"Static member {b.member_id} with instance id "
+                                                        f"{b.instance_id} was fenced by member {static.member_id}.")
         m = g.members.get(b.member_id)
         if m is None:
             if b.member_epoch == 0:
@@ -634,9 +643,18 @@ class StreamsGroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        m = g.static_member(instance_id) if instance_id is not None else g.members.get(member_id)
-        if m is None or m.member_id != member_id:
-            raise GroupError(ec.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+        if instance_id is None:
+            m = g.members.get(member_id)
+            if m is None:
+                raise GroupError(ec.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+        else:
+            static = g.static_member(instance_id)
+            if static is None:
+                raise GroupError(ec.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if static.member_id != member_id:
+                raise GroupError(ec.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} "
+                                                        f"was fenced by member {static.member_id}.")
+            m = static
         if epoch == LEAVE_GROUP_STATIC_EPOCH:      # a static member going away for a while keeps its tasks
             left = replace(m, member_epoch=LEAVE_GROUP_STATIC_EPOCH)
             g.members[m.member_id] = left
