@@ -92,6 +92,12 @@ def fetch(port: int, group: str, member: str, epoch: int, topic: str) -> Any:
             [(p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions])
 
 
+def offset_delete(port: int, group: str, topic: str) -> Any:
+    r = _call(port, 47, 0, {"group_id": group, "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}]})
+    return ("OffsetDelete", int(r.error_code), [(t.name, p.partition_index, int(p.error_code))
+                                                for t in r.topics for p in t.partitions])
+
+
 def other_apis(port: int, group: str) -> list[Any]:
     listed = _call(port, 16, 5, {"states_filter": [], "types_filter": ["streams"]})
     described = _call(port, 15, 5, {"groups": [group], "include_authorized_operations": False}).groups[0]
@@ -219,6 +225,11 @@ def scenario(port: int, bootstrap: str, sfx: str) -> list[Any]:
     j2 = heartbeat(port, g, s2, 0, topology(src, changelog), instance_id=inst)
     out.append(j2)
     out.append(heartbeat(port, g, s2, j2["member_epoch"], tasks=owned_of(j2, []), instance_id=inst))
+    # OffsetDelete of a source topic: refused while the group has members, done once it is empty
+    out.append(offset_delete(port, g, src))
+    out.append(heartbeat(port, g, s2, -1, instance_id=inst))
+    out.append(heartbeat(port, g, m1, -1))
+    out.append(offset_delete(port, g, src))
     return out
 
 

@@ -272,6 +272,9 @@ def handle_offset_delete(broker: Broker, request: Request) -> Any:
     if cg is not None:                  # a consumer group (KIP-848): its members' subscribed topic names
         for cm in cg.members.values():
             subscribed |= set(cm.subscribed_topic_names)
+    sg = broker.streams_groups.groups.get(b.group_id)
+    if sg is not None and sg.members:   # a streams group (KIP-1071): the topics its topology reads
+        subscribed |= sg.source_topics()
     topics, delete = [], []
     for t in b.topics:
         parts = []

@@ -139,6 +139,13 @@ class Group:
             return "Reconciling"
         return "Stable"
 
+    def source_topics(self) -> set[str]:
+        """The topics the group's topology reads: source and repartition source topics."""
+        out: set[str] = set()
+        for s in () if self.topology is None else self.topology["subtopologies"]:
+            out |= set(s["source_topics"]) | {r["name"] for r in s["repartition_source_topics"]}
+        return out
+
     def static_member(self, instance_id: str | None) -> Member | None:
         if instance_id is None:
             return None
