@@ -17,7 +17,8 @@ pytestmark = pytest.mark.kafka
 
 #: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 RETRIABLE = (14, 15, 16)
-PAIR_CONFIGS = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0"}
+PAIR_CONFIGS = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",
+                "group.streams.num.standby.replicas": "1"}
 
 
 def _info(name: str, partitions: int = 0) -> dict[str, Any]:
@@ -59,6 +60,8 @@ def heartbeat(port: int, group: str, member: str, epoch: int, topo: dict[str, An
             "status": None if r.status is None else [(s.status_code, s.status_detail) for s in r.status],
             "active": None if r.active_tasks is None else sorted((t.subtopology_id, list(t.partitions))
                                                                  for t in r.active_tasks),
+            "standby": None if r.standby_tasks is None else sorted((t.subtopology_id, list(t.partitions))
+                                                                   for t in r.standby_tasks),
             "heartbeat_interval": r.heartbeat_interval}
 
 

@@ -590,16 +590,18 @@ class StreamsGroupCoordinator:
             return m
         current = (m.active_tasks(), m.standby, m.warmup)
         revoke = tuple(_minus(c, t) for c, t in zip(current, target, strict=True))
-        if any(revoke):
-            keep_active = {s: {p: e for p, e in ps.items() if p not in revoke[0].get(s, ())}
-                           for s, ps in m.active.items()}
-            return replace(m, state=UNREVOKED_TASKS,
-                           active={s: ps for s, ps in keep_active.items() if ps},
-                           standby=_minus(m.standby, revoke[1]), warmup=_minus(m.warmup, revoke[2]),
+        standby, standby_unreleased = self._standby(g, m, target[1])
+        warmup = {s: set(ps) for s, ps in target[2].items() if ps}
+        keep_active = {s: kept for s, ps in m.active.items()
+                       if (kept := {p: e for p, e in ps.items() if p not in revoke[0].get(s, ())})}
+        # tasks to give up that the member still owns (as its request says; all when it does not say)
+        # are revoked first; the new standby and warm-up tasks come with the revocation, as in Kafka
+        if any(revoke) and (owned is None or any(_intersects(r, o) for r, o in zip(revoke, owned, strict=True))):
+            return replace(m, state=UNREVOKED_TASKS, active=keep_active, standby=standby, warmup=warmup,
                            active_revoking={s: {p: m.active[s][p] for p in ps} for s, ps in revoke[0].items()},
                            standby_revoking=revoke[1], warmup_revoking=revoke[2])
-        unreleased = False
-        active: EpochTasks = {s: dict(ps) for s, ps in m.active.items()}
+        unreleased = standby_unreleased
+        active: EpochTasks = {s: dict(ps) for s, ps in keep_active.items()}
         for sid, ps in target[0].items():
             for p in ps:
                 if p in active.get(sid, {}):
@@ -608,17 +610,24 @@ class StreamsGroupCoordinator:
                     unreleased = True
                     continue
                 active.setdefault(sid, {})[p] = target_epoch
+        return replace(m, member_epoch=target_epoch, previous_member_epoch=m.member_epoch,
+                       state=UNRELEASED_TASKS if unreleased else STABLE, active=active, standby=standby,
+                       warmup=warmup)
+
+    @staticmethod
+    def _standby(g: Group, m: Member, target: Tasks) -> tuple[Tasks, bool]:
+        """The target standby tasks the member may have now (not while another member of its process
+        runs the task as active), and whether one must wait."""
         standby: Tasks = {}
-        for sid, ps in target[1].items():
+        unreleased = False
+        for sid, ps in target.items():
             for p in ps:
                 owner = g.active_owner(sid, p, m.member_id)
                 if owner is not None and owner.process_id == m.process_id:
                     unreleased = True
                     continue
                 standby.setdefault(sid, set()).add(p)
-        return replace(m, member_epoch=target_epoch, previous_member_epoch=m.member_epoch,
-                       state=UNRELEASED_TASKS if unreleased else STABLE, active=active, standby=standby,
-                       warmup={s: set(ps) for s, ps in target[2].items() if ps})
+        return standby, unreleased
 
     def _endpoints(self, g: Group, member: Member) -> list[dict[str, Any]]:
         """partitionsByUserEndpoint: each member with an endpoint and the source partitions of the
