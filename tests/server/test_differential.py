@@ -811,7 +811,13 @@ def s_streams_groups(c: d.Conn) -> None:
                                        ("leave an unknown group", "diff-stg-m", -1, None),
                                        ("source topic regular expressions", "diff-stg-m", 0, {
                                            "epoch": 0, "subtopologies": [{**topology["subtopologies"][0],
-                                                                          "source_topic_regex": ["diff.*"]}]})):
+                                                                          "source_topic_regex": ["diff.*"]}]}),
+                                       ("a copartition group's index out of range", "diff-stg-c", 0, {
+                                           "epoch": 0, "subtopologies": [{**topology["subtopologies"][0],
+                                                                          "copartition_groups": [{
+                                                                              "source_topics": [0, 7],
+                                                                              "source_topic_regex": [],
+                                                                              "repartition_source_topics": []}]}]})):
         c.call(f"StreamsGroupHeartbeat v0: {label}", 88, 0, {
             "group_id": g, "member_id": member, "member_epoch": epoch, "endpoint_information_epoch": 0,
             "instance_id": None, "rack_id": None, "rebalance_timeout": 30000 if epoch == 0 else -1,

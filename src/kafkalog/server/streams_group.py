@@ -208,6 +208,10 @@ def configure_topology(topology: Mapping[str, Any], partitions_of: Callable[[str
                     changed = True
     for s in subs:                        # copartitioned repartition topics follow their group's maximum
         for cg in s["copartition_groups"]:
+            if any(not 0 <= i < len(s["source_topics"]) for i in cg["source_topics"]) or any(
+                    not 0 <= i < len(s["repartition_source_topics"]) for i in cg["repartition_source_topics"]):
+                # an index outside its array: Kafka 4.4 fails on it with an unexpected exception
+                raise GroupError(ec.UNKNOWN_SERVER_ERROR)
             topics = [s["source_topics"][i] for i in cg["source_topics"]]
             topics += [s["repartition_source_topics"][i]["name"] for i in cg["repartition_source_topics"]]
             fixed = {partitions_of(t) or 0 for t in topics if t in s["source_topics"]}

@@ -54,6 +54,9 @@ def handle_streams_group_heartbeat(broker: Broker, request: Request) -> Any:
     except KafkalogError as e:
         logger.error("streams group %s: heartbeat failed: %s", b.group_id, e)
         return _error(broker, request, ec.UNKNOWN_SERVER_ERROR)
+    except Exception:       # as Kafka answers an unexpected exception, the connection kept
+        logger.exception("streams group %s: heartbeat failed", b.group_id)
+        return _error(broker, request, ec.UNKNOWN_SERVER_ERROR)
     if r.creatable:
         _create_internal_topics(broker, r.creatable)
     m = r.member
