@@ -17,6 +17,7 @@ from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.consumer_group_heartbeat import check_member_acls
 from kafkalog.server.protocol import Request
 from kafkalog.server.streams_group import validate
+from kafkalog.server.topics import MAX_ADDITIONAL_PARTITIONS
 
 if TYPE_CHECKING:
     from kafkalog.server.broker import Broker
@@ -79,7 +80,15 @@ def _create_internal_topics(broker: Broker, topics: dict[str, tuple[int, int, di
     """Create the missing internal topics on a worker thread (each once at a time); the groups see
     them at their next heartbeat."""
     creating: set[str] = broker.streams_groups_creating
-    todo = {n: t for n, t in topics.items() if n not in creating}
+    todo = {}
+    for name, spec in topics.items():
+        if name in creating:
+            continue
+        if not 1 <= spec[0] <= MAX_ADDITIONAL_PARTITIONS:      # (a member's topology names the count)
+            logger.warning("not creating the streams internal topic %s: %d partitions is outside 1..%d",
+                           name, spec[0], MAX_ADDITIONAL_PARTITIONS)
+            continue
+        todo[name] = spec
     if not todo:
         return
     creating.update(todo)
