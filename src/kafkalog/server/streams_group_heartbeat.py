@@ -16,7 +16,7 @@ from kafkalog.server.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, DESCRI
 from kafkalog.server.consumer_group import GroupError
 from kafkalog.server.consumer_group_heartbeat import check_member_acls
 from kafkalog.server.protocol import Request
-from kafkalog.server.streams_group import validate
+from kafkalog.server.streams_topology import validate
 from kafkalog.server.topics import MAX_ADDITIONAL_PARTITIONS
 
 if TYPE_CHECKING:
