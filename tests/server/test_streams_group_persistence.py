@@ -14,6 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import connect, recv_frame, request_frame, response_of
@@ -101,6 +103,7 @@ def _check_groups_cli(data: Path, group: str, source: str, members: dict[str, di
     assert f"Streams group '{group}': state Stable, type streams" in text, text
 
 
+@pytest.mark.slow            # Kafka 4.4 started three times, kafkalog three times (~30-50 s)
 def test_streams_groups_survive_restarts_and_move_between_kafka_and_kafkalog(tmp_path: Path) -> None:
     kafka44.require()
     kafka = kafka44.KafkaBroker(tmp_path / "kafka", SETTINGS)
