@@ -265,6 +265,57 @@ def test_groups_offsets_records(kafka_pair: Pair, tools: ToolSession, tmp_path: 
                                           if x.startswith("tools-g:1:")).split(":")[2], "tools-g:2:0"]
 
 
+# --- streams groups (issue 40) ---------------------------------------------------------------
+
+def _streams_groups(f: Flow) -> None:
+    """A streams group (KIP-1071) of one member, raw heartbeats, listed, described (members,
+    state, offsets), its offsets reset once it is empty, deleted."""
+    from tests.server.test_streams_group_protocol import commit, find_coordinator, heartbeat, topology
+    t, g, m = "tools-s", "tools-streams", "tools-streams-member"
+    _ok(f.run("kafka-topics", "--create", "--topic", t, "--partitions", "2"))
+    _settle(f, t, 2)
+    f.run("kafka-console-producer", "--topic", t, "--reader-property", "parse.key=true",        # keyed: the
+          "--reader-property", "key.separator=\t", "--producer-property", "linger.ms=0",    # same partitions
+          stdin="".join(f"key-{i}\tvalue-{i}\n" for i in range(10)))
+    port = int(f.bootstrap.rsplit(":", 1)[1])
+    find_coordinator(port, g)
+    epoch, deadline = 0, time.monotonic() + 30
+    while True:          # (epoch 0 while the initial rebalance delay runs: joining again, as Streams does)
+        r = heartbeat(port, g, m, epoch, topology(t, f"{g}-store-changelog") if epoch == 0 else None,
+                      tasks=[], user_endpoint={"host": "localhost", "port": 9})
+        epoch = r["member_epoch"]
+        if r["active"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert r["active"], r
+    assert {e for *_rest, e in commit(port, g, m, epoch, t, [0, 1])} == {0}
+    f.run("kafka-streams-groups", "--list")
+    f.run("kafka-streams-groups", "--list", "--state")
+    f.run("kafka-streams-groups", "--describe", "--group", g)
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--members")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--members", "--verbose")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--state")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--state", "--verbose")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--offsets")
+    f.run("kafka-streams-groups", "--describe", "--group", "tools-nosuch")
+    f.run("kafka-streams-groups", "--reset-offsets", "--group", g, "--input-topic", t, "--to-earliest", "--dry-run")
+    heartbeat(port, g, m, -1)
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--state")
+    f.run("kafka-streams-groups", "--reset-offsets", "--group", g, "--input-topic", t, "--to-earliest", "--dry-run")
+    f.run("kafka-streams-groups", "--reset-offsets", "--group", g, "--input-topic", t, "--to-offset", "1",
+          "--execute")
+    f.run("kafka-streams-groups", "--describe", "--group", g, "--offsets")
+    f.run("kafka-streams-groups", "--delete", "--group", g)
+    f.run("kafka-streams-groups", "--delete", "--group", g)
+    f.run("kafka-streams-groups", "--list")
+
+
+def test_streams_groups(kafka_pair: Pair, tools: ToolSession, tmp_path: Path) -> None:
+    _kafka, ours = _both(kafka_pair, tools, tmp_path, _streams_groups, "streams groups")
+    listed = [v["stdout"] for label, v in ours.transcript if label == "tool kafka-streams-groups --list"]
+    assert listed == [["tools-streams"], []]             # before and after --delete
+
+
 # --- transactions -----------------------------------------------------------------------------
 
 def _transactions(f: Flow) -> None:

@@ -796,6 +796,40 @@ def s_share_groups(c: d.Conn) -> None:
                                                                    "topics": [{"topic_name": "diff-sg"}]})
 
 
+def s_streams_groups(c: d.Conn) -> None:
+    """The streams group APIs' (KIP-1071) answers that do not depend on timing (the joins,
+    internal topics and reconciliation are compared in tests/server/test_streams_group_protocol.py)."""
+    c.create_topic("diff-stg", 1)
+    g = "diff-stg-g"
+    c.coordinator_ready(g)
+    topology = {"epoch": 0, "subtopologies": [{
+        "subtopology_id": "0", "source_topics": ["diff-stg"], "source_topic_regex": [],
+        "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+        "copartition_groups": []}]}
+    for label, member, epoch, topo in (("unknown group at epoch 5", "diff-stg-m", 5, None),
+                                       ("an empty member id", "", 0, topology),
+                                       ("leave an unknown group", "diff-stg-m", -1, None),
+                                       ("source topic regular expressions", "diff-stg-m", 0, {
+                                           "epoch": 0, "subtopologies": [{**topology["subtopologies"][0],
+                                                                          "source_topic_regex": ["diff.*"]}]}),
+                                       ("a copartition group's index out of range", "diff-stg-c", 0, {
+                                           "epoch": 0, "subtopologies": [{**topology["subtopologies"][0],
+                                                                          "copartition_groups": [{
+                                                                              "source_topics": [0, 7],
+                                                                              "source_topic_regex": [],
+                                                                              "repartition_source_topics": []}]}]})):
+        c.call(f"StreamsGroupHeartbeat v0: {label}", 88, 0, {
+            "group_id": g, "member_id": member, "member_epoch": epoch, "endpoint_information_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": 30000 if epoch == 0 else -1,
+            "topology": topo, "active_tasks": [] if epoch == 0 else None,
+            "standby_tasks": [] if epoch == 0 else None, "warmup_tasks": [] if epoch == 0 else None,
+            "process_id": "p" if epoch == 0 else None, "user_endpoint": None, "client_tags": None,
+            "task_offsets": None, "task_end_offsets": None, "shutdown_application": False},
+            retry=frozenset({14, 15, 16}))
+    c.call("StreamsGroupDescribe v0: unknown groups", 89, 0, {"group_ids": ["diff-stg-nosuch", g],
+                                                              "include_authorized_operations": False})
+
+
 def s_acls_without_authorizer(c: d.Conn) -> None:
     """DescribeAcls, CreateAcls, DeleteAcls on a broker without ``authorizer.class.name``: SECURITY_DISABLED
     (tests/server/test_authorizer.py runs them with Kafka's StandardAuthorizer)."""

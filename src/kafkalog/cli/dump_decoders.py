@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from kafkalog.coordinator import consumer_group_records as cgr
 from kafkalog.coordinator import share_state_records as ssr
+from kafkalog.coordinator import streams_group_records as sgr
 from kafkalog.coordinator.group_metadata import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -191,6 +192,22 @@ def _consumer_group_record(record: _Record, key: bytes) -> tuple[Decoded, Decode
     return decoded_key, {"version": "0", "data": _consumer_group_json(v)}
 
 
+def _streams_group_record(record: _Record, key: bytes) -> tuple[Decoded, Decoded] | None:
+    """A streams group's record (KIP-1071, types 17 and 19-23) in Kafka's JSON."""
+    got = sgr.decode_record(key, None if record.value is None else bytes(record.value))
+    if got is None:
+        return None
+    k, v = got
+    data: dict[str, Any] = {"groupId": k.group_id}
+    if k.record_type in (sgr.MEMBER_METADATA, sgr.TARGET_ASSIGNMENT_MEMBER,
+                                        sgr.CURRENT_MEMBER_ASSIGNMENT):
+        data["memberId"] = k.member_id
+    decoded_key = {"type": str(k.record_type), "data": data}
+    if v is None:
+        return decoded_key, "<DELETE>"
+    return decoded_key, {"version": "0", "data": sgr.value_json(k.record_type, v)}
+
+
 def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:
     """A ``__consumer_offsets`` record as kafka-dump-log.sh's ``--offsets-decoder`` prints it."""
     if record.key is None:
@@ -202,6 +219,9 @@ def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:
             consumer_group = _consumer_group_record(record, key)
             if consumer_group is not None:
                 return consumer_group
+            streams_group = _streams_group_record(record, key)
+            if streams_group is not None:
+                return streams_group
             return f"Unknown record type {_version(key)} at offset {record.offset}, skipping.", None
         if isinstance(k, OffsetCommitKey):
             key_json: dict[str, Any] = {"group": k.group, "topic": k.topic, "partition": k.partition}

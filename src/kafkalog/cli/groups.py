@@ -5,12 +5,13 @@ The groups are those of the directory's ``__consumer_offsets`` topic, read throu
 broker stores after a rebalance: protocol, generation, members and their assignments). One action:
 
 * ``--list``: the group ids, with their state and type (``classic``, ``consumer`` for the groups
-  of the consumer group protocol, KIP-848, or ``share`` for share groups, KIP-932: ``Stable`` with
-  members, else ``Empty``).
+  of the consumer group protocol, KIP-848, ``share`` for share groups, KIP-932: ``Stable`` with
+  members, else ``Empty``, or ``streams`` for streams groups, KIP-1071, in Kafka's states).
 * ``--describe`` (``--group G``... or ``--all-groups``): per partition the committed (current)
   offset, the log end offset, the lag and the member it is assigned to; and per group its state
   (classic: ``Stable`` when the stored metadata has members, else ``Empty``; consumer: Kafka's
-  Empty, Assigning, Reconciling or Stable from the group and member epochs), protocol and members.
+  Empty, Assigning, Reconciling or Stable from the group and member epochs; streams: also NotReady
+  while its topology's topics are missing), protocol and members (a streams member's tasks).
 * ``--reset-offsets`` (``--group G``, ``--topic T[:p,...]``... or ``--all-topics``, and one of
   ``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--shift-by N``, ``--to-datetime ISO``,
   ``--by-duration PnDTnHnMnS``, ``--to-current``): prints the plan; ``--execute`` commits it
@@ -76,16 +77,38 @@ def _share_state(store: OffsetsStore, group: str) -> str | None:
     return "Stable" if any(k.record_type == SHARE_MEMBER_METADATA for k, _v in records.values()) else "Empty"
 
 
+def _streams_group(dl: DataLog, store: OffsetsStore, group: str) -> Any:
+    """A streams group (KIP-1071) rebuilt from its records as the broker's coordinator rebuilds it
+    (its state, epochs, topology and members' tasks); None for another kind."""
+    records = store.streams_group_records().get(group)
+    if records is None:
+        return None
+    from kafkalog.server.coordinator.consumer_group import TopicImage
+    from kafkalog.server.coordinator.streams_group import StreamsGroupConfig, StreamsGroupCoordinator
+
+    def topic(name: str) -> TopicImage | None:     # (only the partition count is read)
+        parts = dl.manager.partitions_of(name) if dl.manager.has_topic(name) else []
+        return TopicImage(uuid.UUID(int=0), len(parts)) if parts else None
+    coordinator = StreamsGroupCoordinator(StreamsGroupConfig(), lambda _g, _r: None, topic, lambda _g: False)
+    coordinator.restore(group, records)
+    return coordinator.groups[group]
+
+
 def _group_type(store: OffsetsStore, group: str) -> str:
     if _share_state(store, group) is not None:
         return "share"
+    if group in store.streams_group_records():
+        return "streams"
     return "consumer" if store.consumer_group(group) is not None else "classic"
 
 
-def _group_state(store: OffsetsStore, group: str) -> str:
+def _group_state(dl: DataLog, store: OffsetsStore, group: str) -> str:
     shared = _share_state(store, group)
     if shared is not None:
         return shared
+    streams = _streams_group(dl, store, group)
+    if streams is not None:
+        return str(streams.state)
     view = store.consumer_group(group)
     return view.state if view is not None else _state(store.group_metadata(group))
 
@@ -115,8 +138,8 @@ def _require_group(store: OffsetsStore, group: str) -> None:
         raise GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
 
 
-def _require_empty(store: OffsetsStore, group: str, what: str) -> None:
-    state = _group_state(store, group)
+def _require_empty(dl: DataLog, store: OffsetsStore, group: str, what: str) -> None:
+    state = _group_state(dl, store, group)
     if state != "Empty":
         raise NonEmptyGroupError(what.format(group=group, state=state))
 
@@ -174,11 +197,35 @@ def _consumer_members_json(dl: DataLog, view: ConsumerGroupView) -> list[dict[st
     return out
 
 
+def _streams_members_json(dl: DataLog, g: Any) -> list[dict[str, Any]]:
+    """A streams group's members: their tasks, and the source partitions of their active tasks."""
+    subs = {} if g.topology is None else {s["subtopology_id"]: s for s in g.topology["subtopologies"]}
+    out = []
+    for m in g.members.values():
+        assigned = set()
+        for sid, ps in m.active.items():
+            s = subs.get(sid)
+            for t in [] if s is None else [*s["source_topics"], *(r["name"] for r in s["repartition_source_topics"])]:
+                n = len(dl.manager.partitions_of(t)) if dl.manager.has_topic(t) else 0
+                assigned |= {(t, p) for p in ps if p < n}
+        out.append({"memberId": m.member_id, "groupInstanceId": m.instance_id, "clientId": m.client_id,
+                    "host": m.client_host, "memberEpoch": m.member_epoch, "protocol": "streams",
+                    "processId": m.process_id,
+                    "userEndpoint": None if m.user_endpoint is None else f"{m.user_endpoint[0]}:{m.user_endpoint[1]}",
+                    "activeTasks": {s: sorted(ps) for s, ps in sorted(m.active.items())},
+                    "standbyTasks": {s: sorted(ps) for s, ps in sorted(m.standby.items())},
+                    "rebalanceTimeoutMs": m.rebalance_timeout_ms,
+                    "assignment": [{"topic": t, "partition": p} for t, p in sorted(assigned)]})
+    return out
+
+
 def _describe_rows(dl: DataLog, store: OffsetsStore, group: str) -> tuple[dict[str, Any],
                                                                              list[dict[str, Any]]]:
     meta = store.group_metadata(group)
     view = store.consumer_group(group)
-    members = _consumer_members_json(dl, view) if view is not None else _members_json(meta)
+    streams = _streams_group(dl, store, group)
+    members = (_streams_members_json(dl, streams) if streams is not None else
+               _consumer_members_json(dl, view) if view is not None else _members_json(meta))
     owner: dict[TopicPartition, dict[str, Any]] = {}
     for m in members:
         for a in m["assignment"]:
@@ -198,6 +245,11 @@ def _describe_rows(dl: DataLog, store: OffsetsStore, group: str) -> tuple[dict[s
                      "consumerId": None if who is None else who["memberId"],
                      "host": None if who is None else who["host"],
                      "clientId": None if who is None else who["clientId"]})
+    if streams is not None:
+        return {"type": "group", "group": group, "groupType": "streams", "state": streams.state,
+                "protocolType": "streams", "protocol": None, "generation": streams.group_epoch,
+                "groupEpoch": streams.group_epoch, "assignmentEpoch": streams.assignment_epoch,
+                "leader": None, "members": members}, rows
     if view is not None:
         summary = {"type": "group", "group": group, "groupType": "consumer", "state": view.state,
                    "protocolType": "consumer", "protocol": None, "generation": view.group_epoch,
@@ -239,8 +291,9 @@ def _describe(dl: DataLog, store: OffsetsStore, names: list[str], fmt: str) -> N
             click.echo("")
         if not summary["members"]:
             click.echo(f"Consumer group '{g}' has no active members.")
-        elif summary["groupType"] == "consumer":
-            click.echo(f"Consumer group '{g}': state {summary['state']}, type consumer, group epoch "
+        elif summary["groupType"] in ("consumer", "streams"):
+            kind = "Streams" if summary["groupType"] == "streams" else "Consumer"
+            click.echo(f"{kind} group '{g}': state {summary['state']}, type {summary['groupType']}, group epoch "
                        f"{summary['groupEpoch']}, assignment epoch {summary['assignmentEpoch']}, "
                        f"{len(summary['members'])} member(s).")
         else:
@@ -278,8 +331,8 @@ def _reset(data_dir: str, group: str, topics: tuple[str, ...], all_topics: bool,
     from kafkalog.cli.group_reset import plan_reset
     with _open(data_dir, writable=execute) as dl:
         store = dl.offsets_store()
-        _require_empty(store, group, "Assignments can only be reset if the group '{group}' is inactive, "
-                                     "but the current state is {state}.")
+        _require_empty(dl, store, group, "Assignments can only be reset if the group '{group}' is "
+                                         "inactive, but the current state is {state}.")
         committed = store.fetch(group)
         if all_topics:
             tps = sorted(tp for tp in committed if dl.partitions(tp.topic) > tp.partition)
@@ -304,8 +357,8 @@ def _delete(data_dir: str, names: list[str], fmt: str) -> None:
         store = dl.offsets_store()
         for g in names:
             _require_group(store, g)
-            _require_empty(store, g, "Group '{group}' could not be deleted due to: NON_EMPTY_GROUP "
-                                     "(its state is {state}).")
+            _require_empty(dl, store, g, "Group '{group}' could not be deleted due to: NON_EMPTY_GROUP "
+                                         "(its state is {state}).")
         for g in names:
             store.delete_group(g)
     if fmt == "json":
@@ -320,8 +373,8 @@ def _delete_offsets(data_dir: str, group: str, topics: tuple[str, ...], fmt: str
     with _open(data_dir, writable=True) as dl:
         store = dl.offsets_store()
         _require_group(store, group)
-        _require_empty(store, group, "Deleting offsets of a consumer group '{group}' is forbidden if "
-                                     "the group is not empty.")
+        _require_empty(dl, store, group, "Deleting offsets of a consumer group '{group}' is forbidden "
+                                         "if the group is not empty.")
         tps = _partitions(dl, topics)
         had = store.fetch(group, tps)
         store.delete_offsets(group, tps)
@@ -424,7 +477,7 @@ def groups(data_dir: str, list_: bool, describe: bool, reset_offsets: bool, dele
         if action == "list":
             for g in store.groups():
                 if fmt == "json":
-                    emit({"group": g, "state": _group_state(store, g), "type": _group_type(store, g)})
+                    emit({"group": g, "state": _group_state(dl, store, g), "type": _group_type(store, g)})
                 else:
                     click.echo(g)
             return

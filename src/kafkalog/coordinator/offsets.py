@@ -43,6 +43,7 @@ from kafkalog.coordinator.group_metadata import (
     partition_for_group,
 )
 from kafkalog.coordinator.share_group_records import decode_record as decode_share_group_record
+from kafkalog.coordinator.streams_group_records import decode_record as decode_streams_group_record
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.log.naming import TopicPartition
 from kafkalog.log.producer_state import ORIGIN_COORDINATOR
@@ -134,6 +135,8 @@ class OffsetsStore:
         self._consumer_groups: dict[str, dict[bytes, tuple[ConsumerGroupKey, ConsumerGroupValue]]] = {}
         #: share groups (KIP-932): group -> record key -> (key, value)
         self._share_groups: dict[str, dict[bytes, tuple[Any, Any]]] = {}
+        #: streams groups (KIP-1071): group -> record key -> (key, value)
+        self._streams_groups: dict[str, dict[bytes, tuple[Any, Any]]] = {}
         #: offsets written in open transactions: producer id -> group -> offsets (visible on commit)
         self._pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         self.load()
@@ -151,6 +154,7 @@ class OffsetsStore:
             self._groups = {}
             self._consumer_groups = {}
             self._share_groups = {}
+            self._streams_groups = {}
             m = self._manager
             if not m.has_topic(CONSUMER_OFFSETS_TOPIC):
                 return
@@ -196,19 +200,24 @@ class OffsetsStore:
 
     def _replay_consumer_group(self, key: bytes, value: bytes | None) -> None:
         """A record of a consumer group (KIP-848) or a share group (KIP-932): the last value of each
-        key is kept in the order of the last writes, a tombstone drops it; streams groups' records
-        are skipped as Kafka's group coordinator skips what it does not own."""
+        key is kept in the order of the last writes, a tombstone drops it; so are a streams
+        group's (KIP-1071)."""
         got = decode_consumer_group_record(key, value)
         if got is None:
-            shared = decode_share_group_record(key, value)
+            shared: tuple[Any, Any] | None = decode_share_group_record(key, value)
+            if shared is None:
+                shared = decode_streams_group_record(key, value)
+                into = self._streams_groups
+            else:
+                into = self._share_groups
             if shared is not None:
                 sk, sv = shared
-                srecords = self._share_groups.setdefault(sk.group_id, {})
+                srecords = into.setdefault(sk.group_id, {})
                 srecords.pop(key, None)
                 if sv is not None:
                     srecords[key] = (sk, sv)
                 elif not srecords:
-                    del self._share_groups[sk.group_id]
+                    del into[sk.group_id]
             return
         k, v = got
         records = self._consumer_groups.setdefault(k.group_id, {})
@@ -251,7 +260,7 @@ class OffsetsStore:
         (KIP-848)."""
         with self._lock:
             return sorted(set(self._offsets) | set(self._groups) | set(self._consumer_groups)
-                          | set(self._share_groups))
+                          | set(self._share_groups) | set(self._streams_groups))
 
     def consumer_group(self, group: str) -> ConsumerGroupView | None:
         """A consumer group (KIP-848) as its records describe it; None for a classic group."""
@@ -263,6 +272,11 @@ class OffsetsStore:
         """The live records of every share group (KIP-932) read from the topic at load."""
         with self._lock:
             return {g: dict(r) for g, r in self._share_groups.items() if r}
+
+    def streams_group_records(self) -> dict[str, dict[bytes, tuple[Any, Any]]]:
+        """The live records of every streams group (KIP-1071) read from the topic at load."""
+        with self._lock:
+            return {g: dict(r) for g, r in self._streams_groups.items() if r}
 
     def consumer_group_records(self) -> dict[str, dict[bytes, tuple[ConsumerGroupKey, ConsumerGroupValue]]]:
         """The live records of every consumer group (KIP-848) read from the topic at load."""
@@ -395,18 +409,21 @@ class OffsetsStore:
             got = self._offsets.get(group, {})
             consumer = self._consumer_groups.get(group, {})
             share = self._share_groups.get(group, {})
-            if not got and group not in self._groups and not consumer and not share:
+            streams = self._streams_groups.get(group, {})
+            if not got and group not in self._groups and not consumer and not share and not streams:
                 return False
             records: list[tuple[bytes, bytes | None]] = [
                 (encode_key(OffsetCommitKey(group, tp.topic, tp.partition)), None) for tp in got]
             records += [(key, None) for key in consumer]
             records += [(key, None) for key in share]
+            records += [(key, None) for key in streams]
             records.append((encode_key(GroupMetadataKey(group)), None))
             self._write(group, records)
             self._offsets.pop(group, None)
             self._groups.pop(group, None)
             self._consumer_groups.pop(group, None)
             self._share_groups.pop(group, None)
+            self._streams_groups.pop(group, None)
             return True
 
     @staticmethod

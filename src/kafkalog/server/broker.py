@@ -33,6 +33,7 @@ from kafkalog.server.coordinator.classic_group import GroupCoordinator
 from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator
 from kafkalog.server.coordinator.group import TopicImage
 from kafkalog.server.coordinator.producer_id_migration import adopt_legacy_reservation
+from kafkalog.server.coordinator.streams_group import StreamsGroupCoordinator
 from kafkalog.server.features import finalized_level
 from kafkalog.server.fetch_session import FetchSessionCache
 from kafkalog.server.quota.quota_store import QuotaStore
@@ -129,6 +130,16 @@ class Broker:
         for _tp, log in manager.logs():
             self.lead(log)
         self._init_share_groups(config)
+        #: streams groups (KIP-1071), restored from their records
+        self.streams_groups = StreamsGroupCoordinator(
+            config.streams_group, self.offsets.store_records, self._topic_image,
+            other_group_exists=lambda g: g in self.consumer_groups.groups or g in self.groups.groups
+            or g in self.share_groups.groups)
+        for group, srecords in self.offsets.streams_group_records().items():
+            self.streams_groups.restore(group, srecords)
+        #: the internal topics being created for streams groups, and those creations
+        self.streams_groups_creating: set[str] = set()
+        self.streams_groups_tasks: set[asyncio.Task[None]] = set()
         #: ``authorizer.class.name``'s authorizer with the data directory's ACLs (None: no authorizer)
         self.acl_store = AclStore(manager.data_dir)
         self.authorizer = StandardAuthorizer.from_config(config.values, ()) \
@@ -218,7 +229,8 @@ class Broker:
     def group_exists(self, group: str) -> bool:
         """A group of any kind has this id."""
         return (group in self.groups.groups or group in self.consumer_groups.groups
-                or group in self.share_groups.groups or group in self.offsets.groups())
+                or group in self.share_groups.groups or group in self.streams_groups.groups
+                or group in self.offsets.groups())
 
     def delete_share_group(self, group: str) -> int:
         """DeleteGroups of a share group: its records and its share partitions' state."""
@@ -263,6 +275,12 @@ class Broker:
         self._endpoints = dict(endpoints)
         if endpoints:
             self._default_endpoint = next(iter(endpoints.values()))
+
+    def _topic_image(self, topic: str) -> TopicImage | None:
+        """One topic's id and partition count, None when it does not exist."""
+        if not self.manager.has_topic(topic):
+            return None
+        return TopicImage(self.topic_ids.of(topic), len(self.manager.partitions_of(topic)))
 
     def topic_images(self) -> dict[str, TopicImage]:
         """Every topic with its id and partition count (the consumer groups' view of the metadata):
@@ -382,6 +400,10 @@ class Broker:
                 self.consumer_groups.tick()
             except Exception:
                 logger.exception("consumer group coordinator timer failed")
+            try:
+                self.streams_groups.tick()
+            except Exception:
+                logger.exception("streams group coordinator timer failed")
             try:
                 self.share_groups.tick()
                 if self.share_partitions.expire_locks():

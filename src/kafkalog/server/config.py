@@ -71,6 +71,17 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.consumer.assignment.interval.ms", INT, 1000, at_least(0)),
     ConfigDef("group.consumer.min.assignment.interval.ms", INT, 0, at_least(0)),
     ConfigDef("group.consumer.max.assignment.interval.ms", INT, 15000, at_least(0)),
+    # --- streams groups (KIP-1071): Kafka's GroupCoordinatorConfig keys and defaults ---
+    ConfigDef("group.streams.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.streams.min.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.streams.max.session.timeout.ms", INT, 60000, at_least(1)),
+    ConfigDef("group.streams.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.streams.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.streams.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    ConfigDef("group.streams.max.size", INT, INT32_MAX, at_least(1)),
+    ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
+    ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
+    ConfigDef("group.streams.assignment.interval.ms", INT, 1000, at_least(0)),
     # internal in Kafka; the assignor runs on the event loop here, so offloading has no effect
     ConfigDef("group.consumer.assignor.offload.enable", BOOLEAN, True, None),
     ConfigDef("group.consumer.regex.refresh.interval.ms", INT, 600000, at_least(10000)),
@@ -265,6 +276,8 @@ class ServerConfig:
         self.consumer_group = _consumer_group_config(resolved)
         #: share groups' settings (a ``ShareGroupBrokerConfig``)
         self.share_group = _share_group_config(resolved)
+        #: streams groups' settings (a ``StreamsGroupConfig``)
+        self.streams_group = _streams_group_config(resolved)
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address of the first listener: ``--host``/``--port`` win over ``listeners``;
@@ -299,30 +312,51 @@ class ServerConfig:
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise InvalidConfigError(message)
+
+
+def _group_timeouts(v: dict[str, Any], p: str) -> tuple[int, int]:
+    """The heartbeat interval and session timeout of ``p`` (``group.consumer.``,
+    ``group.streams.``) checked against their bounds as Kafka's ``GroupCoordinatorConfig`` does."""
+    hb, hb_min, hb_max = (v[p + "heartbeat.interval.ms"], v[p + "min.heartbeat.interval.ms"],
+                          v[p + "max.heartbeat.interval.ms"])
+    st, st_min, st_max = (v[p + "session.timeout.ms"], v[p + "min.session.timeout.ms"],
+                          v[p + "max.session.timeout.ms"])
+    ge, le, lt = "must be greater than or equal to", "must be less than or equal to", "must be less than"
+    _require(hb_max >= hb_min, f"{p}max.heartbeat.interval.ms {ge} {p}min.heartbeat.interval.ms")
+    _require(hb >= hb_min, f"{p}heartbeat.interval.ms {ge} {p}min.heartbeat.interval.ms")
+    _require(hb <= hb_max, f"{p}heartbeat.interval.ms {le} {p}max.heartbeat.interval.ms")
+    _require(st_max >= st_min, f"{p}max.session.timeout.ms {ge} {p}min.session.timeout.ms")
+    _require(st >= st_min, f"{p}session.timeout.ms {ge} {p}min.session.timeout.ms")
+    _require(st <= st_max, f"{p}session.timeout.ms {le} {p}max.session.timeout.ms")
+    _require(hb < st, f"{p}heartbeat.interval.ms {lt} {p}session.timeout.ms")
+    return hb, st
+
+
+def _streams_group_config(v: dict[str, Any]) -> Any:
+    """The ``group.streams.*`` settings, checked as Kafka checks them."""
+    from kafkalog.server.coordinator.streams_group import StreamsGroupConfig
+    hb, st = _group_timeouts(v, "group.streams.")
+    return StreamsGroupConfig(
+        session_timeout_ms=st, heartbeat_interval_ms=hb, max_size=v["group.streams.max.size"],
+        num_standby_replicas=v["group.streams.num.standby.replicas"],
+        initial_rebalance_delay_ms=v["group.streams.initial.rebalance.delay.ms"],
+        assignment_interval_ms=v["group.streams.assignment.interval.ms"])
+
+
 def _consumer_group_config(v: dict[str, Any]) -> Any:
     """The ``group.consumer.*`` settings checked as Kafka's ``GroupCoordinatorConfig`` checks them."""
     from kafkalog.server.coordinator.assignors import BUILTIN_ASSIGNORS
     from kafkalog.server.coordinator.consumer_group import ConsumerGroupConfig
 
-    def require(ok: bool, message: str) -> None:
-        if not ok:
-            raise InvalidConfigError(message)
-
+    require = _require
     p = "group.consumer."
-    hb, hb_min, hb_max = (v[p + "heartbeat.interval.ms"], v[p + "min.heartbeat.interval.ms"],
-                          v[p + "max.heartbeat.interval.ms"])
-    st, st_min, st_max = (v[p + "session.timeout.ms"], v[p + "min.session.timeout.ms"],
-                          v[p + "max.session.timeout.ms"])
+    hb, st = _group_timeouts(v, p)
     ai, ai_min, ai_max = (v[p + "assignment.interval.ms"], v[p + "min.assignment.interval.ms"],
                           v[p + "max.assignment.interval.ms"])
-    ge, le, lt = "must be greater than or equal to", "must be less than or equal to", "must be less than"
-    require(hb_max >= hb_min, f"{p}max.heartbeat.interval.ms {ge} {p}min.heartbeat.interval.ms")
-    require(hb >= hb_min, f"{p}heartbeat.interval.ms {ge} {p}min.heartbeat.interval.ms")
-    require(hb <= hb_max, f"{p}heartbeat.interval.ms {le} {p}max.heartbeat.interval.ms")
-    require(st_max >= st_min, f"{p}max.session.timeout.ms {ge} {p}min.session.timeout.ms")
-    require(st >= st_min, f"{p}session.timeout.ms {ge} {p}min.session.timeout.ms")
-    require(st <= st_max, f"{p}session.timeout.ms {le} {p}max.session.timeout.ms")
-    require(hb < st, f"{p}heartbeat.interval.ms {lt} {p}session.timeout.ms")
+    ge, le = "must be greater than or equal to", "must be less than or equal to"
     require(ai_max >= ai_min, f"{p}max.assignment.interval.ms {ge} {p}min.assignment.interval.ms")
     require(ai >= ai_min, f"{p}assignment.interval.ms {ge} {p}min.assignment.interval.ms")
     require(ai <= ai_max, f"{p}assignment.interval.ms {le} {p}max.assignment.interval.ms")

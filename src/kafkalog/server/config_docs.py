@@ -458,6 +458,37 @@ BROKER_DOCS: dict[str, str] = {
     'group.share.session.timeout.ms': (
         'The timeout to detect client failures when using the share group protocol.'
     ),
+    'group.streams.assignment.interval.ms': (
+        'The interval between assignment updates for a streams group.'
+    ),
+    'group.streams.heartbeat.interval.ms': (
+        'The heartbeat interval given to the members.'
+    ),
+    'group.streams.initial.rebalance.delay.ms': (
+        'The amount of time the group coordinator will wait for more streams clients to join a new group '
+        'before performing the first rebalance. A longer delay means potentially fewer rebalances.'
+    ),
+    'group.streams.max.heartbeat.interval.ms': (
+        'The maximum allowed value for the group-level configuration of streams.heartbeat.interval.ms'
+    ),
+    'group.streams.max.session.timeout.ms': (
+        'The maximum allowed value for the group-level configuration of streams.session.timeout.ms'
+    ),
+    'group.streams.max.size': (
+        'The maximum number of streams clients that a single streams group can accommodate.'
+    ),
+    'group.streams.min.heartbeat.interval.ms': (
+        'The minimum allowed value for the group-level configuration of streams.heartbeat.interval.ms'
+    ),
+    'group.streams.min.session.timeout.ms': (
+        'The minimum allowed value for the group-level configuration of streams.session.timeout.ms'
+    ),
+    'group.streams.num.standby.replicas': (
+        'The number of standby replicas for each task.'
+    ),
+    'group.streams.session.timeout.ms': (
+        'The timeout to detect client failures when using the streams group protocol.'
+    ),
     'listener.security.protocol.map': (
         'Map between listener names and security protocols. This must be defined for the same security '
         'protocol to be usable in more than one port or IP. For example, internal and external traffic '

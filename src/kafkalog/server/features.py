@@ -22,6 +22,7 @@ class Feature(NamedTuple):
 FEATURES: dict[str, Feature] = {f.name: f for f in [
     Feature("group.version", 0, 1, 1),
     Feature("share.version", 0, 2, 2),
+    Feature("streams.version", 0, 1, 1),
     Feature("transaction.version", 0, 2, 2),
 ]}
 

@@ -6,6 +6,8 @@
 // Prints one line per state change, flushed ("state RUNNING"), and "closed" after a clean close
 // (SIGTERM: the shutdown hook closes the application). A SIGKILL is a crash: the next start
 // recovers from the changelog and the committed offsets.
+// With application.server set, prints "hosts [PORT, ...]": the endpoints of the instances whose
+// tasks it knows (interactive queries), on every change.
 // Arguments: BOOTSTRAP APPLICATION_ID STATE_DIR INPUT OUTPUT [key=value ...] (Streams properties).
 import java.util.*;
 import java.util.concurrent.CountDownLatch;
@@ -59,6 +61,28 @@ public class KafkalogWordCount {
             closed.countDown();
         }));
         streams.start();
+        if (p.containsKey(StreamsConfig.APPLICATION_SERVER_CONFIG)) {
+            // interactive queries: the endpoints of every instance this one knows, printed on change
+            Thread hosts = new Thread(() -> {
+                String last = "";
+                while (true) {
+                    try {
+                        Thread.sleep(300);
+                        List<Integer> ports = new ArrayList<>();
+                        for (org.apache.kafka.streams.StreamsMetadata m : streams.metadataForAllStreamsClients())
+                            ports.add(m.hostInfo().port());
+                        Collections.sort(ports);
+                        String now = ports.toString();
+                        if (!now.equals(last)) emit("hosts " + now);
+                        last = now;
+                    } catch (Exception e) {
+                        // not running yet, or closing
+                    }
+                }
+            });
+            hosts.setDaemon(true);
+            hosts.start();
+        }
         closed.await();
     }
 }

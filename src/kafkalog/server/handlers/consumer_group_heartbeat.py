@@ -42,6 +42,8 @@ def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Any:
         check_member_acls(broker, b.group_id, b.subscribed_topic_names)
         if broker.log_dir_failure is not None:
             raise GroupError(ec.NOT_COORDINATOR)
+        if b.group_id in broker.streams_groups.groups:
+            raise GroupError(ec.GROUP_ID_NOT_FOUND, f"Group {b.group_id} is not a consumer group.")
         r = broker.consumer_groups.heartbeat(
             b.group_id, b.member_id, b.member_epoch, b.instance_id, b.rack_id, ms(b.rebalance_timeout),
             None if b.subscribed_topic_names is None else list(b.subscribed_topic_names),

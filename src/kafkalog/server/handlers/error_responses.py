@@ -311,6 +311,7 @@ _BUILDERS: Mapping[int, Builder] = {
     65: _describe_transactions,
     69: _consumer_group_describe,
     77: _consumer_group_describe,          # ShareGroupDescribe: the same described groups
+    89: _consumer_group_describe,          # StreamsGroupDescribe: the same described groups
     90: _describe_share_group_offsets,
     75: _describe_topic_partitions,
 }

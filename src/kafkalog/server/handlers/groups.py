@@ -112,10 +112,12 @@ def _group_denied(broker: Broker, group: str, op: int = READ) -> bool:
 async def handle_join_group(broker: Broker, request: Request) -> Any:
     b = request.body
     v = request.api_version
-    if _group_denied(broker, b.group_id):
+    denied = _group_denied(broker, b.group_id)
+    if denied or b.group_id in broker.streams_groups.groups:     # (a streams group takes no classic member)
         return broker.response(request, {
-            "throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
-            "protocol_type": None, "protocol_name": "" if v < 7 else None, "leader": "",
+            "throttle_time": 0,
+            "error_code": ec.GROUP_AUTHORIZATION_FAILED if denied else ec.INCONSISTENT_GROUP_PROTOCOL,
+            "generation_id": -1, "protocol_type": None, "protocol_name": "" if v < 7 else None, "leader": "",
             "skip_assignment": False, "member_id": "", "members": []})
     consumer_group = broker.consumer_groups.groups.get(b.group_id)
     if consumer_group is not None:
@@ -202,7 +204,9 @@ def _group_states(broker: Broker) -> dict[str, tuple[str, str]]:
     """classic group -> (state, protocol type) for every classic group known (groups with only
     offsets: Empty), consumer groups (KIP-848) and share groups (KIP-932) left out."""
     consumer, share = broker.consumer_groups.groups, broker.share_groups.groups
-    out = {g: (EMPTY, "consumer") for g in broker.offsets.groups() if g not in consumer and g not in share}
+    streams = broker.streams_groups.groups
+    out = {g: (EMPTY, "consumer") for g in broker.offsets.groups()
+           if g not in consumer and g not in share and g not in streams}
     for gid, g in broker.groups.groups.items():
         out[gid] = (g.state, g.protocol_type or (out.get(gid, (EMPTY, ""))[1]))
     return out
@@ -215,6 +219,7 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
     listed = [(gid, state, ptype, "classic") for gid, (state, ptype) in _group_states(broker).items()]
     listed += [(gid, g.state, "consumer", "consumer") for gid, g in broker.consumer_groups.groups.items()]
     listed += [(gid, g.state, "share", "share") for gid, g in broker.share_groups.groups.items()]
+    listed += [(gid, g.state, "streams", "streams") for gid, g in broker.streams_groups.groups.items()]
     groups = []
     if broker.authorizer is not None and not broker.authorize(DESCRIBE, CLUSTER, CLUSTER_NAME):
         listed = [g for g in listed if broker.authorize(DESCRIBE, GROUP, g[0])]
@@ -235,7 +240,8 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
                         "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
                         "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
-        if gid in broker.consumer_groups.groups or gid in broker.share_groups.groups:   # not classic
+        if (gid in broker.consumer_groups.groups or gid in broker.share_groups.groups
+                or gid in broker.streams_groups.groups):                                 # not classic
             out.append({"error_code": ec.GROUP_ID_NOT_FOUND if request.api_version >= 6 else 0,
                         "error_message": f"Group {gid} is not a classic group.",
                         "group_id": gid, "group_state": DEAD, "protocol_type": "",
@@ -282,6 +288,11 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
                 logger.info("deleted group %s", gid)
         elif gid in broker.share_groups.groups:
             err = broker.delete_share_group(gid)
+        elif gid in broker.streams_groups.groups:
+            err = broker.streams_groups.delete(gid)
+            if err == ec.NONE:
+                broker.offsets.delete_group(gid)
+                logger.info("deleted group %s", gid)
         elif gid not in known:
             err = ec.GROUP_ID_NOT_FOUND
         else:

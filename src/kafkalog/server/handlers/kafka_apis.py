@@ -63,6 +63,10 @@ from kafkalog.server.handlers.share_group_offsets import (
     handle_delete_share_group_offsets,
     handle_describe_share_group_offsets,
 )
+from kafkalog.server.handlers.streams_group_heartbeat import (
+    handle_streams_group_describe,
+    handle_streams_group_heartbeat,
+)
 from kafkalog.server.handlers.telemetry import handle_get_telemetry_subscriptions, handle_push_telemetry
 from kafkalog.server.handlers.throttling import throttle
 from kafkalog.server.handlers.topics import (
@@ -144,6 +148,9 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     77: ("ShareGroupDescribe", 1, 1, handle_share_group_describe),
     78: ("ShareFetch", 1, 2, handle_share_fetch),
     79: ("ShareAcknowledge", 1, 2, handle_share_acknowledge),
+    # streams groups (KIP-1071; streams.version 1)
+    88: ("StreamsGroupHeartbeat", 0, 0, handle_streams_group_heartbeat),
+    89: ("StreamsGroupDescribe", 0, 0, handle_streams_group_describe),
     90: ("DescribeShareGroupOffsets", 0, 1, handle_describe_share_group_offsets),
     91: ("AlterShareGroupOffsets", 0, 0, handle_alter_share_group_offsets),
     92: ("DeleteShareGroupOffsets", 0, 0, handle_delete_share_group_offsets),

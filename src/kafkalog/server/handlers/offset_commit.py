@@ -129,6 +129,13 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
             err = ec.NONE
         except GroupError as e:
             err = e.code
+    elif b.group_id in broker.streams_groups.groups:      # KIP-1071: validated by member epoch
+        try:
+            check = broker.streams_groups.validate_commit(b.group_id, b.member_id,
+                                                          b.generation_id_or_member_epoch)
+            err = ec.NONE
+        except GroupError as e:
+            err = e.code
     else:
         err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance,
                                           has_offsets=b.group_id in broker.offsets.groups(),
@@ -206,6 +213,11 @@ def _fetch_error(broker: Broker, g: Any, version: int) -> int:
             broker.consumer_groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
         except GroupError as e:
             return e.code
+    if version >= 9 and g.group_id in broker.streams_groups.groups:
+        try:
+            broker.streams_groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+        except GroupError as e:
+            return e.code
     return ec.NONE
 
 
@@ -260,6 +272,9 @@ def handle_offset_delete(broker: Broker, request: Request) -> Any:
     if cg is not None:                  # a consumer group (KIP-848): its members' subscribed topic names
         for cm in cg.members.values():
             subscribed |= set(cm.subscribed_topic_names)
+    sg = broker.streams_groups.groups.get(b.group_id)
+    if sg is not None and sg.members:   # a streams group (KIP-1071): the topics its topology reads
+        subscribed |= sg.source_topics()
     topics, delete = [], []
     for t in b.topics:
         parts = []

@@ -167,6 +167,12 @@ def _txn_offset_error(broker: Broker, request: Request) -> int:
                                             or b.group_instance_id is not None):
         if b.group_id in broker.consumer_groups.groups:    # KIP-848: validated by member epoch
             return _consumer_group_error(broker, b, version)
+        if b.group_id in broker.streams_groups.groups:     # KIP-1071: validated by member epoch
+            try:
+                broker.streams_groups.validate_commit(b.group_id, b.member_id, b.generation_id, transactional=True)
+            except GroupError as e:
+                return e.code
+            return ec.NONE
         return broker.groups.check_commit(b.group_id, b.generation_id, b.member_id,
                                           b.group_instance_id, has_offsets=b.group_id in broker.offsets.groups(),
                                           transactional=True)
