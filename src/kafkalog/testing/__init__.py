@@ -13,8 +13,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.testing.modes import MODES
-
 if TYPE_CHECKING:
     from kafkalog.testing.aio import AsyncBroker, AsyncFault, AsyncHold, async_broker  # noqa: F401
     from kafkalog.testing.disk import DiskUnavailable  # noqa: F401
@@ -22,6 +20,9 @@ if TYPE_CHECKING:
     from kafkalog.testing.local_broker import LocalBroker, broker, topic_name  # noqa: F401
     from kafkalog.testing.runners import BrokerExited  # noqa: F401
     from kafkalog.testing.waiting import WaitTimeout, wait_for  # noqa: F401
+
+#: where a broker runs: a thread of the test process, or a child process
+MODES = ("thread", "process")
 
 _LAZY = {
     "AsyncBroker": "aio", "AsyncFault": "aio", "AsyncHold": "aio", "async_broker": "aio",
@@ -37,7 +38,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kafkalog.testing' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"kafkalog.testing.{module}"), name)  # a lazy name
+    return getattr(importlib.import_module(f"kafkalog.testing.{module}"), name)
 
 
 def __dir__() -> list[str]:

@@ -18,9 +18,12 @@ from kafkalog.client import ConsumerRecord, TopicPartition
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.testing import disk, reading
 from kafkalog.testing.faults import Fault, Hold, When, error_code, fault_spec
-from kafkalog.testing.modes import MODES
 from kafkalog.testing.runners import ProcessRunner, Runner, ThreadRunner
 from kafkalog.testing.waiting import wait_for
+
+#: the modes a broker runs in, as its runners name them (``kafkalog.testing.MODES`` lists the same;
+#: this module does not import its package, which imports it for the type checker)
+_MODES = (ThreadRunner.mode, ProcessRunner.mode)
 
 _topic_numbers = itertools.count(1)
 
@@ -46,8 +49,8 @@ class LocalBroker:
     def __init__(self, mode: str = "thread", config: Mapping[str, Any] | None = None, *,
                  data_dir: str | os.PathLike[str] | None = None, disk_size: str | None = None,
                  port: int = 0) -> None:
-        if mode not in MODES:
-            raise InvalidConfigError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if mode not in _MODES:
+            raise InvalidConfigError(f"mode must be one of {', '.join(_MODES)}, not {mode!r}")
         if data_dir is not None and disk_size is not None:
             raise InvalidConfigError("disk_size makes a data directory of its own: give data_dir or "
                                      "disk_size, not both")

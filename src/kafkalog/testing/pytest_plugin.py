@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kafkalog.testing.modes import MODES
+from kafkalog.testing import MODES
 
 if TYPE_CHECKING:
     from kafkalog.testing.local_broker import LocalBroker
