@@ -102,15 +102,22 @@ class JwksKeys:
         self._wake: asyncio.Event | None = None
         self._missing: OrderedDict[str, float] = OrderedDict()
 
-    async def start(self) -> None:
-        """The first read (refuses the start when it fails), then the refresher."""
-        self._loop = asyncio.get_running_loop()
+    def load(self) -> None:
+        """The first read, before the event loop runs (``kafkalog serve``: before the data directory
+        is opened); refuses the start when it fails."""
         try:
-            self.keys = await self._fetch()
+            self.keys = parse_jwks(_read(self.url))
         except (OSError, ValueError) as e:
             raise InvalidConfigError(f"{URL_KEY}={self.url}: cannot read the JSON Web Key Set: "
                                      f"{e}") from None
         logger.info("OAUTHBEARER: %d verification key(s) from %s", len(self.keys), self.url)
+
+    async def start(self) -> None:
+        """The first read unless :meth:`load` did it (in a worker thread; refuses the start when it
+        fails), then the refresher."""
+        self._loop = asyncio.get_running_loop()
+        if not self.keys:
+            await self._loop.run_in_executor(None, self.load)
         self._wake = asyncio.Event()
         self._task = self._loop.create_task(self._refresher())
 

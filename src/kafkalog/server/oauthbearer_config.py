@@ -30,13 +30,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidConfigError
-from kafkalog.server.jwks import JwksKeys, check_url
-from kafkalog.server.jwt_validator import JwtValidator
 from kafkalog.server.sasl_oauthbearer import TokenValidator
 from kafkalog.server.unsecured_jws import UnsecuredValidator
+
+if TYPE_CHECKING:       # PyJWT (the ``server`` extra) is imported when a listener checks signed JWTs
+    from kafkalog.server.jwks import JwksKeys
 
 JWT_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 UNSECURED_HANDLER = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
@@ -155,6 +156,12 @@ class OAuthBearerConfig:
             raise InvalidConfigError(
                 f"{prefix}oauthbearer.sasl.server.callback.handler.class={handler}: kafkalog's "
                 f"OAUTHBEARER validators are {JWT_HANDLER} (signed JWTs) and {UNSECURED_HANDLER}")
+        try:
+            from kafkalog.server.jwks import JwksKeys, check_url
+            from kafkalog.server.jwt_validator import JwtValidator
+        except ImportError as e:
+            raise InvalidConfigError(f"{JWT_HANDLER} needs PyJWT with cryptography (pip install "
+                                     f"'kafkalog[server]'): {e}") from None
         url = value("sasl.oauthbearer.jwks.endpoint.url")
         if url is None:
             raise InvalidConfigError(
@@ -183,6 +190,11 @@ class OAuthBearerConfig:
         return JwtValidator(keys, issuer=issuer, audiences=audiences, clock_skew_s=skew,
                             scope_claim=value("sasl.oauthbearer.scope.claim.name") or "scope",
                             sub_claim=value("sasl.oauthbearer.sub.claim.name") or "sub")
+
+    def load(self) -> None:
+        """Read every key set now (before an event loop runs)."""
+        for keys in self.key_sets:
+            keys.load()
 
     async def start(self) -> None:
         for keys in self.key_sets:
