@@ -160,7 +160,8 @@ class SaslAuthenticator:
                                             "error_message": e.message, "auth_bytes": b"",
                                             "session_lifetime": 0})
         self._done()
-        return self._response(request, {"error_code": 0, "error_message": None,
+        # Kafka answers an empty message, not a null one
+        return self._response(request, {"error_code": 0, "error_message": "",
                                         "auth_bytes": token, "session_lifetime": 0})
 
     def _legacy_token(self, data: bytes) -> bytes:

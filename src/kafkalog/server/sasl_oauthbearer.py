@@ -2,8 +2,9 @@
 I/O, one token in, one token out.
 
 * The client's first message is ``n,[a=authzid],%x01auth=Bearer <token>%x01[key=value%x01...]%x01``
-  (the GS2 header, then kvpairs). A malformed one fails as Kafka's ``SaslException`` does: "Authentication
-  failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER".
+  (the GS2 header, then kvpairs). A malformed one fails as Kafka's ``SaslException`` does ("Authentication
+  failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"); a scheme
+  other than Bearer closes the connection without an answer, as Kafka 4.4 does.
 * The token goes to the listener's validator (:mod:`kafkalog.server.unsecured_jws` or
   :mod:`kafkalog.server.jwt_validator`). A rejected token is not a failure yet: the server answers
   the error JSON ``{"status":"invalid_token"}`` (with ``"scope"`` for a missing scope), the client
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from kafkalog.errors import SaslAuthenticationFailed
+from kafkalog.errors import SaslAuthenticationFailed, SaslStateError
 
 OAUTHBEARER = "OAUTHBEARER"
 _SEP = "\x01"
@@ -74,8 +75,11 @@ def parse_client_first(message: bytes) -> tuple[str, str, dict[str, str]]:
     if auth is None:
         raise SaslAuthenticationFailed(MALFORMED)
     a = _AUTH.fullmatch(auth)
-    if a is None or a["scheme"].lower() != "bearer":
+    if a is None:
         raise SaslAuthenticationFailed(MALFORMED)
+    if a["scheme"].lower() != "bearer":
+        # Kafka 4.4's message for this names a group its pattern lacks: the broker closes the connection
+        raise SaslStateError(f"Invalid scheme in OAUTHBEARER client first message: {a['scheme']}")
     authzid = (m["authzid"] or "").replace("=2C", ",").replace("=3D", "=")
     return authzid, a["token"], pairs
 
