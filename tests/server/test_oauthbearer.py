@@ -40,8 +40,7 @@ JWT_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidator
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 SUPER = ["admin", "alice", "svc-java", "svc-rdkafka"]
-CLIENTS = {"svc-java": "java-secret", "svc-rdkafka": "rdkafka-secret", "svc-wrong-aud": "aud-secret",
-           "svc-expired": "expired-secret"}
+CLIENTS = {"svc-java": "java-secret", "svc-rdkafka": "rdkafka-secret", "svc-wrong-aud": "aud-secret"}
 
 
 def _broker_keys(idp: IdP) -> dict[str, str]:
@@ -64,7 +63,6 @@ def _broker_keys(idp: IdP) -> dict[str, str]:
 def idp() -> Iterator[IdP]:
     p = IdP(dict(CLIENTS)).start()
     p.claims_for["svc-wrong-aud"] = {"aud": "another-cluster"}
-    p.claims_for["svc-expired"] = {"iat_offset_s": -7200}
     try:
         yield p
     finally:
@@ -268,13 +266,13 @@ def _oidc(client: str, secret: str, idp: IdP) -> dict[str, Any]:
 
 def test_confluent_oidc(oauth_pair: dict[str, dict[str, int]], idp: IdP) -> None:
     """librdkafka's OIDC (client credentials from the token endpoint here) produces and consumes on the
-    JWT listener of both; a token for another audience, or an expired one, is refused by both alike."""
+    JWT listener of both; a token for another audience is refused by both alike."""
     ok = _both(oauth_pair, lambda ports, t: _confluent(ports, "JWT", _oidc("svc-rdkafka", "rdkafka-secret", idp), t))
     assert ok["kafka"] == ok["kafkalog"] == (True, []), ok
-    for client in ("svc-wrong-aud", "svc-expired"):
-        refused = _both(oauth_pair, lambda ports, t, c=client: _confluent(ports, "JWT", _oidc(c, CLIENTS[c], idp), t))
-        assert refused["kafka"] == refused["kafkalog"], refused
-        assert refused["kafkalog"][0] is False and refused["kafkalog"][1], refused
+    # (an expired token librdkafka refuses itself, before any broker sees it)
+    refused = _both(oauth_pair, lambda ports, t: _confluent(ports, "JWT", _oidc("svc-wrong-aud", "aud-secret", idp), t))
+    assert refused["kafka"] == refused["kafkalog"], refused
+    assert refused["kafkalog"] == (False, ['SASL authentication error: {"status":"invalid_token"}']), refused
 
 
 def _java(ports: dict[str, int], client: str, idp: IdP, topic: str) -> tuple[int, str]:
