@@ -98,7 +98,8 @@ class IdP:
                     return
                 idp.tokens_issued += 1
                 scope = (form.get("scope") or ["kafka"])[0]
-                self._answer(200, {"access_token": idp.token(client_id, scope, **idp.claims_for.get(client_id, {})), "token_type": "Bearer",
+                token = idp.token(client_id, scope, **idp.claims_for.get(client_id, {}))
+                self._answer(200, {"access_token": token, "token_type": "Bearer",
                                    "expires_in": 3600})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -45,12 +45,12 @@ def _refusals(p: Any, names: dict[Any, str], where: tuple[Any, ...] = ()) -> lis
     coordinator's state (Kafka 4.4 answers NOT_COORDINATOR for a while after a group's first use)."""
     out: list[Any] = []
     if isinstance(p, dict):
-        here = where + tuple(names.get(p[k], "<unknown>") if k == "topic_id" else p[k]
+        here = where + tuple(names.get(str(p[k]), "<unknown>") if k == "topic_id" else p[k]
                              for k in ("group_id", "topic_name", "topic_id", "partition_index") if k in p)
         for key in ("error_code", "acknowledge_error_code"):
             if p.get(key) in (29, 30):
                 out.append((here, key, p[key], p.get("error_message")))
-        for k, v in p.items():
+        for v in p.values():
             if isinstance(v, (dict, list)):
                 out += _refusals(v, names, here)
     elif isinstance(p, list):
@@ -68,14 +68,14 @@ def _codes(p: Any, names: dict[Any, str]) -> Any:
         for x in t["partitions"]:
             for key in ("error_code", "acknowledge_error_code"):
                 if x.get(key) in (29, 30):
-                    out.append((names.get(t["topic_id"], "<unknown>"), x["partition_index"], key, x[key]))
+                    out.append((names.get(str(t["topic_id"]), "<unknown>"), x["partition_index"], key, x[key]))
     return {"error_code": p["error_code"], "error_message": p["error_message"], "refused": sorted(out)}
 
 
 def _share_session(conn_of: Any) -> None:
     _setup(conn_of)
     ids = _ids(conn_of)
-    names = {v: k for k, v in ids.items()}
+    names = {str(v): k for k, v in ids.items()}
     for user in PRINCIPALS:
         c = conn_of(user)
         who = "authz share " + (user or "ANONYMOUS")
@@ -139,6 +139,7 @@ def _regex_session(conn_of: Any) -> None:
     for user in ("alice", "admin"):
         c = conn_of(user)
         group, member = f"app-rx-{user}", uuid.uuid4().hex[:22]
+        admin.coordinator_ready(group)              # Kafka creates __consumer_offsets on demand
         hb = {"group_id": group, "member_id": member, "member_epoch": 0, "instance_id": None, "rack_id": None,
               "rebalance_timeout": 10000, "subscribed_topic_names": None, "subscribed_topic_regex": "(app|oth).*",
               "server_assignor": None, "topic_partitions": []}

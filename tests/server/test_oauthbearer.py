@@ -49,7 +49,8 @@ def _broker_keys(idp: IdP) -> dict[str, str]:
         "sasl.enabled.mechanisms": "OAUTHBEARER",
         "listener.name.unsec.oauthbearer.sasl.jaas.config":
             f'{LOGIN_MODULE} required unsecuredLoginStringClaim_sub="broker" unsecuredValidatorRequiredScope="kafka";',
-        "listener.name.jwt.oauthbearer.sasl.jaas.config": f'{LOGIN_MODULE} required unsecuredLoginStringClaim_sub="broker";',
+        "listener.name.jwt.oauthbearer.sasl.jaas.config":
+            f'{LOGIN_MODULE} required unsecuredLoginStringClaim_sub="broker";',
         "listener.name.jwt.oauthbearer.sasl.server.callback.handler.class": JWT_HANDLER,
         "sasl.oauthbearer.jwks.endpoint.url": f"{idp.url}/jwks",
         "sasl.oauthbearer.expected.issuer": ISSUER,
@@ -316,7 +317,8 @@ def test_jwks_file_and_a_new_key(tmp_path: Any, idp: IdP) -> None:
     jwks.write_text(json.dumps(idp.jwks()))
     b = BrokerProcess(str(tmp_path / "data"), [
         "listeners=JWT://127.0.0.1:0", "listener.security.protocol.map=JWT:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms=OAUTHBEARER", f"listener.name.jwt.oauthbearer.sasl.server.callback.handler.class={JWT_HANDLER}",
+        "sasl.enabled.mechanisms=OAUTHBEARER",
+        f"listener.name.jwt.oauthbearer.sasl.server.callback.handler.class={JWT_HANDLER}",
         f"sasl.oauthbearer.jwks.endpoint.url=file://{jwks}", f"sasl.oauthbearer.expected.issuer={ISSUER}",
         "sasl.oauthbearer.allow.unverified.audience=true"]).start()
     try:
@@ -354,10 +356,51 @@ def test_start_refused(tmp_path: Any, idp: IdP, keys: dict[str, str], message: s
             "sasl.oauthbearer.jwks.endpoint.url": f"{idp.url}/jwks", "sasl.oauthbearer.expected.issuer": ISSUER,
             "sasl.oauthbearer.expected.audience": AUDIENCE, **keys}
     args = [a for kv in base.items() if kv[1] for a in ("--config", "=".join(kv))]
-    r = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "serve", str(tmp_path / "data"), "--port", "0", *args],
+    r = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "serve", str(tmp_path / "data"), "--port", "0",
+                        *args],
                        capture_output=True, text=True, timeout=60, check=False)
     out = r.stdout + r.stderr
     assert r.returncode == 2, (r.returncode, out[-2000:])          # the CLI's exit code for bad input
     assert json.loads(r.stdout)["error"] == "InvalidConfigError", out[-2000:]
     assert out.count(message) == 1, out[-2000:]
     assert not (tmp_path / "data").exists()
+
+
+# --- docs/server.md's worked example ---------------------------------------------------------------------
+
+def test_docs_oauthbearer_worked_example(tmp_path: Any, idp: IdP) -> None:
+    """docs/server.md's OAUTHBEARER example as written (the identity provider's URLs and issuer replaced by
+    the one here): the broker's properties with ``kafkalog serve --config-file``, the Java client's
+    properties producing and consuming as svc-admin; a token of another client authenticates but may not
+    describe the cluster; a token for another audience is refused."""
+    from tests.server.test_authorizer import DOC
+    text = open(DOC, encoding="utf-8").read()
+    start = text.index("**Worked example: OAUTHBEARER")
+    section = text[start:text.index("\n## ", start)]
+    server_props, client_props = [b for lang, b in re.findall(r"```(\w+)\n(.*?)```", section, flags=re.DOTALL)
+                                  if lang == "properties"]
+
+    def local(props: str) -> str:
+        return (props.replace("https://idp.example/jwks", f"{idp.url}/jwks")
+                .replace("https://idp.example/token", f"{idp.url}/token").replace("https://idp.example", ISSUER))
+    idp.clients["svc-admin"] = "admin-client-secret"
+    (tmp_path / "server.properties").write_text(local(server_props))
+    b = BrokerProcess(str(tmp_path / "data"), ["listeners=SASL_PLAINTEXT://127.0.0.1:0"],
+                      extra_args=["--config-file", str(tmp_path / "server.properties")]).start()
+    try:
+        port = b.ports["SASL_PLAINTEXT"]
+        assert exchange(port, client_first(idp.token("mallory")))[-1] == ("cluster operations", 0)
+        assert exchange(port, client_first(idp.token("svc-admin", aud="other")))[2][:3] == \
+            ("%x01", 58, '{"status":"invalid_token"}')
+        try:
+            classpath("4.4.0")
+        except JavaUnavailable as e:
+            pytest.skip(str(e))
+        props = dict(line.split("=", 1) for line in local(client_props).splitlines() if line.strip())
+        props.update({"kafkalog.codecs": "none", "kafkalog.admin": "false"})
+        r = run_driver("4.4.0", f"127.0.0.1:{port}", f"doc-{uuid.uuid4().hex[:6]}", 20, properties=props,
+                       jvm_args=[f"-D{ALLOWED_URLS}={idp.url}/token"])
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert "authenticated svc-admin with SASL/OAUTHBEARER" in b.stderr(), b.stderr()[-2000:]
+    finally:
+        assert b.stop() == 0, b.stderr()

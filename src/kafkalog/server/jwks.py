@@ -69,7 +69,7 @@ def _read(url: str) -> bytes:
             data = f.read(MAX_JWKS_BYTES + 1)
     else:
         req = urllib.request.Request(url, headers={"Accept": "application/json"})
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as r:     # noqa: S310 (scheme checked)
+        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as r:     # the scheme was checked
             data = r.read(MAX_JWKS_BYTES + 1)
     if len(data) > MAX_JWKS_BYTES:
         raise ValueError(f"the key set is larger than {MAX_JWKS_BYTES} bytes")
