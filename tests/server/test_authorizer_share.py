@@ -82,7 +82,7 @@ def _share_session(conn_of: Any) -> None:
         for group in ("app-sg", "other-sg"):
             member = uuid.uuid4().hex[:22]
             c.call("", 76, 1, {"group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
-                               "subscribed_topic_names": ["app-data"]}, record=False)
+                               "subscribed_topic_names": ["app-data"]}, record=False, retry=frozenset())
             fetch = {"group_id": group, "member_id": member, "share_session_epoch": 0, "max_wait": 0,
                      "min_bytes": 0, "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100,
                      "topics": [{"topic_id": ids[t], "partitions": [{"partition_index": 0,
@@ -102,9 +102,9 @@ def _share_session(conn_of: Any) -> None:
             c.call(f"{who}: ShareAcknowledge v1 {group} no member id", 79, 1, {
                 "group_id": group, "member_id": "", "share_session_epoch": 1, "topics": []},
                    retry=frozenset(), transform=lambda p: _codes(p, names))
-            c.call("", 78, 1, {**fetch, "share_session_epoch": -1, "topics": []}, record=False)
+            c.call("", 78, 1, {**fetch, "share_session_epoch": -1, "topics": []}, record=False, retry=frozenset())
             c.call("", 76, 1, {"group_id": group, "member_id": member, "member_epoch": -1, "rack_id": None,
-                               "subscribed_topic_names": None}, record=False)
+                               "subscribed_topic_names": None}, record=False, retry=frozenset())
             c.call(f"{who}: DescribeShareGroupOffsets v1 {group}", 90, 1, {"groups": [
                 {"group_id": group, "topics": [{"topic_name": t, "partitions": [0]} for t in TOPICS]},
                 {"group_id": group, "topics": None}]}, retry=frozenset(), transform=lambda p: _refusals(p, names))
