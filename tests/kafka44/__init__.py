@@ -180,6 +180,8 @@ class KafkaBroker:
         self.properties.update(properties or {})
         self.heap = heap
         self.fast_start = fast_start
+        #: more JVM arguments (system properties: ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...``)
+        self.jvm_args: list[str] = []
         self.proc: subprocess.Popen[bytes] | None = None
         self.cluster_id: str | None = None
         self.properties_path = self.workdir / "server.properties"
@@ -208,7 +210,7 @@ class KafkaBroker:
     def start(self, timeout: float = START_TIMEOUT_S) -> KafkaBroker:
         """Start ``kafka.Kafka`` and return once it serves (its log says it started)."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
-        jvm = [f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}", "-Xms128m"]
+        jvm = [f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}", "-Xms128m", *self.jvm_args]
         cmd = java_command("kafka.Kafka", str(self.properties_path), heap=self.heap, jvm_args=jvm)
         if not self.fast_start:
             cmd.remove("-XX:TieredStopAtLevel=1")

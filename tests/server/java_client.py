@@ -187,12 +187,14 @@ def classpath(version: str) -> str:
 
 
 def run_driver(version: str, bootstrap: str, prefix: str, n: int, mode: str | None = None,
-               properties: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+               properties: dict[str, str] | None = None,
+               jvm_args: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run the driver: its basic steps, or ``mode`` ("txn": the transaction steps); ``properties``
     are client properties (``security.protocol``, ``ssl.*``, ``sasl.*``) and the driver's own
-    ``kafkalog.codecs`` / ``kafkalog.admin``."""
+    ``kafkalog.codecs`` / ``kafkalog.admin``; ``jvm_args`` system properties (``-Dkey=value``)."""
     extra = ([mode] if mode else []) + [f"{k}={v}" for k, v in (properties or {}).items()]
-    return subprocess.run(["java", "-cp", classpath(version), "KafkalogDriver", bootstrap, prefix, str(n),
+    return subprocess.run(["java", *(jvm_args or []), "-cp", classpath(version), "KafkalogDriver", bootstrap,
+                           prefix, str(n),
                            *extra], capture_output=True, text=True, timeout=600, check=False)
 
 

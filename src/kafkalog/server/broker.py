@@ -40,7 +40,7 @@ from kafkalog.server.quota.quota_store import QuotaStore
 from kafkalog.server.quota.quotas import ClientQuotas
 from kafkalog.server.requests.kio_build import build
 from kafkalog.server.requests.protocol import Request
-from kafkalog.server.security.acl_operations import CLUSTER, DESCRIBE, authorized_operations
+from kafkalog.server.security.acl_operations import CLUSTER, DESCRIBE, TOPIC, authorized_operations
 from kafkalog.server.security.acl_store import AclStore
 from kafkalog.server.security.authorizer import AclBinding, StandardAuthorizer, current_session
 from kafkalog.server.security.sasl_credentials import ScramCredential
@@ -114,6 +114,7 @@ class Broker:
         #: the consumer group protocol's groups (KIP-848), restored from their records
         self.consumer_groups = ConsumerGroupCoordinator(config.consumer_group, self.offsets.store_records,
                                                         self.topic_images)
+        self.consumer_groups.describable = self._describable_topics
         for group, records in self.offsets.consumer_group_records().items():
             self.consumer_groups.restore(group, records)
         from kafkalog.server.coordinator.group_migration import GroupMigration
@@ -186,6 +187,10 @@ class Broker:
             return 0        # Kafka: the cluster's operations only for who may describe it
         return authorized_operations(resource_type, True,
                                      lambda op: auth.authorize(session, op, resource_type, name))
+
+    def _describable_topics(self, names: Iterable[str]) -> list[str]:
+        """The topics of ``names`` the session being served may DESCRIBE (a regex subscription's)."""
+        return [n for n in names if self.authorize(DESCRIBE, TOPIC, n)]
 
     def authorize(self, op: int, resource_type: int, name: str) -> bool:
         """Whether the session being served may do ``op`` on the resource (always, without an authorizer)."""

@@ -6,6 +6,7 @@ the ``LogManager``. Unknown keys are refused, not ignored."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -147,6 +148,12 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("metrics.listener", STRING, "", None),
 ]}
 
+#: the SASL/OAUTHBEARER keys, listener-prefixed or not: :mod:`kafkalog.server.security.oauthbearer_config` reads
+#: (and checks) them, DescribeConfigs does not list them
+OAUTHBEARER_KEY = re.compile(r"(?:listener\.name\.[^.]+\.(?:oauthbearer\.)?)?sasl\.oauthbearer\..+"
+                             r"|listener\.name\.[^.]+\.oauthbearer\.sasl\.(?:jaas\.config|server\.callback\.handler\.class)"
+                             r"|org\.apache\.kafka\.sasl\.oauthbearer\.allowed\.urls")
+
 #: the security protocols of Kafka's ``SecurityProtocol``
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
@@ -215,6 +222,9 @@ class ServerConfig:
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         values = dict(values or {})
+        #: the OAUTHBEARER keys as given (:data:`OAUTHBEARER_KEY`)
+        self.oauth_values: dict[str, str] = {k: str(values.pop(k)) for k in list(values)
+                                             if OAUTHBEARER_KEY.fullmatch(k) and values[k] is not None}
         server: dict[str, Any] = {}
         storage: dict[str, Any] = {}
         for k, v in values.items():

@@ -428,6 +428,9 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         self._known_topics: frozenset[str] = frozenset()
         self._topics_version = 0
         self._last_image: dict[str, TopicImage] = {}
+        #: with an authorizer: the topics (of those given) the member being served may DESCRIBE; a
+        #: regular expression resolves to those only (Kafka's ``filterTopicDescribeAuthorizedTopics``)
+        self.describable: Callable[[Iterable[str]], Iterable[str]] | None = None
 
     @property
     def default_assignor(self) -> str:
@@ -738,6 +741,8 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
                 logger.error("group %s: cannot parse regular expression %r; ignored", g.group_id, regex)
                 pattern = None
             topics = frozenset(t for t in image if pattern is not None and matches(pattern, t))
+            if self.describable is not None and topics:
+                topics = frozenset(self.describable(topics))
             resolved[regex] = ResolvedRegex(topics, self._topics_version, now)
         records: list[Record] = []
         bump = False

@@ -27,6 +27,7 @@ from kafkalog.log.naming import TopicPartition
 from kafkalog.server import error_codes as ec
 from kafkalog.server.handlers.modern_groups import ms
 from kafkalog.server.requests.protocol import Request
+from kafkalog.server.security.acl_operations import GROUP, READ, TOPIC
 from kafkalog.server.share_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -73,6 +74,10 @@ def _acknowledge(broker: Broker, group: str, member: str, topics: Any, renew_sup
     manager = broker.share_partitions
     for t in topics:
         name = broker.topic_ids.name_of(t.topic_id)
+        if name is not None and not _may_read(broker, name):       # Kafka: READ on each topic
+            out.update({(t.topic_id, p.partition_index): (ec.TOPIC_AUTHORIZATION_FAILED, None)
+                        for p in t.partitions if p.acknowledgement_batches})
+            continue
         for p in t.partitions:
             key = (t.topic_id, p.partition_index)
             batches = [(int(b.first_offset), int(b.last_offset), [int(x) for x in b.acknowledge_types])
@@ -99,6 +104,10 @@ def _acknowledge(broker: Broker, group: str, member: str, topics: Any, renew_sup
                 out[key] = (ec.UNKNOWN_SERVER_ERROR, e.message)
     broker.notify_share(group)
     return out
+
+
+def _may_read(broker: Broker, topic: str) -> bool:
+    return broker.authorizer is None or broker.authorize(READ, TOPIC, topic)
 
 
 def connection_closed(broker: Broker, connection: object) -> None:
@@ -131,6 +140,9 @@ def _fetch(broker: Broker, session: ShareSession, max_records: int, max_bytes: i
     budget_records, budget_bytes = max_records, max_bytes
     for topic_id, p in order:
         name = broker.topic_ids.name_of(topic_id)
+        if name is not None and not _may_read(broker, name):
+            out[(topic_id, p)] = (ec.TOPIC_AUTHORIZATION_FAILED, b"", ())
+            continue
         if name is None or broker.log(name, p) is None:
             out[(topic_id, p)] = (ec.UNKNOWN_TOPIC_OR_PARTITION, b"", ())
             continue
@@ -198,9 +210,13 @@ def _top_error(broker: Broker, request: Request, code: int, message: str | None 
 def handle_share_fetch(broker: Broker, request: Request) -> Any:
     b = request.body
     group, member, epoch = b.group_id, b.member_id, b.share_session_epoch
-    invalid = _invalid_ids(group, member)
-    if invalid is not None:
-        return _top_error(broker, request, ec.INVALID_REQUEST, invalid)
+    # Kafka's error responses here carry no message (getErrorResponse drops the exception's)
+    if group is None:
+        return _top_error(broker, request, ec.INVALID_REQUEST)
+    if broker.authorizer is not None and not broker.authorize(READ, GROUP, group):
+        return _top_error(broker, request, ec.GROUP_AUTHORIZATION_FAILED)
+    if not member:
+        return _top_error(broker, request, ec.INVALID_REQUEST)
     renew = request.api_version >= 2 and b.is_renew_ack
     if renew:
         problems = [f"{k} must be set to 0, " for k, v in (("maxBytes", b.max_bytes), ("minBytes", b.min_bytes),
@@ -268,9 +284,12 @@ async def _long_poll(broker: Broker, request: Request, session: ShareSession, in
 def handle_share_acknowledge(broker: Broker, request: Request) -> Any | Awaitable[Any]:
     b = request.body
     group, member, epoch = b.group_id, b.member_id, b.share_session_epoch
-    invalid = _invalid_ids(group, member)
-    if invalid is not None:
-        return _ack_error(broker, request, ec.INVALID_REQUEST, invalid)
+    if group is None:
+        return _ack_error(broker, request, ec.INVALID_REQUEST)
+    if broker.authorizer is not None and not broker.authorize(READ, GROUP, group):
+        return _ack_error(broker, request, ec.GROUP_AUTHORIZATION_FAILED)
+    if not member:
+        return _ack_error(broker, request, ec.INVALID_REQUEST)
     try:
         broker.share_sessions.acknowledge_update(group, member, epoch)
     except ShareSessionError as e:

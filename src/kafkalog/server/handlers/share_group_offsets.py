@@ -2,7 +2,14 @@
 group's start offsets (SPSO) per partition as the share coordinator holds them
 (``__share_group_state``), with the lag (v1: the high watermark less the start offset and the
 records already settled above it); set for an empty group (its partitions' states initialized
-again at the given offsets) or deleted, as Kafka 4.4 answers them."""
+again at the given offsets) or deleted, as Kafka 4.4 answers them.
+
+With an authorizer, Kafka 4.4's checks: Describe needs DESCRIBE on the group (else the group's
+GROUP_AUTHORIZATION_FAILED) and DESCRIBE on each topic (a named topic refused: its partitions'
+TOPIC_AUTHORIZATION_FAILED, after the others; all the group's topics: the refused ones left out); Alter
+needs READ on the group (else the whole request's GROUP_AUTHORIZATION_FAILED) and READ on each topic
+(its partitions' TOPIC_AUTHORIZATION_FAILED); Delete needs DELETE on the group and READ on each topic
+(the topic's TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.server import error_codes as ec
 from kafkalog.server.coordinator.group import GroupError
 from kafkalog.server.requests.protocol import Request
+from kafkalog.server.security.acl_operations import DELETE, DESCRIBE, GROUP, READ, TOPIC
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
@@ -34,16 +42,36 @@ def _partition(broker: Broker, group: str, name: str, topic_id: uuid.UUID, p: in
             "lag": lag, "error_code": ec.NONE, "error_message": None}
 
 
+def _allowed(broker: Broker, op: int, rtype: int, name: str) -> bool:
+    return broker.authorizer is None or broker.authorize(op, rtype, name)
+
+
+def _refused_topic(name: str, parts: list[int]) -> dict[str, Any]:
+    return {"topic_name": name, "topic_id": uuid.UUID(int=0), "partitions": [
+        {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1,
+         "error_code": ec.TOPIC_AUTHORIZATION_FAILED, "error_message": ec.message(ec.TOPIC_AUTHORIZATION_FAILED)}
+        for p in parts]}
+
+
 def handle_describe_share_group_offsets(broker: Broker, request: Request) -> Any:
     with_lag = request.api_version >= 1
     groups = []
     for g in request.body.groups:
+        if not _allowed(broker, DESCRIBE, GROUP, g.group_id):
+            groups.append({"group_id": g.group_id, "topics": [], "error_code": ec.GROUP_AUTHORIZATION_FAILED,
+                           "error_message": None})
+            continue
         topics = []
+        refused: list[dict[str, Any]] = []
         if g.topics is None:                          # every initialized partition of the group
             sg = broker.share_groups.groups.get(g.group_id)
-            wanted = [] if sg is None else [(name, sorted(ps)) for _t, (name, ps) in sorted(sg.initialized.items())]
+            wanted = [] if sg is None else [(name, sorted(ps)) for _t, (name, ps) in sorted(sg.initialized.items())
+                                            if _allowed(broker, DESCRIBE, TOPIC, name)]
         else:
-            wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
+            wanted = [(t.topic_name, list(t.partitions)) for t in g.topics
+                      if _allowed(broker, DESCRIBE, TOPIC, t.topic_name)]
+            refused = [_refused_topic(t.topic_name, list(t.partitions)) for t in g.topics
+                       if not _allowed(broker, DESCRIBE, TOPIC, t.topic_name)]
         for name, parts in wanted:
             if not broker.manager.has_topic(name):
                 topics.append({"topic_name": name, "topic_id": uuid.UUID(int=0), "partitions": [   # as Kafka
@@ -53,15 +81,25 @@ def handle_describe_share_group_offsets(broker: Broker, request: Request) -> Any
             topic_id = broker.topic_ids.of(name)
             topics.append({"topic_name": name, "topic_id": topic_id,
                            "partitions": [_partition(broker, g.group_id, name, topic_id, p, with_lag) for p in parts]})
-        groups.append({"group_id": g.group_id, "topics": topics, "error_code": ec.NONE, "error_message": None})
+        groups.append({"group_id": g.group_id, "topics": topics + refused, "error_code": ec.NONE,
+                       "error_message": None})
     return broker.response(request, {"throttle_time": 0, "groups": groups})
 
 
 def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
     b = request.body
+    if not _allowed(broker, READ, GROUP, b.group_id):
+        return broker.response(request, {"throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED,
+                                         "error_message": ec.message(ec.GROUP_AUTHORIZATION_FAILED),
+                                         "responses": []})
     responses = []
     starts: dict[tuple[uuid.UUID, str], dict[int, int]] = {}
     for t in b.topics:
+        if not _allowed(broker, READ, TOPIC, t.topic_name):
+            responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "partitions": [
+                {"partition_index": p.partition_index, "error_code": ec.TOPIC_AUTHORIZATION_FAILED,
+                 "error_message": ec.message(ec.TOPIC_AUTHORIZATION_FAILED)} for p in t.partitions]})
+            continue
         if not broker.manager.has_topic(t.topic_name):
             responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "partitions": [
                 {"partition_index": p.partition_index, "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION,
@@ -92,10 +130,19 @@ def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
 
 def handle_delete_share_group_offsets(broker: Broker, request: Request) -> Any:
     b = request.body
+    if not _allowed(broker, DELETE, GROUP, b.group_id):
+        return broker.response(request, {"throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED,
+                                         "error_message": ec.message(ec.GROUP_AUTHORIZATION_FAILED),
+                                         "responses": []})
     sg = broker.share_groups.groups.get(b.group_id)
     responses = []
     delete: dict[uuid.UUID, str] = {}
     for t in b.topics:
+        if not _allowed(broker, READ, TOPIC, t.topic_name):
+            responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0),
+                              "error_code": ec.TOPIC_AUTHORIZATION_FAILED,
+                              "error_message": ec.message(ec.TOPIC_AUTHORIZATION_FAILED)})
+            continue
         if not broker.manager.has_topic(t.topic_name):
             responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0),
                               "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION, "error_message": _UNKNOWN})

@@ -113,6 +113,8 @@ class Server:
     async def start(self) -> tuple[str, int]:
         """Bind and listen on every listener; returns the first one's bound (host, port)."""
         loop = asyncio.get_running_loop()
+        if self.sasl is not None:           # the OAUTHBEARER key sets, read before any client comes
+            await self.sasl.start()
         for lst in self.listeners:
             infos = socket.getaddrinfo(lst.host, lst.port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)
@@ -141,6 +143,8 @@ class Server:
             t.cancel()
         await asyncio.gather(*self._accept_tasks, return_exceptions=True)
         await self.broker.stop_timers()
+        if self.sasl is not None:
+            await self.sasl.close()
         for sock in self._socks:
             sock.close()
         tasks = list(self._tasks)
@@ -191,7 +195,7 @@ class Server:
             auth = None
             if listener.sasl:
                 assert self.sasl is not None
-                auth = SaslAuthenticator(self.sasl)
+                auth = SaslAuthenticator(self.sasl, listener.name)
             await self._requests(channel, auth)
         except (KafkalogError, InvalidRequestError) as e:
             logger.warning("closing connection from %s on %s: %s", addr, listener.name, e)

@@ -17,7 +17,7 @@ connection until the client is authenticated and says what to answer.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.index import load_response_schema
@@ -33,6 +33,7 @@ from kafkalog.server.requests.protocol import (
     parse_request,
     peek_header,
 )
+from kafkalog.server.security.oauthbearer_config import OAuthBearerConfig
 from kafkalog.server.security.sasl_credentials import Credentials
 from kafkalog.server.security.sasl_mechanisms import (
     MECHANISMS,
@@ -40,6 +41,7 @@ from kafkalog.server.security.sasl_mechanisms import (
     SaslServer,
     sasl_server,
 )
+from kafkalog.server.security.sasl_oauthbearer import OAUTHBEARER, OAuthBearerServer
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -55,24 +57,36 @@ SASL_VERSIONS = {SASL_HANDSHAKE_KEY: (0, 1), SASL_AUTHENTICATE_KEY: (0, 2)}
 
 @dataclass(frozen=True)
 class SaslConfig:
-    """``sasl.enabled.mechanisms`` and the users of ``sasl.credentials.file``."""
+    """``sasl.enabled.mechanisms``, the users of ``sasl.credentials.file`` (PLAIN, SCRAM) and the
+    OAUTHBEARER validator of each SASL listener (:mod:`kafkalog.server.security.oauthbearer_config`)."""
 
     mechanisms: tuple[str, ...]
     credentials: Credentials
+    oauth: OAuthBearerConfig = field(default_factory=OAuthBearerConfig)
 
     @classmethod
-    def from_values(cls, values: dict[str, Any]) -> SaslConfig:
+    def from_values(cls, values: dict[str, Any], oauth_values: dict[str, str] | None = None,
+                    listeners: list[str] | None = None) -> SaslConfig:
         mechanisms = tuple(str(m).strip().upper() for m in values["sasl.enabled.mechanisms"])
-        bad = [m for m in mechanisms if m not in MECHANISMS]
+        served = (*MECHANISMS, OAUTHBEARER)
+        bad = [m for m in mechanisms if m not in served]
         if bad or not mechanisms:
             raise InvalidConfigError(
                 f"Invalid value {','.join(mechanisms)!r} for configuration sasl.enabled.mechanisms: "
-                f"kafkalog serves {', '.join(MECHANISMS)} (Kafka's default GSSAPI is not served)")
+                f"kafkalog serves {', '.join(served)} (Kafka's default GSSAPI is not served)")
+        oauth = OAuthBearerConfig.from_values(oauth_values or {}, list(listeners or []))
         path = values["sasl.credentials.file"]
-        if not path:
-            raise InvalidConfigError("a SASL_PLAINTEXT or SASL_SSL listener needs users: set "
-                                     "sasl.credentials.file (docs/server.md)")
-        return cls(mechanisms, Credentials.load(path))
+        if not path and any(m in MECHANISMS for m in mechanisms):
+            raise InvalidConfigError("a SASL_PLAINTEXT or SASL_SSL listener with PLAIN or SCRAM needs "
+                                     "users: set sasl.credentials.file (docs/server.md)")
+        return cls(mechanisms, Credentials.load(path) if path else Credentials({}, {}), oauth)
+
+    async def start(self) -> None:
+        """Read the OAUTHBEARER key sets (before the listeners open) and keep them fresh."""
+        await self.oauth.start()
+
+    async def close(self) -> None:
+        await self.oauth.close()
 
 
 class SaslAuthenticator:
@@ -80,8 +94,9 @@ class SaslAuthenticator:
     None when the frame is an ApiVersions request for the broker to answer; :attr:`failed` means
     close after sending; :class:`SaslStateError` means close at once."""
 
-    def __init__(self, config: SaslConfig) -> None:
+    def __init__(self, config: SaslConfig, listener: str | None = None) -> None:
         self.config = config
+        self.listener = listener
         self.complete = False
         self.failed = False
         self.user: str | None = None
@@ -123,7 +138,10 @@ class SaslAuthenticator:
             return self._response(request, {"error_code": UNSUPPORTED_SASL_MECHANISM,
                                             "mechanisms": enabled})
         self.mechanism = mechanism
-        self._server = sasl_server(mechanism, self.config.credentials)
+        if mechanism == OAUTHBEARER:
+            self._server = OAuthBearerServer(self.config.oauth.validators[self.listener or ""])
+        else:
+            self._server = sasl_server(mechanism, self.config.credentials)
         self._legacy = request.api_version == 0
         return self._response(request, {"error_code": 0, "mechanisms": enabled})
 
@@ -133,12 +151,14 @@ class SaslAuthenticator:
             token = self._server.evaluate(bytes(request.body.auth_bytes))
         except SaslAuthenticationFailed as e:
             self.failed = True
-            logger.info("SASL/%s authentication failed: %s", self.mechanism, e.message)
+            logger.info("SASL/%s authentication failed: %s%s", self.mechanism, e.message,
+                        f" ({self._server.reason})" if isinstance(self._server, OAuthBearerServer) else "")
             return self._response(request, {"error_code": SASL_AUTHENTICATION_FAILED,
                                             "error_message": e.message, "auth_bytes": b"",
                                             "session_lifetime": 0})
         self._done()
-        return self._response(request, {"error_code": 0, "error_message": None,
+        # Kafka answers an empty message, not a null one
+        return self._response(request, {"error_code": 0, "error_message": "",
                                         "auth_bytes": token, "session_lifetime": 0})
 
     def _legacy_token(self, data: bytes) -> bytes:
