@@ -308,7 +308,8 @@ def doc_example(tmp_path: Any, lang: str, count: int, mechanisms: str = "PLAIN")
         pytest.skip(str(e))
     section = _doc_section()
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.DOTALL)
-    server_props, tool_props = [b for lang_, b in blocks if lang_ == "properties"]
+    # the section's first example (PLAIN): its broker and tools properties; the OAUTHBEARER example follows
+    server_props, tool_props = [b for lang_, b in blocks if lang_ == "properties"][:2]
     commands = [line.split() for lang_, b in blocks if lang_ == lang for line in b.splitlines() if line.strip()]
     assert [c[0] for c in commands] == ["kafka-configs.sh"] * count, commands
     assert "sasl.enabled.mechanisms=PLAIN\n" in server_props
