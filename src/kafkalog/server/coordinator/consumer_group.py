@@ -150,12 +150,10 @@ class ResolvedRegex:
 
 
 @dataclass
-class ConsumerGroup(ModernGroup[Member]):
+class ConsumerGroup(ModernGroup[Member, Assignment]):
     """One group of type ``consumer``."""
     group_epoch: int = 1
     regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
-    #: rebalance deadlines (monotonic ms) and the epoch they were set at, per member id
-    rebalance_deadline: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: the metadata hash must be recomputed at the next heartbeat (a topic changed)
     metadata_expired: bool = True
     #: a classic group's state written since the last restore (when converted from classic)
@@ -925,13 +923,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         return False
 
     def timed_out(self, g: ConsumerGroup, now: int) -> list[tuple[str, str]]:
-        """Sessions expired, then members that did not revoke within their rebalance timeout."""
-        expired = [mid for mid, deadline in g.session_deadline.items() if now >= deadline and mid in g.members]
-        revoking = [(mid, f"it did not revoke its partitions within {g.members[mid].rebalance_timeout_ms} ms")
-                    for mid, (deadline, epoch) in g.rebalance_deadline.items()
-                    if now >= deadline and mid in g.members and g.members[mid].member_epoch == epoch
-                    and mid not in expired]
-        return [(mid, "its session expired") for mid in expired] + revoking
+        return g.timed_out(now, lambda m: m.member_epoch, "partitions")
 
     def fence_member(self, g: ConsumerGroup, member_id: str) -> None:
         self.fence(g, [g.members[member_id]])
@@ -1049,16 +1041,8 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
 
     # --- admin ----------------------------------------------------------------------------------
 
-    def delete(self, group_id: str) -> int:
-        """DeleteGroups: NON_EMPTY_GROUP unless empty; the group's records tombstoned."""
-        g = self.groups.get(group_id)
-        if g is None:
-            return ec.GROUP_ID_NOT_FOUND
-        if g.members:
-            return ec.NON_EMPTY_GROUP
-        self._persist(group_id, group_tombstones(g))
-        del self.groups[group_id]
-        return ec.NONE
+    def tombstones(self, g: ConsumerGroup) -> list[Record]:
+        return group_tombstones(g)
 
     def remove_empty(self, group_id: str) -> list[Record]:
         """Forget an empty group that another protocol takes over; its tombstones."""

@@ -40,6 +40,8 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import xxhash
 
+from kafkalog.server import error_codes as ec
+
 __all__ = ["Assignment", "GroupCoordinatorBase", "GroupError", "ModernGroup", "Record", "TopicImage",
            "group_hash", "topic_hash"]
 
@@ -51,6 +53,8 @@ Assignment = dict[uuid.UUID, frozenset[int]]
 Record = tuple[bytes, bytes | None]
 
 M = TypeVar("M")
+#: what a member's target assignment is: partitions by topic id, or a streams member's tasks
+T = TypeVar("T")
 
 
 class _Group(Protocol):
@@ -80,7 +84,7 @@ class TopicImage(NamedTuple):
 
 
 @dataclass
-class ModernGroup(Generic[M]):
+class ModernGroup(Generic[M, T]):
     """What every group of the modern protocols holds (Kafka's ``ModernGroup``)."""
     group_id: str
     metadata_hash: int = 0
@@ -88,9 +92,22 @@ class ModernGroup(Generic[M]):
     assignment_timestamp: int = 0
     members: dict[str, M] = field(default_factory=dict)
     #: member id -> its target assignment
-    target: dict[str, Assignment] = field(default_factory=dict)
+    target: dict[str, T] = field(default_factory=dict)
     #: member id -> session deadline (monotonic ms)
     session_deadline: dict[str, int] = field(default_factory=dict)
+    #: member id -> (rebalance deadline (monotonic ms), the member epoch it was set at): a member
+    #: that still has something to revoke at the deadline is fenced
+    rebalance_deadline: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def timed_out(self, now: int, epoch_of: Callable[[M], int], revoking: str) -> list[tuple[str, str]]:
+        """The members whose session expired, then those that did not revoke their ``revoking``
+        (partitions, tasks) within their rebalance timeout: (member id, why)."""
+        expired = [mid for mid, deadline in self.session_deadline.items() if now >= deadline and mid in self.members]
+        late = [(mid, f"it did not revoke its {revoking} within its rebalance timeout")
+                for mid, (deadline, epoch) in self.rebalance_deadline.items()
+                if now >= deadline and mid in self.members and epoch_of(self.members[mid]) == epoch
+                and mid not in expired]
+        return [(mid, "its session expired") for mid in expired] + late
 
 
 class GroupCoordinatorBase(Generic[G]):
@@ -115,6 +132,23 @@ class GroupCoordinatorBase(Generic[G]):
     def fence_member(self, group: G, member_id: str) -> None:
         """Remove a member that ran out of time, as the protocol does."""
         raise NotImplementedError
+
+    def tombstones(self, group: G) -> list[Record]:
+        """The records that delete ``group`` (none when the protocol writes none)."""
+        return []
+
+    def delete(self, group_id: str) -> int:
+        """DeleteGroups: NON_EMPTY_GROUP unless the group is empty; its records tombstoned."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return ec.GROUP_ID_NOT_FOUND
+        if g.members:
+            return ec.NON_EMPTY_GROUP
+        records = self.tombstones(g)
+        if records:
+            self._persist(group_id, records)
+        del self.groups[group_id]
+        return ec.NONE
 
     def tick(self) -> None:
         """Fence the members whose session or rebalance timed out."""

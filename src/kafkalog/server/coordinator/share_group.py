@@ -76,7 +76,7 @@ class ShareMember:
 
 
 @dataclass
-class ShareGroup(ModernGroup[ShareMember]):
+class ShareGroup(ModernGroup[ShareMember, Assignment]):
     #: Kafka's ``ModernGroup`` starts a new group at epoch 1 (the first join bumps it to 2)
     epoch: int = 1
     #: topic id -> (name, partitions) with an initialized share-partition state
@@ -381,8 +381,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
         self._member_left(g.group_id, member_id)
 
     def timed_out(self, g: ShareGroup, now: int) -> list[tuple[str, str]]:
-        return [(mid, "its session expired") for mid, deadline in g.session_deadline.items()
-                if now >= deadline and mid in g.members]
+        return g.timed_out(now, lambda m: m.epoch, "partitions")
 
     def fence_member(self, g: ShareGroup, member_id: str) -> None:
         self.fence(g, member_id)
@@ -421,16 +420,6 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
             g.session_deadline[mid] = now + self._setting(group_id, "share.session.timeout.ms")
         g.target = {m: a for m, a in g.target.items() if m in g.members}
         self.groups[group_id] = g
-
-    def delete(self, group_id: str) -> int:
-        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members."""
-        g = self.groups.get(group_id)
-        if g is None:
-            return ec.GROUP_ID_NOT_FOUND
-        if g.members:
-            return ec.NON_EMPTY_GROUP
-        del self.groups[group_id]
-        return ec.NONE
 
     # --- the share group offset APIs ------------------------------------------------------------------
 
