@@ -186,10 +186,17 @@ def _consumer_group_record(record: _Record, key: bytes) -> tuple[Decoded, Decode
         data["memberId"] = k.member_id
     elif k.record_type == cgr.REGULAR_EXPRESSION:
         data["regularExpression"] = k.regex
-    decoded_key = {"type": str(k.record_type), "data": data}
-    if v is None:
+    return _group_record_json(k.record_type, data, v, _consumer_group_json)
+
+
+def _group_record_json(record_type: int, key_data: dict[str, Any], value: Any,
+                       value_json: Callable[[Any], Any]) -> tuple[Decoded, Decoded]:
+    """A modern group's record in Kafka's JSON: its type and key fields, its value (version 0) or
+    ``<DELETE>`` for a tombstone."""
+    decoded_key = {"type": str(record_type), "data": key_data}
+    if value is None:
         return decoded_key, "<DELETE>"
-    return decoded_key, {"version": "0", "data": _consumer_group_json(v)}
+    return decoded_key, {"version": "0", "data": value_json(value)}
 
 
 def _streams_group_record(record: _Record, key: bytes) -> tuple[Decoded, Decoded] | None:
@@ -202,10 +209,7 @@ def _streams_group_record(record: _Record, key: bytes) -> tuple[Decoded, Decoded
     if k.record_type in (sgr.MEMBER_METADATA, sgr.TARGET_ASSIGNMENT_MEMBER,
                                         sgr.CURRENT_MEMBER_ASSIGNMENT):
         data["memberId"] = k.member_id
-    decoded_key = {"type": str(k.record_type), "data": data}
-    if v is None:
-        return decoded_key, "<DELETE>"
-    return decoded_key, {"version": "0", "data": sgr.value_json(k.record_type, v)}
+    return _group_record_json(k.record_type, data, v, lambda value: sgr.value_json(k.record_type, value))
 
 
 def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterator, NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 from kafkalog.errors import (
     CorruptIndexError,
@@ -40,7 +40,7 @@ class OffsetPosition(NamedTuple):
     position: int
 
 
-class OffsetIndex(AbstractIndex):
+class OffsetIndex(AbstractIndex[OffsetPosition]):
     """A segment's ``.index`` file (see :class:`~kafkalog.log.index._mmap_index.AbstractIndex` for
     opening, lazy creation, resize/trim/close)."""
 
@@ -144,13 +144,6 @@ class OffsetIndex(AbstractIndex):
         self._check_entry(n)
         rel, pos = _unpack_from(self._mm, n * 8)
         return OffsetPosition(self.base_offset + rel, pos)
-
-    def __len__(self) -> int:
-        return self.entries
-
-    def __iter__(self) -> Iterator[OffsetPosition]:
-        for i in range(self.entries):
-            yield self.entry(i)
 
     def _entries_below_position(self, max_position: int) -> int:
         """The number of leading entries whose position is below ``max_position`` (positions

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.errors import (
     CorruptIndexError,
@@ -53,7 +53,7 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class TimeIndex(AbstractIndex):
+class TimeIndex(AbstractIndex[TimestampOffset]):
     """A segment's ``.timeindex`` file."""
 
     entry_size = ENTRY_SIZE
@@ -177,13 +177,6 @@ class TimeIndex(AbstractIndex):
         self._check_entry(n)
         ts, rel = _unpack_from(self._mm, n * 12)
         return TimestampOffset(ts, self.base_offset + rel)
-
-    def __len__(self) -> int:
-        return self.entries
-
-    def __iter__(self) -> Iterator[TimestampOffset]:
-        for i in range(self.entries):
-            yield self.entry(i)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= ``target_timestamp``, or ``(-1, base_offset)``."""
