@@ -22,6 +22,7 @@ import sys
 from typing import Any, Callable, Generic, Iterator, Optional, Self, TypeVar
 
 from kafkalog.errors import (
+    CorruptIndexError,
     IndexEntryOutOfRangeError,
     IndexOffsetOverflowError,
     InvalidConfigError,
@@ -364,6 +365,14 @@ class AbstractIndex(IndexFile, Generic[E]):
     def __iter__(self) -> Iterator[E]:
         for i in range(self.entries):
             yield self.entry(i)
+
+    def _check_length(self, kind: str) -> None:
+        """Part of Kafka's ``sanityCheck``: :class:`CorruptIndexError` unless the file holds whole
+        entries (``kind``: how the message names the file)."""
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"{kind} file {self._path} is corrupt, found {self._length} bytes which is neither "
+                f"positive nor a multiple of {self.entry_size}.", file=self._path, position=self._length)
 
     def _check_entry(self, n: int) -> None:
         if not self._loaded:

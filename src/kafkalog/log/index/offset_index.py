@@ -245,10 +245,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 f"Corrupt index found, index file ({self._path}) has non-zero size but the last "
                 f"offset is {self._last_offset} which is less than the base offset "
                 f"{self.base_offset}.", file=self._path, position=(self._entries - 1) * 8)
-        if self._length % ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"Index file {self._path} is corrupt, found {self._length} bytes which is neither "
-                f"positive nor a multiple of {ENTRY_SIZE}.", file=self._path, position=self._length)
+        self._check_length("Index")
 
     def verify_entries(self) -> Optional[int]:
         """Slot of the first entry whose offset is not strictly larger than the previous one's, or

@@ -221,11 +221,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                     f"Corrupt time index found, time index file ({self._path}) has non-zero size "
                     f"but the last offset is {self._last_off} which is less than the first offset "
                     f"{self.base_offset}", file=self._path, position=(self._entries - 1) * 12)
-        if self._length % ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"Time index file {self._path} is corrupt, found {self._length} bytes which is "
-                f"neither positive nor a multiple of {ENTRY_SIZE}.", file=self._path,
-                position=self._length)
+        self._check_length("Time index")
 
     def verify_entries(self) -> Optional[int]:
         """Slot of the first entry that breaks strictly increasing timestamps / non-decreasing,
