@@ -28,6 +28,18 @@ from kafkalog.log.config import (
 )
 from kafkalog.record.constants import INT32_MAX
 
+
+def _session_keys(p: str) -> list[ConfigDef]:
+    """A modern group protocol's session and heartbeat keys (``p``: ``group.consumer.``,
+    ``group.streams.``, ``group.share.``): Kafka gives the three protocols the same defaults."""
+    return [ConfigDef(p + "session.timeout.ms", INT, 45000, at_least(1)),
+            ConfigDef(p + "min.session.timeout.ms", INT, 45000, at_least(1)),
+            ConfigDef(p + "max.session.timeout.ms", INT, 60000, at_least(1)),
+            ConfigDef(p + "heartbeat.interval.ms", INT, 5000, at_least(1)),
+            ConfigDef(p + "min.heartbeat.interval.ms", INT, 5000, at_least(1)),
+            ConfigDef(p + "max.heartbeat.interval.ms", INT, 15000, at_least(1))]
+
+
 #: Broker keys the server itself uses, with Kafka's types and defaults.
 SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("listeners", LIST, [], None),
@@ -60,12 +72,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("share.coordinator.state.topic.replication.factor", SHORT, 1, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", SHORT, 1, at_least(1)),
     # --- the consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig keys and defaults ---
-    ConfigDef("group.consumer.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.consumer.min.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.consumer.max.session.timeout.ms", INT, 60000, at_least(1)),
-    ConfigDef("group.consumer.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    *_session_keys("group.consumer."),
     ConfigDef("group.consumer.max.size", INT, INT32_MAX, at_least(1)),
     ConfigDef("group.consumer.assignors", LIST, ["uniform", "range"], None),
     ConfigDef("group.consumer.migration.policy", STRING, "bidirectional", None),
@@ -73,12 +80,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.consumer.min.assignment.interval.ms", INT, 0, at_least(0)),
     ConfigDef("group.consumer.max.assignment.interval.ms", INT, 15000, at_least(0)),
     # --- streams groups (KIP-1071): Kafka's GroupCoordinatorConfig keys and defaults ---
-    ConfigDef("group.streams.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.streams.min.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.streams.max.session.timeout.ms", INT, 60000, at_least(1)),
-    ConfigDef("group.streams.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.streams.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.streams.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    *_session_keys("group.streams."),
     ConfigDef("group.streams.max.size", INT, INT32_MAX, at_least(1)),
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
@@ -87,12 +89,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.consumer.assignor.offload.enable", BOOLEAN, True, None),
     ConfigDef("group.consumer.regex.refresh.interval.ms", INT, 600000, at_least(10000)),
     # --- share groups (KIP-932): Kafka's GroupCoordinatorConfig / ShareGroupConfig keys and defaults ---
-    ConfigDef("group.share.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.share.min.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.share.max.session.timeout.ms", INT, 60000, at_least(1)),
-    ConfigDef("group.share.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.share.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.share.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    *_session_keys("group.share."),
     ConfigDef("group.share.max.size", INT, 200, at_least(1)),
     ConfigDef("group.share.assignors", LIST, ["simple"], None),
     ConfigDef("group.share.assignment.interval.ms", INT, 1000, at_least(0)),

@@ -68,8 +68,7 @@ from kafkalog.server.coordinator.group import (
     ModernGroup,
     Record,
     TopicImage,
-    group_hash,
-    topic_hash,
+    subscription_hash,
 )
 from kafkalog.server.coordinator.topic_regex import InvalidRegularExpression, compile_regex, matches
 
@@ -471,7 +470,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         return names
 
     def _metadata_hash(self, names: Iterable[str], image: Mapping[str, TopicImage]) -> int:
-        return group_hash({n: topic_hash(n, image[n]) for n in names if n in image})
+        return subscription_hash(names, image)
 
     def _subscribed_ids(self, g: ConsumerGroup, m: Member, image: Mapping[str, TopicImage]) -> frozenset[uuid.UUID]:
         names = set(m.subscribed_topic_names)
@@ -930,9 +929,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
 
     # --- persistence ----------------------------------------------------------------------------
 
-    def _write(self, g: ConsumerGroup, records: list[Record]) -> None:
-        if records:
-            self._persist(g.group_id, records)
+    def _keep(self, g: ConsumerGroup) -> None:
         if g.members or g.group_id in self.groups:
             self.groups[g.group_id] = g
 

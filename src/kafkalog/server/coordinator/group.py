@@ -34,7 +34,7 @@ import logging
 import struct
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
@@ -43,7 +43,7 @@ import xxhash
 from kafkalog.server import error_codes as ec
 
 __all__ = ["Assignment", "GroupCoordinatorBase", "GroupError", "ModernGroup", "Record", "TopicImage",
-           "group_hash", "topic_hash"]
+           "group_hash", "subscription_hash", "topic_hash"]
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -133,6 +133,18 @@ class GroupCoordinatorBase(Generic[G]):
         """Remove a member that ran out of time, as the protocol does."""
         raise NotImplementedError
 
+    def _write(self, group: G, records: list[Record]) -> None:
+        """Persist a group's new records (one batch; raising fails the request), then keep the
+        group (:meth:`_keep`)."""
+        if records:
+            self._persist(group.group_id, records)
+        self._keep(group)
+
+    def _keep(self, group: G) -> None:
+        """Hold ``group`` after a write (a coordinator that registers its groups elsewhere
+        overrides this)."""
+        self.groups[group.group_id] = group
+
     def tombstones(self, group: G) -> list[Record]:
         """The records that delete ``group`` (none when the protocol writes none)."""
         return []
@@ -185,6 +197,12 @@ def topic_hash(name: str, image: TopicImage) -> int:
     data += struct.pack("<i", image.partitions)
     data += b"".join(struct.pack("<i", i) for i in range(image.partitions))
     return _signed64(xxhash.xxh3_64_intdigest(bytes(data)))
+
+
+def subscription_hash(names: Iterable[str], image: Mapping[str, TopicImage | None]) -> int:
+    """The metadata hash of a group subscribed to ``names``: the group hash of the hash of each
+    of them that exists in ``image``."""
+    return group_hash({n: topic_hash(n, i) for n in names if (i := image.get(n)) is not None})
 
 
 def group_hash(topic_hashes: Mapping[str, int]) -> int:

@@ -49,8 +49,7 @@ from kafkalog.server.coordinator.group import (
     ModernGroup,
     Record,
     TopicImage,
-    group_hash,
-    topic_hash,
+    subscription_hash,
 )
 
 logger = logging.getLogger("kafkalog.server")
@@ -229,7 +228,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
         if g.assignment_epoch >= g.epoch:
             bump |= self._initialized_assignment_pending(g, members_after)
         names = g.subscribed_names(members_after)
-        new_hash = group_hash({n: topic_hash(n, image[n]) for n in names if n in image})
+        new_hash = subscription_hash(names, image)
         if new_hash != g.metadata_hash:
             bump = True
         if bump:
@@ -365,7 +364,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
         members_after = {m: v for m, v in g.members.items() if m != member_id}
         image = dict(self._topics())
         names = g.subscribed_names(members_after)
-        new_hash = group_hash({n: topic_hash(n, image[n]) for n in names if n in image})
+        new_hash = subscription_hash(names, image)
         epoch = g.epoch + 1
         records.append(_record(GROUP_EPOCH, g.group_id, ShareGroupEpochValue(epoch, new_hash)))
         if len(g.members) == 1:
@@ -388,9 +387,8 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
 
     # --- persistence -------------------------------------------------------------------------------
 
-    def _write(self, g: ShareGroup, records: list[Record]) -> None:
-        if records:
-            self._persist(g.group_id, records)
+    def _keep(self, g: ShareGroup) -> None:
+        """(a share group is held from its first member's join)"""
 
     def restore(self, group_id: str, records: Mapping[bytes, tuple[ShareGroupKey, Any]]) -> None:
         """Rebuild a group from its live records; its members heartbeat on within a session."""

@@ -34,8 +34,7 @@ from kafkalog.server.coordinator.group import (
     ModernGroup,
     Record,
     TopicImage,
-    group_hash,
-    topic_hash,
+    subscription_hash,
 )
 from kafkalog.server.coordinator.streams_assignor import AssignMember, assign
 from kafkalog.server.coordinator.streams_topology import (
@@ -343,7 +342,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                                            f"group's topology epoch {g_topology['epoch']}."))
         # 3. the topics
         images = {n: self._topic(n) for n in sorted(topology_topics(g_topology))}
-        metadata_hash = group_hash({n: topic_hash(n, i) for n, i in images.items() if i is not None})
+        metadata_hash = subscription_hash(images, images)
         if metadata_hash != g.metadata_hash:
             bump = True
         configured = configure_topology(g_topology, lambda n: None if images.get(n) is None
@@ -598,11 +597,6 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         self.fence(g, [g.members[member_id]])
 
     # --- persistence ------------------------------------------------------------------------------
-
-    def _write(self, g: Group, records: list[Record]) -> None:
-        if records:
-            self._persist(g.group_id, records)
-        self.groups[g.group_id] = g
 
     def restore(self, group_id: str, records: Mapping[bytes, tuple[sr.StreamsGroupKey, dict[str, Any]]]) -> None:
         """Rebuild a group from its live records (as Kafka replays ``__consumer_offsets``)."""
