@@ -214,6 +214,15 @@ def _at_least(values: dict[str, Any], key: str, minimum: int) -> int:
     return value
 
 
+def _refuse_below(values: dict[str, Any], keys: tuple[str, ...], minimum: int, must: str = "Value must") -> None:
+    """Refuse the first of ``keys`` whose value is below ``minimum``, in Kafka's words
+    ("Invalid value ... for configuration ...: Value must be at least ...")."""
+    for key in keys:
+        if values[key] < minimum:
+            raise InvalidConfigError(f"Invalid value {values[key]} for configuration {key}: "
+                                     f"{must} be at least {minimum}")
+
+
 class ServerConfig:
     """Server keys (attributes with ``_`` for ``.``) plus the storage keys as a ``BrokerConfig``."""
 
@@ -241,21 +250,13 @@ class ServerConfig:
                     raise InvalidConfigError(f"Invalid value {raw!r} for configuration {k}: {e}") \
                         from None
         self.values = resolved
+        _refuse_below(resolved, ("num.partitions",), 1, "must")
         self.num_partitions: int = resolved["num.partitions"]
-        if self.num_partitions < 1:
-            raise InvalidConfigError(f"Invalid value {self.num_partitions} for configuration "
-                                     f"num.partitions: must be at least 1")
         self.auto_create_topics_enable: bool = resolved["auto.create.topics.enable"]
         self.socket_request_max_bytes: int = _at_least(resolved, "socket.request.max.bytes", 1)
         self.max_connections: int = _at_least(resolved, "max.connections", 0)
         self.connections_max_idle_ms: int = resolved["connections.max.idle.ms"]
-        if resolved["queued.max.requests"] < 1:
-            raise InvalidConfigError(f"Invalid value {resolved['queued.max.requests']} for "
-                                     f"configuration queued.max.requests: Value must be at least 1")
-        for key in ("quota.window.num", "quota.window.size.seconds"):
-            if resolved[key] < 1:
-                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
-                                         f"Value must be at least 1")
+        _refuse_below(resolved, ("queued.max.requests", "quota.window.num", "quota.window.size.seconds"), 1)
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
         self.fetch_max_bytes: int = _at_least(resolved, "fetch.max.bytes", 0)
         self.max_incremental_fetch_session_cache_slots: int = \
@@ -271,14 +272,9 @@ class ServerConfig:
         node = node_id if node_id >= 0 else broker_id
         self.node_id: int = max(node, 0)
         self.storage_values: dict[str, Any] = storage
-        for key in ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size"):
-            if resolved[key] < 1:
-                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
-                                         f"must be at least 1")
-        for key in ("group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"):
-            if resolved[key] < 0:
-                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
-                                         f"must be at least 0")
+        _refuse_below(resolved, ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size"),
+                      1, "must")
+        _refuse_below(resolved, ("group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"), 0, "must")
         #: the consumer group protocol's settings (a ``ConsumerGroupConfig``)
         self.consumer_group = _consumer_group_config(resolved)
         #: share groups' settings (a ``ShareGroupBrokerConfig``)

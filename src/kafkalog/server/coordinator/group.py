@@ -1,8 +1,8 @@
 """The group framework the group coordinators build on (Kafka's ``coordinator/group``: ``Group``,
 ``ModernGroup`` and the shard's timers), so each coordinator keeps only what its protocol adds:
 the classic protocol (:mod:`.classic_group`), the consumer group protocol of KIP-848
-(:mod:`.consumer_group`), share groups of KIP-932 (:mod:`.share_group`); a streams group
-coordinator (KIP-1071) is a fourth user of the same pieces.
+(:mod:`.consumer_group`), share groups of KIP-932 (:mod:`.share_group`) and streams groups of
+KIP-1071 (:mod:`.streams_group`).
 
 What a coordinator gets:
 
@@ -10,18 +10,19 @@ What a coordinator gets:
   (``_clock`` monotonic ms for deadlines, ``_wall`` epoch ms for what is written), the durable
   write of a group's state (``_persist(group_id, state)``: raising fails the request; the state is
   the coordinator's: records for the modern protocols, a ``GroupMetadataValue`` for the classic
-  one), and :meth:`~GroupCoordinatorBase.tick`, the session and rebalance timers: it asks
+  one; ``_write(group, records)`` persists a modern group's records and holds it), DeleteGroups
+  (``delete``, with the coordinator's ``tombstones``), and :meth:`~GroupCoordinatorBase.tick`, the session and rebalance timers: it asks
   :meth:`~GroupCoordinatorBase.timed_out` which members ran out of time and why, then
   :meth:`~GroupCoordinatorBase.fence_member` each one still in its group (a failure is logged,
   the others are fenced all the same). The broker calls ``tick`` every ``GROUP_TICK_S``.
 * :class:`ModernGroup` ``[M]``: the state every group of the modern protocols (KIP-848 and after)
   has: members by id, the target assignment with its epoch and time, the subscription's metadata
-  hash, and the session deadline of each member; each protocol adds its group epoch field and
+  hash, the session and rebalance deadlines of each member (``timed_out``); each protocol adds its group epoch field and
   its own state (regular expressions, initialized share partitions...).
 * :class:`GroupError` (an error code answered to the request), :data:`Record` (a key and value of
   ``__consumer_offsets``, None for a tombstone), :data:`Assignment`, and the metadata hash of a
   group's subscribed topics (:class:`TopicImage`, :func:`topic_hash`, :func:`group_hash`: Kafka's
-  ``computeTopicHash`` and ``computeGroupHash``).
+  ``computeTopicHash`` and ``computeGroupHash``; :func:`subscription_hash`).
 
 The state records themselves and their replay are each protocol's (their types are Kafka's, one
 set per protocol, in :mod:`kafkalog.coordinator`); a coordinator rebuilds a group with
