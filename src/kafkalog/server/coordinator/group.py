@@ -11,11 +11,12 @@ What a coordinator gets:
   write of a group's state (``_persist(group_id, state)``: raising fails the request; the state is
   the coordinator's: records for the modern protocols, a ``GroupMetadataValue`` for the classic
   one; ``_write(group, records)`` persists a modern group's records and holds it), DeleteGroups
-  (``delete``, with the coordinator's ``tombstones``), and :meth:`~GroupCoordinatorBase.tick`, the session and rebalance timers: it asks
+  (``delete``, with the coordinator's ``tombstones``), and :meth:`~GroupCoordinatorBase.tick`,
+  the session and rebalance timers: it asks
   :meth:`~GroupCoordinatorBase.timed_out` which members ran out of time and why, then
   :meth:`~GroupCoordinatorBase.fence_member` each one still in its group (a failure is logged,
   the others are fenced all the same). The broker calls ``tick`` every ``GROUP_TICK_S``.
-* :class:`ModernGroup` ``[M]``: the state every group of the modern protocols (KIP-848 and after)
+* :class:`ModernGroup` ``[M, T]``: the state every group of the modern protocols (KIP-848 and after)
   has: members by id, the target assignment with its epoch and time, the subscription's metadata
   hash, the session and rebalance deadlines of each member (``timed_out``); each protocol adds its group epoch field and
   its own state (regular expressions, initialized share partitions...).
