@@ -178,34 +178,35 @@ def _consumer_group_json(v: Any) -> dict[str, Any]:
 
 def _consumer_group_record(record: _Record, key: bytes) -> tuple[Decoded, Decoded] | None:
     got = cgr.decode_record(key, None if record.value is None else bytes(record.value))
+    return _group_record_json(got, (cgr.MEMBER_METADATA, cgr.TARGET_ASSIGNMENT_MEMBER, cgr.CURRENT_MEMBER_ASSIGNMENT),
+                               lambda k, v: _consumer_group_json(v), lambda k: (
+        {"regularExpression": k.regex} if k.record_type == cgr.REGULAR_EXPRESSION else {}))
+
+
+def _group_record_json(got: tuple[Any, Any] | None, member_keyed: tuple[int, ...],
+                       value_json: Callable[[Any, Any], Any],
+                       more_key: Callable[[Any], dict[str, Any]] = lambda k: {}) -> tuple[Decoded, Decoded] | None:
+    """A modern group's decoded record (key, value or None for a tombstone) in Kafka's JSON: its
+    type and key fields (the member id of a member-keyed type, ``more_key``'s), its value (version
+    0) or ``<DELETE>``; None when the record is not of the group's types."""
     if got is None:
         return None
     k, v = got
     data: dict[str, Any] = {"groupId": k.group_id}
-    if k.record_type in (cgr.MEMBER_METADATA, cgr.TARGET_ASSIGNMENT_MEMBER, cgr.CURRENT_MEMBER_ASSIGNMENT):
+    if k.record_type in member_keyed:
         data["memberId"] = k.member_id
-    elif k.record_type == cgr.REGULAR_EXPRESSION:
-        data["regularExpression"] = k.regex
+    data.update(more_key(k))
     decoded_key = {"type": str(k.record_type), "data": data}
     if v is None:
         return decoded_key, "<DELETE>"
-    return decoded_key, {"version": "0", "data": _consumer_group_json(v)}
+    return decoded_key, {"version": "0", "data": value_json(k, v)}
 
 
 def _streams_group_record(record: _Record, key: bytes) -> tuple[Decoded, Decoded] | None:
     """A streams group's record (KIP-1071, types 17 and 19-23) in Kafka's JSON."""
     got = sgr.decode_record(key, None if record.value is None else bytes(record.value))
-    if got is None:
-        return None
-    k, v = got
-    data: dict[str, Any] = {"groupId": k.group_id}
-    if k.record_type in (sgr.MEMBER_METADATA, sgr.TARGET_ASSIGNMENT_MEMBER,
-                                        sgr.CURRENT_MEMBER_ASSIGNMENT):
-        data["memberId"] = k.member_id
-    decoded_key = {"type": str(k.record_type), "data": data}
-    if v is None:
-        return decoded_key, "<DELETE>"
-    return decoded_key, {"version": "0", "data": sgr.value_json(k.record_type, v)}
+    return _group_record_json(got, (sgr.MEMBER_METADATA, sgr.TARGET_ASSIGNMENT_MEMBER, sgr.CURRENT_MEMBER_ASSIGNMENT),
+                               lambda k, v: sgr.value_json(k.record_type, v))
 
 
 def offsets_decoder(record: _Record) -> tuple[Decoded, Decoded]:

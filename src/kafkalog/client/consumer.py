@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from re import Pattern
-from typing import Any, NamedTuple, Self, cast
+from typing import Any, NamedTuple, Self, TypeVar, cast
 
 from kafkalog.client.config import CONSUMER_DEFAULTS, client_config
 from kafkalog.client.kernel import ConsumerRecord, decode_consumer_records
@@ -104,6 +104,9 @@ def batch_records(batch: ViewBatch, topic: str, partition: int, start: int,
 
 # --- where the logs come from -----------------------------------------------------------------------
 
+T = TypeVar("T")
+
+
 class _Source:
     """The consumer's view of the data directory. A writable directory is this process's: its logs
     are live and an append notifies. A read-only directory belongs to another process: its snapshot
@@ -146,6 +149,24 @@ class _Source:
         self.wakeup.close()
         if self._own is not None:
             self._own.close()
+
+    def poll(self, take: Callable[[], T], deadline: float, closed: Callable[[], bool],
+             wait_s: float | None = None) -> T:
+        """What ``take()`` returns once it returns something, the consumer closes or ``deadline``
+        (monotonic s) passes; between tries it waits for a change (at most ``wait_s`` at a time)."""
+        wakeup = self.wakeup
+        changed = False
+        while True:
+            # take the changes, then look: a change after this point wakes the wait below
+            if wakeup.arm() or changed:
+                self.refresh()
+            out = take()
+            if out or closed():
+                return out
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return out
+            changed = wakeup.wait(left if wait_s is None else min(left, wait_s)) and not closed()
 
 
 class _PartitionState:
@@ -549,21 +570,11 @@ class Consumer:
         if budget < 1:
             raise InvalidConfigError(f"max_records must be at least 1, got {budget!r}")
         self._maybe_auto_commit()
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        wakeup = self._source.wakeup
-        changed = False
-        while True:
-            # take the changes, then look: a change after this point wakes the wait below
-            if wakeup.arm() or changed:
-                self._source.refresh()
+
+        def take() -> dict[TopicPartition, list[ConsumerRecord]]:
             self._update_subscription()
-            out = self._fetch(budget)
-            if out or self._closed:
-                return out
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return out
-            changed = wakeup.wait(left) and not self._closed
+            return self._fetch(budget)
+        return self._source.poll(take, time.monotonic() + timeout_ms / 1000.0, lambda: self._closed)
 
     def _fetch(self, budget: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         states = [st for st in self._states.values() if not st.paused]

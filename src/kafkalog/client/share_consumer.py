@@ -289,19 +289,8 @@ class ShareConsumer:
         budget = self._max_poll if max_records is None else max_records
         if budget < 1:
             raise InvalidConfigError(f"max_records must be at least 1, got {budget!r}")
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        wakeup = self._source.wakeup
-        changed = False
-        while True:
-            if wakeup.arm() or changed:
-                self._source.refresh()
-            out = self._acquire(budget)
-            if out or self._closed:
-                return out
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return out
-            changed = wakeup.wait(min(left, _STATE_POLL_S)) and not self._closed
+        return self._source.poll(lambda: self._acquire(budget), time.monotonic() + timeout_ms / 1000.0,
+                                 lambda: self._closed, _STATE_POLL_S)
 
     def _acquire(self, budget: int) -> list[ShareRecord]:
         self._configs.reload()

@@ -140,15 +140,31 @@ Value = (GroupEpochValue | MemberMetadataValue | TargetAssignmentMetadataValue |
 
 # --- keys -------------------------------------------------------------------------------------------
 
-def encode_key(key: ConsumerGroupKey) -> bytes:
+def _key_bytes(record_type: int, group_id: str, second: str | None = None) -> bytes:
+    """A modern group record's key: its type, the group id and (member or regex keyed) a second
+    string; the share and streams groups' keys are written the same way."""
     w = _Writer(False)
-    w.i16(key.record_type)
-    w.string(key.group_id)
-    if key.record_type in _MEMBER_KEYED:
-        w.string(key.member_id)
-    elif key.record_type == REGULAR_EXPRESSION:
-        w.string(key.regex)
+    w.i16(record_type)
+    w.string(group_id)
+    if second is not None:
+        w.string(second)
     return bytes(w.out)
+
+
+def _value_reader(what: str, buf: bytes, version_field: str = "value version") -> _Reader:
+    """A reader of a flexible record value past its version, which must be 0 (an unknown version
+    is an error naming the record)."""
+    r = _Reader(buf, what, flexible=True)
+    version = r.i16(version_field)
+    if version != 0:
+        raise InvalidRecordError(f"{what}: unknown version {version}", position=0)
+    return r
+
+
+def encode_key(key: ConsumerGroupKey) -> bytes:
+    t = key.record_type
+    return _key_bytes(t, key.group_id, key.member_id if t in _MEMBER_KEYED else
+                      key.regex if t == REGULAR_EXPRESSION else None)
 
 
 def decode_key(buf: bytes) -> ConsumerGroupKey | None:
@@ -312,10 +328,7 @@ def _topic_partitions(r: _Reader, field: str, with_epochs: bool
 def decode_value(record_type: int, buf: bytes) -> Value:
     """The value of a record of ``record_type`` (version 0; an unknown version is an error naming it)."""
     what = CONSUMER_GROUP_RECORD_TYPES[record_type] + "Value"
-    r = _Reader(buf, what, flexible=True)
-    version = r.i16("value version")
-    if version != 0:
-        raise InvalidRecordError(f"{what}: unknown version {version}", position=0)
+    r = _value_reader(what, buf)
     out: Value
     if record_type == GROUP_EPOCH:
         epoch = r.i32("epoch")

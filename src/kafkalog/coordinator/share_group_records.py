@@ -28,15 +28,16 @@ from typing import NamedTuple, Union
 from kafkalog.coordinator.consumer_group_records import (
     _i8,
     _ints,
+    _key_bytes,
     _read_ints,
     _read_strings,
     _read_uuid,
     _strings,
     _tagged,
     _uuid,
+    _value_reader,
 )
 from kafkalog.coordinator.group_metadata import _Reader, _Writer
-from kafkalog.errors import InvalidRecordError
 
 __all__ = [
     "SHARE_GROUP_RECORD_TYPES",
@@ -118,12 +119,7 @@ Value = Union[ShareMemberMetadataValue, ShareGroupEpochValue, ShareTargetAssignm
 
 
 def encode_key(key: ShareGroupKey) -> bytes:
-    w = _Writer(False)
-    w.i16(key.record_type)
-    w.string(key.group_id)
-    if key.record_type in _MEMBER_KEYED:
-        w.string(key.member_id)
-    return bytes(w.out)
+    return _key_bytes(key.record_type, key.group_id, key.member_id if key.record_type in _MEMBER_KEYED else None)
 
 
 def decode_key(buf: bytes) -> ShareGroupKey | None:
@@ -217,10 +213,7 @@ def _read_named(r: _Reader, field: str) -> NamedTopicPartitions:
 
 def decode_value(record_type: int, buf: bytes) -> Value:
     what = SHARE_GROUP_RECORD_TYPES[record_type] + "Value"
-    r = _Reader(buf, what, flexible=True)
-    version = r.i16("value version")
-    if version != 0:
-        raise InvalidRecordError(f"{what}: unknown version {version}", position=0)
+    r = _value_reader(what, buf)
     out: Value
     if record_type == MEMBER_METADATA:
         out = ShareMemberMetadataValue(r.string("rack_id", nullable=True), str(r.string("client_id")),

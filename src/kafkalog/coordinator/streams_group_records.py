@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from kafkalog.coordinator.consumer_group_records import _i8, _tagged
+from kafkalog.coordinator.consumer_group_records import _i8, _key_bytes, _tagged, _value_reader
 from kafkalog.coordinator.group_metadata import _Reader, _Writer
 from kafkalog.errors import InvalidRecordError
 
@@ -205,12 +205,7 @@ def value_json(record_type: int, value: dict[str, Any]) -> dict[str, Any]:
 # --- records ----------------------------------------------------------------------------------------
 
 def encode_key(key: StreamsGroupKey) -> bytes:
-    w = _Writer(False)
-    w.i16(key.record_type)
-    w.string(key.group_id)
-    if key.record_type in _MEMBER_KEYED:
-        w.string(key.member_id)
-    return bytes(w.out)
+    return _key_bytes(key.record_type, key.group_id, key.member_id if key.record_type in _MEMBER_KEYED else None)
 
 
 def decode_key(buf: bytes) -> StreamsGroupKey | None:
@@ -237,10 +232,7 @@ def encode_value(record_type: int, value: dict[str, Any]) -> bytes:
 
 
 def decode_value(record_type: int, buf: bytes) -> dict[str, Any]:
-    r = _Reader(buf, f"{STREAMS_GROUP_RECORD_TYPES[record_type]}Value", flexible=True)
-    version = r.i16("version")
-    if version != 0:
-        raise InvalidRecordError(f"{r.what}: unknown version {version}", position=0)
+    r = _value_reader(f"{STREAMS_GROUP_RECORD_TYPES[record_type]}Value", buf, "version")
     out = _read_struct(r, SCHEMAS[record_type])
     r.done()
     return out

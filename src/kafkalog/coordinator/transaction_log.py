@@ -20,6 +20,7 @@ import struct
 from dataclasses import dataclass, field
 
 from kafkalog.errors import CorruptTransactionLogError
+from kafkalog.record.varint import write_unsigned_varint
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
@@ -167,18 +168,9 @@ def key_from_bytes(data: bytes) -> str:
     return r.string(False)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _compact_string(s: str) -> bytes:
     b = s.encode("utf-8")
-    return _uvarint(len(b) + 1) + b
+    return write_unsigned_varint(len(b) + 1) + b
 
 
 _I64 = struct.Struct(">q")
@@ -205,10 +197,10 @@ def value_to_bytes(m: TransactionMetadata, version: int = 1) -> bytes:
                 out += _I32.pack(p)
         out += _TAIL.pack(m.txn_last_update_timestamp, m.txn_start_timestamp)
         return bytes(out)
-    out += _uvarint(0 if by_topic is None else len(by_topic) + 1)
+    out += write_unsigned_varint(0 if by_topic is None else len(by_topic) + 1)
     for t, parts in (by_topic or {}).items():
         out += _compact_string(t)
-        out += _uvarint(len(parts) + 1)
+        out += write_unsigned_varint(len(parts) + 1)
         for p in parts:
             out += _I32.pack(p)
         out += b"\x00"                             # the partition struct's tagged fields
@@ -220,7 +212,7 @@ def value_to_bytes(m: TransactionMetadata, version: int = 1) -> bytes:
         tags.append(b"\x01\x08" + _I64.pack(m.next_producer_id))
     if m.client_transaction_version != 0:
         tags.append(b"\x02\x02" + _H.pack(m.client_transaction_version))
-    out += _uvarint(len(tags))
+    out += write_unsigned_varint(len(tags))
     for tag in tags:
         out += tag
     return bytes(out)

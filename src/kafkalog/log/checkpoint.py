@@ -28,7 +28,7 @@ from typing import Dict, Generic, Iterable, List, Mapping, NamedTuple, Optional,
 
 from kafkalog.errors import CorruptCheckpointError, InvalidConfigError, KafkalogIOError
 from kafkalog.log.config import format_properties, parse_properties
-from kafkalog.log.fsutil import atomic_write, io_error, wrap_os_errors
+from kafkalog.log.fsutil import atomic_write, io_error, read_bytes, wrap_os_errors
 from kafkalog.log.naming import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT_FILE,
@@ -450,11 +450,7 @@ class MetaProperties:
     @classmethod
     def read(cls, path: os.PathLike[str] | str) -> MetaProperties:
         p = os.fspath(path)
-        try:
-            with open(p, "rb") as f:
-                data = f.read()
-        except OSError as err:
-            raise io_error(err, p, "read meta.properties") from err
+        data = read_bytes(p, "read meta.properties")
         try:
             text = data.decode("latin-1")
             props = parse_properties(text, file=p)

@@ -666,46 +666,41 @@ def parse_properties(text: str, *, file: Optional[str] = None) -> Dict[str, str]
     if buf:
         logical.append((buf, start))
     for line, at in logical:
-        key_chars: List[str] = []
-        i = 0
-        while i < len(line):
-            ch = line[i]
-            if ch == "\\":
-                i += 1
-                if i >= len(line):
-                    break
-                key_chars.append(_unescape_char(line[i]))
-            elif ch in "=: \t\f":
-                break
-            else:
-                key_chars.append(ch)
-            i += 1
+        key, i = _read_escaped(line, 0, "=: \t\f", file, at)
         while i < len(line) and line[i] in " \t\f":
             i += 1
         if i < len(line) and line[i] in "=:":
             i += 1
         while i < len(line) and line[i] in " \t\f":
             i += 1
-        val_chars: List[str] = []
-        while i < len(line):
-            ch = line[i]
-            if ch == "\\":
-                i += 1
-                if i >= len(line):
-                    break
-                if line[i] == "u":
-                    hexs = line[i + 1:i + 5]
-                    if len(hexs) != 4 or not all(c in "0123456789abcdefABCDEF" for c in hexs):
-                        raise InvalidConfigError("Malformed \\uxxxx encoding", file=file, position=at)
-                    val_chars.append(chr(int(hexs, 16)))
-                    i += 5
-                    continue
-                val_chars.append(_unescape_char(line[i]))
-            else:
-                val_chars.append(ch)
-            i += 1
-        out["".join(key_chars)] = "".join(val_chars)
+        out[key], _ = _read_escaped(line, i, "", file, at)
     return out
+
+
+def _read_escaped(line: str, i: int, stops: str, file: Optional[str], at: int) -> tuple[str, int]:
+    """The characters of ``line`` from ``i`` up to an unescaped one of ``stops`` (or the end), with
+    Java's escapes (``\\uxxxx``, ``\\n``...) undone, and where it stopped."""
+    chars: List[str] = []
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\":
+            i += 1
+            if i >= len(line):
+                break
+            if line[i] == "u":
+                hexs = line[i + 1:i + 5]
+                if len(hexs) != 4 or not all(c in "0123456789abcdefABCDEF" for c in hexs):
+                    raise InvalidConfigError("Malformed \\uxxxx encoding", file=file, position=at)
+                chars.append(chr(int(hexs, 16)))
+                i += 5
+                continue
+            chars.append(_unescape_char(line[i]))
+        elif ch in stops:
+            break
+        else:
+            chars.append(ch)
+        i += 1
+    return "".join(chars), i
 
 
 def _unescape_char(ch: str) -> str:

@@ -28,6 +28,16 @@ def io_error(err: OSError, path: os.PathLike[str] | str, action: str) -> Kafkalo
     return e
 
 
+def read_bytes(path: str, action: str | Callable[[OSError], Exception]) -> bytes:
+    """The whole of the file ``path``; an ``OSError`` becomes :func:`io_error` naming ``action``
+    (or what ``action`` makes of it)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise (io_error(err, path, action) if isinstance(action, str) else action(err)) from err
+
+
 @contextlib.contextmanager
 def wrap_os_errors(path: os.PathLike[str] | str, action: str) -> Iterator[None]:
     """Context manager re-raising ``OSError`` as :class:`KafkalogIOError` for ``path``."""

@@ -30,7 +30,7 @@ from kafkalog.errors import (
     TransactionCoordinatorFencedError,
 )
 from kafkalog.log.file_records import BatchHeader, FileRecords
-from kafkalog.log.fsutil import atomic_rename, atomic_write, delete_if_exists, io_error
+from kafkalog.log.fsutil import atomic_rename, atomic_write, delete_if_exists, io_error, read_bytes
 from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.kernel import producer_rows
 from kafkalog.log.naming import (
@@ -242,12 +242,7 @@ def parse_snapshot(data: bytes, file: Optional[str] = None) -> List[ProducerStat
 def read_snapshot(path: os.PathLike[str] | str) -> List[ProducerStateEntry]:
     """Read a ``.snapshot`` file."""
     p = os.fspath(path)
-    try:
-        with open(p, "rb") as f:
-            data = f.read()
-    except OSError as err:
-        raise io_error(err, p, "read producer snapshot") from err
-    return parse_snapshot(data, p)
+    return parse_snapshot(read_bytes(p, "read producer snapshot"), p)
 
 
 def write_snapshot(path: os.PathLike[str] | str, entries: Iterable[ProducerStateEntry], sync: bool = True) -> None:

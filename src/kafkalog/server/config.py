@@ -28,6 +28,18 @@ from kafkalog.log.config import (
 )
 from kafkalog.record.constants import INT32_MAX
 
+
+def _session_keys(p: str) -> list[ConfigDef]:
+    """A modern group protocol's session and heartbeat keys (``p``: ``group.consumer.``,
+    ``group.streams.``, ``group.share.``): Kafka gives the three protocols the same defaults."""
+    return [ConfigDef(p + "session.timeout.ms", INT, 45000, at_least(1)),
+            ConfigDef(p + "min.session.timeout.ms", INT, 45000, at_least(1)),
+            ConfigDef(p + "max.session.timeout.ms", INT, 60000, at_least(1)),
+            ConfigDef(p + "heartbeat.interval.ms", INT, 5000, at_least(1)),
+            ConfigDef(p + "min.heartbeat.interval.ms", INT, 5000, at_least(1)),
+            ConfigDef(p + "max.heartbeat.interval.ms", INT, 15000, at_least(1))]
+
+
 #: Broker keys the server itself uses, with Kafka's types and defaults.
 SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("listeners", LIST, [], None),
@@ -60,12 +72,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("share.coordinator.state.topic.replication.factor", SHORT, 1, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", SHORT, 1, at_least(1)),
     # --- the consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig keys and defaults ---
-    ConfigDef("group.consumer.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.consumer.min.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.consumer.max.session.timeout.ms", INT, 60000, at_least(1)),
-    ConfigDef("group.consumer.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    *_session_keys("group.consumer."),
     ConfigDef("group.consumer.max.size", INT, INT32_MAX, at_least(1)),
     ConfigDef("group.consumer.assignors", LIST, ["uniform", "range"], None),
     ConfigDef("group.consumer.migration.policy", STRING, "bidirectional", None),
@@ -73,12 +80,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.consumer.min.assignment.interval.ms", INT, 0, at_least(0)),
     ConfigDef("group.consumer.max.assignment.interval.ms", INT, 15000, at_least(0)),
     # --- streams groups (KIP-1071): Kafka's GroupCoordinatorConfig keys and defaults ---
-    ConfigDef("group.streams.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.streams.min.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.streams.max.session.timeout.ms", INT, 60000, at_least(1)),
-    ConfigDef("group.streams.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.streams.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.streams.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    *_session_keys("group.streams."),
     ConfigDef("group.streams.max.size", INT, INT32_MAX, at_least(1)),
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
@@ -87,12 +89,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.consumer.assignor.offload.enable", BOOLEAN, True, None),
     ConfigDef("group.consumer.regex.refresh.interval.ms", INT, 600000, at_least(10000)),
     # --- share groups (KIP-932): Kafka's GroupCoordinatorConfig / ShareGroupConfig keys and defaults ---
-    ConfigDef("group.share.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.share.min.session.timeout.ms", INT, 45000, at_least(1)),
-    ConfigDef("group.share.max.session.timeout.ms", INT, 60000, at_least(1)),
-    ConfigDef("group.share.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.share.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
-    ConfigDef("group.share.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    *_session_keys("group.share."),
     ConfigDef("group.share.max.size", INT, 200, at_least(1)),
     ConfigDef("group.share.assignors", LIST, ["simple"], None),
     ConfigDef("group.share.assignment.interval.ms", INT, 1000, at_least(0)),
@@ -217,6 +214,15 @@ def _at_least(values: dict[str, Any], key: str, minimum: int) -> int:
     return value
 
 
+def _refuse_below(values: dict[str, Any], keys: tuple[str, ...], minimum: int, must: str = "Value must") -> None:
+    """Refuse the first of ``keys`` whose value is below ``minimum``, in Kafka's words
+    ("Invalid value ... for configuration ...: Value must be at least ...")."""
+    for key in keys:
+        if values[key] < minimum:
+            raise InvalidConfigError(f"Invalid value {values[key]} for configuration {key}: "
+                                     f"{must} be at least {minimum}")
+
+
 class ServerConfig:
     """Server keys (attributes with ``_`` for ``.``) plus the storage keys as a ``BrokerConfig``."""
 
@@ -244,21 +250,13 @@ class ServerConfig:
                     raise InvalidConfigError(f"Invalid value {raw!r} for configuration {k}: {e}") \
                         from None
         self.values = resolved
+        _refuse_below(resolved, ("num.partitions",), 1, "must")
         self.num_partitions: int = resolved["num.partitions"]
-        if self.num_partitions < 1:
-            raise InvalidConfigError(f"Invalid value {self.num_partitions} for configuration "
-                                     f"num.partitions: must be at least 1")
         self.auto_create_topics_enable: bool = resolved["auto.create.topics.enable"]
         self.socket_request_max_bytes: int = _at_least(resolved, "socket.request.max.bytes", 1)
         self.max_connections: int = _at_least(resolved, "max.connections", 0)
         self.connections_max_idle_ms: int = resolved["connections.max.idle.ms"]
-        if resolved["queued.max.requests"] < 1:
-            raise InvalidConfigError(f"Invalid value {resolved['queued.max.requests']} for "
-                                     f"configuration queued.max.requests: Value must be at least 1")
-        for key in ("quota.window.num", "quota.window.size.seconds"):
-            if resolved[key] < 1:
-                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
-                                         f"Value must be at least 1")
+        _refuse_below(resolved, ("queued.max.requests", "quota.window.num", "quota.window.size.seconds"), 1)
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
         self.fetch_max_bytes: int = _at_least(resolved, "fetch.max.bytes", 0)
         self.max_incremental_fetch_session_cache_slots: int = \
@@ -274,14 +272,9 @@ class ServerConfig:
         node = node_id if node_id >= 0 else broker_id
         self.node_id: int = max(node, 0)
         self.storage_values: dict[str, Any] = storage
-        for key in ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size"):
-            if resolved[key] < 1:
-                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
-                                         f"must be at least 1")
-        for key in ("group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"):
-            if resolved[key] < 0:
-                raise InvalidConfigError(f"Invalid value {resolved[key]} for configuration {key}: "
-                                         f"must be at least 0")
+        _refuse_below(resolved, ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size"),
+                      1, "must")
+        _refuse_below(resolved, ("group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"), 0, "must")
         #: the consumer group protocol's settings (a ``ConsumerGroupConfig``)
         self.consumer_group = _consumer_group_config(resolved)
         #: share groups' settings (a ``ShareGroupBrokerConfig``)

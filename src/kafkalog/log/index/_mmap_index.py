@@ -19,9 +19,10 @@ import os
 import platform
 import struct
 import sys
-from typing import Any, Callable, Optional, Self
+from typing import Any, Callable, Generic, Iterator, Optional, Self, TypeVar
 
 from kafkalog.errors import (
+    CorruptIndexError,
     IndexEntryOutOfRangeError,
     IndexOffsetOverflowError,
     InvalidConfigError,
@@ -135,7 +136,11 @@ def _no_space(err: OSError, path: str, action: str) -> KafkalogIOError:
     return e
 
 
-class AbstractIndex(IndexFile):
+#: what one entry of an index reads as
+E = TypeVar("E")
+
+
+class AbstractIndex(IndexFile, Generic[E]):
     """Base of :class:`OffsetIndex` and :class:`TimeIndex` (path, renaming and deletion from
     :class:`~kafkalog.log.index._index_file.IndexFile`).
 
@@ -268,7 +273,7 @@ class AbstractIndex(IndexFile):
 
     @classmethod
     def from_bytes(cls, path: os.PathLike[str] | str, base_offset: int, data: bytes,
-                   max_position: Optional[int] = None) -> AbstractIndex:
+                   max_position: Optional[int] = None) -> Self:
         """A read-only index over ``data`` (the bytes of ``path``, read through a read-only view's
         file access): a preallocated all-zero tail is not counted (KAFKA-10207), and with
         ``max_position`` neither are the entries pointing at or past that ``.log`` position (a
@@ -349,6 +354,25 @@ class AbstractIndex(IndexFile):
     def _check_writable(self) -> None:
         if not self.writable:
             raise ReadOnlyIndexError("Index is opened read-only", file=self._path)
+
+    def entry(self, n: int) -> E:
+        """The ``n``-th entry; :class:`IndexEntryOutOfRangeError` if ``n >= entries``."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def __iter__(self) -> Iterator[E]:
+        for i in range(self.entries):
+            yield self.entry(i)
+
+    def _check_length(self, kind: str) -> None:
+        """Part of Kafka's ``sanityCheck``: :class:`CorruptIndexError` unless the file holds whole
+        entries (``kind``: how the message names the file)."""
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"{kind} file {self._path} is corrupt, found {self._length} bytes which is neither "
+                f"positive nor a multiple of {self.entry_size}.", file=self._path, position=self._length)
 
     def _check_entry(self, n: int) -> None:
         if not self._loaded:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterator, NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 from kafkalog.errors import (
     CorruptIndexError,
@@ -40,7 +40,7 @@ class OffsetPosition(NamedTuple):
     position: int
 
 
-class OffsetIndex(AbstractIndex):
+class OffsetIndex(AbstractIndex[OffsetPosition]):
     """A segment's ``.index`` file (see :class:`~kafkalog.log.index._mmap_index.AbstractIndex` for
     opening, lazy creation, resize/trim/close)."""
 
@@ -145,13 +145,6 @@ class OffsetIndex(AbstractIndex):
         rel, pos = _unpack_from(self._mm, n * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
-    def __len__(self) -> int:
-        return self.entries
-
-    def __iter__(self) -> Iterator[OffsetPosition]:
-        for i in range(self.entries):
-            yield self.entry(i)
-
     def _entries_below_position(self, max_position: int) -> int:
         """The number of leading entries whose position is below ``max_position`` (positions
         increase)."""
@@ -252,10 +245,7 @@ class OffsetIndex(AbstractIndex):
                 f"Corrupt index found, index file ({self._path}) has non-zero size but the last "
                 f"offset is {self._last_offset} which is less than the base offset "
                 f"{self.base_offset}.", file=self._path, position=(self._entries - 1) * 8)
-        if self._length % ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"Index file {self._path} is corrupt, found {self._length} bytes which is neither "
-                f"positive nor a multiple of {ENTRY_SIZE}.", file=self._path, position=self._length)
+        self._check_length("Index")
 
     def verify_entries(self) -> Optional[int]:
         """Slot of the first entry whose offset is not strictly larger than the previous one's, or

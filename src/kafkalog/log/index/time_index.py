@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.errors import (
     CorruptIndexError,
@@ -53,7 +53,7 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class TimeIndex(AbstractIndex):
+class TimeIndex(AbstractIndex[TimestampOffset]):
     """A segment's ``.timeindex`` file."""
 
     entry_size = ENTRY_SIZE
@@ -178,13 +178,6 @@ class TimeIndex(AbstractIndex):
         ts, rel = _unpack_from(self._mm, n * 12)
         return TimestampOffset(ts, self.base_offset + rel)
 
-    def __len__(self) -> int:
-        return self.entries
-
-    def __iter__(self) -> Iterator[TimestampOffset]:
-        for i in range(self.entries):
-            yield self.entry(i)
-
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= ``target_timestamp``, or ``(-1, base_offset)``."""
         if not self._loaded:
@@ -228,11 +221,7 @@ class TimeIndex(AbstractIndex):
                     f"Corrupt time index found, time index file ({self._path}) has non-zero size "
                     f"but the last offset is {self._last_off} which is less than the first offset "
                     f"{self.base_offset}", file=self._path, position=(self._entries - 1) * 12)
-        if self._length % ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"Time index file {self._path} is corrupt, found {self._length} bytes which is "
-                f"neither positive nor a multiple of {ENTRY_SIZE}.", file=self._path,
-                position=self._length)
+        self._check_length("Time index")
 
     def verify_entries(self) -> Optional[int]:
         """Slot of the first entry that breaks strictly increasing timestamps / non-decreasing,

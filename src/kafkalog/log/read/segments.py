@@ -191,8 +191,7 @@ class SegmentSnapshot:
             if raw is None:
                 return None
             try:
-                self._offset_index = cast(OffsetIndex, OffsetIndex.from_bytes(
-                    path, self._base, raw, max_position=self.size))
+                self._offset_index = OffsetIndex.from_bytes(path, self._base, raw, max_position=self.size)
             except KafkalogError:
                 return None                 # scanning from the segment start is always correct
         return self._offset_index
@@ -251,7 +250,7 @@ class SegmentSnapshot:
             if raw is None:
                 return None
             try:
-                self._time_index = cast(TimeIndex, TimeIndex.from_bytes(path, self._base, raw))
+                self._time_index = TimeIndex.from_bytes(path, self._base, raw)
             except KafkalogError:
                 return None
         return self._time_index

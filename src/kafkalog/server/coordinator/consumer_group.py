@@ -68,8 +68,7 @@ from kafkalog.server.coordinator.group import (
     ModernGroup,
     Record,
     TopicImage,
-    group_hash,
-    topic_hash,
+    subscription_hash,
 )
 from kafkalog.server.coordinator.topic_regex import InvalidRegularExpression, compile_regex, matches
 
@@ -150,12 +149,10 @@ class ResolvedRegex:
 
 
 @dataclass
-class ConsumerGroup(ModernGroup[Member]):
+class ConsumerGroup(ModernGroup[Member, Assignment]):
     """One group of type ``consumer``."""
     group_epoch: int = 1
     regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
-    #: rebalance deadlines (monotonic ms) and the epoch they were set at, per member id
-    rebalance_deadline: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: the metadata hash must be recomputed at the next heartbeat (a topic changed)
     metadata_expired: bool = True
     #: a classic group's state written since the last restore (when converted from classic)
@@ -473,7 +470,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         return names
 
     def _metadata_hash(self, names: Iterable[str], image: Mapping[str, TopicImage]) -> int:
-        return group_hash({n: topic_hash(n, image[n]) for n in names if n in image})
+        return subscription_hash(names, image)
 
     def _subscribed_ids(self, g: ConsumerGroup, m: Member, image: Mapping[str, TopicImage]) -> frozenset[uuid.UUID]:
         names = set(m.subscribed_topic_names)
@@ -925,22 +922,14 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         return False
 
     def timed_out(self, g: ConsumerGroup, now: int) -> list[tuple[str, str]]:
-        """Sessions expired, then members that did not revoke within their rebalance timeout."""
-        expired = [mid for mid, deadline in g.session_deadline.items() if now >= deadline and mid in g.members]
-        revoking = [(mid, f"it did not revoke its partitions within {g.members[mid].rebalance_timeout_ms} ms")
-                    for mid, (deadline, epoch) in g.rebalance_deadline.items()
-                    if now >= deadline and mid in g.members and g.members[mid].member_epoch == epoch
-                    and mid not in expired]
-        return [(mid, "its session expired") for mid in expired] + revoking
+        return g.timed_out(now, lambda m: m.member_epoch, "partitions")
 
     def fence_member(self, g: ConsumerGroup, member_id: str) -> None:
         self.fence(g, [g.members[member_id]])
 
     # --- persistence ----------------------------------------------------------------------------
 
-    def _write(self, g: ConsumerGroup, records: list[Record]) -> None:
-        if records:
-            self._persist(g.group_id, records)
+    def _keep(self, g: ConsumerGroup) -> None:
         if g.members or g.group_id in self.groups:
             self.groups[g.group_id] = g
 
@@ -1049,16 +1038,8 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
 
     # --- admin ----------------------------------------------------------------------------------
 
-    def delete(self, group_id: str) -> int:
-        """DeleteGroups: NON_EMPTY_GROUP unless empty; the group's records tombstoned."""
-        g = self.groups.get(group_id)
-        if g is None:
-            return ec.GROUP_ID_NOT_FOUND
-        if g.members:
-            return ec.NON_EMPTY_GROUP
-        self._persist(group_id, group_tombstones(g))
-        del self.groups[group_id]
-        return ec.NONE
+    def tombstones(self, g: ConsumerGroup) -> list[Record]:
+        return group_tombstones(g)
 
     def remove_empty(self, group_id: str) -> list[Record]:
         """Forget an empty group that another protocol takes over; its tombstones."""

@@ -1,8 +1,8 @@
 """The group framework the group coordinators build on (Kafka's ``coordinator/group``: ``Group``,
 ``ModernGroup`` and the shard's timers), so each coordinator keeps only what its protocol adds:
 the classic protocol (:mod:`.classic_group`), the consumer group protocol of KIP-848
-(:mod:`.consumer_group`), share groups of KIP-932 (:mod:`.share_group`); a streams group
-coordinator (KIP-1071) is a fourth user of the same pieces.
+(:mod:`.consumer_group`), share groups of KIP-932 (:mod:`.share_group`) and streams groups of
+KIP-1071 (:mod:`.streams_group`).
 
 What a coordinator gets:
 
@@ -10,18 +10,20 @@ What a coordinator gets:
   (``_clock`` monotonic ms for deadlines, ``_wall`` epoch ms for what is written), the durable
   write of a group's state (``_persist(group_id, state)``: raising fails the request; the state is
   the coordinator's: records for the modern protocols, a ``GroupMetadataValue`` for the classic
-  one), and :meth:`~GroupCoordinatorBase.tick`, the session and rebalance timers: it asks
+  one; ``_write(group, records)`` persists a modern group's records and holds it), DeleteGroups
+  (``delete``, with the coordinator's ``tombstones``), and :meth:`~GroupCoordinatorBase.tick`,
+  the session and rebalance timers: it asks
   :meth:`~GroupCoordinatorBase.timed_out` which members ran out of time and why, then
   :meth:`~GroupCoordinatorBase.fence_member` each one still in its group (a failure is logged,
   the others are fenced all the same). The broker calls ``tick`` every ``GROUP_TICK_S``.
-* :class:`ModernGroup` ``[M]``: the state every group of the modern protocols (KIP-848 and after)
+* :class:`ModernGroup` ``[M, T]``: the state every group of the modern protocols (KIP-848 and after)
   has: members by id, the target assignment with its epoch and time, the subscription's metadata
-  hash, and the session deadline of each member; each protocol adds its group epoch field and
+  hash, the session and rebalance deadlines of each member (``timed_out``); each protocol adds its group epoch field and
   its own state (regular expressions, initialized share partitions...).
 * :class:`GroupError` (an error code answered to the request), :data:`Record` (a key and value of
   ``__consumer_offsets``, None for a tombstone), :data:`Assignment`, and the metadata hash of a
   group's subscribed topics (:class:`TopicImage`, :func:`topic_hash`, :func:`group_hash`: Kafka's
-  ``computeTopicHash`` and ``computeGroupHash``).
+  ``computeTopicHash`` and ``computeGroupHash``; :func:`subscription_hash`).
 
 The state records themselves and their replay are each protocol's (their types are Kafka's, one
 set per protocol, in :mod:`kafkalog.coordinator`); a coordinator rebuilds a group with
@@ -34,14 +36,16 @@ import logging
 import struct
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import xxhash
 
+from kafkalog.server import error_codes as ec
+
 __all__ = ["Assignment", "GroupCoordinatorBase", "GroupError", "ModernGroup", "Record", "TopicImage",
-           "group_hash", "topic_hash"]
+           "group_hash", "subscription_hash", "topic_hash"]
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -51,6 +55,8 @@ Assignment = dict[uuid.UUID, frozenset[int]]
 Record = tuple[bytes, bytes | None]
 
 M = TypeVar("M")
+#: what a member's target assignment is: partitions by topic id, or a streams member's tasks
+T = TypeVar("T")
 
 
 class _Group(Protocol):
@@ -80,7 +86,7 @@ class TopicImage(NamedTuple):
 
 
 @dataclass
-class ModernGroup(Generic[M]):
+class ModernGroup(Generic[M, T]):
     """What every group of the modern protocols holds (Kafka's ``ModernGroup``)."""
     group_id: str
     metadata_hash: int = 0
@@ -88,9 +94,22 @@ class ModernGroup(Generic[M]):
     assignment_timestamp: int = 0
     members: dict[str, M] = field(default_factory=dict)
     #: member id -> its target assignment
-    target: dict[str, Assignment] = field(default_factory=dict)
+    target: dict[str, T] = field(default_factory=dict)
     #: member id -> session deadline (monotonic ms)
     session_deadline: dict[str, int] = field(default_factory=dict)
+    #: member id -> (rebalance deadline (monotonic ms), the member epoch it was set at): a member
+    #: that still has something to revoke at the deadline is fenced
+    rebalance_deadline: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def timed_out(self, now: int, epoch_of: Callable[[M], int], revoking: str) -> list[tuple[str, str]]:
+        """The members whose session expired, then those that did not revoke their ``revoking``
+        (partitions, tasks) within their rebalance timeout: (member id, why)."""
+        expired = [mid for mid, deadline in self.session_deadline.items() if now >= deadline and mid in self.members]
+        late = [(mid, f"it did not revoke its {revoking} within its rebalance timeout")
+                for mid, (deadline, epoch) in self.rebalance_deadline.items()
+                if now >= deadline and mid in self.members and epoch_of(self.members[mid]) == epoch
+                and mid not in expired]
+        return [(mid, "its session expired") for mid in expired] + late
 
 
 class GroupCoordinatorBase(Generic[G]):
@@ -115,6 +134,35 @@ class GroupCoordinatorBase(Generic[G]):
     def fence_member(self, group: G, member_id: str) -> None:
         """Remove a member that ran out of time, as the protocol does."""
         raise NotImplementedError
+
+    def _write(self, group: G, records: list[Record]) -> None:
+        """Persist a group's new records (one batch; raising fails the request), then keep the
+        group (:meth:`_keep`)."""
+        if records:
+            self._persist(group.group_id, records)
+        self._keep(group)
+
+    def _keep(self, group: G) -> None:
+        """Hold ``group`` after a write (a coordinator that registers its groups elsewhere
+        overrides this)."""
+        self.groups[group.group_id] = group
+
+    def tombstones(self, group: G) -> list[Record]:
+        """The records that delete ``group`` (none when the protocol writes none)."""
+        return []
+
+    def delete(self, group_id: str) -> int:
+        """DeleteGroups: NON_EMPTY_GROUP unless the group is empty; its records tombstoned."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return ec.GROUP_ID_NOT_FOUND
+        if g.members:
+            return ec.NON_EMPTY_GROUP
+        records = self.tombstones(g)
+        if records:
+            self._persist(group_id, records)
+        del self.groups[group_id]
+        return ec.NONE
 
     def tick(self) -> None:
         """Fence the members whose session or rebalance timed out."""
@@ -151,6 +199,12 @@ def topic_hash(name: str, image: TopicImage) -> int:
     data += struct.pack("<i", image.partitions)
     data += b"".join(struct.pack("<i", i) for i in range(image.partitions))
     return _signed64(xxhash.xxh3_64_intdigest(bytes(data)))
+
+
+def subscription_hash(names: Iterable[str], image: Mapping[str, TopicImage | None]) -> int:
+    """The metadata hash of a group subscribed to ``names``: the group hash of the hash of each
+    of them that exists in ``image``."""
+    return group_hash({n: topic_hash(n, i) for n in names if (i := image.get(n)) is not None})
 
 
 def group_hash(topic_hashes: Mapping[str, int]) -> int:

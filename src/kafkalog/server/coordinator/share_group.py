@@ -49,8 +49,7 @@ from kafkalog.server.coordinator.group import (
     ModernGroup,
     Record,
     TopicImage,
-    group_hash,
-    topic_hash,
+    subscription_hash,
 )
 
 logger = logging.getLogger("kafkalog.server")
@@ -76,7 +75,7 @@ class ShareMember:
 
 
 @dataclass
-class ShareGroup(ModernGroup[ShareMember]):
+class ShareGroup(ModernGroup[ShareMember, Assignment]):
     #: Kafka's ``ModernGroup`` starts a new group at epoch 1 (the first join bumps it to 2)
     epoch: int = 1
     #: topic id -> (name, partitions) with an initialized share-partition state
@@ -229,7 +228,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
         if g.assignment_epoch >= g.epoch:
             bump |= self._initialized_assignment_pending(g, members_after)
         names = g.subscribed_names(members_after)
-        new_hash = group_hash({n: topic_hash(n, image[n]) for n in names if n in image})
+        new_hash = subscription_hash(names, image)
         if new_hash != g.metadata_hash:
             bump = True
         if bump:
@@ -365,7 +364,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
         members_after = {m: v for m, v in g.members.items() if m != member_id}
         image = dict(self._topics())
         names = g.subscribed_names(members_after)
-        new_hash = group_hash({n: topic_hash(n, image[n]) for n in names if n in image})
+        new_hash = subscription_hash(names, image)
         epoch = g.epoch + 1
         records.append(_record(GROUP_EPOCH, g.group_id, ShareGroupEpochValue(epoch, new_hash)))
         if len(g.members) == 1:
@@ -381,17 +380,15 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
         self._member_left(g.group_id, member_id)
 
     def timed_out(self, g: ShareGroup, now: int) -> list[tuple[str, str]]:
-        return [(mid, "its session expired") for mid, deadline in g.session_deadline.items()
-                if now >= deadline and mid in g.members]
+        return g.timed_out(now, lambda m: m.epoch, "partitions")
 
     def fence_member(self, g: ShareGroup, member_id: str) -> None:
         self.fence(g, member_id)
 
     # --- persistence -------------------------------------------------------------------------------
 
-    def _write(self, g: ShareGroup, records: list[Record]) -> None:
-        if records:
-            self._persist(g.group_id, records)
+    def _keep(self, g: ShareGroup) -> None:
+        """(a share group is held from its first member's join)"""
 
     def restore(self, group_id: str, records: Mapping[bytes, tuple[ShareGroupKey, Any]]) -> None:
         """Rebuild a group from its live records; its members heartbeat on within a session."""
@@ -421,16 +418,6 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
             g.session_deadline[mid] = now + self._setting(group_id, "share.session.timeout.ms")
         g.target = {m: a for m, a in g.target.items() if m in g.members}
         self.groups[group_id] = g
-
-    def delete(self, group_id: str) -> int:
-        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members."""
-        g = self.groups.get(group_id)
-        if g is None:
-            return ec.GROUP_ID_NOT_FOUND
-        if g.members:
-            return ec.NON_EMPTY_GROUP
-        del self.groups[group_id]
-        return ec.NONE
 
     # --- the share group offset APIs ------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ it reports them gone) and a task another member still runs is assigned once rele
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -28,10 +27,14 @@ from kafkalog.server.coordinator.consumer_group import (
     LEAVE_GROUP_EPOCH,
     LEAVE_GROUP_STATIC_EPOCH,
     ConsumerGroupCoordinator,
+)
+from kafkalog.server.coordinator.group import (
+    GroupCoordinatorBase,
     GroupError,
+    ModernGroup,
+    Record,
     TopicImage,
-    group_hash,
-    topic_hash,
+    subscription_hash,
 )
 from kafkalog.server.coordinator.streams_assignor import AssignMember, assign
 from kafkalog.server.coordinator.streams_topology import (
@@ -43,9 +46,6 @@ from kafkalog.server.coordinator.streams_topology import (
     topology_topics,
 )
 
-logger = logging.getLogger("kafkalog.server")
-
-Record = tuple[bytes, bytes | None]
 Tasks = dict[str, set[int]]
 #: active tasks with the epoch each was assigned at (fences zombie offset commits)
 EpochTasks = dict[str, dict[int, int]]
@@ -106,30 +106,23 @@ class Member:
         return {s: set(ps) for s, ps in self.active.items()}
 
 
-class Group:
-    """One streams group's state (Kafka's ``StreamsGroup``)."""
-
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.metadata_hash = 0
-        self.validated_topology_epoch = -1
-        self.assignment_configs: dict[str, str] = {}
-        self.topology: dict[str, Any] | None = None       # StreamsGroupTopologyValue
-        self.members: dict[str, Member] = {}
-        self.target: dict[str, tuple[Tasks, Tasks, Tasks]] = {}
-        self.assignment_epoch = 0
-        self.endpoint_information_epoch = 0
-        self.session_deadline: dict[str, int] = {}
-        self.rebalance_deadline: dict[str, tuple[int, int]] = {}
-        self.shutdown_requested_by: str | None = None
-        self.created_at: int | None = None
-        #: whether the topology is configured against the topics (not in the records: a restored
-        #: group configures it against the topics at load, as Kafka does once its metadata image
-        #: is published)
-        self.configured = False
-        #: when the target assignment was last computed (monotonic ms)
-        self.assigned_at: int | None = None
+@dataclass(eq=False)
+class Group(ModernGroup[Member, tuple[Tasks, Tasks, Tasks]]):
+    """One streams group's state (Kafka's ``StreamsGroup``): the framework's modern group, whose
+    target assignment is a member's (active, standby, warm-up) tasks, plus the topology."""
+    group_epoch: int = 0
+    validated_topology_epoch: int = -1
+    assignment_configs: dict[str, str] = field(default_factory=dict)
+    topology: dict[str, Any] | None = None       # StreamsGroupTopologyValue
+    endpoint_information_epoch: int = 0
+    shutdown_requested_by: str | None = None
+    created_at: int | None = None
+    #: whether the topology is configured against the topics (not in the records: a restored
+    #: group configures it against the topics at load, as Kafka does once its metadata image
+    #: is published)
+    configured: bool = False
+    #: when the target assignment was last computed (monotonic ms)
+    assigned_at: int | None = None
 
     @property
     def state(self) -> str:
@@ -259,7 +252,7 @@ def _intersects(a: Mapping[str, Iterable[int]], b: Mapping[str, Iterable[int]]) 
 
 # --- the coordinator ------------------------------------------------------------------------------------
 
-class StreamsGroupCoordinator:
+class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
     """Every streams group of the node.
 
     Args:
@@ -268,17 +261,19 @@ class StreamsGroupCoordinator:
         topic: a topic's image by name (None when it does not exist): one look-up per topic the
             topology names, nothing that grows with the node's other topics.
         other_group_exists: whether a classic, consumer or share group has the id.
+        clock / wall_clock: monotonic and epoch milliseconds.
     """
+
+    kind = "streams group"
 
     def __init__(self, config: StreamsGroupConfig, persist: Callable[[str, list[Record]], None],
                  topic: Callable[[str], TopicImage | None], other_group_exists: Callable[[str], bool],
-                 clock: Callable[[], int] = lambda: int(time.monotonic() * 1000)) -> None:
+                 clock: Callable[[], int] = lambda: int(time.monotonic() * 1000),
+                 wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        super().__init__(persist, clock, wall_clock)
         self.config = config
-        self._persist = persist
         self._topic = topic
         self._other_group_exists = other_group_exists
-        self._clock = clock
-        self.groups: dict[str, Group] = {}
 
     def _partitions_of(self, name: str) -> int | None:
         image = self._topic(name)
@@ -347,7 +342,7 @@ class StreamsGroupCoordinator:
                                            f"group's topology epoch {g_topology['epoch']}."))
         # 3. the topics
         images = {n: self._topic(n) for n in sorted(topology_topics(g_topology))}
-        metadata_hash = group_hash({n: topic_hash(n, i) for n, i in images.items() if i is not None})
+        metadata_hash = subscription_hash(images, images)
         if metadata_hash != g.metadata_hash:
             bump = True
         configured = configure_topology(g_topology, lambda n: None if images.get(n) is None
@@ -473,9 +468,9 @@ class StreamsGroupCoordinator:
             if g.target.get(mid) != t:
                 records.append(_target_record(g.group_id, mid, t))
         g.target = new
-        g.assignment_epoch = g.group_epoch
+        g.assignment_epoch, g.assignment_timestamp = g.group_epoch, self._wall()
         records.append(_rec(sr.TARGET_ASSIGNMENT_METADATA, g.group_id,
-                            {"assignment_epoch": g.assignment_epoch, "assignment_timestamp": int(time.time() * 1000)}))
+                            {"assignment_epoch": g.assignment_epoch, "assignment_timestamp": g.assignment_timestamp}))
 
     def _reconcile(self, g: Group, m: Member, target_epoch: int, target: tuple[Tasks, Tasks, Tasks],
                    owned: tuple[Tasks, Tasks, Tasks] | None) -> Member:
@@ -593,28 +588,15 @@ class StreamsGroupCoordinator:
         records.append(_metadata_record(g))
         self._write(g, records)
 
-    def tick(self) -> None:
-        """Fence the members whose session or rebalance timed out."""
-        now = self._clock()
-        for g in list(self.groups.values()):
-            gone = [m for mid, d in g.session_deadline.items() if now >= d and (m := g.members.get(mid))]
-            gone += [m for mid, (d, e) in g.rebalance_deadline.items()
-                     if now >= d and (m := g.members.get(mid)) is not None and m.member_epoch == e and m not in gone]
-            for m in gone:
-                logger.info("streams group %s: member %s fenced: its session or rebalance timed out",
-                            g.group_id, m.member_id)
-            if gone:
-                try:
-                    self.fence(g, gone)
-                except Exception:
-                    logger.exception("streams group %s: fencing failed", g.group_id)
+    def timed_out(self, g: Group, now: int) -> list[tuple[str, str]]:
+        """Sessions expired, then members that did not revoke their tasks within their rebalance
+        timeout."""
+        return g.timed_out(now, lambda m: m.member_epoch, "tasks")
+
+    def fence_member(self, g: Group, member_id: str) -> None:
+        self.fence(g, [g.members[member_id]])
 
     # --- persistence ------------------------------------------------------------------------------
-
-    def _write(self, g: Group, records: list[Record]) -> None:
-        if records:
-            self._persist(g.group_id, records)
-        self.groups[g.group_id] = g
 
     def restore(self, group_id: str, records: Mapping[bytes, tuple[sr.StreamsGroupKey, dict[str, Any]]]) -> None:
         """Rebuild a group from its live records (as Kafka replays ``__consumer_offsets``)."""
@@ -630,7 +612,7 @@ class StreamsGroupCoordinator:
             elif t == sr.TOPOLOGY:
                 g.topology = v
             elif t == sr.TARGET_ASSIGNMENT_METADATA:
-                g.assignment_epoch = v["assignment_epoch"]
+                g.assignment_epoch, g.assignment_timestamp = v["assignment_epoch"], v.get("assignment_timestamp", 0)
             elif t == sr.TARGET_ASSIGNMENT_MEMBER:
                 g.target[k.member_id] = (_tasks_of(v["active_tasks"]), _tasks_of(v["standby_tasks"]),
                                          _tasks_of(v["warmup_tasks"]))
@@ -697,12 +679,5 @@ class StreamsGroupCoordinator:
 
     # --- admin --------------------------------------------------------------------------------------
 
-    def delete(self, group_id: str) -> int:
-        g = self.groups.get(group_id)
-        if g is None:
-            return ec.GROUP_ID_NOT_FOUND
-        if g.members:
-            return ec.NON_EMPTY_GROUP
-        self._persist(group_id, group_tombstones(g))
-        del self.groups[group_id]
-        return ec.NONE
+    def tombstones(self, g: Group) -> list[Record]:
+        return group_tombstones(g)

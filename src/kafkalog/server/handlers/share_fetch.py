@@ -207,16 +207,25 @@ def _top_error(broker: Broker, request: Request, code: int, message: str | None 
     return broker.response(request, values)
 
 
+def _request_error(broker: Broker, group: str | None, member: str | None) -> int | None:
+    """The error of a ShareFetch or ShareAcknowledge as a whole before its session, in Kafka's
+    order: no group id, the group's READ refused, no member id; None when there is none."""
+    if group is None:
+        return ec.INVALID_REQUEST
+    if broker.authorizer is not None and not broker.authorize(READ, GROUP, group):
+        return ec.GROUP_AUTHORIZATION_FAILED
+    if not member:
+        return ec.INVALID_REQUEST
+    return None
+
+
 def handle_share_fetch(broker: Broker, request: Request) -> Any:
     b = request.body
     group, member, epoch = b.group_id, b.member_id, b.share_session_epoch
     # Kafka's error responses here carry no message (getErrorResponse drops the exception's)
-    if group is None:
-        return _top_error(broker, request, ec.INVALID_REQUEST)
-    if broker.authorizer is not None and not broker.authorize(READ, GROUP, group):
-        return _top_error(broker, request, ec.GROUP_AUTHORIZATION_FAILED)
-    if not member:
-        return _top_error(broker, request, ec.INVALID_REQUEST)
+    code = _request_error(broker, group, member)
+    if code is not None:
+        return _top_error(broker, request, code)
     renew = request.api_version >= 2 and b.is_renew_ack
     if renew:
         problems = [f"{k} must be set to 0, " for k, v in (("maxBytes", b.max_bytes), ("minBytes", b.min_bytes),
@@ -284,12 +293,9 @@ async def _long_poll(broker: Broker, request: Request, session: ShareSession, in
 def handle_share_acknowledge(broker: Broker, request: Request) -> Any | Awaitable[Any]:
     b = request.body
     group, member, epoch = b.group_id, b.member_id, b.share_session_epoch
-    if group is None:
-        return _ack_error(broker, request, ec.INVALID_REQUEST)
-    if broker.authorizer is not None and not broker.authorize(READ, GROUP, group):
-        return _ack_error(broker, request, ec.GROUP_AUTHORIZATION_FAILED)
-    if not member:
-        return _ack_error(broker, request, ec.INVALID_REQUEST)
+    code = _request_error(broker, group, member)
+    if code is not None:
+        return _ack_error(broker, request, code)
     try:
         broker.share_sessions.acknowledge_update(group, member, epoch)
     except ShareSessionError as e:

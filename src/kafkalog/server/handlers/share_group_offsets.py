@@ -86,24 +86,35 @@ def handle_describe_share_group_offsets(broker: Broker, request: Request) -> Any
     return broker.response(request, {"throttle_time": 0, "groups": groups})
 
 
+def _answer(broker: Broker, request: Request, code: int, message: str | None,
+            responses: list[dict[str, Any]] | None = None) -> Any:
+    """Alter/DeleteShareGroupOffsets' response: the group's error and the topics' answers."""
+    return broker.response(request, {"throttle_time": 0, "error_code": code, "error_message": message,
+                                     "responses": responses or []})
+
+
+def _topic_refusal(broker: Broker, name: str) -> tuple[int, str | None] | None:
+    """Why a topic of Alter/DeleteShareGroupOffsets is refused: its READ, or it does not exist."""
+    if not _allowed(broker, READ, TOPIC, name):
+        return ec.TOPIC_AUTHORIZATION_FAILED, ec.message(ec.TOPIC_AUTHORIZATION_FAILED)
+    if not broker.manager.has_topic(name):
+        return ec.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN
+    return None
+
+
 def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
     b = request.body
     if not _allowed(broker, READ, GROUP, b.group_id):
-        return broker.response(request, {"throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED,
-                                         "error_message": ec.message(ec.GROUP_AUTHORIZATION_FAILED),
-                                         "responses": []})
+        return _answer(broker, request, ec.GROUP_AUTHORIZATION_FAILED,
+                       ec.message(ec.GROUP_AUTHORIZATION_FAILED))
     responses = []
     starts: dict[tuple[uuid.UUID, str], dict[int, int]] = {}
     for t in b.topics:
-        if not _allowed(broker, READ, TOPIC, t.topic_name):
+        refused = _topic_refusal(broker, t.topic_name)
+        if refused is not None:
             responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "partitions": [
-                {"partition_index": p.partition_index, "error_code": ec.TOPIC_AUTHORIZATION_FAILED,
-                 "error_message": ec.message(ec.TOPIC_AUTHORIZATION_FAILED)} for p in t.partitions]})
-            continue
-        if not broker.manager.has_topic(t.topic_name):
-            responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "partitions": [
-                {"partition_index": p.partition_index, "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION,
-                 "error_message": _UNKNOWN} for p in t.partitions]})
+                {"partition_index": p.partition_index, "error_code": refused[0], "error_message": refused[1]}
+                for p in t.partitions]})
             continue
         topic_id = broker.topic_ids.of(t.topic_name)
         count = len(broker.manager.partitions_of(t.topic_name))
@@ -119,33 +130,26 @@ def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
     try:
         g = broker.share_groups.alter_offsets(b.group_id, starts)
     except GroupError as e:
-        return broker.response(request, {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
-                                         "responses": []})
+        return _answer(broker, request, e.code, e.message)
     broker.share_state.initialize([(b.group_id, t, p, g.epoch, start) for (t, _n), ps in starts.items()
                                    for p, start in ps.items()])
     broker.share_partitions.forget(b.group_id, [(n, p) for (_t, n), ps in starts.items() for p in ps])
-    return broker.response(request, {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
-                                     "responses": responses})
+    return _answer(broker, request, ec.NONE, None, responses)
 
 
 def handle_delete_share_group_offsets(broker: Broker, request: Request) -> Any:
     b = request.body
     if not _allowed(broker, DELETE, GROUP, b.group_id):
-        return broker.response(request, {"throttle_time": 0, "error_code": ec.GROUP_AUTHORIZATION_FAILED,
-                                         "error_message": ec.message(ec.GROUP_AUTHORIZATION_FAILED),
-                                         "responses": []})
+        return _answer(broker, request, ec.GROUP_AUTHORIZATION_FAILED,
+                       ec.message(ec.GROUP_AUTHORIZATION_FAILED))
     sg = broker.share_groups.groups.get(b.group_id)
     responses = []
     delete: dict[uuid.UUID, str] = {}
     for t in b.topics:
-        if not _allowed(broker, READ, TOPIC, t.topic_name):
+        refused = _topic_refusal(broker, t.topic_name)
+        if refused is not None:
             responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0),
-                              "error_code": ec.TOPIC_AUTHORIZATION_FAILED,
-                              "error_message": ec.message(ec.TOPIC_AUTHORIZATION_FAILED)})
-            continue
-        if not broker.manager.has_topic(t.topic_name):
-            responses.append({"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0),
-                              "error_code": ec.UNKNOWN_TOPIC_OR_PARTITION, "error_message": _UNKNOWN})
+                              "error_code": refused[0], "error_message": refused[1]})
             continue
         topic_id = broker.topic_ids.of(t.topic_name)
         if sg is not None and topic_id in sg.initialized:
@@ -157,8 +161,7 @@ def handle_delete_share_group_offsets(broker: Broker, request: Request) -> Any:
     try:
         g = broker.share_groups.delete_offsets(b.group_id, set(delete))
     except GroupError as e:
-        return broker.response(request, {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
-                                         "responses": []})
+        return _answer(broker, request, e.code, e.message)
     del g
     broker.share_state.delete([(b.group_id, t, p) for (t, p) in broker.share_state.partitions_of_group(b.group_id)
                                if t in delete])
@@ -166,5 +169,4 @@ def handle_delete_share_group_offsets(broker: Broker, request: Request) -> Any:
                                                 for p in broker.manager.partitions_of(n)])
     responses += [{"topic_name": n, "topic_id": t, "error_code": ec.NONE, "error_message": None}
                   for t, n in delete.items()]
-    return broker.response(request, {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
-                                     "responses": responses})
+    return _answer(broker, request, ec.NONE, None, responses)

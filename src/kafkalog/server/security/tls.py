@@ -21,6 +21,7 @@ import tempfile
 from typing import Any
 
 from kafkalog.errors import InvalidConfigError
+from kafkalog.log.fsutil import read_bytes
 from kafkalog.server.config import SASL_SSL, SSL
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -37,11 +38,7 @@ def _store_type(values: dict[str, Any], kind: str, has_store: bool) -> str:
 
 
 def _read(path: str, key: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise InvalidConfigError(f"{key}={path}: {e.strerror or e}") from None
+    return read_bytes(path, lambda e: InvalidConfigError(f"{key}={path}: {e.strerror or e}"))
 
 
 def _pkcs12_to_pem(data: bytes, password: str | None, key: str) -> tuple[bytes, bytes | None]:
