@@ -110,3 +110,24 @@ def test_a_pipeline_of_produce_requests_lets_others_in(broker: BrokerProcess) ->
     arrived = _b_answered_while_a_works(broker, work)
     assert arrived < PIPELINED, "every one of a pipeline's 300 Produce requests was answered " \
                                 "before another client's ApiVersions: they held the event loop"
+
+
+def test_a_receive_of_pipelined_produce_requests_lets_others_in(broker: BrokerProcess) -> None:
+    """Nothing waits on A this time: its 1,200 Produce requests (one partition each, ~190 KB, one
+    receive of the broker's 256 KiB) were all answered in the readable callback that received them,
+    one step of the event loop (librdkafka at 10,000 partitions: 830 ms), before B's ApiVersions
+    sent right after them was read. Now 16 at most are answered there, the rest by A's task, which
+    lets B in between two of them."""
+    work = b"".join(_produce(10 + i, range(i, i + 1)) for i in range(1200))
+    assert len(work) < 256 * 1024
+    with connect(broker.port, timeout=120) as a, connect(broker.port, timeout=120) as b:
+        a.sendall(work)
+        b.sendall(_api_versions(99))
+        versions: Any = response_of(recv_frame(b) or b"", 18, 3)
+        assert versions.error_code == 0
+        arrived = _frames_ready(a)
+        a.settimeout(120)
+        for _ in range(1200 - arrived):
+            assert recv_frame(a) is not None
+    assert arrived < 1200, "every one of 1,200 pipelined Produce requests received at once was " \
+                           "answered before another client's ApiVersions: they held the event loop"

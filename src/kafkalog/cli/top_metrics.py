@@ -21,7 +21,7 @@ def scrape(url: str, timeout: float = 5.0) -> str:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return str(r.read(64 << 20).decode("utf-8", "replace"))
     except (urllib.error.URLError, OSError, ValueError) as e:
-        reason = getattr(e, "reason", None) or e
+        reason = (e.reason if isinstance(e, urllib.error.URLError) else None) or e
         raise KafkalogIOError(f"cannot read the metrics endpoint {url}: {reason}") from None
 
 

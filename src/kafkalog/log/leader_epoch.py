@@ -78,16 +78,17 @@ class LeaderEpochFileCache:
         offsets.append(start_offset)
         return True
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, sync: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns whether the cache changed
-        (then the checkpoint is written synchronously)."""
+        (then the checkpoint is written, fsynced unless ``sync`` is False: such a write is
+        fsynced by :meth:`flush_if_unsynced`, which the log's flush calls)."""
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._offsets[-1] \
                 and epoch >= 0 and start_offset >= 0:
             return False  # hot path: same epoch again
         with self._lock:
             changed = self._assign(epoch, start_offset)
             if changed:
-                self._flush(sync=True)
+                self._flush(sync=sync)
             return changed
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -139,6 +140,13 @@ class LeaderEpochFileCache:
         """Write the checkpoint now."""
         with self._lock:
             self._flush(sync=True)
+
+    def flush_if_unsynced(self) -> None:
+        """Write and fsync the checkpoint if its last write was not fsynced (a truncation's, a new
+        partition's first epoch): the log's flush makes it durable with the records it covers."""
+        if not self._on_disk_synced:
+            with self._lock:
+                self._flush(sync=True)
 
     # --- queries --------------------------------------------------------------------------------
 

@@ -671,6 +671,8 @@ class Log:
                 s.flush()
                 if s.base_offset >= self.recovery_point:
                     new_segment = True
+            if self.leader_epoch_cache is not None:     # (written unsynced: a new partition's epoch)
+                self.leader_epoch_cache.flush_if_unsynced()
             if new_segment or include_active:
                 fsync_dir(self.dir)   # raises: a failed fsync fails the flush
             if up_to > self.recovery_point:

@@ -95,7 +95,7 @@ def handle_alter_partition_reassignments(broker: Broker, request: Request) -> An
     return broker.response(request, {
         "throttle_time": 0, "error_code": 0 if allowed else CLUSTER_AUTHORIZATION_FAILED,
         "error_message": (None if body.topics else "") if allowed else denied(request, "ALTER"),
-        "allow_replication_factor_change": getattr(body, "allow_replication_factor_change", True),
+        "allow_replication_factor_change": body.allow_replication_factor_change if request.api_version >= 1 else True,
         "responses": responses})
 
 

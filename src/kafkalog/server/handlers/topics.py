@@ -7,7 +7,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from kafkalog.errors import InvalidTopicError, KafkalogError
 from kafkalog.log.config import LogConfig, check_kafka_minimums
@@ -26,9 +26,14 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 
 logger = logging.getLogger("kafkalog.server")
 
+#: a topic CreateTopics makes: its partition count, its configs and their LogConfig
+_ToMake = tuple[int, dict[str, Any], LogConfig]
 
-async def _create_one(broker: Broker, t: Any, validate_only: bool,
-                      permit: Callable[[int], bool]) -> dict[str, Any]:
+
+def _check_one(broker: Broker, t: Any, permit: Callable[[int], bool]) -> tuple[dict[str, Any], Optional[_ToMake]]:
+    """The answer of a topic that is not made (an error, or refused by ``permit``: the
+    controller_mutation_rate of :mod:`.throttling`), or the answer to complete and what to make (its
+    partition count, configs and their LogConfig)."""
     res: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0, "error_message": None,
                            "topic_config_error_code": 0, "num_partitions": -1,
                            "replication_factor": -1, "configs": []}
@@ -36,28 +41,28 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool,
         validate_topic(t.name)
     except InvalidTopicError as e:
         res.update(error_code=error_codes.INVALID_TOPIC_EXCEPTION, error_message=e.message)
-        return res
+        return res, None
     if broker.manager.has_topic(t.name):
         res.update(error_code=error_codes.TOPIC_ALREADY_EXISTS,
                    error_message=f"Topic '{t.name}' already exists.")
-        return res
+        return res, None
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
             res.update(error_code=error_codes.INVALID_REQUEST,
                        error_message="Both numPartitions or replicationFactor and replicasAssignments "
                                      "were set. Both cannot be used at the same time.")
-            return res
+            return res, None
         partitions = len(t.assignments)
         if any(list(a.broker_ids) != [broker.node_id] for a in t.assignments):
             res.update(error_code=error_codes.INVALID_REPLICATION_FACTOR,
                        error_message=f"replicas must be exactly [{broker.node_id}] on this one-node broker")
-            return res
+            return res, None
     else:
         partitions = broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
     if partitions < 1:
         res.update(error_code=error_codes.INVALID_PARTITIONS,
                    error_message="Number of partitions was set to an invalid non-positive value.")
-        return res
+        return res, None
     if t.replication_factor not in (-1, 1):
         res.update(error_code=error_codes.INVALID_REPLICATION_FACTOR,
                    error_message=f"Unable to replicate the partition {t.replication_factor} time(s): The "
@@ -65,32 +70,24 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool,
                                  f"because only 1 broker(s) are registered or some brokers have all "
                                  f"their log directories cordoned." if t.replication_factor > 1 else
                                  "Replication factor must be larger than 0, or -1 to use the default value.")
-        return res
+        return res, None
     configs = {c.name: c.value for c in t.configs if c.value is not None}
     try:
         cfg = LogConfig(configs, broker.manager.broker_config)
         check_kafka_minimums(configs)
     except KafkalogError as e:
         res.update(error_code=error_codes.INVALID_CONFIG, error_message=e.message)
-        return res
+        return res, None
     if not permit(partitions):          # controller_mutation_rate (:mod:`.throttling`)
         res.update(error_code=error_codes.THROTTLING_QUOTA_EXCEEDED, error_message=None)
-        return res
-    if not validate_only:
-        try:
-            # the partitions' files are made on a worker thread: the event loop answers other
-            # clients meanwhile (10,000 partitions take seconds)
-            res["topic_id"] = await asyncio.get_running_loop().run_in_executor(
-                None, broker.create_topic_partitions, t.name, partitions, configs)
-        except KafkalogError as e:
-            res.update(error_code=error_code(e), error_message=e.message)
-            return res
-        broker.consumer_groups.topics_changed([t.name])
-    else:
-        res["topic_id"] = uuid.uuid4()      # as Kafka's controller: the id the topic would get
-    res.update(num_partitions=partitions, replication_factor=1,
+        return res, None
+    return res, (partitions, configs, cfg)
+
+
+def _made(broker: Broker, res: dict[str, Any], make: _ToMake, topic_id: uuid.UUID) -> None:
+    partitions, _configs, cfg = make
+    res.update(topic_id=topic_id, num_partitions=partitions, replication_factor=1,
                configs=topic_config_entries(broker, cfg))
-    return res
 
 
 async def handle_create_topics(broker: Broker, request: Request) -> Any:
@@ -110,8 +107,27 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
     else:
         denied = []
     permit = mutation_quota(broker, request)
-    for t in unique:
-        res = await _create_one(broker, t, body.validate_only, permit)
+    checked = [_check_one(broker, t, permit) for t in unique]
+    to_make = [(t.name, make[0], make[1]) for t, (_res, make) in zip(unique, checked) if make is not None]
+    outcomes: list[uuid.UUID | KafkalogError] = []
+    if to_make and not body.validate_only:
+        # the partitions' files are made on a worker thread (the event loop answers other clients
+        # meanwhile: 10,000 partitions take seconds), every topic of the request in one go, their
+        # fsyncs waited for once
+        outcomes = await asyncio.get_running_loop().run_in_executor(
+            None, broker.create_topics_partitions, to_make)
+        broker.consumer_groups.topics_changed(
+            [name for (name, _n, _c), o in zip(to_make, outcomes) if not isinstance(o, KafkalogError)])
+    made = iter(outcomes)
+    for t, (res, make) in zip(unique, checked):
+        if make is not None and body.validate_only:
+            _made(broker, res, make, uuid.uuid4())  # as Kafka's controller: the id it would get
+        elif make is not None:
+            outcome = next(made)
+            if isinstance(outcome, KafkalogError):
+                res.update(error_code=error_code(outcome), error_message=outcome.message)
+            else:
+                _made(broker, res, make, outcome)
         if res["error_code"] == 0 and broker.authorizer is not None and \
                 not broker.authorize(DESCRIBE_CONFIGS, TOPIC, t.name):
             res.update(topic_config_error_code=error_codes.TOPIC_AUTHORIZATION_FAILED, configs=[],

@@ -82,12 +82,16 @@ def _value(v: Any) -> str:
     which = v.WhichOneof("value")
     if which is None:
         return ""
-    x = getattr(v, which)
     if which == "bool_value":
-        return "true" if x else "false"
-    if which in ("string_value", "int_value", "double_value"):
-        return str(x)
-    return str(x).replace("\n", " ")
+        return "true" if v.bool_value else "false"
+    if which == "string_value":
+        return str(v.string_value)
+    if which == "int_value":
+        return str(v.int_value)
+    if which == "double_value":
+        return str(v.double_value)
+    other = {"array_value": v.array_value, "kvlist_value": v.kvlist_value, "bytes_value": v.bytes_value}[which]
+    return str(other).replace("\n", " ")
 
 
 def label_name(key: str) -> str:
