@@ -115,6 +115,7 @@ def test_top_follows_the_topics_and_groups_of_a_served_data_directory(served, tm
 def test_top_reads_request_latencies_and_the_cleaner_from_the_metrics_endpoint(tmp_path: Path) -> None:
     """--metrics-url: the broker's Prometheus endpoint parsed each refresh: per request its mean and
     99th percentile time and its rate (top's own ListOffsets: one per refresh), the cleaner's gauges."""
+    pytest.importorskip("prometheus_client", reason="--metrics-url needs the server extra's prometheus_client")
     data = tmp_path / "data"
     with BrokerProcess(str(data), extra_args=["--metrics-port", "0"]).running() as broker:
         metrics_url = broker.metrics_url
@@ -126,7 +127,9 @@ def test_top_reads_request_latencies_and_the_cleaner_from_the_metrics_endpoint(t
     produce = next(r for r in first["requests"] if r["request"] == "Produce")
     assert produce["meanMs"] > 0 and produce["p99Ms"] > 0 and produce["perSec"] is None
     (list_offsets,) = [r for r in second["requests"] if r["request"] == "ListOffsets"]
-    assert list_offsets["perSec"] == pytest.approx(1 / (second["time"] - first["time"]), rel=0.01)
+    # top's rate is the count's delta over the time between its two scrapes, which are a few ms off the
+    # lines' own times (an import, a scrape's round trip): 5%, not 1%, so a loaded machine does not fail it
+    assert list_offsets["perSec"] == pytest.approx(1 / (second["time"] - first["time"]), rel=0.05)
     assert second["cleaner"]["kafka_log_logcleaner_deadthreadcount"] == 0
     assert [t["logEndOffset"] for t in second["topics"]] == [10]
 
@@ -159,6 +162,7 @@ def test_a_wrong_target_is_one_typed_error(tmp_path: Path, target: str, error: s
 
 
 def test_an_unreachable_metrics_endpoint_is_one_typed_error(tmp_path: Path) -> None:
+    pytest.importorskip("prometheus_client", reason="--metrics-url needs the server extra's prometheus_client")
     data = tmp_path / "data"
     with kafkalog.open(data, background=False) as dl:
         dl.create_topic("t", 1)

@@ -91,8 +91,10 @@ class _Keys:
 @format_option()
 @handle_errors()
 def top(target: str, metrics_url: str | None, interval: float, iterations: int | None, fmt: str | None) -> None:
-    """A live view of DATA_DIR (read-only) or of the broker at HOST:PORT: records/s and bytes/s per
-    topic, lag per group, and with --metrics-url request latencies and the log cleaner. q quits."""
+    """A live view of a data directory or a broker: throughput, lag, latencies.
+
+    DATA_DIR (read-only) or the broker at HOST:PORT: records/s and bytes/s per topic, lag per group,
+    and with --metrics-url request latencies and the log cleaner. q quits."""
     from kafkalog.cli.top_view import figures
     fmt = resolve_format(fmt)
     source = _source(target)

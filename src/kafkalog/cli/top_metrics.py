@@ -6,9 +6,10 @@ delta) and the log cleaner's figures (every ``kafka_log_logcleaner*`` family).""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
-from kafkalog.errors import KafkalogIOError
+from kafkalog.errors import InvalidConfigError, KafkalogIOError
 
 REQUEST_TIME = "kafka_network_requestmetrics_totaltimems"
 CLEANER_PREFIX = "kafka_log_logcleaner"
@@ -28,6 +29,9 @@ def scrape(url: str, timeout: float = 5.0) -> str:
 class MetricsSource:
     def __init__(self, url: str) -> None:
         self.url = url
+        if importlib.util.find_spec("prometheus_client") is None:   # the server extra's parser reads it
+            raise InvalidConfigError("--metrics-url reads the endpoint with prometheus_client, which is not "
+                                     "installed: pip install 'kafkalog[server]'")
         self._counts: dict[str, float] = {}
         self._time: float | None = None
 
