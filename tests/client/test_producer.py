@@ -288,7 +288,19 @@ def test_sigkill_loses_no_resolved_record(tmp_path):
 
 
 def test_concurrent_senders(tmp_path):
-    """Several threads sending at once with the linger thread running: every record is stored once."""
+    """Several threads sending at once with the linger thread running: every record is stored once.
+    The interpreter switches threads every microsecond here, so that a send path that is not atomic
+    against another sender or the linger thread's seal (the pure-Python twin once was not: two
+    records took one index, and a batch was written with fewer records than its count) fails."""
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        _concurrent_senders(tmp_path)
+    finally:
+        sys.setswitchinterval(old_interval)
+
+
+def _concurrent_senders(tmp_path):
     with kafkalog.open(tmp_path / "d", background=False) as dl:
         dl.create_topic("t", 2)
         p = dl.producer(linger_ms=1, batch_size=700)

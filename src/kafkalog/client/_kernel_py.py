@@ -5,6 +5,8 @@ two for the whole process (all or nothing with the other layers' kernels). It bu
 record kernel (its encoder, decoder and murmur2), as the compiled one does on the compiled."""
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import index
 from typing import Any, ClassVar, Literal, SupportsIndex, overload
@@ -164,7 +166,13 @@ class RecordFuture:
 
 
 class ProducerBatch:
-    """One open producer batch (reference of the compiled ``ProducerBatch``)."""
+    """One open producer batch (reference of the compiled ``ProducerBatch``).
+
+    The compiled ``append`` and ``seal`` run without executing Python code in between, so under
+    the GIL they are atomic against each other: the producer's send path appends without its lock.
+    Here each is Python code that another thread may interrupt anywhere, so a lock of the batch
+    makes them atomic in the same way (without it two senders took one record index, and a record
+    appended while another thread sealed the batch was lost or left the batch's count wrong)."""
 
     def __init__(self, result: object, cap: int, full: int) -> None:
         self.encoder = RecordsEncoder()
@@ -173,27 +181,28 @@ class ProducerBatch:
         self.full_at = full
         self.sealed = False
         self.full = False
+        self._lock = threading.Lock()
 
     def append(self, key: bytes | None, value: bytes | None, timestamp: int | None,
                headers: Iterable[HeaderIn] | None) -> RecordFuture | Literal[False] | None:
-        if self.sealed:
-            return None
-        e = self.encoder
         if timestamp is None:
-            import time
             ts = time.time_ns() // 1_000_000
         else:
             ts = _int64(timestamp, "timestamp")
             if ts < -1:
                 raise InvalidRecordError(f"Invalid negative timestamp {ts}")
-        saved = (len(e._buf), e._count, e._max_ts, e._last_delta, e._base_ts)
-        e.append(key, value, ts, headers)
-        if len(e._buf) > self.cap:
-            del e._buf[saved[0]:]
-            e._count, e._max_ts, e._last_delta, e._base_ts = saved[1:]
-            return False
-        if len(e._buf) >= self.full_at:
-            self.full = True
+        with self._lock:
+            if self.sealed:
+                return None
+            e = self.encoder
+            saved = (len(e._buf), e._count, e._max_ts, e._last_delta, e._base_ts)
+            e.append(key, value, ts, headers)
+            if len(e._buf) > self.cap:
+                del e._buf[saved[0]:]
+                e._count, e._max_ts, e._last_delta, e._base_ts = saved[1:]
+                return False
+            if len(e._buf) >= self.full_at:
+                self.full = True
         f = RecordFuture()
         f.produce_result = self.result
         f.index = saved[1]
@@ -203,8 +212,9 @@ class ProducerBatch:
         return f
 
     def seal(self) -> bytes:
-        self.sealed = True
-        return self.encoder.finish()
+        with self._lock:
+            self.sealed = True
+            return self.encoder.finish()
 
     @property
     def count(self) -> int:
