@@ -125,8 +125,16 @@ def _create_internal_topics(broker: Broker, topics: dict[str, tuple[int, int, di
 def handle_streams_group_describe(broker: Broker, request: Request) -> Any:
     coordinator = broker.streams_groups
     include_description = request.api_version >= 1 and request.body.include_topology_description     # v1+
-    groups = []
-    for gid in request.body.group_ids:
+    # an empty group id is INVALID_GROUP_ID, answered first (Kafka answers it before it asks the
+    # coordinator about the others)
+    ids = list(request.body.group_ids)
+    groups: list[dict[str, Any]] = [{
+        "group_id": "", "error_code": ec.INVALID_GROUP_ID, "error_message": None, "group_state": "",
+        "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for gid in ids if not gid]
+    for gid in ids:
+        if not gid:
+            continue
         empty = {"group_id": gid, "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "topology": None,
                  "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         if broker.authorizer is not None and not broker.authorize(DESCRIBE, GROUP, gid):
