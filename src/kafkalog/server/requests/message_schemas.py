@@ -187,25 +187,23 @@ def message_classes(file_name: str, version: int) -> type:
     return _Builder(schema, version).struct(schema["name"], schema["fields"], kind)
 
 
-@functools.cache
-def request_schema(api_key: int, version: int) -> Any:
-    """kio's request class of ``(api_key, version)``, or the one built from Kafka 4.4's schema."""
+def _lookup(load: Any, kind: str, api_key: int, version: int) -> Any:
     try:
-        return load_request_schema(api_key, version)
+        return load(api_key, version)
     except KioIndexError:
         name = EXTRA_SCHEMAS.get(api_key)
         if name is None:
             raise
-        return message_classes(f"{name}Request.json", version)
+        return message_classes(f"{name}{kind}.json", version)
+
+
+@functools.cache
+def request_schema(api_key: int, version: int) -> Any:
+    """kio's request class of ``(api_key, version)``, or the one built from Kafka 4.4's schema."""
+    return _lookup(load_request_schema, "Request", api_key, version)
 
 
 @functools.cache
 def response_schema(api_key: int, version: int) -> Any:
     """kio's response class of ``(api_key, version)``, or the one built from Kafka 4.4's schema."""
-    try:
-        return load_response_schema(api_key, version)
-    except KioIndexError:
-        name = EXTRA_SCHEMAS.get(api_key)
-        if name is None:
-            raise
-        return message_classes(f"{name}Response.json", version)
+    return _lookup(load_response_schema, "Response", api_key, version)
