@@ -35,7 +35,7 @@ RENAMED = {"acceptable_recovery_lag_legacy": "acceptable_recovery_lag"}
 
 def _same_class(built: type, kio: type, path: str) -> int:
     """Asserts ``built`` is kio's class field for field; the number of fields compared."""
-    bf, kf = fields(built), fields(kio)           # type: ignore[arg-type]
+    bf, kf = fields(built), fields(kio)
     assert [RENAMED.get(f.name, f.name) for f in bf] == [f.name for f in kf], path
     bh, kh = typing.get_type_hints(built), typing.get_type_hints(kio)
     n = 0
