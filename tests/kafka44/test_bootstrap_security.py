@@ -29,6 +29,12 @@ from typing import Any
 import pytest
 
 import kafkalog
+from kafkalog.log.cluster_metadata import BOOTSTRAP_SNAPSHOT, METADATA_PARTITION
+from kafkalog.record.records import iter_batches
+from kafkalog.server.quota.quota_store import QUOTAS_FILE, QuotaStore
+from kafkalog.server.security.acl_store import ACLS_FILE, AclStore
+from kafkalog.server.security.sasl_credentials import scram_credential
+from kafkalog.server.security.scram_store import SCRAM_FILE, ScramStore
 from tests import kafka44
 from tests.server import differential as d
 from tests.server.broker_process import BrokerProcess
@@ -44,7 +50,6 @@ from tests.server.test_authorizer import (
     TOPIC,
     WRITE,
     SaslConn,
-    _await_acls,
     _sorted_acls,
     acl,
     acl_filter,
@@ -249,3 +254,154 @@ def test_kafka_adopts_the_acls_scram_users_and_quotas_kafkalog_stored(tmp_path: 
     finally:
         if kafka.alive():
             kafka.kill()
+
+
+# --- the SCRAM record is Kafka's; careless paths ----------------------------------------------------
+
+def _formatted(tmp_path: Path, data: Path, name: str, *extra: str) -> Path:
+    """A metadata log directory ``kafka-storage.sh format`` wrote for ``data``'s cluster.id and node.id."""
+    meta = _meta(data)
+    k = kafka44.KafkaBroker(tmp_path / name, {"log.dirs": str(data), "node.id": meta["node.id"],
+                                               "metadata.log.dir": str(tmp_path / name / "metadata")})
+    k.format(meta["cluster.id"], "--ignore-formatted", *extra)
+    return tmp_path / name / "metadata"
+
+
+def _snapshot(meta_dir: Path) -> Path:
+    return meta_dir / METADATA_PARTITION / BOOTSTRAP_SNAPSHOT
+
+
+def _records_of(meta_dir: Path, kind: int) -> list[bytes]:
+    """The values of the snapshot's metadata records of type ``kind``."""
+    out = []
+    for batch in iter_batches(_snapshot(meta_dir).read_bytes()):
+        if not batch.is_control:
+            out += [bytes(r.value) for r in batch if r.value is not None and bytes(r.value)[1] == kind]
+    return out
+
+
+def _directory(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    with kafkalog.open(data) as dl:
+        dl.create_topic("t", 1)
+        dl.produce_many("t", [b"v"])
+    return data
+
+
+def test_the_scram_record_is_the_one_kafka_storage_format_writes(tmp_path: Path) -> None:
+    """The ``UserScramCredentialRecord`` bootstrap-topics writes for carol's stored credential equals, byte
+    for byte, the one ``kafka-storage.sh format --add-scram`` writes for the same salt, salted password and
+    iterations; a snapshot that holds carol's SCRAM-SHA-256 credential already is refused, unchanged."""
+    kafka44.require()
+    data = _directory(tmp_path)
+    ScramStore(str(data)).save({"SCRAM-SHA-256": {"carol": scram_credential("SCRAM-SHA-256", CAROL, 8192, SALT)}})
+    salted = base64.b64encode(hashlib.pbkdf2_hmac("sha256", CAROL.encode(), SALT, 8192)).decode()
+    add = f'SCRAM-SHA-256=[name=carol,iterations=8192,salt="{base64.b64encode(SALT).decode()}",' \
+          f'saltedpassword="{salted}"]'
+    theirs = _formatted(tmp_path, data, "theirs", "--add-scram", add)
+    kafkas = _records_of(theirs, 11)
+    assert len(kafkas) == 1
+    ours = _formatted(tmp_path, data, "ours")
+    assert _records_of(ours, 11) == []
+    res = _cli("bootstrap-topics", str(data), "--metadata-log-dir", str(ours))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1])["scramCredentials"] == 1
+    assert _records_of(ours, 11) == kafkas
+    before = _snapshot(theirs).read_bytes()
+    res = _cli("bootstrap-topics", str(data), "--metadata-log-dir", str(theirs))
+    assert res.returncode == 2 and "already holds the SCRAM-SHA-256 credential of 'carol'" in res.stdout + res.stderr
+    assert _snapshot(theirs).read_bytes() == before
+
+
+@pytest.mark.parametrize("damage", ["{not json", '{"version": 1}', '{"version": 1, "%s": [{"x": 1}]}'])
+def test_a_damaged_store_is_refused_naming_its_file(tmp_path: Path, damage: str) -> None:
+    """A damaged ACL, SCRAM or quota store: exit 2, one typed error naming the file, no traceback, the
+    snapshot and the data directory unchanged. Stores that hold nothing add no record: the snapshot is
+    byte for byte the one a directory without them gives."""
+    kafka44.require()
+    data = _directory(tmp_path)
+    pristine = _formatted(tmp_path, data, "pristine")
+    snapshot = _snapshot(pristine).read_bytes()
+    for name, key in ((ACLS_FILE, "acls"), (SCRAM_FILE, "credentials"), (QUOTAS_FILE, "quotas")):
+        (data / name).write_text(damage.replace("%s", key))
+        listing = sorted(p.name for p in data.rglob("*"))
+        res = _cli("bootstrap-topics", str(data), "--metadata-log-dir", str(pristine))
+        lines = (res.stdout + res.stderr).splitlines()
+        assert res.returncode == 2 and len(lines) == 1, lines                   # printed once
+        error = json.loads(lines[0])
+        assert (error["error"], error["file"]) == ("InvalidConfigError", str(data / name)), error
+        assert _snapshot(pristine).read_bytes() == snapshot
+        assert sorted(p.name for p in data.rglob("*")) == listing
+        (data / name).unlink()
+    if damage != "{not json":
+        return
+    without = tmp_path / "without"
+    shutil.copytree(pristine, without)
+    res = _cli("bootstrap-topics", str(data), "--metadata-log-dir", str(without))
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout.splitlines()[-1])
+    assert (summary["acls"], summary["scramCredentials"], summary["clientQuotas"], summary["records"]) == (0, 0, 0, 2)
+    AclStore(str(data)).save([])
+    ScramStore(str(data)).save({})
+    QuotaStore(str(data)).save({})
+    empty = tmp_path / "empty"
+    shutil.copytree(pristine, empty)
+    res = _cli("bootstrap-topics", str(data), "--metadata-log-dir", str(empty))
+    assert res.returncode == 0, res.stderr
+    assert _snapshot(empty).read_bytes() == _snapshot(without).read_bytes()
+
+
+# --- the other way: Kafka's metadata log to kafkalog serve -------------------------------------------
+
+@pytest.mark.slow
+def test_kafkalog_serves_the_acls_scram_users_and_quotas_of_a_kafka_directory(tmp_path: Path) -> None:
+    """Kafka 4.4 keeps ACLs, SCRAM users and quotas (created, some removed again) in the metadata log of its
+    data directory; ``kafkalog serve`` on that directory answers the three Describe APIs as Kafka did,
+    authenticates the SCRAM user and authorizes and throttles each principal as Kafka did."""
+    kafka44.require()
+    pytest.importorskip("confluent_kafka")
+    kafka = _kafka(tmp_path / "kafka", {})
+    kafka.format()
+    try:
+        kafka.start()
+        admin = SaslConn("kafka", kafka.sasl_port, "admin")
+        _produce_orders(admin)
+        _create(admin)
+        # and taken back again: a RemoveAccessControlEntryRecord, a RemoveUserScramCredentialRecord, a
+        # ClientQuotaRecord that removes
+        gone = acl(TOPIC, "orders", "User:bob", READ)
+        assert int(admin.request(30, 3, {"creations": [gone]}).results[0].error_code) == 0
+        assert int(admin.request(51, 0, {"deletions": [], "upsertions": [upsertion("dave", "d", 1, 4096)]})
+                   .results[0].error_code) == 0
+        _await_security(admin, len(ACLS) + 1, 2, len(QUOTAS))
+        assert int(admin.request(31, 3, {"filters": [acl_filter(TOPIC, "orders", 3, "User:bob")]})
+                   .filter_results[0].error_code) == 0
+        assert int(admin.request(51, 0, {"deletions": [{"name": "dave", "mechanism": 1}], "upsertions": []})
+                   .results[0].error_code) == 0
+        r = admin.request(49, 1, {"entries": [{"entity": QUOTAS[2][0], "ops": [op("request_percentage", remove=True)]},
+                                              {"entity": QUOTAS[0][0], "ops": [op("consumer_byte_rate", 20000)]}],
+                                  "validate_only": False})
+        assert [int(x.error_code) for x in r.entries] == [0, 0], r
+        _await_security(admin, len(ACLS), 1, len(QUOTAS) - 1)
+        theirs = _describe_all(admin)
+        admin.close()
+        answers = _who_may(kafka.sasl_port)
+        kafka.stop()
+    finally:
+        if kafka.alive():
+            kafka.kill()
+    assert len(theirs["acls"]["resources"]) == 5 and len(theirs["quotas"]["entries"]) == 2, theirs
+    assert dict(answers)["carol consume orders"] == b"by-admin", answers
+    creds = tmp_path / "users.properties"
+    creds.write_text("".join(f"user.{u}={p}\n" for u, p in PLAIN_USERS.items()))
+    ours = BrokerProcess(str(kafka.log_dir), _kafkalog_configs(creds)).start()
+    try:
+        admin = SaslConn("kafkalog", ours.ports["SASL_PLAINTEXT"], "admin")
+        assert _describe_all(admin) == theirs
+        admin.close()
+        assert _who_may(ours.ports["SASL_PLAINTEXT"]) == answers
+    finally:
+        if ours.alive():
+            assert ours.stop() == 0, ours.stderr()
+    for name in (ACLS_FILE, SCRAM_FILE, QUOTAS_FILE):       # read, not copied
+        assert not (kafka.log_dir / name).exists()
