@@ -313,7 +313,7 @@ class _Fields:
             raise ValueError("a null string")
         return s
 
-    def bytes(self) -> bytes:
+    def compact_bytes(self) -> bytes:
         b = self.nullable_bytes()
         if b is None:
             raise ValueError("null bytes")
@@ -397,7 +397,7 @@ class _Replay:
             self.acls.pop(f.uuid(), None)
         elif key == USER_SCRAM_CREDENTIAL_RECORD:
             user, mech = f.string(), _MECHANISM_NAMES.get(f.int8())
-            cred = (f.bytes(), f.bytes(), f.bytes(), f.int32())
+            cred = (f.compact_bytes(), f.compact_bytes(), f.compact_bytes(), f.int32())
             if mech is not None:
                 sec.scram[(mech, user)] = cred
         elif key == REMOVE_USER_SCRAM_CREDENTIAL_RECORD:
@@ -409,12 +409,12 @@ class _Replay:
                 pairs.append((f.string(), f.nullable_string()))
                 f.tagged_fields()
             entity: QuotaEntity = tuple(sorted(pairs))
-            quota, value, remove = f.string(), f.float64(), f.int8() != 0
+            quota, amount, remove = f.string(), f.float64(), f.int8() != 0
             values = sec.quotas.setdefault(entity, {})
             if remove:
                 values.pop(quota, None)
             else:
-                values[quota] = value
+                values[quota] = amount
             if not values:
                 del sec.quotas[entity]
 

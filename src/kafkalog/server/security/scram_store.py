@@ -36,8 +36,8 @@ class ScramStore:
         data = fsutil.read_json(self.path, "SCRAM credentials")
         if data is None:
             out: Scram = {}
-            for (mech, user), cred in read_kafka_metadata(self.data_dir).security.scram.items():
-                out.setdefault(mech, {})[user] = ScramCredential(*cred)
+            for (mech, user), fields in read_kafka_metadata(self.data_dir).security.scram.items():
+                out.setdefault(mech, {})[user] = ScramCredential(*fields)
             return out
         if not isinstance(data, dict) or not isinstance(data.get("credentials"), list):
             raise InvalidConfigError('the SCRAM credential file is not a JSON object with a "credentials" list',
