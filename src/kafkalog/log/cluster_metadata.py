@@ -28,7 +28,7 @@ import uuid as _uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from kafkalog.errors import LogDirError
+from kafkalog.errors import InvalidRecordError, LogDirError
 from kafkalog.log.fsutil import atomic_write
 from kafkalog.record.builder import build_batch
 from kafkalog.record.control import parse_control_key
@@ -366,8 +366,8 @@ class _Replay:
                 try:
                     key, p = _record_type(v)
                     self._record(key, _Fields(v, p))
-                except (ValueError, IndexError, UnicodeDecodeError, struct.error):
-                    continue        # a record this does not read: Kafka's to judge
+                except (ValueError, IndexError, UnicodeDecodeError, struct.error, InvalidRecordError):
+                    continue        # a record this does not read (cut short, a varint too long): Kafka's to judge
 
     def _record(self, key: int, f: _Fields) -> None:
         sec = self.meta.security
