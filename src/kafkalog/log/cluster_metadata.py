@@ -432,6 +432,18 @@ def _replay_file(path: str, min_offset: int, state: _Replay) -> None:
             state.replay(mm, min_offset)     # type: ignore[arg-type]
 
 
+#: the last metadata log read (its directory, its files' names, sizes and times) and what it said
+_LAST_READ: List[Tuple[object, KafkaMetadata]] = []
+
+
+def _copied(meta: KafkaMetadata) -> KafkaMetadata:
+    """A copy of ``meta`` its reader may change (the values inside are immutable)."""
+    sec = meta.security
+    return KafkaMetadata({t: dict(c) for t, c in meta.topic_configs.items()}, meta.next_producer_id,
+                         SecurityMetadata(list(sec.acls), dict(sec.scram),
+                                          {e: dict(v) for e, v in sec.quotas.items()}))
+
+
 def read_kafka_metadata(data_dir: str) -> KafkaMetadata:
     """What ``data_dir``'s Kafka 4 metadata log (``__cluster_metadata-0``: its newest snapshot, then
     the log after it) says of topic configs, producer ids, ACLs, SCRAM credentials and client quotas;
@@ -442,19 +454,28 @@ def read_kafka_metadata(data_dir: str) -> KafkaMetadata:
         names = sorted(os.listdir(mdir))
     except OSError:
         return KafkaMetadata()
-    state = _Replay()
     snapshots = sorted((n for n in names if n.endswith(".checkpoint") and "-" in n), key=_snapshot_end)
+    logs = [n for n in names if n.endswith(".log") and n[:-4].isdigit()]
+    try:
+        key = (os.path.realpath(mdir), tuple((n, st.st_size, st.st_mtime_ns) for n in snapshots[-1:] + logs
+                                             for st in [os.stat(os.path.join(mdir, n))]))
+    except OSError:
+        key = None
+    if key is not None and _LAST_READ and _LAST_READ[0][0] == key:
+        return _copied(_LAST_READ[0][1])        # a start reads it for each store: replayed once
+    state = _Replay()
     start = 0
     if snapshots:
         _replay_file(os.path.join(mdir, snapshots[-1]), 0, state)
         start = _snapshot_end(snapshots[-1])
-    for n in names:
-        if n.endswith(".log") and n[:-4].isdigit():
-            _replay_file(os.path.join(mdir, n), start, state)
+    for n in logs:
+        _replay_file(os.path.join(mdir, n), start, state)
     known = set(state.ids.values())
     meta = state.meta
     meta.topic_configs = {t: c for t, c in state.configs.items() if t in known and c}
     meta.security = state.security
+    if key is not None:
+        _LAST_READ[:] = [(key, _copied(meta))]
     return meta
 
 
