@@ -66,3 +66,23 @@ def test_producer_ids_continue_after_kafkas(tmp_path: Path) -> None:
     assert [ids.generate_producer_id() for _ in range(2)] == [2000, 2001]
     # the reservation is durable: a restart continues after the block reserved
     assert ProducerIdManager(data).generate_producer_id() == 3000
+
+
+def test_damaged_security_records_are_skipped_not_a_crash(tmp_path: Path) -> None:
+    """ACL, SCRAM and quota records cut at every length (and an unknown mechanism, a negative length)
+    amid whole ones: the whole ones are read, the others skipped, nothing raises."""
+    from kafkalog.log.cluster_metadata import acl_record, client_quota_record, scram_record
+    whole = [acl_record(uuid.uuid4(), 2, "orders", 3, "User:alice", "*", 4, 3),
+             scram_record("carol", "SCRAM-SHA-512", b"salt", b"s" * 64, b"k" * 64, 8192),
+             client_quota_record((("client-id", None), ("user", "bob")), "producer_byte_rate", 1024.0)]
+    cut = [r[:n] for r in whole for n in range(1, len(r))]
+    odd = [whole[1].replace(b"\x06carol\x02", b"\x06carol\x07"),         # no such mechanism
+           whole[0][:20] + b"\xff\xff\xff\xff\x0f" + whole[0][25:]]     # a length beyond the record
+    mdir = tmp_path / "__cluster_metadata-0"
+    mdir.mkdir()
+    (mdir / ("0" * 20 + ".log")).write_bytes(
+        build_batch([(None, r, 1000) for r in cut + odd + whole], partition_leader_epoch=1))
+    sec = read_kafka_metadata(str(tmp_path)).security
+    assert sec.acls == [(2, "orders", 3, "User:alice", "*", 4, 3)]
+    assert sec.scram == {("SCRAM-SHA-512", "carol"): (b"salt", b"s" * 64, b"k" * 64, 8192)}
+    assert sec.quotas == {(("client-id", None), ("user", "bob")): {"producer_byte_rate": 1024.0}}

@@ -67,28 +67,7 @@ def _pair(root: Any, extra: dict[str, str], kafka_extra: dict[str, str] | None =
         kafka44.require()
     except kafka44.Kafka44Unavailable as e:
         pytest.skip(str(e))
-    users = " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items())
-    jaas = f'{PLAIN_MODULE} required username="admin" password="admin-secret" {users};'
-    k = kafka44.KafkaBroker(root / "kafka")
-    k.sasl_port = kafka44.free_port()
-    k.properties.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{k.sasl_port},"
-                     f"CONTROLLER://127.0.0.1:{k.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{k.sasl_port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                          "CONTROLLER:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "sasl.mechanism.controller.protocol": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "listener.name.controller.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": AUTHORIZER,
-        "super.users": "User:admin",
-        **extra,
-        **(kafka_extra or {}),
-    })
-    k._write_config()
+    k = kafka_sasl_broker(root / "kafka", {**extra, **(kafka_extra or {})})
     k.format()
     k.start()
     creds = root / "users.properties"
@@ -105,6 +84,35 @@ def _pair(root: Any, extra: dict[str, str], kafka_extra: dict[str, str] | None =
         if ours.alive():
             assert ours.stop() == 0, ours.stderr()
         k.stop()
+
+
+def kafka_sasl_broker(workdir: Any, extra: dict[str, str], passwords: dict[str, str] | None = None
+                      ) -> kafka44.KafkaBroker:
+    """A Kafka 4.4 broker (configured, not formatted) as :func:`_pair` runs it: PLAINTEXT and SASL_PLAINTEXT
+    listeners, the controller's over SASL/PLAIN, StandardAuthorizer, super user admin, the PLAIN users of
+    ``passwords`` (default :data:`PASSWORDS`); the broker keys ``extra`` on top."""
+    users = " ".join(f'user_{u}="{p}"' for u, p in (passwords or PASSWORDS).items())
+    jaas = f'{PLAIN_MODULE} required username="admin" password="admin-secret" {users};'
+    k = kafka44.KafkaBroker(workdir)
+    k.sasl_port = kafka44.free_port()
+    k.properties.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{k.sasl_port},"
+                     f"CONTROLLER://127.0.0.1:{k.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{k.sasl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "CONTROLLER:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "listener.name.controller.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:admin",
+        **extra,
+    })
+    k._write_config()
+    return k
 
 
 def _ports(pair: tuple[Any, BrokerProcess]) -> list[tuple[str, int, int]]:

@@ -5,7 +5,10 @@ A KRaft broker serves only the topics its metadata log names, with the IDs of th
 aside). After ``kafka-storage.sh format`` wrote the cluster's bootstrap snapshot (``--cluster-id``
 and ``node.id`` those of DATA_DIR's ``meta.properties``), this command adds DATA_DIR's topics to it
 (:mod:`kafkalog.log.cluster_metadata`): the cluster's first start then knows every topic, partition
-and topic config, and serves every record. Output: one JSON line per topic, then a summary.
+and topic config, and serves every record. The directory's ACLs, SCRAM credentials and client quotas
+(the stores ``kafkalog serve`` keeps beside the logs) go along as Kafka's records of them, so the new
+cluster's authorizer, SASL/SCRAM and quotas enforce them. Output: one JSON line per topic, then a
+summary with the counts.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from kafkalog.log.naming import (
 
 if TYPE_CHECKING:       # the log layer's files are imported when the command runs
     from kafkalog.log.checkpoint import MetaProperties
-    from kafkalog.log.cluster_metadata import TopicMetadata
+    from kafkalog.log.cluster_metadata import SecurityMetadata, TopicMetadata
 
 #: Kafka creates its coordinators' topics compacted; a directory kafkalog wrote may not say so
 _INTERNAL_TOPIC_CONFIGS = {"__consumer_offsets": {"cleanup.policy": "compact"},
@@ -92,6 +95,22 @@ def _topics(data_dir: str) -> list[TopicMetadata]:
     return out
 
 
+def _security(data_dir: str) -> SecurityMetadata:
+    """The ACLs, SCRAM credentials and client quotas ``kafkalog serve`` stored in ``data_dir`` (a
+    damaged store is refused, naming its file)."""
+    from kafkalog.log.cluster_metadata import SecurityMetadata
+    from kafkalog.server.quota.quota_store import QuotaStore
+    from kafkalog.server.security.acl_store import AclStore
+    from kafkalog.server.security.scram_store import ScramStore
+    scram = ScramStore(data_dir).load()
+    return SecurityMetadata(
+        acls=list(dict.fromkeys((b.resource_type, b.name, b.pattern_type, b.principal, b.host, b.operation,
+                                 b.permission) for b in AclStore(data_dir).load())),
+        scram={(mech, user): (c.salt, c.stored_key, c.server_key, c.iterations)
+               for mech, users in scram.items() for user, c in users.items()},
+        quotas={e: v for e, v in QuotaStore(data_dir).load().items() if v})
+
+
 @click.command("bootstrap-topics")
 @click.argument("data_dir", type=click.Path())
 @click.option("--metadata-log-dir", default=None, type=click.Path(),
@@ -99,8 +118,9 @@ def _topics(data_dir: str) -> list[TopicMetadata]:
 @format_option()
 @handle_errors()
 def bootstrap_topics(data_dir: str, metadata_log_dir: str | None, fmt: str | None) -> None:
-    """Add the topics of DATA_DIR (topic IDs, partitions, configs) to the bootstrap metadata that
-    `kafka-storage.sh format` wrote, so the new Kafka cluster's first start serves them. Run it with
+    """Add the topics of DATA_DIR (topic IDs, partitions, configs), its ACLs, SCRAM credentials and
+    client quotas to the bootstrap metadata that `kafka-storage.sh format` wrote, so the new Kafka
+    cluster's first start serves and enforces them. Run it with
     kafkalog stopped, after formatting the metadata log directory with DATA_DIR's cluster.id and
     node.id and before the cluster's first start."""
     from kafkalog.log.checkpoint import uuid_from_kafka_string, uuid_to_kafka_string
@@ -122,10 +142,14 @@ def bootstrap_topics(data_dir: str, metadata_log_dir: str | None, fmt: str | Non
     if any(n.endswith(".log") and os.path.getsize(os.path.join(mdir, n)) > 0 for n in os.listdir(mdir)):
         raise LogDirError("the cluster has started already (its metadata log has records): create the "
                           "topics through it", file=mdir)
+    security = _security(data_dir)          # before _topics, which may write partition.metadata
     topics = _topics(data_dir)
     assert data_meta.directory_id is not None and data_meta.node_id is not None
-    added = add_topics(snapshot, data_meta.node_id, uuid_from_kafka_string(data_meta.directory_id), topics)
+    added = add_topics(snapshot, data_meta.node_id, uuid_from_kafka_string(data_meta.directory_id), topics,
+                       security)
     for t in topics:
         emit({"type": "topic", "topic": t.name, "topicId": uuid_to_kafka_string(t.topic_id),
               "partitions": t.partitions, "configs": t.configs})
-    emit({"type": "summary", "snapshot": snapshot, "topics": len(topics), "records": added})
+    emit({"type": "summary", "snapshot": snapshot, "topics": len(topics), "acls": len(security.acls),
+          "scramCredentials": len(security.scram),
+          "clientQuotas": sum(len(v) for v in security.quotas.values()), "records": added})

@@ -9,8 +9,14 @@ KRaft version and voters, the feature levels, a footer), which the controller lo
 start. :func:`add_topics` writes one more batch into it before the footer: per topic a
 ``TopicRecord`` (name, ID), a ``PartitionRecord`` per partition (this node the only replica, leader
 and in-sync, at the partition's latest leader epoch, in this log directory) and a ``ConfigRecord`` per
-topic config override. The record encodings are Kafka's metadata schemas (``TopicRecord`` v0,
-``PartitionRecord`` v1, ``ConfigRecord`` v0, framed as ``MetadataRecordSerde`` frames them).
+topic config override; then the directory's security metadata (:class:`SecurityMetadata`): an
+``AccessControlEntryRecord`` per ACL binding, a ``UserScramCredentialRecord`` per SCRAM credential
+(salt, stored key, server key, iterations, as Kafka stores them) and a ``ClientQuotaRecord`` per
+quota entity and key. The record encodings are Kafka's metadata schemas (``TopicRecord`` v0,
+``PartitionRecord`` v1, ``ConfigRecord`` v0, ``AccessControlEntryRecord`` v0,
+``UserScramCredentialRecord`` v0, ``ClientQuotaRecord`` v0, framed as ``MetadataRecordSerde`` frames
+them). :func:`read_kafka_metadata` reads the same records (and their removals) back from a Kafka
+data directory's metadata log.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ import os
 import struct
 import uuid as _uuid
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from kafkalog.errors import LogDirError
+from kafkalog.errors import InvalidRecordError, LogDirError
 from kafkalog.log.fsutil import atomic_write
 from kafkalog.record.builder import build_batch
 from kafkalog.record.control import parse_control_key
@@ -30,14 +36,20 @@ from kafkalog.record.crc import crc32c
 from kafkalog.record.records import iter_batches
 from kafkalog.record.varint import read_unsigned_varint, write_unsigned_varint
 
-__all__ = ["BOOTSTRAP_SNAPSHOT", "METADATA_PARTITION", "KafkaMetadata", "TopicMetadata", "add_topics",
-           "read_kafka_metadata", "read_topic_configs", "topics_in_snapshot"]
+__all__ = ["BOOTSTRAP_SNAPSHOT", "METADATA_PARTITION", "SCRAM_MECHANISMS", "KafkaMetadata", "SecurityMetadata",
+           "TopicMetadata", "acl_record", "add_topics", "client_quota_record", "read_kafka_metadata",
+           "read_topic_configs", "scram_record", "topics_in_snapshot"]
 
 METADATA_PARTITION = "__cluster_metadata-0"
 #: the snapshot ``kafka-storage.sh format`` writes (end offset 0, epoch 0)
 BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
 
 TOPIC_RECORD, PARTITION_RECORD, CONFIG_RECORD = 2, 3, 4
+USER_SCRAM_CREDENTIAL_RECORD, CLIENT_QUOTA_RECORD = 11, 14
+ACCESS_CONTROL_ENTRY_RECORD, REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 18, 19
+REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
+#: Kafka's ``ScramMechanism`` codes
+SCRAM_MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 #: ConfigResource.Type.TOPIC
 TOPIC_RESOURCE = 2
 _FRAME_VERSION = 1
@@ -54,6 +66,29 @@ class TopicMetadata:
     configs: Dict[str, str] = field(default_factory=dict)
 
 
+#: an ACL binding's fields, Kafka's codes: resource type, resource name, pattern type, principal,
+#: host, operation, permission type
+AclFields = Tuple[int, str, int, str, str, int, int]
+#: a SCRAM credential as Kafka stores it: salt, stored key, server key, iterations
+ScramFields = Tuple[bytes, bytes, bytes, int]
+#: a client quota entity: its (entity type, name) pairs sorted by type; a None name is the default
+QuotaEntity = Tuple[Tuple[str, Optional[str]], ...]
+
+
+@dataclass
+class SecurityMetadata:
+    """The ACLs, SCRAM credentials and client quotas of a cluster's metadata."""
+
+    acls: List[AclFields] = field(default_factory=list)
+    #: (mechanism name, user) -> credential
+    scram: Dict[Tuple[str, str], ScramFields] = field(default_factory=dict)
+    #: entity -> quota key -> value
+    quotas: Dict[QuotaEntity, Dict[str, float]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.acls) + len(self.scram) + sum(len(v) for v in self.quotas.values())
+
+
 def _uvarint(n: int) -> bytes:
     return write_unsigned_varint(n)
 
@@ -65,6 +100,10 @@ def _string(s: str) -> bytes:
 
 def _nullable_string(s: str | None) -> bytes:
     return b"\x00" if s is None else _string(s)
+
+
+def _bytes(b: bytes) -> bytes:
+    return _uvarint(len(b) + 1) + b
 
 
 def _int32s(xs: Sequence[int]) -> bytes:
@@ -91,6 +130,39 @@ def partition_record(partition: int, topic_id: _uuid.UUID, node_id: int, directo
 def config_record(topic: str, name: str, value: str) -> bytes:
     return _frame(CONFIG_RECORD, 0, bytes([TOPIC_RESOURCE]) + _string(topic) + _string(name)
                   + _nullable_string(value))
+
+
+def acl_record(acl_id: _uuid.UUID, resource_type: int, name: str, pattern_type: int, principal: str,
+               host: str, operation: int, permission: int) -> bytes:
+    """``AccessControlEntryRecord`` v0: one ACL binding (Kafka's codes), ``acl_id`` its ID."""
+    return _frame(ACCESS_CONTROL_ENTRY_RECORD, 0, acl_id.bytes + struct.pack(">b", resource_type) + _string(name)
+                  + struct.pack(">b", pattern_type) + _string(principal) + _string(host)
+                  + struct.pack(">bb", operation, permission))
+
+
+def scram_record(user: str, mechanism: str, salt: bytes, stored_key: bytes, server_key: bytes,
+                 iterations: int) -> bytes:
+    """``UserScramCredentialRecord`` v0: ``user``'s credential of ``mechanism`` (``SCRAM-SHA-256``...)."""
+    return _frame(USER_SCRAM_CREDENTIAL_RECORD, 0, _string(user) + struct.pack(">b", SCRAM_MECHANISMS[mechanism])
+                  + _bytes(salt) + _bytes(stored_key) + _bytes(server_key) + struct.pack(">i", iterations))
+
+
+def client_quota_record(entity: QuotaEntity, key: str, value: float) -> bytes:
+    """``ClientQuotaRecord`` v0: quota ``key`` of ``entity`` set to ``value``."""
+    pairs = b"".join(_string(t) + _nullable_string(n) + _uvarint(0) for t, n in entity)
+    return _frame(CLIENT_QUOTA_RECORD, 0, _uvarint(len(entity) + 1) + pairs + _string(key)
+                  + struct.pack(">d", value) + b"\x00")
+
+
+def security_records(security: SecurityMetadata) -> List[bytes]:
+    """The records of ``security``: an ``AccessControlEntryRecord`` per ACL (a new random ID each, as
+    Kafka's controller gives them), a ``UserScramCredentialRecord`` per credential, a
+    ``ClientQuotaRecord`` per entity and key."""
+    out = [acl_record(_uuid.uuid4(), *a) for a in security.acls]
+    out += [scram_record(user, mech, *cred) for (mech, user), cred in sorted(security.scram.items())]
+    out += [client_quota_record(entity, k, v) for entity, values in sorted(security.quotas.items(), key=repr)
+            for k, v in sorted(values.items())]
+    return out
 
 
 def _record_type(v: bytes) -> Tuple[int, int]:
@@ -126,9 +198,10 @@ def topics_in_snapshot(data: bytes) -> List[str]:
 
 
 def add_topics(snapshot_path: str, node_id: int, directory_id: _uuid.UUID,
-               topics: Sequence[TopicMetadata]) -> int:
-    """Write ``topics`` into the bootstrap snapshot at ``snapshot_path`` (a batch before its footer,
-    the footer renumbered after it); returns the number of records added."""
+               topics: Sequence[TopicMetadata], security: SecurityMetadata | None = None) -> int:
+    """Write ``topics`` (and ``security``'s ACLs, SCRAM credentials and client quotas) into the bootstrap
+    snapshot at ``snapshot_path`` (a batch before its footer, the footer renumbered after it); returns
+    the number of records added. Anything the snapshot holds already is refused, naming it."""
     try:
         with open(snapshot_path, "rb") as f:
             data = f.read()
@@ -142,6 +215,9 @@ def add_topics(snapshot_path: str, node_id: int, directory_id: _uuid.UUID,
     clash = sorted(t.name for t in topics if t.name in known)
     if clash:
         raise LogDirError(f"the metadata already holds the topics {', '.join(clash)}", file=snapshot_path)
+    security = security or SecurityMetadata()
+    if security:
+        _refuse_held(security, snapshot_path, data)
     values = []
     for t in topics:
         values.append(topic_record(t.name, t.topic_id))
@@ -149,6 +225,7 @@ def add_topics(snapshot_path: str, node_id: int, directory_id: _uuid.UUID,
             epoch = t.leader_epochs[p] if p < len(t.leader_epochs) else 0
             values.append(partition_record(p, t.topic_id, node_id, directory_id, max(epoch, 0)))
         values += [config_record(t.name, k, v) for k, v in sorted(t.configs.items())]
+    values += security_records(security)
     if not values:
         return 0
     footer, last = batches[-1], batches[-2]
@@ -165,99 +242,240 @@ def add_topics(snapshot_path: str, node_id: int, directory_id: _uuid.UUID,
     return len(values)
 
 
+def _refuse_held(security: SecurityMetadata, snapshot_path: str, data: bytes) -> None:
+    """A snapshot holding an ACL, a SCRAM credential (user and mechanism: ``kafka-storage.sh format
+    --add-scram``) or a quota key of ``security`` already is refused: a second run, or two sources for one
+    credential."""
+    held = _Replay()
+    held.replay(data, 0)
+    have = held.security
+    clash = [f"the ACL {a}" for a in security.acls if a in set(have.acls)]
+    clash += [f"the {mech} credential of {user!r}" for mech, user in sorted(security.scram)
+              if (mech, user) in have.scram]
+    clash += [f"the quota {k} of {dict(e)}" for e, values in security.quotas.items() for k in sorted(values)
+              if k in have.quotas.get(e, {})]
+    if clash:
+        more = f" and {len(clash) - 5} more" if len(clash) > 5 else ""
+        raise LogDirError(f"the metadata already holds {', '.join(clash[:5])}{more}", file=snapshot_path)
+
+
 def leader_epochs(entries: Mapping[int, Sequence[int]], partitions: int) -> List[int]:
     """The latest leader epoch of each of ``partitions`` (0 without one)."""
     return [max(entries.get(p, ()) or [0]) for p in range(partitions)]
 
 
-# --- reading: the topic configs Kafka keeps in its metadata log ----------------------------------
+# --- reading: what kafkalog takes from Kafka's metadata log ----------------------------------------
 
 REMOVE_TOPIC_RECORD = 5
 PRODUCER_IDS_RECORD = 15
+_MECHANISM_NAMES = {code: name for name, code in SCRAM_MECHANISMS.items()}
 
 
 @dataclass
 class KafkaMetadata:
     """What kafkalog takes from a Kafka 4 metadata log: the topic config overrides by topic name,
-    and the first producer id Kafka has not handed out (its controller allocates them in blocks)."""
+    the first producer id Kafka has not handed out (its controller allocates them in blocks), and the
+    ACLs, SCRAM credentials and client quotas."""
 
     topic_configs: Dict[str, Dict[str, str]] = field(default_factory=dict)
     next_producer_id: int = 0
+    security: SecurityMetadata = field(default_factory=SecurityMetadata)
+
+
+class _Fields:
+    """Reads a metadata record's fields in order (Kafka's compact encodings)."""
+
+    def __init__(self, v: bytes, p: int) -> None:
+        self.v, self.p = v, p
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.p + n > len(self.v):
+            raise ValueError("a field beyond the record")
+        b = self.v[self.p:self.p + n]
+        self.p += n
+        return b
+
+    def uvarint(self) -> int:
+        n, self.p = read_unsigned_varint(self.v, self.p)
+        return n
+
+    def nullable_bytes(self) -> bytes | None:
+        n = self.uvarint()
+        return None if n == 0 else self._take(n - 1)
+
+    def nullable_string(self) -> str | None:
+        b = self.nullable_bytes()
+        return None if b is None else b.decode("utf-8")
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise ValueError("a null string")
+        return s
+
+    def compact_bytes(self) -> bytes:
+        b = self.nullable_bytes()
+        if b is None:
+            raise ValueError("null bytes")
+        return b
+
+    def uuid(self) -> bytes:
+        return self._take(16)
+
+    def int8(self) -> int:
+        return int(struct.unpack(">b", self._take(1))[0])
+
+    def int32(self) -> int:
+        return int(struct.unpack(">i", self._take(4))[0])
+
+    def int64(self) -> int:
+        return int(struct.unpack(">q", self._take(8))[0])
+
+    def float64(self) -> float:
+        return float(struct.unpack(">d", self._take(8))[0])
+
+    def tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+
+class _Replay:
+    """The state of a metadata log replayed record by record (a snapshot, then the log after it)."""
+
+    def __init__(self) -> None:
+        self.meta = KafkaMetadata()
+        self.ids: Dict[bytes, str] = {}
+        self.configs: Dict[str, Dict[str, str]] = {}
+        self.acls: Dict[bytes, AclFields] = {}
+
+    @property
+    def security(self) -> SecurityMetadata:
+        sec = self.meta.security
+        sec.acls = list(self.acls.values())
+        return sec
+
+    def replay(self, data: bytes, min_offset: int) -> None:
+        for batch in iter_batches(data):
+            if batch.is_control or batch.last_offset < min_offset:
+                continue
+            for r in batch:
+                if r.offset < min_offset or r.value is None:
+                    continue
+                v = bytes(r.value)
+                try:
+                    key, p = _record_type(v)
+                    self._record(key, _Fields(v, p))
+                except (ValueError, IndexError, UnicodeDecodeError, struct.error, InvalidRecordError):
+                    continue        # a record this does not read (cut short, a varint too long): Kafka's to judge
+
+    def _record(self, key: int, f: _Fields) -> None:
+        sec = self.meta.security
+        if key == TOPIC_RECORD:
+            name = f.string()
+            self.ids[f.uuid()] = name
+        elif key == PRODUCER_IDS_RECORD:        # BrokerId, BrokerEpoch, NextProducerId
+            f.int32()
+            f.int64()
+            self.meta.next_producer_id = max(self.meta.next_producer_id, f.int64())
+        elif key == REMOVE_TOPIC_RECORD:
+            self.configs.pop(self.ids.pop(f.uuid(), ""), None)
+        elif key == CONFIG_RECORD:
+            if f.int8() != TOPIC_RESOURCE:
+                return
+            topic, cfg, value = f.nullable_string(), f.nullable_string(), f.nullable_string()
+            if topic is None or cfg is None:
+                return
+            if value is None:
+                self.configs.get(topic, {}).pop(cfg, None)
+            else:
+                self.configs.setdefault(topic, {})[cfg] = value
+        elif key == ACCESS_CONTROL_ENTRY_RECORD:
+            acl_id = f.uuid()
+            self.acls[acl_id] = (f.int8(), f.string(), f.int8(), f.string(), f.string(), f.int8(), f.int8())
+        elif key == REMOVE_ACCESS_CONTROL_ENTRY_RECORD:
+            self.acls.pop(f.uuid(), None)
+        elif key == USER_SCRAM_CREDENTIAL_RECORD:
+            user, mech = f.string(), _MECHANISM_NAMES.get(f.int8())
+            cred = (f.compact_bytes(), f.compact_bytes(), f.compact_bytes(), f.int32())
+            if mech is not None:
+                sec.scram[(mech, user)] = cred
+        elif key == REMOVE_USER_SCRAM_CREDENTIAL_RECORD:
+            user, mech = f.string(), _MECHANISM_NAMES.get(f.int8())
+            sec.scram.pop((mech or "", user), None)
+        elif key == CLIENT_QUOTA_RECORD:
+            pairs = []
+            for _ in range(f.uvarint() - 1):
+                pairs.append((f.string(), f.nullable_string()))
+                f.tagged_fields()
+            entity: QuotaEntity = tuple(sorted(pairs))
+            quota, amount, remove = f.string(), f.float64(), f.int8() != 0
+            values = sec.quotas.setdefault(entity, {})
+            if remove:
+                values.pop(quota, None)
+            else:
+                values[quota] = amount
+            if not values:
+                del sec.quotas[entity]
 
 
 def _snapshot_end(name: str) -> int:
     return int(name.split("-")[0])
 
 
-def _replay(data: bytes, min_offset: int, ids: Dict[bytes, str], configs: Dict[str, Dict[str, str]],
-            meta: KafkaMetadata) -> None:
-    for batch in iter_batches(data):
-        if batch.is_control or batch.last_offset < min_offset:
-            continue
-        for r in batch:
-            if r.offset < min_offset or r.value is None:
-                continue
-            v = bytes(r.value)
-            try:
-                key, p = _record_type(v)
-                if key == TOPIC_RECORD:
-                    name, p = _compact_string(v, p)
-                    ids[v[p:p + 16]] = name
-                elif key == PRODUCER_IDS_RECORD:        # BrokerId, BrokerEpoch, NextProducerId
-                    meta.next_producer_id = max(meta.next_producer_id,
-                                                struct.unpack_from(">q", v, p + 12)[0])
-                elif key == REMOVE_TOPIC_RECORD:
-                    configs.pop(ids.pop(v[p:p + 16], ""), None)
-                elif key == CONFIG_RECORD and v[p] == TOPIC_RESOURCE:
-                    fields = []
-                    p += 1
-                    for _ in range(3):
-                        n, p = read_unsigned_varint(v, p)
-                        fields.append(None if n == 0 else v[p:p + n - 1].decode("utf-8"))
-                        p += max(n - 1, 0)
-                    topic, cfg, value = fields
-                    if topic is None or cfg is None:
-                        continue
-                    if value is None:
-                        configs.get(topic, {}).pop(cfg, None)
-                    else:
-                        configs.setdefault(topic, {})[cfg] = value
-            except (ValueError, IndexError, UnicodeDecodeError, struct.error):
-                continue        # a record this does not read: Kafka's to judge, not a config
-
-
-def _replay_file(path: str, min_offset: int, ids: Dict[bytes, str], configs: Dict[str, Dict[str, str]],
-                 meta: KafkaMetadata) -> None:
-    """:func:`_replay` over a file, mapped (a metadata segment may be large)."""
+def _replay_file(path: str, min_offset: int, state: _Replay) -> None:
+    """:meth:`_Replay.replay` over a file, mapped (a metadata segment may be large)."""
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            _replay(mm, min_offset, ids, configs, meta)     # type: ignore[arg-type]
+            state.replay(mm, min_offset)     # type: ignore[arg-type]
+
+
+#: the last metadata log read (its directory, its files' names, sizes and times) and what it said
+_LAST_READ: List[Tuple[object, KafkaMetadata]] = []
+
+
+def _copied(meta: KafkaMetadata) -> KafkaMetadata:
+    """A copy of ``meta`` its reader may change (the values inside are immutable)."""
+    sec = meta.security
+    return KafkaMetadata({t: dict(c) for t, c in meta.topic_configs.items()}, meta.next_producer_id,
+                         SecurityMetadata(list(sec.acls), dict(sec.scram),
+                                          {e: dict(v) for e, v in sec.quotas.items()}))
 
 
 def read_kafka_metadata(data_dir: str) -> KafkaMetadata:
     """What ``data_dir``'s Kafka 4 metadata log (``__cluster_metadata-0``: its newest snapshot, then
-    the log after it) says of topic configs and producer ids; empty when the directory has no
-    metadata log (a kafkalog directory, or ``metadata.log.dir`` elsewhere)."""
-    meta = KafkaMetadata()
+    the log after it) says of topic configs, producer ids, ACLs, SCRAM credentials and client quotas;
+    empty when the directory has no metadata log (a kafkalog directory, or ``metadata.log.dir``
+    elsewhere)."""
     mdir = os.path.join(data_dir, METADATA_PARTITION)
     try:
         names = sorted(os.listdir(mdir))
     except OSError:
-        return meta
-    ids: Dict[bytes, str] = {}
-    configs: Dict[str, Dict[str, str]] = {}
+        return KafkaMetadata()
     snapshots = sorted((n for n in names if n.endswith(".checkpoint") and "-" in n), key=_snapshot_end)
+    logs = [n for n in names if n.endswith(".log") and n[:-4].isdigit()]
+    try:
+        key = (os.path.realpath(mdir), tuple((n, st.st_size, st.st_mtime_ns) for n in snapshots[-1:] + logs
+                                             for st in [os.stat(os.path.join(mdir, n))]))
+    except OSError:
+        key = None
+    if key is not None and _LAST_READ and _LAST_READ[0][0] == key:
+        return _copied(_LAST_READ[0][1])        # a start reads it for each store: replayed once
+    state = _Replay()
     start = 0
     if snapshots:
-        _replay_file(os.path.join(mdir, snapshots[-1]), 0, ids, configs, meta)
+        _replay_file(os.path.join(mdir, snapshots[-1]), 0, state)
         start = _snapshot_end(snapshots[-1])
-    for n in names:
-        if n.endswith(".log") and n[:-4].isdigit():
-            _replay_file(os.path.join(mdir, n), start, ids, configs, meta)
-    known = set(ids.values())
-    meta.topic_configs = {t: c for t, c in configs.items() if t in known and c}
+    for n in logs:
+        _replay_file(os.path.join(mdir, n), start, state)
+    known = set(state.ids.values())
+    meta = state.meta
+    meta.topic_configs = {t: c for t, c in state.configs.items() if t in known and c}
+    meta.security = state.security
+    if key is not None:
+        _LAST_READ[:] = [(key, _copied(meta))]
     return meta
 
 

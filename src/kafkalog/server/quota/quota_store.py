@@ -3,7 +3,9 @@ as ``ClientQuotaRecord`` records in its metadata log). An entity is a set of (en
 the name None for Kafka's ``<default>``; each entity has its quota keys and values. Each change
 rewrites the file whole through a temporary file, fsync and rename
 (:func:`~kafkalog.log.fsutil.atomic_write`) before AlterClientQuotas is answered: a crash leaves the
-old or the new set, never a torn file. The file is written only once a quota is altered."""
+old or the new set, never a torn file. The file is written only once a quota is altered; until then a
+directory Kafka 4 wrote serves the quotas of its metadata log
+(:func:`~kafkalog.log.cluster_metadata.read_kafka_metadata`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log import fsutil
+from kafkalog.log.cluster_metadata import read_kafka_metadata
 
 QUOTAS_FILE = "kafkalog-client-quotas.json"
 #: a quota entity: its (entity type, name) pairs sorted by type; a None name is the type's default
@@ -28,13 +31,15 @@ class QuotaStore:
     """``QUOTAS_FILE`` of one data directory."""
 
     def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
         self.path = os.path.join(data_dir, QUOTAS_FILE)
 
     def load(self) -> Quotas:
-        """The stored quotas (none when the file does not exist); a damaged file is refused, naming it."""
+        """The stored quotas (without the file: those of the directory's Kafka metadata log, if any); a
+        damaged file is refused, naming it."""
         data = fsutil.read_json(self.path, "client quotas")
         if data is None:
-            return {}
+            return dict(read_kafka_metadata(self.data_dir).security.quotas)
         if not isinstance(data, dict) or not isinstance(data.get("quotas"), list):
             raise InvalidConfigError('the client quota file is not a JSON object with a "quotas" list',
                                      file=self.path)

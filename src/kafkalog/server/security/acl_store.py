@@ -2,7 +2,8 @@
 ``AccessControlEntryRecord`` records in its metadata log). Each change rewrites it whole through a
 temporary file, fsync and rename (:func:`~kafkalog.log.fsutil.atomic_write`), before CreateAcls or
 DeleteAcls is answered: a crash leaves the old or the new set, never a torn file. The file is
-written only once an ACL is created."""
+written only once an ACL is created; until then a directory Kafka 4 wrote serves the ACLs of its metadata
+log (:func:`~kafkalog.log.cluster_metadata.read_kafka_metadata`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import astuple
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log import fsutil
+from kafkalog.log.cluster_metadata import read_kafka_metadata
 from kafkalog.server.security.authorizer import AclBinding
 
 ACLS_FILE = "kafkalog-acls.json"
@@ -23,13 +25,15 @@ class AclStore:
     """``ACLS_FILE`` of one data directory."""
 
     def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
         self.path = os.path.join(data_dir, ACLS_FILE)
 
     def load(self) -> list[AclBinding]:
-        """The stored ACLs (none when the file does not exist); a damaged file is refused, naming it."""
+        """The stored ACLs (without the file: those of the directory's Kafka metadata log, if any); a
+        damaged file is refused, naming it."""
         data = fsutil.read_json(self.path, "ACLs")
         if data is None:
-            return []
+            return [AclBinding(*a) for a in read_kafka_metadata(self.data_dir).security.acls]
         if not isinstance(data, dict) or not isinstance(data.get("acls"), list):
             raise InvalidConfigError('the ACL file is not a JSON object with an "acls" list', file=self.path)
         out = []

@@ -3,7 +3,9 @@
 its metadata log). Stored as Kafka stores them: salt, stored key, server key and iterations, never the
 salted password. Each change rewrites the file whole through a temporary file, fsync and rename
 (:func:`~kafkalog.log.fsutil.atomic_write`) before it applies and is answered: a crash leaves the old
-or the new set, never a torn file. The file is written only once a credential is altered."""
+or the new set, never a torn file. The file is written only once a credential is altered; until then a
+directory Kafka 4 wrote serves the credentials of its metadata log
+(:func:`~kafkalog.log.cluster_metadata.read_kafka_metadata`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import os
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log import fsutil
+from kafkalog.log.cluster_metadata import read_kafka_metadata
 from kafkalog.server.security.sasl_credentials import SCRAM_HASHES, ScramCredential
 
 SCRAM_FILE = "kafkalog-scram-credentials.json"
@@ -24,17 +27,22 @@ class ScramStore:
     """``SCRAM_FILE`` of one data directory."""
 
     def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
         self.path = os.path.join(data_dir, SCRAM_FILE)
 
     def load(self) -> Scram:
-        """The stored credentials (none when the file does not exist); a damaged file is refused, naming it."""
+        """The stored credentials (without the file: those of the directory's Kafka metadata log, if any);
+        a damaged file is refused, naming it."""
         data = fsutil.read_json(self.path, "SCRAM credentials")
         if data is None:
-            return {}
+            out: Scram = {}
+            for (mech, user), fields in read_kafka_metadata(self.data_dir).security.scram.items():
+                out.setdefault(mech, {})[user] = ScramCredential(*fields)
+            return out
         if not isinstance(data, dict) or not isinstance(data.get("credentials"), list):
             raise InvalidConfigError('the SCRAM credential file is not a JSON object with a "credentials" list',
                                      file=self.path)
-        out: Scram = {}
+        out = {}
         for i, e in enumerate(data["credentials"]):
             try:
                 if e["mechanism"] not in SCRAM_HASHES or not isinstance(e["user"], str) \
