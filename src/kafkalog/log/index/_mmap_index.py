@@ -153,6 +153,8 @@ class AbstractIndex(IndexFile, Generic[E]):
     """
 
     entry_size: int = 8
+    #: how Kafka's sanity-check messages name the file
+    kind = "Index"
     _rel_struct = struct.Struct(">i")
 
     def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
@@ -366,13 +368,24 @@ class AbstractIndex(IndexFile, Generic[E]):
         for i in range(self.entries):
             yield self.entry(i)
 
-    def _check_length(self, kind: str) -> None:
-        """Part of Kafka's ``sanityCheck``: :class:`CorruptIndexError` unless the file holds whole
-        entries (``kind``: how the message names the file)."""
+    def sanity_check(self) -> None:
+        """Kafka's ``sanityCheck``: :class:`CorruptIndexError` at the last entry when the index
+        cannot hold it (:meth:`_last_entry_corruption`), or at the end when the file does not hold
+        whole entries."""
+        if not self._loaded:
+            self._load()
+        if self._entries:
+            why = self._last_entry_corruption()
+            if why is not None:
+                raise CorruptIndexError(why, file=self._path, position=(self._entries - 1) * self.entry_size)
         if self._length % self.entry_size != 0:
             raise CorruptIndexError(
-                f"{kind} file {self._path} is corrupt, found {self._length} bytes which is neither "
+                f"{self.kind} file {self._path} is corrupt, found {self._length} bytes which is neither "
                 f"positive nor a multiple of {self.entry_size}.", file=self._path, position=self._length)
+
+    def _last_entry_corruption(self) -> Optional[str]:
+        """Kafka's message for a last entry this index cannot hold; None when it is sound."""
+        raise NotImplementedError
 
     def _check_entry(self, n: int) -> None:
         if not self._loaded:

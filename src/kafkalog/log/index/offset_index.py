@@ -11,7 +11,6 @@ import struct
 from typing import NamedTuple, Optional, Sequence, Union
 
 from kafkalog.errors import (
-    CorruptIndexError,
     IndexEntryOutOfRangeError,
     IndexFullError,
     IndexOffsetOverflowError,
@@ -235,17 +234,12 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
 
     # --- checks ---------------------------------------------------------------------------------
 
-    def sanity_check(self) -> None:
-        """Kafka's ``OffsetIndex.sanityCheck``: :class:`CorruptIndexError` when
-        ``entries > 0 and last_offset < base_offset`` or the length is not a multiple of 8."""
-        if not self._loaded:
-            self._load()
-        if self._entries != 0 and self._last_offset < self.base_offset:
-            raise CorruptIndexError(
-                f"Corrupt index found, index file ({self._path}) has non-zero size but the last "
-                f"offset is {self._last_offset} which is less than the base offset "
-                f"{self.base_offset}.", file=self._path, position=(self._entries - 1) * 8)
-        self._check_length("Index")
+    def _last_entry_corruption(self) -> Optional[str]:
+        """Kafka's ``OffsetIndex.sanityCheck``: the last offset must not be below the base offset."""
+        if self._last_offset < self.base_offset:
+            return (f"Corrupt index found, index file ({self._path}) has non-zero size but the last "
+                    f"offset is {self._last_offset} which is less than the base offset {self.base_offset}.")
+        return None
 
     def verify_entries(self) -> Optional[int]:
         """Slot of the first entry whose offset is not strictly larger than the previous one's, or

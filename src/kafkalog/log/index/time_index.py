@@ -12,7 +12,6 @@ import struct
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.errors import (
-    CorruptIndexError,
     IndexEntryOutOfRangeError,
     IndexFullError,
     IndexOffsetOverflowError,
@@ -57,6 +56,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     """A segment's ``.timeindex`` file."""
 
     entry_size = ENTRY_SIZE
+    kind = "Time index"
 
     def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
@@ -203,25 +203,19 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         lo = _last_at_most(mm, n, _rel_from, rel)
         self._truncate_to_entries(lo if _rel_from(mm, lo * 12)[0] == rel else lo + 1)
 
-    def sanity_check(self) -> None:
-        """Kafka's ``TimeIndex.sanityCheck``: :class:`CorruptIndexError` when the last timestamp is
-        below the first, the last offset is below ``base_offset``, or the length is not a multiple
-        of 12."""
-        if not self._loaded:
-            self._load()
-        if self._entries:
-            first_ts = _ts_from(self._mm, 0)[0]
-            if self._last_ts < first_ts:
-                raise CorruptIndexError(
-                    f"Corrupt time index found, time index file ({self._path}) has non-zero size "
+    def _last_entry_corruption(self) -> Optional[str]:
+        """Kafka's ``TimeIndex.sanityCheck``: the last timestamp must not be below the first, nor
+        the last offset below the base offset."""
+        first_ts = _ts_from(self._mm, 0)[0]
+        if self._last_ts < first_ts:
+            return (f"Corrupt time index found, time index file ({self._path}) has non-zero size "
                     f"but the last timestamp is {self._last_ts} which is less than the first "
-                    f"timestamp {first_ts}", file=self._path, position=(self._entries - 1) * 12)
-            if self._last_off < self.base_offset:
-                raise CorruptIndexError(
-                    f"Corrupt time index found, time index file ({self._path}) has non-zero size "
+                    f"timestamp {first_ts}")
+        if self._last_off < self.base_offset:
+            return (f"Corrupt time index found, time index file ({self._path}) has non-zero size "
                     f"but the last offset is {self._last_off} which is less than the first offset "
-                    f"{self.base_offset}", file=self._path, position=(self._entries - 1) * 12)
-        self._check_length("Time index")
+                    f"{self.base_offset}")
+        return None
 
     def verify_entries(self) -> Optional[int]:
         """Slot of the first entry that breaks strictly increasing timestamps / non-decreasing,
