@@ -24,6 +24,7 @@ from typing import Any, Callable, Generic, Iterator, Optional, Self, TypeVar
 from kafkalog.errors import (
     CorruptIndexError,
     IndexEntryOutOfRangeError,
+    IndexFullError,
     IndexOffsetOverflowError,
     InvalidConfigError,
     KafkalogIOError,
@@ -154,7 +155,7 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     entry_size: int = 8
     #: how Kafka's sanity-check messages name the file
-    kind = "Index"
+    kind: str = "Index"
     _rel_struct = struct.Struct(">i")
 
     def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
@@ -345,9 +346,19 @@ class AbstractIndex(IndexFile, Generic[E]):
         """``offset - base_offset``; :class:`IndexOffsetOverflowError` outside ``0..Int.MAX``."""
         rel = offset - self.base_offset
         if rel < 0 or rel > INT32_MAX:
-            raise IndexOffsetOverflowError(
-                f"Integer overflow for offset: {offset} ({self._path})", file=self._path)
+            raise self._overflow(offset)
         return rel
+
+    def _overflow(self, offset: int, slot: Optional[int] = None) -> IndexOffsetOverflowError:
+        """Kafka's error for an ``offset`` the index cannot store relative to its base offset (at
+        ``slot``, when appending)."""
+        return IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})", file=self._path,
+                                        position=None if slot is None else slot * self.entry_size)
+
+    def _full(self, n: int) -> IndexFullError:
+        """Kafka's error for an append to the index when it holds all the ``n`` entries it can."""
+        return IndexFullError(f"Attempt to append to a full {self.kind.lower()} (size = {n}).", file=self._path,
+                              position=n * self.entry_size)
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset`` can be stored relative to ``base_offset``."""

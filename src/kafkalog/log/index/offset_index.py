@@ -12,7 +12,6 @@ from typing import NamedTuple, Optional, Sequence, Union
 
 from kafkalog.errors import (
     IndexEntryOutOfRangeError,
-    IndexFullError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
     ReadOnlyIndexError,
@@ -85,8 +84,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             self._check_writable()
         n = self._entries
         if n >= self._max_entries:
-            raise IndexFullError(f"Attempt to append to a full index (size = {n}).",
-                                 file=self._path, position=n * 8)
+            raise self._full(n)
         if n and offset <= self._last_offset:
             raise InvalidOffsetError(
                 f"Attempt to append an offset ({offset}) to position {n} no larger than the last "
@@ -94,8 +92,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 file=self._path, position=n * 8)
         rel = offset - self.base_offset
         if rel < 0 or rel > INT32_MAX:
-            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})",
-                                           file=self._path, position=n * 8)
+            raise self._overflow(offset, n)
         if position < 0 or position > INT32_MAX:
             raise InvalidOffsetError(f"Invalid position {position} for offset {offset}",
                                      file=self._path, position=n * 8)
@@ -116,8 +113,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         if k == 1:
             return
         if n + k - 1 > self._max_entries:
-            raise IndexFullError(f"Attempt to append to a full index (size = {n}).",
-                                 file=self._path, position=n * 8)
+            raise self._full(n)
         prev = offsets[0]
         for i in range(1, k):
             o = offsets[i]

@@ -13,7 +13,6 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.errors import (
     IndexEntryOutOfRangeError,
-    IndexFullError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
     ReadOnlyIndexError,
@@ -105,8 +104,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             self._check_writable()
         n = self._entries
         if not skip_full_check and n >= self._max_entries - 1:
-            raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
-                                 file=self._path, position=n * 12)
+            raise self._full(n)
         if n:
             if offset < self._last_off:
                 raise InvalidOffsetError(
@@ -120,13 +118,10 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                     file=self._path, position=n * 12)
         if timestamp > self._last_ts:
             if n >= self._max_entries:
-                raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
-                                     file=self._path, position=n * 12)
+                raise self._full(n)
             rel = offset - self.base_offset
             if rel < 0 or rel > INT32_MAX:
-                raise IndexOffsetOverflowError(
-                    f"Integer overflow for offset: {offset} ({self._path})",
-                    file=self._path, position=n * 12)
+                raise self._overflow(offset, n)
             if n * 12 + 12 > self._reserved:
                 self.reserve(1)
             _pack_into(self._mm, n * 12, timestamp, rel)
@@ -160,11 +155,9 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             return
         n = self._entries
         if n + m > self._max_entries - 1:
-            raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
-                                 file=self._path, position=n * 12)
+            raise self._full(n)
         if last_off - base > INT32_MAX:
-            raise IndexOffsetOverflowError(f"Integer overflow for offset: {last_off} ({self._path})",
-                                           file=self._path, position=n * 12)
+            raise self._overflow(last_off, n)
         self.reserve(m)
         mm = self._mm
         assert not isinstance(mm, bytes), "appending to a read-only index"
