@@ -21,12 +21,13 @@ from kafkalog.log.kernel import index_slot
 from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["OffsetIndex", "OffsetPosition", "IndexEntryOutOfRangeError", "IndexOffsetOverflowError",
-           "ReadOnlyIndexError", "ENTRY_SIZE"]
+           "ReadOnlyIndexError", "ENTRY", "ENTRY_SIZE"]
 
 ENTRY_SIZE = 8
-_ENTRY = struct.Struct(">ii")
-_pack_into = _ENTRY.pack_into
-_unpack_from = _ENTRY.unpack_from
+#: an entry: relative offset, position
+ENTRY = struct.Struct(">ii")
+_pack_into = ENTRY.pack_into
+_unpack_from = ENTRY.unpack_from
 _REL = struct.Struct(">i")
 _rel_from = _REL.unpack_from
 _POS_FROM = struct.Struct(">4xi").unpack_from

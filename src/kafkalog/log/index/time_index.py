@@ -21,13 +21,14 @@ from kafkalog.errors import (
 from kafkalog.log.index._mmap_index import AbstractIndex
 from kafkalog.record.constants import INT32_MAX
 
-__all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY_SIZE",
+__all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY", "ENTRY_SIZE",
            "IndexEntryOutOfRangeError", "IndexOffsetOverflowError", "ReadOnlyIndexError"]
 
 ENTRY_SIZE = 12
-_ENTRY = struct.Struct(">qi")
-_pack_into = _ENTRY.pack_into
-_unpack_from = _ENTRY.unpack_from
+#: an entry: timestamp, relative offset
+ENTRY = struct.Struct(">qi")
+_pack_into = ENTRY.pack_into
+_unpack_from = ENTRY.unpack_from
 _ts_from = struct.Struct(">q").unpack_from
 _rel_from = struct.Struct(">8xi").unpack_from
 
