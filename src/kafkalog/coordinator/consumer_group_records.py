@@ -64,9 +64,6 @@ CONSUMER_GROUP_RECORD_TYPES: dict[int, str] = {
 }
 _MEMBER_KEYED = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
 
-#: topic id -> {partition: assignment epoch} (current assignments) or a set of partitions (targets)
-EpochAssignment = dict[uuid.UUID, dict[int, int]]
-Assignment = dict[uuid.UUID, frozenset[int]]
 #: (topic id, partitions) of a target assignment, as the records of every modern group hold it
 TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
