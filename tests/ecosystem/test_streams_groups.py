@@ -156,15 +156,32 @@ def _run(tmp: Path, bootstrap: str, port: int) -> dict[str, Any]:
             a.kill()
 
 
+def _heartbeat_versions(metrics_url: str) -> dict[str, float]:
+    """The StreamsGroupHeartbeat requests kafkalog served, by version (its RequestsPerSec metric)."""
+    from tests.server.test_metrics import scrape
+    out: dict[str, float] = {}
+    for fam in scrape(metrics_url).values():
+        for sample in fam.samples:
+            if sample.name == "kafka_network_requestmetrics_requests_total" \
+                    and sample.labels.get("request") == "StreamsGroupHeartbeat":
+                out[sample.labels["version"]] = float(sample.value)
+    return out
+
+
 def test_streams_protocol_word_count_against_both(tmp_path: Path, kafka44_broker: Any) -> None:
     _classpath()
+    metrics = f"http://127.0.0.1:{free_port()}"
     ours = BrokerProcess(str(tmp_path / "data"), configs=["group.initial.rebalance.delay.ms=0",
+                                                          f"metrics.listener={metrics}",
                                                           *(f"{k}={v}" for k, v in PAIR_CONFIGS.items())],
                          port=free_port()).start()
     try:
         got = _run(tmp_path / "kafkalog", ours.bootstrap, ours.port)
+        versions = _heartbeat_versions(metrics + "/metrics")
     finally:
         ours.stop()
+    # Kafka Streams 4.4 heartbeats with StreamsGroupHeartbeat v1, the version both brokers advertise
+    assert set(versions) == {"1"} and versions["1"] > 10, versions
     want = _run(tmp_path / "kafka", kafka44_broker.bootstrap, kafka44_broker.port)
     assert got["internal"] == want["internal"] == [f"{APP}-counts-changelog", f"{APP}-words-repartition"]
     for key in ("three", "static", "after_kill", "after_restart", "static_after"):

@@ -63,14 +63,14 @@ def request_frame(api_key: int, version: int, correlation_id: int, values: dict[
     the request header of that version (v2 for flexible versions, else v1)."""
     import io
 
-    from kio.index import load_request_schema
     from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
     from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
     from kio.serial import entity_writer
 
     from kafkalog.server.requests.kio_build import build
+    from kafkalog.server.requests.message_schemas import request_schema
 
-    cls = load_request_schema(api_key, version)
+    cls = request_schema(api_key, version)
     body = build(cls, values)
     header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
     header = build(header_cls, {"request_api_key": api_key, "request_api_version": version,
@@ -85,10 +85,11 @@ def request_frame(api_key: int, version: int, correlation_id: int, values: dict[
 def response_of(frame: bytes, api_key: int, version: int) -> object:
     """A response frame (without its size field) decoded by kio (response header v1 for flexible
     versions, except ApiVersions)."""
-    from kio.index import load_response_schema
     from kio.serial import entity_reader
 
-    cls = load_response_schema(api_key, version)
+    from kafkalog.server.requests.message_schemas import response_schema
+
+    cls = response_schema(api_key, version)
     hsize = 5 if cls.__flexible__ and api_key != 18 else 4
     return entity_reader(cls)(frame, hsize)[0]
 

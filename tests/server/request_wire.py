@@ -9,10 +9,9 @@ import random
 import struct
 from collections.abc import Iterator
 
-from kio.index import load_request_schema
-
 from kafkalog.server.handlers.kafka_apis import VERSIONS
 from kafkalog.server.requests import bounds_program as bp
+from kafkalog.server.requests.message_schemas import request_schema as load_request_schema
 
 #: every (API key, version) the broker serves (those ApiVersions advertises, and the telemetry
 #: APIs it answers without advertising them, as Kafka does)

@@ -818,16 +818,21 @@ def s_streams_groups(c: d.Conn) -> None:
                                                                               "source_topics": [0, 7],
                                                                               "source_topic_regex": [],
                                                                               "repartition_source_topics": []}]}]})):
-        c.call(f"StreamsGroupHeartbeat v0: {label}", 88, 0, {
-            "group_id": g, "member_id": member, "member_epoch": epoch, "endpoint_information_epoch": 0,
-            "instance_id": None, "rack_id": None, "rebalance_timeout": 30000 if epoch == 0 else -1,
-            "topology": topo, "active_tasks": [] if epoch == 0 else None,
-            "standby_tasks": [] if epoch == 0 else None, "warmup_tasks": [] if epoch == 0 else None,
-            "process_id": "p" if epoch == 0 else None, "user_endpoint": None, "client_tags": None,
-            "task_offsets": None, "task_end_offsets": None, "shutdown_application": False},
-            retry=frozenset({14, 15, 16}))
+        for v in (0, 1):
+            c.call(f"StreamsGroupHeartbeat v{v}: {label}", 88, v, {
+                "group_id": g, "member_id": member, "member_epoch": epoch, "endpoint_information_epoch": 0,
+                "instance_id": None, "rack_id": None, "rebalance_timeout": 30000 if epoch == 0 else -1,
+                "topology": topo, "active_tasks": [] if epoch == 0 else None,
+                "standby_tasks": [] if epoch == 0 else None, "warmup_tasks": [] if epoch == 0 else None,
+                "process_id": "p" if epoch == 0 else None, "user_endpoint": None, "client_tags": None,
+                "task_offsets": None, "task_end_offsets": None, "shutdown_application": False},
+                retry=frozenset({14, 15, 16}))
     c.call("StreamsGroupDescribe v0: unknown groups", 89, 0, {"group_ids": ["diff-stg-nosuch", g],
                                                               "include_authorized_operations": False})
+    for include in (False, True):       # v1: the topology description asked for or not (no plugin)
+        c.call(f"StreamsGroupDescribe v1: unknown groups, description {include}", 89, 1, {
+            "group_ids": ["diff-stg-nosuch", g, ""], "include_authorized_operations": False,
+            "include_topology_description": include})
 
 
 def s_acls_without_authorizer(c: d.Conn) -> None:

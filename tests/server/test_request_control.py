@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kio.index import load_request_schema
 
 import kafkalog.testing
 from kafkalog.server.handlers.kafka_apis import APIS, HANDLERS, VERSIONS
 from kafkalog.server.requests.kio_build import _nested_type
+from kafkalog.server.requests.message_schemas import request_schema as load_request_schema
 from kafkalog.testing import LocalBroker
 from tests.server.raw import answers_api_versions, connect, recv_frame, request_frame, response_of
 

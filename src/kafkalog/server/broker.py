@@ -16,8 +16,6 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from kio.index import load_response_schema
-
 from kafkalog.coordinator.group_metadata import CONSUMER_OFFSETS_TOPIC
 from kafkalog.coordinator.offsets import OffsetsStore
 from kafkalog.coordinator.share_state_records import SHARE_GROUP_STATE_TOPIC
@@ -40,6 +38,7 @@ from kafkalog.server.fetch_session import FetchSessionCache
 from kafkalog.server.quota.quota_store import QuotaStore
 from kafkalog.server.quota.quotas import ClientQuotas
 from kafkalog.server.requests.kio_build import build
+from kafkalog.server.requests.message_schemas import response_schema
 from kafkalog.server.requests.protocol import Request
 from kafkalog.server.security.acl_operations import CLUSTER, DESCRIBE, TOPIC, authorized_operations
 from kafkalog.server.security.acl_store import AclStore
@@ -465,5 +464,5 @@ class Broker:
 
     def response(self, request: Request, values: Mapping[str, Any]) -> Any:
         """The kio response entity of ``request``'s API and version from plain ``values``."""
-        return build(load_response_schema(request.api_key, request.api_version), values)
+        return build(response_schema(request.api_key, request.api_version), values)
 

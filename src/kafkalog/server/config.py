@@ -85,6 +85,11 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
     ConfigDef("group.streams.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.streams.rack.aware.assignment.tags", LIST, [], None),
+    # internal in Kafka: the task offsets' interval and the lag a member may have to take a task
+    ConfigDef("group.streams.task.offset.interval.ms", INT, 60000, at_least(1)),
+    ConfigDef("group.streams.min.task.offset.interval.ms", INT, 15000, at_least(1)),
+    ConfigDef("group.streams.acceptable.recovery.lag", LONG, 10000, at_least(0)),
     # internal in Kafka; the assignor runs on the event loop here, so offloading has no effect
     ConfigDef("group.consumer.assignor.offload.enable", BOOLEAN, True, None),
     ConfigDef("group.consumer.regex.refresh.interval.ms", INT, 600000, at_least(10000)),
@@ -342,11 +347,20 @@ def _streams_group_config(v: dict[str, Any]) -> Any:
     """The ``group.streams.*`` settings, checked as Kafka checks them."""
     from kafkalog.server.coordinator.streams_group import StreamsGroupConfig
     hb, st = _group_timeouts(v, "group.streams.")
+    _require(v["group.streams.task.offset.interval.ms"] >= v["group.streams.min.task.offset.interval.ms"],
+             "group.streams.task.offset.interval.ms must be greater than or equal to "
+             "group.streams.min.task.offset.interval.ms")
+    tags = [t.strip() for t in v["group.streams.rack.aware.assignment.tags"] if t.strip()]
+    _require(len(set(tags)) == len(tags),
+             "group.streams.rack.aware.assignment.tags must not contain duplicate tag keys.")
     return StreamsGroupConfig(
         session_timeout_ms=st, heartbeat_interval_ms=hb, max_size=v["group.streams.max.size"],
         num_standby_replicas=v["group.streams.num.standby.replicas"],
         initial_rebalance_delay_ms=v["group.streams.initial.rebalance.delay.ms"],
-        assignment_interval_ms=v["group.streams.assignment.interval.ms"])
+        assignment_interval_ms=v["group.streams.assignment.interval.ms"],
+        task_offset_interval_ms=v["group.streams.task.offset.interval.ms"],
+        acceptable_recovery_lag=v["group.streams.acceptable.recovery.lag"],
+        rack_aware_assignment_tags=tuple(tags))
 
 
 def _consumer_group_config(v: dict[str, Any]) -> Any:

@@ -486,6 +486,11 @@ BROKER_DOCS: dict[str, str] = {
     'group.streams.num.standby.replicas': (
         'The number of standby replicas for each task.'
     ),
+    'group.streams.rack.aware.assignment.tags': (
+        'List of client tag keys used to distribute standby replicas across Kafka Streams instances. When '
+        'configured, and the used broker-side assignor supports it, it will make a best-effort to distribute '
+        'standby tasks over each client tag dimension.'
+    ),
     'group.streams.session.timeout.ms': (
         'The timeout to detect client failures when using the streams group protocol.'
     ),

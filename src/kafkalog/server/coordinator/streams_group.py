@@ -36,6 +36,7 @@ from kafkalog.server.coordinator.group import (
     TopicImage,
 )
 from kafkalog.server.coordinator.streams_assignor import AssignMember, assign
+from kafkalog.server.coordinator.streams_reconcile import STABLE, UNREVOKED_TASKS, owners, reconcile
 from kafkalog.server.coordinator.streams_topology import (
     ASSIGNMENT_DELAYED,
     SHUTDOWN_APPLICATION,
@@ -48,9 +49,11 @@ from kafkalog.server.coordinator.streams_topology import (
 Tasks = dict[str, set[int]]
 #: active tasks with the epoch each was assigned at (fences zombie offset commits)
 EpochTasks = dict[str, dict[int, int]]
+#: subtopology -> partition -> changelog offset (sum), as members report them
+TaskOffsets = dict[str, dict[int, int]]
 
-#: Kafka's streams MemberState values
-STABLE, UNREVOKED_TASKS, UNRELEASED_TASKS = 1, 2, 3
+#: the heartbeat status MISSING_CLIENT_TAGS (StreamsGroupHeartbeat v1+)
+MISSING_CLIENT_TAGS = 6
 
 
 
@@ -65,6 +68,17 @@ class StreamsGroupConfig:
     assignment_interval_ms: int = 1000
     task_offset_interval_ms: int = 60000
     acceptable_recovery_lag: int = 10000
+    #: the client tags standby tasks are spread over (Kafka 4.4's assignor does not read them: they
+    #: only join the assignment configs and, from v1, the MISSING_CLIENT_TAGS status)
+    rack_aware_assignment_tags: tuple[str, ...] = ()
+
+    def assignment_configs(self) -> dict[str, str]:
+        """Kafka's ``streamsGroupAssignmentConfigs``: what the group's metadata record keeps (a
+        change bumps the group epoch)."""
+        configs = {"num.standby.replicas": str(self.num_standby_replicas)}
+        if self.rack_aware_assignment_tags:
+            configs["rack.aware.assignment.tags"] = ",".join(self.rack_aware_assignment_tags)
+        return configs
 
 
 @dataclass(frozen=True)
@@ -122,6 +136,9 @@ class Group(ModernGroup[Member, tuple[Tasks, Tasks, Tasks]]):
     configured: bool = False
     #: when the target assignment was last computed (monotonic ms)
     assigned_at: int | None = None
+    #: member id -> (task offsets, task end offsets) as it last reported them, subtopology ->
+    #: partition -> offset (Kafka's ``MemberTaskOffsets``: in memory, not in the records)
+    task_offsets: dict[str, tuple[TaskOffsets, TaskOffsets]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -147,12 +164,6 @@ class Group(ModernGroup[Member, tuple[Tasks, Tasks, Tasks]]):
         if instance_id is None:
             return None
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
-
-    def active_owner(self, sid: str, p: int, exclude: str) -> Member | None:
-        for m in self.members.values():
-            if m.member_id != exclude and (p in m.active.get(sid, {}) or p in m.active_revoking.get(sid, {})):
-                return m
-        return None
 
 
 class HeartbeatResult(NamedTuple):
@@ -240,6 +251,19 @@ def _epochs_of(entries: Iterable[dict[str, Any]], default: int) -> EpochTasks:
     return out
 
 
+def _offsets_of(entries: Iterable[Any]) -> TaskOffsets:
+    """Kafka's ``MemberTaskOffsets.toNestedMap``: a duplicate (subtopology, partition) is an invalid
+    request."""
+    out: TaskOffsets = {}
+    for e in entries:
+        by_partition = out.setdefault(e.subtopology_id, {})
+        if int(e.partition) in by_partition:
+            raise GroupError(ec.INVALID_REQUEST, f"Task offsets contain a duplicate entry for subtopology "
+                                                 f"{e.subtopology_id} and partition {e.partition}.")
+        by_partition[int(e.partition)] = int(e.offset)
+    return out
+
+
 def _minus(a: Mapping[str, Iterable[int]], b: Mapping[str, Iterable[int]]) -> Tasks:
     out = {s: set(ps) - set(b.get(s, ())) for s, ps in a.items()}
     return {s: ps for s, ps in out.items() if ps}
@@ -280,9 +304,9 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
 
     # --- StreamsGroupHeartbeat -------------------------------------------------------------------
 
-    def heartbeat(self, b: Any, client_id: str, client_host: str) -> HeartbeatResult:
-        """Kafka's ``streamsGroupHeartbeat`` for a request ``b`` (validated by :func:`validate`);
-        raises :class:`GroupError` with the error to answer."""
+    def heartbeat(self, b: Any, client_id: str, client_host: str, version: int = 0) -> HeartbeatResult:
+        """Kafka's ``streamsGroupHeartbeat`` for a request ``b`` of version ``version`` (validated by
+        :func:`validate`); raises :class:`GroupError` with the error to answer."""
         if b.member_epoch in (LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH):
             return self._leave(b.group_id, b.member_id, b.instance_id, b.member_epoch)
         records: list[Record] = []
@@ -353,15 +377,22 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                     n = configured.tasks.get(sid)
                     if n is None or any(p < 0 or p >= n for p in ps):
                         raise GroupError(ec.INVALID_REQUEST, f"Invalid tasks for subtopology {sid}.")
+        offsets = None
+        if b.task_offsets is not None or b.task_end_offsets is not None:
+            before = g.task_offsets.get(b.member_id, ({}, {}))
+            offsets = (before[0] if b.task_offsets is None else _offsets_of(b.task_offsets),
+                       before[1] if b.task_end_offsets is None else _offsets_of(b.task_end_offsets))
         if validated != g.validated_topology_epoch:
             bump = True
-        configs = {"num.standby.replicas": str(self.config.num_standby_replicas)}
+        configs = self.config.assignment_configs()
         bumps = int(bump) + int(configs != g.assignment_configs)     # as Kafka 4.4: each counts
         # apply: the group's new state
         g.topology = g_topology
         g.configured = configured.tasks is not None
         g.members.pop(member.member_id, None)
         g.members[updated.member_id] = updated
+        if offsets is not None:
+            g.task_offsets[b.member_id] = offsets
         if bumps:
             g.group_epoch += bumps
             g.metadata_hash = metadata_hash
@@ -382,7 +413,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                 g.assigned_at = now
         # 5. reconcile
         target = g.target.get(updated.member_id, ({}, {}, {}))
-        new = self._reconcile(g, updated, g.assignment_epoch, target, owned)
+        new = reconcile(updated, g.assignment_epoch, target, owned, owners(g.members.values()))
         if new != updated:
             records.append(_current_record(g.group_id, new))
         g.members[new.member_id] = new
@@ -401,6 +432,11 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         if g.shutdown_requested_by is not None:
             status.append((SHUTDOWN_APPLICATION, f"Streams group member {g.shutdown_requested_by} encountered a "
                                                  f"fatal error and requested a shutdown for the entire application."))
+        tags = [t for t in self.config.rack_aware_assignment_tags if t not in dict(new.client_tags)]
+        if version >= 1 and tags:           # (v0 clients do not know the status)
+            status.append((MISSING_CLIENT_TAGS, f"Missing required client tags for rack-aware standby assignment: "
+                                                f"[{', '.join(tags)}]. Configure them via 'client.tag.<tagKey>' in "
+                                                f"your Streams config."))
         self._write(g, records)
         endpoints = None
         if g.endpoint_information_epoch != b.endpoint_information_epoch:
@@ -430,6 +466,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                 records += [_rec(sr.MEMBER_METADATA, g.group_id, new.metadata_value(), new.member_id),
                             _target_record(g.group_id, new.member_id, target), _current_record(g.group_id, new)]
                 del g.members[static.member_id]
+                g.task_offsets.pop(static.member_id, None)
                 g.members[new.member_id] = new
                 for deadlines in (g.session_deadline, g.rebalance_deadline):
                     deadlines.pop(static.member_id, None)
@@ -460,9 +497,12 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         return m
 
     def _update_target(self, g: Group, tasks: Mapping[str, int], records: list[Record]) -> None:
-        members = [AssignMember(m.member_id, m.process_id or m.member_id, m.active_tasks(), m.standby)
+        members = [AssignMember(m.member_id, m.process_id or m.member_id, m.active_tasks(), m.standby,
+                                g.task_offsets.get(m.member_id, ({}, {}))[0])
                    for m in g.members.values()]
-        new = assign(members, tasks, self.config.num_standby_replicas)
+        stateful = [s["subtopology_id"] for s in (g.topology or {}).get("subtopologies", ())
+                    if s["state_changelog_topics"]]
+        new = assign(members, tasks, self.config.num_standby_replicas, stateful)
         for mid, t in new.items():
             if g.target.get(mid) != t:
                 records.append(_target_record(g.group_id, mid, t))
@@ -470,58 +510,6 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         g.assignment_epoch, g.assignment_timestamp = g.group_epoch, self._wall()
         records.append(_rec(sr.TARGET_ASSIGNMENT_METADATA, g.group_id,
                             {"assignment_epoch": g.assignment_epoch, "assignment_timestamp": g.assignment_timestamp}))
-
-    def _reconcile(self, g: Group, m: Member, target_epoch: int, target: tuple[Tasks, Tasks, Tasks],
-                   owned: tuple[Tasks, Tasks, Tasks] | None) -> Member:
-        """Kafka's streams ``CurrentAssignmentBuilder``: revoke first, then assign what is released."""
-        if m.state == UNREVOKED_TASKS:
-            revoking: tuple[Mapping[str, Iterable[int]], ...] = (m.active_revoking, m.standby_revoking,
-                                                                 m.warmup_revoking)
-            if owned is None or any(_intersects(r, o) for r, o in zip(revoking, owned, strict=True)):
-                return m
-            m = replace(m, active_revoking={}, standby_revoking={}, warmup_revoking={}, state=STABLE)
-        elif m.member_epoch == target_epoch and m.state == STABLE:
-            return m
-        current = (m.active_tasks(), m.standby, m.warmup)
-        revoke = tuple(_minus(c, t) for c, t in zip(current, target, strict=True))
-        standby, standby_unreleased = self._standby(g, m, target[1])
-        warmup = {s: set(ps) for s, ps in target[2].items() if ps}
-        keep_active = {s: kept for s, ps in m.active.items()
-                       if (kept := {p: e for p, e in ps.items() if p not in revoke[0].get(s, ())})}
-        # tasks to give up that the member still owns (as its request says; all when it does not say)
-        # are revoked first; the new standby and warm-up tasks come with the revocation, as in Kafka
-        if any(revoke) and (owned is None or any(_intersects(r, o) for r, o in zip(revoke, owned, strict=True))):
-            return replace(m, state=UNREVOKED_TASKS, active=keep_active, standby=standby, warmup=warmup,
-                           active_revoking={s: {p: m.active[s][p] for p in ps} for s, ps in revoke[0].items()},
-                           standby_revoking=revoke[1], warmup_revoking=revoke[2])
-        unreleased = standby_unreleased
-        active: EpochTasks = {s: dict(ps) for s, ps in keep_active.items()}
-        for sid, ps in target[0].items():
-            for p in ps:
-                if p in active.get(sid, {}):
-                    continue
-                if g.active_owner(sid, p, m.member_id) is not None:
-                    unreleased = True
-                    continue
-                active.setdefault(sid, {})[p] = target_epoch
-        return replace(m, member_epoch=target_epoch, previous_member_epoch=m.member_epoch,
-                       state=UNRELEASED_TASKS if unreleased else STABLE, active=active, standby=standby,
-                       warmup=warmup)
-
-    @staticmethod
-    def _standby(g: Group, m: Member, target: Tasks) -> tuple[Tasks, bool]:
-        """The target standby tasks the member may have now (not while another member of its process
-        runs the task as active), and whether one must wait."""
-        standby: Tasks = {}
-        unreleased = False
-        for sid, ps in target.items():
-            for p in ps:
-                owner = g.active_owner(sid, p, m.member_id)
-                if owner is not None and owner.process_id == m.process_id:
-                    unreleased = True
-                    continue
-                standby.setdefault(sid, set()).add(p)
-        return standby, unreleased
 
     def _endpoints(self, g: Group, member: Member) -> list[dict[str, Any]]:
         """partitionsByUserEndpoint: each member with an endpoint and the source partitions of the
@@ -579,6 +567,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
             records += _remove_member_records(g.group_id, m.member_id)
             g.members.pop(m.member_id, None)
             g.target.pop(m.member_id, None)
+            g.task_offsets.pop(m.member_id, None)
             g.session_deadline.pop(m.member_id, None)
             g.rebalance_deadline.pop(m.member_id, None)
             if g.shutdown_requested_by == m.member_id:

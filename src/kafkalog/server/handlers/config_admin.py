@@ -71,6 +71,13 @@ KAFKALOG_DOCS: dict[str, str] = {
     "group.consumer.regex.refresh.interval.ms": (
         "Kafka's internal key: how often the coordinator resolves consumer-protocol regular expression "
         "subscriptions against the topics."),
+    "group.streams.task.offset.interval.ms": (
+        "Kafka's internal key: the interval in which streams group members send their task changelog offsets."),
+    "group.streams.min.task.offset.interval.ms": (
+        "Kafka's internal key: the minimum allowed value of streams.task.offset.interval.ms."),
+    "group.streams.acceptable.recovery.lag": (
+        "Kafka's internal key: the maximum acceptable lag (number of offsets to catch up) for a client to be "
+        "considered caught-up enough to receive an active task assignment (sent to streams group members)."),
     "sasl.credentials.file": "kafkalog's: the SCRAM and PLAIN users file (docs/server.md, TLS and SASL).",
     "telemetry.max.bytes": ("The maximum size (after compression if compression is used) of telemetry metrics "
                             "pushed from a client to the broker. The default value is 1048576 (1 MB)."),

@@ -17,8 +17,6 @@ from dataclasses import MISSING, fields
 from functools import cache
 from typing import Any
 
-from kio.index import load_response_schema
-
 from kafkalog.errors import AcksZeroFailure
 from kafkalog.server.broker import Broker
 from kafkalog.server.handlers.fetch import FIRST_TOPIC_ID as FETCH_FIRST_TOPIC_ID
@@ -27,6 +25,7 @@ from kafkalog.server.handlers.handler import Response
 from kafkalog.server.handlers.produce import FIRST_TOPIC_ID as PRODUCE_FIRST_TOPIC_ID
 from kafkalog.server.handlers.produce import PartitionResult, encode_produce_response
 from kafkalog.server.requests.kio_build import _nested_type, build
+from kafkalog.server.requests.message_schemas import response_schema
 from kafkalog.server.requests.protocol import Request
 
 #: Kafka's "no node" (``Node.noNode()``) and its unknown offsets, ids and epochs
@@ -51,7 +50,7 @@ def error_response(broker: Broker, request: Request, code: int, message: str | N
     builder = _BUILDERS.get(key, _top_level)
     values = builder(request, code, message)
     values.setdefault("throttle_time", 0)
-    return filled(load_response_schema(key, request.api_version), values)
+    return filled(response_schema(key, request.api_version), values)
 
 
 def _produce(request: Request, code: int, message: str | None) -> Response:

@@ -149,8 +149,8 @@ APIS: dict[int, tuple[str, int, int, Handler]] = {
     78: ("ShareFetch", 1, 2, handle_share_fetch),
     79: ("ShareAcknowledge", 1, 2, handle_share_acknowledge),
     # streams groups (KIP-1071; streams.version 1)
-    88: ("StreamsGroupHeartbeat", 0, 0, handle_streams_group_heartbeat),
-    89: ("StreamsGroupDescribe", 0, 0, handle_streams_group_describe),
+    88: ("StreamsGroupHeartbeat", 0, 1, handle_streams_group_heartbeat),
+    89: ("StreamsGroupDescribe", 0, 1, handle_streams_group_describe),
     90: ("DescribeShareGroupOffsets", 0, 1, handle_describe_share_group_offsets),
     91: ("AlterShareGroupOffsets", 0, 0, handle_alter_share_group_offsets),
     92: ("DeleteShareGroupOffsets", 0, 0, handle_delete_share_group_offsets),

@@ -29,10 +29,22 @@ def _tasks(tasks: Any) -> list[dict[str, Any]]:
     return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items()) if ps]
 
 
+def _offsets(offsets: Any) -> list[dict[str, Any]]:
+    return [{"subtopology_id": s, "partition": p, "offset": o}
+            for s, ps in sorted(offsets.items()) for p, o in sorted(ps.items())]
+
+
+def _recovery_lag(request: Request, lag: int) -> int:
+    """AcceptableRecoveryLag: v1's 64-bit field; v0's 32-bit one is Kafka 4.4's deprecated
+    ``AcceptableRecoveryLagLegacy``, which it never sets (0)."""
+    return lag if request.api_version >= 1 else 0
+
+
 def _error(broker: Broker, request: Request, code: int, message: str | None = None) -> Any:
     return broker.response(request, {
         "throttle_time": 0, "error_code": code, "error_message": message, "member_id": "", "member_epoch": 0,
-        "heartbeat_interval": 0, "acceptable_recovery_lag": 0, "task_offset_interval": 0, "status": [],
+        "heartbeat_interval": 0, "acceptable_recovery_lag": _recovery_lag(request, -1), "task_offset_interval": 0,
+        "status": [],
         "active_tasks": None, "standby_tasks": None, "warmup_tasks": None, "endpoint_information_epoch": 0,
         "partitions_by_user_endpoint": None})
 
@@ -46,7 +58,7 @@ def handle_streams_group_heartbeat(broker: Broker, request: Request) -> Any:
         check_member_acls(broker, b.group_id, sources)
         if broker.log_dir_failure is not None:
             raise GroupError(ec.NOT_COORDINATOR)
-        r = coordinator.heartbeat(b, request.client_id or "", "/" + broker.advertised.host)
+        r = coordinator.heartbeat(b, request.client_id or "", "/" + broker.advertised.host, request.api_version)
     except GroupError as e:
         return _error(broker, request, e.code, e.message)
     except KafkalogIOError as e:
@@ -62,17 +74,19 @@ def handle_streams_group_heartbeat(broker: Broker, request: Request) -> Any:
         _create_internal_topics(broker, r.creatable)
     m = r.member
     config = coordinator.config
+    left = m.member_epoch < 0          # Kafka's leave answers carry the member and its epoch only
     return broker.response(request, {
         "throttle_time": 0, "error_code": ec.NONE, "error_message": None, "member_id": m.member_id,
         "member_epoch": m.member_epoch,
-        "heartbeat_interval": config.heartbeat_interval_ms if m.member_epoch >= 0 else 0,
-        "acceptable_recovery_lag": config.acceptable_recovery_lag,
-        "task_offset_interval": config.task_offset_interval_ms,
+        "heartbeat_interval": 0 if left else config.heartbeat_interval_ms,
+        "acceptable_recovery_lag": _recovery_lag(request, -1 if left else config.acceptable_recovery_lag),
+        "task_offset_interval": 0 if left else config.task_offset_interval_ms,
         "status": [{"status_code": c, "status_detail": d} for c, d in r.status],
         "active_tasks": _tasks(m.active) if r.send_assignment else None,
         "standby_tasks": _tasks(m.standby) if r.send_assignment else None,
         "warmup_tasks": _tasks(m.warmup) if r.send_assignment else None,
-        "endpoint_information_epoch": r.endpoint_information_epoch,
+        "topology_description_required": False,            # (no topology description plugin)
+        "endpoint_information_epoch": 0 if left else r.endpoint_information_epoch,
         "partitions_by_user_endpoint": r.endpoints})
 
 
@@ -110,8 +124,17 @@ def _create_internal_topics(broker: Broker, topics: dict[str, tuple[int, int, di
 
 def handle_streams_group_describe(broker: Broker, request: Request) -> Any:
     coordinator = broker.streams_groups
-    groups = []
-    for gid in request.body.group_ids:
+    include_description = request.api_version >= 1 and request.body.include_topology_description     # v1+
+    # an empty group id is INVALID_GROUP_ID, answered first (Kafka answers it before it asks the
+    # coordinator about the others)
+    ids = list(request.body.group_ids)
+    groups: list[dict[str, Any]] = [{
+        "group_id": "", "error_code": ec.INVALID_GROUP_ID, "error_message": None, "group_state": "",
+        "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for gid in ids if not gid]
+    for gid in ids:
+        if not gid:
+            continue
         empty = {"group_id": gid, "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "topology": None,
                  "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         if broker.authorizer is not None and not broker.authorize(DESCRIBE, GROUP, gid):
@@ -134,7 +157,8 @@ def handle_streams_group_describe(broker: Broker, request: Request) -> Any:
                 "user_endpoint": None if m.user_endpoint is None else
                 {"host": m.user_endpoint[0], "port": m.user_endpoint[1]},
                 "client_tags": [{"key": k, "value": v} for k, v in m.client_tags],
-                "task_offsets": [], "task_end_offsets": [],
+                "task_offsets": _offsets(g.task_offsets.get(m.member_id, ({}, {}))[0]),
+                "task_end_offsets": _offsets(g.task_offsets.get(m.member_id, ({}, {}))[1]),
                 "assignment": {"active_tasks": _tasks(m.active), "standby_tasks": _tasks(m.standby),
                                "warmup_tasks": _tasks(m.warmup)},
                 "target_assignment": {"active_tasks": _tasks(target[0]), "standby_tasks": _tasks(target[1]),
@@ -146,6 +170,9 @@ def handle_streams_group_describe(broker: Broker, request: Request) -> Any:
             "state_changelog_topics": s["state_changelog_topics"],
             "repartition_source_topics": s["repartition_source_topics"]} for s in g.topology["subtopologies"]]}
         groups.append({"error_code": ec.NONE, "error_message": None, "group_id": gid, "group_state": g.state,
+                       # v1: the assignor's name; a description asked for is NOT_STORED (1): no plugin
+                       "assignor_name": "sticky", "topology_description": None,
+                       "topology_description_status": 1 if include_description else 0,
                        "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
                        "topology": topology, "members": members,
                        "authorized_operations": broker.operations(

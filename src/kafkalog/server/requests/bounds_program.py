@@ -34,7 +34,6 @@ import functools
 from dataclasses import Field, dataclass, fields
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial._introspect import (
@@ -49,6 +48,7 @@ from kio.serial._introspect import (
 )
 
 from kafkalog.errors import SchemaCompileError
+from kafkalog.server.requests.message_schemas import request_schema
 
 FIXED, STRING, BYTES, STRUCT, NULLABLE_STRUCT, ARRAY, TAGS = range(1, 8)
 COMPACT, NULLABLE = 1, 2
@@ -184,7 +184,7 @@ def api_name(cls: type) -> str:
 @functools.cache
 def bounds_program(api_key: int, api_version: int) -> BoundsProgram:
     """The program of one request version, compiled on first use."""
-    cls = load_request_schema(api_key, api_version)
+    cls = request_schema(api_key, api_version)
     code, names = compile_request(cls)
     return BoundsProgram(api_key, api_version, api_name(cls), code, names)
 

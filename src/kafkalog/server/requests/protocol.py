@@ -22,7 +22,6 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -33,11 +32,10 @@ from kio.static.primitive import i32
 from kafkalog.errors import InvalidRequestError, RequestBoundsError, UnsupportedVersionError
 from kafkalog.server.requests.bounds_program import BoundsProgram, bounds_program
 from kafkalog.server.requests.frames import frame
+from kafkalog.server.requests.message_schemas import request_schema
 from kafkalog.server.requests.request_bounds import violation, walk
 
 _HEADER_PREFIX = struct.Struct(">hhi")
-#: kio's lookup imports the schema's module each call (~7 µs); a request's class is asked for often
-_request_schema = functools.cache(load_request_schema)
 _INT32 = struct.Struct(">i")
 
 API_VERSIONS_KEY = 18
@@ -74,7 +72,7 @@ def peek_header(data: bytes) -> tuple[int, int, int]:
 @functools.cache
 def _readers(key: int, version: int) -> tuple[Any, Any, bool, BoundsProgram]:
     """(header reader, body reader, flexible, bounds program) of one API version: made once."""
-    cls = _request_schema(key, version)
+    cls = request_schema(key, version)
     flexible = bool(cls.__flexible__)
     return (entity_reader(RequestHeaderV2 if flexible else RequestHeaderV1), entity_reader(cls),
             flexible, bounds_program(key, version))
