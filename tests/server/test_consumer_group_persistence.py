@@ -7,15 +7,19 @@ the ``__consumer_offsets`` segment kafkalog wrote, and one Kafka wrote, as DumpL
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
-from tests import kafka44
-from tests.server.broker_process import BrokerProcess
 from tests.server.consumer_group_raw import FAST_CONSUMER_GROUPS, RawClient
+from tests.server.group_handover import (
+    Kafkalog,
+    assert_offsets_read_as_kafka,
+    dump,
+    groups_cli,
+    new_kafka,
+    offsets_segments,
+    serving,
+)
 
 #: sessions long enough to outlive a JVM start
 SETTINGS = dict(FAST_CONSUMER_GROUPS, **{"group.consumer.session.timeout.ms": "30000",
@@ -32,18 +36,13 @@ def _client(port: int, group: str, topics: dict[str, uuid.UUID], labels: dict[st
     return c
 
 
-def _groups_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "groups", str(data), *args],
-                          capture_output=True, text=True, timeout=120)
-
-
 def _check_groups_cli(data: Path, group: str, topic: str, c: RawClient) -> None:
     """``kafkalog groups`` reads the running broker's directory: the consumer group, its state,
     epochs and members with their partitions."""
     import json
-    listed = [json.loads(line) for line in _groups_cli(data, "--list").stdout.splitlines()]
+    listed = [json.loads(line) for line in groups_cli(data, "--list").stdout.splitlines()]
     assert {"group": group, "state": "Stable", "type": "consumer"} in listed, listed
-    r = _groups_cli(data, "--describe", "--group", group)
+    r = groups_cli(data, "--describe", "--group", group)
     assert r.returncode == 0, r.stderr
     lines = [json.loads(line) for line in r.stdout.splitlines()]
     summary = lines[0]
@@ -54,43 +53,21 @@ def _check_groups_cli(data: Path, group: str, topic: str, c: RawClient) -> None:
     assert {m["memberEpoch"] for m in summary["members"]} == {c.epochs[label] for label in ("m1", "m2", "m3")}
     offsets = [row for row in lines[1:] if row["type"] == "offset"]
     assert {(row["consumerId"], row["partition"]) for row in offsets} == owned
-    text = _groups_cli(data, "--describe", "--group", group, "--format", "text").stdout
+    text = groups_cli(data, "--describe", "--group", group, "--format", "text").stdout
     assert f"Consumer group '{group}': state Stable, type consumer" in text, text
 
 
-def _dump(segment: Path) -> tuple[str, str]:
-    theirs = kafka44.dump_log_segments([segment], "--offsets-decoder")
-    ours = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "dump", str(segment), "--offsets-decoder"],
-                          capture_output=True, text=True, timeout=120)
-    assert ours.returncode == 0, ours.stderr
-    return theirs, ours.stdout
-
-
-def _offsets_segments(data: Path, group: str) -> list[Path]:
-    from kafkalog.coordinator.group_metadata import partition_for_group
-    d = data / f"__consumer_offsets-{partition_for_group(group)}"
-    return sorted(d.glob("*.log"))
-
-
 def test_groups_survive_a_kafkalog_restart_and_kafka_adopts_them(tmp_path: Path) -> None:
-    kafka44.require()
-    kafka = kafka44.KafkaBroker(tmp_path / "kafka", SETTINGS)
-    kafka.format()
-    kafka.start()
     group, topic = f"adopt-{uuid.uuid4().hex[:6]}", f"adopt-t-{uuid.uuid4().hex[:6]}"
-    try:
+    with new_kafka(tmp_path, SETTINGS) as kafka:
         # Kafka creates the topic (its id is in its metadata) and __consumer_offsets
         setup = RawClient(kafka.port, group)
         setup.find_coordinator()
         setup.create_topic(topic, 6)
         topics = dict(setup.topic_ids)
         setup.close()
-    finally:
-        kafka.stop()
     data = kafka.log_dir
-    configs = [f"{k}={v}" for k, v in SETTINGS.items()]
-    ours = BrokerProcess(str(data), configs).start()
-    try:
+    with Kafkalog(data, SETTINGS) as ours:
         c = _client(ours.port, group, topics, {})
         c.heartbeat("m1", topics=[topic], instance="i-1")
         c.heartbeat("m2", topics=[topic], assignor="range")
@@ -104,8 +81,7 @@ def test_groups_survive_a_kafkalog_restart_and_kafka_adopts_them(tmp_path: Path)
         _check_groups_cli(data, group, topic, c)
         labels, epochs, owned = dict(c.members), dict(c.epochs), dict(c.owned)
         c.close()
-        ours.stop(sig=signal.SIGKILL)             # a crash: nothing flushed at shutdown
-        ours = BrokerProcess(str(data), configs).start()
+        ours.crash_and_restart()
         c = _client(ours.port, group, topics, labels)
         c.epochs, c.owned = dict(epochs), dict(owned)
         assert c.describe() == before
@@ -113,19 +89,11 @@ def test_groups_survive_a_kafkalog_restart_and_kafka_adopts_them(tmp_path: Path)
             got = c.heartbeat(label, owned=owned[label])
             assert got["error"] == 0 and got["epoch"] == epochs[label], got
         c.close()
-        assert ours.stop() == 0, ours.stderr()
-    finally:
-        if ours.alive():
-            ours.kill()
 
     # the __consumer_offsets segment kafkalog wrote reads as Kafka reads it
-    for segment in _offsets_segments(data, group):
-        theirs, mine = _dump(segment)
-        assert "ConsumerGroup" not in theirs and '"type":"8"' in theirs, theirs[:2000]
-        assert mine == theirs
+    assert_offsets_read_as_kafka(data, group, 8, "ConsumerGroup")
 
-    kafka.start()
-    try:
+    with serving(kafka):
         c = _client(kafka.port, group, topics, labels)
         c.epochs, c.owned = dict(epochs), dict(owned)
         assert c.describe() == before
@@ -138,19 +106,13 @@ def test_groups_survive_a_kafkalog_restart_and_kafka_adopts_them(tmp_path: Path)
         assert sorted(o for _t, _p, o, _e in c.transcript[-1][4]) == [-1, -1, -1] + sorted(
             100 + owned[m][topic][0] for m in ("m1", "m2", "m3"))
         c.close()
-    finally:
-        kafka.stop()
 
 
 def test_dump_offsets_decoder_of_kafka_consumer_group_records(tmp_path: Path) -> None:
     """A segment Kafka 4.4 wrote with a group's whole life (joins, revocations, a regex, leaves,
     tombstones) prints as DumpLogSegments --offsets-decoder prints it."""
-    kafka44.require()
-    kafka = kafka44.KafkaBroker(tmp_path / "kafka", FAST_CONSUMER_GROUPS)
-    kafka.format()
-    kafka.start()
     group = f"dump-{uuid.uuid4().hex[:6]}"
-    try:
+    with new_kafka(tmp_path, FAST_CONSUMER_GROUPS) as kafka:
         c = RawClient(kafka.port, group)
         c.find_coordinator()
         t = f"dump-t-{uuid.uuid4().hex[:6]}"
@@ -161,11 +123,9 @@ def test_dump_offsets_decoder_of_kafka_consumer_group_records(tmp_path: Path) ->
         c.heartbeat("m1", -2, instance="i-1")
         c.heartbeat("m2", -1)
         c.close()
-    finally:
-        kafka.stop()
-    segments = _offsets_segments(kafka.log_dir, group)
+    segments = offsets_segments(kafka.log_dir, group)
     assert segments
     for segment in segments:
-        theirs, mine = _dump(segment)
+        theirs, mine = dump(segment)
         assert '"type":"16"' in theirs and "<DELETE>" in theirs, theirs[:3000]
         assert mine == theirs

@@ -7,7 +7,6 @@ the records kafkalog reads when it takes the directory back."""
 from __future__ import annotations
 
 import json
-import signal
 import time
 import uuid
 from dataclasses import replace
@@ -16,10 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests import kafka44
-from tests.server.broker_process import BrokerProcess
+from tests.server.group_handover import Kafkalog, assert_offsets_read_as_kafka, groups_cli, new_kafka, serving
 from tests.server.raw import connect, recv_frame, request_frame, response_of
-from tests.server.test_consumer_group_persistence import _dump, _groups_cli, _offsets_segments
 from tests.server.test_streams_group_protocol import RETRIABLE, _create, find_coordinator, heartbeat, topology
 
 SETTINGS = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",
@@ -89,9 +86,9 @@ def resumes(port: int, group: str, members: dict[str, dict[str, Any]]) -> None:
 def _check_groups_cli(data: Path, group: str, source: str, members: dict[str, dict[str, Any]]) -> None:
     """``kafkalog groups`` reads the running broker's directory: the streams group, its state,
     epochs, members and the source partitions of their active tasks."""
-    listed = [json.loads(line) for line in _groups_cli(data, "--list").stdout.splitlines()]
+    listed = [json.loads(line) for line in groups_cli(data, "--list").stdout.splitlines()]
     assert {"group": group, "state": "Stable", "type": "streams"} in listed, listed
-    r = _groups_cli(data, "--describe", "--group", group)
+    r = groups_cli(data, "--describe", "--group", group)
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout.splitlines()[0])
     assert summary["groupType"] == "streams" and summary["state"] == "Stable", summary
@@ -99,27 +96,19 @@ def _check_groups_cli(data: Path, group: str, source: str, members: dict[str, di
         mid: st["epoch"] for mid, st in members.items()}
     owned = sorted((a["topic"], a["partition"]) for m in summary["members"] for a in m["assignment"])
     assert owned == [(source, p) for p in range(4)]
-    text = _groups_cli(data, "--describe", "--group", group, "--format", "text").stdout
+    text = groups_cli(data, "--describe", "--group", group, "--format", "text").stdout
     assert f"Streams group '{group}': state Stable, type streams" in text, text
 
 
 @pytest.mark.slow            # Kafka 4.4 started three times, kafkalog three times (~30-50 s)
 def test_streams_groups_survive_restarts_and_move_between_kafka_and_kafkalog(tmp_path: Path) -> None:
-    kafka44.require()
-    kafka = kafka44.KafkaBroker(tmp_path / "kafka", SETTINGS)
-    kafka.format()
-    kafka.start()
     group, source = f"sg-{uuid.uuid4().hex[:6]}", f"src-{uuid.uuid4().hex[:6]}"
-    try:     # Kafka creates the topics (its metadata log must know them) and __consumer_offsets
-        find_coordinator(kafka.port, group)
+    with new_kafka(tmp_path, SETTINGS) as kafka:    # Kafka creates the topics (its metadata log must know them)
+        find_coordinator(kafka.port, group)         # and __consumer_offsets
         _create(kafka.bootstrap, source, 4)
         _create(kafka.bootstrap, f"{group}-store-changelog", 4)
-    finally:
-        kafka.stop()
     data = kafka.log_dir
-    configs = [f"{k}={v}" for k, v in SETTINGS.items()]
-    ours = BrokerProcess(str(data), configs).start()
-    try:
+    with Kafkalog(data, SETTINGS) as ours:
         find_coordinator(ours.port, group)
         members = {"m1": join(ours.port, group, "m1", source, 7001)}
         settle(ours.port, group, members)
@@ -129,20 +118,14 @@ def test_streams_groups_survive_restarts_and_move_between_kafka_and_kafkalog(tmp
         assert before[0] == "Stable" and len(before[4]) == 2, before
         assert sorted(m.user_endpoint.port for m in before[4]) == [7001, 7002]
         assert all(m.assignment.standby_tasks for m in before[4]), before      # one standby per task
-        ours.stop(sig=signal.SIGKILL)              # a crash: nothing flushed at shutdown
-        ours = BrokerProcess(str(data), configs).start()
+        ours.crash_and_restart()
         find_coordinator(ours.port, group)
         assert describe(ours.port, group) == before
         resumes(ours.port, group, members)
         assert describe(ours.port, group) == before
         _check_groups_cli(data, group, source, members)
-        assert ours.stop() == 0, ours.stderr()
-    finally:
-        if ours.alive():
-            ours.kill()
 
-    kafka.start()                                  # Kafka 4.4 takes the directory kafkalog wrote
-    try:
+    with serving(kafka):                           # Kafka 4.4 takes the directory kafkalog wrote
         find_coordinator(kafka.port, group)
         assert describe(kafka.port, group) == before
         resumes(kafka.port, group, members)
@@ -150,22 +133,12 @@ def test_streams_groups_survive_restarts_and_move_between_kafka_and_kafkalog(tmp
         members["m3"] = join(kafka.port, group, "m3", source, 7003)
         settle(kafka.port, group, members)
         after = describe(kafka.port, group)
-    finally:
-        kafka.stop()
 
-    ours = BrokerProcess(str(data), configs).start()   # and kafkalog takes Kafka's records back
-    try:
+    with Kafkalog(data, SETTINGS) as ours:         # and kafkalog takes Kafka's records back
         find_coordinator(ours.port, group)
         assert describe(ours.port, group) == after
         resumes(ours.port, group, members)
         assert describe(ours.port, group) == after
-        assert ours.stop() == 0, ours.stderr()
-    finally:
-        if ours.alive():
-            ours.kill()
 
     # the __consumer_offsets segment both wrote reads as Kafka's DumpLogSegments reads it
-    for segment in _offsets_segments(data, group):
-        theirs, mine = _dump(segment)
-        assert '"type":"22"' in theirs and "StreamsGroup" not in theirs, theirs[:2000]
-        assert mine == theirs
+    assert_offsets_read_as_kafka(data, group, 22, "StreamsGroup")

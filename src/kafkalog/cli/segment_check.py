@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from kafkalog.log.index import offset_index, time_index, txn_index
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.record.header_walk import (
     F_BASE_OFFSET,
@@ -27,10 +27,6 @@ from kafkalog.record.header_walk import (
     walk,
 )
 from kafkalog.record.header_walk import Finding as WalkFinding
-
-_OFF_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 @dataclass
@@ -262,7 +258,7 @@ def check_offset_index(path: str, scan: Optional[LogScan],
     by_pos = scan.by_position if scan is not None else {}
     lasts = sorted((b.position, b.last_offset) for b in scan.batches) if scan is not None else []
     for i in range(len(data) // 8):
-        rel, position = _OFF_ENTRY.unpack_from(data, i * 8)
+        rel, position = offset_index.ENTRY.unpack_from(data, i * 8)
         if rel == 0 and position == 0 and not any(data[i * 8:]):
             # Kafka never writes an all-zero entry (the first append to a segment is never
             # indexed): zeros from here to the end, slot 0 included, are preallocation
@@ -354,7 +350,7 @@ def check_time_index(path: str, scan: Optional[LogScan],
     by_last = {b.last_offset: b for b in scan.batches} if scan is not None else {}
     prev_ts = None
     for i in range(len(data) // 12):
-        ts, rel = _TIME_ENTRY.unpack_from(data, i * 12)
+        ts, rel = time_index.ENTRY.unpack_from(data, i * 12)
         if rel == 0 and (i > 0 and ts == 0 or not any(data[i * 12:])):
             res.zero_tail_at = i * 12
             res.findings.append(Finding("error", "zero-filled-tail", path, i * 12,
@@ -404,7 +400,7 @@ def read_txn_index(path: str, max_findings: Optional[int] = MAX_FINDINGS_PER_FIL
         findings.append(Finding("error", "index-size", path, len(data) - len(data) % 34,
                                 f"{len(data) % 34} trailing bytes do not form a 34-byte entry"))
     for i in range(len(data) // 34):
-        version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * 34)
+        version, pid, first, last, lso = txn_index.ENTRY.unpack_from(data, i * 34)
         out.append({"version": version, "producerId": pid, "firstOffset": first, "lastOffset": last,
                     "lastStableOffset": lso})
         if version != 0:

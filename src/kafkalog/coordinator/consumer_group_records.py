@@ -64,9 +64,8 @@ CONSUMER_GROUP_RECORD_TYPES: dict[int, str] = {
 }
 _MEMBER_KEYED = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
 
-#: topic id -> {partition: assignment epoch} (current assignments) or a set of partitions (targets)
-EpochAssignment = dict[uuid.UUID, dict[int, int]]
-Assignment = dict[uuid.UUID, frozenset[int]]
+#: (topic id, partitions) of a target assignment, as the records of every modern group hold it
+TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
 
 class ConsumerGroupKey(NamedTuple):
@@ -111,7 +110,7 @@ class TargetAssignmentMetadataValue(NamedTuple):
 
 
 class TargetAssignmentMemberValue(NamedTuple):
-    partitions: tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+    partitions: TopicPartitions
 
 
 class CurrentMemberAssignmentValue(NamedTuple):
@@ -228,6 +227,24 @@ def _sub(what: str, data: bytes) -> _Reader:
     return _Reader(data, what, flexible=True)
 
 
+def _write_topic_partitions(w: _Writer, topics: TopicPartitions) -> None:
+    w.array_len(len(topics))
+    for topic_id, parts in topics:
+        _uuid(w, topic_id)
+        _ints(w, parts)
+        w.tags()
+
+
+def _read_topic_partitions(r: _Reader, field: str) -> TopicPartitions:
+    out = []
+    for _ in range(r.array_len(field)):
+        topic_id = _read_uuid(r, "topic_id")
+        parts = _read_ints(r, "partitions")
+        r.tags()
+        out.append((topic_id, parts))
+    return tuple(out)
+
+
 # --- values -----------------------------------------------------------------------------------------
 
 def encode_value(value: Value) -> bytes:
@@ -265,11 +282,7 @@ def encode_value(value: Value) -> bytes:
         tags = [(0, bytes(c.out))]
         _tagged(w, tags)
     elif isinstance(value, TargetAssignmentMemberValue):
-        w.array_len(len(value.partitions))
-        for topic_id, parts in value.partitions:
-            _uuid(w, topic_id)
-            _ints(w, parts)
-            w.tags()
+        _write_topic_partitions(w, value.partitions)
         w.tags()
     elif isinstance(value, CurrentMemberAssignmentValue):
         w.i32(value.member_epoch)
@@ -310,15 +323,16 @@ def encode_value(value: Value) -> bytes:
     return bytes(w.out)
 
 
-def _topic_partitions(r: _Reader, field: str, with_epochs: bool
-                      ) -> tuple[tuple[uuid.UUID, tuple[int, ...], tuple[int, ...] | None], ...]:
+def _assigned_partitions(r: _Reader, field: str
+                         ) -> tuple[tuple[uuid.UUID, tuple[int, ...], tuple[int, ...] | None], ...]:
+    """A current assignment's partitions by topic, each with its assignment epochs (a tagged field)."""
     out = []
     for _ in range(r.array_len(field)):
         topic_id = _read_uuid(r, "topic_id")
         parts = _read_ints(r, "partitions")
         epochs = None
         tags = r.tags()
-        if with_epochs and 0 in tags:
+        if 0 in tags:
             er = _sub("assignment_epochs", tags[0])
             epochs = _read_ints(er, "assignment_epochs")
         out.append((topic_id, parts, epochs))
@@ -364,14 +378,14 @@ def decode_value(record_type: int, buf: bytes) -> Value:
         out = MemberMetadataValue(instance, rack, client_id, client_host, topics, regex, rebalance, assignor,
                                   classic)
     elif record_type == TARGET_ASSIGNMENT_MEMBER:
-        out = TargetAssignmentMemberValue(tuple((t, p) for t, p, _e in _topic_partitions(r, "topic_partitions", False)))
+        out = TargetAssignmentMemberValue(_read_topic_partitions(r, "topic_partitions"))
         r.tags()
     elif record_type == CURRENT_MEMBER_ASSIGNMENT:
         epoch = r.i32("member_epoch")
         previous = r.i32("previous_member_epoch")
         state = _i8(r, "state")
-        assigned = _topic_partitions(r, "assigned_partitions", True)
-        pending = _topic_partitions(r, "partitions_pending_revocation", True)
+        assigned = _assigned_partitions(r, "assigned_partitions")
+        pending = _assigned_partitions(r, "partitions_pending_revocation")
         r.tags()
         out = CurrentMemberAssignmentValue(epoch, previous, state, assigned, pending)
     elif record_type == REGULAR_EXPRESSION:

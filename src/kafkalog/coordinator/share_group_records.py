@@ -26,16 +26,19 @@ import uuid
 from typing import NamedTuple, Union
 
 from kafkalog.coordinator.consumer_group_records import (
+    TopicPartitions,
     _i8,
     _ints,
     _key_bytes,
     _read_ints,
     _read_strings,
+    _read_topic_partitions,
     _read_uuid,
     _strings,
     _tagged,
     _uuid,
     _value_reader,
+    _write_topic_partitions,
 )
 from kafkalog.coordinator.group_metadata import _Reader, _Writer
 
@@ -70,7 +73,6 @@ SHARE_GROUP_RECORD_TYPES = {
 }
 _MEMBER_KEYED = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
 
-TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 NamedTopicPartitions = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
 
 
@@ -133,14 +135,6 @@ def decode_key(buf: bytes) -> ShareGroupKey | None:
     return ShareGroupKey(record_type, group, member)
 
 
-def _topic_partitions(w: _Writer, topics: TopicPartitions) -> None:
-    w.array_len(len(topics))
-    for topic_id, parts in topics:
-        _uuid(w, topic_id)
-        _ints(w, parts)
-        w.tags()
-
-
 def _named(w: _Writer, topics: NamedTopicPartitions) -> None:
     w.array_len(len(topics))
     for topic_id, name, parts in topics:
@@ -168,13 +162,13 @@ def encode_value(value: Value) -> bytes:
         w.i32(value.assignment_epoch)
         _tagged(w, [(0, struct.pack(">q", value.assignment_timestamp))] if value.assignment_timestamp else [])
     elif isinstance(value, ShareTargetAssignmentMemberValue):
-        _topic_partitions(w, value.partitions)
+        _write_topic_partitions(w, value.partitions)
         w.tags()
     elif isinstance(value, ShareCurrentAssignmentValue):
         w.i32(value.member_epoch)
         w.i32(value.previous_member_epoch)
         w.out += struct.pack(">b", value.state)
-        _topic_partitions(w, value.assigned)
+        _write_topic_partitions(w, value.assigned)
         w.tags()
     elif isinstance(value, ShareStatePartitionMetadataValue):
         _named(w, value.initializing)
@@ -188,16 +182,6 @@ def encode_value(value: Value) -> bytes:
     else:   # pragma: no cover - the union is closed
         raise TypeError(f"not a share group record value: {value!r}")
     return bytes(w.out)
-
-
-def _read_topic_partitions(r: _Reader, field: str) -> TopicPartitions:
-    out = []
-    for _ in range(r.array_len(field)):
-        topic_id = _read_uuid(r, "topic_id")
-        parts = _read_ints(r, "partitions")
-        r.tags()
-        out.append((topic_id, parts))
-    return tuple(out)
 
 
 def _read_named(r: _Reader, field: str) -> NamedTopicPartitions:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from kafkalog.errors import InvalidConfigError
@@ -416,23 +416,8 @@ def _share_group_config(v: dict[str, Any]) -> Any:
     if assignors != ["simple"]:
         raise InvalidConfigError(f"Invalid value {','.join(assignors)} for configuration {p}assignors: the "
                                  f"built-in share group assignor is simple (custom assignor classes need a JVM)")
-    return ShareGroupBrokerConfig(
-        session_timeout_ms=v[p + "session.timeout.ms"], min_session_timeout_ms=v[p + "min.session.timeout.ms"],
-        max_session_timeout_ms=v[p + "max.session.timeout.ms"], heartbeat_interval_ms=v[p + "heartbeat.interval.ms"],
-        min_heartbeat_interval_ms=v[p + "min.heartbeat.interval.ms"],
-        max_heartbeat_interval_ms=v[p + "max.heartbeat.interval.ms"], max_size=v[p + "max.size"],
-        assignment_interval_ms=v[p + "assignment.interval.ms"],
-        min_assignment_interval_ms=v[p + "min.assignment.interval.ms"],
-        max_assignment_interval_ms=v[p + "max.assignment.interval.ms"],
-        record_lock_duration_ms=v[p + "record.lock.duration.ms"],
-        min_record_lock_duration_ms=v[p + "min.record.lock.duration.ms"],
-        max_record_lock_duration_ms=v[p + "max.record.lock.duration.ms"],
-        delivery_count_limit=v[p + "delivery.count.limit"], min_delivery_count_limit=v[p + "min.delivery.count.limit"],
-        max_delivery_count_limit=v[p + "max.delivery.count.limit"],
-        partition_max_record_locks=v[p + "partition.max.record.locks"],
-        min_partition_max_record_locks=v[p + "min.partition.max.record.locks"],
-        max_partition_max_record_locks=v[p + "max.partition.max.record.locks"],
-        max_share_sessions=v[p + "max.share.sessions"])
+    # each setting's field is its key below group.share. (min_session_timeout_ms: group.share.min.session.timeout.ms)
+    return ShareGroupBrokerConfig(**{f.name: v[p + f.name.replace("_", ".")] for f in fields(ShareGroupBrokerConfig)})
 
 
 def _check_listeners(listeners: list[Listener], advertised: list[Listener]) -> None:

@@ -7,18 +7,12 @@ one, the next requests carry the epoch it answered plus one, -1 closes it; at mo
 from __future__ import annotations
 
 import uuid
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from kafkalog.server import error_codes as ec
+from kafkalog.server.requests.request_context import current_connection
 
-__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "ShareSession", "ShareSessionCache", "ShareSessionError",
-           "current_connection"]
-
-#: A token for the connection being served (set by the network layer beside the listener): share sessions
-#: remember the connection that opened them, and its close releases their records, as Kafka's
-#: ``ShareSessionCache`` does on a disconnect.
-current_connection: ContextVar[object | None] = ContextVar("kafkalog_current_connection", default=None)
+__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "ShareSession", "ShareSessionCache", "ShareSessionError"]
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
@@ -40,7 +34,7 @@ class ShareSession:
     partitions: list[tuple[uuid.UUID, int]] = field(default_factory=list)
     #: the rotation start of the next fetch (fairness among the partitions)
     next_start: int = 0
-    #: the connection that opened the session (:data:`kafkalog.server.broker.current_connection`)
+    #: the connection that opened the session (:data:`kafkalog.server.requests.request_context.current_connection`)
     connection: object | None = None
 
 

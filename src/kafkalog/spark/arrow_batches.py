@@ -39,6 +39,16 @@ decode_columns_v2 = kernel.decode_columns_v2
 MAX_DATA_BYTES = 1 << 30
 
 
+def _append_binary(data: bytearray, ends: bytearray, valid: bytearray, b: Optional[bytes]) -> None:
+    """One row of a key or value column: its bytes, its end position, present (1) or null (0)."""
+    if b is None:
+        valid.append(0)
+    else:
+        data += b
+        valid.append(1)
+    ends += _I.pack(len(data))
+
+
 class ColumnBuilder:
     """Accumulates decoded records of one topic-partition and emits Arrow record batches."""
 
@@ -80,18 +90,8 @@ class ColumnBuilder:
         offsets, timestamps, kdata, kends, kvalid, vdata, vends, vvalid = self.cols
         offsets += _Q.pack(offset)
         timestamps += _Q.pack(timestamp)
-        if key is None:
-            kvalid.append(0)
-        else:
-            kdata += key
-            kvalid.append(1)
-        kends += _I.pack(len(kdata))
-        if value is None:
-            vvalid.append(0)
-        else:
-            vdata += value
-            vvalid.append(1)
-        vends += _I.pack(len(vdata))
+        _append_binary(kdata, kends, kvalid, key)
+        _append_binary(vdata, vends, vvalid, value)
         if self.headers is not None:
             self.headers.append(headers or None)
         self._add_ts_type(1, timestamp_type)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Generic, Iterator, Optional, Self, TypeVar
 from kafkalog.errors import (
     CorruptIndexError,
     IndexEntryOutOfRangeError,
+    IndexFullError,
     IndexOffsetOverflowError,
     InvalidConfigError,
     KafkalogIOError,
@@ -153,6 +154,8 @@ class AbstractIndex(IndexFile, Generic[E]):
     """
 
     entry_size: int = 8
+    #: how Kafka's sanity-check messages name the file
+    kind: str = "Index"
     _rel_struct = struct.Struct(">i")
 
     def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
@@ -343,9 +346,19 @@ class AbstractIndex(IndexFile, Generic[E]):
         """``offset - base_offset``; :class:`IndexOffsetOverflowError` outside ``0..Int.MAX``."""
         rel = offset - self.base_offset
         if rel < 0 or rel > INT32_MAX:
-            raise IndexOffsetOverflowError(
-                f"Integer overflow for offset: {offset} ({self._path})", file=self._path)
+            raise self._overflow(offset)
         return rel
+
+    def _overflow(self, offset: int, slot: Optional[int] = None) -> IndexOffsetOverflowError:
+        """Kafka's error for an ``offset`` the index cannot store relative to its base offset (at
+        ``slot``, when appending)."""
+        return IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})", file=self._path,
+                                        position=None if slot is None else slot * self.entry_size)
+
+    def _full(self, n: int) -> IndexFullError:
+        """Kafka's error for an append to the index when it holds all the ``n`` entries it can."""
+        return IndexFullError(f"Attempt to append to a full {self.kind.lower()} (size = {n}).", file=self._path,
+                              position=n * self.entry_size)
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset`` can be stored relative to ``base_offset``."""
@@ -366,13 +379,24 @@ class AbstractIndex(IndexFile, Generic[E]):
         for i in range(self.entries):
             yield self.entry(i)
 
-    def _check_length(self, kind: str) -> None:
-        """Part of Kafka's ``sanityCheck``: :class:`CorruptIndexError` unless the file holds whole
-        entries (``kind``: how the message names the file)."""
+    def sanity_check(self) -> None:
+        """Kafka's ``sanityCheck``: :class:`CorruptIndexError` at the last entry when the index
+        cannot hold it (:meth:`_last_entry_corruption`), or at the end when the file does not hold
+        whole entries."""
+        if not self._loaded:
+            self._load()
+        if self._entries:
+            why = self._last_entry_corruption()
+            if why is not None:
+                raise CorruptIndexError(why, file=self._path, position=(self._entries - 1) * self.entry_size)
         if self._length % self.entry_size != 0:
             raise CorruptIndexError(
-                f"{kind} file {self._path} is corrupt, found {self._length} bytes which is neither "
+                f"{self.kind} file {self._path} is corrupt, found {self._length} bytes which is neither "
                 f"positive nor a multiple of {self.entry_size}.", file=self._path, position=self._length)
+
+    def _last_entry_corruption(self) -> Optional[str]:
+        """Kafka's message for a last entry this index cannot hold; None when it is sound."""
+        raise NotImplementedError
 
     def _check_entry(self, n: int) -> None:
         if not self._loaded:

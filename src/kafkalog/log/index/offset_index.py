@@ -11,9 +11,7 @@ import struct
 from typing import NamedTuple, Optional, Sequence, Union
 
 from kafkalog.errors import (
-    CorruptIndexError,
     IndexEntryOutOfRangeError,
-    IndexFullError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
     ReadOnlyIndexError,
@@ -23,12 +21,13 @@ from kafkalog.log.kernel import index_slot
 from kafkalog.record.constants import INT32_MAX
 
 __all__ = ["OffsetIndex", "OffsetPosition", "IndexEntryOutOfRangeError", "IndexOffsetOverflowError",
-           "ReadOnlyIndexError", "ENTRY_SIZE"]
+           "ReadOnlyIndexError", "ENTRY", "ENTRY_SIZE"]
 
 ENTRY_SIZE = 8
-_ENTRY = struct.Struct(">ii")
-_pack_into = _ENTRY.pack_into
-_unpack_from = _ENTRY.unpack_from
+#: an entry: relative offset, position
+ENTRY = struct.Struct(">ii")
+_pack_into = ENTRY.pack_into
+_unpack_from = ENTRY.unpack_from
 _REL = struct.Struct(">i")
 _rel_from = _REL.unpack_from
 _POS_FROM = struct.Struct(">4xi").unpack_from
@@ -86,8 +85,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             self._check_writable()
         n = self._entries
         if n >= self._max_entries:
-            raise IndexFullError(f"Attempt to append to a full index (size = {n}).",
-                                 file=self._path, position=n * 8)
+            raise self._full(n)
         if n and offset <= self._last_offset:
             raise InvalidOffsetError(
                 f"Attempt to append an offset ({offset}) to position {n} no larger than the last "
@@ -95,8 +93,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 file=self._path, position=n * 8)
         rel = offset - self.base_offset
         if rel < 0 or rel > INT32_MAX:
-            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})",
-                                           file=self._path, position=n * 8)
+            raise self._overflow(offset, n)
         if position < 0 or position > INT32_MAX:
             raise InvalidOffsetError(f"Invalid position {position} for offset {offset}",
                                      file=self._path, position=n * 8)
@@ -117,8 +114,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         if k == 1:
             return
         if n + k - 1 > self._max_entries:
-            raise IndexFullError(f"Attempt to append to a full index (size = {n}).",
-                                 file=self._path, position=n * 8)
+            raise self._full(n)
         prev = offsets[0]
         for i in range(1, k):
             o = offsets[i]
@@ -235,17 +231,12 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
 
     # --- checks ---------------------------------------------------------------------------------
 
-    def sanity_check(self) -> None:
-        """Kafka's ``OffsetIndex.sanityCheck``: :class:`CorruptIndexError` when
-        ``entries > 0 and last_offset < base_offset`` or the length is not a multiple of 8."""
-        if not self._loaded:
-            self._load()
-        if self._entries != 0 and self._last_offset < self.base_offset:
-            raise CorruptIndexError(
-                f"Corrupt index found, index file ({self._path}) has non-zero size but the last "
-                f"offset is {self._last_offset} which is less than the base offset "
-                f"{self.base_offset}.", file=self._path, position=(self._entries - 1) * 8)
-        self._check_length("Index")
+    def _last_entry_corruption(self) -> Optional[str]:
+        """Kafka's ``OffsetIndex.sanityCheck``: the last offset must not be below the base offset."""
+        if self._last_offset < self.base_offset:
+            return (f"Corrupt index found, index file ({self._path}) has non-zero size but the last "
+                    f"offset is {self._last_offset} which is less than the base offset {self.base_offset}.")
+        return None
 
     def verify_entries(self) -> Optional[int]:
         """Slot of the first entry whose offset is not strictly larger than the previous one's, or

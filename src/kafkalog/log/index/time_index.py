@@ -12,9 +12,7 @@ import struct
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkalog.errors import (
-    CorruptIndexError,
     IndexEntryOutOfRangeError,
-    IndexFullError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
     ReadOnlyIndexError,
@@ -23,13 +21,14 @@ from kafkalog.errors import (
 from kafkalog.log.index._mmap_index import AbstractIndex
 from kafkalog.record.constants import INT32_MAX
 
-__all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY_SIZE",
+__all__ = ["TimeIndex", "TimestampOffset", "TimestampOrderError", "ENTRY", "ENTRY_SIZE",
            "IndexEntryOutOfRangeError", "IndexOffsetOverflowError", "ReadOnlyIndexError"]
 
 ENTRY_SIZE = 12
-_ENTRY = struct.Struct(">qi")
-_pack_into = _ENTRY.pack_into
-_unpack_from = _ENTRY.unpack_from
+#: an entry: timestamp, relative offset
+ENTRY = struct.Struct(">qi")
+_pack_into = ENTRY.pack_into
+_unpack_from = ENTRY.unpack_from
 _ts_from = struct.Struct(">q").unpack_from
 _rel_from = struct.Struct(">8xi").unpack_from
 
@@ -57,6 +56,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     """A segment's ``.timeindex`` file."""
 
     entry_size = ENTRY_SIZE
+    kind = "Time index"
 
     def __init__(self, path: os.PathLike[str] | str, base_offset: int, max_index_size: int = -1,
                  writable: bool = True) -> None:
@@ -105,8 +105,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             self._check_writable()
         n = self._entries
         if not skip_full_check and n >= self._max_entries - 1:
-            raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
-                                 file=self._path, position=n * 12)
+            raise self._full(n)
         if n:
             if offset < self._last_off:
                 raise InvalidOffsetError(
@@ -120,13 +119,10 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                     file=self._path, position=n * 12)
         if timestamp > self._last_ts:
             if n >= self._max_entries:
-                raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
-                                     file=self._path, position=n * 12)
+                raise self._full(n)
             rel = offset - self.base_offset
             if rel < 0 or rel > INT32_MAX:
-                raise IndexOffsetOverflowError(
-                    f"Integer overflow for offset: {offset} ({self._path})",
-                    file=self._path, position=n * 12)
+                raise self._overflow(offset, n)
             if n * 12 + 12 > self._reserved:
                 self.reserve(1)
             _pack_into(self._mm, n * 12, timestamp, rel)
@@ -160,11 +156,9 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             return
         n = self._entries
         if n + m > self._max_entries - 1:
-            raise IndexFullError(f"Attempt to append to a full time index (size = {n}).",
-                                 file=self._path, position=n * 12)
+            raise self._full(n)
         if last_off - base > INT32_MAX:
-            raise IndexOffsetOverflowError(f"Integer overflow for offset: {last_off} ({self._path})",
-                                           file=self._path, position=n * 12)
+            raise self._overflow(last_off, n)
         self.reserve(m)
         mm = self._mm
         assert not isinstance(mm, bytes), "appending to a read-only index"
@@ -203,25 +197,19 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         lo = _last_at_most(mm, n, _rel_from, rel)
         self._truncate_to_entries(lo if _rel_from(mm, lo * 12)[0] == rel else lo + 1)
 
-    def sanity_check(self) -> None:
-        """Kafka's ``TimeIndex.sanityCheck``: :class:`CorruptIndexError` when the last timestamp is
-        below the first, the last offset is below ``base_offset``, or the length is not a multiple
-        of 12."""
-        if not self._loaded:
-            self._load()
-        if self._entries:
-            first_ts = _ts_from(self._mm, 0)[0]
-            if self._last_ts < first_ts:
-                raise CorruptIndexError(
-                    f"Corrupt time index found, time index file ({self._path}) has non-zero size "
+    def _last_entry_corruption(self) -> Optional[str]:
+        """Kafka's ``TimeIndex.sanityCheck``: the last timestamp must not be below the first, nor
+        the last offset below the base offset."""
+        first_ts = _ts_from(self._mm, 0)[0]
+        if self._last_ts < first_ts:
+            return (f"Corrupt time index found, time index file ({self._path}) has non-zero size "
                     f"but the last timestamp is {self._last_ts} which is less than the first "
-                    f"timestamp {first_ts}", file=self._path, position=(self._entries - 1) * 12)
-            if self._last_off < self.base_offset:
-                raise CorruptIndexError(
-                    f"Corrupt time index found, time index file ({self._path}) has non-zero size "
+                    f"timestamp {first_ts}")
+        if self._last_off < self.base_offset:
+            return (f"Corrupt time index found, time index file ({self._path}) has non-zero size "
                     f"but the last offset is {self._last_off} which is less than the first offset "
-                    f"{self.base_offset}", file=self._path, position=(self._entries - 1) * 12)
-        self._check_length("Time index")
+                    f"{self.base_offset}")
+        return None
 
     def verify_entries(self) -> Optional[int]:
         """Slot of the first entry that breaks strictly increasing timestamps / non-decreasing,

@@ -16,11 +16,12 @@ from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.log.fsutil import io_error
 from kafkalog.log.index._index_file import IndexFile
 
-__all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexSearchResult", "ENTRY_SIZE", "CURRENT_VERSION"]
+__all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexSearchResult", "ENTRY", "ENTRY_SIZE", "CURRENT_VERSION"]
 
 ENTRY_SIZE = 34
 CURRENT_VERSION = 0
-_ENTRY = struct.Struct(">hqqqq")
+#: an entry: version, producer id, first offset, last offset, last stable offset
+ENTRY = struct.Struct(">hqqqq")
 _BODY = struct.Struct(">qqqq")
 _READ_CHUNK = ENTRY_SIZE * 4096
 
@@ -35,7 +36,7 @@ class AbortedTxn(NamedTuple):
 
     def to_bytes(self) -> bytes:
         """The 34-byte entry (version 0)."""
-        return _ENTRY.pack(CURRENT_VERSION, self.producer_id, self.first_offset, self.last_offset,
+        return ENTRY.pack(CURRENT_VERSION, self.producer_id, self.first_offset, self.last_offset,
                            self.last_stable_offset)
 
     @classmethod

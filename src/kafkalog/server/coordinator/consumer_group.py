@@ -68,7 +68,6 @@ from kafkalog.server.coordinator.group import (
     ModernGroup,
     Record,
     TopicImage,
-    subscription_hash,
 )
 from kafkalog.server.coordinator.topic_regex import InvalidRegularExpression, compile_regex, matches
 
@@ -469,9 +468,6 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
                 names |= resolved.topics
         return names
 
-    def _metadata_hash(self, names: Iterable[str], image: Mapping[str, TopicImage]) -> int:
-        return subscription_hash(names, image)
-
     def _subscribed_ids(self, g: ConsumerGroup, m: Member, image: Mapping[str, TopicImage]) -> frozenset[uuid.UUID]:
         names = set(m.subscribed_topic_names)
         if m.regex and m.regex in g.regexes:
@@ -749,7 +745,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
                 bump = True
             g.regexes[regex] = r
             records.append(_regex_record(g.group_id, regex, r))
-        new_hash = self._metadata_hash(self._subscribed_names(g), image)
+        new_hash = ModernGroup.compute_metadata_hash(self._subscribed_names(g), image)
         if new_hash != g.metadata_hash:
             bump = True
         if bump:
@@ -764,7 +760,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
     def _update_subscription_metadata(self, g: ConsumerGroup, bump: bool, updated: Member,
                                       image: Mapping[str, TopicImage], records: list[Record]) -> int:
         members = self._with(g, updated)
-        new_hash = self._metadata_hash(self._subscribed_names(g, members), image)
+        new_hash = ModernGroup.compute_metadata_hash(self._subscribed_names(g, members), image)
         if new_hash != g.metadata_hash:
             bump = True
         if bump:
@@ -902,7 +898,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
                 records.append(_regex_record(g.group_id, r, None))
                 del g.regexes[r]
         image = self._image()
-        new_hash = self._metadata_hash(self._subscribed_names(g, remaining), image)
+        new_hash = ModernGroup.compute_metadata_hash(self._subscribed_names(g, remaining), image)
         g.group_epoch += 1
         records.append(_epoch_record(g.group_id, g.group_epoch, new_hash))
         g.metadata_hash = new_hash

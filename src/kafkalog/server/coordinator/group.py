@@ -18,12 +18,13 @@ What a coordinator gets:
   the others are fenced all the same). The broker calls ``tick`` every ``GROUP_TICK_S``.
 * :class:`ModernGroup` ``[M, T]``: the state every group of the modern protocols (KIP-848 and after)
   has: members by id, the target assignment with its epoch and time, the subscription's metadata
-  hash, the session and rebalance deadlines of each member (``timed_out``); each protocol adds its group epoch field and
+  hash (:meth:`~ModernGroup.compute_metadata_hash`, Kafka's ``computeMetadataHash``), the session and
+  rebalance deadlines of each member (``timed_out``); each protocol adds its group epoch field and
   its own state (regular expressions, initialized share partitions...).
 * :class:`GroupError` (an error code answered to the request), :data:`Record` (a key and value of
-  ``__consumer_offsets``, None for a tombstone), :data:`Assignment`, and the metadata hash of a
-  group's subscribed topics (:class:`TopicImage`, :func:`topic_hash`, :func:`group_hash`: Kafka's
-  ``computeTopicHash`` and ``computeGroupHash``; :func:`subscription_hash`).
+  ``__consumer_offsets``, None for a tombstone), :data:`Assignment`, and the hashes the metadata
+  hash is made of (:class:`TopicImage`, :func:`topic_hash`, :func:`group_hash`: Kafka's
+  ``computeTopicHash`` and ``computeGroupHash``).
 
 The state records themselves and their replay are each protocol's (their types are Kafka's, one
 set per protocol, in :mod:`kafkalog.coordinator`); a coordinator rebuilds a group with
@@ -45,7 +46,7 @@ import xxhash
 from kafkalog.server import error_codes as ec
 
 __all__ = ["Assignment", "GroupCoordinatorBase", "GroupError", "ModernGroup", "Record", "TopicImage",
-           "group_hash", "subscription_hash", "topic_hash"]
+           "group_hash", "topic_hash"]
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -110,6 +111,12 @@ class ModernGroup(Generic[M, T]):
                 if now >= deadline and mid in self.members and epoch_of(self.members[mid]) == epoch
                 and mid not in expired]
         return [(mid, "its session expired") for mid in expired] + late
+
+    @staticmethod
+    def compute_metadata_hash(names: Iterable[str], image: Mapping[str, TopicImage | None]) -> int:
+        """Kafka's ``ModernGroup.computeMetadataHash``: the metadata hash of a group subscribed to
+        ``names``, the group hash of the topic hash of each of them that exists in ``image``."""
+        return group_hash({n: topic_hash(n, i) for n in names if (i := image.get(n)) is not None})
 
 
 class GroupCoordinatorBase(Generic[G]):
@@ -199,12 +206,6 @@ def topic_hash(name: str, image: TopicImage) -> int:
     data += struct.pack("<i", image.partitions)
     data += b"".join(struct.pack("<i", i) for i in range(image.partitions))
     return _signed64(xxhash.xxh3_64_intdigest(bytes(data)))
-
-
-def subscription_hash(names: Iterable[str], image: Mapping[str, TopicImage | None]) -> int:
-    """The metadata hash of a group subscribed to ``names``: the group hash of the hash of each
-    of them that exists in ``image``."""
-    return group_hash({n: topic_hash(n, i) for n in names if (i := image.get(n)) is not None})
 
 
 def group_hash(topic_hashes: Mapping[str, int]) -> int:

@@ -49,7 +49,7 @@ from kafkalog.server.coordinator.consumer_group import (
     group_records,
     group_tombstones,
 )
-from kafkalog.server.coordinator.group import GroupError, Record, TopicImage, subscription_hash
+from kafkalog.server.coordinator.group import GroupError, ModernGroup, Record, TopicImage
 
 if TYPE_CHECKING:
     from kafkalog.coordinator.offsets import OffsetsStore
@@ -177,7 +177,7 @@ class GroupMigration:
             g.session_deadline[m.member_id] = now + cm.session_timeout_ms
         image = self.broker.topic_images()
         names = set().union(*(m.subscribed_topic_names for m in g.members.values()))
-        g.metadata_hash = subscription_hash(names, image)
+        g.metadata_hash = ModernGroup.compute_metadata_hash(names, image)
         g.metadata_expired = False
         return g
 

@@ -49,7 +49,6 @@ from kafkalog.server.coordinator.group import (
     ModernGroup,
     Record,
     TopicImage,
-    subscription_hash,
 )
 
 logger = logging.getLogger("kafkalog.server")
@@ -228,7 +227,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
         if g.assignment_epoch >= g.epoch:
             bump |= self._initialized_assignment_pending(g, members_after)
         names = g.subscribed_names(members_after)
-        new_hash = subscription_hash(names, image)
+        new_hash = ModernGroup.compute_metadata_hash(names, image)
         if new_hash != g.metadata_hash:
             bump = True
         if bump:
@@ -364,7 +363,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
         members_after = {m: v for m, v in g.members.items() if m != member_id}
         image = dict(self._topics())
         names = g.subscribed_names(members_after)
-        new_hash = subscription_hash(names, image)
+        new_hash = ModernGroup.compute_metadata_hash(names, image)
         epoch = g.epoch + 1
         records.append(_record(GROUP_EPOCH, g.group_id, ShareGroupEpochValue(epoch, new_hash)))
         if len(g.members) == 1:

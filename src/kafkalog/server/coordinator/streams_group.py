@@ -34,7 +34,6 @@ from kafkalog.server.coordinator.group import (
     ModernGroup,
     Record,
     TopicImage,
-    subscription_hash,
 )
 from kafkalog.server.coordinator.streams_assignor import AssignMember, assign
 from kafkalog.server.coordinator.streams_reconcile import STABLE, UNREVOKED_TASKS, owners, reconcile
@@ -366,7 +365,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                                            f"group's topology epoch {g_topology['epoch']}."))
         # 3. the topics
         images = {n: self._topic(n) for n in sorted(topology_topics(g_topology))}
-        metadata_hash = subscription_hash(images, images)
+        metadata_hash = ModernGroup.compute_metadata_hash(images, images)
         if metadata_hash != g.metadata_hash:
             bump = True
         configured = configure_topology(g_topology, lambda n: None if images.get(n) is None

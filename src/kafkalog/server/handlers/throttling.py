@@ -19,9 +19,9 @@ from kafkalog.server.handlers.client_quotas import (
 )
 from kafkalog.server.quota.quotas import now_ms, user_of, with_throttle
 from kafkalog.server.requests.protocol import Request
+from kafkalog.server.requests.request_context import current_connection
 from kafkalog.server.requests.wire import EMPTY_TAGS
 from kafkalog.server.security.authorizer import current_session
-from kafkalog.server.share_session import current_connection
 
 if TYPE_CHECKING:
     from kafkalog.server.broker import Broker

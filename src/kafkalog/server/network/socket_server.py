@@ -55,10 +55,10 @@ from kafkalog.server.requests.protocol import (
     UnsupportedVersionError,
     parse_request,
 )
+from kafkalog.server.requests.request_context import current_connection
 from kafkalog.server.security.authorizer import ConnectionSession, current_session
 from kafkalog.server.security.principal import ANONYMOUS, SslPrincipalMapper, client_host, tls_principal
 from kafkalog.server.security.sasl import SaslAuthenticator, SaslConfig
-from kafkalog.server.share_session import current_connection
 
 logger = logging.getLogger("kafkalog.server")
 
