@@ -33,6 +33,7 @@ import math
 import os
 import socket
 import ssl
+import time
 from collections import deque
 from collections.abc import Coroutine, Mapping
 from typing import Any
@@ -57,12 +58,15 @@ from kafkalog.server.requests.protocol import (
 )
 from kafkalog.server.security.authorizer import ConnectionSession, current_session
 from kafkalog.server.security.principal import ANONYMOUS, SslPrincipalMapper, client_host, tls_principal
-from kafkalog.server.security.sasl import SaslAuthenticator, SaslConfig
+from kafkalog.server.security.sasl import SASL_HANDSHAKE_KEY, SaslAuthenticator, SaslConfig
 from kafkalog.server.share_session import current_connection
 
 logger = logging.getLogger("kafkalog.server")
 
 __all__ = ["RECV_BYTES", "Server"]
+
+#: the api key field of a SaslHandshake request (a frame's first two bytes)
+_SASL_HANDSHAKE = SASL_HANDSHAKE_KEY.to_bytes(2, "big")
 
 
 class Server:
@@ -250,10 +254,23 @@ class Server:
                     work = item.take()
                     response = work if work is None or isinstance(work, list) else await work
                 else:
-                    if auth is not None and not auth.complete:
-                        answer = auth.receive(item)
+                    if auth is not None:
+                        answer = None
+                        if not auth.complete:
+                            answer = auth.receive(item)
+                        elif auth.session_expiry is not None:       # KIP-368
+                            now = time.monotonic()
+                            if item[:2] == _SASL_HANDSHAKE and auth.may_reauthenticate(now):
+                                reader.max_size = self.max_sasl_request
+                                reader.limit_name = self.sasl_limit_name
+                                answer = auth.begin_reauthentication(item, now)
+                            elif auth.expired(now):
+                                logger.info("closing the connection of %s: its SASL session expired",
+                                            auth.user)
+                                return
                         if answer is not None:
-                            await channel.send(answer)
+                            if answer:
+                                await channel.send(answer)
                             if auth.failed:   # Kafka closes after connection.failed.authentication.delay.ms
                                 await asyncio.sleep(self.failed_auth_delay_s)
                                 return
@@ -376,10 +393,16 @@ class _InlineAnswers:
     def __call__(self, data: bytes) -> bool:
         frames = self.reader.feed(data)
         pending = self.pending
-        if pending or (self.auth is not None and not self.auth.complete):
+        auth = self.auth
+        if pending or (auth is not None and not auth.complete):
             pending.extend(frames)
             return bool(pending)
+        # a session that ends (KIP-368): a re-authentication or an expired session is the task's
+        expiry = auth.session_expiry if auth is not None else None
         for i, frame in enumerate(frames):
+            if expiry is not None and (frame[:2] == _SASL_HANDSHAKE or time.monotonic() > expiry):
+                pending.extend(frames[i:])
+                return True
             if i == INLINE_ANSWERS:
                 # the rest to the task, which lets other connections in between two requests: a
                 # receive of librdkafka's pipelined Produce requests holds hundreds of them
