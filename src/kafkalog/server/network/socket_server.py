@@ -31,6 +31,7 @@ import asyncio
 import logging
 import math
 import os
+import re
 import socket
 import ssl
 import time
@@ -43,8 +44,9 @@ from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.server.broker import Broker, current_listener
 from kafkalog.server.config import Listener
 from kafkalog.server.handlers.api_versions import unsupported_version_response
+from kafkalog.server.handlers.error_responses import error_response
 from kafkalog.server.handlers.handler import Response
-from kafkalog.server.handlers.kafka_apis import VERSIONS, KafkaApis
+from kafkalog.server.handlers.kafka_apis import APIS, VERSIONS, KafkaApis
 from kafkalog.server.handlers.share_fetch import connection_closed
 from kafkalog.server.network.channel import RECV_BYTES, Channel, PlainChannel, TlsChannel
 from kafkalog.server.network.request_queue import RequestQueue
@@ -54,11 +56,18 @@ from kafkalog.server.requests.protocol import (
     InvalidRequestError,
     Request,
     UnsupportedVersionError,
+    encode_response,
     parse_request,
 )
 from kafkalog.server.security.authorizer import ConnectionSession, current_session
 from kafkalog.server.security.principal import ANONYMOUS, SslPrincipalMapper, client_host, tls_principal
-from kafkalog.server.security.sasl import SASL_HANDSHAKE_KEY, SaslAuthenticator, SaslConfig
+from kafkalog.server.security.sasl import (
+    ILLEGAL_SASL_STATE,
+    SASL_HANDSHAKE_KEY,
+    SaslAuthenticator,
+    SaslConfig,
+    SaslUnexpectedRequest,
+)
 from kafkalog.server.share_session import current_connection
 
 logger = logging.getLogger("kafkalog.server")
@@ -257,7 +266,11 @@ class Server:
                     if auth is not None:
                         answer = None
                         if not auth.complete:
-                            answer = auth.receive(item)
+                            try:
+                                answer = auth.receive(item)
+                            except SaslUnexpectedRequest as e:
+                                await self._refuse_during_sasl(channel, item, e)
+                                return
                         elif auth.session_expiry is not None:       # KIP-368
                             now = time.monotonic()
                             if item[:2] == _SASL_HANDSHAKE and auth.may_reauthenticate(now):
@@ -299,6 +312,23 @@ class Server:
             for item in pending:
                 if type(item) is _Begun:
                     item.discard()
+
+    async def _refuse_during_sasl(self, channel: Channel, frame: bytes, e: SaslUnexpectedRequest) -> None:
+        """A request other than SaslAuthenticate while a mechanism's exchange runs: its API's error
+        response with ILLEGAL_SASL_STATE (Kafka's ``IllegalSaslStateException``), then closed after
+        ``connection.failed.authentication.delay.ms``; one that does not parse is closed unanswered."""
+        logger.info("closing a connection: %s", e)
+        try:
+            request = parse_request(frame, VERSIONS)
+            # Kafka names the API by its ApiKeys constant (API_VERSIONS)
+            name = re.sub(r"(?<!^)(?=[A-Z])", "_", APIS[request.api_key][0]).upper()
+            answer = error_response(self.broker, request, ILLEGAL_SASL_STATE, e.kafka_message(name))
+            if not isinstance(answer, (bytes, list)):
+                answer = encode_response(request, answer)
+        except (InvalidRequestError, KafkalogError, KeyError):
+            return
+        await self._send(channel, answer)
+        await asyncio.sleep(self.failed_auth_delay_s)
 
     def dispatch(self, frame: bytes) -> Response | Coroutine[Any, Any, Response]:
         """The response of one frame when the broker answers at once, else a coroutine."""

@@ -124,6 +124,14 @@ class SaslConfig:
         await self.oauth.close()
 
 
+class SaslUnexpectedRequest(SaslStateError):
+    """A request other than SaslAuthenticate once the mechanism is chosen: answered with its API's
+    error response (ILLEGAL_SASL_STATE, Kafka's message), then the connection is closed."""
+
+    def kafka_message(self, api_name: str) -> str:
+        return f"Unexpected Kafka request of type {api_name} during SASL authentication."
+
+
 #: Kafka's ``KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS``
 MIN_REAUTH_INTERVAL_S = 1.0
 
@@ -195,6 +203,10 @@ class SaslAuthenticator:
         expected = (SASL_AUTHENTICATE_KEY,) if self._server is not None else \
             (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY)
         if key not in expected:
+            if self._server is not None and not self._legacy:
+                # Kafka answers this one with its API's error response, then closes
+                raise SaslUnexpectedRequest(f"Unexpected Kafka request of type api_key={key} during SASL "
+                                            f"{self._stage} (correlation_id={corr})")
             stage = "authentication" if self._server is not None else "handshake"
             raise SaslStateError(f"Unexpected Kafka request of type api_key={key} during SASL "
                                  f"{stage} (correlation_id={corr}): the client is not "
@@ -213,6 +225,9 @@ class SaslAuthenticator:
         mechanism = request.body.mechanism
         enabled = list(self.config.mechanisms)
         if mechanism not in enabled:
+            if self._previous is not None:
+                # a re-authentication fails at once, unanswered (Kafka's processChannelException)
+                raise SaslStateError(f"Unsupported SASL mechanism {mechanism} (re-authentication)")
             self.failed = True
             logger.info("SASL mechanism %r requested by the client is not enabled (%s)", mechanism,
                         ", ".join(enabled))
