@@ -10,7 +10,9 @@ callback, without waking the connection's task, while each is answered at once a
 goes out whole (:class:`_InlineAnswers`); the first that waits, or whose response the socket does
 not take whole, is left to the task with everything after it, so the order is the same.
 
-Limits are Kafka's: ``max.connections`` (further connections are closed at once),
+Limits are Kafka's: ``max.connections``, ``max.connections.per.ip``, ``max.connection.creation.rate``
+and the IP quotas' ``connection_creation_rate`` (:mod:`~kafkalog.server.network.connection_quotas`:
+at ``max.connections`` the listener accepts nothing more until a connection closes),
 ``queued.max.requests`` (no socket is read while that many requests wait for their connection's
 task: :mod:`~kafkalog.server.network.request_queue`),
 ``connections.max.idle.ms`` (a connection with no progress, reading or writing, for that long is
@@ -28,6 +30,7 @@ request is served.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import os
@@ -49,6 +52,12 @@ from kafkalog.server.handlers.handler import Response
 from kafkalog.server.handlers.kafka_apis import APIS, VERSIONS, KafkaApis
 from kafkalog.server.handlers.share_fetch import connection_closed
 from kafkalog.server.network.channel import RECV_BYTES, Channel, PlainChannel, TlsChannel
+from kafkalog.server.network.connection_quotas import (
+    ConnectionQuotas,
+    ConnectionThrottled,
+    TooManyConnections,
+    normalized,
+)
 from kafkalog.server.network.request_queue import RequestQueue
 from kafkalog.server.requests.frames import FrameReader
 from kafkalog.server.requests.protocol import (
@@ -109,7 +118,10 @@ class Server:
         self.max_sasl_request = min(self.max_request, sasl_max)
         self.sasl_limit_name = "sasl.server.max.receive.size" if sasl_max <= self.max_request \
             else "socket.request.max.bytes"
-        self.max_connections = cfg.max_connections
+        #: max.connections, max.connections.per.ip, the connection creation rates (KIP-612)
+        self.connection_quotas = ConnectionQuotas(cfg, broker.client_quotas)
+        #: connections over their IP's creation rate, held until their throttle time ends
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}
         #: a negative connections.max.idle.ms disables idle expiry, as in Kafka's Selector
         self.idle_s = cfg.connections_max_idle_ms / 1000.0 if cfg.connections_max_idle_ms >= 0 \
             else math.inf
@@ -160,6 +172,10 @@ class Server:
             await self.sasl.close()
         for sock in self._socks:
             sock.close()
+        for conn, timer in list(self._throttled.items()):
+            timer.cancel()
+            conn.close()
+        self._throttled.clear()
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
@@ -178,17 +194,34 @@ class Server:
                 logger.warning("accept failed: %s", e)
                 await asyncio.sleep(0.1)
                 continue
-            if len(self._tasks) >= self.max_connections:
-                logger.warning("closing connection from %s: max.connections=%d reached", addr,
-                               self.max_connections)
+            ip = normalized(addr[0]) if conn.family in (socket.AF_INET, socket.AF_INET6) else ""
+            try:
+                await self.connection_quotas.inc(listener.name, ip)
+            except TooManyConnections as e:
+                logger.info("%s", e)
                 conn.close()
                 continue
+            except ConnectionThrottled as e:       # held, then closed after the throttle time
+                logger.debug("%s", e)
+                self._throttled[conn] = loop.call_later(e.ms / 1000.0, self._close_throttled, conn)
+                continue
+            except BaseException:
+                conn.close()
+                raise
             conn.setblocking(False)
             if conn.family in (socket.AF_INET, socket.AF_INET6):
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = loop.create_task(self._serve(conn, addr, listener))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(functools.partial(self._served, listener.name, ip))
+
+    def _served(self, listener: str, ip: str, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self.connection_quotas.dec(listener, ip)
+
+    def _close_throttled(self, conn: socket.socket) -> None:
+        self._throttled.pop(conn, None)
+        conn.close()
 
     async def _serve(self, conn: socket.socket, addr: object, listener: Listener) -> None:
         current_listener.set(listener.name)      # this task's context: Metadata advertises it
