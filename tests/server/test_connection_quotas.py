@@ -18,7 +18,7 @@ from tests import kafka44
 from tests.server import raw
 from tests.server.broker_process import BrokerProcess
 
-MAX_PER_IP = 6
+MAX_PER_IP = 10
 PAIR_CONFIGS = {"max.connections.per.ip": str(MAX_PER_IP)}
 
 
@@ -114,16 +114,18 @@ def _burst(port: int, seconds: float, workers: int = 4) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_connection_creation_rate(kafka_pair: tuple[Any, BrokerProcess]) -> None:
-    """An IP quota of 5 connections a second for 127.0.0.1, then 12 s of connections as fast as six
-    threads make them: both brokers accept within 10% of each other; the rest is refused (closed
-    after the throttle time). Kafka's rate is measured over 11 windows of a second, the first ten
-    counted as if full, so about 5 x (12 + 10) are accepted; without the quota many more are."""
-    quota, seconds = 5, 12.0
+    """An IP quota of 5 connections a second for 127.0.0.1, then 15 s of connections as fast as four
+    threads make them. Kafka's rate is measured over 11 windows of a second, the first ten counted as
+    if full: about 50 are accepted at once, then none (each refused one closed after its throttle time,
+    at most a second) until the first window leaves the measure at 11 s, when about 50 more are. Both
+    brokers accept within 10% of each other, about 2 x 50 in all; without the quota many more are
+    accepted."""
+    quota, seconds = 5, 15.0
     got = {}
     for name, port in _pair_ports(kafka_pair).items():
         _alter_ip_quota(port, quota)
         try:
-            got[name] = _burst(port, seconds, 6)
+            got[name] = _burst(port, seconds)
         finally:
             _alter_ip_quota(port, None)
         time.sleep(1.0)
@@ -131,10 +133,11 @@ def test_connection_creation_rate(kafka_pair: tuple[Any, BrokerProcess]) -> None
     print("connections accepted, refused in", seconds, "s at", quota, "a second:", got)
     assert abs(ka - ko) <= 0.1 * ka, got
     for accepted, refused in got.values():
-        assert refused > 0, got
-        assert accepted <= quota * (seconds + 11) * 1.1, got
+        assert refused > seconds, got
+        # two bursts of the quota over the ten padded windows
+        assert 0.9 * 2 * quota * 10 <= accepted <= 1.15 * 2 * quota * 10, got
     unlimited = _burst(_pair_ports(kafka_pair)["kafkalog"], 3.0)
-    assert unlimited[1] == 0 and unlimited[0] > quota * 14, unlimited
+    assert unlimited[1] == 0 and unlimited[0] > quota * 30, unlimited
 
 
 @pytest.fixture(scope="module")
