@@ -14,6 +14,10 @@ validator), ``connections.max.reauth.ms=3000`` broker-wide and 5000 for SCRAM-SH
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -311,3 +315,30 @@ def test_confluent_kafka_reauthenticates(reauth_pair: tuple[Any, BrokerProcess])
         assert reauths >= 3, (name, got)
     k, o = got["kafka"][2], got["kafkalog"][2]
     assert abs(k - o) <= max(2, 0.25 * k), got
+
+
+# --- docs/server.md's worked example ---------------------------------------------------------------
+
+def test_docs_reauthentication_worked_example(tmp_path: Any) -> None:
+    """The re-authentication example of docs/server.md's Security section, as written: ``kafkalog serve``
+    from its properties, its confluent-kafka producer run as a script for its ten seconds; every record
+    is delivered and the broker logged alice's re-authentications."""
+    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "server.md"), encoding="utf-8").read()
+    start = text.index("**Worked example: sessions that end")
+    section = text[start:text.index("**Worked example:", start + 10)]
+    blocks = dict(re.findall(r"```(\w+)\n(.*?)```", section, flags=re.DOTALL))
+    (tmp_path / "users.properties").write_text("user.alice=alice-secret\n")
+    (tmp_path / "server.properties").write_text(blocks["properties"].replace(
+        "sasl.credentials.file=users.properties", f"sasl.credentials.file={tmp_path}/users.properties"))
+    b = BrokerProcess(str(tmp_path / "data"), ["listeners=SASL_PLAINTEXT://127.0.0.1:0"],
+                      extra_args=["--config-file", str(tmp_path / "server.properties")]).start()
+    try:
+        script = blocks["python"].replace("127.0.0.1:9092", f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}")
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        m = re.fullmatch(r"(\d+) sent, 0 undelivered\n", r.stdout)
+        assert m is not None and int(m[1]) > 100, r.stdout
+    finally:
+        assert b.stop() == 0, b.stderr()
+    reauths = re.findall(r"re-authenticated alice with SASL/PLAIN \(session lifetime 3000 ms\)", b.stderr())
+    assert len(reauths) >= 3, b.stderr()[-3000:]
