@@ -8,9 +8,10 @@ validator), ``connections.max.reauth.ms=3000`` broker-wide and 5000 for SCRAM-SH
   remaining life); a re-authentication with the same principal, a second one within a second
   (ILLEGAL_SASL_STATE), with another principal, another mechanism or a wrong password; a request after
   the session's expiry (the connection closed) and a re-authentication after it (allowed);
-* real clients that re-authenticate on their own: confluent-kafka (librdkafka >= 2.2) producing over
-  several session lifetimes on both brokers, every record delivered, the re-authentications counted
-  from librdkafka's log."""
+* real clients that re-authenticate on their own: confluent-kafka (librdkafka >= 2.2, PLAIN) and the
+  Java client (SCRAM-SHA-256) producing over several session lifetimes on both brokers, every record
+  delivered, the re-authentications counted from librdkafka's log and the Java client's metric;
+* docs/server.md's worked example, as written."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ SCRAM_REAUTH_MS = 5000
 @pytest.fixture(scope="module")
 def reauth_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, BrokerProcess]]:
     """Kafka 4.4 and kafkalog, each with PLAIN users, alice's SCRAM-SHA-256 credential (created over the
-    protocol) and unsecured OAUTHBEARER tokens, sessions of 3 s (5 s with SCRAM)."""
+    protocol, admin's too) and unsecured OAUTHBEARER tokens, sessions of 3 s (5 s with SCRAM)."""
     oauth_jaas = f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="admin";'
     both = {"sasl.enabled.mechanisms": MECHANISMS, "connections.max.reauth.ms": str(REAUTH_MS),
             "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": str(SCRAM_REAUTH_MS),
@@ -53,8 +54,9 @@ def reauth_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any,
     for pair in _pair(tmp_path_factory.mktemp("reauth"), both, kafka_only):
         for name, _port, sasl_port in _ports(pair):
             admin = SaslConn(name, sasl_port, "admin")
-            alter(admin, "alice's SCRAM credential", [], [upsertion("alice", SCRAM_PASSWORD)])
-            await_users(admin, {"alice"})
+            alter(admin, "SCRAM credentials", [], [upsertion("alice", SCRAM_PASSWORD),
+                                                  upsertion("admin", SCRAM_PASSWORD)])
+            await_users(admin, {"alice", "admin"})
             admin.close()
         yield pair
 
@@ -310,6 +312,7 @@ def test_confluent_kafka_reauthenticates(reauth_pair: tuple[Any, BrokerProcess])
     got = {}
     for name, _p, sasl_port in _ports(reauth_pair):
         got[name] = _produce_confluent(sasl_port, f"reauth-{name}-{uuid.uuid4().hex[:6]}", 10.0)
+    print("confluent-kafka: sent, delivered, re-authentications:", got)
     for name, (sent, delivered, reauths) in got.items():
         assert sent == delivered > 100, (name, got)
         assert reauths >= 3, (name, got)
@@ -342,3 +345,30 @@ def test_docs_reauthentication_worked_example(tmp_path: Any) -> None:
         assert b.stop() == 0, b.stderr()
     reauths = re.findall(r"re-authenticated alice with SASL/PLAIN \(session lifetime 3000 ms\)", b.stderr())
     assert len(reauths) >= 3, b.stderr()[-3000:]
+
+
+@pytest.mark.slow
+def test_java_client_reauthenticates(reauth_pair: tuple[Any, BrokerProcess]) -> None:
+    """The Java client (4.3) re-authenticates its connections on its own while producing for 15 s with
+    SCRAM-SHA-256 as admin (5 s sessions): every record acknowledged on both brokers, its
+    ``successful-reauthentication-total`` similar on both."""
+    from tests.server.java_client import JavaUnavailable, classpath, run_driver
+    try:
+        classpath("4.3.0")
+    except JavaUnavailable as e:
+        pytest.skip(str(e))
+    got = {}
+    for name, _p, sasl_port in _ports(reauth_pair):
+        r = run_driver("4.3.0", f"127.0.0.1:{sasl_port}", f"reauth-java-{name}-{uuid.uuid4().hex[:6]}", 15, "reauth", {
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": f'{SCRAM_MODULE} required username="admin" password="{SCRAM_PASSWORD}";'})
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        m = re.search(r"sent (\d+) acked (\d+) reauthentications (\d+)", r.stdout)
+        assert m is not None, r.stdout
+        got[name] = tuple(int(x) for x in m.groups())
+    print("Java client: sent, acknowledged, re-authentications:", got)
+    for name, (sent, acked, reauths) in got.items():
+        assert sent == acked > 100, got
+        assert reauths >= 2, got
+    k, o = got["kafka"][2], got["kafkalog"][2]
+    assert abs(k - o) <= max(1, 0.25 * k), got
