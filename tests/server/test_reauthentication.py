@@ -367,7 +367,7 @@ def test_java_client_reauthenticates(reauth_pair: tuple[Any, BrokerProcess]) -> 
         assert m is not None, r.stdout
         got[name] = tuple(int(x) for x in m.groups())
     print("Java client: sent, acknowledged, re-authentications:", got)
-    for name, (sent, acked, reauths) in got.items():
+    for sent, acked, reauths in got.values():
         assert sent == acked > 100, got
         assert reauths >= 2, got
     k, o = got["kafka"][2], got["kafkalog"][2]
