@@ -3,7 +3,9 @@
 connection until the client is authenticated and says what to answer.
 
 * Before the SaslHandshake only ApiVersions and SaslHandshake are served; any other request closes
-  the connection (Kafka: "Unexpected Kafka request of type ... during SASL handshake").
+  the connection (Kafka: "Unexpected Kafka request of type ... during SASL handshake"). After it,
+  a request other than SaslAuthenticate is answered with its API's ILLEGAL_SASL_STATE error
+  (:class:`SaslUnexpectedRequest`, answered by the network layer), then the connection is closed.
 * SaslHandshake names a mechanism of ``sasl.enabled.mechanisms`` (else UNSUPPORTED_SASL_MECHANISM
   and the connection is closed). From v1 the SASL tokens travel in SaslAuthenticate requests
   (KIP-152); after a v0 handshake they are the bare frames of the legacy protocol.
