@@ -224,11 +224,16 @@ def _scenarios() -> list[tuple[str, Any]]:
         s.handshake("PLAIN")
         s.request("instead of SaslAuthenticate")
 
+    def instead_of_authenticate(s: Session) -> None:
+        s.handshake("PLAIN")
+        s.request("instead of SaslAuthenticate")
+        s.request("after")
+
     return [(f.__name__, f) for f in (
         lifetimes, lifetime_scram, lifetime_short_token, lifetime_long_token, same_principal,
         same_principal_scram, token_renewed, other_principal, other_token_principal, other_mechanism,
         unknown_mechanism, wrong_password, malformed_token, expired, reauthenticated_after_expiry,
-        before_handshake)]
+        before_handshake, instead_of_authenticate)]
 
 
 def _transcripts(pair: tuple[Any, BrokerProcess]) -> dict[str, dict[str, list[Any]]]:
