@@ -324,7 +324,7 @@ def test_jwks_file_and_a_new_key(tmp_path: Any, idp: IdP) -> None:
         deadline = time.monotonic() + 30
         while exchange(port, new)[1][3] != "" and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert exchange(port, new)[1] == ("authenticate", 0, "", "", None)
+        assert exchange(port, new)[1] == ("authenticate", 0, "", "", "session lifetime")
         assert "refreshing the keys" in b.stderr()
     finally:
         assert b.stop() == 0, b.stderr()
