@@ -142,18 +142,16 @@ def test_connection_creation_rate(kafka_pair: tuple[Any, BrokerProcess]) -> None
     assert unlimited[1] == 0 and unlimited[0] > quota * 30, unlimited
 
 
-@pytest.fixture(scope="module")
-def capped_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
-    """Kafka 4.4 and kafkalog with ``max.connections=3``."""
+def _pair_with(root: Any, key: str, value: str) -> Iterator[dict[str, int]]:
+    """Kafka 4.4 and kafkalog with the broker key ``key`` set: their ports."""
     try:
         kafka44.require()
     except kafka44.Kafka44Unavailable as e:
         pytest.skip(str(e))
-    root = tmp_path_factory.mktemp("capped")
-    k = kafka44.KafkaBroker(root / "kafka", {"max.connections": "3"})
+    k = kafka44.KafkaBroker(root / "kafka", {key: value})
     k.format()
     k.start()
-    ours = BrokerProcess(str(root / "kafkalog"), ["max.connections=3"])
+    ours = BrokerProcess(str(root / "kafkalog"), [f"{key}={value}"])
     try:
         ours.start()
         yield {"kafka": k.port, "kafkalog": ours.port}
@@ -161,6 +159,12 @@ def capped_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         if ours.alive():
             assert ours.stop() == 0, ours.stderr()
         k.stop()
+
+
+@pytest.fixture(scope="module")
+def capped_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
+    """Kafka 4.4 and kafkalog with ``max.connections=3``."""
+    yield from _pair_with(tmp_path_factory.mktemp("capped"), "max.connections", "3")
 
 
 def test_max_connections_waits_for_a_slot(capped_pair: dict[str, int]) -> None:
@@ -190,22 +194,7 @@ def test_max_connections_waits_for_a_slot(capped_pair: dict[str, int]) -> None:
 @pytest.fixture(scope="module")
 def rated_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
     """Kafka 4.4 and kafkalog with ``max.connection.creation.rate=5``."""
-    try:
-        kafka44.require()
-    except kafka44.Kafka44Unavailable as e:
-        pytest.skip(str(e))
-    root = tmp_path_factory.mktemp("rated")
-    k = kafka44.KafkaBroker(root / "kafka", {"max.connection.creation.rate": "5"})
-    k.format()
-    k.start()
-    ours = BrokerProcess(str(root / "kafkalog"), ["max.connection.creation.rate=5"])
-    try:
-        ours.start()
-        yield {"kafka": k.port, "kafkalog": ours.port}
-    finally:
-        if ours.alive():
-            assert ours.stop() == 0, ours.stderr()
-        k.stop()
+    yield from _pair_with(tmp_path_factory.mktemp("rated"), "max.connection.creation.rate", "5")
 
 
 @pytest.mark.slow
