@@ -6,6 +6,7 @@ the ``LogManager``. Unknown keys are refused, not ignored."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -48,6 +49,9 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("auto.create.topics.enable", BOOLEAN, True, None),
     ConfigDef("socket.request.max.bytes", INT, 100 * 1024 * 1024, None),
     ConfigDef("max.connections", INT, INT32_MAX, None),
+    ConfigDef("max.connections.per.ip", INT, INT32_MAX, at_least(0)),
+    ConfigDef("max.connections.per.ip.overrides", STRING, "", None),
+    ConfigDef("max.connection.creation.rate", INT, INT32_MAX, at_least(0)),
     ConfigDef("connections.max.idle.ms", LONG, 600000, None),
     ConfigDef("queued.max.requests", INT, 500, None),
     ConfigDef("quota.window.num", INT, 11, None),
@@ -139,6 +143,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("sasl.enabled.mechanisms", LIST, ["GSSAPI"], None),
     ConfigDef("sasl.server.max.receive.size", INT, 524288, None),
     ConfigDef("connection.failed.authentication.delay.ms", INT, 100, None),
+    ConfigDef("connections.max.reauth.ms", LONG, 0, None),
     #: kafkalog's own key (Kafka takes users from JAAS and the metadata log): docs/server.md
     ConfigDef("sasl.credentials.file", STRING, None, None),
     # --- authorization (Kafka's StandardAuthorizer; kafkalog.server.security.authorizer) ---
@@ -155,6 +160,12 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
 OAUTHBEARER_KEY = re.compile(r"(?:listener\.name\.[^.]+\.(?:oauthbearer\.)?)?sasl\.oauthbearer\..+"
                              r"|listener\.name\.[^.]+\.oauthbearer\.sasl\.(?:jaas\.config|server\.callback\.handler\.class)"
                              r"|org\.apache\.kafka\.sasl\.oauthbearer\.allowed\.urls")
+#: the listener-prefixed connection keys (Kafka's ``listener.name.<listener>.`` prefix, and for
+#: ``connections.max.reauth.ms`` also the SASL mechanism in lower case): kept as given in
+#: :attr:`ServerConfig.listener_values`, read by the SASL configuration and the connection quotas
+LISTENER_KEY = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?:(?P<mechanism>[a-z0-9-]+)\.)?"
+                          r"(?P<key>connections\.max\.reauth\.ms)"
+                          r"|listener\.name\.(?P<l2>[^.]+)\.(?P<k2>max\.connections|max\.connection\.creation\.rate)")
 
 #: the security protocols of Kafka's ``SecurityProtocol``
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
@@ -211,6 +222,28 @@ def parse_listener(text: str, key: str,
     return Listener(host.strip("[]"), int(port), name, protocols[name])
 
 
+def _per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``address:count`` pairs, comma-separated (Kafka's
+    ``getMap``). kafkalog takes IP addresses only: resolving a host name would block the event loop."""
+    out: dict[str, int] = {}
+    key = "max.connections.per.ip.overrides"
+    for entry in (e.strip() for e in (text or "").split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        try:
+            address = str(ipaddress.ip_address(host))
+            n = int(count.strip())
+        except ValueError:
+            raise InvalidConfigError(f"Invalid value {text!r} for configuration {key}: expected "
+                                     f"IP:count pairs (kafkalog does not resolve host names), got {entry!r}") from None
+        if not sep:
+            raise InvalidConfigError(f"Invalid value {text!r} for configuration {key}: {entry!r} has no count")
+        out[address] = n
+    return out
+
+
 def _at_least(values: dict[str, Any], key: str, minimum: int) -> int:
     """The value of ``key``, refused below ``minimum``."""
     value: int = values[key]
@@ -236,6 +269,24 @@ class ServerConfig:
         #: the OAUTHBEARER keys as given (:data:`OAUTHBEARER_KEY`)
         self.oauth_values: dict[str, str] = {k: str(values.pop(k)) for k in list(values)
                                              if OAUTHBEARER_KEY.fullmatch(k) and values[k] is not None}
+        #: the listener-prefixed connection keys (:data:`LISTENER_KEY`): (listener, mechanism or None,
+        #: key) -> value
+        self.listener_values: dict[tuple[str, str | None, str], int] = {}
+        for k in [k for k in values if LISTENER_KEY.fullmatch(k) and values[k] is not None]:
+            m = LISTENER_KEY.fullmatch(k)
+            assert m is not None
+            raw = values.pop(k)
+            name = (m["listener"] or m["l2"]).upper()
+            key = m["key"] or m["k2"]
+            try:
+                value = int(str(raw).strip())
+            except ValueError:
+                raise InvalidConfigError(f"Invalid value {raw!r} for configuration {k}: Not a number of "
+                                         f"type {'LONG' if m['key'] else 'INT'}") from None
+            if m["k2"] and value < 0:
+                raise InvalidConfigError(f"Invalid value {raw!r} for configuration {k}: Value must be at "
+                                         f"least 0")
+            self.listener_values[(name, m["mechanism"], key)] = value
         server: dict[str, Any] = {}
         storage: dict[str, Any] = {}
         for k, v in values.items():
@@ -261,6 +312,11 @@ class ServerConfig:
         self.socket_request_max_bytes: int = _at_least(resolved, "socket.request.max.bytes", 1)
         self.max_connections: int = _at_least(resolved, "max.connections", 0)
         self.connections_max_idle_ms: int = resolved["connections.max.idle.ms"]
+        #: ``max.connections.per.ip.overrides``: IP address -> its maximum (names are not resolved)
+        self.max_connections_per_ip_overrides = _per_ip_overrides(resolved["max.connections.per.ip.overrides"])
+        if resolved["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
+            raise InvalidConfigError("requirement failed: max.connections.per.ip can be set to zero only if "
+                                     "max.connections.per.ip.overrides property is set.")
         _refuse_below(resolved, ("queued.max.requests", "quota.window.num", "quota.window.size.seconds"), 1)
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
         self.fetch_max_bytes: int = _at_least(resolved, "fetch.max.bytes", 0)
