@@ -12,10 +12,13 @@ partitioner (sticky per batch: records spread over the partitions) and linger (1
 every 20 ms, each record is a Produce request of its own, ~50,000 requests a second in all). Topic:
 ``--partitions`` (100) partitions, replication factor 1, created before the clients start.
 
-Per peer and run, on a fresh data directory: start the broker, create the topic, start the load
+Each broker and the generator run in a session of their own (the kernel's autogroup scheduling
+gives each session one share of the CPU; Kafka's JVM has always had its own). Per peer and run, on a
+fresh data directory: start the broker, create the topic, start the load
 (every client's first record acknowledged before the clock starts), ``--warmup`` seconds sent and not
 measured, ``--measure`` seconds measured. Printed (JSON lines on stdout): per run and peer, the
-records scheduled, acknowledged, failed and unacknowledged in the window, the achieved rate,
+records scheduled in the window and of those acknowledged, failed and unacknowledged by the end
+of the drain, the achieved rate (records acknowledged while the window lasted over its length),
 the Produce requests a second (records per request grow above 1 once the broker falls behind: a
 franz-go producer has one request in flight and batches what waits), latency p50/p99/p99.9/max
 (ms), the broker's CPU (% of one core over the window, and per Produce request) and resident
@@ -50,6 +53,17 @@ sys.path.insert(0, str(HERE.parent))        # tests.kafka44 starts Kafka 4.4 (ja
 from scale_bench import KafkalogPeer, KafkaPeer, cpu_seconds, rss_mib, wait_port  # noqa: E402
 
 GENERATOR = HERE / "many_producers"
+
+
+class OwnSessionKafkalogPeer(KafkalogPeer):
+    """``kafkalog serve`` in a session of its own, as Kafka 4.4's JVM is (``tests/kafka44`` starts it
+    with ``start_new_session``): with the kernel's autogroup scheduling (on here) each session shares
+    the CPU with the machine's other sessions as one group, so in this benchmark's session kafkalog
+    would share one group's share with the load generator while Kafka has a group of its own."""
+
+    def start(self) -> None:
+        cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port", str(self.port)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True)
 
 
 def go_cache() -> Path:
@@ -120,7 +134,9 @@ def run_peer(peer: Any, gen: Path, args: argparse.Namespace) -> dict[str, Any]:
         cmd = [str(gen), "-bootstrap", bootstrap, "-topic", topic, "-producers", str(args.producers),
                "-rate", str(args.rate), "-value-bytes", str(args.value_bytes),
                "-warmup", f"{args.warmup}s", "-measure", f"{args.measure}s"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # its own session (autogroup) too: neither broker shares its group with the load
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         marks: dict[str, tuple[float, float, float, float]] = {}
         log: list[str] = []
 
@@ -177,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--peers", default="kafkalog,kafka")
     ap.add_argument("--workdir", default=None, help="where the data directories go (default: a temp dir)")
     args = ap.parse_args(argv)
-    peers = {"kafkalog": KafkalogPeer, "kafka": KafkaPeer}
+    peers = {"kafkalog": OwnSessionKafkalogPeer, "kafka": KafkaPeer}
     names = [n for n in args.peers.split(",") if n]
     for n in names:
         if n not in peers:
