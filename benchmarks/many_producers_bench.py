@@ -100,14 +100,6 @@ def machine_busy() -> tuple[float, float]:
     return (sum(vals) - idle) / tick, sum(vals) / tick
 
 
-def peak_rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -166,7 +158,7 @@ def run_peer(peer: Any, gen: Path, args: argparse.Namespace) -> dict[str, Any]:
             if res["produce_requests_per_s"]:
                 out["broker_cpu_us_per_request"] = round(1e6 * (c1 - c0) / (res["produce_requests_per_s"] * wall), 1)
             out["broker_rss_mib"] = round(rss, 1)
-            out["broker_peak_rss_mib"] = round(peak_rss_mib(peer.pid), 1)
+            out["broker_peak_rss_mib"] = round(rss_mib(peer.pid, "VmHWM"), 1)
             # everything else on the machine: busy CPU minus the broker's and (roughly) the generator's
             gen_share = res["generator_cpu_s"] * wall / max(wall + args.warmup, 1e-9)
             out["others_cpu_pct"] = round(100 * max(0.0, (b1 - b0) - (c1 - c0) - gen_share) / wall, 1)
@@ -177,8 +169,9 @@ def run_peer(peer: Any, gen: Path, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-FIELDS = ("achieved_rate", "produce_requests_per_s", "broker_cpu_us_per_request", "p50_ms", "p99_ms", "p999_ms", "max_ms", "broker_cpu_pct", "broker_rss_mib",
-          "broker_peak_rss_mib", "generator_cpu_pct", "others_cpu_pct", "unacked", "failed")
+FIELDS = ("achieved_rate", "produce_requests_per_s", "broker_cpu_us_per_request", "p50_ms", "p99_ms", "p999_ms",
+          "max_ms", "broker_cpu_pct", "broker_rss_mib", "broker_peak_rss_mib", "generator_cpu_pct",
+          "others_cpu_pct", "unacked", "failed")
 
 
 def main(argv: list[str] | None = None) -> None:
