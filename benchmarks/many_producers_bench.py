@@ -2,15 +2,17 @@
 
 The load is ``benchmarks/many_producers/main.go``: ``--producers`` franz-go clients (v1.22.3, from the
 Go module proxy into Go's module cache; built once into ``$KAFKALOG_GO_CACHE``, else
-``~/.cache/kafkalog-go``), in one Go process: a Python client needs a thread per producer and could
-not keep 1,000 of them paced on two cores; franz-go spends ~10 us of CPU a record here, a goroutine
-per producer. Each producer: idempotent (franz-go's default), acks=all, ``--value-bytes`` (100) values
-without key, ``--rate`` (50) records a second, paced open-loop (producer i sends its k-th record at
-start + (i/N + k)/rate, and the latency of a record runs from that scheduled time to its
-acknowledgement, so a stall cannot hide behind the producers it held up), franz-go's default
-partitioner (sticky per batch: records spread over the partitions) and linger (10 ms: at one record
-every 20 ms, each record is a Produce request of its own, ~50,000 requests a second in all). Topic:
-``--partitions`` (100) partitions, replication factor 1, created before the clients start.
+``~/.cache/kafkalog-go``), in one Go process, a goroutine per producer: a Python client needs a thread
+per librdkafka producer and could not keep 1,000 of them paced on two cores; the generator took 25-67%
+of one core for the whole load here. Each producer: idempotent (franz-go's default), acks=all,
+``--value-bytes`` (100) values without key, ``--rate`` (50) records a second, paced open-loop
+(producer i sends its k-th record at start + (i/N + k)/rate, and the latency of a record runs from
+that scheduled time to its acknowledgement, so a stall cannot hide behind the producers it held up),
+no compression, linger 0 (at one record every 20 ms, each record is a Produce request of its own while
+the broker keeps up, ~50,000 requests a second in all), franz-go's default partitioner (sticky: a
+producer changes partition every 64 KiB) and at most 5 requests in flight per producer (franz-go's
+fixed limit with idempotence). Topic: ``--partitions`` (100) partitions, replication factor 1, created
+before the clients start.
 
 Each broker and the generator run in a session of their own (the kernel's autogroup scheduling
 gives each session one share of the CPU; Kafka's JVM has always had its own). Per peer and run, on a
@@ -20,7 +22,7 @@ measured, ``--measure`` seconds measured. Printed (JSON lines on stdout): per ru
 records scheduled in the window and of those acknowledged, failed and unacknowledged by the end
 of the drain, the achieved rate (records acknowledged while the window lasted over its length),
 the Produce requests a second (records per request grow above 1 once the broker falls behind: a
-franz-go producer has one request in flight and batches what waits), latency p50/p99/p99.9/max
+franz-go producer has at most 5 requests in flight and batches what waits behind them), latency p50/p99/p99.9/max
 (ms), the broker's CPU (% of one core over the window, and per Produce request) and resident
 memory (MiB, at the window's end, and its peak), the generator's CPU, and how busy the machine was
 (its load averages, and the CPU of everything else in the window as % of one core); then per peer
