@@ -40,6 +40,12 @@ _BATCH_HEADER = 61
 #: the batch attributes' transactional bit (low byte of the int16 at offset 21)
 _TRANSACTIONAL = 0x10
 _PRODUCER = struct.Struct(">qh")
+#: a response partition's index, error, base offset, log append time and log start offset (v5+)
+_PLAIN_PARTITION = struct.Struct(">ihqqq")
+#: after them, no record errors and a null message: compact (empty array, null string, no tags) and
+#: classic (v8)
+_PLAIN_TAIL_FLEXIBLE = b"\x01\x00\x00"
+_PLAIN_TAIL_V8 = struct.pack(">ih", 0, -1)
 _BASE_OFFSET_ZERO = bytes(8)
 #: errors of a batch Kafka's ReplicaManager answers with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO
 _UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.RECORD_LIST_TOO_LARGE,
@@ -118,6 +124,14 @@ _VERIFICATION_MESSAGES = {
 
 def _is_transactional(records: bytes | None) -> bool:
     return records is not None and len(records) >= _BATCH_HEADER and bool(records[22] & _TRANSACTIONAL)
+
+
+def _any_transactional(body: Any) -> bool:
+    for td in body.topic_data:
+        for pd in td.partition_data:
+            if _is_transactional(pd.records):
+                return True
+    return False
 
 
 def _verify_transactional(broker: Broker, body: Any, version: int,
@@ -200,15 +214,16 @@ def handle_produce(broker: Broker, request: Request) -> Response | Awaitable[Res
     by_id = version >= FIRST_TOPIC_ID
     acks = body.acks
     results: list[tuple[Any, list[PartitionResult]]] = []
+    any_transactional = acks in (0, 1, -1) and _any_transactional(body)
+    # (an idempotent or plain producer's request looks up no topic or log here: _append_all does)
     transactional = [(name, pd.index, pd.records) for td in body.topic_data
                      for name in [broker.topic_ids.name_of(td.topic_id) if by_id else td.name]
                      for pd in td.partition_data
                      if _is_transactional(pd.records) and name is not None
-                     and broker.log(name, pd.index) is not None] if acks in (0, 1, -1) else []
+                     and broker.log(name, pd.index) is not None] if any_transactional else []
     verified: dict[tuple[str, int], int] | int = {}
     auth = broker.authorizer
-    if auth is not None and acks in (0, 1, -1) and (transactional or any(
-            _is_transactional(pd.records) for td in body.topic_data for pd in td.partition_data)) and (
+    if auth is not None and any_transactional and (
             body.transactional_id is None or not broker.authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id)):
         verified = error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif transactional:
@@ -274,11 +289,19 @@ def encode_produce_response(correlation_id: int, version: int,
                             results: list[tuple[Any, list[PartitionResult]]]) -> bytes:
     flex = version >= FIRST_FLEXIBLE
     i32, i64, i16 = wire.INT32.pack, wire.INT64.pack, wire.INT16.pack
+    # a partition without record errors or message in one pack (v5+: log start offset; v8+: the
+    # empty record errors and the null message; flexible: the empty tagged fields)
+    plain, plain_tail = (_PLAIN_PARTITION, _PLAIN_TAIL_FLEXIBLE if flex else _PLAIN_TAIL_V8 if version >= 8
+                         else b"") if version >= 5 else (None, b"")
     out = [response_header(correlation_id, flex), wire.array_len(len(results), flex)]
     for key, parts in results:
         out.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))
         out.append(wire.array_len(len(parts), flex))
         for p in parts:
+            if plain is not None and p.message is None and not p.record_errors:     # the usual answer
+                out.append(plain.pack(p.index, p.error, p.base_offset, p.log_append_time, p.log_start_offset)
+                           + plain_tail)
+                continue
             out.append(i32(p.index) + i16(p.error) + i64(p.base_offset) + i64(p.log_append_time))
             if version >= 5:
                 out.append(i64(p.log_start_offset))
