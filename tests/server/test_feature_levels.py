@@ -59,7 +59,7 @@ class Epochs:
         while expect is not None and levels != expect and time.monotonic() < deadline:
             time.sleep(0.05)
             epoch, levels = self.finalized()
-        if self.levels is not None:
+        if self.levels is not None and self.epoch is not None:
             changed = levels != self.levels
             assert (epoch > self.epoch) if changed else (epoch >= self.epoch), (self.c.name, label, epoch,
                                                                                self.epoch)

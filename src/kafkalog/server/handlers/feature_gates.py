@@ -24,13 +24,17 @@ GATED: Mapping[int, tuple[str, int]] = {
 
 #: Kafka's "no authorized operations asked" (``Integer.MIN_VALUE``)
 _NO_OPERATIONS = -(1 << 31)
-_REFUSED = {"error_code": UNSUPPORTED_VERSION, "error_message": None}
-_NO_MEMBER = {**_REFUSED, "member_id": None, "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
-_NO_STREAMS_MEMBER = {**_NO_MEMBER, "member_id": "", "acceptable_recovery_lag": 0, "task_offset_interval": 0,
-                      "status": [], "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
-                      "endpoint_information_epoch": 0, "partitions_by_user_endpoint": None}
-_NO_SHARE_RECORDS = {**_REFUSED, "acquisition_lock_timeout": 0, "responses": [], "node_endpoints": []}
-_OFFSETS_REFUSED = {**_REFUSED, "error_message": "The version of API is not supported.", "responses": []}
+_REFUSED: dict[str, Any] = {"error_code": UNSUPPORTED_VERSION, "error_message": None}
+_NO_MEMBER: dict[str, Any] = {**_REFUSED, "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
+                              "assignment": None}
+_NO_STREAMS_MEMBER: dict[str, Any] = {
+    **_NO_MEMBER, "member_id": "", "acceptable_recovery_lag": 0, "task_offset_interval": 0, "status": [],
+    "active_tasks": None, "standby_tasks": None, "warmup_tasks": None, "endpoint_information_epoch": 0,
+    "partitions_by_user_endpoint": None}
+_NO_SHARE_RECORDS: dict[str, Any] = {**_REFUSED, "acquisition_lock_timeout": 0, "responses": [],
+                                     "node_endpoints": []}
+_OFFSETS_REFUSED: dict[str, Any] = {**_REFUSED, "error_message": "The version of API is not supported.",
+                                    "responses": []}
 
 
 def _groups(request: Request) -> dict[str, Any]:
