@@ -12,6 +12,9 @@ is applied, and stays with one that is not), not by value: Kafka's is its metada
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -275,3 +278,23 @@ def test_kafka_features_tool(kafka_pair: Pair, tools: ToolSession, tmp_path: Pat
     describe = dict(out[1])["tool kafka-features describe"]["stdout"]
     assert any(line.startswith("Feature: transaction.version") and "FinalizedVersionLevel: 2" in line
                for line in describe), describe
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "cannot read the feature levels"),
+    ('{"epoch": 3, "levels": {"group.version": 7}}', "'group.version' at level 7"),
+    ('{"epoch": 3, "levels": {"features.nosuch": 1}}', "'features.nosuch'"),
+    ('[1, 2]', 'JSON object with an "epoch" and "levels"'),
+])
+def test_a_damaged_feature_file_is_refused(tmp_path: Path, content: str, message: str) -> None:
+    """A feature file that is not one kafkalog wrote: ``serve`` exits 2 naming it, and leaves it be."""
+    data = tmp_path / "data"
+    BrokerProcess(str(data)).start().stop()
+    path = data / "kafkalog-features.json"
+    path.write_text(content)
+    r = subprocess.run([sys.executable, "-m", "kafkalog.cli.main", "serve", str(data), "--port", "0"],
+                       capture_output=True, text=True, timeout=120, check=False)
+    err = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 2 and err["error"] == "InvalidConfigError", (r.stdout, r.stderr)
+    assert message in err["message"] and str(path) in json.dumps(err), err
+    assert path.read_text() == content
