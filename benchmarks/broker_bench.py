@@ -119,6 +119,7 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
     from kafkalog.server.handlers.kafka_apis import KafkaApis
     from kafkalog.server.handlers.produce import PartitionResult, encode_produce_response
     from kafkalog.server.network.socket_server import Server
+    from kafkalog.server.features import FeatureLevels
     from kafkalog.server.quota.quota_store import QuotaStore
     from kafkalog.server.quota.quotas import ClientQuotas
     from kafkalog.server.requests.kio_build import build
@@ -141,6 +142,8 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
             # no quota is set (the network layer asks the broker's quotas whether to mute): read from
             # a directory without a quotas file, nothing written
             self.client_quotas = ClientQuotas(QuotaStore(preload or tempfile.gettempdir()))
+            # a new cluster's feature levels (ApiVersions advertises them), from the same directory
+            self.features = FeatureLevels(preload or tempfile.gettempdir())
             for b in _segment_batches(preload) if preload else []:
                 base, last = struct.unpack_from(">q", b, 0)[0], struct.unpack_from(">i", b, 23)[0]
                 self.bases.append(base)
