@@ -113,13 +113,13 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
     from kafkalog.server import error_codes
     from kafkalog.server.broker import Broker
     from kafkalog.server.config import Listener, ServerConfig
+    from kafkalog.server.features import FeatureLevels
     from kafkalog.server.handlers.api_versions import handle_api_versions
     from kafkalog.server.handlers.fetch import PartitionData, encode_fetch_response
     from kafkalog.server.handlers.handler import Response
     from kafkalog.server.handlers.kafka_apis import KafkaApis
     from kafkalog.server.handlers.produce import PartitionResult, encode_produce_response
     from kafkalog.server.network.socket_server import Server
-    from kafkalog.server.features import FeatureLevels
     from kafkalog.server.quota.quota_store import QuotaStore
     from kafkalog.server.quota.quotas import ClientQuotas
     from kafkalog.server.requests.kio_build import build
