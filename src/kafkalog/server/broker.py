@@ -33,7 +33,7 @@ from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator
 from kafkalog.server.coordinator.group import TopicImage
 from kafkalog.server.coordinator.producer_id_migration import adopt_legacy_reservation
 from kafkalog.server.coordinator.streams_group import StreamsGroupCoordinator
-from kafkalog.server.features import finalized_level
+from kafkalog.server.features import FeatureLevels
 from kafkalog.server.fetch_session import FetchSessionCache
 from kafkalog.server.quota.quota_store import QuotaStore
 from kafkalog.server.quota.quotas import ClientQuotas
@@ -120,12 +120,14 @@ class Broker:
         from kafkalog.server.coordinator.group_migration import GroupMigration
         self.group_migration = GroupMigration(self)
         b = config.broker
+        #: the finalized feature levels (UpdateFeatures changes them; ApiVersions advertises them)
+        self.features = FeatureLevels(manager.data_dir)
         # loading __transaction_state finishes the decisions a crash left half-written
         self.transactions = TransactionCoordinator(
             manager, self.producer_ids, num_partitions=b.get("transaction.state.log.num.partitions"),
             max_timeout_ms=b.get("transaction.max.timeout.ms"),
             on_complete=self.offsets.complete_transaction, marker_leader_epoch=self.leader_epoch,
-            transaction_version=finalized_level("transaction.version"))
+            transaction_version=self.features.level("transaction.version"))
         self.transactions.abort_timed_out_transactions()
         self._txn_abort_interval_s = b.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         for _tp, log in manager.logs():
@@ -167,6 +169,12 @@ class Broker:
         self.scram_store.save(new)
         self.scram_credentials.clear()
         self.scram_credentials.update(new)
+
+    def change_features(self, levels: Mapping[str, int]) -> None:
+        """Apply UpdateFeatures: the levels stored, then advertised and in force (the transaction
+        coordinator's transaction.version; the group APIs read theirs at each request)."""
+        self.features.change(levels)
+        self.transactions.level = self.features.level("transaction.version")
 
     def change_acls(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None:
         """Apply CreateAcls/DeleteAcls to the authorizer and store the result before it is answered."""
