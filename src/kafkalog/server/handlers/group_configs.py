@@ -1,13 +1,13 @@
 """The GROUP config resource (Kafka's ``GroupConfig``) of DescribeConfigs and IncrementalAlterConfigs:
-a share group's ``share.*`` configs (:mod:`kafkalog.coordinator.share_group_config`), SET and
-DELETE, checked against the broker's ``group.share.*`` bounds as Kafka checks them (INVALID_CONFIG
+a group's ``consumer.*``, ``streams.*`` and ``share.*`` configs (:mod:`kafkalog.coordinator.group_config`), SET and
+DELETE, checked against the broker's ``group.*`` bounds as Kafka checks them (INVALID_CONFIG
 with Kafka's message otherwise)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.coordinator.share_group_config import GROUP_CONFIG_KEYS, defaults
+from kafkalog.coordinator.group_config import GROUP_CONFIG_KEYS, defaults
 from kafkalog.errors import KafkalogError
 from kafkalog.server import error_codes
 
@@ -25,17 +25,29 @@ def _text(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def group_config_entries(broker: Broker, group: str) -> list[dict[str, Any]]:
-    """Every served group key of ``group``: its value and source."""
+#: the group keys without a ``group.``-prefixed broker key: Kafka gives the key itself as its broker synonym
+_OWN_SYNONYM = ("share.auto.offset.reset", "share.isolation.level", "share.renew.acknowledge.enable")
+
+
+def _synonyms(key: str, override: Any, overridden: bool, default: Any) -> list[dict[str, Any]]:
+    """Kafka's synonyms of a group key: the group's override, then the broker's key and value."""
+    out = [{"name": key, "value": _text(override), "source": SOURCE_DYNAMIC_GROUP}] if overridden else []
+    broker_key = key if key in _OWN_SYNONYM else "group." + key
+    return [*out, {"name": broker_key, "value": _text(default), "source": SOURCE_DEFAULT}]
+
+
+def group_config_entries(broker: Broker, group: str, synonyms: bool = False) -> list[dict[str, Any]]:
+    """Every served group key of ``group``: its value and source (and synonyms when asked)."""
     overrides = broker.group_configs.overrides(group)
-    base = defaults(broker.group_configs.broker)
+    base = defaults(broker.group_configs.broker, broker.group_configs.bounds)
     out = []
     for key in GROUP_CONFIG_KEYS:
         overridden = key in overrides
         value = overrides[key] if overridden else base[key]
         out.append({"name": key, "value": _text(value), "read_only": False,
                     "config_source": SOURCE_DYNAMIC_GROUP if overridden else SOURCE_DEFAULT,
-                    "is_sensitive": False, "is_default": not overridden, "synonyms": [],
+                    "is_sensitive": False, "is_default": not overridden,
+                    "synonyms": _synonyms(key, value, overridden, base[key]) if synonyms else [],
                     "config_type": _TYPES.get(type(value), 0), "documentation": None})
     return out
 
