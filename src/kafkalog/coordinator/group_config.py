@@ -208,10 +208,10 @@ class GroupConfigStore:
         Kafka's ``GroupConfig.validate`` checks the group's whole new config."""
         raw: dict[str, Any] = dict(self.overrides(group))
         for key, value in updates.items():
-            if key not in _KEYS:
-                raise InvalidConfigError(f"Unknown group config name: {key}")
-            if value is None:
+            if value is None:           # (as Kafka: deleting a key is not checked, the group's new config is)
                 raw.pop(key, None)
+            elif key not in _KEYS:
+                raise InvalidConfigError(f"Unknown group config name: {key}")
             else:
                 raw[key] = value
         parsed = {key: _parse(key, str(value).lower() if isinstance(value, bool) else value)
