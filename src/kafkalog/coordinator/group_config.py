@@ -1,6 +1,8 @@
 """The per-group configs of the GROUP config resource (Kafka's ``GroupConfig``): a consumer
-group's ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``, a streams group's
-``streams.session.timeout.ms``, ``streams.heartbeat.interval.ms`` and ``streams.num.standby.replicas``,
+group's ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms`` and
+``consumer.assignment.interval.ms``, a streams group's ``streams.session.timeout.ms``,
+``streams.heartbeat.interval.ms``, ``streams.num.standby.replicas``, ``streams.assignment.interval.ms``
+and ``streams.initial.rebalance.delay.ms``,
 a share group's ``share.*`` keys (``share.record.lock.duration.ms``, ``share.auto.offset.reset`` ...),
 set by IncrementalAlterConfigs and checked as Kafka checks them (each within the broker's bounds);
 and the broker's ``group.share.*`` defaults and bounds (Kafka's ``ShareGroupConfig`` /
@@ -66,6 +68,9 @@ class GroupBounds:
     streams_session_timeout_ms: tuple[int, int, int] = (45000, 45000, 60000)
     streams_heartbeat_interval_ms: tuple[int, int, int] = (5000, 5000, 15000)
     streams_num_standby_replicas: tuple[int, int, int] = (0, 0, 2)
+    consumer_assignment_interval_ms: tuple[int, int, int] = (1000, 0, 15000)
+    streams_assignment_interval_ms: tuple[int, int, int] = (1000, 0, 15000)
+    streams_initial_rebalance_delay_ms: int = 3000
 
 
 def _invalid(key: str, raw: Any, why: str) -> InvalidConfigError:
@@ -79,7 +84,8 @@ _ISOLATION_NAMES = (IsolationLevel.READ_COMMITTED.config_name, IsolationLevel.RE
 _KEYS: dict[str, tuple[str, int]] = {
     "consumer.session.timeout.ms": ("int", 1), "consumer.heartbeat.interval.ms": ("int", 1),
     "streams.session.timeout.ms": ("int", 1), "streams.heartbeat.interval.ms": ("int", 1),
-    "streams.num.standby.replicas": ("int", 0),
+    "streams.num.standby.replicas": ("int", 0), "consumer.assignment.interval.ms": ("int", 0),
+    "streams.assignment.interval.ms": ("int", 0), "streams.initial.rebalance.delay.ms": ("int", 0),
     "share.session.timeout.ms": ("int", 1), "share.heartbeat.interval.ms": ("int", 1),
     "share.record.lock.duration.ms": ("int", 1000), "share.delivery.count.limit": ("int", 2),
     "share.partition.max.record.locks": ("int", 100), "share.auto.offset.reset": ("reset", 0),
@@ -128,6 +134,8 @@ def _check_ranges(parsed: Mapping[str, Any], b: ShareGroupBrokerConfig, g: Group
               ("consumer.session.timeout.ms", *g.consumer_session_timeout_ms[1:]),
               ("streams.heartbeat.interval.ms", *g.streams_heartbeat_interval_ms[1:]),
               ("streams.session.timeout.ms", *g.streams_session_timeout_ms[1:]),
+              ("consumer.assignment.interval.ms", *g.consumer_assignment_interval_ms[1:]),
+              ("streams.assignment.interval.ms", *g.streams_assignment_interval_ms[1:]),
               ("share.heartbeat.interval.ms", b.min_heartbeat_interval_ms, b.max_heartbeat_interval_ms),
               ("share.session.timeout.ms", b.min_session_timeout_ms, b.max_session_timeout_ms),
               ("share.record.lock.duration.ms", b.min_record_lock_duration_ms, b.max_record_lock_duration_ms),
@@ -156,6 +164,9 @@ def defaults(b: ShareGroupBrokerConfig, g: GroupBounds) -> dict[str, Any]:
             "streams.session.timeout.ms": g.streams_session_timeout_ms[0],
             "streams.heartbeat.interval.ms": g.streams_heartbeat_interval_ms[0],
             "streams.num.standby.replicas": g.streams_num_standby_replicas[0],
+            "consumer.assignment.interval.ms": g.consumer_assignment_interval_ms[0],
+            "streams.assignment.interval.ms": g.streams_assignment_interval_ms[0],
+            "streams.initial.rebalance.delay.ms": g.streams_initial_rebalance_delay_ms,
             "share.session.timeout.ms": b.session_timeout_ms,
             "share.heartbeat.interval.ms": b.heartbeat_interval_ms,
             "share.record.lock.duration.ms": b.record_lock_duration_ms,

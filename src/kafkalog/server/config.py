@@ -86,6 +86,8 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.streams.max.standby.replicas", INT, 2, at_least(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
     ConfigDef("group.streams.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.streams.min.assignment.interval.ms", INT, 0, at_least(0)),
+    ConfigDef("group.streams.max.assignment.interval.ms", INT, 15000, at_least(0)),
     ConfigDef("group.streams.rack.aware.assignment.tags", LIST, [], None),
     # internal in Kafka: the task offsets' interval and the lag a member may have to take a task
     ConfigDef("group.streams.task.offset.interval.ms", INT, 60000, at_least(1)),
@@ -346,10 +348,22 @@ def _group_timeouts(v: dict[str, Any], p: str) -> tuple[int, int]:
     return hb, st
 
 
+def _assignment_interval(v: dict[str, Any], p: str) -> int:
+    """``p``'s assignment interval (``group.consumer.``, ``group.streams.``) checked against its bounds."""
+    ai, ai_min, ai_max = (v[p + "assignment.interval.ms"], v[p + "min.assignment.interval.ms"],
+                          v[p + "max.assignment.interval.ms"])
+    ge, le = "must be greater than or equal to", "must be less than or equal to"
+    _require(ai_max >= ai_min, f"{p}max.assignment.interval.ms {ge} {p}min.assignment.interval.ms")
+    _require(ai >= ai_min, f"{p}assignment.interval.ms {ge} {p}min.assignment.interval.ms")
+    _require(ai <= ai_max, f"{p}assignment.interval.ms {le} {p}max.assignment.interval.ms")
+    return ai
+
+
 def _streams_group_config(v: dict[str, Any]) -> Any:
     """The ``group.streams.*`` settings, checked as Kafka checks them."""
     from kafkalog.server.coordinator.streams_group import StreamsGroupConfig
     hb, st = _group_timeouts(v, "group.streams.")
+    _assignment_interval(v, "group.streams.")
     _require(v["group.streams.task.offset.interval.ms"] >= v["group.streams.min.task.offset.interval.ms"],
              "group.streams.task.offset.interval.ms must be greater than or equal to "
              "group.streams.min.task.offset.interval.ms")
@@ -374,12 +388,7 @@ def _consumer_group_config(v: dict[str, Any]) -> Any:
     require = _require
     p = "group.consumer."
     hb, st = _group_timeouts(v, p)
-    ai, ai_min, ai_max = (v[p + "assignment.interval.ms"], v[p + "min.assignment.interval.ms"],
-                          v[p + "max.assignment.interval.ms"])
-    ge, le = "must be greater than or equal to", "must be less than or equal to"
-    require(ai_max >= ai_min, f"{p}max.assignment.interval.ms {ge} {p}min.assignment.interval.ms")
-    require(ai >= ai_min, f"{p}assignment.interval.ms {ge} {p}min.assignment.interval.ms")
-    require(ai <= ai_max, f"{p}assignment.interval.ms {le} {p}max.assignment.interval.ms")
+    ai = _assignment_interval(v, p)
     assignors = [a.strip() for a in v[p + "assignors"]]
     for a in assignors:
         if a not in BUILTIN_ASSIGNORS:
@@ -436,7 +445,10 @@ def _group_bounds(v: dict[str, Any]) -> Any:
         streams_session_timeout_ms=bounds("group.streams.", "session.timeout.ms"),
         streams_heartbeat_interval_ms=bounds("group.streams.", "heartbeat.interval.ms"),
         streams_num_standby_replicas=(v["group.streams.num.standby.replicas"], 0,
-                                      v["group.streams.max.standby.replicas"]))
+                                      v["group.streams.max.standby.replicas"]),
+        consumer_assignment_interval_ms=bounds("group.consumer.", "assignment.interval.ms"),
+        streams_assignment_interval_ms=bounds("group.streams.", "assignment.interval.ms"),
+        streams_initial_rebalance_delay_ms=v["group.streams.initial.rebalance.delay.ms"])
 
 
 def _check_listeners(listeners: list[Listener], advertised: list[Listener]) -> None:

@@ -436,17 +436,16 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
     def default_assignor(self) -> str:
         return self.config.assignors[0]
 
-    def session_timeout_ms(self, group_id: str) -> int:
-        """The group's ``consumer.session.timeout.ms``, else the broker's."""
-        default = self.config.session_timeout_ms
+    def _setting(self, group_id: str, key: str, default: int) -> int:
+        """The group's ``key`` (a ``consumer.*`` group config), else ``default`` (the broker's)."""
         gc = self.group_configs
-        return default if gc is None else gc.get(group_id, "consumer.session.timeout.ms", default)
+        return default if gc is None else gc.get(group_id, key, default)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._setting(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        """The group's ``consumer.heartbeat.interval.ms``, else the broker's."""
-        default = self.config.heartbeat_interval_ms
-        gc = self.group_configs
-        return default if gc is None else gc.get(group_id, "consumer.heartbeat.interval.ms", default)
+        return self._setting(group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
 
     # --- topics ---------------------------------------------------------------------------------
 
@@ -817,7 +816,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         if g.assignment_epoch >= group_epoch:
             return last()
         wall = self._wall()
-        interval = self.config.assignment_interval_ms
+        interval = self._setting(g.group_id, "consumer.assignment.interval.ms", self.config.assignment_interval_ms)
         if g.assignment_timestamp and interval and wall < g.assignment_timestamp + interval:
             return last()
         members = self._with(g, updated)

@@ -303,6 +303,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         self.group_configs = group_configs
 
     def _setting(self, group_id: str, key: str, default: int) -> int:
+        """The group's ``key`` (a ``streams.*`` group config), else ``default`` (the broker's)."""
         gc = self.group_configs
         return default if gc is None else gc.get(group_id, key, default)
 
@@ -422,11 +423,14 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         # 4. the target assignment, unless a delay holds it back
         now = self._clock()
         if g.group_epoch > g.assignment_epoch:
-            if (self.config.initial_rebalance_delay_ms > 0 and g.assigned_at is None and g.created_at is not None
-                    and now < g.created_at + self.config.initial_rebalance_delay_ms):
+            delay = self._setting(g.group_id, "streams.initial.rebalance.delay.ms",
+                                  self.config.initial_rebalance_delay_ms)
+            interval = self._setting(g.group_id, "streams.assignment.interval.ms", self.config.assignment_interval_ms)
+            if (delay > 0 and g.assigned_at is None and g.created_at is not None
+                    and now < g.created_at + delay):
                 status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
                                                    "delay."))
-            elif g.assigned_at is not None and now < g.assigned_at + self.config.assignment_interval_ms:
+            elif g.assigned_at is not None and now < g.assigned_at + interval:
                 status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             else:
                 self._update_target(g, configured.tasks or {}, records)
