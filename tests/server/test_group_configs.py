@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from tests.server.broker_process import BrokerProcess
-from tests.server.raw import connect, recv_frame, request_frame, response_of
-from tests.server.test_streams_group_protocol import _create, find_coordinator, heartbeat, topology
+from tests.server.test_streams_group_protocol import _call, _create, find_coordinator, heartbeat, topology
 
 pytestmark = pytest.mark.kafka
 
@@ -36,15 +35,11 @@ def ms(d: Any) -> int:
     return round(d.total_seconds() * 1000)
 
 
-def _call(port: int, api_key: int, version: int, values: dict[str, Any]) -> Any:
-    s = connect(port)
-    try:
-        s.sendall(request_frame(api_key, version, 1, values))
-        frame = recv_frame(s)
-        assert frame is not None
-        return response_of(frame, api_key, version)
-    finally:
-        s.close()
+def both(kafka_pair: Any, scenario: Any) -> tuple[list[Any], list[Any]]:
+    """``scenario(port, bootstrap, suffix)`` on Kafka 4.4, then on kafkalog: the two transcripts."""
+    kafka, ours = kafka_pair
+    sfx = uuid.uuid4().hex[:6]
+    return scenario(kafka.port, kafka.bootstrap, sfx), scenario(ours.port, ours.bootstrap, sfx)
 
 
 def alter(port: int, group: str, configs: dict[str, str | None], validate_only: bool = False) -> Any:
@@ -111,7 +106,8 @@ ALTERS: list[tuple[dict[str, str | None], bool]] = [
 ]
 
 
-def config_scenario(port: int, group: str) -> list[Any]:
+def config_scenario(port: int, _bootstrap: str, sfx: str) -> list[Any]:
+    group = "gc-" + sfx
     find_coordinator(port, group)
     out: list[Any] = [describe(port, group)]
     for configs, validate_only in ALTERS:
@@ -124,10 +120,7 @@ def config_scenario(port: int, group: str) -> list[Any]:
 def test_group_configs_alter_and_describe_as_kafka(kafka_pair: Any) -> None:
     """Valid and invalid consumer.*/streams.* values, SET and DELETE, validate-only: the same answers and
     the same described configs (values, sources, types, synonyms) on both brokers."""
-    kafka, ours = kafka_pair
-    g = "gc-" + uuid.uuid4().hex[:6]
-    want = config_scenario(kafka.port, g)
-    got = config_scenario(ours.port, g)
+    want, got = both(kafka_pair, config_scenario)
     for i, (w, o) in enumerate(zip(want, got, strict=True)):
         assert o == w, (i, o, w)
     assert [(0, None)] in got[1:-2] and got[2] != [(0, None)], got     # some taken, some refused
@@ -190,10 +183,7 @@ def consumer_scenario(port: int, bootstrap: str, sfx: str) -> list[Any]:
 def test_consumer_group_uses_its_configs_as_kafka(kafka_pair: Any) -> None:
     """consumer.heartbeat.interval.ms is the interval a member's heartbeats are answered with, and
     consumer.session.timeout.ms the session after which a silent member is fenced, on both brokers."""
-    kafka, ours = kafka_pair
-    sfx = uuid.uuid4().hex[:6]
-    want = consumer_scenario(kafka.port, kafka.bootstrap, sfx)
-    got = consumer_scenario(ours.port, ours.bootstrap, sfx)
+    want, got = both(kafka_pair, consumer_scenario)
     assert got == want
     assert got[1][0][2] == 700 and got[1][2][2] == 5000 and got[2][1] == ["b-"] and got[-3] == 900, got
     assert got[-1][0][2] == [0, 1] and not got[-1][1][2], got
@@ -241,10 +231,7 @@ def test_streams_group_standby_replicas_per_group_as_kafka(kafka_pair: Any) -> N
     """streams.num.standby.replicas=1 set on the group (the broker's default is 0): each member gets the
     other's task as a standby task; set back to 0, the next heartbeat bumps the group epoch and the
     standby tasks go; the heartbeat interval is the group's. The transcript is Kafka 4.4's."""
-    kafka, ours = kafka_pair
-    sfx = uuid.uuid4().hex[:6]
-    want = streams_scenario(kafka.port, kafka.bootstrap, sfx)
-    got = streams_scenario(ours.port, ours.bootstrap, sfx)
+    want, got = both(kafka_pair, streams_scenario)
     for i, (w, o) in enumerate(zip(want, got, strict=True)):
         assert o == w, (i, o, w)
     standby = [x[1]["standby"] for x in got if isinstance(x, tuple)]
@@ -280,10 +267,7 @@ def delay_scenario(port: int, bootstrap: str, sfx: str) -> list[Any]:
 
 
 def test_streams_group_initial_rebalance_delay_per_group_as_kafka(kafka_pair: Any) -> None:
-    kafka, ours = kafka_pair
-    sfx = uuid.uuid4().hex[:6]
-    want = delay_scenario(kafka.port, kafka.bootstrap, sfx)
-    got = delay_scenario(ours.port, ours.bootstrap, sfx)
+    want, got = both(kafka_pair, delay_scenario)
     assert got == want
     assert "initial rebalance delay" in str(got[-1][1]), got
 

@@ -11,13 +11,12 @@ from kafkalog.coordinator.group_config import GROUP_CONFIG_KEYS, defaults
 from kafkalog.errors import KafkalogError
 from kafkalog.server import error_codes
 from kafkalog.server.config import SERVER_CONFIGS
-from kafkalog.server.handlers.config_admin import SOURCE_DEFAULT, SOURCE_STATIC_BROKER
 
 if TYPE_CHECKING:      # the state owner that dispatches to this handler
     from kafkalog.server.broker import Broker
 
-#: DescribeConfigs config source of a group override (the others: the broker's configuration, Kafka's default)
-SOURCE_DYNAMIC_GROUP = 8
+#: DescribeConfigs config sources: a group override, the broker's configuration, Kafka's default
+SOURCE_DYNAMIC_GROUP, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 8, 4, 5
 OP_SET, OP_DELETE = 0, 1
 _TYPES = {bool: 1, str: 2, int: 3}
 
