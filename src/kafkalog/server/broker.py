@@ -111,9 +111,12 @@ class Broker:
             value = self.offsets.group_metadata(group)
             if value is not None:
                 self.groups.restore(group, value)
+        from kafkalog.coordinator.group_config import GroupConfigStore
+        #: the per-group configs (the GROUP config resource) of every group protocol
+        self.group_configs = GroupConfigStore(self.manager.data_dir, config.share_group, config.group_bounds)
         #: the consumer group protocol's groups (KIP-848), restored from their records
         self.consumer_groups = ConsumerGroupCoordinator(config.consumer_group, self.offsets.store_records,
-                                                        self.topic_images)
+                                                        self.topic_images, group_configs=self.group_configs)
         self.consumer_groups.describable = self._describable_topics
         for group, records in self.offsets.consumer_group_records().items():
             self.consumer_groups.restore(group, records)
@@ -135,7 +138,7 @@ class Broker:
         self._init_share_groups(config)
         #: streams groups (KIP-1071), restored from their records
         self.streams_groups = StreamsGroupCoordinator(
-            config.streams_group, self.offsets.store_records, self._topic_image,
+            config.streams_group, self.offsets.store_records, self._topic_image, group_configs=self.group_configs,
             other_group_exists=lambda g: g in self.consumer_groups.groups or g in self.groups.groups
             or g in self.share_groups.groups)
         for group, srecords in self.offsets.streams_group_records().items():
@@ -209,12 +212,10 @@ class Broker:
         """Share groups (KIP-932): their configs, the share coordinator's state store
         (``__share_group_state``), the share partitions, share sessions and the groups, restored
         from their records."""
-        from kafkalog.coordinator.share_group_config import GroupConfigStore
         from kafkalog.coordinator.share_partition_manager import SharePartitionManager
         from kafkalog.coordinator.share_state_store import ShareStateStore
         from kafkalog.server.coordinator.share_group import ShareGroupCoordinator
         share = config.share_group
-        self.group_configs = GroupConfigStore(self.manager.data_dir, share)
         self.share_state = ShareStateStore(
             self.manager, num_partitions=config.values["share.coordinator.state.topic.num.partitions"],
             updates_per_snapshot=config.values["share.coordinator.snapshot.update.records.per.snapshot"])

@@ -87,8 +87,11 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     *_session_keys("group.streams."),
     ConfigDef("group.streams.max.size", INT, INT32_MAX, at_least(1)),
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
+    ConfigDef("group.streams.max.standby.replicas", INT, 2, at_least(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
     ConfigDef("group.streams.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.streams.min.assignment.interval.ms", INT, 0, at_least(0)),
+    ConfigDef("group.streams.max.assignment.interval.ms", INT, 15000, at_least(0)),
     ConfigDef("group.streams.rack.aware.assignment.tags", LIST, [], None),
     # internal in Kafka: the task offsets' interval and the lag a member may have to take a task
     ConfigDef("group.streams.task.offset.interval.ms", INT, 60000, at_least(1)),
@@ -342,6 +345,8 @@ class ServerConfig:
         self.share_group = _share_group_config(resolved)
         #: streams groups' settings (a ``StreamsGroupConfig``)
         self.streams_group = _streams_group_config(resolved)
+        #: the consumer and streams group keys' defaults and bounds for per-group configs (a ``GroupBounds``)
+        self.group_bounds = _group_bounds(resolved)
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address of the first listener: ``--host``/``--port`` win over ``listeners``;
@@ -399,10 +404,22 @@ def _group_timeouts(v: dict[str, Any], p: str) -> tuple[int, int]:
     return hb, st
 
 
+def _assignment_interval(v: dict[str, Any], p: str) -> int:
+    """``p``'s assignment interval (``group.consumer.``, ``group.streams.``) checked against its bounds."""
+    ai, ai_min, ai_max = (v[p + "assignment.interval.ms"], v[p + "min.assignment.interval.ms"],
+                          v[p + "max.assignment.interval.ms"])
+    ge, le = "must be greater than or equal to", "must be less than or equal to"
+    _require(ai_max >= ai_min, f"{p}max.assignment.interval.ms {ge} {p}min.assignment.interval.ms")
+    _require(ai >= ai_min, f"{p}assignment.interval.ms {ge} {p}min.assignment.interval.ms")
+    _require(ai <= ai_max, f"{p}assignment.interval.ms {le} {p}max.assignment.interval.ms")
+    return ai
+
+
 def _streams_group_config(v: dict[str, Any]) -> Any:
     """The ``group.streams.*`` settings, checked as Kafka checks them."""
     from kafkalog.server.coordinator.streams_group import StreamsGroupConfig
     hb, st = _group_timeouts(v, "group.streams.")
+    _assignment_interval(v, "group.streams.")
     _require(v["group.streams.task.offset.interval.ms"] >= v["group.streams.min.task.offset.interval.ms"],
              "group.streams.task.offset.interval.ms must be greater than or equal to "
              "group.streams.min.task.offset.interval.ms")
@@ -427,12 +444,7 @@ def _consumer_group_config(v: dict[str, Any]) -> Any:
     require = _require
     p = "group.consumer."
     hb, st = _group_timeouts(v, p)
-    ai, ai_min, ai_max = (v[p + "assignment.interval.ms"], v[p + "min.assignment.interval.ms"],
-                          v[p + "max.assignment.interval.ms"])
-    ge, le = "must be greater than or equal to", "must be less than or equal to"
-    require(ai_max >= ai_min, f"{p}max.assignment.interval.ms {ge} {p}min.assignment.interval.ms")
-    require(ai >= ai_min, f"{p}assignment.interval.ms {ge} {p}min.assignment.interval.ms")
-    require(ai <= ai_max, f"{p}assignment.interval.ms {le} {p}max.assignment.interval.ms")
+    ai = _assignment_interval(v, p)
     assignors = [a.strip() for a in v[p + "assignors"]]
     for a in assignors:
         if a not in BUILTIN_ASSIGNORS:
@@ -455,7 +467,7 @@ def _consumer_group_config(v: dict[str, Any]) -> Any:
 def _share_group_config(v: dict[str, Any]) -> Any:
     """The ``group.share.*`` settings checked as Kafka's ``GroupCoordinatorConfig`` and
     ``ShareGroupConfig`` check them (each default between its minimum and maximum)."""
-    from kafkalog.coordinator.share_group_config import ShareGroupBrokerConfig
+    from kafkalog.coordinator.group_config import ShareGroupBrokerConfig
     p = "group.share."
     for name in ("session.timeout.ms", "heartbeat.interval.ms", "assignment.interval.ms", "record.lock.duration.ms",
                  "delivery.count.limit", "partition.max.record.locks"):
@@ -474,6 +486,25 @@ def _share_group_config(v: dict[str, Any]) -> Any:
                                  f"built-in share group assignor is simple (custom assignor classes need a JVM)")
     # each setting's field is its key below group.share. (min_session_timeout_ms: group.share.min.session.timeout.ms)
     return ShareGroupBrokerConfig(**{f.name: v[p + f.name.replace("_", ".")] for f in fields(ShareGroupBrokerConfig)})
+
+
+def _group_bounds(v: dict[str, Any]) -> Any:
+    """The broker's ``group.consumer.*`` / ``group.streams.*`` default, minimum and maximum of each
+    per-group config key Kafka's ``GroupConfig`` checks against them (already validated)."""
+    from kafkalog.coordinator.group_config import GroupBounds
+
+    def bounds(p: str, name: str) -> tuple[int, int, int]:
+        return v[p + name], v[p + "min." + name], v[p + "max." + name]
+    return GroupBounds(
+        consumer_session_timeout_ms=bounds("group.consumer.", "session.timeout.ms"),
+        consumer_heartbeat_interval_ms=bounds("group.consumer.", "heartbeat.interval.ms"),
+        streams_session_timeout_ms=bounds("group.streams.", "session.timeout.ms"),
+        streams_heartbeat_interval_ms=bounds("group.streams.", "heartbeat.interval.ms"),
+        streams_num_standby_replicas=(v["group.streams.num.standby.replicas"], 0,
+                                      v["group.streams.max.standby.replicas"]),
+        consumer_assignment_interval_ms=bounds("group.consumer.", "assignment.interval.ms"),
+        streams_assignment_interval_ms=bounds("group.streams.", "assignment.interval.ms"),
+        streams_initial_rebalance_delay_ms=v["group.streams.initial.rebalance.delay.ms"])
 
 
 def _check_listeners(listeners: list[Listener], advertised: list[Listener]) -> None:

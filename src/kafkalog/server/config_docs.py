@@ -468,14 +468,23 @@ BROKER_DOCS: dict[str, str] = {
         'The amount of time the group coordinator will wait for more streams clients to join a new group '
         'before performing the first rebalance. A longer delay means potentially fewer rebalances.'
     ),
+    'group.streams.max.assignment.interval.ms': (
+        'The maximum interval between assignment updates for a streams group.'
+    ),
     'group.streams.max.heartbeat.interval.ms': (
         'The maximum allowed value for the group-level configuration of streams.heartbeat.interval.ms'
     ),
     'group.streams.max.session.timeout.ms': (
         'The maximum allowed value for the group-level configuration of streams.session.timeout.ms'
     ),
+    'group.streams.max.standby.replicas': (
+        'The maximum allowed value for the group-level configuration of streams.num.standby.replicas'
+    ),
     'group.streams.max.size': (
         'The maximum number of streams clients that a single streams group can accommodate.'
+    ),
+    'group.streams.min.assignment.interval.ms': (
+        'The minimum interval between assignment updates for a streams group.'
     ),
     'group.streams.min.heartbeat.interval.ms': (
         'The minimum allowed value for the group-level configuration of streams.heartbeat.interval.ms'
