@@ -13,7 +13,10 @@ kept and advertised as Kafka keeps them.
 
 The levels are kept in the data directory's :data:`FEATURES_FILE` (Kafka keeps them as
 ``FeatureLevelRecord`` records of its metadata log), rewritten whole through a temporary file, fsync
-and rename before UpdateFeatures is answered; the file is written only once a level changes."""
+and rename before UpdateFeatures is answered; the file is written only once a level changes. Until
+then a directory Kafka 4 wrote has the levels of its metadata log
+(:func:`~kafkalog.log.cluster_metadata.read_kafka_metadata`: its ``FeatureLevelRecord`` s, the last of
+a feature winning), and ``kafkalog bootstrap-topics`` hands the file's levels to a new Kafka cluster."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from typing import Any, NamedTuple
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log import fsutil
+from kafkalog.log.cluster_metadata import read_kafka_metadata
 
 FEATURES_FILE = "kafkalog-features.json"
 METADATA_VERSION = "metadata.version"
@@ -71,8 +75,14 @@ class FeatureLevels:
         self.levels = {f.name: f.default for f in FEATURES.values()}
         self.epoch = 1
         data = fsutil.read_json(self.path, "feature levels")
+        #: whether the levels come from :data:`FEATURES_FILE` (kafkalog changed one here)
+        self.stored = data is not None
         if data is not None:
             self._adopt(data)
+            return
+        kafkas = read_kafka_metadata(data_dir).features
+        if kafkas:      # a directory Kafka wrote: the levels of its metadata log, those it did not finalize 0
+            self.levels = {name: kafkas.get(name, 0) for name in FEATURES}
 
     def _adopt(self, data: Any) -> None:
         if not isinstance(data, dict) or not isinstance(data.get("epoch"), int) \
