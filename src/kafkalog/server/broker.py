@@ -24,11 +24,10 @@ from kafkalog.coordinator.share_state_records import SHARE_GROUP_STATE_TOPIC
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
-from kafkalog.log import fsutil
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
-from kafkalog.server import heap
+from kafkalog.server import error_codes, heap
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.coordinator.classic_group import GroupCoordinator
 from kafkalog.server.coordinator.consumer_group import ConsumerGroupCoordinator
@@ -362,25 +361,54 @@ class Broker:
                     tid, dict(configs))
         return tid
 
-    def create_topics_partitions(self, topics: Sequence[tuple[str, int, Mapping[str, Any]]]
-                                 ) -> list[uuid.UUID | KafkalogError]:
-        """:meth:`create_topic_partitions` of each ``(topic, partitions, configs)`` (a CreateTopics
-        request's), the id or the error of each; their fsyncs waited for once, at the end (each
-        topic on its own waited for its own: 50 topics, 50 rounds of fsyncs one after the other).
-        A topic is seen as soon as its partitions are ready, as before; it is answered, and so
-        acknowledged, once every fsync is done. A failed fsync fails every topic of the call."""
-        out: list[uuid.UUID | KafkalogError] = []
-        try:
-            with fsutil.deferred_syncs():
-                for topic, partitions, configs in topics:
-                    try:
-                        out.append(self.create_topic_partitions(topic, partitions, configs))
-                    except KafkalogError as e:
-                        out.append(e)
-        except KafkalogIOError as e:
-            self.log_dir_failed(TopicPartition(topics[0][0], 0), e)
-            return [e] * len(topics)
-        return out
+    def commit_topics(self, topics: Sequence[tuple[str, int, Mapping[str, Any]]]
+                      ) -> list[uuid.UUID | KafkalogError]:
+        """Each ``(topic, partitions, configs)`` of a CreateTopics request committed, its id or its
+        error, as Kafka's controller answers once the topic's records are committed: the topic
+        exists, with every partition led in Metadata, and its partitions' logs are made afterwards
+        on a thread (:meth:`LogManager.commit_topics`); one wait on the disk for the request. An
+        internal topic is made whole before it is answered (its coordinator reads its logs)."""
+        if self.log_dir_failure is not None:        # an offline directory takes no new partition
+            err = KafkalogIOError(f"cannot create topics: the data directory is offline "
+                                  f"({self.log_dir_failure.message})", file=self.manager.data_dir)
+            return [err] * len(topics)
+        out: list[uuid.UUID | KafkalogError | None] = [None] * len(topics)
+        committed = []
+        for i, (topic, partitions, configs) in enumerate(topics):
+            if topic in INTERNAL_TOPICS:
+                try:
+                    out[i] = self.create_topic_partitions(topic, partitions, configs)
+                except KafkalogError as e:
+                    out[i] = e
+            else:
+                committed.append(i)
+        ids = self.manager.commit_topics([(topics[i][0], topics[i][1], dict(topics[i][2]) or None)
+                                          for i in committed], prepare=self.lead, done=self._made)
+        for i, tid in zip(committed, ids):
+            out[i] = tid
+            if isinstance(tid, KafkalogIOError):
+                self.log_dir_failed(TopicPartition(topics[i][0], 0), tid)
+            elif not isinstance(tid, KafkalogError):
+                logger.info("committed topic %s with %d partition(s), id %s, configs %s", topics[i][0],
+                            topics[i][1], tid, dict(topics[i][2]))
+        return [o for o in out if o is not None]     # (each one set)
+
+    def _made(self, topic: str, error: KafkalogError | None) -> None:
+        """A committed topic's partitions are all made (or their creation failed: a disk error
+        takes the directory offline, as a failed append does)."""
+        if isinstance(error, KafkalogIOError):
+            self.log_dir_failed(TopicPartition(topic, 0), error)
+        elif error is None:
+            heap.settle()       # (the topic's objects settled once it is made)
+            logger.info("made the partitions of topic %s", topic)
+
+    def missing_partition_error(self, topic: str, partition: int) -> int:
+        """The error of a partition without a log: NOT_LEADER_OR_FOLLOWER while a committed
+        topic's partition is being made (Kafka's broker: in the metadata, not a replica yet; the
+        client retries), else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.manager.partition_pending(topic, partition):
+            return error_codes.NOT_LEADER_OR_FOLLOWER
+        return error_codes.UNKNOWN_TOPIC_OR_PARTITION
 
     def auto_create(self, topic: str) -> bool:
         """Kafka's ``auto.create.topics.enable`` for a topic a client asked for; True if created."""

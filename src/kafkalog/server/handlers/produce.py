@@ -47,7 +47,8 @@ _UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.REC
                                   error_codes.UNSUPPORTED_COMPRESSION_TYPE, error_codes.UNKNOWN_SERVER_ERROR})
 
 #: errors Kafka's ReplicaManager does not count as FailedProduceRequests (metrics)
-_NOT_FAILED = frozenset({error_codes.NONE, error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_codes.MESSAGE_TOO_LARGE,
+_NOT_FAILED = frozenset({error_codes.NONE, error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_codes.NOT_LEADER_OR_FOLLOWER,
+                         error_codes.MESSAGE_TOO_LARGE,
                          error_codes.RECORD_LIST_TOO_LARGE, error_codes.CORRUPT_MESSAGE,
                          error_codes.KAFKA_STORAGE_ERROR})
 
@@ -140,7 +141,7 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None,
             verified: int = error_codes.NONE) -> PartitionResult:
     log = broker.log(topic, index)
     if log is None:
-        return PartitionResult(index, error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+        return PartitionResult(index, broker.missing_partition_error(topic, index))
     problem = check_batch(records)
     if problem is not None:
         # Kafka answers INVALID_RECORD without a message or log start offset here; the reason is logged
