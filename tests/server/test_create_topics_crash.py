@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalog.log.checkpoint import PartitionMetadataFile
@@ -35,6 +36,7 @@ def _metadata(correlation_id: int) -> bytes:
         "include_topic_authorized_operations": False})
 
 
+@pytest.mark.slow
 def test_sigkill_right_after_create_topics_answered(tmp_path: Path) -> None:
     data = str(tmp_path / "data")
     b = BrokerProcess(data).start()

@@ -31,7 +31,7 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Protocol
 
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.log import fsutil
@@ -46,7 +46,6 @@ from kafkalog.log.naming import TopicPartition, validate_topic
 
 if TYPE_CHECKING:
     from kafkalog.log.log import Log
-    from kafkalog.log.manager import LogManager
 
 logger = logging.getLogger("kafkalog.manager")
 
@@ -55,6 +54,22 @@ CREATING_SUFFIX = ".json"
 #: partitions made between two looks at the queue: one round of fsyncs each, and the unit in
 #: which a topic's partitions become readable
 CHUNK = 64
+
+
+class CreationHost(Protocol):
+    """What this module asks of the :class:`~kafkalog.log.manager.LogManager` it works for."""
+
+    data_dir: str
+    _lock: Any
+    _logs: Dict[TopicPartition, Log]
+
+    def _open_new_log(self, tp: TopicPartition, cfg: LogConfig) -> Log: ...
+
+    def _add_log(self, tp: TopicPartition, log: Log) -> None: ...
+
+    def _known_topic_id(self, topic: str, tid: uuid.UUID) -> None: ...
+
+    def topic_config(self, topic: str) -> LogConfig: ...
 
 
 def record_path(data_dir: str, topic: str) -> str:
@@ -99,7 +114,7 @@ def remove_record(data_dir: str, topic: str) -> None:
         fsutil.fsync_dir(data_dir)
 
 
-def make_partition(manager: LogManager, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID,
+def make_partition(manager: CreationHost, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID,
                    prepare: Optional[Callable[[Log], None]]) -> Log:
     """A new partition's log with its ``partition.metadata`` (and ``prepare(log)`` run on it)."""
     log = manager._open_new_log(tp, config)
@@ -109,7 +124,7 @@ def make_partition(manager: LogManager, tp: TopicPartition, config: LogConfig, t
     return log
 
 
-def complete(manager: LogManager) -> List[str]:
+def complete(manager: CreationHost) -> List[str]:
     """At load: make what every record names and the directory lacks (a half-made partition gets
     the record's topic ID), then remove the records; the topics completed."""
     done = []
@@ -167,7 +182,7 @@ class TopicCreator:
     when there is none. Its state is guarded by the manager's lock; :attr:`changed` (a condition of
     that lock) is notified after each chunk."""
 
-    def __init__(self, manager: LogManager) -> None:
+    def __init__(self, manager: CreationHost) -> None:
         self.manager = manager
         self.pending: Dict[str, PendingTopic] = {}
         self.queue: Deque[str] = deque()

@@ -24,9 +24,11 @@ from kafkalog.coordinator.share_state_records import SHARE_GROUP_STATE_TOPIC
 from kafkalog.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalog.errors import InvalidTopicError, KafkalogError, KafkalogIOError
+from kafkalog.log import fsutil
 from kafkalog.log.log import Log
 from kafkalog.log.manager import LogManager
 from kafkalog.log.naming import TopicPartition, validate_topic
+from kafkalog.log.topic_creation import CHUNK
 from kafkalog.server import error_codes, heap
 from kafkalog.server.config import Listener, ServerConfig
 from kafkalog.server.coordinator.classic_group import GroupCoordinator
@@ -56,6 +58,10 @@ logger = logging.getLogger("kafkalog.server")
 
 #: Kafka's internal topics: never auto-created by a client's request, flagged in Metadata.
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
+
+#: A CreateTopics request of at most this many partitions is made whole before it is answered
+#: (:meth:`Broker.commit_topics`); a larger one once committed (one chunk of the topic creator)
+SMALL_REQUEST = CHUNK
 
 #: How often the group coordinator's session and rebalance timeouts are checked.
 GROUP_TICK_S = 0.1
@@ -366,12 +372,17 @@ class Broker:
         """Each ``(topic, partitions, configs)`` of a CreateTopics request committed, its id or its
         error, as Kafka's controller answers once the topic's records are committed: the topic
         exists, with every partition led in Metadata, and its partitions' logs are made afterwards
-        on a thread (:meth:`LogManager.commit_topics`); one wait on the disk for the request. An
-        internal topic is made whole before it is answered (its coordinator reads its logs)."""
+        on a thread (:meth:`LogManager.commit_topics`); one wait on the disk for the request. A
+        request of at most :data:`SMALL_REQUEST` partitions is made whole before it is answered
+        (:meth:`create_topics_partitions`: one wait on the disk too, and no moment when the topic
+        is listed and a partition not made), and so is an internal topic (its coordinator reads
+        its logs)."""
         if self.log_dir_failure is not None:        # an offline directory takes no new partition
             err = KafkalogIOError(f"cannot create topics: the data directory is offline "
                                   f"({self.log_dir_failure.message})", file=self.manager.data_dir)
             return [err] * len(topics)
+        if sum(n for _t, n, _c in topics) <= SMALL_REQUEST:
+            return self.create_topics_partitions(topics)
         out: list[uuid.UUID | KafkalogError | None] = [None] * len(topics)
         committed = []
         for i, (topic, partitions, configs) in enumerate(topics):
@@ -392,6 +403,26 @@ class Broker:
                 logger.info("committed topic %s with %d partition(s), id %s, configs %s", topics[i][0],
                             topics[i][1], tid, dict(topics[i][2]))
         return [o for o in out if o is not None]     # (each one set)
+
+    def create_topics_partitions(self, topics: Sequence[tuple[str, int, Mapping[str, Any]]]
+                                 ) -> list[uuid.UUID | KafkalogError]:
+        """:meth:`create_topic_partitions` of each ``(topic, partitions, configs)`` (a CreateTopics
+        request's), the id or the error of each; their fsyncs waited for once, at the end (each
+        topic on its own waited for its own: 50 topics, 50 rounds of fsyncs one after the other).
+        A topic is seen as soon as its partitions are ready, as before; it is answered, and so
+        acknowledged, once every fsync is done. A failed fsync fails every topic of the call."""
+        out: list[uuid.UUID | KafkalogError] = []
+        try:
+            with fsutil.deferred_syncs():
+                for topic, partitions, configs in topics:
+                    try:
+                        out.append(self.create_topic_partitions(topic, partitions, configs))
+                    except KafkalogError as e:
+                        out.append(e)
+        except KafkalogIOError as e:
+            self.log_dir_failed(TopicPartition(topics[0][0], 0), e)
+            return [e] * len(topics)
+        return out
 
     def _made(self, topic: str, error: KafkalogError | None) -> None:
         """A committed topic's partitions are all made (or their creation failed: a disk error
