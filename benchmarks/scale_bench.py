@@ -293,7 +293,9 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float, until: s
         peer.start()
         wait_port(peer.port)
         bootstrap = f"127.0.0.1:{peer.port}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        # (a CreateTopics request may take longer than librdkafka's 60 s socket timeout on a
+        # loaded machine: it would be abandoned, and the run with it)
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300000})
         admin.list_topics(timeout=60)
         prober.resume()
         prober.window()
