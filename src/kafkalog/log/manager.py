@@ -836,6 +836,12 @@ class LogManager:
                                     file=self.data_dir)
         return log
 
+    def find_log(self, topic: str, partition: int) -> Optional[Log]:
+        """The open :class:`Log` of ``topic``-``partition``, None if unknown or not made yet (a
+        look-up without an exception: Metadata asks for thousands of partitions being made)."""
+        parts = self._by_topic.get(topic)
+        return parts.get(partition) if parts is not None else None
+
     def logs(self) -> Iterator[Tuple[TopicPartition, Log]]:
         """(topic-partition, log) pairs, sorted (a snapshot)."""
         with self._lock:

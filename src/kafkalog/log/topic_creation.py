@@ -96,6 +96,7 @@ def read_record(path: str, topic: str) -> tuple[uuid.UUID, int]:
     is not one this module wrote."""
     doc = fsutil.read_json(path, "record of a committed topic")
     try:
+        validate_topic(topic)
         if not isinstance(doc, dict) or doc.get("version") != 0 or doc.get("topic") != topic:
             raise ValueError("not a version 0 record of this topic")
         partitions = doc["partitions"]
@@ -128,17 +129,9 @@ def complete(manager: CreationHost) -> List[str]:
     """At load: make what every record names and the directory lacks (a half-made partition gets
     the record's topic ID), then remove the records; the topics completed."""
     done = []
-    for name in sorted(os.listdir(manager.data_dir)):
-        topic = parse_record_name(name)
-        if topic is None:
-            continue
-        path = os.path.join(manager.data_dir, name)
-        try:
-            validate_topic(topic)
-        except KafkalogError as e:
-            raise InvalidConfigError(f"cannot read the record of a committed topic: {e.message}",
-                                     file=path) from None
-        topic_id, partitions = read_record(path, topic)
+    named = ((parse_record_name(n), n) for n in sorted(os.listdir(manager.data_dir)))
+    for topic, name in [(t, n) for t, n in named if t is not None]:
+        topic_id, partitions = read_record(os.path.join(manager.data_dir, name), topic)
         config = manager.topic_config(topic)
         made = 0
         with fsutil.deferred_syncs():

@@ -303,11 +303,9 @@ class Broker:
     # --- logs and topics ----------------------------------------------------------------------
 
     def log(self, topic: str, partition: int) -> Log | None:
-        """The open log of a partition, None when the topic or partition does not exist."""
-        try:
-            return self.manager.get_log(topic, partition)
-        except InvalidTopicError:
-            return None
+        """The open log of a partition, None when the topic or partition does not exist (or is
+        not made yet: :meth:`missing_partition_error`)."""
+        return self.manager.find_log(topic, partition)
 
     @staticmethod
     def leader_epoch(log: Log | None) -> int:
