@@ -5,7 +5,9 @@ client's requests are answered while the creation is under way.
 No timing is asserted: the test checks an order. Connection A asks for one topic of 1,000
 partitions (seconds of file creation on any machine) and, pipelined behind it, ListOffsets of its
 last partition: answered NOT_LEADER_OR_FOLLOWER, the partition is not made yet (the previous main
-answered CreateTopics once every partition was made, and then offset 0: the test failed there).
+answered CreateTopics once every partition was made, and then offset 0: the test failed there),
+and a Produce to it, answered once it is made, offset 0, where Kafka answers NOT_LEADER_OR_FOLLOWER
+and the client retries (a retry storm at 10,000 partitions: every producer refreshing its metadata).
 Connection B meanwhile gets ApiVersions and Metadata listing every partition led."""
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from kafkalog.record.builder import build_batch
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import connect, recv_frame, request_frame, response_of
 
@@ -54,6 +57,13 @@ def _list_offsets(topic: str, partition: int, correlation_id: int) -> bytes:
                                                    "timestamp": -2}]}]})
 
 
+def _produce(topic: str, partition: int, correlation_id: int) -> bytes:
+    return request_frame(0, 9, correlation_id, {"transactional_id": None, "acks": 1, "timeout": 60000,
+                                                "topic_data": [{"name": topic, "partition_data": [
+                                                    {"index": partition, "records": build_batch(
+                                                        [(b"k", b"v", 1_700_000_000_000)])}]}]})
+
+
 def test_other_clients_are_answered_during_a_large_create_topics(broker: BrokerProcess) -> None:
     """As Kafka 4.4 (tests/kafka44/test_create_topics_then.py): CreateTopics of 1,000 partitions is
     answered once the topic is committed, Metadata at once lists every partition led, and a
@@ -64,8 +74,9 @@ def test_other_clients_are_answered_during_a_large_create_topics(broker: BrokerP
         r: Any = response_of(recv_frame(a) or b"", 19, 7)
         assert [t.error_code for t in r.topics] == [0]
 
-        # the ListOffsets is pipelined behind the CreateTopics: read right after the answer
-        a.sendall(_create_topics("large", PARTITIONS, 2) + _list_offsets("large", PARTITIONS - 1, 3))
+        # ListOffsets and Produce pipelined behind the CreateTopics: read right after the answer
+        a.sendall(_create_topics("large", PARTITIONS, 2) + _list_offsets("large", PARTITIONS - 1, 3)
+                  + _produce("large", PARTITIONS - 1, 7))
         created: Any = response_of(recv_frame(a) or b"", 19, 7)
         assert [(t.name, t.error_code, t.num_partitions) for t in created.topics] == [("large", 0, PARTITIONS)]
         early: Any = response_of(recv_frame(a) or b"", 2, 7)
@@ -78,6 +89,9 @@ def test_other_clients_are_answered_during_a_large_create_topics(broker: BrokerP
         meta: Any = response_of(recv_frame(b) or b"", 3, 12)
         assert [(t.name, t.error_code, len(t.partitions)) for t in meta.topics] == [("large", 0, PARTITIONS)]
         assert {(p.error_code, p.leader_id) for p in meta.topics[0].partitions} == {(0, meta.brokers[0].node_id)}
+        # the Produce waited for its partition: answered without an error (no retry of the client)
+        produced: Any = response_of(recv_frame(a) or b"", 0, 9)
+        assert [(p.error_code, p.base_offset) for p in produced.responses[0].partition_responses] == [(0, 0)]
         # the partition is made soon after, and answers its offset
         deadline = time.monotonic() + 120
         while True:
@@ -87,4 +101,4 @@ def test_other_clients_are_answered_during_a_large_create_topics(broker: BrokerP
             if part.error_code != 6 or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        assert (part.error_code, part.offset) == (0, 0)
+        assert (part.error_code, part.offset) == (0, 0)      # (EARLIEST: the record produced is at 0)

@@ -594,6 +594,18 @@ class LogManager:
                                                   prepare, done))
         return out
 
+    #: called (on the creating thread) after each chunk of a committed topic's partitions is made:
+    #: a broker wakes the requests waiting for them
+    on_partitions_made: Optional[Callable[[], None]] = None
+
+    def _partitions_made(self) -> None:
+        if self.on_partitions_made is not None:
+            self.on_partitions_made()
+
+    def creating(self) -> bool:
+        """Whether committed topics' partitions are being made (:meth:`partition_pending`)."""
+        return bool(self._creator.pending)
+
     def wait_created(self, topic: Optional[str] = None) -> None:
         """Until the committed ``topic`` (every one: None) has all its partitions made; raises the
         error that stopped its creation."""

@@ -71,6 +71,8 @@ class CreationHost(Protocol):
 
     def topic_config(self, topic: str) -> LogConfig: ...
 
+    def _partitions_made(self) -> None: ...
+
 
 def record_path(data_dir: str, topic: str) -> str:
     return os.path.join(data_dir, f"{CREATING_PREFIX}{validate_topic(topic)}{CREATING_SUFFIX}")
@@ -264,6 +266,7 @@ class TopicCreator:
                 if finished:
                     self.pending.pop(p.topic, None)
                 self.changed.notify_all()
+            m._partitions_made()
             if (finished or error is not None) and p.done is not None:
                 try:
                     p.done(p.topic, error)

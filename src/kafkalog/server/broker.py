@@ -103,6 +103,10 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.producer_ids = adopt_legacy_reservation(manager.data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        #: requests waiting for committed topics' partitions to be made (:meth:`wait_made`)
+        self._made_waiters: list[tuple[dict[str, int], asyncio.Future[None]]] = []
+        self._made_loop: asyncio.AbstractEventLoop | None = None
+        manager.on_partitions_made = self._partitions_made
         v = config.values
         self.offsets = OffsetsStore(manager,
                                     num_partitions=config.broker.get("offsets.topic.num.partitions"),
@@ -438,6 +442,47 @@ class Broker:
         if self.manager.partition_pending(topic, partition):
             return error_codes.NOT_LEADER_OR_FOLLOWER
         return error_codes.UNKNOWN_TOPIC_OR_PARTITION
+
+    def pending_asked(self, asked: Iterable[tuple[str | None, int]]) -> dict[str, int]:
+        """Topic -> the highest partition of ``asked`` that is committed and not made yet; empty
+        at once (``asked`` not read) when no topic is being made."""
+        out: dict[str, int] = {}
+        if not self.manager.creating():
+            return out
+        for topic, p in asked:
+            if topic is not None and p > out.get(topic, -1) and self.manager.partition_pending(topic, p):
+                out[topic] = p
+        return out
+
+    async def wait_made(self, needed: Mapping[str, int], timeout_s: float) -> None:
+        """Until the partitions ``needed`` names (topic -> highest partition: a topic's partitions
+        are made in order) are made, or ``timeout_s`` passed; the event loop serves others
+        meanwhile (woken by the creating thread after each chunk it made)."""
+        loop = asyncio.get_running_loop()
+        self._made_loop = loop
+        entry = (dict(needed), loop.create_future())
+        self._made_waiters.append(entry)
+        self._wake_made()                   # (made meanwhile)
+        try:
+            await asyncio.wait_for(asyncio.shield(entry[1]), max(timeout_s, 0.0))
+        except TimeoutError:
+            pass
+        finally:
+            self._made_waiters.remove(entry)
+
+    def _partitions_made(self) -> None:
+        """(The creating thread, after each chunk.)"""
+        loop = self._made_loop
+        if loop is not None and self._made_waiters:
+            try:
+                loop.call_soon_threadsafe(self._wake_made)
+            except RuntimeError:            # the loop is closed: nobody waits
+                pass
+
+    def _wake_made(self) -> None:
+        for needed, fut in self._made_waiters:
+            if not fut.done() and not any(self.manager.partition_pending(t, p) for t, p in needed.items()):
+                fut.set_result(None)
 
     def auto_create(self, topic: str) -> bool:
         """Kafka's ``auto.create.topics.enable`` for a topic a client asked for; True if created."""

@@ -8,6 +8,7 @@ producer's transaction (v3-v11) or join it (v12+, transactions v2). The response
 
 from __future__ import annotations
 
+import inspect
 import logging
 import struct
 from collections.abc import Awaitable, Iterator
@@ -195,10 +196,17 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None,
                            info.log_start_offset)
 
 
-def handle_produce(broker: Broker, request: Request) -> Response | Awaitable[Response]:
+def handle_produce(broker: Broker, request: Request, waited: bool = False) -> Response | Awaitable[Response]:
     body = request.body
     version = request.api_version
     by_id = version >= FIRST_TOPIC_ID
+    if not waited:
+        # a partition of a topic just committed, not made yet: answered once it is made (Kafka
+        # answers NOT_LEADER_OR_FOLLOWER: every producer retrying and refreshing its metadata)
+        needed = broker.pending_asked((broker.topic_ids.name_of(td.topic_id) if by_id else td.name, pd.index)
+                                      for td in body.topic_data for pd in td.partition_data)
+        if needed:
+            return _when_made(broker, request, needed)
     acks = body.acks
     results: list[tuple[Any, list[PartitionResult]]] = []
     transactional = [(name, pd.index, pd.records) for td in body.topic_data
@@ -220,6 +228,14 @@ def handle_produce(broker: Broker, request: Request) -> Response | Awaitable[Res
         run_now(steps)
         return _answer(request, results)
     return _append_in_slices(request, steps, results)
+
+
+async def _when_made(broker: Broker, request: Request, needed: dict[str, int]) -> Response:
+    """:func:`handle_produce` once the partitions ``needed`` are made (or the request's timeout,
+    at most 30 s, passed: those not made then answer NOT_LEADER_OR_FOLLOWER)."""
+    await broker.wait_made(needed, min(max(request.body.timeout.total_seconds(), 0.0), 30.0))
+    answer = handle_produce(broker, request, waited=True)
+    return await answer if inspect.isawaitable(answer) else answer
 
 
 async def _append_in_slices(request: Request, steps: Iterator[None],
