@@ -419,13 +419,17 @@ def main() -> None:
                     kind, _, src = n.partition("@")
                     peer = peers[kind](work, src) if src else peers[kind](work)
                     res = run_peer(peer, count, args.per_topic, args.idle_seconds, args.until)
+                except (Exception, SystemExit) as e:     # one failed run does not end the others
+                    print(json.dumps({"type": "failed", "peer": n, "partitions": count, "run": r,
+                                      "error": repr(e)[:500]}), flush=True)
+                    continue
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
                 res.update(type="run", run=r, load=[round(x, 2) for x in os.getloadavg()])
                 print(json.dumps(res), flush=True)
                 runs[n].append(res)
         summaries = {}
-        for n in names:
+        for n in [n for n in names if runs[n]]:
             keys = [k for k in runs[n][0] if isinstance(runs[n][0][k], (int, float)) and k not in ("partitions", "run")]
             summaries[n] = {k: round(statistics.median(x[k] for x in runs[n]), 3) for k in keys}
             print(json.dumps({"type": "summary", "peer": n, "partitions": count, "runs": args.runs,

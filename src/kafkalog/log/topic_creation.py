@@ -9,8 +9,9 @@ top of the data directory, atomically, every topic's fsyncs in one round
 are known to every look-up) and it is answered. A :class:`TopicCreator` thread then makes the
 partitions, a chunk of :data:`CHUNK` at a time (each chunk's fsyncs in one round, its logs seen by
 the look-ups once they are on disk), in the order they were committed, and removes the record,
-durably, once the topic's last partition is made. A client asking for a partition not made yet is
-told to retry, as Kafka tells it (NOT_LEADER_OR_FOLLOWER: the topic is in the metadata, the
+durably, once the topic's last partition is made; the manager's ``on_partitions_made`` is called
+after each chunk (a broker's Produce waiting for a partition is woken; Fetch and ListOffsets are
+told to retry, as Kafka tells them: NOT_LEADER_OR_FOLLOWER, the topic is in the metadata, the
 replica not yet).
 
 After a crash, loading the directory completes every topic a record names (:func:`complete`):
