@@ -7,7 +7,8 @@ jobs hits them alike), the steps, timed from the benchmark's side:
 * ``create_s``: CreateTopics requests (confluent-kafka's AdminClient) of 50 topics each, one after
   the other, until every topic is answered; ``leaders_s``: from the same start until a Metadata
   request shows every partition with a leader (Kafka answers CreateTopics once its controller
-  committed the records and makes the partitions afterwards; kafkalog answers once they exist);
+  committed the records and makes the partitions afterwards, and so does kafkalog: a Produce to a
+  partition not made yet waits for it, so ``produce_s`` includes the rest of the creation);
 * ``metadata_all_ms``: one Metadata request for all topics (median of 3);
 * ``produce_s``: one record to every partition (acks=all), until every delivery is reported;
 * ``consume_s``: an assigned consumer reads them all back;

@@ -518,8 +518,7 @@ class LogManager:
             self._creating.add(topic)
         # the partitions are made without the manager's lock (thousands take seconds: other
         # topics' look-ups, creations and checkpoints go on); the name is taken meanwhile
-        # and their fsyncs overlap, all done before the topic is seen (fsutil.deferred_syncs),
-        # or, inside a caller's block (a CreateTopics request's topics), before that block ends
+        # and their fsyncs overlap, all done before the topic is seen (fsutil.deferred_syncs)
         tid = uuid.uuid4()
         logs: List[Log] = []
         try:
