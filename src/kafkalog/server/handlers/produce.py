@@ -8,6 +8,7 @@ producer's transaction (v3-v11) or join it (v12+, transactions v2). The response
 
 from __future__ import annotations
 
+import inspect
 import logging
 import struct
 from collections.abc import Awaitable, Iterator
@@ -53,7 +54,8 @@ _UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.REC
                                   error_codes.UNSUPPORTED_COMPRESSION_TYPE, error_codes.UNKNOWN_SERVER_ERROR})
 
 #: errors Kafka's ReplicaManager does not count as FailedProduceRequests (metrics)
-_NOT_FAILED = frozenset({error_codes.NONE, error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_codes.MESSAGE_TOO_LARGE,
+_NOT_FAILED = frozenset({error_codes.NONE, error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_codes.NOT_LEADER_OR_FOLLOWER,
+                         error_codes.MESSAGE_TOO_LARGE,
                          error_codes.RECORD_LIST_TOO_LARGE, error_codes.CORRUPT_MESSAGE,
                          error_codes.KAFKA_STORAGE_ERROR})
 
@@ -154,7 +156,7 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None,
             verified: int = error_codes.NONE) -> PartitionResult:
     log = broker.log(topic, index)
     if log is None:
-        return PartitionResult(index, error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+        return PartitionResult(index, broker.missing_partition_error(topic, index))
     problem = check_batch(records)
     if problem is not None:
         # Kafka answers INVALID_RECORD without a message or log start offset here; the reason is logged
@@ -208,10 +210,17 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None,
                            info.log_start_offset)
 
 
-def handle_produce(broker: Broker, request: Request) -> Response | Awaitable[Response]:
+def handle_produce(broker: Broker, request: Request, waited: bool = False) -> Response | Awaitable[Response]:
     body = request.body
     version = request.api_version
     by_id = version >= FIRST_TOPIC_ID
+    if not waited:
+        # a partition of a topic just committed, not made yet: answered once it is made (Kafka
+        # answers NOT_LEADER_OR_FOLLOWER: every producer retrying and refreshing its metadata)
+        needed = broker.pending_asked((broker.topic_ids.name_of(td.topic_id) if by_id else td.name, pd.index)
+                                      for td in body.topic_data for pd in td.partition_data)
+        if needed:
+            return _when_made(broker, request, needed)
     acks = body.acks
     results: list[tuple[Any, list[PartitionResult]]] = []
     any_transactional = acks in (0, 1, -1) and _any_transactional(body)
@@ -234,6 +243,14 @@ def handle_produce(broker: Broker, request: Request) -> Response | Awaitable[Res
         run_now(steps)
         return _answer(request, results)
     return _append_in_slices(request, steps, results)
+
+
+async def _when_made(broker: Broker, request: Request, needed: dict[str, int]) -> Response:
+    """:func:`handle_produce` once the partitions ``needed`` are made (or the request's timeout,
+    at most 30 s, passed: those not made then answer NOT_LEADER_OR_FOLLOWER)."""
+    await broker.wait_made(needed, min(max(request.body.timeout.total_seconds(), 0.0), 30.0))
+    answer = handle_produce(broker, request, waited=True)
+    return await answer if inspect.isawaitable(answer) else answer
 
 
 async def _append_in_slices(request: Request, steps: Iterator[None],
