@@ -302,7 +302,7 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
                       27: (1, 2), 35: (1, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2), 75: (0, 0),
                       76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),    # share groups (KIP-932)
                       90: (0, 1), 91: (0, 0), 92: (0, 0),                # share group offsets
-                      88: (0, 0), 89: (0, 0),    # StreamsGroupHeartbeat, StreamsGroupDescribe (issue 40)
+                      88: (0, 1), 89: (0, 1),    # StreamsGroupHeartbeat, StreamsGroupDescribe (issue 40)
                       29: (1, 3), 30: (1, 3), 31: (1, 3),    # DescribeAcls, CreateAcls, DeleteAcls (issue 38)
                       50: (0, 0), 51: (0, 0),    # Describe/AlterUserScramCredentials (issue 38)
                       48: (0, 1), 49: (0, 1),    # Describe/AlterClientQuotas (issue 38)

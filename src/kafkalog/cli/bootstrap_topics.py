@@ -137,11 +137,12 @@ def _features(data_dir: str, snapshot: str) -> dict[str, int]:
 @format_option()
 @handle_errors()
 def bootstrap_topics(data_dir: str, metadata_log_dir: str | None, fmt: str | None) -> None:
-    """Add the topics of DATA_DIR (topic IDs, partitions, configs), its ACLs, SCRAM credentials,
-    client quotas and changed feature levels to the bootstrap metadata that `kafka-storage.sh format`
-    wrote, so the new Kafka cluster's first start serves and enforces them. Run it with kafkalog stopped,
-    after formatting the metadata log directory with DATA_DIR's cluster.id and node.id and before the
-    cluster's first start."""
+    """Hand DATA_DIR to a new Kafka cluster through the bootstrap metadata `kafka-storage.sh format` wrote.
+
+    Adds its topics (topic IDs, partitions, configs), ACLs, SCRAM credentials, client quotas and
+    changed feature levels, so the new cluster's first start serves and enforces them. Run it with
+    kafkalog stopped, after formatting the metadata log directory with DATA_DIR's cluster.id and
+    node.id and before the cluster's first start."""
     from kafkalog.log.checkpoint import uuid_from_kafka_string, uuid_to_kafka_string
     from kafkalog.log.cluster_metadata import BOOTSTRAP_SNAPSHOT, METADATA_PARTITION, add_topics
     use_format(resolve_format(fmt))

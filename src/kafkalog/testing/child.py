@@ -34,14 +34,14 @@ def warm_up() -> None:
     """Build the request readers and response writers of each API's highest version (what recent
     clients send), which the broker otherwise builds on first use: done once in the fork server,
     each broker forked from it answers its first requests without that cost."""
-    from kio.index import load_response_schema
     from kio.serial import entity_writer
 
     from kafkalog.server.handlers.kafka_apis import VERSIONS
+    from kafkalog.server.requests.message_schemas import response_schema
     from kafkalog.server.requests.protocol import _readers
     for key, (_lo, hi) in VERSIONS.items():
         _readers(key, hi)
-        entity_writer(load_response_schema(key, hi))
+        entity_writer(response_schema(key, hi))
 
 
 def _picklable(e: BaseException) -> BaseException:
