@@ -75,7 +75,9 @@ class FileHandles:
 
     def __init__(self, limit: Optional[int] = None) -> None:
         self.lock = threading.Lock()
-        self._open: OrderedDict[HandleOwner, None] = OrderedDict()
+        #: the open owners, least recently used first; ``lru.move_to_end(owner)`` is the touch
+        #: (callers on hot paths call it directly; a KeyError means the owner is being evicted)
+        self.lru: OrderedDict[HandleOwner, None] = OrderedDict()
         self.limit = default_limit() if limit is None else max(MIN_HANDLES, limit)
         #: evicted descriptors waiting for their fsync, at most (beyond ``limit``)
         self.headroom = max(SYNC_THREADS, self.limit // 8)
@@ -87,19 +89,12 @@ class FileHandles:
         self.evictions = 0
 
     def __len__(self) -> int:
-        return len(self._open)
-
-    def touch(self, owner: HandleOwner) -> None:
-        """Mark ``owner`` most recently used (O(1); an owner being evicted right now is skipped)."""
-        try:
-            self._open.move_to_end(owner)
-        except KeyError:
-            pass
+        return len(self.lru)
 
     def add(self, owner: HandleOwner) -> None:
         """Count the descriptor ``owner`` just opened, evicting others beyond the bound."""
         with self.lock:
-            self._open[owner] = None
+            self.lru[owner] = None
             self._evict()
 
     def reopen(self, owner: HandleOwner) -> int:
@@ -116,14 +111,14 @@ class FileHandles:
             except OSError as e:
                 raise KafkalogIOError(f"cannot reopen log file: {e.strerror}", file=owner.path) from e
             owner.fd = fd
-            self._open[owner] = None
+            self.lru[owner] = None
             self._evict()
             return fd
 
     def discard(self, owner: HandleOwner) -> None:
         """Forget ``owner`` (it closes its descriptor itself)."""
         with self.lock:
-            self._open.pop(owner, None)
+            self.lru.pop(owner, None)
 
     def rename(self, owner: HandleOwner, new_path: str) -> None:
         """Rename the file of ``owner`` with no reopen in between looking for either name."""
@@ -134,7 +129,7 @@ class FileHandles:
     def _evict(self) -> None:
         """Close least recently used descriptors until at most ``limit`` are open (lock held);
         pinned ones are passed over (moved to the young end)."""
-        od = self._open
+        od = self.lru
         tries = len(od)
         while len(od) > self.limit and tries > 0:
             tries -= 1

@@ -65,6 +65,9 @@ _WRITE_CHUNK = 256 * 1024
 #: one header walk each, no copy per batch)
 _FIRST_BATCHES_READ = 64 * 1024
 _MAX_BATCHES_READ = 1024 * 1024
+#: the LRU touch of an open descriptor (:mod:`kafkalog.log.file_handles`), called directly on the
+#: hot paths: a KeyError means the descriptor is being evicted (the pin keeps it open)
+_touch = HANDLES.lru.move_to_end
 #: findings that end a walk without an error: more to read, a batch being written, the end
 _ENDS = (FindingKind.NEED_MORE, FindingKind.SHORT_TAIL, FindingKind.PARTIAL_TAIL)
 
@@ -206,7 +209,10 @@ class FileRecords:
         self.users.append(None)
         fd = self.fd
         if fd >= 0:
-            HANDLES.touch(self)
+            try:
+                _touch(self)
+            except KeyError:
+                pass
             return fd
         try:
             return HANDLES.reopen(self)
@@ -333,10 +339,13 @@ class FileRecords:
         users.append(None)                  # pin (inline: the append path)
         try:
             fd = self.fd
-            if fd >= 0:
-                HANDLES.touch(self)
-            else:
+            if fd < 0:
                 fd = HANDLES.reopen(self)
+            else:
+                try:
+                    _touch(self)
+                except KeyError:
+                    pass
             self.unflushed = True
             if n <= _WRITE_CHUNK:
                 # common case (one produce batch): one pwrite, no memoryview
@@ -386,11 +395,20 @@ class FileRecords:
 
     def read_at(self, position: int, n: int) -> bytes:
         """``os.pread`` of ``n`` bytes at ``position`` (not limited to the logical size)."""
-        fd = self.pin()
+        users = self.users
+        users.append(None)                  # pin (inline: the read path)
         try:
+            fd = self.fd
+            if fd < 0:
+                fd = HANDLES.reopen(self)
+            else:
+                try:
+                    _touch(self)
+                except KeyError:
+                    pass
             return os.pread(fd, n, position)
         finally:
-            self.users.pop()
+            users.pop()
 
     def send_to(self, out_fd: int, position: int, size: int) -> int:
         """``os.sendfile`` ``size`` bytes from ``position`` to ``out_fd``; returns the bytes sent."""
