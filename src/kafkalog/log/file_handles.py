@@ -55,7 +55,7 @@ class HandleOwner(Protocol):
 
     path: str
     fd: int
-    users: list
+    users: list[None]
     unflushed: bool
     closed: bool
     write_error: Optional[KafkalogIOError]
