@@ -282,7 +282,9 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
         peer.start()
         wait_port(peer.port)
         bootstrap = f"127.0.0.1:{peer.port}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        # a CreateTopics of 5,000 partitions may take longer than librdkafka's default socket
+        # timeout (60 s) on a loaded machine (100,000 partitions here): its maximum, 300 s
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
         admin.list_topics(timeout=60)
         prober.resume()
         prober.window()

@@ -65,8 +65,8 @@ _WRITE_CHUNK = 256 * 1024
 #: one header walk each, no copy per batch)
 _FIRST_BATCHES_READ = 64 * 1024
 _MAX_BATCHES_READ = 1024 * 1024
-#: the LRU touch of an open descriptor (:mod:`kafkalog.log.file_handles`), called directly on the
-#: hot paths: a KeyError means the descriptor is being evicted (the pin keeps it open)
+#: the LRU touch of an open descriptor (:mod:`kafkalog.log.file_handles`), called directly by
+#: :meth:`FileRecords.pin`: a KeyError means it is being evicted (the pin keeps it open)
 _touch = HANDLES.lru.move_to_end
 #: findings that end a walk without an error: more to read, a batch being written, the end
 _ENDS = (FindingKind.NEED_MORE, FindingKind.SHORT_TAIL, FindingKind.PARTIAL_TAIL)
@@ -335,17 +335,8 @@ class FileRecords:
         """Write ``data`` at the logical end; returns the number of bytes written."""
         pos = self.size
         n = len(data)
-        users = self.users
-        users.append(None)                  # pin (inline: the append path)
+        fd = self.pin()
         try:
-            fd = self.fd
-            if fd < 0:
-                fd = HANDLES.reopen(self)
-            else:
-                try:
-                    _touch(self)
-                except KeyError:
-                    pass
             self.unflushed = True
             if n <= _WRITE_CHUNK:
                 # common case (one produce batch): one pwrite, no memoryview
@@ -372,7 +363,7 @@ class FileRecords:
             self.size = pos + n
             return n
         finally:
-            users.pop()
+            self.users.pop()
 
     def truncate_to(self, target_size: int) -> int:
         """Truncate to ``target_size`` bytes; returns the bytes removed. Truncating beyond the size
@@ -395,20 +386,11 @@ class FileRecords:
 
     def read_at(self, position: int, n: int) -> bytes:
         """``os.pread`` of ``n`` bytes at ``position`` (not limited to the logical size)."""
-        users = self.users
-        users.append(None)                  # pin (inline: the read path)
+        fd = self.pin()
         try:
-            fd = self.fd
-            if fd < 0:
-                fd = HANDLES.reopen(self)
-            else:
-                try:
-                    _touch(self)
-                except KeyError:
-                    pass
             return os.pread(fd, n, position)
         finally:
-            users.pop()
+            self.users.pop()
 
     def send_to(self, out_fd: int, position: int, size: int) -> int:
         """``os.sendfile`` ``size`` bytes from ``position`` to ``out_fd``; returns the bytes sent."""
