@@ -10,9 +10,9 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -166,11 +166,8 @@ def test_concurrent_readers_and_writers_under_eviction(tmp_path, small_bound):
             os.close(r)
             os.close(w)
 
-    threads = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(reader, range(4)))
     assert not errors, errors[0]
     assert HANDLES.evictions > 0
     for i, fr in enumerate(files):
