@@ -113,6 +113,7 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
     from kafkalog.server import error_codes
     from kafkalog.server.broker import Broker
     from kafkalog.server.config import Listener, ServerConfig
+    from kafkalog.server.features import FeatureLevels
     from kafkalog.server.handlers.api_versions import handle_api_versions
     from kafkalog.server.handlers.fetch import PartitionData, encode_fetch_response
     from kafkalog.server.handlers.handler import Response
@@ -141,6 +142,8 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
             # no quota is set (the network layer asks the broker's quotas whether to mute): read from
             # a directory without a quotas file, nothing written
             self.client_quotas = ClientQuotas(QuotaStore(preload or tempfile.gettempdir()))
+            # a new cluster's feature levels (ApiVersions advertises them), from the same directory
+            self.features = FeatureLevels(preload or tempfile.gettempdir())
             for b in _segment_batches(preload) if preload else []:
                 base, last = struct.unpack_from(">q", b, 0)[0], struct.unpack_from(">i", b, 23)[0]
                 self.bases.append(base)

@@ -7,7 +7,8 @@ jobs hits them alike), the steps, timed from the benchmark's side:
 * ``create_s``: CreateTopics requests (confluent-kafka's AdminClient) of 50 topics each, one after
   the other, until every topic is answered; ``leaders_s``: from the same start until a Metadata
   request shows every partition with a leader (Kafka answers CreateTopics once its controller
-  committed the records and makes the partitions afterwards; kafkalog answers once they exist);
+  committed the records and makes the partitions afterwards, and so does kafkalog: a Produce to a
+  partition not made yet waits for it, so ``produce_s`` includes the rest of the creation);
 * ``metadata_all_ms``: one Metadata request for all topics (median of 3);
 * ``produce_s``: one record to every partition (acks=all), until every delivery is reported;
 * ``consume_s``: an assigned consumer reads them all back;
@@ -29,6 +30,8 @@ machine has to spare).
 
     python benchmarks/scale_bench.py --partitions 1000,10000
     python benchmarks/scale_bench.py --partitions 100000 --peers kafkalog
+    python benchmarks/scale_bench.py --partitions 1000 --runs 5 --until produce   # creation only
+    python benchmarks/scale_bench.py --peers kafkalog,kafka,kafkalog@/tmp/old/src  # two versions
 """
 
 from __future__ import annotations
@@ -158,10 +161,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident memory (``field``: VmRSS now, VmHWM its peak) in MiB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -180,7 +184,12 @@ def allocated_mib(path: str) -> float:
 class KafkalogPeer:
     name = "kafkalog"
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, src: Optional[str] = None) -> None:
+        #: another source tree's kafkalog (``kafkalog@<src>``: two versions in the same run)
+        self.env = dict(os.environ)
+        if src:
+            self.name = f"kafkalog@{src}"
+            self.env["PYTHONPATH"] = src
         self.data_dir = os.path.join(workdir, "data")
         self.port = free_port()
         self.proc: Optional[subprocess.Popen[bytes]] = None
@@ -188,7 +197,7 @@ class KafkalogPeer:
 
     def start(self) -> None:
         cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port", str(self.port)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, env=self.env)
 
     @property
     def pid(self) -> int:
@@ -270,7 +279,11 @@ def wait_led(bootstrap: str, topics: List[str], per_topic: int, timeout: float =
         time.sleep(0.1)
 
 
-def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[str, Any]:
+#: the steps in order: ``--until`` stops after one of them (the broker is killed, not measured)
+STEPS = ("create", "leaders", "metadata", "produce", "consume", "all")
+
+
+def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float, until: str = "all") -> Dict[str, Any]:
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -282,9 +295,9 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
         peer.start()
         wait_port(peer.port)
         bootstrap = f"127.0.0.1:{peer.port}"
-        # a CreateTopics of 5,000 partitions may take longer than librdkafka's default socket
-        # timeout (60 s) on a loaded machine (100,000 partitions here): its maximum, 300 s
-        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
+        # (a CreateTopics request may take longer than librdkafka's 60 s socket timeout on a
+        # loaded machine: it would be abandoned, and the run with it)
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300000})
         admin.list_topics(timeout=60)
         prober.resume()
         prober.window()
@@ -297,9 +310,13 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
                 f.result(1800)
         out["create_s"] = round(time.perf_counter() - t0, 3)
         out["worst_wait_create_ms"] = prober.window()
+        if until == "create":
+            return out
         wait_led(bootstrap, topics, per_topic)
         out["leaders_s"] = round(time.perf_counter() - t0, 3)
         out["worst_wait_leaders_ms"] = prober.window()
+        if until == "leaders":
+            return out
 
         times = []
         for _ in range(3):
@@ -309,6 +326,8 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
         assert sum(len(md.topics[t].partitions) for t in topics) == partitions
         out["metadata_all_ms"] = round(statistics.median(times) * 1000, 1)
         out["worst_wait_metadata_ms"] = prober.window()
+        if until == "metadata":
+            return out
 
         p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                       "queue.buffering.max.messages": max(100000, 2 * partitions)})
@@ -322,6 +341,8 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
         out["produce_s"] = round(time.perf_counter() - t1, 3)
         assert left == 0 and not failed, (left, failed[:3])
         out["worst_wait_produce_ms"] = prober.window()
+        if until == "produce":
+            return out
 
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench", "enable.auto.commit": False,
                       "fetch.wait.max.ms": 100})
@@ -337,6 +358,8 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float) -> Dict[
         c.close()
         assert got == partitions, got
         out["worst_wait_consume_ms"] = prober.window()
+        if until == "consume":
+            return out
 
         del admin, p
         prober.pause()                      # idle: nobody asks anything
@@ -379,36 +402,46 @@ def main() -> None:
     ap.add_argument("--peers", default="kafkalog,kafka")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--idle-seconds", type=float, default=60)
+    ap.add_argument("--until", default="all", choices=STEPS,
+                    help="stop after this step (the figures of the steps before it only)")
     ap.add_argument("--workdir", default=None, help="where the data directories go (default: a temp dir)")
     args = ap.parse_args()
     peers = {"kafkalog": KafkalogPeer, "kafka": KafkaPeer}
     names = [n for n in args.peers.split(",") if n]
     for n in names:
-        if n not in peers:
-            raise SystemExit(f"unknown peer {n!r}: {', '.join(peers)}")
+        if n.split("@", 1)[0] not in peers:
+            raise SystemExit(f"unknown peer {n!r}: {', '.join(peers)} (kafkalog@<src dir>: another tree)")
     for count in (int(x) for x in args.partitions.split(",")):
         runs: Dict[str, List[Dict[str, Any]]] = {n: [] for n in names}
         for r in range(args.runs):
             order = names if r % 2 == 0 else list(reversed(names))
             for n in order:
-                work = tempfile.mkdtemp(prefix=f"scale-{n}-{count}-", dir=args.workdir)
+                work = tempfile.mkdtemp(prefix=f"scale-{n.split('@', 1)[0]}-{count}-", dir=args.workdir)
                 try:
-                    res = run_peer(peers[n](work), count, args.per_topic, args.idle_seconds)
+                    kind, _, src = n.partition("@")
+                    peer = peers[kind](work, src) if src else peers[kind](work)
+                    res = run_peer(peer, count, args.per_topic, args.idle_seconds, args.until)
+                except (Exception, SystemExit) as e:     # one failed run does not end the others
+                    print(json.dumps({"type": "failed", "peer": n, "partitions": count, "run": r,
+                                      "error": repr(e)[:500]}), flush=True)
+                    continue
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
                 res.update(type="run", run=r, load=[round(x, 2) for x in os.getloadavg()])
                 print(json.dumps(res), flush=True)
                 runs[n].append(res)
         summaries = {}
-        for n in names:
+        for n in [n for n in names if runs[n]]:
             keys = [k for k in runs[n][0] if isinstance(runs[n][0][k], (int, float)) and k not in ("partitions", "run")]
             summaries[n] = {k: round(statistics.median(x[k] for x in runs[n]), 3) for k in keys}
             print(json.dumps({"type": "summary", "peer": n, "partitions": count, "runs": args.runs,
                               **summaries[n]}), flush=True)
-        if "kafkalog" in summaries and "kafka" in summaries:
-            a, b = summaries["kafkalog"], summaries["kafka"]
+        for n in summaries:
+            if n.split("@", 1)[0] != "kafkalog" or "kafka" not in summaries:
+                continue
+            a, b = summaries[n], summaries["kafka"]
             ratio = {k: (round(a[k] / b[k], 3) if b[k] else None) for k in a if k in b}
-            print(json.dumps({"type": "ratio", "partitions": count, "kafkalog_over_kafka": ratio,
+            print(json.dumps({"type": "ratio", "partitions": count, "peer": n, "kafkalog_over_kafka": ratio,
                               "load": [round(x, 2) for x in os.getloadavg()]}), flush=True)
 
 

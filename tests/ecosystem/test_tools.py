@@ -72,6 +72,9 @@ class Flow:
     def _lines(self, text: str, volatile: tuple[str, ...]) -> list[str]:
         text = text.replace(self.bootstrap, "<bootstrap>").replace(self.log_dir, "<log.dir>")
         text = _WALL_CLOCK.sub("<now>", text)
+        # kafka-features: Kafka's finalized features epoch is its metadata log's offset (no-op records
+        # every 500 ms move it); kafkalog's counts the changes
+        text = re.sub(r"\bEpoch: \d+", "Epoch: <epoch>", text)
         # kafka-log-dirs: a partition's bytes depend on how the producer batched its records (timing)
         text = re.sub(r'"size":[1-9]\d*', '"size":"<positive>"', text)
         lines = [x.rstrip() for x in text.splitlines()]

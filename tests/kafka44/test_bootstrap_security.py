@@ -317,7 +317,7 @@ def test_the_scram_record_is_the_one_kafka_storage_format_writes(tmp_path: Path)
 def test_a_damaged_store_is_refused_naming_its_file(tmp_path: Path, damage: str) -> None:
     """A damaged ACL, SCRAM or quota store: exit 2, one typed error naming the file, no traceback, the
     snapshot and the data directory unchanged. Stores that hold nothing add no record: the snapshot is
-    byte for byte the one a directory without them gives."""
+    byte for byte the one a directory without them gives (nor does a directory without a feature file)."""
     kafka44.require()
     data = _directory(tmp_path)
     pristine = _formatted(tmp_path, data, "pristine")
@@ -340,7 +340,8 @@ def test_a_damaged_store_is_refused_naming_its_file(tmp_path: Path, damage: str)
     res = _cli("bootstrap-topics", str(data), "--metadata-log-dir", str(without))
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout.splitlines()[-1])
-    assert (summary["acls"], summary["scramCredentials"], summary["clientQuotas"], summary["records"]) == (0, 0, 0, 2)
+    assert (summary["acls"], summary["scramCredentials"], summary["clientQuotas"], summary["featureLevels"],
+            summary["records"]) == (0, 0, 0, 0, 2)
     AclStore(str(data)).save([])
     ScramStore(str(data)).save({})
     QuotaStore(str(data)).save({})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -221,3 +222,39 @@ def test_recover_in_the_process_holding_the_directory_is_refused_and_keeps_the_l
                 "try:\n    LogManager(sys.argv[1], background=False)\nexcept LogDirError:\n"
                 "    sys.exit(3)\nsys.exit(0)\n")
         assert subprocess.run([sys.executable, "-c", code, str(d)], timeout=120).returncode == 3
+
+
+def test_committed_topics_are_completed_at_load(tmp_path):
+    """``commit_topics`` (CreateTopics): the topics exist once committed; their partitions are made
+    afterwards. Abandoned (a crash) with partitions not made, the next open makes them with the
+    committed topic id and removes the records; a deleted committed topic stays deleted."""
+    d = tmp_path / "data"
+    m = LogManager(d, background=False)
+    ids = m.commit_topics([("gone", 70, None), ("big", 600, {"retention.ms": 1234}), ("big", 1, None)])
+    assert isinstance(ids[2], Exception)                    # the name is taken
+    assert m.has_topic("big") and m.partitions_of("big") == list(range(600))
+    m.delete_topic("gone")                                  # waits for it to be made
+    m.abandon()                                             # before "big" is made whole
+    assert len([n for n in os.listdir(d) if n.startswith("big-")]) < 600
+    shutil.rmtree(d / "big-599", ignore_errors=True)
+    (d / "big-599").mkdir()                                  # a half-made partition
+    with LogManager(d, background=False) as again:
+        assert again.load_result.completed_topics == ["big"]
+        assert again.topics() == ["big"] and again.partitions_of("big") == list(range(600))
+        assert again.topic_id("big") == ids[1]
+        assert again.topic_config("big").retention_ms == 1234
+        _append(again.get_log("big", 599), 1)
+    assert not [n for n in os.listdir(d) if n.startswith("kafkalog-creating-")]
+    (d / "kafkalog-creating-bad.json").write_text('{"version": 0, "topic": "bad", "partitions": "x"}')
+    with pytest.raises(InvalidConfigError, match="kafkalog-creating-bad.json"):
+        LogManager(d, background=False)
+
+
+def test_clean_shutdown_finishes_committed_topics(tmp_path):
+    d = tmp_path / "data"
+    with LogManager(d, background=False) as m:
+        (tid,) = m.commit_topics([("t", 300, None)])
+    assert not [n for n in os.listdir(d) if n.startswith("kafkalog-creating-")]
+    with LogManager(d, background=False) as m:
+        assert m.partitions_of("t") == list(range(300)) and m.topic_id("t") == tid
+        assert m.load_result.completed_topics == []

@@ -381,7 +381,7 @@ def _join(c: d.Conn, label: str, v: int, group: str, member: str = "", protocol_
     return c.call(label, 11, v, {
         "group_id": group, "session_timeout": session_timeout, "rebalance_timeout": 10000, "member_id": member,
         "group_instance_id": instance, "protocol_type": protocol_type, "reason": None,
-        "protocols": [{"name": "range", "metadata": SUBSCRIPTION}]}, retry=frozenset({14, 15}))
+        "protocols": [{"name": "range", "metadata": SUBSCRIPTION}]}, retry=frozenset({14, 15, 16}))
 
 
 def s_groups(c: d.Conn) -> None:

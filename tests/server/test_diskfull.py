@@ -259,7 +259,13 @@ def test_an_idle_broker_costs_almost_no_disk(tmp_path: Path) -> None:
             c.commit(offsets=[TopicPartition("empty", 0, 0)], asynchronous=False)
         finally:
             c.close()
-        partitions = [d for d in os.listdir(data) if os.path.isdir(data / d) and "-" in d]
+        # (CreateTopics of 100 partitions is answered once committed, its partitions made afterwards)
+        deadline = time.monotonic() + 120
+        while True:
+            partitions = [d for d in os.listdir(data) if os.path.isdir(data / d) and "-" in d]
+            if len(partitions) >= 150 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert len(partitions) == 150, sorted(partitions)
         used = _allocated(data)
         assert used < 150 * 32 * 1024, f"{used / 2**20:.1f} MiB for 150 partitions"

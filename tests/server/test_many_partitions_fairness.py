@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import select
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +38,17 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
                 for name, n in (("wide", PARTITIONS), ("idle", 1))], "timeout": 300000, "validate_only": False}))
             created: Any = response_of(recv_frame(s) or b"", 19, 7)
             assert [t.error_code for t in created.topics] == [0, 0]
+            # answered once committed: the partitions are made afterwards (NOT_LEADER_OR_FOLLOWER
+            # until then, as Kafka answers); the tests start once the last one is made
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                s.sendall(request_frame(2, 7, 2, {"replica_id": -1, "isolation_level": 0, "topics": [
+                    {"name": "wide", "partitions": [{"partition_index": PARTITIONS - 1,
+                                                     "current_leader_epoch": -1, "timestamp": -2}]}]}))
+                listed: Any = response_of(recv_frame(s) or b"", 2, 7)
+                if listed.topics[0].partitions[0].error_code == 0:
+                    break
+                time.sleep(0.1)
         yield b
 
 

@@ -7,8 +7,10 @@ and ``node.id`` those of DATA_DIR's ``meta.properties``), this command adds DATA
 (:mod:`kafkalog.log.cluster_metadata`): the cluster's first start then knows every topic, partition
 and topic config, and serves every record. The directory's ACLs, SCRAM credentials and client quotas
 (the stores ``kafkalog serve`` keeps beside the logs) go along as Kafka's records of them, so the new
-cluster's authorizer, SASL/SCRAM and quotas enforce them. Output: one JSON line per topic, then a
-summary with the counts.
+cluster's authorizer, SASL/SCRAM and quotas enforce them. The feature levels UpdateFeatures changed
+(``kafkalog-features.json``) go along as ``FeatureLevelRecord`` s after those ``kafka-storage.sh format``
+wrote (the later record wins); ``metadata.version`` and ``kraft.version`` are the format's, and a file
+finalizing others is refused. Output: one JSON line per topic, then a summary with the counts.
 """
 
 from __future__ import annotations
@@ -111,6 +113,23 @@ def _security(data_dir: str) -> SecurityMetadata:
         quotas={e: v for e, v in QuotaStore(data_dir).load().items() if v})
 
 
+def _features(data_dir: str, snapshot: str) -> dict[str, int]:
+    """The feature levels of ``data_dir``'s feature file other than metadata.version and kraft.version,
+    empty without the file; refused (naming the file) when those two differ from the snapshot's."""
+    from kafkalog.log.cluster_metadata import snapshot_feature_levels
+    from kafkalog.server.features import KRAFT_VERSION, METADATA_VERSION, FeatureLevels
+    levels = FeatureLevels(data_dir)
+    if not levels.stored:
+        return {}
+    formatted = snapshot_feature_levels(snapshot)
+    for name in (METADATA_VERSION, KRAFT_VERSION):
+        if levels.level(name) != formatted.get(name, 0):
+            raise LogDirError(f"the directory finalizes {name} {levels.level(name)}, the bootstrap snapshot "
+                              f"{snapshot} {formatted.get(name, 0)}: format with the directory's {name}",
+                              file=levels.path)
+    return {k: v for k, v in levels.levels.items() if k not in (METADATA_VERSION, KRAFT_VERSION)}
+
+
 @click.command("bootstrap-topics")
 @click.argument("data_dir", type=click.Path())
 @click.option("--metadata-log-dir", default=None, type=click.Path(),
@@ -118,11 +137,11 @@ def _security(data_dir: str) -> SecurityMetadata:
 @format_option()
 @handle_errors()
 def bootstrap_topics(data_dir: str, metadata_log_dir: str | None, fmt: str | None) -> None:
-    """Add the topics of DATA_DIR (topic IDs, partitions, configs), its ACLs, SCRAM credentials and
-    client quotas to the bootstrap metadata that `kafka-storage.sh format` wrote, so the new Kafka
-    cluster's first start serves and enforces them. Run it with
-    kafkalog stopped, after formatting the metadata log directory with DATA_DIR's cluster.id and
-    node.id and before the cluster's first start."""
+    """Add the topics of DATA_DIR (topic IDs, partitions, configs), its ACLs, SCRAM credentials,
+    client quotas and changed feature levels to the bootstrap metadata that `kafka-storage.sh format`
+    wrote, so the new Kafka cluster's first start serves and enforces them. Run it with kafkalog stopped,
+    after formatting the metadata log directory with DATA_DIR's cluster.id and node.id and before the
+    cluster's first start."""
     from kafkalog.log.checkpoint import uuid_from_kafka_string, uuid_to_kafka_string
     from kafkalog.log.cluster_metadata import BOOTSTRAP_SNAPSHOT, METADATA_PARTITION, add_topics
     use_format(resolve_format(fmt))
@@ -143,13 +162,15 @@ def bootstrap_topics(data_dir: str, metadata_log_dir: str | None, fmt: str | Non
         raise LogDirError("the cluster has started already (its metadata log has records): create the "
                           "topics through it", file=mdir)
     security = _security(data_dir)          # before _topics, which may write partition.metadata
+    features = _features(data_dir, snapshot)
     topics = _topics(data_dir)
     assert data_meta.directory_id is not None and data_meta.node_id is not None
     added = add_topics(snapshot, data_meta.node_id, uuid_from_kafka_string(data_meta.directory_id), topics,
-                       security)
+                       security, features)
     for t in topics:
         emit({"type": "topic", "topic": t.name, "topicId": uuid_to_kafka_string(t.topic_id),
               "partitions": t.partitions, "configs": t.configs})
     emit({"type": "summary", "snapshot": snapshot, "topics": len(topics), "acls": len(security.acls),
           "scramCredentials": len(security.scram),
-          "clientQuotas": sum(len(v) for v in security.quotas.values()), "records": added})
+          "clientQuotas": sum(len(v) for v in security.quotas.values()), "featureLevels": len(features),
+          "records": added})

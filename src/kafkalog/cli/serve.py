@@ -70,7 +70,8 @@ def _security(cfg: ServerConfig, listeners: list[Listener]) -> tuple[dict[str, s
     from kafkalog.server.security.sasl import SaslConfig
     from kafkalog.server.security.tls import listener_contexts
     tls = listener_contexts(cfg.values, {lst.protocol for lst in listeners})
-    sasl = SaslConfig.from_values(cfg.values, cfg.oauth_values, [lst.name for lst in listeners if lst.sasl]) \
+    sasl = SaslConfig.from_values(cfg.values, cfg.oauth_values, [lst.name for lst in listeners if lst.sasl],
+                                  cfg.listener_values) \
         if any(lst.sasl for lst in listeners) else None
     if sasl is not None:
         sasl.oauth.load()           # the OAUTHBEARER key sets: a JWKS that cannot be read refuses the start

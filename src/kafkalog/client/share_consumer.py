@@ -17,7 +17,7 @@ at ``share.delivery.count.limit`` it is archived instead. The rules are the brok
 the limit, read_committed archiving aborted batches).
 
 The group's configs are the data directory's group configs (:data:`~kafkalog.coordinator.
-share_group_config.GROUP_CONFIGS_FILE`, the ones ``kafkalog serve`` answers DescribeConfigs from;
+group_config.GROUP_CONFIGS_FILE`, the ones ``kafkalog serve`` answers DescribeConfigs from;
 ``group_config=`` sets them, checked as Kafka checks them). The share-partition state of the
 embedded consumers is the JSON file :data:`SHARE_STATE_FILE` of the data directory, changed under an
 exclusive ``flock`` of :data:`SHARE_LOCK_FILE` and replaced atomically (fsync + rename), so
@@ -38,7 +38,7 @@ from typing import Any, NamedTuple, Self
 
 from kafkalog.client.config import client_config
 from kafkalog.client.consumer import FILE_POLL_INTERVAL_MS, IllegalStateError, _Source, batch_records
-from kafkalog.coordinator.share_group_config import GroupConfigStore
+from kafkalog.coordinator.group_config import GroupConfigStore
 from kafkalog.coordinator.share_partition import (
     ACCEPT,
     ACQUIRED,

@@ -12,11 +12,13 @@ and in-sync, at the partition's latest leader epoch, in this log directory) and 
 topic config override; then the directory's security metadata (:class:`SecurityMetadata`): an
 ``AccessControlEntryRecord`` per ACL binding, a ``UserScramCredentialRecord`` per SCRAM credential
 (salt, stored key, server key, iterations, as Kafka stores them) and a ``ClientQuotaRecord`` per
-quota entity and key. The record encodings are Kafka's metadata schemas (``TopicRecord`` v0,
-``PartitionRecord`` v1, ``ConfigRecord`` v0, ``AccessControlEntryRecord`` v0,
-``UserScramCredentialRecord`` v0, ``ClientQuotaRecord`` v0, framed as ``MetadataRecordSerde`` frames
-them). :func:`read_kafka_metadata` reads the same records (and their removals) back from a Kafka
-data directory's metadata log.
+quota entity and key; then a ``FeatureLevelRecord`` per feature level given (the controller replays
+the snapshot in order: the later record of a feature wins, level 0 removes it). The record encodings
+are Kafka's metadata schemas (``TopicRecord`` v0, ``PartitionRecord`` v1, ``ConfigRecord`` v0,
+``AccessControlEntryRecord`` v0, ``UserScramCredentialRecord`` v0, ``ClientQuotaRecord`` v0,
+``FeatureLevelRecord`` v0, framed as ``MetadataRecordSerde`` frames them). :func:`read_kafka_metadata`
+reads the same records (and their removals) back from a Kafka data directory's metadata log, and
+:func:`snapshot_feature_levels` the levels of a bootstrap snapshot.
 """
 
 from __future__ import annotations
@@ -31,21 +33,25 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from kafkalog.errors import InvalidRecordError, LogDirError
 from kafkalog.log.fsutil import atomic_write
 from kafkalog.record.builder import build_batch
+from kafkalog.record.constants import ControlRecordType
 from kafkalog.record.control import parse_control_key
 from kafkalog.record.crc import crc32c
 from kafkalog.record.records import iter_batches
 from kafkalog.record.varint import read_unsigned_varint, write_unsigned_varint
 
 __all__ = ["BOOTSTRAP_SNAPSHOT", "METADATA_PARTITION", "SCRAM_MECHANISMS", "KafkaMetadata", "SecurityMetadata",
-           "TopicMetadata", "acl_record", "add_topics", "client_quota_record", "read_kafka_metadata",
-           "read_topic_configs", "scram_record", "topics_in_snapshot"]
+           "TopicMetadata", "acl_record", "add_topics", "client_quota_record", "feature_level_record",
+           "read_kafka_metadata", "read_topic_configs", "scram_record", "snapshot_feature_levels",
+           "topics_in_snapshot"]
 
 METADATA_PARTITION = "__cluster_metadata-0"
 #: the snapshot ``kafka-storage.sh format`` writes (end offset 0, epoch 0)
 BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
 
 TOPIC_RECORD, PARTITION_RECORD, CONFIG_RECORD = 2, 3, 4
-USER_SCRAM_CREDENTIAL_RECORD, CLIENT_QUOTA_RECORD = 11, 14
+USER_SCRAM_CREDENTIAL_RECORD, FEATURE_LEVEL_RECORD, CLIENT_QUOTA_RECORD = 11, 12, 14
+#: the feature whose level a ``KRaftVersionRecord`` control record (not a ``FeatureLevelRecord``) holds
+KRAFT_VERSION_FEATURE = "kraft.version"
 ACCESS_CONTROL_ENTRY_RECORD, REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 18, 19
 REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 #: Kafka's ``ScramMechanism`` codes
@@ -154,6 +160,11 @@ def client_quota_record(entity: QuotaEntity, key: str, value: float) -> bytes:
                   + struct.pack(">d", value) + b"\x00")
 
 
+def feature_level_record(name: str, level: int) -> bytes:
+    """``FeatureLevelRecord`` v0: feature ``name`` finalized at ``level`` (0: not finalized)."""
+    return _frame(FEATURE_LEVEL_RECORD, 0, _string(name) + struct.pack(">h", level))
+
+
 def security_records(security: SecurityMetadata) -> List[bytes]:
     """The records of ``security``: an ``AccessControlEntryRecord`` per ACL (a new random ID each, as
     Kafka's controller gives them), a ``UserScramCredentialRecord`` per credential, a
@@ -198,10 +209,12 @@ def topics_in_snapshot(data: bytes) -> List[str]:
 
 
 def add_topics(snapshot_path: str, node_id: int, directory_id: _uuid.UUID,
-               topics: Sequence[TopicMetadata], security: SecurityMetadata | None = None) -> int:
-    """Write ``topics`` (and ``security``'s ACLs, SCRAM credentials and client quotas) into the bootstrap
-    snapshot at ``snapshot_path`` (a batch before its footer, the footer renumbered after it); returns
-    the number of records added. Anything the snapshot holds already is refused, naming it."""
+               topics: Sequence[TopicMetadata], security: SecurityMetadata | None = None,
+               features: Mapping[str, int] | None = None) -> int:
+    """Write ``topics`` (and ``security``'s ACLs, SCRAM credentials and client quotas, then a
+    ``FeatureLevelRecord`` per level of ``features``) into the bootstrap snapshot at ``snapshot_path`` (a
+    batch before its footer, the footer renumbered after it); returns the number of records added. A
+    topic or security entry the snapshot holds already is refused, naming it."""
     try:
         with open(snapshot_path, "rb") as f:
             data = f.read()
@@ -226,6 +239,7 @@ def add_topics(snapshot_path: str, node_id: int, directory_id: _uuid.UUID,
             values.append(partition_record(p, t.topic_id, node_id, directory_id, max(epoch, 0)))
         values += [config_record(t.name, k, v) for k, v in sorted(t.configs.items())]
     values += security_records(security)
+    values += [feature_level_record(name, level) for name, level in sorted((features or {}).items())]
     if not values:
         return 0
     footer, last = batches[-1], batches[-2]
@@ -274,12 +288,15 @@ _MECHANISM_NAMES = {code: name for name, code in SCRAM_MECHANISMS.items()}
 @dataclass
 class KafkaMetadata:
     """What kafkalog takes from a Kafka 4 metadata log: the topic config overrides by topic name,
-    the first producer id Kafka has not handed out (its controller allocates them in blocks), and the
-    ACLs, SCRAM credentials and client quotas."""
+    the first producer id Kafka has not handed out (its controller allocates them in blocks), the
+    ACLs, SCRAM credentials and client quotas, and the finalized feature levels (``FeatureLevelRecord``
+    s, the last of a feature winning, level 0 removing it; ``kraft.version`` from the
+    ``KRaftVersionRecord`` control record)."""
 
     topic_configs: Dict[str, Dict[str, str]] = field(default_factory=dict)
     next_producer_id: int = 0
     security: SecurityMetadata = field(default_factory=SecurityMetadata)
+    features: Dict[str, int] = field(default_factory=dict)
 
 
 class _Fields:
@@ -325,6 +342,9 @@ class _Fields:
     def int8(self) -> int:
         return int(struct.unpack(">b", self._take(1))[0])
 
+    def int16(self) -> int:
+        return int(struct.unpack(">h", self._take(2))[0])
+
     def int32(self) -> int:
         return int(struct.unpack(">i", self._take(4))[0])
 
@@ -357,23 +377,43 @@ class _Replay:
 
     def replay(self, data: bytes, min_offset: int) -> None:
         for batch in iter_batches(data):
-            if batch.is_control or batch.last_offset < min_offset:
+            if batch.last_offset < min_offset:
                 continue
             for r in batch:
                 if r.offset < min_offset or r.value is None:
                     continue
                 v = bytes(r.value)
                 try:
+                    if batch.is_control:
+                        self._control(r.key, v)
+                        continue
                     key, p = _record_type(v)
                     self._record(key, _Fields(v, p))
                 except (ValueError, IndexError, UnicodeDecodeError, struct.error, InvalidRecordError):
                     continue        # a record this does not read (cut short, a varint too long): Kafka's to judge
+
+    def _control(self, key: bytes | None, v: bytes) -> None:
+        """A ``KRaftVersionRecord`` (version, kraft.version) sets kraft.version; other control records
+        hold nothing this keeps."""
+        if parse_control_key(key)[1] == ControlRecordType.KRAFT_VERSION:
+            f = _Fields(v, 0)
+            f.int16()
+            self._feature(KRAFT_VERSION_FEATURE, f.int16())
+
+    def _feature(self, name: str, level: int) -> None:
+        if level == 0:
+            self.meta.features.pop(name, None)
+        else:
+            self.meta.features[name] = level
 
     def _record(self, key: int, f: _Fields) -> None:
         sec = self.meta.security
         if key == TOPIC_RECORD:
             name = f.string()
             self.ids[f.uuid()] = name
+        elif key == FEATURE_LEVEL_RECORD:
+            name = f.string()
+            self._feature(name, f.int16())
         elif key == PRODUCER_IDS_RECORD:        # BrokerId, BrokerEpoch, NextProducerId
             f.int32()
             f.int64()
@@ -441,12 +481,14 @@ def _copied(meta: KafkaMetadata) -> KafkaMetadata:
     sec = meta.security
     return KafkaMetadata({t: dict(c) for t, c in meta.topic_configs.items()}, meta.next_producer_id,
                          SecurityMetadata(list(sec.acls), dict(sec.scram),
-                                          {e: dict(v) for e, v in sec.quotas.items()}))
+                                          {e: dict(v) for e, v in sec.quotas.items()}),
+                         dict(meta.features))
 
 
 def read_kafka_metadata(data_dir: str) -> KafkaMetadata:
     """What ``data_dir``'s Kafka 4 metadata log (``__cluster_metadata-0``: its newest snapshot, then
-    the log after it) says of topic configs, producer ids, ACLs, SCRAM credentials and client quotas;
+    the log after it) says of topic configs, producer ids, ACLs, SCRAM credentials, client quotas and
+    feature levels;
     empty when the directory has no metadata log (a kafkalog directory, or ``metadata.log.dir``
     elsewhere)."""
     mdir = os.path.join(data_dir, METADATA_PARTITION)
@@ -482,3 +524,15 @@ def read_kafka_metadata(data_dir: str) -> KafkaMetadata:
 def read_topic_configs(data_dir: str) -> Dict[str, Dict[str, str]]:
     """The topic config overrides Kafka keeps in ``data_dir``'s metadata log, by topic name."""
     return read_kafka_metadata(data_dir).topic_configs
+
+
+def snapshot_feature_levels(snapshot_path: str) -> Dict[str, int]:
+    """The feature levels a bootstrap snapshot finalizes (``kraft.version`` included)."""
+    try:
+        with open(snapshot_path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise LogDirError(f"cannot read the bootstrap snapshot: {e.strerror}", file=snapshot_path) from e
+    state = _Replay()
+    state.replay(data, 0)
+    return state.meta.features

@@ -62,8 +62,8 @@ _SYNC_THREADS = 16
 def deferred_syncs() -> Iterator[None]:
     """Within the block, this thread's :func:`atomic_write`, :func:`atomic_rename`,
     :func:`fsync_file` and :func:`fsync_dir` note what they would fsync instead of waiting for it;
-    at the end of the block every noted file and directory is fsynced (each once, on a few
-    threads, all together) before the block returns. For work that is acknowledged only as a whole
+    at the end of the block every noted file, then every noted directory, is fsynced (each once,
+    on a few threads) before the block returns. For work that is acknowledged only as a whole
     (a topic's thousands of new partitions): its fsyncs cost about one disk commit, not one each.
     A crash inside the block may leave a file renamed into place before its bytes were synced;
     nothing the block's caller acknowledged depends on it yet."""
@@ -99,17 +99,16 @@ def _defer(path: os.PathLike[str] | str, is_dir: bool) -> bool:
 
 
 def _sync_all(paths: dict[str, bool]) -> None:
-    """The files and the directories together (one wait, not one for the files and then one for
-    the directories: each must be on disk when the block returns, the order between them within
-    it promises nothing more)."""
-    jobs = [(fsync_dir if is_dir else fsync_file, p) for p, is_dir in paths.items()]
-    if len(jobs) <= 1:
-        for sync, p in jobs:
-            sync(p)
-        return
-    with ThreadPoolExecutor(min(_SYNC_THREADS, len(jobs)), thread_name_prefix="kafkalog-fsync") as pool:
-        for f in [pool.submit(sync, p) for sync, p in jobs]:
-            f.result()
+    files = [p for p, is_dir in paths.items() if not is_dir]
+    dirs = [p for p, is_dir in paths.items() if is_dir]
+    for batch, sync in ((files, fsync_file), (dirs, fsync_dir)):
+        if len(batch) <= 1:
+            for p in batch:
+                sync(p)
+            continue
+        with ThreadPoolExecutor(min(_SYNC_THREADS, len(batch)), thread_name_prefix="kafkalog-fsync") as pool:
+            for f in [pool.submit(sync, p) for p in batch]:
+                f.result()
 
 
 def fsync_file(path: os.PathLike[str] | str) -> None:

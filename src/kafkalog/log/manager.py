@@ -48,7 +48,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from kafkalog.errors import (
     CorruptCheckpointError,
@@ -98,6 +98,7 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.protocols import Cleaner
 from kafkalog.log.retention import RetentionResult, delete_old_segments
 from kafkalog.log.scheduler import Scheduler
+from kafkalog.log.topic_creation import PendingTopic, TopicCreator, complete, write_record
 from kafkalog.record.constants import INT64_MAX
 
 logger = logging.getLogger("kafkalog.manager")
@@ -174,11 +175,13 @@ class LoadResult:
     deleted_dirs: List[str] = field(default_factory=list)
     checkpoint_errors: List[Dict[str, Any]] = field(default_factory=list)
     recovery_reports: Dict[str, RecoveryReport] = field(default_factory=dict)
+    #: topics committed before a crash whose partitions were made at load (:mod:`.topic_creation`)
+    completed_topics: List[str] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
         return {"hadCleanShutdown": self.had_clean_shutdown, "loaded": self.loaded,
                 "skippedDirs": self.skipped_dirs, "deletedDirs": self.deleted_dirs,
-                "checkpointErrors": self.checkpoint_errors,
+                "checkpointErrors": self.checkpoint_errors, "completedTopics": self.completed_topics,
                 "recoveryReports": {k: v.to_json() for k, v in self.recovery_reports.items()}}
 
 
@@ -249,6 +252,8 @@ class LogManager:
         self._unresolved_ids: set[str] = set()
         #: topics whose partitions are being made (their names are taken)
         self._creating: set[str] = set()
+        #: committed topics whose partitions are made in the background (:meth:`commit_topics`)
+        self._creator = TopicCreator(self)
         #: (due ms, seq, partition, log) of every log with a finite ``flush.ms``: the flusher pops
         #: what is due instead of visiting every log each second
         self._flush_due: List[Tuple[int, int, TopicPartition, Log]] = []
@@ -294,6 +299,8 @@ class LogManager:
             self.load_result = LoadResult(had_clean)
             self._load_topic_configs()
             self._load_logs(progress)
+            # topics a crash interrupted after they were committed (answered) are made whole
+            self.load_result.completed_topics = complete(self)
         except BaseException:
             self._close_logs_quietly()
             self._release_lock()
@@ -495,11 +502,13 @@ class LogManager:
         validate_topic(topic)
         if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
             raise InvalidConfigError(f"Number of partitions must be larger than 0: {partitions!r}")
+        if exist_ok:
+            self.wait_created(topic)        # (a committed topic: its logs once made)
         with self._lock:
             self._check_open()
             existing = self.partitions_of(topic)
             if existing or topic in self._creating:
-                if exist_ok and existing:
+                if exist_ok and existing and topic not in self._creator.pending:
                     return [self._logs[TopicPartition(topic, p)] for p in existing]
                 raise TopicExistsError(f"Topic '{topic}' already exists.", file=self.data_dir)
             cfg = LogConfig(dict(config or {}), self.broker_config)
@@ -509,8 +518,7 @@ class LogManager:
             self._creating.add(topic)
         # the partitions are made without the manager's lock (thousands take seconds: other
         # topics' look-ups, creations and checkpoints go on); the name is taken meanwhile
-        # and their fsyncs overlap, all done before the topic is seen (fsutil.deferred_syncs),
-        # or, inside a caller's block (a CreateTopics request's topics), before that block ends
+        # and their fsyncs overlap, all done before the topic is seen (fsutil.deferred_syncs)
         tid = uuid.uuid4()
         logs: List[Log] = []
         try:
@@ -533,6 +541,79 @@ class LogManager:
                     self._topics_by_id[tid] = topic
                     self._unresolved_ids.discard(topic)
         return logs
+
+    def commit_topics(self, topics: Sequence[Tuple[str, int, Optional[Mapping[str, Any]]]], *,
+                      prepare: Optional[Callable[[Log], None]] = None,
+                      done: Optional[Callable[[str, Optional[KafkalogError]], None]] = None
+                      ) -> List[Union[uuid.UUID, KafkalogError]]:
+        """Commit each ``(topic, partitions, config)`` (a CreateTopics request's topics) and return
+        its ID or its error, as Kafka's controller does once its records are in the metadata log:
+        each topic's record (:mod:`kafkalog.log.topic_creation`) and config overrides are on disk,
+        every topic's fsyncs waited for once; the topic exists from then on. Its partitions are
+        made afterwards on a thread (``prepare(log)`` run on each, ``done(topic, error)`` called
+        when the last one is made or the creation failed), each seen by :meth:`get_log` once made;
+        a restart completes what a crash interrupted. A failed fsync fails every topic of the call
+        with the :class:`KafkalogIOError`."""
+        out: List[Union[uuid.UUID, KafkalogError]] = []
+        taken: List[Tuple[int, str, int, Optional[LogConfig], uuid.UUID]] = []
+        with self._lock:
+            self._check_open()
+            for i, (topic, partitions, config) in enumerate(topics):
+                try:
+                    validate_topic(topic)
+                    if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+                        raise InvalidConfigError(f"Number of partitions must be larger than 0: {partitions!r}")
+                    if self.has_topic(topic) or topic in self._creating:
+                        raise TopicExistsError(f"Topic '{topic}' already exists.", file=self.data_dir)
+                    cfg = LogConfig(dict(config), self.broker_config) if config else None
+                except KafkalogError as e:
+                    out.append(e)
+                    continue
+                self._creating.add(topic)
+                taken.append((i, topic, partitions, cfg, uuid.uuid4()))
+                out.append(taken[-1][4])
+        try:
+            with fsutil.deferred_syncs():
+                for _i, topic, partitions, cfg, tid in taken:
+                    if cfg is not None:
+                        self._persist_topic_config(topic, cfg)
+                    write_record(self.data_dir, topic, tid, partitions)
+        except KafkalogError as e:
+            with self._lock:
+                for _i, topic, _n, _c, _t in taken:
+                    self._creating.discard(topic)
+            return [e] * len(topics)
+        with self._lock:
+            for _i, topic, partitions, cfg, tid in taken:
+                self._creating.discard(topic)
+                if cfg is not None:
+                    self._topic_configs[topic] = cfg
+                self._known_topic_id(topic, tid)
+                self._creator.submit(PendingTopic(topic, tid, partitions, cfg or self.topic_config(topic),
+                                                  prepare, done))
+        return out
+
+    #: called (on the creating thread) after each chunk of a committed topic's partitions is made:
+    #: a broker wakes the requests waiting for them
+    on_partitions_made: Optional[Callable[[], None]] = None
+
+    def _partitions_made(self) -> None:
+        if self.on_partitions_made is not None:
+            self.on_partitions_made()
+
+    def creating(self) -> bool:
+        """Whether committed topics' partitions are being made (:meth:`partition_pending`)."""
+        return bool(self._creator.pending)
+
+    def wait_created(self, topic: Optional[str] = None) -> None:
+        """Until the committed ``topic`` (every one: None) has all its partitions made; raises the
+        error that stopped its creation."""
+        self._creator.wait(topic)
+
+    def _known_topic_id(self, topic: str, tid: uuid.UUID) -> None:
+        self._topic_ids[topic] = tid
+        self._topics_by_id[tid] = topic
+        self._unresolved_ids.discard(topic)
 
     def _create_log(self, tp: TopicPartition, cfg: LogConfig) -> Log:
         log = self._open_new_log(tp, cfg)
@@ -596,6 +677,7 @@ class LogManager:
 
     def add_partitions(self, topic: str, total_partitions: int) -> List[Log]:
         """Grow ``topic`` to ``total_partitions`` partitions."""
+        self.wait_created(topic)
         with self._lock:
             self._check_open()
             current = self.partitions_of(topic)
@@ -669,7 +751,9 @@ class LogManager:
     def delete_topic(self, topic: str) -> int:
         """Delete every partition of ``topic``: close it, rename its directory to
         ``<tp>.<uuid>-delete``, rewrite the checkpoints without it and remove the directory after
-        ``file.delete.delay.ms``. Returns the number of partitions deleted."""
+        ``file.delete.delay.ms``. Returns the number of partitions deleted (a committed topic's
+        once they are all made)."""
+        self.wait_created(topic)
         with self._lock:
             self._check_open()
             parts = self.partitions_of(topic)
@@ -709,6 +793,7 @@ class LogManager:
                            deletes: Tuple[str, ...] = ()) -> LogConfig:
         """Set (``updates``) and remove (``deletes``) topic overrides; persisted and applied to the
         open logs (Kafka's incremental alter configs)."""
+        self.wait_created(topic)
         with self._lock:
             self._check_open()
             if not self.partitions_of(topic):
@@ -728,19 +813,30 @@ class LogManager:
     # --- lookups ------------------------------------------------------------------------------------
 
     def topics(self) -> List[str]:
-        """Topic names, sorted."""
-        return sorted(self._by_topic)
+        """Topic names, sorted (those committed whose partitions are being made too)."""
+        pending = self._creator.pending
+        return sorted(self._by_topic.keys() | pending.keys()) if pending else sorted(self._by_topic)
 
     def partitions_of(self, topic: str) -> List[int]:
-        """Partition numbers of ``topic``, sorted (empty when it does not exist)."""
+        """Partition numbers of ``topic``, sorted (empty when it does not exist); a committed
+        topic's every partition, made or not (:meth:`partition_pending`)."""
+        pending = self._creator.pending.get(topic)
+        if pending is not None:
+            return list(range(pending.partitions))
         parts = self._by_topic.get(topic)
         return sorted(parts) if parts else []
+
+    def partition_pending(self, topic: str, partition: int) -> bool:
+        """Whether ``topic``-``partition`` is committed and not made yet (Kafka's broker answers
+        such a partition NOT_LEADER_OR_FOLLOWER: in the metadata, not a replica yet)."""
+        pending = self._creator.pending.get(topic)
+        return pending is not None and pending.made <= partition < pending.partitions
 
     def partitions(self) -> List[TopicPartition]:
         return sorted(self._logs)
 
     def has_topic(self, topic: str) -> bool:
-        return topic in self._by_topic
+        return topic in self._by_topic or topic in self._creator.pending
 
     def get_log(self, topic: str, partition: int) -> Log:
         """The open :class:`Log` of ``topic``-``partition``; :class:`InvalidTopicError` if unknown."""
@@ -750,6 +846,12 @@ class LogManager:
             raise InvalidTopicError(f"Unknown topic or partition: {topic}-{partition}",
                                     file=self.data_dir)
         return log
+
+    def find_log(self, topic: str, partition: int) -> Optional[Log]:
+        """The open :class:`Log` of ``topic``-``partition``, None if unknown or not made yet (a
+        look-up without an exception: Metadata asks for thousands of partitions being made)."""
+        parts = self._by_topic.get(topic)
+        return parts.get(partition) if parts is not None else None
 
     def logs(self) -> Iterator[Tuple[TopicPartition, Log]]:
         """(topic-partition, log) pairs, sorted (a snapshot)."""
@@ -918,6 +1020,10 @@ class LogManager:
         release ``.lock``. Idempotent."""
         if self._closed:
             return
+        try:                    # committed topics are made whole before a clean shutdown
+            self.wait_created()
+        except KafkalogError as e:
+            logger.error("committed topics not made whole at shutdown (made at the next load): %s", e)
         # stop the background threads first, without holding the manager lock: a running task
         # (a checkpoint) may be waiting for it
         if self.cleaner is not None:
@@ -950,6 +1056,7 @@ class LogManager:
     def abandon(self) -> None:
         """Release everything *without* a clean shutdown (no flush, no checkpoints, no
         ``.kafka_cleanshutdown``), as a crash would; for tests and tools."""
+        self._creator.stop()
         self.scheduler.shutdown()
         with self._lock:
             for log in self._logs.values():

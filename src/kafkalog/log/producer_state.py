@@ -536,6 +536,8 @@ class ProducerStateManager:
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Forget completed transactions whose marker is below the high watermark."""
+        if not self.unreplicated_txns:      # (after every append: no new dict when there are none)
+            return
         self.unreplicated_txns = {k: t for k, t in self.unreplicated_txns.items()
                                   if t.last_offset is None or t.last_offset >= high_watermark}
 

@@ -6,6 +6,7 @@ the ``LogManager``. Unknown keys are refused, not ignored."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -48,6 +49,9 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("auto.create.topics.enable", BOOLEAN, True, None),
     ConfigDef("socket.request.max.bytes", INT, 100 * 1024 * 1024, None),
     ConfigDef("max.connections", INT, INT32_MAX, None),
+    ConfigDef("max.connections.per.ip", INT, INT32_MAX, at_least(0)),
+    ConfigDef("max.connections.per.ip.overrides", STRING, "", None),
+    ConfigDef("max.connection.creation.rate", INT, INT32_MAX, at_least(0)),
     ConfigDef("connections.max.idle.ms", LONG, 600000, None),
     ConfigDef("queued.max.requests", INT, 500, None),
     ConfigDef("quota.window.num", INT, 11, None),
@@ -83,8 +87,11 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     *_session_keys("group.streams."),
     ConfigDef("group.streams.max.size", INT, INT32_MAX, at_least(1)),
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
+    ConfigDef("group.streams.max.standby.replicas", INT, 2, at_least(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
     ConfigDef("group.streams.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.streams.min.assignment.interval.ms", INT, 0, at_least(0)),
+    ConfigDef("group.streams.max.assignment.interval.ms", INT, 15000, at_least(0)),
     ConfigDef("group.streams.rack.aware.assignment.tags", LIST, [], None),
     # internal in Kafka: the task offsets' interval and the lag a member may have to take a task
     ConfigDef("group.streams.task.offset.interval.ms", INT, 60000, at_least(1)),
@@ -139,6 +146,7 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("sasl.enabled.mechanisms", LIST, ["GSSAPI"], None),
     ConfigDef("sasl.server.max.receive.size", INT, 524288, None),
     ConfigDef("connection.failed.authentication.delay.ms", INT, 100, None),
+    ConfigDef("connections.max.reauth.ms", LONG, 0, None),
     #: kafkalog's own key (Kafka takes users from JAAS and the metadata log): docs/server.md
     ConfigDef("sasl.credentials.file", STRING, None, None),
     # --- authorization (Kafka's StandardAuthorizer; kafkalog.server.security.authorizer) ---
@@ -155,6 +163,12 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
 OAUTHBEARER_KEY = re.compile(r"(?:listener\.name\.[^.]+\.(?:oauthbearer\.)?)?sasl\.oauthbearer\..+"
                              r"|listener\.name\.[^.]+\.oauthbearer\.sasl\.(?:jaas\.config|server\.callback\.handler\.class)"
                              r"|org\.apache\.kafka\.sasl\.oauthbearer\.allowed\.urls")
+#: the listener-prefixed connection keys (Kafka's ``listener.name.<listener>.`` prefix, and for
+#: ``connections.max.reauth.ms`` also the SASL mechanism in lower case): kept as given in
+#: :attr:`ServerConfig.listener_values`, read by the SASL configuration and the connection quotas
+LISTENER_KEY = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?:(?P<mechanism>[a-z0-9-]+)\.)?"
+                          r"(?P<key>connections\.max\.reauth\.ms)"
+                          r"|listener\.name\.(?P<l2>[^.]+)\.(?P<k2>max\.connections|max\.connection\.creation\.rate)")
 
 #: the security protocols of Kafka's ``SecurityProtocol``
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
@@ -211,6 +225,28 @@ def parse_listener(text: str, key: str,
     return Listener(host.strip("[]"), int(port), name, protocols[name])
 
 
+def _per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``address:count`` pairs, comma-separated (Kafka's
+    ``getMap``). kafkalog takes IP addresses only: resolving a host name would block the event loop."""
+    out: dict[str, int] = {}
+    key = "max.connections.per.ip.overrides"
+    for entry in (e.strip() for e in (text or "").split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        try:
+            address = str(ipaddress.ip_address(host))
+            n = int(count.strip())
+        except ValueError:
+            raise InvalidConfigError(f"Invalid value {text!r} for configuration {key}: expected "
+                                     f"IP:count pairs (kafkalog does not resolve host names), got {entry!r}") from None
+        if not sep:
+            raise InvalidConfigError(f"Invalid value {text!r} for configuration {key}: {entry!r} has no count")
+        out[address] = n
+    return out
+
+
 def _at_least(values: dict[str, Any], key: str, minimum: int) -> int:
     """The value of ``key``, refused below ``minimum``."""
     value: int = values[key]
@@ -236,6 +272,24 @@ class ServerConfig:
         #: the OAUTHBEARER keys as given (:data:`OAUTHBEARER_KEY`)
         self.oauth_values: dict[str, str] = {k: str(values.pop(k)) for k in list(values)
                                              if OAUTHBEARER_KEY.fullmatch(k) and values[k] is not None}
+        #: the listener-prefixed connection keys (:data:`LISTENER_KEY`): (listener, mechanism or None,
+        #: key) -> value
+        self.listener_values: dict[tuple[str, str | None, str], int] = {}
+        for k in [k for k in values if LISTENER_KEY.fullmatch(k) and values[k] is not None]:
+            m = LISTENER_KEY.fullmatch(k)
+            assert m is not None
+            raw = values.pop(k)
+            name = (m["listener"] or m["l2"]).upper()
+            key = m["key"] or m["k2"]
+            try:
+                value = int(str(raw).strip())
+            except ValueError:
+                raise InvalidConfigError(f"Invalid value {raw!r} for configuration {k}: Not a number of "
+                                         f"type {'LONG' if m['key'] else 'INT'}") from None
+            if m["k2"] and value < 0:
+                raise InvalidConfigError(f"Invalid value {raw!r} for configuration {k}: Value must be at "
+                                         f"least 0")
+            self.listener_values[(name, m["mechanism"], key)] = value
         server: dict[str, Any] = {}
         storage: dict[str, Any] = {}
         for k, v in values.items():
@@ -261,6 +315,11 @@ class ServerConfig:
         self.socket_request_max_bytes: int = _at_least(resolved, "socket.request.max.bytes", 1)
         self.max_connections: int = _at_least(resolved, "max.connections", 0)
         self.connections_max_idle_ms: int = resolved["connections.max.idle.ms"]
+        #: ``max.connections.per.ip.overrides``: IP address -> its maximum (names are not resolved)
+        self.max_connections_per_ip_overrides = _per_ip_overrides(resolved["max.connections.per.ip.overrides"])
+        if resolved["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
+            raise InvalidConfigError("requirement failed: max.connections.per.ip can be set to zero only if "
+                                     "max.connections.per.ip.overrides property is set.")
         _refuse_below(resolved, ("queued.max.requests", "quota.window.num", "quota.window.size.seconds"), 1)
         self.delete_topic_enable: bool = resolved["delete.topic.enable"]
         self.fetch_max_bytes: int = _at_least(resolved, "fetch.max.bytes", 0)
@@ -286,6 +345,8 @@ class ServerConfig:
         self.share_group = _share_group_config(resolved)
         #: streams groups' settings (a ``StreamsGroupConfig``)
         self.streams_group = _streams_group_config(resolved)
+        #: the consumer and streams group keys' defaults and bounds for per-group configs (a ``GroupBounds``)
+        self.group_bounds = _group_bounds(resolved)
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address of the first listener: ``--host``/``--port`` win over ``listeners``;
@@ -343,10 +404,22 @@ def _group_timeouts(v: dict[str, Any], p: str) -> tuple[int, int]:
     return hb, st
 
 
+def _assignment_interval(v: dict[str, Any], p: str) -> int:
+    """``p``'s assignment interval (``group.consumer.``, ``group.streams.``) checked against its bounds."""
+    ai, ai_min, ai_max = (v[p + "assignment.interval.ms"], v[p + "min.assignment.interval.ms"],
+                          v[p + "max.assignment.interval.ms"])
+    ge, le = "must be greater than or equal to", "must be less than or equal to"
+    _require(ai_max >= ai_min, f"{p}max.assignment.interval.ms {ge} {p}min.assignment.interval.ms")
+    _require(ai >= ai_min, f"{p}assignment.interval.ms {ge} {p}min.assignment.interval.ms")
+    _require(ai <= ai_max, f"{p}assignment.interval.ms {le} {p}max.assignment.interval.ms")
+    return ai
+
+
 def _streams_group_config(v: dict[str, Any]) -> Any:
     """The ``group.streams.*`` settings, checked as Kafka checks them."""
     from kafkalog.server.coordinator.streams_group import StreamsGroupConfig
     hb, st = _group_timeouts(v, "group.streams.")
+    _assignment_interval(v, "group.streams.")
     _require(v["group.streams.task.offset.interval.ms"] >= v["group.streams.min.task.offset.interval.ms"],
              "group.streams.task.offset.interval.ms must be greater than or equal to "
              "group.streams.min.task.offset.interval.ms")
@@ -371,12 +444,7 @@ def _consumer_group_config(v: dict[str, Any]) -> Any:
     require = _require
     p = "group.consumer."
     hb, st = _group_timeouts(v, p)
-    ai, ai_min, ai_max = (v[p + "assignment.interval.ms"], v[p + "min.assignment.interval.ms"],
-                          v[p + "max.assignment.interval.ms"])
-    ge, le = "must be greater than or equal to", "must be less than or equal to"
-    require(ai_max >= ai_min, f"{p}max.assignment.interval.ms {ge} {p}min.assignment.interval.ms")
-    require(ai >= ai_min, f"{p}assignment.interval.ms {ge} {p}min.assignment.interval.ms")
-    require(ai <= ai_max, f"{p}assignment.interval.ms {le} {p}max.assignment.interval.ms")
+    ai = _assignment_interval(v, p)
     assignors = [a.strip() for a in v[p + "assignors"]]
     for a in assignors:
         if a not in BUILTIN_ASSIGNORS:
@@ -399,7 +467,7 @@ def _consumer_group_config(v: dict[str, Any]) -> Any:
 def _share_group_config(v: dict[str, Any]) -> Any:
     """The ``group.share.*`` settings checked as Kafka's ``GroupCoordinatorConfig`` and
     ``ShareGroupConfig`` check them (each default between its minimum and maximum)."""
-    from kafkalog.coordinator.share_group_config import ShareGroupBrokerConfig
+    from kafkalog.coordinator.group_config import ShareGroupBrokerConfig
     p = "group.share."
     for name in ("session.timeout.ms", "heartbeat.interval.ms", "assignment.interval.ms", "record.lock.duration.ms",
                  "delivery.count.limit", "partition.max.record.locks"):
@@ -418,6 +486,25 @@ def _share_group_config(v: dict[str, Any]) -> Any:
                                  f"built-in share group assignor is simple (custom assignor classes need a JVM)")
     # each setting's field is its key below group.share. (min_session_timeout_ms: group.share.min.session.timeout.ms)
     return ShareGroupBrokerConfig(**{f.name: v[p + f.name.replace("_", ".")] for f in fields(ShareGroupBrokerConfig)})
+
+
+def _group_bounds(v: dict[str, Any]) -> Any:
+    """The broker's ``group.consumer.*`` / ``group.streams.*`` default, minimum and maximum of each
+    per-group config key Kafka's ``GroupConfig`` checks against them (already validated)."""
+    from kafkalog.coordinator.group_config import GroupBounds
+
+    def bounds(p: str, name: str) -> tuple[int, int, int]:
+        return v[p + name], v[p + "min." + name], v[p + "max." + name]
+    return GroupBounds(
+        consumer_session_timeout_ms=bounds("group.consumer.", "session.timeout.ms"),
+        consumer_heartbeat_interval_ms=bounds("group.consumer.", "heartbeat.interval.ms"),
+        streams_session_timeout_ms=bounds("group.streams.", "session.timeout.ms"),
+        streams_heartbeat_interval_ms=bounds("group.streams.", "heartbeat.interval.ms"),
+        streams_num_standby_replicas=(v["group.streams.num.standby.replicas"], 0,
+                                      v["group.streams.max.standby.replicas"]),
+        consumer_assignment_interval_ms=bounds("group.consumer.", "assignment.interval.ms"),
+        streams_assignment_interval_ms=bounds("group.streams.", "assignment.interval.ms"),
+        streams_initial_rebalance_delay_ms=v["group.streams.initial.rebalance.delay.ms"])
 
 
 def _check_listeners(listeners: list[Listener], advertised: list[Listener]) -> None:

@@ -468,14 +468,23 @@ BROKER_DOCS: dict[str, str] = {
         'The amount of time the group coordinator will wait for more streams clients to join a new group '
         'before performing the first rebalance. A longer delay means potentially fewer rebalances.'
     ),
+    'group.streams.max.assignment.interval.ms': (
+        'The maximum interval between assignment updates for a streams group.'
+    ),
     'group.streams.max.heartbeat.interval.ms': (
         'The maximum allowed value for the group-level configuration of streams.heartbeat.interval.ms'
     ),
     'group.streams.max.session.timeout.ms': (
         'The maximum allowed value for the group-level configuration of streams.session.timeout.ms'
     ),
+    'group.streams.max.standby.replicas': (
+        'The maximum allowed value for the group-level configuration of streams.num.standby.replicas'
+    ),
     'group.streams.max.size': (
         'The maximum number of streams clients that a single streams group can accommodate.'
+    ),
+    'group.streams.min.assignment.interval.ms': (
+        'The minimum interval between assignment updates for a streams group.'
     ),
     'group.streams.min.heartbeat.interval.ms': (
         'The minimum allowed value for the group-level configuration of streams.heartbeat.interval.ms'
@@ -858,5 +867,32 @@ BROKER_DOCS: dict[str, str] = {
         'config dynamically, it needs to wait for the unclean leader election thread to trigger election '
         'periodically (default is 5 minutes). Please run <code>kafka-leader-election.sh</code> with '
         '<code>unclean</code> option to trigger the unclean leader election immediately if needed.</p>'
+    ),
+    'connections.max.reauth.ms': (
+        'When explicitly set to a positive number (the default is 0, not a positive number), a session '
+        'lifetime that will not exceed the configured value will be communicated to v2.2.0 or later '
+        'clients when they authenticate. The broker will disconnect any such connection that is not re-'
+        'authenticated within the session lifetime and that is then subsequently used for any purpose '
+        'other than re-authentication. Configuration names can optionally be prefixed with listener '
+        'prefix and SASL mechanism name in lower-case. For example, '
+        'listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms=3600000'
+    ),
+    'max.connection.creation.rate': (
+        'The maximum connection creation rate we allow in the broker at any time. Listener-level limits '
+        'may also be configured by prefixing the config name with the listener prefix, for example, '
+        '<code>listener.name.internal.max.connection.creation.rate</code>.Broker-wide connection rate '
+        'limit should be configured based on broker capacity while listener limits should be configured '
+        'based on application requirements. New connections will be throttled if either the listener or '
+        'the broker limit is reached, with the exception of inter-broker listener. Connections on the '
+        'inter-broker listener will be throttled only when the listener-level rate limit is reached.'
+    ),
+    'max.connections.per.ip': (
+        'The maximum number of connections we allow from each ip address. This can be set to 0 if there '
+        'are overrides configured using max.connections.per.ip.overrides property. New connections from '
+        'the ip address are dropped if the limit is reached.'
+    ),
+    'max.connections.per.ip.overrides': (
+        'A comma-separated list of per-ip or hostname overrides to the default maximum number of '
+        'connections. An example value is "hostName:100,127.0.0.1:200"'
     ),
 }

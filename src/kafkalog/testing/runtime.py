@@ -80,7 +80,8 @@ class BrokerRuntime:
                      for i, lst in enumerate(listeners)]
         protocols = {lst.protocol for lst in listeners}
         tls = listener_contexts(cfg.values, protocols)
-        sasl = SaslConfig.from_values(cfg.values, cfg.oauth_values, [lst.name for lst in listeners if lst.sasl]) \
+        sasl = SaslConfig.from_values(cfg.values, cfg.oauth_values, [lst.name for lst in listeners if lst.sasl],
+                                      cfg.listener_values) \
             if any(lst.sasl for lst in listeners) else None
         manager = LogManager(data_dir, cfg.broker, cleaner_factory=LogCleaner)
         try:

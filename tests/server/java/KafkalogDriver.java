@@ -3,7 +3,8 @@
 // that must read back exactly what was produced; with the argument "txn": transactions
 // (committed and aborted transactional produce read back with read_committed, exactly-once
 // consume-transform-produce with sendOffsetsToTransaction, an aborted transaction's offsets discarded,
-// a second producer with the same transactional.id fencing the first). Prints one line per step;
+// a second producer with the same transactional.id fencing the first); with "reauth": a producer sending
+// for N seconds, its re-authentications counted (KIP-368). Prints one line per step;
 // exit code 0 = all good.
 // Arguments: BOOTSTRAP PREFIX N [txn] [key=value ...]: client properties (security.protocol, ssl.*,
 // sasl.*) for every client; kafkalog.codecs=none,gzip limits the codecs, kafkalog.admin=false skips admin.
@@ -21,6 +22,38 @@ import org.apache.kafka.common.serialization.*;
 public class KafkalogDriver {
     static void check(boolean ok, String what) {
         if (!ok) throw new IllegalStateException("check failed: " + what);
+    }
+
+    // "reauth": one producer sending to PREFIX for N seconds (one record every 20 ms, each acknowledged);
+    // prints "sent S acked A reauthentications R" (the client's successful-reauthentication-total)
+    static void reauthenticatingProducer(Properties common, String topic, int seconds) throws Exception {
+        Properties p = new Properties();
+        p.putAll(common);
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        p.put("linger.ms", "5");
+        int sent = 0, acked = 0;
+        double reauths = 0;
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            List<Future<RecordMetadata>> pending = new ArrayList<>();
+            long end = System.nanoTime() + seconds * 1_000_000_000L;
+            while (System.nanoTime() < end) {
+                pending.add(producer.send(new ProducerRecord<>(topic, "k" + sent, "v" + sent)));
+                sent++;
+                Thread.sleep(20);
+            }
+            producer.flush();
+            for (Future<RecordMetadata> f : pending) {
+                f.get();
+                acked++;
+            }
+            for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> e
+                    : producer.metrics().entrySet())
+                if (e.getKey().name().equals("successful-reauthentication-total")
+                        && e.getKey().group().equals("producer-metrics"))
+                    reauths += ((Number) e.getValue().metricValue()).doubleValue();
+        }
+        System.out.println("sent " + sent + " acked " + acked + " reauthentications " + (long) reauths);
     }
 
     public static void main(String[] args) throws Exception {
@@ -42,6 +75,10 @@ public class KafkalogDriver {
         }
         if ("txn".equals(mode)) {
             transactions(common, prefix, n);
+            return;
+        }
+        if ("reauth".equals(mode)) {
+            reauthenticatingProducer(common, prefix, n);
             return;
         }
         if (runAdmin) try (Admin admin = Admin.create(common)) {

@@ -58,6 +58,7 @@ from kafkalog.coordinator.consumer_group_records import (
     encode_key,
     encode_value,
 )
+from kafkalog.coordinator.group_config import GroupConfigStore
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.server import error_codes as ec
 from kafkalog.server.coordinator.assignors import MemberSpec, PartitionAssignorError, assign
@@ -416,10 +417,13 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
     def __init__(self, config: ConsumerGroupConfig, persist: Callable[[str, list[Record]], None],
                  topics: Callable[[], Mapping[str, TopicImage]],
                  clock: Callable[[], int] = lambda: int(time.monotonic() * 1000),
-                 wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 wall_clock: Callable[[], int] = lambda: int(time.time() * 1000),
+                 group_configs: GroupConfigStore | None = None) -> None:
         super().__init__(persist, clock, wall_clock)
         self.config = config
         self._topics = topics
+        #: the per-group ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` (Kafka's GroupConfig)
+        self.group_configs = group_configs
         #: the topic set the regexes were last resolved against, and its version (bumped when it grows)
         self._known_topics: frozenset[str] = frozenset()
         self._topics_version = 0
@@ -431,6 +435,17 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
     @property
     def default_assignor(self) -> str:
         return self.config.assignors[0]
+
+    def _setting(self, group_id: str, key: str, default: int) -> int:
+        """The group's ``key`` (a ``consumer.*`` group config), else ``default`` (the broker's)."""
+        gc = self.group_configs
+        return default if gc is None else gc.get(group_id, key, default)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._setting(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._setting(group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
 
     # --- topics ---------------------------------------------------------------------------------
 
@@ -522,13 +537,13 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         updated = self._reconcile(g, updated, target_epoch, target, subscription_changed, owned, image,
                                   records, now)
         self._write(g, records)
-        g.session_deadline[updated.member_id] = now + self.config.session_timeout_ms
+        g.session_deadline[updated.member_id] = now + self.session_timeout_ms(group_id)
         if regex_status == "refresh" or self._regex_refresh_due(g, now):
             self._refresh_regexes(g, now)
         full = rebalance_timeout_ms != -1 and (topic_names is not None or topic_regex is not None) \
             and owned is not None
         send = member_epoch == 0 or full or dict(member.assigned) != dict(updated.assigned)
-        return HeartbeatResult(updated.member_id, updated.member_epoch, self.config.heartbeat_interval_ms,
+        return HeartbeatResult(updated.member_id, updated.member_epoch, self.heartbeat_interval_ms(group_id),
                                updated.assigned_partitions() if send else None)
 
     def classic_member_join(self, g: ConsumerGroup, member: Member, updated: Member, owned: OwnedPartitions,
@@ -801,7 +816,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         if g.assignment_epoch >= group_epoch:
             return last()
         wall = self._wall()
-        interval = self.config.assignment_interval_ms
+        interval = self._setting(g.group_id, "consumer.assignment.interval.ms", self.config.assignment_interval_ms)
         if g.assignment_timestamp and interval and wall < g.assignment_timestamp + interval:
             return last()
         members = self._with(g, updated)
@@ -977,7 +992,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
                     pending_revocation=epochs(cur.pending_revocation, cur.member_epoch))
             g.members[mid] = m
             timeout = (m.classic.session_timeout_ms if m.classic is not None
-                       else self.config.session_timeout_ms)
+                       else self.session_timeout_ms(group_id))
             g.session_deadline[mid] = now + timeout
             if m.state == UNREVOKED_PARTITIONS:
                 g.rebalance_deadline[mid] = (now + max(m.rebalance_timeout_ms, 0), m.member_epoch)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kafkalog.coordinator.share_group_config import GroupConfigStore, ShareGroupBrokerConfig
+from kafkalog.coordinator.group_config import GroupConfigStore, ShareGroupBrokerConfig
 from kafkalog.coordinator.share_group_records import (
     CURRENT_MEMBER_ASSIGNMENT,
     GROUP_EPOCH,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from kafkalog.coordinator import streams_group_records as sr
+from kafkalog.coordinator.group_config import GroupConfigStore
 from kafkalog.record.constants import INT32_MAX
 from kafkalog.server import error_codes as ec
 from kafkalog.server.coordinator.consumer_group import (
@@ -72,10 +73,10 @@ class StreamsGroupConfig:
     #: only join the assignment configs and, from v1, the MISSING_CLIENT_TAGS status)
     rack_aware_assignment_tags: tuple[str, ...] = ()
 
-    def assignment_configs(self) -> dict[str, str]:
-        """Kafka's ``streamsGroupAssignmentConfigs``: what the group's metadata record keeps (a
-        change bumps the group epoch)."""
-        configs = {"num.standby.replicas": str(self.num_standby_replicas)}
+    def assignment_configs(self, num_standby_replicas: int) -> dict[str, str]:
+        """Kafka's ``streamsGroupAssignmentConfigs`` with the group's ``num_standby_replicas``: what
+        the group's metadata record keeps (a change, also of the group's config, bumps the group epoch)."""
+        configs = {"num.standby.replicas": str(num_standby_replicas)}
         if self.rack_aware_assignment_tags:
             configs["rack.aware.assignment.tags"] = ",".join(self.rack_aware_assignment_tags)
         return configs
@@ -292,11 +293,31 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
     def __init__(self, config: StreamsGroupConfig, persist: Callable[[str, list[Record]], None],
                  topic: Callable[[str], TopicImage | None], other_group_exists: Callable[[str], bool],
                  clock: Callable[[], int] = lambda: int(time.monotonic() * 1000),
-                 wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 wall_clock: Callable[[], int] = lambda: int(time.time() * 1000),
+                 group_configs: GroupConfigStore | None = None) -> None:
         super().__init__(persist, clock, wall_clock)
         self.config = config
         self._topic = topic
         self._other_group_exists = other_group_exists
+        #: the per-group ``streams.*`` configs (Kafka's GroupConfig)
+        self.group_configs = group_configs
+
+    def _setting(self, group_id: str, key: str, default: int) -> int:
+        """The group's ``key`` (a ``streams.*`` group config), else ``default`` (the broker's)."""
+        gc = self.group_configs
+        return default if gc is None else gc.get(group_id, key, default)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """The group's ``streams.session.timeout.ms``, else the broker's."""
+        return self._setting(group_id, "streams.session.timeout.ms", self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's ``streams.heartbeat.interval.ms``, else the broker's."""
+        return self._setting(group_id, "streams.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
+
+    def num_standby_replicas(self, group_id: str) -> int:
+        """The group's ``streams.num.standby.replicas``, else the broker's."""
+        return self._setting(group_id, "streams.num.standby.replicas", self.config.num_standby_replicas)
 
     def _partitions_of(self, name: str) -> int | None:
         image = self._topic(name)
@@ -384,7 +405,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                        before[1] if b.task_end_offsets is None else _offsets_of(b.task_end_offsets))
         if validated != g.validated_topology_epoch:
             bump = True
-        configs = self.config.assignment_configs()
+        configs = self.config.assignment_configs(self.num_standby_replicas(b.group_id))
         bumps = int(bump) + int(configs != g.assignment_configs)     # as Kafka 4.4: each counts
         # apply: the group's new state
         g.topology = g_topology
@@ -402,11 +423,14 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         # 4. the target assignment, unless a delay holds it back
         now = self._clock()
         if g.group_epoch > g.assignment_epoch:
-            if (self.config.initial_rebalance_delay_ms > 0 and g.assigned_at is None and g.created_at is not None
-                    and now < g.created_at + self.config.initial_rebalance_delay_ms):
+            delay = self._setting(g.group_id, "streams.initial.rebalance.delay.ms",
+                                  self.config.initial_rebalance_delay_ms)
+            interval = self._setting(g.group_id, "streams.assignment.interval.ms", self.config.assignment_interval_ms)
+            if (delay > 0 and g.assigned_at is None and g.created_at is not None
+                    and now < g.created_at + delay):
                 status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
                                                    "delay."))
-            elif g.assigned_at is not None and now < g.assigned_at + self.config.assignment_interval_ms:
+            elif g.assigned_at is not None and now < g.assigned_at + interval:
                 status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             else:
                 self._update_target(g, configured.tasks or {}, records)
@@ -420,7 +444,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         changed = (new.active, new.standby, new.warmup) != (member.active, member.standby, member.warmup)
         if (joining or changed) and new.user_endpoint is not None:
             g.endpoint_information_epoch += 1
-        g.session_deadline[new.member_id] = now + self.config.session_timeout_ms
+        g.session_deadline[new.member_id] = now + self.session_timeout_ms(g.group_id)
         if new.state == UNREVOKED_TASKS:
             g.rebalance_deadline.setdefault(new.member_id, (now + new.rebalance_timeout_ms, new.member_epoch))
         else:
@@ -502,7 +526,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                    for m in g.members.values()]
         stateful = [s["subtopology_id"] for s in (g.topology or {}).get("subtopologies", ())
                     if s["state_changelog_topics"]]
-        new = assign(members, tasks, self.config.num_standby_replicas, stateful)
+        new = assign(members, tasks, self.num_standby_replicas(g.group_id), stateful)
         for mid, t in new.items():
             if g.target.get(mid) != t:
                 records.append(_target_record(g.group_id, mid, t))
@@ -622,7 +646,7 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                 _tasks_of(c.get("warmup_tasks")), _epochs_of(c.get("active_tasks_pending_revocation", []), epoch),
                 _tasks_of(c.get("standby_tasks_pending_revocation")),
                 _tasks_of(c.get("warmup_tasks_pending_revocation")))
-            g.session_deadline[mid] = now + self.config.session_timeout_ms
+            g.session_deadline[mid] = now + self.session_timeout_ms(group_id)
         if g.topology is not None:
             g.configured = configure_topology(g.topology, self._partitions_of).tasks is not None
         self.groups[group_id] = g

@@ -1,6 +1,6 @@
-"""ApiVersions: what this broker serves. Only what is implemented is advertised, with the feature
-levels of :mod:`kafkalog.server.features` (``group.version`` for the consumer group protocol; no
-``transaction.version`` 2 yet). Like Kafka 4.4 without a client telemetry plugin, the telemetry APIs
+"""ApiVersions: what this broker serves. Only what is implemented is advertised, with the supported
+and finalized feature levels of :mod:`kafkalog.server.features` (the data directory's, as UpdateFeatures
+left them). Like Kafka 4.4 without a client telemetry plugin, the telemetry APIs
 (GetTelemetrySubscriptions, PushTelemetry) are answered but not advertised."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16
 
 from kafkalog.server import error_codes
-from kafkalog.server.features import api_versions_fields
 from kafkalog.server.requests.protocol import Request, encode_response
 
 #: API key -> the min version ApiVersions advertises where it is below the served one. Kafka 4
@@ -35,7 +34,7 @@ def handle_api_versions(broker: Broker, request: Request) -> Any:
     keys = [{"api_key": k, "min_version": lo, "max_version": hi}
             for k, (lo, hi) in sorted(broker.api_versions.items())]
     return broker.response(request, {"error_code": error_codes.NONE, "api_keys": keys, "throttle_time": 0,
-                                     **api_versions_fields(request.api_version)})
+                                     **broker.features.api_versions_fields(request.api_version)})
 
 
 def unsupported_version_response(request: Request,

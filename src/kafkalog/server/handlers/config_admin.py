@@ -186,7 +186,7 @@ def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
         entries = _broker_entries(broker, documentation)
     elif rtype == RESOURCE_GROUP:
         from kafkalog.server.handlers.group_configs import group_config_entries
-        entries = group_config_entries(broker, name)
+        entries = group_config_entries(broker, name, synonyms)
     else:
         result.update(error_code=error_codes.INVALID_REQUEST,
                       error_message=error_codes.message(error_codes.INVALID_REQUEST))

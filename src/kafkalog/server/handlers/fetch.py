@@ -98,8 +98,9 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
     log = broker.log(topic, w.index) if topic is not None else None
     if log is None:
         # as Kafka: UNKNOWN_TOPIC_ID only for a topic id it does not know (a known topic's missing
-        # partition is UNKNOWN_TOPIC_OR_PARTITION), offsets -1 and an empty aborted list
-        code = unknown_code if topic is None else error_codes.UNKNOWN_TOPIC_OR_PARTITION
+        # partition is UNKNOWN_TOPIC_OR_PARTITION, one being made NOT_LEADER_OR_FOLLOWER), offsets -1
+        # and an empty aborted list
+        code = unknown_code if topic is None else broker.missing_partition_error(topic, w.index)
         return PartitionData(w.index, code, aborted=[])
     log_start, hw, lso = log.fetch_offset_snapshot()
     limit = min(w.max_bytes, budget)

@@ -23,6 +23,7 @@ from kafkalog.server.handlers.consumer_group_heartbeat import (
     handle_consumer_group_describe,
     handle_consumer_group_heartbeat,
 )
+from kafkalog.server.handlers.feature_gates import gated
 from kafkalog.server.handlers.feature_updates import handle_update_features
 from kafkalog.server.handlers.fetch import handle_fetch
 from kafkalog.server.handlers.groups import (
@@ -167,7 +168,7 @@ VERSIONS: dict[int, tuple[int, int]] = {k: (lo, hi) for k, (_n, lo, hi, _h) in A
 #: :data:`~kafkalog.server.handlers.api_versions.ADVERTISED_MIN_VERSION` applied
 ADVERTISED: dict[int, tuple[int, int]] = {k: (ADVERTISED_MIN_VERSION.get(k, lo), hi)
                                           for k, (lo, hi) in VERSIONS.items() if k not in UNADVERTISED}
-HANDLERS: dict[int, Handler] = {k: h for k, (_n, _lo, _hi, h) in APIS.items()}
+HANDLERS: dict[int, Handler] = {k: gated(k, h) for k, (_n, _lo, _hi, h) in APIS.items()}
 
 
 class KafkaApis:

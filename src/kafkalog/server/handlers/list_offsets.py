@@ -27,7 +27,7 @@ def _one(broker: Broker, topic: str, p: Any, committed: bool) -> dict[str, Any]:
         return res
     log = broker.log(topic, p.partition_index)
     if log is None:
-        res["error_code"] = error_codes.UNKNOWN_TOPIC_OR_PARTITION
+        res["error_code"] = broker.missing_partition_error(topic, p.partition_index)
         return res
     ts = p.timestamp
     if ts == LATEST:

@@ -8,6 +8,7 @@ producer's transaction (v3-v11) or join it (v12+, transactions v2). The response
 
 from __future__ import annotations
 
+import inspect
 import logging
 import struct
 from collections.abc import Awaitable, Iterator
@@ -40,6 +41,12 @@ _BATCH_HEADER = 61
 #: the batch attributes' transactional bit (low byte of the int16 at offset 21)
 _TRANSACTIONAL = 0x10
 _PRODUCER = struct.Struct(">qh")
+#: a response partition's index, error, base offset, log append time and log start offset (v5+)
+_PLAIN_PARTITION = struct.Struct(">ihqqq")
+#: after them, no record errors and a null message: compact (empty array, null string, no tags) and
+#: classic (v8)
+_PLAIN_TAIL_FLEXIBLE = b"\x01\x00\x00"
+_PLAIN_TAIL_V8 = struct.pack(">ih", 0, -1)
 _BASE_OFFSET_ZERO = bytes(8)
 #: errors of a batch Kafka's ReplicaManager answers with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO
 _UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.RECORD_LIST_TOO_LARGE,
@@ -47,7 +54,8 @@ _UNREAD_BATCH_ERRORS = frozenset({error_codes.MESSAGE_TOO_LARGE, error_codes.REC
                                   error_codes.UNSUPPORTED_COMPRESSION_TYPE, error_codes.UNKNOWN_SERVER_ERROR})
 
 #: errors Kafka's ReplicaManager does not count as FailedProduceRequests (metrics)
-_NOT_FAILED = frozenset({error_codes.NONE, error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_codes.MESSAGE_TOO_LARGE,
+_NOT_FAILED = frozenset({error_codes.NONE, error_codes.UNKNOWN_TOPIC_OR_PARTITION, error_codes.NOT_LEADER_OR_FOLLOWER,
+                         error_codes.MESSAGE_TOO_LARGE,
                          error_codes.RECORD_LIST_TOO_LARGE, error_codes.CORRUPT_MESSAGE,
                          error_codes.KAFKA_STORAGE_ERROR})
 
@@ -120,6 +128,14 @@ def _is_transactional(records: bytes | None) -> bool:
     return records is not None and len(records) >= _BATCH_HEADER and bool(records[22] & _TRANSACTIONAL)
 
 
+def _any_transactional(body: Any) -> bool:
+    for td in body.topic_data:
+        for pd in td.partition_data:
+            if _is_transactional(pd.records):
+                return True
+    return False
+
+
 def _verify_transactional(broker: Broker, body: Any, version: int,
                           parts: list[tuple[str, int, bytes]]) -> dict[tuple[str, int], int] | int:
     """Kafka's check of the transactional batches of a Produce before they are appended (KIP-890):
@@ -140,7 +156,7 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None,
             verified: int = error_codes.NONE) -> PartitionResult:
     log = broker.log(topic, index)
     if log is None:
-        return PartitionResult(index, error_codes.UNKNOWN_TOPIC_OR_PARTITION)
+        return PartitionResult(index, broker.missing_partition_error(topic, index))
     problem = check_batch(records)
     if problem is not None:
         # Kafka answers INVALID_RECORD without a message or log start offset here; the reason is logged
@@ -194,21 +210,29 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None,
                            info.log_start_offset)
 
 
-def handle_produce(broker: Broker, request: Request) -> Response | Awaitable[Response]:
+def handle_produce(broker: Broker, request: Request, waited: bool = False) -> Response | Awaitable[Response]:
     body = request.body
     version = request.api_version
     by_id = version >= FIRST_TOPIC_ID
+    if not waited:
+        # a partition of a topic just committed, not made yet: answered once it is made (Kafka
+        # answers NOT_LEADER_OR_FOLLOWER: every producer retrying and refreshing its metadata)
+        needed = broker.pending_asked((broker.topic_ids.name_of(td.topic_id) if by_id else td.name, pd.index)
+                                      for td in body.topic_data for pd in td.partition_data)
+        if needed:
+            return _when_made(broker, request, needed)
     acks = body.acks
     results: list[tuple[Any, list[PartitionResult]]] = []
+    any_transactional = acks in (0, 1, -1) and _any_transactional(body)
+    # (an idempotent or plain producer's request looks up no topic or log here: _append_all does)
     transactional = [(name, pd.index, pd.records) for td in body.topic_data
                      for name in [broker.topic_ids.name_of(td.topic_id) if by_id else td.name]
                      for pd in td.partition_data
                      if _is_transactional(pd.records) and name is not None
-                     and broker.log(name, pd.index) is not None] if acks in (0, 1, -1) else []
+                     and broker.log(name, pd.index) is not None] if any_transactional else []
     verified: dict[tuple[str, int], int] | int = {}
     auth = broker.authorizer
-    if auth is not None and acks in (0, 1, -1) and (transactional or any(
-            _is_transactional(pd.records) for td in body.topic_data for pd in td.partition_data)) and (
+    if auth is not None and any_transactional and (
             body.transactional_id is None or not broker.authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id)):
         verified = error_codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif transactional:
@@ -219,6 +243,14 @@ def handle_produce(broker: Broker, request: Request) -> Response | Awaitable[Res
         run_now(steps)
         return _answer(request, results)
     return _append_in_slices(request, steps, results)
+
+
+async def _when_made(broker: Broker, request: Request, needed: dict[str, int]) -> Response:
+    """:func:`handle_produce` once the partitions ``needed`` are made (or the request's timeout,
+    at most 30 s, passed: those not made then answer NOT_LEADER_OR_FOLLOWER)."""
+    await broker.wait_made(needed, min(max(request.body.timeout.total_seconds(), 0.0), 30.0))
+    answer = handle_produce(broker, request, waited=True)
+    return await answer if inspect.isawaitable(answer) else answer
 
 
 async def _append_in_slices(request: Request, steps: Iterator[None],
@@ -274,11 +306,19 @@ def encode_produce_response(correlation_id: int, version: int,
                             results: list[tuple[Any, list[PartitionResult]]]) -> bytes:
     flex = version >= FIRST_FLEXIBLE
     i32, i64, i16 = wire.INT32.pack, wire.INT64.pack, wire.INT16.pack
+    # a partition without record errors or message in one pack (v5+: log start offset; v8+: the
+    # empty record errors and the null message; flexible: the empty tagged fields)
+    plain, plain_tail = (_PLAIN_PARTITION, _PLAIN_TAIL_FLEXIBLE if flex else _PLAIN_TAIL_V8 if version >= 8
+                         else b"") if version >= 5 else (None, b"")
     out = [response_header(correlation_id, flex), wire.array_len(len(results), flex)]
     for key, parts in results:
         out.append(wire.topic_key(key, version >= FIRST_TOPIC_ID, flex))
         out.append(wire.array_len(len(parts), flex))
         for p in parts:
+            if plain is not None and p.message is None and not p.record_errors:     # the usual answer
+                out.append(plain.pack(p.index, p.error, p.base_offset, p.log_append_time, p.log_start_offset)
+                           + plain_tail)
+                continue
             out.append(i32(p.index) + i16(p.error) + i64(p.base_offset) + i64(p.log_append_time))
             if version >= 5:
                 out.append(i64(p.log_start_offset))

@@ -78,7 +78,7 @@ def handle_streams_group_heartbeat(broker: Broker, request: Request) -> Any:
     return broker.response(request, {
         "throttle_time": 0, "error_code": ec.NONE, "error_message": None, "member_id": m.member_id,
         "member_epoch": m.member_epoch,
-        "heartbeat_interval": 0 if left else config.heartbeat_interval_ms,
+        "heartbeat_interval": 0 if left else coordinator.heartbeat_interval_ms(b.group_id),
         "acceptable_recovery_lag": _recovery_lag(request, -1 if left else config.acceptable_recovery_lag),
         "task_offset_interval": 0 if left else config.task_offset_interval_ms,
         "status": [{"status_code": c, "status_detail": d} for c, d in r.status],

@@ -111,11 +111,10 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
     to_make = [(t.name, make[0], make[1]) for t, (_res, make) in zip(unique, checked) if make is not None]
     outcomes: list[uuid.UUID | KafkalogError] = []
     if to_make and not body.validate_only:
-        # the partitions' files are made on a worker thread (the event loop answers other clients
-        # meanwhile: 10,000 partitions take seconds), every topic of the request in one go, their
-        # fsyncs waited for once
-        outcomes = await asyncio.get_running_loop().run_in_executor(
-            None, broker.create_topics_partitions, to_make)
+        # as Kafka's controller, answered once the topics are committed (their records on disk,
+        # one wait on a worker thread for every topic of the request); their partitions are made
+        # afterwards on the log manager's thread (10,000 partitions take seconds)
+        outcomes = await asyncio.get_running_loop().run_in_executor(None, broker.commit_topics, to_make)
         broker.consumer_groups.topics_changed(
             [name for (name, _n, _c), o in zip(to_make, outcomes) if not isinstance(o, KafkalogError)])
     made = iter(outcomes)

@@ -10,7 +10,9 @@ callback, without waking the connection's task, while each is answered at once a
 goes out whole (:class:`_InlineAnswers`); the first that waits, or whose response the socket does
 not take whole, is left to the task with everything after it, so the order is the same.
 
-Limits are Kafka's: ``max.connections`` (further connections are closed at once),
+Limits are Kafka's: ``max.connections``, ``max.connections.per.ip``, ``max.connection.creation.rate``
+and the IP quotas' ``connection_creation_rate`` (:mod:`~kafkalog.server.network.connection_quotas`:
+at ``max.connections`` the listener accepts nothing more until a connection closes),
 ``queued.max.requests`` (no socket is read while that many requests wait for their connection's
 task: :mod:`~kafkalog.server.network.request_queue`),
 ``connections.max.idle.ms`` (a connection with no progress, reading or writing, for that long is
@@ -28,11 +30,14 @@ request is served.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import os
+import re
 import socket
 import ssl
+import time
 from collections import deque
 from collections.abc import Coroutine, Mapping
 from typing import Any
@@ -42,10 +47,17 @@ from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.server.broker import Broker, current_listener
 from kafkalog.server.config import Listener
 from kafkalog.server.handlers.api_versions import unsupported_version_response
+from kafkalog.server.handlers.error_responses import error_response
 from kafkalog.server.handlers.handler import Response
-from kafkalog.server.handlers.kafka_apis import VERSIONS, KafkaApis
+from kafkalog.server.handlers.kafka_apis import APIS, VERSIONS, KafkaApis
 from kafkalog.server.handlers.share_fetch import connection_closed
 from kafkalog.server.network.channel import RECV_BYTES, Channel, PlainChannel, TlsChannel
+from kafkalog.server.network.connection_quotas import (
+    ConnectionQuotas,
+    ConnectionThrottled,
+    TooManyConnections,
+    normalized,
+)
 from kafkalog.server.network.request_queue import RequestQueue
 from kafkalog.server.requests.frames import FrameReader
 from kafkalog.server.requests.protocol import (
@@ -53,16 +65,26 @@ from kafkalog.server.requests.protocol import (
     InvalidRequestError,
     Request,
     UnsupportedVersionError,
+    encode_response,
     parse_request,
 )
 from kafkalog.server.requests.request_context import current_connection
 from kafkalog.server.security.authorizer import ConnectionSession, current_session
 from kafkalog.server.security.principal import ANONYMOUS, SslPrincipalMapper, client_host, tls_principal
-from kafkalog.server.security.sasl import SaslAuthenticator, SaslConfig
+from kafkalog.server.security.sasl import (
+    ILLEGAL_SASL_STATE,
+    SASL_HANDSHAKE_KEY,
+    SaslAuthenticator,
+    SaslConfig,
+    SaslUnexpectedRequest,
+)
 
 logger = logging.getLogger("kafkalog.server")
 
 __all__ = ["RECV_BYTES", "Server"]
+
+#: the api key field of a SaslHandshake request (a frame's first two bytes)
+_SASL_HANDSHAKE = SASL_HANDSHAKE_KEY.to_bytes(2, "big")
 
 
 class Server:
@@ -96,7 +118,10 @@ class Server:
         self.max_sasl_request = min(self.max_request, sasl_max)
         self.sasl_limit_name = "sasl.server.max.receive.size" if sasl_max <= self.max_request \
             else "socket.request.max.bytes"
-        self.max_connections = cfg.max_connections
+        #: max.connections, max.connections.per.ip, the connection creation rates (KIP-612)
+        self.connection_quotas = ConnectionQuotas(cfg, broker.client_quotas)
+        #: connections over their IP's creation rate, held until their throttle time ends
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}
         #: a negative connections.max.idle.ms disables idle expiry, as in Kafka's Selector
         self.idle_s = cfg.connections_max_idle_ms / 1000.0 if cfg.connections_max_idle_ms >= 0 \
             else math.inf
@@ -147,6 +172,10 @@ class Server:
             await self.sasl.close()
         for sock in self._socks:
             sock.close()
+        for conn, timer in list(self._throttled.items()):
+            timer.cancel()
+            conn.close()
+        self._throttled.clear()
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
@@ -165,17 +194,34 @@ class Server:
                 logger.warning("accept failed: %s", e)
                 await asyncio.sleep(0.1)
                 continue
-            if len(self._tasks) >= self.max_connections:
-                logger.warning("closing connection from %s: max.connections=%d reached", addr,
-                               self.max_connections)
+            ip = normalized(addr[0]) if conn.family in (socket.AF_INET, socket.AF_INET6) else ""
+            try:
+                await self.connection_quotas.inc(listener.name, ip)
+            except TooManyConnections as e:
+                logger.info("%s", e)
                 conn.close()
                 continue
+            except ConnectionThrottled as e:       # held, then closed after the throttle time
+                logger.debug("%s", e)
+                self._throttled[conn] = loop.call_later(e.ms / 1000.0, self._close_throttled, conn)
+                continue
+            except BaseException:
+                conn.close()
+                raise
             conn.setblocking(False)
             if conn.family in (socket.AF_INET, socket.AF_INET6):
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = loop.create_task(self._serve(conn, addr, listener))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(functools.partial(self._served, listener.name, ip))
+
+    def _served(self, listener: str, ip: str, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self.connection_quotas.dec(listener, ip)
+
+    def _close_throttled(self, conn: socket.socket) -> None:
+        self._throttled.pop(conn, None)
+        conn.close()
 
     async def _serve(self, conn: socket.socket, addr: object, listener: Listener) -> None:
         current_listener.set(listener.name)      # this task's context: Metadata advertises it
@@ -250,10 +296,27 @@ class Server:
                     work = item.take()
                     response = work if work is None or isinstance(work, list) else await work
                 else:
-                    if auth is not None and not auth.complete:
-                        answer = auth.receive(item)
+                    if auth is not None:
+                        answer = None
+                        if not auth.complete:
+                            try:
+                                answer = auth.receive(item)
+                            except SaslUnexpectedRequest as e:
+                                await self._refuse_during_sasl(channel, item, e)
+                                return
+                        elif auth.session_expiry is not None:       # KIP-368
+                            now = time.monotonic()
+                            if item[:2] == _SASL_HANDSHAKE and auth.may_reauthenticate(now):
+                                reader.max_size = self.max_sasl_request
+                                reader.limit_name = self.sasl_limit_name
+                                answer = auth.begin_reauthentication(item, now)
+                            elif auth.expired(now):
+                                logger.info("closing the connection of %s: its SASL session expired",
+                                            auth.user)
+                                return
                         if answer is not None:
-                            await channel.send(answer)
+                            if answer:
+                                await channel.send(answer)
                             if auth.failed:   # Kafka closes after connection.failed.authentication.delay.ms
                                 await asyncio.sleep(self.failed_auth_delay_s)
                                 return
@@ -282,6 +345,23 @@ class Server:
             for item in pending:
                 if type(item) is _Begun:
                     item.discard()
+
+    async def _refuse_during_sasl(self, channel: Channel, frame: bytes, e: SaslUnexpectedRequest) -> None:
+        """A request other than SaslAuthenticate while a mechanism's exchange runs: its API's error
+        response with ILLEGAL_SASL_STATE (Kafka's ``IllegalSaslStateException``), then closed after
+        ``connection.failed.authentication.delay.ms``; one that does not parse is closed unanswered."""
+        logger.info("closing a connection: %s", e)
+        try:
+            request = parse_request(frame, VERSIONS)
+            # Kafka names the API by its ApiKeys constant (API_VERSIONS)
+            name = re.sub(r"(?<!^)(?=[A-Z])", "_", APIS[request.api_key][0]).upper()
+            answer = error_response(self.broker, request, ILLEGAL_SASL_STATE, e.kafka_message(name))
+            if not isinstance(answer, (bytes, list)):
+                answer = encode_response(request, answer)
+        except (InvalidRequestError, KafkalogError, KeyError):
+            return
+        await self._send(channel, answer)
+        await asyncio.sleep(self.failed_auth_delay_s)
 
     def dispatch(self, frame: bytes) -> Response | Coroutine[Any, Any, Response]:
         """The response of one frame when the broker answers at once, else a coroutine."""
@@ -376,10 +456,16 @@ class _InlineAnswers:
     def __call__(self, data: bytes) -> bool:
         frames = self.reader.feed(data)
         pending = self.pending
-        if pending or (self.auth is not None and not self.auth.complete):
+        auth = self.auth
+        if pending or (auth is not None and not auth.complete):
             pending.extend(frames)
             return bool(pending)
+        # a session that ends (KIP-368): a re-authentication or an expired session is the task's
+        expiry = auth.session_expiry if auth is not None else None
         for i, frame in enumerate(frames):
+            if expiry is not None and (frame[:2] == _SASL_HANDSHAKE or time.monotonic() > expiry):
+                pending.extend(frames[i:])
+                return True
             if i == INLINE_ANSWERS:
                 # the rest to the task, which lets other connections in between two requests: a
                 # receive of librdkafka's pipelined Produce requests holds hundreds of them

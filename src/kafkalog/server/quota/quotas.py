@@ -141,7 +141,9 @@ class ClientQuotas:
         self._rates: dict[tuple[str, str | None, str | None], Rate | TokenBucket] = {}
         self._resolved: dict[tuple[str, str, str], tuple[float, str | None, str | None] | None] = {}
         self._next_prune = 0.0
-        self.active = any(self.quotas.values())
+        self.active = _client_quota_set(self.quotas)
+        #: a new object at each change (the connection quotas read the ip entities again)
+        self.version = object()
 
     def change(self, changed: Mapping[Entity, dict[str, float]]) -> None:
         """Apply AlterClientQuotas: stored first (a failed write changes nothing), then in force."""
@@ -155,7 +157,8 @@ class ClientQuotas:
         self.quotas.clear()
         self.quotas.update(new)
         self._resolved.clear()
-        self.active = any(new.values())
+        self.active = _client_quota_set(new)
+        self.version = object()
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, str | None, str | None] | None:
         """The quota ``key`` of a user's client: (its value, the rate's user and client-id tags), None
@@ -241,6 +244,11 @@ class ClientQuotas:
 
     def forget(self, connection: object) -> None:
         self.mutes.pop(connection, None)
+
+
+def _client_quota_set(quotas: Quotas) -> bool:
+    """A user or client-id quota is set (an ip entity's quota is the connection quotas' alone)."""
+    return any(values and entity[0][0] != "ip" for entity, values in quotas.items())
 
 
 def now_ms() -> float:

@@ -36,7 +36,7 @@ class JwtValidator:
         self.scope_claim = scope_claim
         self.sub_claim = sub_claim
 
-    def validate(self, token: str) -> str:
+    def validate(self, token: str) -> tuple[str, int]:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError as e:
@@ -76,4 +76,5 @@ class JwtValidator:
             if not isinstance(claims[name], (int, float)) or claims[name] < 0:
                 raise TokenRejected(f"{name} value must be non-negative; value given was "
                                     f'"{claims[name]}"')
-        return sub.strip()
+        # Kafka's lifetimeMs: the exp claim (whole seconds, as jose4j's NumericDate keeps it) in ms
+        return sub.strip(), int(claims["exp"]) * 1000

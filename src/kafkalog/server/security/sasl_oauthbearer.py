@@ -45,8 +45,9 @@ class TokenRejected(Exception):
 
 
 class TokenValidator(Protocol):
-    def validate(self, token: str) -> str:
-        """The token's principal name, or :class:`TokenRejected`."""
+    def validate(self, token: str) -> tuple[str, int]:
+        """The token's principal name and its expiry (ms since the epoch: Kafka's ``lifetimeMs``), or
+        :class:`TokenRejected`."""
 
 
 def error_json(status: str, scope: str | None = None, openid_configuration: str | None = None) -> str:
@@ -86,12 +87,14 @@ def parse_client_first(message: bytes) -> tuple[str, str, dict[str, str]]:
 
 class OAuthBearerServer:
     """One connection's OAUTHBEARER exchange (the :class:`~kafkalog.server.security.sasl_mechanisms.SaslServer`
-    protocol): :attr:`user` is the token's principal name once :attr:`complete`."""
+    protocol): :attr:`user` is the token's principal name once :attr:`complete`, :attr:`expires_ms`
+    when the token expires (ms since the epoch): the session ends then (KIP-368)."""
 
     def __init__(self, validator: TokenValidator) -> None:
         self.validator = validator
         self.complete = False
         self.user: str | None = None
+        self.expires_ms: int | None = None
         #: the error JSON sent last, until the client's %x01
         self.error: str | None = None
         #: why the token was refused (the log's, never the client's)
@@ -105,7 +108,7 @@ class OAuthBearerServer:
         self.error = None
         authzid, value, _extensions = parse_client_first(token)
         try:
-            principal = self.validator.validate(value)
+            principal, expires_ms = self.validator.validate(value)
         except TokenRejected as e:
             self.reason = e.reason
             self.error = error_json(e.status, e.scope)
@@ -115,5 +118,6 @@ class OAuthBearerServer:
                 f"Authentication failed: Client requested an authorization id ({authzid}) that is "
                 f"different from the token's principal name ({principal})")
         self.user = principal
+        self.expires_ms = expires_ms
         self.complete = True
         return b""

@@ -73,7 +73,7 @@ class UnsecuredValidator:
             raise InvalidConfigError(f"Allowable clock skew millis must not be negative: {skew}")
         self.clock = clock
 
-    def validate(self, token: str) -> str:
+    def validate(self, token: str) -> tuple[str, int]:
         if ".." in token:
             raise TokenRejected("Malformed compact serialization contains '..'")
         parts = token.split(".")
@@ -115,4 +115,5 @@ class UnsecuredValidator:
                     f"The provided scope ({sorted(scope)}) was missing a required scope ({s}).  All "
                     f"required scope elements: {self.required_scope}", "insufficient_scope",
                     "[" + ", ".join(self.required_scope) + "]")
-        return principal
+        # Kafka's lifetimeMs: the exp claim in ms, rounded (OAuthBearerUnsecuredJws)
+        return principal, int(round(exp * 1000))

@@ -1,8 +1,12 @@
-"""Share groups' settings: the broker's ``group.share.*`` defaults and bounds (Kafka's
-``ShareGroupConfig`` / ``GroupCoordinatorConfig`` keys and defaults) and the per-group configs of
-the GROUP config resource (Kafka's ``GroupConfig``: ``share.record.lock.duration.ms``,
-``share.delivery.count.limit``, ``share.auto.offset.reset``, ``share.isolation.level`` ...), set by
-IncrementalAlterConfigs and checked as Kafka checks them (each within the broker's bounds).
+"""The per-group configs of the GROUP config resource (Kafka's ``GroupConfig``): a consumer
+group's ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms`` and
+``consumer.assignment.interval.ms``, a streams group's ``streams.session.timeout.ms``,
+``streams.heartbeat.interval.ms``, ``streams.num.standby.replicas``, ``streams.assignment.interval.ms``
+and ``streams.initial.rebalance.delay.ms``,
+a share group's ``share.*`` keys (``share.record.lock.duration.ms``, ``share.auto.offset.reset`` ...),
+set by IncrementalAlterConfigs and checked as Kafka checks them (each within the broker's bounds);
+and the broker's ``group.share.*`` defaults and bounds (Kafka's ``ShareGroupConfig`` /
+``GroupCoordinatorConfig`` keys and defaults).
 
 Kafka keeps group configs in its metadata log; here they are the JSON file :data:`GROUP_CONFIGS_FILE`
 of the data directory (atomic replace + fsync).
@@ -23,8 +27,8 @@ from kafkalog.errors import InvalidConfigError
 from kafkalog.log import fsutil
 from kafkalog.record.constants import IsolationLevel
 
-__all__ = ["GROUP_CONFIGS_FILE", "GROUP_CONFIG_KEYS", "GroupConfigStore", "ShareGroupBrokerConfig",
-           "parse_duration_ms"]
+__all__ = ["GROUP_CONFIGS_FILE", "GROUP_CONFIG_KEYS", "GroupBounds", "GroupConfigStore",
+           "ShareGroupBrokerConfig", "parse_duration_ms"]
 
 GROUP_CONFIGS_FILE = "kafkalog-group-configs.json"
 
@@ -54,6 +58,21 @@ class ShareGroupBrokerConfig:
     max_share_sessions: int = 2000
 
 
+@dataclass(frozen=True)
+class GroupBounds:
+    """The broker's ``group.consumer.*`` / ``group.streams.*`` defaults and bounds of the consumer and
+    streams group keys (validated in :mod:`kafkalog.server.config`); Kafka's defaults."""
+
+    consumer_session_timeout_ms: tuple[int, int, int] = (45000, 45000, 60000)   # default, min, max
+    consumer_heartbeat_interval_ms: tuple[int, int, int] = (5000, 5000, 15000)
+    streams_session_timeout_ms: tuple[int, int, int] = (45000, 45000, 60000)
+    streams_heartbeat_interval_ms: tuple[int, int, int] = (5000, 5000, 15000)
+    streams_num_standby_replicas: tuple[int, int, int] = (0, 0, 2)
+    consumer_assignment_interval_ms: tuple[int, int, int] = (1000, 0, 15000)
+    streams_assignment_interval_ms: tuple[int, int, int] = (1000, 0, 15000)
+    streams_initial_rebalance_delay_ms: int = 3000
+
+
 def _invalid(key: str, raw: Any, why: str) -> InvalidConfigError:
     """Kafka's ``ConfigException(name, value, message)``."""
     return InvalidConfigError(f"Invalid value {raw} for configuration {key}: {why}")
@@ -63,6 +82,10 @@ def _invalid(key: str, raw: Any, why: str) -> InvalidConfigError:
 _ISOLATION_NAMES = (IsolationLevel.READ_COMMITTED.config_name, IsolationLevel.READ_UNCOMMITTED.config_name)
 #: the group config keys served (Kafka's ``GroupConfig`` share keys) -> (type, at least)
 _KEYS: dict[str, tuple[str, int]] = {
+    "consumer.session.timeout.ms": ("int", 1), "consumer.heartbeat.interval.ms": ("int", 1),
+    "streams.session.timeout.ms": ("int", 1), "streams.heartbeat.interval.ms": ("int", 1),
+    "streams.num.standby.replicas": ("int", 0), "consumer.assignment.interval.ms": ("int", 0),
+    "streams.assignment.interval.ms": ("int", 0), "streams.initial.rebalance.delay.ms": ("int", 0),
     "share.session.timeout.ms": ("int", 1), "share.heartbeat.interval.ms": ("int", 1),
     "share.record.lock.duration.ms": ("int", 1000), "share.delivery.count.limit": ("int", 2),
     "share.partition.max.record.locks": ("int", 100), "share.auto.offset.reset": ("reset", 0),
@@ -105,9 +128,15 @@ def _parse(key: str, raw: Any) -> Any:
                              f"'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
 
 
-def _check_ranges(parsed: Mapping[str, Any], b: ShareGroupBrokerConfig) -> None:
-    """Kafka's ``GroupConfig.validateValues`` of the share keys against the broker's bounds."""
-    ranges = (("share.heartbeat.interval.ms", b.min_heartbeat_interval_ms, b.max_heartbeat_interval_ms),
+def _check_ranges(parsed: Mapping[str, Any], b: ShareGroupBrokerConfig, g: GroupBounds) -> None:
+    """Kafka's ``GroupConfig.validateValues`` against the broker's bounds."""
+    ranges = (("consumer.heartbeat.interval.ms", *g.consumer_heartbeat_interval_ms[1:]),
+              ("consumer.session.timeout.ms", *g.consumer_session_timeout_ms[1:]),
+              ("streams.heartbeat.interval.ms", *g.streams_heartbeat_interval_ms[1:]),
+              ("streams.session.timeout.ms", *g.streams_session_timeout_ms[1:]),
+              ("consumer.assignment.interval.ms", *g.consumer_assignment_interval_ms[1:]),
+              ("streams.assignment.interval.ms", *g.streams_assignment_interval_ms[1:]),
+              ("share.heartbeat.interval.ms", b.min_heartbeat_interval_ms, b.max_heartbeat_interval_ms),
               ("share.session.timeout.ms", b.min_session_timeout_ms, b.max_session_timeout_ms),
               ("share.record.lock.duration.ms", b.min_record_lock_duration_ms, b.max_record_lock_duration_ms),
               ("share.delivery.count.limit", b.min_delivery_count_limit, b.max_delivery_count_limit),
@@ -117,15 +146,28 @@ def _check_ranges(parsed: Mapping[str, Any], b: ShareGroupBrokerConfig) -> None:
     for key, lo, hi in ranges:
         if key in parsed and not lo <= parsed[key] <= hi:
             raise InvalidConfigError(f"{key} must be in the range {lo} to {hi} inclusive.")
-    if "share.session.timeout.ms" in parsed or "share.heartbeat.interval.ms" in parsed:
-        session = parsed.get("share.session.timeout.ms", b.session_timeout_ms)
-        heartbeat = parsed.get("share.heartbeat.interval.ms", b.heartbeat_interval_ms)
-        if session <= heartbeat:
-            raise InvalidConfigError("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
+    standby_max = g.streams_num_standby_replicas[2]
+    if parsed.get("streams.num.standby.replicas", 0) > standby_max:
+        raise InvalidConfigError(f"streams.num.standby.replicas must be less than or equal to {standby_max}")
+    base = defaults(b, g)
+    for p in ("consumer.", "streams.", "share."):
+        session, heartbeat = p + "session.timeout.ms", p + "heartbeat.interval.ms"
+        if (session in parsed or heartbeat in parsed) and \
+                parsed.get(session, base[session]) <= parsed.get(heartbeat, base[heartbeat]):
+            raise InvalidConfigError(f"{session} must be greater than {heartbeat}")
 
 
-def defaults(b: ShareGroupBrokerConfig) -> dict[str, Any]:
-    return {"share.session.timeout.ms": b.session_timeout_ms,
+def defaults(b: ShareGroupBrokerConfig, g: GroupBounds) -> dict[str, Any]:
+    """Each key's value when the group does not set it: the broker's ``group.*`` key."""
+    return {"consumer.session.timeout.ms": g.consumer_session_timeout_ms[0],
+            "consumer.heartbeat.interval.ms": g.consumer_heartbeat_interval_ms[0],
+            "streams.session.timeout.ms": g.streams_session_timeout_ms[0],
+            "streams.heartbeat.interval.ms": g.streams_heartbeat_interval_ms[0],
+            "streams.num.standby.replicas": g.streams_num_standby_replicas[0],
+            "consumer.assignment.interval.ms": g.consumer_assignment_interval_ms[0],
+            "streams.assignment.interval.ms": g.streams_assignment_interval_ms[0],
+            "streams.initial.rebalance.delay.ms": g.streams_initial_rebalance_delay_ms,
+            "share.session.timeout.ms": b.session_timeout_ms,
             "share.heartbeat.interval.ms": b.heartbeat_interval_ms,
             "share.record.lock.duration.ms": b.record_lock_duration_ms,
             "share.delivery.count.limit": b.delivery_count_limit,
@@ -138,9 +180,11 @@ def defaults(b: ShareGroupBrokerConfig) -> dict[str, Any]:
 class GroupConfigStore:
     """The per-group configs of one data directory."""
 
-    def __init__(self, data_dir: str, broker: ShareGroupBrokerConfig | None = None) -> None:
+    def __init__(self, data_dir: str, broker: ShareGroupBrokerConfig | None = None,
+                 bounds: GroupBounds | None = None) -> None:
         self.path = os.path.join(data_dir, GROUP_CONFIGS_FILE)
         self.broker = broker or ShareGroupBrokerConfig()
+        self.bounds = bounds or GroupBounds()
         self._lock = threading.Lock()
         self._configs: dict[str, dict[str, Any]] = self._read()
 
@@ -160,8 +204,13 @@ class GroupConfigStore:
         with self._lock:
             return dict(self._configs.get(group, {}))
 
+    def get(self, group: str, key: str, default: Any) -> Any:
+        """The group's override of ``key``, else ``default`` (the coordinators' per-heartbeat look-up)."""
+        with self._lock:
+            return self._configs.get(group, {}).get(key, default)
+
     def effective(self, group: str) -> dict[str, Any]:
-        out = defaults(self.broker)
+        out = defaults(self.broker, self.bounds)
         out.update(self.overrides(group))
         return out
 
@@ -170,15 +219,15 @@ class GroupConfigStore:
         Kafka's ``GroupConfig.validate`` checks the group's whole new config."""
         raw: dict[str, Any] = dict(self.overrides(group))
         for key, value in updates.items():
-            if key not in _KEYS:
-                raise InvalidConfigError(f"Unknown group config name: {key}")
-            if value is None:
+            if value is None:           # (as Kafka: deleting a key is not checked, the group's new config is)
                 raw.pop(key, None)
+            elif key not in _KEYS:
+                raise InvalidConfigError(f"Unknown group config name: {key}")
             else:
                 raw[key] = value
         parsed = {key: _parse(key, str(value).lower() if isinstance(value, bool) else value)
                   for key, value in raw.items()}
-        _check_ranges(parsed, self.broker)
+        _check_ranges(parsed, self.broker, self.bounds)
         return parsed
 
     def alter(self, group: str, updates: Mapping[str, Any]) -> None:
