@@ -139,10 +139,10 @@ def test_log_read_positions(tmp_path, interval):
                 if start == end:
                     assert sl.size == 0
                     continue
-                data = os.pread(sl.fd, 12, sl.position)
+                data = sl.read()
                 base, length = struct.unpack_from(">qi", data, 0)
                 assert base == start - start % 2                 # the batch holding the offset
-                seg_end = os.fstat(sl.fd).st_size
+                seg_end = os.stat(sl.path).st_size
                 assert sl.size == min(seg_end - sl.position, max(max_bytes, length + 12))
                 assert info.fetch_offset_metadata.message_offset == start
         with pytest.raises(KafkalogError):

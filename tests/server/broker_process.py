@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -20,8 +21,11 @@ class BrokerProcess:
     (``port`` 0: an ephemeral one; a fixed one lets a restarted broker take its clients back)."""
 
     def __init__(self, data_dir: str, configs: list[str] | None = None,
-                 extra_args: list[str] | None = None, port: int = 0) -> None:
+                 extra_args: list[str] | None = None, port: int = 0,
+                 nofile: int | None = None) -> None:
         self.data_dir = data_dir
+        #: the broker process's soft open-files limit (``RLIMIT_NOFILE``), when not inherited
+        self.nofile = nofile
         self.configs = list(configs or [])
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
@@ -43,7 +47,8 @@ class BrokerProcess:
             cmd += ["--config", c]
         cmd += self.extra_args
         self._stderr = open(self.stderr_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     preexec_fn=None if self.nofile is None else self._limit_nofile)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         line = b""
@@ -69,6 +74,10 @@ class BrokerProcess:
         #: the Prometheus endpoint's URL (``--metrics-port``/``metrics.listener``), None without one
         self.metrics_url: str | None = msg.get("metrics")
         return self
+
+    def _limit_nofile(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (self.nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
     def stderr(self) -> str:
         try:

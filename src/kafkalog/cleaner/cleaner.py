@@ -95,11 +95,10 @@ def last_records_of_active_producers(log: Log, now: int) -> Dict[int, LastRecord
     expiration = int(BrokerConfig({}).producer_id_expiration_ms)   # (the broker's default)
     state: Dict[int, list] = {}
     for seg in log.segments:
-        fd = seg.log.fd
         for h in seg.log.iter_headers(0):
             if h.magic < 2 or h.size < RECORD_BATCH_OVERHEAD:
                 continue
-            pid, epoch = _PID_EPOCH.unpack(os.pread(fd, _PID_EPOCH.size, h.position + PRODUCER_ID_OFFSET))
+            pid, epoch = _PID_EPOCH.unpack(seg.log.read_at(h.position + PRODUCER_ID_OFFSET, _PID_EPOCH.size))
             if pid < 0:
                 continue
             st = state.setdefault(pid, [None, epoch, h.max_timestamp])

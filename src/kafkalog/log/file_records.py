@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Protocol
 
 from kafkalog.errors import CorruptRecordError, KafkalogIOError
+from kafkalog.log.file_handles import HANDLES
 from kafkalog.log.fsutil import defer_fsync
 from kafkalog.log.kernel import find_v2_batch
 from kafkalog.record.batch import RecordBatch
@@ -63,6 +65,9 @@ _WRITE_CHUNK = 256 * 1024
 #: one header walk each, no copy per batch)
 _FIRST_BATCHES_READ = 64 * 1024
 _MAX_BATCHES_READ = 1024 * 1024
+#: the LRU touch of an open descriptor (:mod:`kafkalog.log.file_handles`), called directly by
+#: :meth:`FileRecords.pin`: a KeyError means it is being evicted (the pin keeps it open)
+_touch = HANDLES.lru.move_to_end
 #: findings that end a walk without an error: more to read, a batch being written, the end
 _ENDS = (FindingKind.NEED_MORE, FindingKind.SHORT_TAIL, FindingKind.PARTIAL_TAIL)
 
@@ -176,6 +181,11 @@ class FileRecords:
     """One ``.log`` file: append by ``os.pwrite`` at the logical end, read slices by ``os.pread``.
 
     ``size`` is the logical size (bytes of data); the file may be longer when preallocated.
+
+    The descriptor is one of the process's bounded set (:mod:`kafkalog.log.file_handles`): it may
+    be closed while the file is idle and is reopened by path on the next use. ``fd`` is only valid
+    while pinned (:meth:`pin` ... :meth:`unpin`); every method here pins around its system calls,
+    never across a ``yield``.
     """
 
     def __init__(self, path: str, fd: int, size: int, preallocated: bool) -> None:
@@ -183,6 +193,44 @@ class FileRecords:
         self.fd = fd
         self.size = size
         self.preallocated = preallocated
+        #: the pins of the users in the middle of a system call on ``fd`` (one entry each)
+        self.users: list[None] = []
+        #: appends (or a truncation) not fsynced yet: fsynced before an eviction closes ``fd``
+        self.unflushed = False
+        self.closed = False
+        #: an fsync that failed when the descriptor was evicted, raised by the next :meth:`flush`
+        self.write_error: Optional[KafkalogIOError] = None
+        HANDLES.add(self)
+
+    # --- the descriptor --------------------------------------------------------------------------
+
+    def pin(self) -> int:
+        """The open descriptor, kept open until :meth:`unpin` (reopened if it was evicted)."""
+        self.users.append(None)
+        fd = self.fd
+        if fd >= 0:
+            try:
+                _touch(self)
+            except KeyError:
+                pass
+            return fd
+        try:
+            return HANDLES.reopen(self)
+        except BaseException:
+            self.users.pop()
+            raise
+
+    def unpin(self) -> None:
+        self.users.pop()
+
+    def dup(self) -> int:
+        """A descriptor of this file of the caller's own (``os.dup``; close it when done): it
+        stays valid whatever happens to this one (eviction, close, rename, deletion)."""
+        fd = self.pin()
+        try:
+            return os.dup(fd)
+        finally:
+            self.users.pop()
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -210,30 +258,76 @@ class FileRecords:
         except OSError as e:
             raise KafkalogIOError(f"cannot open log file: {e.strerror}", file=path) from e
 
+    def _take_fd(self) -> int:
+        """Mark closed and take the descriptor out of the LRU (-1 if it was evicted), once the
+        reads in flight on it are done (each is one system call)."""
+        with HANDLES.lock:
+            self.closed = True
+            fd, self.fd = self.fd, -1
+        HANDLES.discard(self)
+        deadline = time.monotonic() + 1.0
+        while self.users and time.monotonic() < deadline:
+            time.sleep(0)
+        return fd
+
     def close(self) -> None:
         """Trim to the logical size (when preallocated) and close the descriptor."""
-        if self.fd < 0:
+        if self.closed:
             return
+        fd = self._take_fd()
         try:
-            self.trim()
+            if fd >= 0:
+                if os.fstat(fd).st_size != self.size:
+                    os.ftruncate(fd, self.size)
+            elif self.preallocated and os.stat(self.path).st_size != self.size:
+                os.truncate(self.path, self.size)
+            self.preallocated = False
         finally:
-            os.close(self.fd)
-            self.fd = -1
+            if fd >= 0:
+                os.close(fd)
+
+    def close_handle(self) -> None:
+        """Close the descriptor without trimming (before the file is deleted)."""
+        if self.closed:
+            return
+        fd = self._take_fd()
+        if fd >= 0:
+            os.close(fd)
 
     def trim(self) -> None:
         """Cut the file to its logical size (no-op when it already is)."""
-        if self.fd >= 0 and os.fstat(self.fd).st_size != self.size:
-            os.ftruncate(self.fd, self.size)
+        if self.closed:
+            return
+        fd = self.pin()
+        try:
+            if os.fstat(fd).st_size != self.size:
+                os.ftruncate(fd, self.size)
+        finally:
+            self.users.pop()
         self.preallocated = False
 
     def flush(self) -> None:
-        """fsync the data (``FileChannel.force(true)``)."""
-        if self.fd >= 0 and not defer_fsync(self.path):
-            os.fsync(self.fd)
+        """fsync the data (``FileChannel.force(true)``); an fsync that failed when the descriptor
+        was evicted is raised here (and at every later flush: the data it held may be lost)."""
+        if self.write_error is not None:
+            raise self.write_error
+        if self.closed or defer_fsync(self.path):
+            return
+        fd = self.pin()
+        try:
+            self.unflushed = False
+            os.fsync(fd)
+        except BaseException:
+            self.unflushed = True
+            raise
+        finally:
+            self.users.pop()
+        HANDLES.wait_synced(self)
+        if self.write_error is not None:
+            raise self.write_error
 
     def rename_to(self, new_path: str) -> None:
-        os.rename(self.path, new_path)
-        self.path = new_path
+        HANDLES.rename(self, new_path)
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -241,28 +335,35 @@ class FileRecords:
         """Write ``data`` at the logical end; returns the number of bytes written."""
         pos = self.size
         n = len(data)
-        if n <= _WRITE_CHUNK:
-            # common case (one produce batch): one pwrite, no memoryview
-            try:
-                done = os.pwrite(self.fd, data, pos)
-            except OSError as e:
-                raise KafkalogIOError(f"write failed: {e.strerror}", file=self.path, position=pos) from e
-            if done == n:
-                self.size = pos + n
-                return n
-        else:
-            done = 0
-        mv = memoryview(data)
-        n = len(mv)
+        fd = self.pin()
         try:
-            while done < n:
-                # bounded chunks: one huge pwrite is markedly slower than cache-sized ones
-                done += os.pwrite(self.fd, mv[done:done + _WRITE_CHUNK], pos + done)
-        except OSError as e:
-            # never leave a half-written entry counted: the logical size stays where it was
-            raise KafkalogIOError(f"write failed: {e.strerror}", file=self.path, position=pos) from e
-        self.size = pos + n
-        return n
+            self.unflushed = True
+            if n <= _WRITE_CHUNK:
+                # common case (one produce batch): one pwrite, no memoryview
+                try:
+                    done = os.pwrite(fd, data, pos)
+                except OSError as e:
+                    raise KafkalogIOError(f"write failed: {e.strerror}", file=self.path,
+                                          position=pos) from e
+                if done == n:
+                    self.size = pos + n
+                    return n
+            else:
+                done = 0
+            mv = memoryview(data)
+            n = len(mv)
+            try:
+                while done < n:
+                    # bounded chunks: one huge pwrite is markedly slower than cache-sized ones
+                    done += os.pwrite(fd, mv[done:done + _WRITE_CHUNK], pos + done)
+            except OSError as e:
+                # never leave a half-written entry counted: the logical size stays where it was
+                raise KafkalogIOError(f"write failed: {e.strerror}", file=self.path,
+                                      position=pos) from e
+            self.size = pos + n
+            return n
+        finally:
+            self.users.pop()
 
     def truncate_to(self, target_size: int) -> int:
         """Truncate to ``target_size`` bytes; returns the bytes removed. Truncating beyond the size
@@ -271,19 +372,46 @@ class FileRecords:
             raise KafkalogIOError(f"attempt to truncate log segment to {target_size} bytes failed, "
                                   f"size of this log segment is {self.size} bytes", file=self.path)
         removed = self.size - target_size
-        if target_size < os.fstat(self.fd).st_size:
-            os.ftruncate(self.fd, target_size)
+        fd = self.pin()
+        try:
+            if target_size < os.fstat(fd).st_size:
+                self.unflushed = True
+                os.ftruncate(fd, target_size)
+        finally:
+            self.users.pop()
         self.size = target_size
         return removed
 
     # --- reads -----------------------------------------------------------------------------------
+
+    def read_at(self, position: int, n: int) -> bytes:
+        """``os.pread`` of ``n`` bytes at ``position`` (not limited to the logical size)."""
+        fd = self.pin()
+        try:
+            return os.pread(fd, n, position)
+        finally:
+            self.users.pop()
+
+    def send_to(self, out_fd: int, position: int, size: int) -> int:
+        """``os.sendfile`` ``size`` bytes from ``position`` to ``out_fd``; returns the bytes sent."""
+        sent = 0
+        fd = self.pin()
+        try:
+            while sent < size:
+                n = os.sendfile(out_fd, fd, position + sent, size - sent)
+                if n == 0:
+                    break
+                sent += n
+        finally:
+            self.users.pop()
+        return sent
 
     def pread(self, position: int, n: int) -> bytes:
         """Up to ``n`` bytes from ``position``, never beyond the logical size."""
         n = min(n, self.size - position)
         if n <= 0:
             return b""
-        return os.pread(self.fd, n, position)
+        return self.read_at(position, n)
 
     def windows(self, start: int = 0, end: Optional[int] = None, *, whole: bool = False,
                 first: int = _FIRST_READ_BLOCK, largest: int = _READ_BLOCK) -> Iterator[Window]:
@@ -299,10 +427,10 @@ class FileRecords:
             end = self.size
         pos = start
         want = first
-        fd = self.fd
+        read_at = self.read_at
         while pos < end - PREFIX_SIZE:
             n = min(want, end - pos)
-            buf = os.pread(fd, n, pos)
+            buf = read_at(pos, n)
             if not buf:
                 return                      # the file is shorter than its logical size
             w = walk(buf, pos, end, verify_crc=False, base=pos)
@@ -380,12 +508,12 @@ class FileRecords:
 
     def read_entry(self, position: int, size: int) -> bytes:
         """The bytes of one whole entry."""
-        return os.pread(self.fd, size, position)
+        return self.read_at(position, size)
 
     def batch_holding(self, position: int, offset: int) -> Optional[BatchHeader]:
         """The v2 batch at ``position`` when it is whole in the file and holds ``offset`` (its base
         offset <= ``offset`` <= its last offset); None otherwise (any other entry, or none)."""
-        found = find_v2_batch(os.pread(self.fd, RECORD_BATCH_OVERHEAD, position), position,
+        found = find_v2_batch(self.read_at(position, RECORD_BATCH_OVERHEAD), position,
                               self.size, offset)
         if len(found) == 8 and found[0] == position and found[3] <= offset:
             return BatchHeader(*found)
@@ -406,9 +534,9 @@ class FileRecords:
         end = self.size
         pos = start_position
         block = _FIRST_READ_BLOCK
-        fd = self.fd
+        read_at = self.read_at
         while pos < end - PREFIX_SIZE:
-            found = find_v2_batch(os.pread(fd, min(block, end - pos), pos), pos, end, target_offset)
+            found = find_v2_batch(read_at(pos, min(block, end - pos)), pos, end, target_offset)
             if len(found) == 8:
                 return BatchHeader(*found)
             nxt, general = found

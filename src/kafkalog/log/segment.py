@@ -485,7 +485,7 @@ class LogSegment:
         if max_position == -1:
             max_position = self.log.size
         fetch_size = min(max_position - start.position, adjusted)
-        return FetchDataInfo(meta, FileSlice(self.log.path, self.log.fd, start.position, max(fetch_size, 0)),
+        return FetchDataInfo(meta, FileSlice(self.log.path, -1, start.position, max(fetch_size, 0), self.log),
                              adjusted < start.size)
 
     def read_next_offset(self) -> int:
@@ -538,7 +538,11 @@ class LogSegment:
         stop: Tuple[Optional[str], Optional[int], str, Optional[bool], Optional[int]] = \
             (None, None, "clean", None, None)
         if size > 0:
-            mm = mmap.mmap(self.log.fd, size, access=mmap.ACCESS_READ)
+            fd = self.log.pin()
+            try:
+                mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)   # (keeps a descriptor of its own)
+            finally:
+                self.log.unpin()
             try:
                 finding = None
                 while finding is None and scan.valid < size:
@@ -680,7 +684,7 @@ class LogSegment:
     def close(self) -> None:
         """Final time-index entry (if the max timestamp was ever loaded), trim and close the indexes,
         trim and close the ``.log``."""
-        if self.log.fd < 0:
+        if self.log.closed:
             return
         try:
             if self._max_ts is not None:
@@ -700,9 +704,7 @@ class LogSegment:
                     idx.close_handler()
                 except Exception:
                     pass
-        if self.log.fd >= 0:
-            os.close(self.log.fd)
-            self.log.fd = -1
+        self.log.close_handle()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file of the segment from ``old_suffix`` to ``new_suffix`` (``""``,

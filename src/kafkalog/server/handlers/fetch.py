@@ -124,7 +124,7 @@ def _read(broker: Broker, w: _Wanted, budget: int, first: bool, committed: bool,
     size = sl.size
     records: bytes | FileSlice
     if size >= SENDFILE_MIN_BYTES:
-        records = FileSlice(sl.path, os.dup(sl.fd), sl.position, size)
+        records = sl.duplicate()
     else:
         records = sl.read() if size else b""
     return PartitionData(w.index, 0, hw, lso, log_start, aborted, records)
