@@ -207,11 +207,12 @@ def _round(root: Path, names: list[str], env: dict[str, str], per_test_s: float,
 
 
 def run_suite(root: Path, seeds: str, *, records: int, per_test_s: float, overall_s: float,
-              tests: list[str] | None = None) -> Outcome:
-    """Every top-level test (or ``tests``) against ``seeds``, in one process as ``go test`` runs them;
+              tests: list[str] | None = None, env: dict[str, str] | None = None) -> Outcome:
+    """Every top-level test (or ``tests``) against ``seeds``, in one process as ``go test`` runs them,
+    with the suite's variables ``env`` (``KGO_TEST_SCRAM_SEEDS``...) on top;
     when a test outlives ``per_test_s`` it is killed with the process, and the tests it interrupted
     run again in the next. A test not ended by the overall deadline is a ``timeout``."""
-    env = {"KGO_SEEDS": seeds, "KGO_TEST_RF": "1", "KGO_TEST_RECORDS": str(records)}
+    env = {"KGO_SEEDS": seeds, "KGO_TEST_RF": "1", "KGO_TEST_RECORDS": str(records), **(env or {})}
     left = tests if tests is not None else list_tests(root)
     deadline = time.monotonic() + overall_s
     outcome = Outcome()

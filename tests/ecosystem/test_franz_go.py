@@ -93,3 +93,82 @@ def test_kgo_suite_on_kafka44(kgo_suite: Path, tmp_path: Path) -> None:
         outcome = franz_go.run_suite(kgo_suite, broker.bootstrap, records=RECORDS, per_test_s=PER_TEST_S,
                                      overall_s=OVERALL_S)
     _check(outcome, known, "Kafka 4.4", time.monotonic() - start)
+
+
+#: franz-go's SCRAM tests (``client_test.go``), run as franz-go's own CI runs them
+#: (``.github/workflows/lint-and-test.yml``): a SASL_PLAINTEXT listener with SCRAM-SHA-256 beside the
+#: PLAINTEXT one, the user created with AlterUserScramCredentials on the PLAINTEXT listener (CI runs
+#: ``kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[iterations=4096,password=testpass]'``)
+SCRAM_TESTS = ["TestSCRAMAuth", "TestSCRAMAuthBadCredentials"]
+SCRAM_USER, SCRAM_PASSWORD = "testuser", "testpass"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+def _create_scram_user(bootstrap: str) -> None:
+    """franz-go CI's user, created over the PLAINTEXT listener; returns once the broker describes it."""
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    up = UserScramCredentialUpsertion(SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                      SCRAM_PASSWORD.encode())
+    for f in admin.alter_user_scram_credentials([up]).values():
+        f.result(timeout=30)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            for f in admin.describe_user_scram_credentials([SCRAM_USER]).values():
+                f.result(timeout=10)
+            return
+        except Exception:                               # Kafka's broker has not learnt it yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _run_scram_tests(suite: Path, plain: str, sasl: str, where: str) -> None:
+    _create_scram_user(plain)
+    start = time.monotonic()
+    outcome = franz_go.run_suite(suite, plain, records=RECORDS, per_test_s=60, overall_s=180, tests=SCRAM_TESTS,
+                                 env={"KGO_TEST_SCRAM_SEEDS": sasl,
+                                      "KGO_TEST_SCRAM": f"{SCRAM_USER}:{SCRAM_PASSWORD}"})
+    _check(outcome, {}, where, time.monotonic() - start)   # nothing may skip or fail
+    assert outcome.counts() == {"pass": len(SCRAM_TESTS)}, outcome.status
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broker", ["kafkalog", "kafka44"])
+def test_kgo_scram_tests(kgo_suite: Path, tmp_path: Path, broker: str) -> None:
+    """franz-go's TestSCRAMAuth (the CI user authenticates with SCRAM-SHA-256, then Metadata) and
+    TestSCRAMAuthBadCredentials (an unknown user fails), unmodified, with franz-go CI's settings."""
+    pytest.importorskip("confluent_kafka")
+    if broker == "kafkalog":
+        ours = BrokerProcess(str(tmp_path / "data"), configs=[
+            *(f"{k}={v}" for k, v in QUICKSTART.items()),
+            "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms=SCRAM-SHA-256"]).start()
+        try:
+            _run_scram_tests(kgo_suite, f"127.0.0.1:{ours.ports['PLAINTEXT']}",
+                             f"127.0.0.1:{ours.ports['SASL_PLAINTEXT']}", "kafkalog serve")
+            assert ours.alive(), ours.stderr()[-3000:]
+        finally:
+            if ours.alive():
+                ours.stop()
+            else:
+                ours.kill()
+        return
+    kafka44.require()
+    k = kafka44.KafkaBroker(tmp_path / "kafka44", QUICKSTART)
+    sasl_port = kafka44.free_port()
+    k.properties.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
+                     f"CONTROLLER://127.0.0.1:{k.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": f"{SCRAM_MODULE} required;",
+    })
+    k._write_config()
+    with k:
+        k.format()
+        k.start()
+        _run_scram_tests(kgo_suite, k.bootstrap, f"127.0.0.1:{sasl_port}", "Kafka 4.4")

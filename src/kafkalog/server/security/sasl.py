@@ -110,8 +110,10 @@ class SaslConfig:
                 f"kafkalog serves {', '.join(served)} (Kafka's default GSSAPI is not served)")
         oauth = OAuthBearerConfig.from_values(oauth_values or {}, list(listeners or []))
         path = values["sasl.credentials.file"]
-        if not path and any(m in MECHANISMS for m in mechanisms):
-            raise InvalidConfigError("a SASL_PLAINTEXT or SASL_SSL listener with PLAIN or SCRAM needs "
+        # PLAIN's users are the file's only; SCRAM's may all come from AlterUserScramCredentials (stored
+        # in the data directory), as Kafka's come from its metadata log: a SCRAM listener with no user yet
+        if not path and "PLAIN" in mechanisms:
+            raise InvalidConfigError("a SASL_PLAINTEXT or SASL_SSL listener with PLAIN needs "
                                      "users: set sasl.credentials.file (docs/server.md)")
         reauth = {(lst, mech): v for (lst, mech, key), v in (listener_values or {}).items()
                   if key == "connections.max.reauth.ms"}
