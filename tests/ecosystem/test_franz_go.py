@@ -12,6 +12,9 @@ The same run against Kafka 4.4 checks the baseline: there every test passes but 
 names, in particular every test listed as failing on kafkalog. Both are ``slow`` (kafkalog ~4.5 min
 with one hang to its timeout, Kafka 4.4 ~1.9 min, on two cores): ``.ci/run`` runs them in a step of
 their own, after the default suite.
+
+Its SASL tests skip in that run (no SASL listener); :func:`test_kgo_sasl_tests` runs just them, on both
+brokers, with the SASL listener and variables of franz-go's CI.
 """
 
 from __future__ import annotations
@@ -95,13 +98,15 @@ def test_kgo_suite_on_kafka44(kgo_suite: Path, tmp_path: Path) -> None:
     _check(outcome, known, "Kafka 4.4", time.monotonic() - start)
 
 
-#: franz-go's SCRAM tests (``client_test.go``), run as franz-go's own CI runs them
-#: (``.github/workflows/lint-and-test.yml``): a SASL_PLAINTEXT listener with SCRAM-SHA-256 beside the
-#: PLAINTEXT one, the user created with AlterUserScramCredentials on the PLAINTEXT listener (CI runs
-#: ``kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[iterations=4096,password=testpass]'``)
-SCRAM_TESTS = ["TestSCRAMAuth", "TestSCRAMAuthBadCredentials"]
+#: franz-go's SASL tests (``client_test.go``), run as franz-go's own CI runs them
+#: (``.github/workflows/lint-and-test.yml``): a SASL_PLAINTEXT listener with SCRAM-SHA-256 and OAUTHBEARER
+#: (unsecured tokens) beside the PLAINTEXT one, the SCRAM user created with AlterUserScramCredentials on
+#: the PLAINTEXT listener (CI runs ``kafka-configs.sh --alter --add-config
+#: 'SCRAM-SHA-256=[iterations=4096,password=testpass]'``)
+SASL_TESTS = ["TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"]
 SCRAM_USER, SCRAM_PASSWORD = "testuser", "testpass"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
 def _create_scram_user(bootstrap: str) -> None:
@@ -124,29 +129,30 @@ def _create_scram_user(bootstrap: str) -> None:
             time.sleep(0.2)
 
 
-def _run_scram_tests(suite: Path, plain: str, sasl: str, where: str) -> None:
+def _run_sasl_tests(suite: Path, plain: str, sasl: str, where: str) -> None:
     _create_scram_user(plain)
     start = time.monotonic()
-    outcome = franz_go.run_suite(suite, plain, records=RECORDS, per_test_s=60, overall_s=180, tests=SCRAM_TESTS,
-                                 env={"KGO_TEST_SCRAM_SEEDS": sasl,
+    outcome = franz_go.run_suite(suite, plain, records=RECORDS, per_test_s=60, overall_s=180, tests=SASL_TESTS,
+                                 env={"KGO_TEST_SCRAM_SEEDS": sasl, "KGO_TEST_OAUTH_SEEDS": sasl,
                                       "KGO_TEST_SCRAM": f"{SCRAM_USER}:{SCRAM_PASSWORD}"})
     _check(outcome, {}, where, time.monotonic() - start)   # nothing may skip or fail
-    assert outcome.counts() == {"pass": len(SCRAM_TESTS)}, outcome.status
+    assert outcome.counts() == {"pass": len(SASL_TESTS)}, outcome.status
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("broker", ["kafkalog", "kafka44"])
-def test_kgo_scram_tests(kgo_suite: Path, tmp_path: Path, broker: str) -> None:
-    """franz-go's TestSCRAMAuth (the CI user authenticates with SCRAM-SHA-256, then Metadata) and
-    TestSCRAMAuthBadCredentials (an unknown user fails), unmodified, with franz-go CI's settings."""
+def test_kgo_sasl_tests(kgo_suite: Path, tmp_path: Path, broker: str) -> None:
+    """franz-go's TestSCRAMAuth (the CI user authenticates with SCRAM-SHA-256, then Metadata),
+    TestSCRAMAuthBadCredentials (an unknown user fails) and TestOAuthAuth (an unsecured token
+    authenticates, an expired one fails with invalid_token), unmodified, with franz-go CI's settings."""
     pytest.importorskip("confluent_kafka")
     if broker == "kafkalog":
         ours = BrokerProcess(str(tmp_path / "data"), configs=[
             *(f"{k}={v}" for k, v in QUICKSTART.items()),
             "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "sasl.enabled.mechanisms=SCRAM-SHA-256"]).start()
+            "sasl.enabled.mechanisms=SCRAM-SHA-256,OAUTHBEARER"]).start()
         try:
-            _run_scram_tests(kgo_suite, f"127.0.0.1:{ours.ports['PLAINTEXT']}",
+            _run_sasl_tests(kgo_suite, f"127.0.0.1:{ours.ports['PLAINTEXT']}",
                              f"127.0.0.1:{ours.ports['SASL_PLAINTEXT']}", "kafkalog serve")
             assert ours.alive(), ours.stderr()[-3000:]
         finally:
@@ -164,11 +170,13 @@ def test_kgo_scram_tests(kgo_suite: Path, tmp_path: Path, broker: str) -> None:
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{k.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
                                           "CONTROLLER:PLAINTEXT",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,OAUTHBEARER",
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": f"{SCRAM_MODULE} required;",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="admin";',
     })
     k._write_config()
     with k:
         k.format()
         k.start()
-        _run_scram_tests(kgo_suite, k.bootstrap, f"127.0.0.1:{sasl_port}", "Kafka 4.4")
+        _run_sasl_tests(kgo_suite, k.bootstrap, f"127.0.0.1:{sasl_port}", "Kafka 4.4")
