@@ -283,7 +283,7 @@ def _streams_groups(f: Flow) -> None:
     port = int(f.bootstrap.rsplit(":", 1)[1])
     find_coordinator(port, g)
     epoch, deadline = 0, time.monotonic() + 30
-    while True:          # (epoch 0 while the initial rebalance delay runs: joining again, as Streams does)
+    while True:          # (no tasks while the initial rebalance delay runs)
         r = heartbeat(port, g, m, epoch, topology(t, f"{g}-store-changelog") if epoch == 0 else None,
                       tasks=[], user_endpoint={"host": "localhost", "port": 9})
         epoch = r["member_epoch"]

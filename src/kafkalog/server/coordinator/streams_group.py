@@ -430,6 +430,10 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                     and now < g.created_at + delay):
                 status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
                                                    "delay."))
+                if g.assignment_epoch == 0:
+                    # as Kafka 4.4: while the delay holds the first assignment back, the group's target is
+                    # empty at the epoch before its last bump, and its members reconcile to that epoch
+                    self._hold_target(g, records)
             elif g.assigned_at is not None and now < g.assigned_at + interval:
                 status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             else:
@@ -532,6 +536,14 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
                 records.append(_target_record(g.group_id, mid, t))
         g.target = new
         g.assignment_epoch, g.assignment_timestamp = g.group_epoch, self._wall()
+        records.append(_rec(sr.TARGET_ASSIGNMENT_METADATA, g.group_id,
+                            {"assignment_epoch": g.assignment_epoch, "assignment_timestamp": g.assignment_timestamp}))
+
+    def _hold_target(self, g: Group, records: list[Record]) -> None:
+        """An empty target assignment at the epoch before the group's (the first assignment waits for
+        the initial rebalance delay): Kafka 4.4 answers the joining members that epoch, no tasks."""
+        g.target = {}
+        g.assignment_epoch, g.assignment_timestamp = max(g.group_epoch - 1, 0), self._wall()
         records.append(_rec(sr.TARGET_ASSIGNMENT_METADATA, g.group_id,
                             {"assignment_epoch": g.assignment_epoch, "assignment_timestamp": g.assignment_timestamp}))
 
