@@ -199,6 +199,7 @@ def streams_scenario(port: int, bootstrap: str, sfx: str) -> list[Any]:
     settled(port, g, "streams.heartbeat.interval.ms", "6000")
     _create(bootstrap, src, 2)
     _create(bootstrap, changelog, 2)        # (the group's epochs then do not depend on when a broker sees it)
+    led(port, [src, changelog], 2)          # (nor on when Kafka's coordinator sees them: one more bump there)
     r = heartbeat(port, g, m1, 0, topology(src, changelog))
     deadline = time.monotonic() + 30
     while not r["active"] and time.monotonic() < deadline:
@@ -225,6 +226,22 @@ def streams_scenario(port: int, bootstrap: str, sfx: str) -> list[Any]:
     settled(port, g, "streams.num.standby.replicas", "0")
     rounds(2)
     return out
+
+
+def led(port: int, topics: list[str], partitions: int) -> None:
+    """Wait until the broker's Metadata lists every partition of ``topics`` with a leader (Kafka 4.4
+    answers CreateTopics before its metadata image has the topic: a group heartbeat in between sees
+    the topic appear later, and the group's epoch is bumped once more than on a broker that saw it)."""
+    deadline = time.monotonic() + 30
+    while True:
+        md = _call(port, 3, 12, {"topics": [{"topic_id": None, "name": t} for t in topics],
+                                 "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        if all(int(t.error_code) == 0 and len(t.partitions) == partitions
+               and all(int(p.leader_id) >= 0 for p in t.partitions) for t in md.topics):
+            time.sleep(0.5)     # (the group coordinator's image follows the broker's metadata cache)
+            return
+        assert time.monotonic() < deadline, md
+        time.sleep(0.2)
 
 
 def test_streams_group_standby_replicas_per_group_as_kafka(kafka_pair: Any) -> None:

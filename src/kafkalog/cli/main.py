@@ -118,8 +118,14 @@ class KafkalogGroup(click.Group):
 def main(log_level: str = "warning") -> None:
     """kafkalog: Kafka's log storage engine. Inspect, verify, recover and compact Kafka data
     directories, produce and consume records, and serve them to Kafka clients."""
-    logging.basicConfig(level=logging.getLevelNamesMapping()[log_level.upper()],
-                        format="%(levelname)s %(name)s: %(message)s")
+    # a signal is only recorded while logging sets up: one raised inside StreamHandler() would leave
+    # a half-made handler (registered, without its lock) that logging.shutdown trips on at exit,
+    # printing a traceback after the command ended quietly
+    with interrupt.flagged() as got:
+        logging.basicConfig(level=logging.getLevelNamesMapping()[log_level.upper()],
+                            format="%(levelname)s %(name)s: %(message)s")
+    if got:
+        raise interrupt.Interrupted(got[0])
 
 
 def all_commands() -> List[click.Command]:
