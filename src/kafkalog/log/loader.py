@@ -155,6 +155,12 @@ class LogLoader:
         self.split_ids: Set[int] = set()         # made by an overflow split: offset gaps are real
         self._tmp_psm: Optional[ProducerStateManager] = None
         self.contiguous = not self.config.compact
+        #: the directory's file names (sorted) as last listed: valid while :meth:`_dir_changed` is false
+        self.names: List[str] = []
+        self._names_set: Optional[Set[str]] = None
+        #: segment (id) -> its next offset, read by :meth:`_overflows` (a segment a recovery
+        #: touches is read again)
+        self._next_offsets: Dict[int, int] = {}
 
     def load(self) -> LoadedLog:
         """Run the steps; a load that fails (a typed error: damage it must not repair, a full
@@ -182,7 +188,9 @@ class LogLoader:
         swap_files: List[str] = []
         cleaned_files: List[str] = []
         min_cleaned = None
-        for name in sorted(names):
+        names.sort()
+        self.names = names
+        for name in names:
             path = os.path.join(self.dir, name)
             if name.endswith(DELETED) and not name.endswith(".checkpoint.deleted"):
                 _unlink(path, self.report)
@@ -226,6 +234,13 @@ class LogLoader:
                 self.report.completed_swaps.append(p)
         fsync_dir(self.dir)
 
+    def _dir_changed(self) -> bool:
+        """Whether this load deleted, renamed or wrote files since :attr:`names` was listed
+        (then the directory is listed again)."""
+        r = self.report
+        return bool(r.deleted_files or r.completed_swaps or r.recovered_segments or self.split_ids
+                    or self.doomed)
+
     def _swap_next_offset(self, base: int) -> int:
         seg = LogSegment(self.dir, base, file_already_exists=True, file_suffix=SWAP,
                          index_interval_bytes=self.config.index_interval_bytes,
@@ -239,7 +254,9 @@ class LogLoader:
         """Orphan index files deleted; every segment opened, split when its offsets overflow, its
         indexes checked (rebuilt by a recovery when missing or wrong); the log ends at a segment
         that such a recovery truncated."""
-        names = sorted(os.listdir(self.dir))
+        # the first step's listing, when it and the swaps changed nothing
+        names = self.names if not self._dir_changed() else sorted(os.listdir(self.dir))
+        self.names = names
         for name in names:
             off = _offset_of(name)
             if off is not None and name.endswith(LOG):
@@ -287,7 +304,13 @@ class LogLoader:
                 if truncated > 0 or gap is not None:
                     self._delete_after(i, f"follows truncated segment {seg.log_path}")
                     break
-        return self.segments[-1].read_next_offset() if self.segments else self.log_start_offset
+        if not self.segments:
+            return self.log_start_offset
+        last = self.segments[-1]
+        known = self._next_offsets.get(id(last))
+        if known is not None and self.had_clean_shutdown and id(last) not in self.recovered_ids:
+            return known            # read by _overflows, and nothing changed the segment since
+        return last.read_next_offset()
 
     def finish(self, next_offset: int) -> LoadedLog:
         """A log end offset below the log start offset deletes every segment; an empty log gets
@@ -311,7 +334,8 @@ class LogLoader:
             self.cache.truncate_from_start(self.log_start_offset)
         new_log_start = max(self.log_start_offset, segments[0].base_offset)
         if self.psm is not None:
-            self.psm.load_snapshots()          # recovery may have written some
+            # listed again when recovery may have written some
+            self.psm.load_snapshots(None if self._dir_changed() else self.names)
             self.psm.remove_stray_snapshots([s.base_offset for s in segments])
             rebuild_producer_state(self.psm, segments, new_log_start, next_offset, self.clock(),
                                    reload_from_clean_shutdown=self.had_clean_shutdown)
@@ -348,10 +372,12 @@ class LogLoader:
         (outside the CRC) looks like an overflow: recovery truncates it."""
         try:
             seg_next = seg.read_next_offset() if seg.size else base
+            self._next_offsets[id(seg)] = seg_next
+            if seg_next - 1 - base <= INT32_MAX:
+                return False
             later = [b for b in self.logs if b > base]
             legacy = seg.size > 16 and seg.log.pread(16, 1)[0] < 2    # magic of the first batch
-            return (seg_next - 1 - base > INT32_MAX and (legacy or not self.contiguous)
-                    and (not later or seg_next <= min(later)))
+            return (legacy or not self.contiguous) and (not later or seg_next <= min(later))
         except (KafkalogError, OSError):
             return False        # damaged data or index: the recovery deals with it
 
@@ -371,13 +397,19 @@ class LogLoader:
     def _index_problem(self, seg: LogSegment, base: int) -> Optional[str]:
         """Why the segment's indexes must be rebuilt (missing offset index, corrupt transaction
         index, or a failed sanity check of a segment that is not recovered anyway), or None."""
-        if not os.path.exists(seg.offset_index_path):
+        listed = set(self.names) if self._names_set is None else self._names_set
+        self._names_set = listed
+
+        def exists(path: str) -> bool:           # by the listing: no stat per file
+            return os.path.basename(path) in listed if not self._dir_changed() else os.path.exists(path)
+
+        if not exists(seg.offset_index_path):
             return "offset index file missing"
-        if not os.path.exists(seg.time_index_path):
+        if not exists(seg.time_index_path):
             fd = os.open(seg.time_index_path, os.O_RDWR | os.O_CREAT, 0o644)
             os.close(fd)                                      # recreated empty (spec §2.8)
         try:
-            if os.path.exists(seg.txn_index_path):
+            if exists(seg.txn_index_path):
                 seg.txn_index.sanity_check()
         except KafkalogError as e:
             return f"corrupt transaction index: {e.message}"

@@ -273,21 +273,23 @@ class ProducerStateManager:
         self.snapshots: Dict[int, str] = {}
         self.load_snapshots()
 
-    def load_snapshots(self) -> Dict[int, str]:
+    def load_snapshots(self, names: Optional[Iterable[str]] = None) -> Dict[int, str]:
         """(Re)list the ``.snapshot`` files of the log directory into :attr:`snapshots` (offset ->
         path, ascending) and return them (Kafka's ``loadSnapshots``; the loader calls it after
-        recovery, which may have written some)."""
-        self.snapshots = self._list_snapshots()
+        recovery, which may have written some). ``names``: the directory's file names as the
+        caller just listed them (not listed again)."""
+        self.snapshots = self._list_snapshots(names)
         return self.snapshots
 
-    def _list_snapshots(self) -> Dict[int, str]:
+    def _list_snapshots(self, names: Optional[Iterable[str]] = None) -> Dict[int, str]:
         out: Dict[int, str] = {}
-        try:
-            names = os.listdir(self.log_dir)
-        except FileNotFoundError:
-            return out
-        except OSError as err:
-            raise io_error(err, self.log_dir, "list snapshots") from err
+        if names is None:
+            try:
+                names = os.listdir(self.log_dir)
+            except FileNotFoundError:
+                return out
+            except OSError as err:
+                raise io_error(err, self.log_dir, "list snapshots") from err
         for n in names:
             if n.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
                 try:

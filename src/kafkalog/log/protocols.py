@@ -5,7 +5,7 @@ above hands in an implementation; imports only point downwards)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from kafkalog.log.checkpoint import EpochEntry
 from kafkalog.log.naming import TopicPartition
@@ -74,7 +74,7 @@ class ProducerStateLike(Protocol):
 
     def take_snapshot(self, sync: bool = True) -> str | None: ...
 
-    def load_snapshots(self) -> dict[int, str]: ...
+    def load_snapshots(self, names: Optional[Iterable[str]] = None) -> dict[int, str]: ...
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None: ...
 
