@@ -109,18 +109,25 @@ def require_ports() -> None:
 
 
 def run_tests(root: Path, pkg: str, timeout_s: float = 180) -> tuple[dict[str, str], str]:
-    """The package's selected tests, in one process as ``go test`` runs them: the status of each test
-    and subtest (pass, fail, skip; timeout for one the process's timeout ended), and the output.
-    A selected test that did not run at all is a fail."""
+    """The package's selected tests (:func:`selected`), in one process as ``go test`` runs them."""
     patterns = selected(root, pkg)
     tops = sorted({p.split("/")[0] for p in patterns})
     subs = sorted({p.split("/", 1)[1] for p in patterns if "/" in p})
     run = "^(" + "|".join(tops) + ")$" + ("/^(" + "|".join(subs) + ")$" if subs else "")
-    cmd = ["go", "tool", "test2json", "-t", str(root / f"{_binary(pkg)}.test"), "-test.v=test2json",
-           "-test.run", run, "-test.count=1", f"-test.timeout={int(timeout_s) - 30}s"]
+    return go_test(root / f"{_binary(pkg)}.test", root / "src" / pkg, ["-test.run", run], patterns, ENV, timeout_s)
+
+
+def go_test(binary: Path, cwd: Path, args: list[str], expect: list[str], env: dict[str, str],
+            timeout_s: float = 180) -> tuple[dict[str, str], str]:
+    """A compiled Go test binary run with ``args`` (``-test.run``...) and the variables ``env`` through
+    ``go tool test2json``: the status of each test and subtest (pass, fail, skip; timeout for one the
+    process's ``-test.timeout`` or the wall-clock ``timeout_s`` ended), and the output. A test of
+    ``expect`` that did not run at all is a fail."""
+    cmd = ["go", "tool", "test2json", "-t", str(binary), "-test.v=test2json", *args, "-test.count=1",
+           f"-test.timeout={int(timeout_s) - 30}s"]
     try:
-        r = subprocess.run(cmd, cwd=root / "src" / pkg, capture_output=True, text=True, timeout=timeout_s,
-                           env={**os.environ, **ENV}, check=False)
+        r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                           env={**os.environ, **env}, check=False)
         lines = r.stdout.splitlines()
     except subprocess.TimeoutExpired as e:                 # its output so far (bytes, even with text=True)
         lines = (e.stdout or b"").decode(errors="replace").splitlines()
@@ -139,7 +146,7 @@ def run_tests(root: Path, pkg: str, timeout_s: float = 180) -> tuple[dict[str, s
             status[test] = "timeout"
         elif test and action in ("pass", "fail", "skip"):
             status[test] = action
-    for p in patterns:
+    for p in expect:
         if not any(t == p or t.startswith(p + "/") for t in status):
             status[p] = "fail"
             output.append(f"{p}: did not run\n")
