@@ -72,11 +72,14 @@ def suite_dir() -> Path:
     return root
 
 
-def run_tests(root: Path, plain: str, sasl: str, timeout_s: float = 300) -> tuple[dict[str, str], str]:
-    """:data:`TESTS` against the broker whose PLAINTEXT and SASL_PLAINTEXT listeners are ``plain`` and
-    ``sasl``: each test's status (``TestIntegration/TestAdminACLs``...) and the output."""
+def run_tests(root: Path, plain: str, sasl: str, only: list[str] | None = None, timeout_s: float = 300
+              ) -> tuple[dict[str, str], str]:
+    """:data:`TESTS` (``only``: those of them, as ``TestIntegration/NAME``) against the broker whose
+    PLAINTEXT and SASL_PLAINTEXT listeners are ``plain`` and ``sasl``: each test's status
+    (``TestIntegration/TestAdminACLs``...) and the output."""
     pkg = root / "src" / "kafka"
     (pkg / "testconf.json").write_text(json.dumps(TESTCONF, indent=2))
-    args = ["-test.run", "^TestIntegration$", "-testify.m", "^(" + "|".join(TESTS) + ")$"]
-    return kafka_go.go_test(root / "kafka.test", pkg, args, [f"TestIntegration/{t}" for t in TESTS],
+    names = [n.split("/", 1)[1] for n in only] if only is not None else TESTS
+    args = ["-test.run", "^TestIntegration$", "-testify.m", "^(" + "|".join(names) + ")$"]
+    return kafka_go.go_test(root / "kafka.test", pkg, args, [f"TestIntegration/{t}" for t in names],
                             {"BROKERS": plain, "BROKERSSASL": sasl}, timeout_s)

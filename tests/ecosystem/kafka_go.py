@@ -24,6 +24,7 @@ import os
 import re
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.ecosystem import franz_go
@@ -108,9 +109,11 @@ def require_ports() -> None:
                 unavailable(f"kafka-go's tests need 127.0.0.1:{port}, which is taken ({e})")
 
 
-def run_tests(root: Path, pkg: str, timeout_s: float = 180) -> tuple[dict[str, str], str]:
-    """The package's selected tests (:func:`selected`), in one process as ``go test`` runs them."""
-    patterns = selected(root, pkg)
+def run_tests(root: Path, pkg: str, only: list[str] | None = None, timeout_s: float = 180
+              ) -> tuple[dict[str, str], str]:
+    """The package's selected tests (:func:`selected`; ``only``: those of them), in one process as
+    ``go test`` runs them."""
+    patterns = only if only is not None else selected(root, pkg)
     tops = sorted({p.split("/")[0] for p in patterns})
     subs = sorted({p.split("/", 1)[1] for p in patterns if "/" in p})
     run = "^(" + "|".join(tops) + ")$" + ("/^(" + "|".join(subs) + ")$" if subs else "")
@@ -151,3 +154,25 @@ def go_test(binary: Path, cwd: Path, args: list[str], expect: list[str], env: di
             status[p] = "fail"
             output.append(f"{p}: did not run\n")
     return status, "".join(output)
+
+
+#: a run of some tests (all when None): each test's status and the output
+Run = Callable[[list[str] | None], tuple[dict[str, str], str]]
+
+
+def with_retries(run: Run, names: list[str], attempts: int) -> tuple[dict[str, str], str, list[str]]:
+    """``run`` of every test, then of those of ``names`` that failed, each again up to ``attempts - 1``
+    times (Kafka 4.4's baseline only: its broker applies an ACL or SCRAM change a moment after the
+    answer, and these tests describe at once). Returns the statuses (a retry's win), the output and
+    the tests retried."""
+    status, output = run(None)
+    retried: list[str] = []
+    for _ in range(attempts - 1):
+        failed = [n for n in names if status.get(n) != "pass"]
+        if not failed:
+            break
+        retried += failed
+        again, more = run(failed)
+        status.update(again)
+        output += more
+    return status, output, retried

@@ -24,6 +24,7 @@ import pytest
 
 from tests import kafka44
 from tests.ecosystem import confluent_kafka_go as ckg
+from tests.ecosystem import kafka_go
 from tests.server.broker_process import BrokerProcess
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -34,13 +35,15 @@ def suite() -> Path:
     return ckg.suite_dir()
 
 
-def _run(suite: Path, plain: str, sasl: str, where: str) -> None:
+def _run(suite: Path, plain: str, sasl: str, where: str, attempts: int = 1) -> None:
     start = time.monotonic()
-    status, output = ckg.run_tests(suite, plain, sasl)
+    status, output, retried = kafka_go.with_retries(lambda only: ckg.run_tests(suite, plain, sasl, only),
+                                                    [f"TestIntegration/{t}" for t in ckg.TESTS], attempts)
     counts: dict[str, int] = {}
     for st in status.values():
         counts[st] = counts.get(st, 0) + 1
-    print(f"confluent-kafka-go {ckg.VERSION} on {where}: {counts} in {time.monotonic() - start:.0f} s")
+    print(f"confluent-kafka-go {ckg.VERSION} on {where}: {counts} in {time.monotonic() - start:.0f} s"
+          f"{f', retried {retried}' if retried else ''}")
     bad = sorted(f"{t}: {s}" for t, s in status.items() if s != "pass")
     assert not bad, f"confluent-kafka-go's tests on {where}:\n" + "\n".join(bad) + "\n" + output[-6000:]
 
@@ -52,23 +55,20 @@ def test_confluent_kafka_go_security_tests_on_kafkalog(suite: Path, tmp_path: Pa
     broker = BrokerProcess(str(tmp_path / "data"), configs=[
         "node.id=1", "group.initial.rebalance.delay.ms=0",
         *(f"{k}={v}" for k, v in ckg.BROKER_KEYS.items()),
-        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", f"sasl.credentials.file={creds}"]).start()
-    try:
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", f"sasl.credentials.file={creds}"])
+    with broker.running():
         _run(suite, f"127.0.0.1:{broker.ports['PLAINTEXT']}", f"127.0.0.1:{broker.ports['SASL_PLAINTEXT']}",
              "kafkalog serve")
         assert broker.alive(), broker.stderr()[-3000:]
-    finally:
-        if broker.alive():
-            broker.stop()
-        else:
-            broker.kill()
 
 
 @pytest.mark.slow
 @pytest.mark.kafka
 def test_confluent_kafka_go_security_tests_on_kafka44(suite: Path, tmp_path: Path) -> None:
     """The baseline: Kafka 4.4 configured as the module's test broker (its controller over SASL/PLAIN as
-    admin, as there)."""
+    admin, as there). A failing test runs again, up to twice: Kafka's broker applies CreateAcls a
+    moment after the answer, and the authorized-operations tests describe at once (one in a few runs
+    saw the old operations there; kafkalog applies them before the answer and gets no retry)."""
     kafka44.require()
     k = kafka44.KafkaBroker(tmp_path / "kafka44")
     sasl_port = kafka44.free_port()
@@ -91,4 +91,4 @@ def test_confluent_kafka_go_security_tests_on_kafka44(suite: Path, tmp_path: Pat
     with k:
         k.format()
         k.start()
-        _run(suite, k.bootstrap, f"127.0.0.1:{sasl_port}", "Kafka 4.4")
+        _run(suite, k.bootstrap, f"127.0.0.1:{sasl_port}", "Kafka 4.4", attempts=3)

@@ -65,11 +65,9 @@ def test_rebalance_protocols_gate_the_group_apis_as_kafka(tmp_path: Path, protoc
         want = _answers(k.port)
     ours = BrokerProcess(str(tmp_path / "data"), configs=["node.id=1", "num.partitions=1",
                                                           "group.streams.initial.rebalance.delay.ms=0",
-                                                          f"{KEY}={protocols}"]).start()
-    try:
+                                                          f"{KEY}={protocols}"])
+    with ours.running():
         got = _answers(ours.port)
-    finally:
-        ours.stop()
     assert got == want
     refused = "consumer" if "consumer" not in protocols else "streams"
     assert want[f"{refused}_heartbeat"][0] == 35 and {g[1] for g in want[f"{refused}_describe"]} == {35}
