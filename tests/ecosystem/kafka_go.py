@@ -100,9 +100,11 @@ def selected(root: Path, pkg: str) -> list[str]:
 
 
 def require_ports() -> None:
-    """kafka-go's tests dial 9092 and 9093: both must be free on 127.0.0.1."""
+    """kafka-go's tests dial 9092 and 9093: no other process may listen there on 127.0.0.1 (connections
+    of a run just ended, in TIME_WAIT, do not count: the brokers bind with SO_REUSEADDR too)."""
     for port in (PLAIN_PORT, SASL_PORT):
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", port))
             except OSError as e:
