@@ -178,3 +178,12 @@ def with_retries(run: Run, names: list[str], attempts: int) -> tuple[dict[str, s
         status.update(again)
         output += more
     return status, output, retried
+
+
+def summary(status: dict[str, str], retried: list[str]) -> tuple[str, list[str]]:
+    """The statuses counted (and the tests retried), and the tests that did not pass."""
+    counts: dict[str, int] = {}
+    for st in status.values():
+        counts[st] = counts.get(st, 0) + 1
+    text = f"{counts}" + (f", retried {retried}" if retried else "")
+    return text, sorted(f"{t}: {s}" for t, s in status.items() if s != "pass")

@@ -39,12 +39,8 @@ def _run(suite: Path, plain: str, sasl: str, where: str, attempts: int = 1) -> N
     start = time.monotonic()
     status, output, retried = kafka_go.with_retries(lambda only: ckg.run_tests(suite, plain, sasl, only),
                                                     [f"TestIntegration/{t}" for t in ckg.TESTS], attempts)
-    counts: dict[str, int] = {}
-    for st in status.values():
-        counts[st] = counts.get(st, 0) + 1
-    print(f"confluent-kafka-go {ckg.VERSION} on {where}: {counts} in {time.monotonic() - start:.0f} s"
-          f"{f', retried {retried}' if retried else ''}")
-    bad = sorted(f"{t}: {s}" for t, s in status.items() if s != "pass")
+    counts, bad = kafka_go.summary(status, retried)
+    print(f"confluent-kafka-go {ckg.VERSION} on {where}: {counts} in {time.monotonic() - start:.0f} s")
     assert not bad, f"confluent-kafka-go's tests on {where}:\n" + "\n".join(bad) + "\n" + output[-6000:]
 
 

@@ -45,12 +45,8 @@ def _run_all(suite: Path, where: str, attempts: int = 1) -> None:
     for pkg in kafka_go.FILES:
         status, output, retried = kafka_go.with_retries(lambda only, pkg=pkg: kafka_go.run_tests(suite, pkg, only),
                                                         kafka_go.selected(suite, pkg), attempts)
-        counts: dict[str, int] = {}
-        for st in status.values():
-            counts[st] = counts.get(st, 0) + 1
-        print(f"kafka-go {kafka_go.VERSION} package {pkg!r} on {where}: {counts}"
-              f"{f', retried {retried}' if retried else ''}")
-        bad = sorted(f"{t}: {s}" for t, s in status.items() if s != "pass")
+        counts, bad = kafka_go.summary(status, retried)
+        print(f"kafka-go {kafka_go.VERSION} package {pkg!r} on {where}: {counts}")
         if bad:
             report.append(f"package {pkg!r}:\n" + "\n".join(bad) + "\n" + output[-4000:])
     print(f"kafka-go's tests on {where}: {time.monotonic() - start:.0f} s")
