@@ -56,17 +56,28 @@ def require_go() -> str:
     return r.stdout.strip()
 
 
-def module_source() -> str:
-    """The directory of franz-go's source in Go's module cache, downloaded from the proxy if missing."""
+def module_source(module: str = MODULE, version: str = VERSION) -> str:
+    """The directory of a module's source (franz-go's by default) in Go's module cache, downloaded from
+    the proxy if missing."""
     with tempfile.TemporaryDirectory() as empty:        # outside any go.mod: module@version mode
-        r = _go("mod", "download", "-json", f"{MODULE}@{VERSION}", cwd=empty)
+        r = _go("mod", "download", "-json", f"{module}@{version}", cwd=empty)
     try:
         info = json.loads(r.stdout)
     except json.JSONDecodeError:
         info = {}
     if r.returncode != 0 or not info.get("Dir") or info.get("Error"):
-        unavailable(f"go mod download {MODULE}@{VERSION} failed: {info.get('Error') or r.stderr[-800:]}")
+        unavailable(f"go mod download {module}@{version} failed: {info.get('Error') or r.stderr[-800:]}")
     return str(info["Dir"])
+
+
+def writable_copy(src: str, dst: str) -> None:
+    """A copy of a module's source from Go's module cache, whose files are read-only, that ``go test``
+    may write in."""
+    shutil.copytree(src, dst)
+    for d, _, files in os.walk(dst):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o644)
 
 
 def suite_dir() -> Path:
@@ -81,11 +92,7 @@ def suite_dir() -> Path:
     root.parent.mkdir(parents=True, exist_ok=True)
 
     def compile_suite(tmp: str) -> subprocess.CompletedProcess[str]:
-        shutil.copytree(src, os.path.join(tmp, "src"))
-        for d, _, files in os.walk(tmp):                # the module cache's files are read-only
-            os.chmod(d, 0o755)
-            for f in files:
-                os.chmod(os.path.join(d, f), 0o644)
+        writable_copy(src, os.path.join(tmp, "src"))
         return _go("test", "-c", "-o", os.path.join(tmp, "kgo.test"), PACKAGE, cwd=os.path.join(tmp, "src"),
                    timeout=1200, env={"GOFLAGS": "-mod=mod"})
 

@@ -75,6 +75,9 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("transaction.state.log.min.isr", INT, 1, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", SHORT, 1, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", SHORT, 1, at_least(1)),
+    # the group protocols served besides classic (Kafka 4.4's GroupCoordinatorConfig; share groups
+    # follow share.version only): :data:`REBALANCE_PROTOCOLS`, checked in :class:`ServerConfig`
+    ConfigDef("group.coordinator.rebalance.protocols", LIST, ["classic", "consumer", "streams"], None),
     # --- the consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig keys and defaults ---
     *_session_keys("group.consumer."),
     ConfigDef("group.consumer.max.size", INT, INT32_MAX, at_least(1)),
@@ -169,6 +172,9 @@ OAUTHBEARER_KEY = re.compile(r"(?:listener\.name\.[^.]+\.(?:oauthbearer\.)?)?sas
 LISTENER_KEY = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?:(?P<mechanism>[a-z0-9-]+)\.)?"
                           r"(?P<key>connections\.max\.reauth\.ms)"
                           r"|listener\.name\.(?P<l2>[^.]+)\.(?P<k2>max\.connections|max\.connection\.creation\.rate)")
+
+#: the values of ``group.coordinator.rebalance.protocols`` (Kafka's ``Group.GroupType``, in its order)
+REBALANCE_PROTOCOLS = ("consumer", "classic", "share", "streams")
 
 #: the security protocols of Kafka's ``SecurityProtocol``
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
@@ -339,6 +345,9 @@ class ServerConfig:
         _refuse_below(resolved, ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size"),
                       1, "must")
         _refuse_below(resolved, ("group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"), 0, "must")
+        #: ``group.coordinator.rebalance.protocols``: ConsumerGroup*/StreamsGroup* requests are answered
+        #: UNSUPPORTED_VERSION without ``consumer``/``streams`` (:mod:`kafkalog.server.handlers.feature_gates`)
+        self.rebalance_protocols = _rebalance_protocols(resolved["group.coordinator.rebalance.protocols"])
         #: the consumer group protocol's settings (a ``ConsumerGroupConfig``)
         self.consumer_group = _consumer_group_config(resolved)
         #: share groups' settings (a ``ShareGroupBrokerConfig``)
@@ -384,6 +393,19 @@ MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise InvalidConfigError(message)
+
+
+def _rebalance_protocols(values: list[str]) -> frozenset[str]:
+    """``group.coordinator.rebalance.protocols`` checked as Kafka 4.4 checks it (its messages)."""
+    key = "group.coordinator.rebalance.protocols"
+    names = [v.strip() for v in values if v.strip()]
+    _require(bool(names), f"Configuration '{key}' must not be empty. Valid values include: "
+                          f"[{', '.join(REBALANCE_PROTOCOLS)}]")
+    for name in names:
+        _require(name in REBALANCE_PROTOCOLS, f"Invalid value {name} for configuration {key}: String must be one "
+                                              f"of: {', '.join(REBALANCE_PROTOCOLS)}")
+    _require("classic" in names, "Disabling the 'classic' protocol is not supported.")
+    return frozenset(names)
 
 
 def _group_timeouts(v: dict[str, Any], p: str) -> tuple[int, int]:

@@ -373,6 +373,12 @@ BROKER_DOCS: dict[str, str] = {
     'group.consumer.session.timeout.ms': (
         'The timeout to detect client failures when using the consumer group protocol.'
     ),
+    'group.coordinator.rebalance.protocols': (
+        'This configuration is deprecated and will be removed in Kafka 5.0. The list of enabled '
+        'rebalance protocols. In Kafka 5.0, all protocols will always be enabled and cannot be disabled '
+        'via this configuration. Use feature versions (group.version, streams.version, share.version) '
+        'managed by kafka-features.sh instead.'
+    ),
     'group.initial.rebalance.delay.ms': (
         'The amount of time the group coordinator will wait for more consumers to join a new group '
         'before performing the first rebalance. A longer delay means potentially fewer rebalances, but '

@@ -1,7 +1,9 @@
 """The APIs a feature level enables: below it Kafka 4.4 answers UNSUPPORTED_VERSION, though ApiVersions
 still lists the API (``KafkaApis.isConsumerGroupProtocolEnabled``: ``group.version`` 1,
 ``isShareGroupProtocolEnabled``: ``share.version`` 1, ``isStreamsGroupProtocolEnabled``:
-``streams.version`` 1). The level is read at each request, so UpdateFeatures takes effect at once."""
+``streams.version`` 1). The level is read at each request, so UpdateFeatures takes effect at once.
+The consumer and streams group APIs also need their protocol in ``group.coordinator.rebalance.protocols``
+(Kafka 4.4 answers the same refusal without it)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ GATED: Mapping[int, tuple[str, int]] = {
     **dict.fromkeys((76, 77, 78, 79, 90, 91, 92), ("share.version", 1)),      # share groups (KIP-932)
     **dict.fromkeys((88, 89), ("streams.version", 1)),          # streams groups (KIP-1071)
 }
+
+#: API key -> the ``group.coordinator.rebalance.protocols`` value it also needs
+PROTOCOL: Mapping[int, str] = {**dict.fromkeys((68, 69), "consumer"), **dict.fromkeys((88, 89), "streams")}
 
 #: Kafka's "no authorized operations asked" (``Integer.MIN_VALUE``)
 _NO_OPERATIONS = -(1 << 31)
@@ -67,9 +72,11 @@ def gated(api_key: int, handler: Handler) -> Handler:
         return handler
     feature, level = gate
     refusal = _REFUSALS[api_key]
+    protocol = PROTOCOL.get(api_key)
 
     def serve(broker: Broker, request: Request) -> Any:
-        if broker.features.level(feature) >= level:
+        if broker.features.level(feature) >= level and (protocol is None
+                                                        or protocol in broker.config.rebalance_protocols):
             return handler(broker, request)
         return broker.response(request, {"throttle_time": 0, **refusal(request)})
     return serve
