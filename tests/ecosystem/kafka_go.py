@@ -162,11 +162,14 @@ def go_test(binary: Path, cwd: Path, args: list[str], expect: list[str], env: di
 Run = Callable[[list[str] | None], tuple[dict[str, str], str]]
 
 
-def with_retries(run: Run, names: list[str], attempts: int) -> tuple[dict[str, str], str, list[str]]:
+def with_retries(run: Run, names: list[str], attempts: int,
+                 before_retry: Callable[[list[str]], None] | None = None
+                 ) -> tuple[dict[str, str], str, list[str]]:
     """``run`` of every test, then of those of ``names`` that failed, each again up to ``attempts - 1``
     times (Kafka 4.4's baseline only: its broker applies an ACL or SCRAM change a moment after the
-    answer, and these tests describe at once). Returns the statuses (a retry's win), the output and
-    the tests retried."""
+    answer, and these tests describe at once). ``before_retry(failed)`` puts back what a failed run
+    left behind (a test that stopped half-way leaves its user or ACLs, and its next run would fail at
+    its first check). Returns the statuses (a retry's win), the output and the tests retried."""
     status, output = run(None)
     retried: list[str] = []
     for _ in range(attempts - 1):
@@ -174,6 +177,8 @@ def with_retries(run: Run, names: list[str], attempts: int) -> tuple[dict[str, s
         if not failed:
             break
         retried += failed
+        if before_retry is not None:
+            before_retry(failed)
         again, more = run(failed)
         status.update(again)
         output += more
