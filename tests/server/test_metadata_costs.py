@@ -12,6 +12,7 @@ restarted (nothing kept)."""
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 import uuid
@@ -69,7 +70,10 @@ def counted() -> Iterator[tuple[LocalBroker, _Counter]]:
         broker.close()
 
 
-def _metadata(port: int, version: int = 12, topics: list[str] | None = None) -> bytes:
+def _metadata(port: int, version: int = 12, topics: list[str] | None = None,
+              conn: socket.socket | None = None) -> bytes:
+    """The answer to a Metadata request (all topics: ``topics`` None) on ``conn`` (kept open by the
+    counting tests: no connection closes while they count), else on a new connection."""
     values: dict[str, Any] = {"topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics]}
     if version == 0 and topics is None:
         values["topics"] = []                   # v0: an empty array is every topic
@@ -78,9 +82,13 @@ def _metadata(port: int, version: int = 12, topics: list[str] | None = None) -> 
     if version >= 8:
         values["include_topic_authorized_operations"] = False
         values["include_cluster_authorized_operations"] = False
-    with connect(port) as s:
+    s = conn if conn is not None else connect(port)
+    try:
         s.sendall(request_frame(3, version, 9, values))
         frame = recv_frame(s)
+    finally:
+        if conn is None:
+            s.close()
     assert frame is not None
     return frame
 
@@ -112,23 +120,24 @@ def test_a_second_metadata_for_all_topics_builds_no_partition(counted: tuple[Loc
     names = [f"m{i}" for i in range(6)]
     for t in names:
         broker.create_topic(t, 2)
-    _metadata(broker.port)
-    counter.take()
-    _metadata(broker.port)
-    calls_2, epochs_2 = counter.take()
-    assert epochs_2 == 0                    # every partition's entry was kept
-    _grow(broker, dict.fromkeys(names, 40))
-    grown = _metadata(broker.port)
-    assert counter.take()[1] == 6 * 40      # each grown topic built again, its every partition
-    assert {t: len(p) for t, (_i, p) in _partitions(grown).items()} == dict.fromkeys(names, 40)
-    _metadata(broker.port)
-    calls_40, epochs_40 = counter.take()
-    # the same work for 240 partitions as for 12: nothing a partition
-    assert (calls_40, epochs_40) == (calls_2, 0)
-    broker.create_topic("new", 5)
-    answer = _metadata(broker.port)
-    assert counter.take()[1] == 5           # the new topic alone is built
-    assert len(_partitions(answer)["new"][1]) == 5
+    with connect(broker.port) as conn:
+        _metadata(broker.port, conn=conn)
+        counter.take()
+        _metadata(broker.port, conn=conn)
+        calls_2, epochs_2 = counter.take()
+        assert epochs_2 == 0                    # every partition's entry was kept
+        _grow(broker, dict.fromkeys(names, 40))
+        grown = _metadata(broker.port, conn=conn)
+        assert counter.take()[1] == 6 * 40      # each grown topic built again, its every partition
+        assert {t: len(p) for t, (_i, p) in _partitions(grown).items()} == dict.fromkeys(names, 40)
+        _metadata(broker.port, conn=conn)
+        calls_40, epochs_40 = counter.take()
+        # the same work for 240 partitions as for 12: nothing a partition
+        assert (calls_40, epochs_40) == (calls_2, 0)
+        broker.create_topic("new", 5)
+        answer = _metadata(broker.port, conn=conn)
+        assert counter.take()[1] == 5           # the new topic alone is built
+        assert len(_partitions(answer)["new"][1]) == 5
 
 
 def test_metadata_for_one_topic_costs_the_same_whatever_the_other_topics(
@@ -137,14 +146,15 @@ def test_metadata_for_one_topic_costs_the_same_whatever_the_other_topics(
     broker.create_topic("asked", 3)
     for i in range(3):
         broker.create_topic(f"few-{i}", 2)
-    for _ in range(2):
-        _metadata(broker.port, topics=["asked"])
-        few = counter.take()
-    for i in range(30):
-        broker.create_topic(f"many-{i}", 10)
-    for _ in range(2):
-        _metadata(broker.port, topics=["asked"])
-        many = counter.take()
+    with connect(broker.port) as conn:
+        for _ in range(2):
+            _metadata(broker.port, topics=["asked"], conn=conn)
+            few = counter.take()
+        for i in range(30):
+            broker.create_topic(f"many-{i}", 10)
+        for _ in range(2):
+            _metadata(broker.port, topics=["asked"], conn=conn)
+            many = counter.take()
     assert many == few
     assert few[1] == 0
 
