@@ -56,8 +56,20 @@ class _Counter:
         return out
 
 
+@pytest.fixture(scope="module")
+def warm() -> None:
+    """What the counted tests do, done once without a profile function: the modules a broker
+    imports on first use are imported here (CPython 3.11 can fail a module's compilation on a
+    thread with a profile function: "AST constructor recursion depth mismatch")."""
+    with LocalBroker("thread", {"auto.create.topics.enable": "false"}) as broker:
+        broker.create_topic("warm", 1)
+        _grow(broker, {"warm": 2})
+        _metadata(broker.port)
+        _metadata(broker.port, topics=["warm"])
+
+
 @pytest.fixture
-def counted() -> Iterator[tuple[LocalBroker, _Counter]]:
+def counted(warm: None) -> Iterator[tuple[LocalBroker, _Counter]]:
     counter = _Counter()
     threading.setprofile(counter)       # the broker's thread, started now, inherits it
     try:
