@@ -9,7 +9,10 @@ jobs hits them alike), the steps, timed from the benchmark's side:
   request shows every partition with a leader (Kafka answers CreateTopics once its controller
   committed the records and makes the partitions afterwards, and so does kafkalog: a Produce to a
   partition not made yet waits for it, so ``produce_s`` includes the rest of the creation);
-* ``metadata_all_ms``: one Metadata request for all topics (median of 3);
+* ``metadata_all_ms``: one Metadata request for all topics (median of 3), confluent-kafka's
+  ``list_topics`` (the client's decoding of every partition included); ``metadata_all_raw_ms``: the
+  same request (v12) on a plain socket until the whole answer is read (median of 3: the broker's
+  part; ``metadata_bytes``: the answer's size);
 * ``produce_s``: one record to every partition (acks=all), until every delivery is reported;
 * ``consume_s``: an assigned consumer reads them all back;
 * ``idle_cpu_pct``, ``idle_rss_mib``: the broker process's CPU (user + system, % of one core) over
@@ -59,6 +62,9 @@ TOPICS_PER_REQUEST = 50
 
 #: ApiVersions v0, header v1 (api key 18, version 0, correlation id 7, client id "probe")
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 5) + b"probe"
+#: Metadata v12 for all topics: header v2 (client id "probe", no tags), a null topics array, no
+#: auto-creation, no authorized operations, no tags
+METADATA_ALL_V12 = struct.pack(">hhih", 3, 12, 8, 5) + b"probe" + b"\x00" + b"\x00\x00\x00\x00"
 
 
 def free_port() -> int:
@@ -258,6 +264,31 @@ def wait_port(port: int, timeout: float = 900) -> None:
     raise SystemExit(f"nothing answered on port {port}")
 
 
+def metadata_raw(port: int, runs: int = 3) -> tuple[float, int]:
+    """Median ms of a Metadata request for all topics on a plain socket, from the send until the
+    whole answer is read, and the answer's size."""
+    times, size = [], 0
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(runs):
+            t = time.perf_counter()
+            s.sendall(struct.pack(">i", len(METADATA_ALL_V12)) + METADATA_ALL_V12)
+            size = struct.unpack(">i", _recv_exact(s, 4))[0]
+            _recv_exact(s, size)
+            times.append(time.perf_counter() - t)
+    return round(statistics.median(times) * 1000, 2), size
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise SystemExit("the broker closed the connection during a Metadata answer")
+        buf += chunk
+    return bytes(buf)
+
+
 def all_led(admin: Any, topics: List[str], per_topic: int) -> bool:
     md = admin.list_topics(timeout=120)
     for t in topics:
@@ -325,6 +356,7 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float, until: s
             times.append(time.perf_counter() - t1)
         assert sum(len(md.topics[t].partitions) for t in topics) == partitions
         out["metadata_all_ms"] = round(statistics.median(times) * 1000, 1)
+        out["metadata_all_raw_ms"], out["metadata_bytes"] = metadata_raw(peer.port)
         out["worst_wait_metadata_ms"] = prober.window()
         if until == "metadata":
             return out

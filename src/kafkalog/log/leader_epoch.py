@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_left, bisect_right
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from kafkalog.errors import CorruptCheckpointError, InvalidEpochError
 from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochCheckpointFile
@@ -56,6 +56,15 @@ class LeaderEpochFileCache:
             self.epoch_entries() if checkpoint is not None and os.path.exists(checkpoint.path) else None)
         self._on_disk_synced = True
 
+    #: called after a change of :meth:`latest_epoch` (the partition's leader epoch as Metadata
+    #: answers it): the log manager keeps each topic's metadata stamp with it
+    on_latest_epoch_changed: Optional[Callable[[], None]] = None
+
+    def _latest_changed(self, before: Optional[int]) -> None:
+        hook = self.on_latest_epoch_changed
+        if hook is not None and self.latest_epoch() != before:
+            hook()
+
     # --- mutation -------------------------------------------------------------------------------
 
     def _needs_update(self, epoch: int, start_offset: int) -> bool:
@@ -86,8 +95,10 @@ class LeaderEpochFileCache:
                 and epoch >= 0 and start_offset >= 0:
             return False  # hot path: same epoch again
         with self._lock:
+            before = self.latest_epoch()
             changed = self._assign(epoch, start_offset)
             if changed:
+                self._latest_changed(before)
                 self._flush(sync=sync)
             return changed
 
@@ -95,9 +106,11 @@ class LeaderEpochFileCache:
         """Remove entries with ``start_offset >= end_offset``."""
         with self._lock:
             if end_offset >= 0 and self._offsets and self._offsets[-1] >= end_offset:
+                before = self.latest_epoch()
                 i = bisect_left(self._offsets, end_offset)
                 del self._epochs[i:]
                 del self._offsets[i:]
+                self._latest_changed(before)
                 self._flush(sync=False)
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -117,15 +130,19 @@ class LeaderEpochFileCache:
     def clear_and_flush(self) -> None:
         """Remove every entry and write the empty checkpoint (a v0/v1 batch was appended)."""
         with self._lock:
+            before = self.latest_epoch()
             self._epochs.clear()
             self._offsets.clear()
+            self._latest_changed(before)
             self._flush(sync=True)
 
     def clear(self) -> None:
         """Remove every entry (in memory only)."""
         with self._lock:
+            before = self.latest_epoch()
             self._epochs.clear()
             self._offsets.clear()
+            self._latest_changed(before)
 
     def _flush(self, sync: bool) -> None:
         if self.checkpoint is not None:

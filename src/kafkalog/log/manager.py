@@ -41,6 +41,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import heapq
+import itertools
 import logging
 import os
 import shutil
@@ -254,6 +255,9 @@ class LogManager:
         self._creating: set[str] = set()
         #: committed topics whose partitions are made in the background (:meth:`commit_topics`)
         self._creator = TopicCreator(self)
+        #: each topic's :meth:`metadata_stamp`, taken from one sequence (never reused)
+        self._stamps: Dict[str, int] = {}
+        self._stamp_seq = itertools.count(1)
         #: (due ms, seq, partition, log) of every log with a finite ``flush.ms``: the flusher pops
         #: what is due instead of visiting every log each second
         self._flush_due: List[Tuple[int, int, TopicPartition, Log]] = []
@@ -595,6 +599,7 @@ class LogManager:
                 self._known_topic_id(topic, tid)
                 self._creator.submit(PendingTopic(topic, tid, partitions, cfg or self.topic_config(topic),
                                                   prepare, done))
+                self._topic_changed(topic)
         return out
 
     #: called (on the creating thread) after each chunk of a committed topic's partitions is made:
@@ -640,6 +645,21 @@ class LogManager:
         self._schedule_flush(tp, log)
         log.offsets_changed = functools.partial(self._offsets_of_changed, tp)
         self._offsets_of_changed(tp, log)
+        if log.leader_epoch_cache is not None:
+            log.leader_epoch_cache.on_latest_epoch_changed = functools.partial(self._topic_changed, tp.topic)
+        self._topic_changed(tp.topic)
+
+    def metadata_stamp(self, topic: str) -> int:
+        """A number that changes whenever what a Metadata answer says of ``topic`` may have (a
+        partition seen or removed, the topic committed, a partition's latest leader epoch): a
+        broker keeps the topic's encoded answer while its stamp stays (a look-up, not a walk over
+        its partitions). 0 for a topic that does not exist; a stamp is never given twice, so a
+        topic deleted and made again has a new one. Read it before what it stands for: a change
+        moves it after the change is seen."""
+        return self._stamps.get(topic, 0)
+
+    def _topic_changed(self, topic: str) -> None:
+        self._stamps[topic] = next(self._stamp_seq)
 
     def _offsets_of_changed(self, tp: TopicPartition, _log: Optional[Log] = None) -> None:
         with self._moved_lock:
@@ -650,6 +670,8 @@ class LogManager:
     def _remove_log(self, tp: TopicPartition) -> Log:
         log = self._logs.pop(tp)
         log.offsets_changed = None
+        if log.leader_epoch_cache is not None:
+            log.leader_epoch_cache.on_latest_epoch_changed = None
         self._offsets_of_changed(tp)
         self._flush_seq_of.pop(tp, None)
         parts = self._by_topic.get(tp.topic)
@@ -661,6 +683,10 @@ class LogManager:
                 tid = self._topic_ids.pop(tp.topic, None)
                 if tid is not None:
                     self._topics_by_id.pop(tid, None)
+        if self.has_topic(tp.topic):
+            self._topic_changed(tp.topic)
+        else:
+            self._stamps.pop(tp.topic, None)
         return log
 
     def _schedule_flush(self, tp: TopicPartition, log: Log) -> None:

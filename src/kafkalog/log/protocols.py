@@ -91,6 +91,9 @@ class LeaderEpochCacheLike(Protocol):
     """What the log needs from the leader-epoch cache (Kafka's ``LeaderEpochFileCache``;
     :class:`kafkalog.log.leader_epoch.LeaderEpochFileCache`)."""
 
+    #: called after :meth:`latest_epoch` changed (set by the log manager, None elsewhere)
+    on_latest_epoch_changed: Callable[[], None] | None
+
     def latest_epoch(self) -> int | None: ...
 
     def earliest_entry(self) -> EpochEntry | None: ...

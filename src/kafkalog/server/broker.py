@@ -39,6 +39,7 @@ from kafkalog.server.quota.quota_store import QuotaStore
 from kafkalog.server.quota.quotas import ClientQuotas
 from kafkalog.server.requests.kio_build import build
 from kafkalog.server.requests.message_schemas import response_schema
+from kafkalog.server.requests.metadata_entries import MetadataEntries
 from kafkalog.server.requests.protocol import Request
 from kafkalog.server.security.acl_operations import CLUSTER, DESCRIBE, TOPIC, authorized_operations
 from kafkalog.server.security.acl_store import AclStore
@@ -98,6 +99,8 @@ class Broker:
         self.node_id = config.node_id
         self.cluster_id = manager.meta_properties.cluster_id or config.values["cluster.id"] or None
         self.topic_ids = TopicIds(manager)
+        #: the topics of Metadata answers, kept encoded while each topic's metadata stays
+        self.metadata_entries = MetadataEntries()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.producer_ids = adopt_legacy_reservation(manager.data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}

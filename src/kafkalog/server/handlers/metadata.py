@@ -30,12 +30,22 @@ if TYPE_CHECKING:      # the state owner that dispatches to this handler
 
 def _topic_entry(broker: Broker, version: int, topic: str,
                  operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> bytes:
-    """A topic this node leads whole, as the response's bytes (:mod:`.metadata_wire`)."""
+    """A topic this node leads whole, as the response's bytes (:mod:`.metadata_wire`): its head
+    as kept while the topic's metadata stamp stays (:mod:`.metadata_entries`), then the operations."""
+    stamp_of = broker.manager.metadata_stamp
+    stamp = stamp_of(topic)             # read before what it stands for
+    topic_id = broker.topic_ids.of(topic)
+    head = broker.metadata_entries.head(topic, version, stamp, topic_id,
+                                        lambda: _topic_head(broker, version, topic, topic_id), stamp_of)
+    return head + metadata_wire.topic_tail(version, operations)
+
+
+def _topic_head(broker: Broker, version: int, topic: str, topic_id: uuid.UUID) -> bytes:
+    """The topic's entry up to its partitions, built: a look-up of each partition's leader epoch."""
     logs = [(p, broker.log(topic, p)) for p in broker.manager.partitions_of(topic)]
     parts = metadata_wire.partitions_entry(version, broker.node_id,
                                            [(p, broker.leader_epoch(log)) for p, log in logs])
-    return metadata_wire.topic_entry(version, 0, topic, broker.topic_ids.of(topic), topic in INTERNAL_TOPICS,
-                                     parts, operations)
+    return metadata_wire.topic_head(version, 0, topic, topic_id, topic in INTERNAL_TOPICS, parts)
 
 
 def _entry_bytes(version: int, entry: dict[str, Any] | bytes) -> bytes:

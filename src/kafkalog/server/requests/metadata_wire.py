@@ -47,6 +47,13 @@ def partitions_entry(version: int, node: int, epochs: Sequence[tuple[int, int]])
 def topic_entry(version: int, error_code: int, name: str | None, topic_id: uuid.UUID | None,
                 is_internal: bool, partitions: bytes | None, operations: int) -> bytes:
     """One topic of the response; ``partitions`` is :func:`partitions_entry` (None: no partition)."""
+    return topic_head(version, error_code, name, topic_id, is_internal, partitions) + \
+        topic_tail(version, operations)
+
+
+def topic_head(version: int, error_code: int, name: str | None, topic_id: uuid.UUID | None,
+               is_internal: bool, partitions: bytes | None) -> bytes:
+    """A topic's entry up to its partitions included: what does not depend on who asks."""
     flex = version >= FIRST_FLEXIBLE
     out = [wire.INT16.pack(error_code),
            wire.nullable_string(name, flex) if version >= 12 else wire.string(name or "", flex)]
@@ -55,11 +62,15 @@ def topic_entry(version: int, error_code: int, name: str | None, topic_id: uuid.
     if version >= 1:
         out.append(_BOOL.pack(is_internal))
     out.append(partitions if partitions is not None else wire.array_len(0, flex))
-    if version >= 8:
-        out.append(wire.INT32.pack(operations))
-    if flex:
-        out.append(wire.EMPTY_TAGS)
     return b"".join(out)
+
+
+@functools.lru_cache(maxsize=256)
+def topic_tail(version: int, operations: int) -> bytes:
+    """The rest of a topic's entry after its partitions: the authorized operations (v8+), the
+    empty tags (flexible versions)."""
+    return (wire.INT32.pack(operations) if version >= 8 else b"") + \
+        (wire.EMPTY_TAGS if version >= FIRST_FLEXIBLE else b"")
 
 
 def splice_topics(version: int, without_topics: bytes, topics: list[bytes]) -> bytes:
