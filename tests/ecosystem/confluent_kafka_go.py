@@ -30,9 +30,10 @@ TESTS = ["TestAdminACLs", "TestAdminClient_UserScramCredentials",
 #: the SASL users of the module's test broker (``testresources/kafka_jaas.conf``)
 USERS = {"admin": "admin", "testuser": "testpass"}
 #: the broker keys of the module's KRaft test broker (``testresources/kraft/server.properties``) but its
-#: listeners and controller keys (the brokers here listen on 127.0.0.1) and ``broker.rack`` and
-#: ``replica.selector.class``, which kafkalog refuses (docs/kafka-compatibility.md)
+#: listeners and controller keys (the brokers here listen on 127.0.0.1)
 BROKER_KEYS = {
+    "broker.rack": "RACK1",
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
     "num.partitions": "4",
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",

@@ -97,6 +97,8 @@ class Broker:
         self.config = config
         self.advertised = advertised
         self.node_id = config.node_id
+        #: ``broker.rack`` (None: no rack)
+        self.rack = config.rack
         self.cluster_id = manager.meta_properties.cluster_id or config.values["cluster.id"] or None
         self.topic_ids = TopicIds(manager)
         #: the topics of Metadata answers, kept encoded while each topic's metadata stays

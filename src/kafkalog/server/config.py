@@ -75,6 +75,10 @@ SERVER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("transaction.state.log.min.isr", INT, 1, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", SHORT, 1, at_least(1)),
     ConfigDef("share.coordinator.state.topic.min.isr", SHORT, 1, at_least(1)),
+    # the node's rack (Metadata, DescribeCluster) and the preferred read replica's selector: with one
+    # replica, Kafka's selectors (:data:`REPLICA_SELECTORS`) both choose the leader
+    ConfigDef("broker.rack", STRING, None, None),
+    ConfigDef("replica.selector.class", STRING, None, None),
     # the group protocols served besides classic (Kafka 4.4's GroupCoordinatorConfig; share groups
     # follow share.version only): :data:`REBALANCE_PROTOCOLS`, checked in :class:`ServerConfig`
     ConfigDef("group.coordinator.rebalance.protocols", LIST, ["classic", "consumer", "streams"], None),
@@ -356,6 +360,12 @@ class ServerConfig:
         self.streams_group = _streams_group_config(resolved)
         #: the consumer and streams group keys' defaults and bounds for per-group configs (a ``GroupBounds``)
         self.group_bounds = _group_bounds(resolved)
+        #: ``broker.rack``: the node's rack in Metadata and DescribeCluster (None: no rack)
+        self.rack: str | None = resolved["broker.rack"]
+        selector = resolved["replica.selector.class"]
+        _require(selector is None or selector in REPLICA_SELECTORS,
+                 f"Invalid value {selector} for configuration replica.selector.class: Class {selector} "
+                 f"could not be found (kafkalog takes Kafka's own: {', '.join(REPLICA_SELECTORS)})")
 
     def bind_address(self, host: str | None, port: int | None) -> tuple[str, int]:
         """The address of the first listener: ``--host``/``--port`` win over ``listeners``;
@@ -385,6 +395,11 @@ class ServerConfig:
         host = bound_host if bound_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         return Listener(host, bound_port, name, self.protocol_map.get(name, PLAINTEXT))
 
+
+#: the ``ReplicaSelector`` classes of Kafka's clients jar: on one replica each selects the leader, so a
+#: Fetch's preferred read replica is always -1 (none), as Kafka's one-node broker answers
+REPLICA_SELECTORS = ("org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                     "org.apache.kafka.common.replica.LeaderSelector")
 
 #: Kafka's ``ConsumerGroupMigrationPolicy`` values (matched case-insensitively)
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")

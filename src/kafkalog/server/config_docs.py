@@ -288,6 +288,10 @@ BROKER_DOCS: dict[str, str] = {
         'The broker id for this server. This configuration is deprecated and will be removed in Apache '
         'Kafka 5.0. Please use <code>node.id</code> instead.'
     ),
+    'broker.rack': (
+        'Rack of the broker. This will be used in rack aware replication assignment for fault '
+        'tolerance. Examples: <code>RACK1</code>, <code>us-east-1d</code>'
+    ),
     'compression.gzip.level': (
         "The compression level to use if compression.type is set to 'gzip'."
     ),
@@ -754,6 +758,10 @@ BROKER_DOCS: dict[str, str] = {
     ),
     'replica.high.watermark.checkpoint.interval.ms': (
         'The frequency with which the high watermark is saved out to disk'
+    ),
+    'replica.selector.class': (
+        'The fully qualified class name that implements ReplicaSelector. This is used by the broker to '
+        'find the preferred read replica. By default, we use an implementation that returns the leader.'
     ),
     'sasl.enabled.mechanisms': (
         'The list of SASL mechanisms enabled in the Kafka server. The list may contain any mechanism for '

@@ -154,17 +154,33 @@ def topic_config_entries(broker: Broker, cfg: LogConfig, synonyms: bool = False,
     return out
 
 
-def _broker_entries(broker: Broker, documentation: bool = False) -> list[dict[str, Any]]:
+def _broker_entries(broker: Broker, documentation: bool = False,
+                    synonyms: bool = False) -> list[dict[str, Any]]:
     out = []
     for key, d in SERVER_CONFIGS.items():
         value = broker.config.values[key]
-        source = SOURCE_STATIC_BROKER if key in broker.config.explicit else SOURCE_DEFAULT
+        static = key in broker.config.explicit
+        source = SOURCE_STATIC_BROKER if static else SOURCE_DEFAULT
         out.append({"name": key, "value": format_value(d.type, value), "read_only": True,
                     "config_source": source, "is_sensitive": False,
-                    "is_default": value == d.default, "synonyms": [],
+                    "is_default": value == d.default,
+                    "synonyms": _broker_synonyms(key, d, value, static) if synonyms else [],
                     "config_type": _CONFIG_TYPES.get(d.type, 0),
                     "documentation": _documentation(BROKER_DOCS, key, documentation)})
     return out
+
+
+def _broker_synonyms(key: str, d: Any, value: Any, static: bool) -> list[dict[str, Any]]:
+    """Kafka's ``ConfigHelper.createBrokerConfigEntry`` synonyms of a broker key that has no other
+    name: its static value (STATIC_BROKER_CONFIG), then its default when it has one (DEFAULT_CONFIG).
+    The keys that are a topic key's broker synonyms (``log.retention.hours``...) are answered
+    without (docs/kafka-compatibility.md)."""
+    if key in _TOPIC_KEY_OF:
+        return []
+    found = [{"name": key, "value": format_value(d.type, value), "source": SOURCE_STATIC_BROKER}] if static else []
+    if d.default is not None:
+        found.append({"name": key, "value": format_value(d.type, d.default), "source": SOURCE_DEFAULT})
+    return found
 
 
 def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
@@ -183,7 +199,7 @@ def _describe_one(broker: Broker, rtype: int, name: str, keys: tuple | None,
                           error_message=f"Unexpected broker id, expected {broker.node_id} or empty string, "
                                         f"but received {name}")
             return result
-        entries = _broker_entries(broker, documentation)
+        entries = _broker_entries(broker, documentation, synonyms)
     elif rtype == RESOURCE_GROUP:
         from kafkalog.server.handlers.group_configs import group_config_entries
         entries = group_config_entries(broker, name, synonyms)

@@ -132,7 +132,7 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
     adv = broker.advertised
     without_topics = encode_response(request, broker.response(request, {
         "throttle_time": 0,
-        "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None}],
+        "brokers": [{"node_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": broker.rack}],
         "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": [],
         "cluster_authorized_operations": broker.operations(
             CLUSTER, CLUSTER_NAME, 8 <= request.api_version <= 10 and body.include_cluster_authorized_operations),
@@ -168,7 +168,7 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
     return broker.response(request, {
         "throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
         "cluster_id": broker.cluster_id or "", "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": None,
+        "brokers": [{"broker_id": broker.node_id, "host": adv.host, "port": adv.port, "rack": broker.rack,
                      "is_fenced": False}],
         "cluster_authorized_operations": broker.operations(
             CLUSTER, CLUSTER_NAME, bool(request.body.include_cluster_authorized_operations))})
