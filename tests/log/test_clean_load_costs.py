@@ -8,37 +8,21 @@ crash (every step lists again) is checked to still find every record."""
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from kafkalog.log.manager import LogManager
+from tests.log.test_crash_restart_costs import load_counting_c_calls, one_record_partitions
 
 PARTITIONS = 40
 
 
 def _made(path: Path) -> str:
-    data = str(path / "data")
-    m = LogManager(data, {}, background=False)
-    m.create_topic("t", PARTITIONS)
-    for p in range(PARTITIONS):
-        m.get_log("t", p).append_records([b"one record"])
-    m.close()
-    return data
+    return one_record_partitions(path, PARTITIONS)
 
 
 def _calls_loading(data: str) -> Counter[str]:
-    calls: Counter[str] = Counter()
-
-    def prof(frame: Any, event: str, arg: Any) -> None:
-        if event == "c_call":
-            calls[getattr(arg, "__name__", "")] += 1
-    sys.setprofile(prof)
-    try:
-        m = LogManager(data, {}, background=False)
-    finally:
-        sys.setprofile(None)
+    m, calls = load_counting_c_calls(data)
     try:
         assert m.had_clean_shutdown
         assert [m.get_log("t", p).log_end_offset for p in range(PARTITIONS)] == [1] * PARTITIONS

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,32 +20,45 @@ import pytest
 from kafkalog.log.manager import LogManager
 
 
-def _crashed_dir(path: Path, partitions: int) -> str:
-    path.mkdir()
+def one_record_partitions(path: Path, partitions: int) -> str:
+    """A data directory under ``path`` with topic ``t`` of ``partitions`` partitions holding one
+    record each, closed cleanly."""
+    path.mkdir(exist_ok=True)
     data = str(path / "data")
     m = LogManager(data, {}, background=False)
     m.create_topic("t", partitions)
     for p in range(partitions):
         m.get_log("t", p).append_records([b"one record"])
     m.close()
+    return data
+
+
+def _crashed_dir(path: Path, partitions: int) -> str:
+    data = one_record_partitions(path, partitions)
     LogManager(data, {}, background=False).abandon()       # restarted, then a crash
     for snap in glob.glob(os.path.join(data, "t-*", "*.snapshot")):
         os.unlink(snap)                                     # the recovery writes them again
     return data
 
 
-def _fsyncs_loading(data: str) -> int:
-    n = 0
+def load_counting_c_calls(data: str) -> tuple[LogManager, Counter[str]]:
+    """A ``LogManager`` opened on ``data`` and the C functions it called while loading, by name."""
+    calls: Counter[str] = Counter()
 
     def prof(frame: Any, event: str, arg: Any) -> None:
-        nonlocal n
-        if event == "c_call" and getattr(arg, "__name__", "") == "fsync":
-            n += 1
+        if event == "c_call":
+            calls[getattr(arg, "__name__", "")] += 1
     sys.setprofile(prof)
     try:
         m = LogManager(data, {}, background=False)
     finally:
         sys.setprofile(None)
+    return m, calls
+
+
+def _fsyncs_loading(data: str) -> int:
+    m, calls = load_counting_c_calls(data)
+    n = calls["fsync"]
     try:
         assert not m.load_result.recovery_reports or all(
             r.log_end_offset == 1 for r in m.load_result.recovery_reports.values())
