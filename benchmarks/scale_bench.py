@@ -329,8 +329,11 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float, until: s
         if until == "metadata":
             return out
 
+        # (the step includes making the partitions: at 100,000 longer than librdkafka's default
+        # 300 s message timeout here)
         p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                      "queue.buffering.max.messages": max(100000, 2 * partitions)})
+                      "queue.buffering.max.messages": max(100000, 2 * partitions),
+                      "message.timeout.ms": 1800000})
         failed: List[Any] = []
         t1 = time.perf_counter()
         for t in topics:

@@ -44,7 +44,7 @@ import os
 import resource
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Protocol
 
@@ -101,6 +101,8 @@ class FileHandles:
         self._sync_lock = threading.Lock()
         #: owners with fsyncs in flight on the sync threads: how many
         self._syncing: dict[HandleOwner, int] = {}
+        #: owners whose fsync by a sync thread ended, in that order (closed by :meth:`_evict`)
+        self._synced: deque[HandleOwner] = deque()
         #: descriptors closed by the bound
         self.evictions = 0
         #: fsyncs handed to the sync threads by evictions (dirty descriptors at the old end)
@@ -175,7 +177,7 @@ class FileHandles:
             over = len(od) + len(parked) + len(cleaning) - self.limit
             if over <= 0:
                 return
-            if cleaning and self._close_synced(over):
+            if cleaning and self._close_synced():
                 continue
             if parked:
                 owner = next(iter(parked))
@@ -202,23 +204,19 @@ class FileHandles:
                 continue
             return
 
-    def _close_synced(self, over: int) -> bool:
-        """Close up to ``over`` of the ``cleaning`` owners whose fsync is done, oldest first (the
-        fsyncs end about in the order they were handed over: the walk stops at the first one in
-        flight). Whether one was closed."""
-        syncing = self._syncing
-        done = []
-        for owner in self.cleaning:
-            if owner in syncing or len(done) >= over:
-                break
-            if not owner.unflushed and not owner.users:
-                done.append(owner)
-        closed = False
-        for owner in done:
-            if self._close(owner):
-                del self.cleaning[owner]
-                closed = True
-        return closed
+    def _close_synced(self) -> bool:
+        """Close one of the ``cleaning`` owners whose fsync is done, in the order the fsyncs
+        ended (``_synced``). Whether one was closed."""
+        synced, cleaning = self._synced, self.cleaning
+        while synced:
+            owner = synced.popleft()
+            # (one used meanwhile went back to ``lru``; one in use now goes back when its user
+            # touches it)
+            if owner in cleaning and not owner.unflushed and owner not in self._syncing \
+                    and self._close(owner):
+                del cleaning[owner]
+                return True
+        return False
 
     def _close(self, owner: HandleOwner) -> bool:
         """Close the descriptor of a clean ``owner`` unless it is in use (see the module's rules:
@@ -268,6 +266,7 @@ class FileHandles:
                 left = self._syncing.pop(owner, 1) - 1
                 if left:
                     self._syncing[owner] = left
+            self._synced.append(owner)
         if self.lock.acquire(blocking=False):       # (else the next opener evicts)
             try:
                 self._evict()
