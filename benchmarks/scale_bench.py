@@ -340,7 +340,7 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float, until: s
             for i in range(per_topic):
                 p.produce(t, b"v", partition=i, on_delivery=lambda err, msg: err and failed.append(err))
             p.poll(0)
-        left = p.flush(600)
+        left = p.flush(3600)
         out["produce_s"] = round(time.perf_counter() - t1, 3)
         assert left == 0 and not failed, (left, failed[:3])
         out["worst_wait_produce_ms"] = prober.window()

@@ -434,8 +434,12 @@ class LogManager:
         if self.load_result.deleted_dirs:
             fsutil.fsync_dir(self.data_dir)
         total = len(to_load)
+        configs: Dict[str, LogConfig] = {}      # (one per topic: a LogConfig is built from every key)
         for i, (path, tp) in enumerate(to_load):
-            log = Log.open(path, self.topic_config(tp.topic),
+            cfg = configs.get(tp.topic)
+            if cfg is None:
+                cfg = configs[tp.topic] = self.topic_config(tp.topic)
+            log = Log.open(path, cfg,
                            log_start_offset=start_offsets.get(tp, 0),
                            recovery_point=recovery_points.get(tp, 0),
                            had_clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler,
