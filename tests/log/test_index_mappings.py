@@ -84,3 +84,46 @@ def test_partitions_without_index_entries_hold_no_mapping(tmp_path):
         assert grown < SLACK, f"{grown} mappings for 2,001 partitions after a restart"
     finally:
         m.close()
+
+
+_KILLED_WRITER = """
+import os, signal, sys
+from kafkalog.log.manager import LogManager
+m = LogManager(sys.argv[1], {"log.flush.interval.ms": 1 << 40}, background=False)
+for t in range(50):
+    m.create_topic(f"t{t}", 20)
+    for p in range(20):
+        m.get_log(f"t{t}", p).append_records([(b"k", b"one record")])
+m.write_checkpoints()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
+def test_recovered_partitions_hold_no_mapping(tmp_path):
+    """After a SIGKILL, 1,000 one-record partitions are recovered: the recovery appends each
+    time index's last entry (Kafka's), trims it and resizes it for appends; with that one entry
+    the index is read, not mapped. Before: each recovered partition kept its time index mapped
+    (a 100,000-partition broker restarted after SIGKILL died at the kernel's 65,530 mappings)."""
+    import subprocess
+    import sys
+    data = str(tmp_path / "data")
+    p = subprocess.run([sys.executable, "-c", _KILLED_WRITER, data], capture_output=True, timeout=300)
+    assert p.returncode == -9, p.stderr.decode()[-2000:]
+    before = _maps()
+    m = LogManager(data, {"log.flush.interval.ms": 1 << 40}, background=False)
+    try:
+        assert not m.had_clean_shutdown
+        for t in range(50):
+            for part in range(20):
+                log = m.get_log(f"t{t}", part)
+                assert [r.value for r in log.records(0)] == [b"one record"]
+                assert log.active_segment.time_index.entries == 1
+        grown = _maps() - before
+        assert grown < SLACK, f"{grown} mappings for 1,000 recovered partitions"
+        log = m.get_log("t0", 0)
+        log.append_records([b"two"])
+        log.flush()                                     # forces the recovery's entry too
+        assert [r.value for r in log.records(0)] == [b"one record", b"two"]
+    finally:
+        m.close()

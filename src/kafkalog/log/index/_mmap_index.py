@@ -181,6 +181,8 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._entries = 0
         self._max_entries = 0
         self._reserved = 0
+        #: entries were written through a mapping since dropped (:meth:`_map`) and not forced
+        self._unforced = False
 
     @classmethod
     def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> Self:
@@ -279,8 +281,18 @@ class AbstractIndex(IndexFile, Generic[E]):
             mapped = len(data) - len(data) % self.entry_size
             self._length = len(data)
             self._mm = data[:mapped] if mapped < len(data) else data
-        elif isinstance(self._mm, mmap.mmap) or self._entries * self.entry_size > READ_LIMIT:
+        elif self._entries * self.entry_size > READ_LIMIT:
             self._map_fd(self._fd, mapped)
+        elif isinstance(self._mm, mmap.mmap):
+            # few entries left mapped (a trim at roll, at the end of a recovery, which appends
+            # the time index's last entry): their bytes kept, the mapping dropped (not closed: see
+            # resize), the next write maps again; written pages not forced yet are forced by the
+            # next flush
+            used = min(self._entries * self.entry_size, mapped)
+            self._mm = bytearray(self._mm[:used])
+            if self._reserved:
+                self._unforced = True
+            self._reserved = 0
         else:
             # No mapping while there is nothing to write through it (module docstring): the
             # entries, if any, are read (they stay as they are until the first write maps the file)
@@ -526,10 +538,24 @@ class AbstractIndex(IndexFile, Generic[E]):
         to since the file was mapped; no-op if never loaded or never written."""
         if isinstance(self._mm, mmap.mmap) and self.writable and self._reserved:
             try:
-                # only the reserved pages can have been written (every store reserves first)
+                # only the reserved pages can have been written (every store reserves first;
+                # from byte 0 again after a dropped mapping: its pages are covered)
                 self._mm.flush(0, min(self._reserved, len(self._mm)))
             except OSError as err:
                 raise io_error(err, self._path, "flush index") from err
+            self._unforced = False
+        elif self._unforced:
+            try:
+                fd = os.open(self._path, os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+            except FileNotFoundError:
+                pass                                # (deleted: nothing to force)
+            except OSError as err:
+                raise io_error(err, self._path, "flush index") from err
+            self._unforced = False
 
     def close(self) -> None:
         """Trim to the valid size (writable indexes whose file is still there) and unmap."""
