@@ -361,15 +361,18 @@ def run_peer(peer: Any, partitions: int, per_topic: int, idle_s: float, until: s
         if until == "metadata":
             return out
 
+        # (the step includes making the partitions: at 100,000 longer than librdkafka's default
+        # 300 s message timeout here)
         p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                      "queue.buffering.max.messages": max(100000, 2 * partitions)})
+                      "queue.buffering.max.messages": max(100000, 2 * partitions),
+                      "message.timeout.ms": 1800000})
         failed: List[Any] = []
         t1 = time.perf_counter()
         for t in topics:
             for i in range(per_topic):
                 p.produce(t, b"v", partition=i, on_delivery=lambda err, msg: err and failed.append(err))
             p.poll(0)
-        left = p.flush(600)
+        left = p.flush(3600)
         out["produce_s"] = round(time.perf_counter() - t1, 3)
         assert left == 0 and not failed, (left, failed[:3])
         out["worst_wait_produce_ms"] = prober.window()

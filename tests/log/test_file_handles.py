@@ -107,6 +107,7 @@ def test_pinned_descriptor_is_not_closed_by_eviction(tmp_path, small_bound):
     """A reader's pin keeps its descriptor open while 40 other files push it out of the LRU; once
     unpinned it is evicted, and the next read reopens the file by path."""
     first = _files(tmp_path, 1)[0]
+    first.flush()                   # clean (a dirty descriptor goes after every clean one)
     fd = first.pin()
     try:
         others = [FileRecords.open(str(tmp_path / f"o{i}.log"), file_already_exists=False)
@@ -175,3 +176,41 @@ def test_concurrent_readers_and_writers_under_eviction(tmp_path, small_bound):
         assert data[:4096] == bytes([i % 251]) * 4096
         assert set(data[4096 + len(str(i)):]) <= {i % 251}
         fr.close()
+
+
+def test_clean_descriptors_are_evicted_before_dirty_ones(tmp_path, small_bound):
+    """Eight files with unflushed appends are the least recently used of 16; opening 8 more
+    closes 8 clean ones, fsyncs nothing and leaves the dirty ones open. Once every open one is
+    dirty, opening more neither waits nor closes an unsynced descriptor: the fsyncs go to the sync
+    threads (as many as the bound is exceeded by) and the set comes back to its bound once they
+    are done. Before: the dirty ones were evicted first, each fsynced, and beyond the headroom the
+    opener waited for the fsyncs."""
+    dirty = _files(tmp_path, 8)                          # appended to: unflushed
+    clean = [FileRecords.open(str(tmp_path / f"c{i}.log"), file_already_exists=False) for i in range(8)]
+    syncs = HANDLES.eviction_syncs
+    more = [FileRecords.open(str(tmp_path / f"m{i}.log"), file_already_exists=False) for i in range(8)]
+    assert HANDLES.eviction_syncs == syncs               # no fsync while clean ones were left
+    assert [f.fd >= 0 for f in dirty] == [True] * 8      # the dirty ones stay open
+    assert [f.fd for f in clean] == [-1] * 8             # the clean ones went, oldest first
+    assert len(HANDLES) <= small_bound
+    for f in more:
+        f.append(b"x" * 100)                             # now every open descriptor is dirty
+    waits = HANDLES.waits
+    extra = []
+    for i in range(4):
+        extra.append(FileRecords.open(str(tmp_path / f"e{i}.log"), file_already_exists=False))
+        extra[-1].append(b"y" * 100)
+    assert HANDLES.waits == waits
+    assert HANDLES.eviction_syncs - syncs >= 4           # handed over, not done by the opener
+    for f in dirty + more:
+        HANDLES.wait_synced(f)
+    deadline = time.monotonic() + 10
+    while len(HANDLES) > small_bound and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(HANDLES) <= small_bound                   # back to the bound once synced
+    assert sum(f.fd == -1 for f in dirty) >= 4           # the oldest dirty ones closed after it
+    for i, f in enumerate(dirty):
+        assert f.read_at(0, 4096) == bytes([i % 251]) * 4096
+        assert not f.unflushed or f.fd >= 0              # never closed unsynced
+    for f in dirty + clean + more + extra:
+        f.close()

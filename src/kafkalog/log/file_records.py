@@ -212,7 +212,7 @@ class FileRecords:
             try:
                 _touch(self)
             except KeyError:
-                pass
+                HANDLES.touch(self)             # parked (dirty, waiting for its fsync) or evicted
             return fd
         try:
             return HANDLES.reopen(self)

@@ -5,8 +5,12 @@ Fixed-size big-endian entries from byte 0, no header and no checksum. A new file
 ``segment.index.bytes`` rounded down to the entry size as Kafka does (the length set, a sparse file:
 no blocks are used until entries are written); an existing file holds
 ``length // entry_size`` entries (zero-filled preallocated tails included -- see
-:meth:`AbstractIndex.zero_filled_tail_entries`). The file is created and mapped lazily, on first
-use (Kafka's ``LazyIndex``).
+:meth:`AbstractIndex.zero_filled_tail_entries`). The file is created lazily, on first use (Kafka's
+``LazyIndex``), and mapped only once it holds entries: at the first entry written (:meth:`reserve`),
+or at a load that finds more entries than :data:`READ_LIMIT` bytes (fewer are read, not mapped), so
+a partition without index entries (less than ``index.interval.bytes`` of data) holds no mapping of
+its own and the node's mappings (the kernel's ``vm.max_map_count``, 65,530 by default) are bounded
+by the partitions that have index entries, not by all of them.
 """
 
 from __future__ import annotations
@@ -115,6 +119,10 @@ def _map_shared(fd: int, length: int) -> mmap.mmap:
 
 #: blocks of a sparse index are reserved this many bytes at a time, as entries reach them (one page)
 RESERVE_CHUNK = 4096
+#: a writable index whose entries take at most this many bytes when it is loaded reads them instead
+#: of mapping the file (one page: a partition's time index after a clean shutdown holds one entry);
+#: it is mapped at its first write
+READ_LIMIT = 4096
 
 
 def _reserve(fd: int, start: int, end: int) -> None:
@@ -173,6 +181,8 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._entries = 0
         self._max_entries = 0
         self._reserved = 0
+        #: entries were written through a mapping since dropped (:meth:`_map`) and not forced
+        self._unforced = False
 
     @classmethod
     def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> Self:
@@ -224,10 +234,14 @@ class AbstractIndex(IndexFile, Generic[E]):
             raise io_error(err, path, "open index") from err
         entries = 0
         try:
+            if self.writable:
+                # (before the mapping: whether there is one depends on the entries)
+                self._entries = entries = 0 if newly_created else self._length // self.entry_size
+                self._mm = bytearray()
             self._map()
             # (after the mapping: a read-only index read fewer bytes when the file shrank meanwhile)
             entries = 0 if newly_created else self._length // self.entry_size
-            if entries and self.writable:
+            if entries and self.writable and isinstance(self._mm, mmap.mmap):
                 # the last slot's page into the page cache (read below): a fault through the
                 # mapping into a page the cache lacks took milliseconds (a file a crash left at its
                 # preallocated length ends in a hole)
@@ -267,12 +281,34 @@ class AbstractIndex(IndexFile, Generic[E]):
             mapped = len(data) - len(data) % self.entry_size
             self._length = len(data)
             self._mm = data[:mapped] if mapped < len(data) else data
+        elif self._entries * self.entry_size > READ_LIMIT:
+            self._map_fd(self._fd, mapped)
+        elif isinstance(self._mm, mmap.mmap):
+            # few entries left mapped (a trim at roll, at the end of a recovery, which appends
+            # the time index's last entry): their bytes kept, the mapping dropped (not closed: see
+            # resize), the next write maps again; written pages not forced yet are forced by the
+            # next flush
+            used = min(self._entries * self.entry_size, mapped)
+            self._mm = bytearray(self._mm[:used])
+            if self._reserved:
+                self._unforced = True
+            self._reserved = 0
         else:
-            try:
-                self._mm = _map_shared(self._fd, mapped)
-            except (OSError, ValueError) as err:
-                raise KafkalogIOError(f"mmap failed: {err}", file=self._path) from err
+            # No mapping while there is nothing to write through it (module docstring): the
+            # entries, if any, are read (they stay as they are until the first write maps the file)
+            used = min(self._entries * self.entry_size, mapped)
+            if len(self._mm) > used:
+                self._mm = self._mm[:used]
+            elif len(self._mm) < used:
+                self._mm = bytearray(_pread_all(self._fd, used))
         self._max_entries = mapped // self.entry_size
+
+    def _map_fd(self, fd: int, mapped: int) -> None:
+        """Map the first ``mapped`` bytes of the file open as ``fd`` (a writable index)."""
+        try:
+            self._mm = _map_shared(fd, mapped)
+        except (OSError, ValueError) as err:
+            raise KafkalogIOError(f"mmap failed: {err}", file=self._path) from err
 
     @classmethod
     def from_bytes(cls, path: os.PathLike[str] | str, base_offset: int, data: bytes,
@@ -415,7 +451,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         if not self._loaded:
             self._load()
         end = min((self._entries + entries) * self.entry_size, self._max_entries * self.entry_size)
-        if end <= self._reserved:
+        if end <= self._reserved and isinstance(self._mm, mmap.mmap):
             return
         self._check_writable()
         upto = min(-(-end // RESERVE_CHUNK) * RESERVE_CHUNK, self._length)
@@ -429,7 +465,13 @@ class AbstractIndex(IndexFile, Generic[E]):
             # faults it in through the mapping, which took 6-35 ms a page here (a pread: 0.05)
             os.pread(fd, upto - self._reserved, self._reserved)
         except OSError as err:
+            os.close(fd)
             raise _no_space(err, self._path, "reserve index blocks") from err
+        try:
+            if not isinstance(self._mm, mmap.mmap) and self._max_entries:
+                # the first write: the file is mapped now (the entries read at the load, if any,
+                # are the file's bytes, nothing was written since)
+                self._map_fd(fd, self._max_entries * self.entry_size)
         finally:
             os.close(fd)
         self._reserved = upto
@@ -472,8 +514,14 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._truncate_to_entries(0)
 
     def reset(self) -> None:
-        """Truncate to 0 entries, then ``resize(max_index_size)``."""
+        """Truncate to 0 entries and unmap, then ``resize(max_index_size)`` (a segment's recovery,
+        before its log is open to readers: a lookup takes no lock, and one that read the entry
+        count before a truncation reads the mapping after it; a truncation while the log is open
+        keeps the mapping)."""
         self.truncate()
+        if self.writable and self._loaded:
+            self._mm = bytearray()          # (dropped, not closed: see resize)
+            self._reserved = 0
         if self.max_index_size >= 0:
             self.resize(self.max_index_size)
 
@@ -490,10 +538,24 @@ class AbstractIndex(IndexFile, Generic[E]):
         to since the file was mapped; no-op if never loaded or never written."""
         if isinstance(self._mm, mmap.mmap) and self.writable and self._reserved:
             try:
-                # only the reserved pages can have been written (every store reserves first)
+                # only the reserved pages can have been written (every store reserves first;
+                # from byte 0 again after a dropped mapping: its pages are covered)
                 self._mm.flush(0, min(self._reserved, len(self._mm)))
             except OSError as err:
                 raise io_error(err, self._path, "flush index") from err
+            self._unforced = False
+        elif self._unforced:
+            try:
+                fd = os.open(self._path, os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+            except FileNotFoundError:
+                pass                                # (deleted: nothing to force)
+            except OSError as err:
+                raise io_error(err, self._path, "flush index") from err
+            self._unforced = False
 
     def close(self) -> None:
         """Trim to the valid size (writable indexes whose file is still there) and unmap."""

@@ -160,7 +160,8 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
 
     def _largest_lower_bound_slot(self, target: int) -> int:
         """Slot of the largest relative offset <= target - base, or -1."""
-        slot: int = index_slot(self._mm, self._entries, target - self.base_offset)
+        n = self._entries          # (before the buffer: the first write maps the file, then counts)
+        slot: int = index_slot(self._mm, n, target - self.base_offset)
         return slot
 
     def lookup(self, target_offset: int) -> OffsetPosition:
