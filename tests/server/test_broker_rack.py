@@ -17,7 +17,7 @@ import sys
 from tests import kafka44
 from tests.server import differential as d
 from tests.server.broker_process import BrokerProcess
-from tests.server.test_differential import _batch, _now, _produce
+from tests.server.test_differential import _batch, _fetch, _now, _produce
 
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 PAIR_CONFIGS = {"broker.rack": "RACK1", "replica.selector.class": RACK_AWARE}
@@ -37,26 +37,13 @@ def s_rack(c: d.Conn) -> None:
                retry=frozenset())
     for v in (11, 12, 17):
         for rack in ("RACK1", "RACK2"):
-            r = _fetch_from_rack(c, f"Fetch v{v} rack {rack}", v, rack)
+            r = _fetch(c, f"Fetch v{v} rack {rack}", v, "rack-t", rack=rack)
             assert int(r.responses[0].partitions[0].preferred_read_replica) == -1
     c.call("DescribeConfigs v4: broker rack and selector", 32, 4, {"resources": [{
         "resource_type": 4, "resource_name": "1",
         "configuration_keys": ["broker.rack", "replica.selector.class", "num.partitions",
                                "delete.topic.enable", "group.initial.rebalance.delay.ms"]}],
         "include_synonyms": True, "include_documentation": True}, retry=frozenset())
-
-
-def _fetch_from_rack(c: d.Conn, label: str, version: int, rack: str) -> object:
-    key = c.topic_id("rack-t") if version >= 13 else "rack-t"
-    return c.call(label, 1, version, {
-        "cluster_id": None, "replica_id": -1, "replica_state": {"replica_id": -1, "replica_epoch": -1},
-        "max_wait": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1, "rack_id": rack,
-        "topics": [{"topic_id" if version >= 13 else "topic": key, "partitions": [
-            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
-             "log_start_offset": -1, "partition_max_bytes": 1 << 20, "replica_directory_id": None,
-             "high_watermark": -1}]}],
-        "forgotten_topics_data": []})
 
 
 def test_rack_and_selector_answered_as_kafka(kafka_pair: tuple[kafka44.KafkaBroker, BrokerProcess]) -> None:

@@ -59,13 +59,13 @@ def _produce(c: d.Conn, label: str, version: int, topic: str, records: bytes | N
 
 def _fetch(c: d.Conn, label: str, version: int, topic: str, offset: int = 0, partition: int = 0,
            max_bytes: int = 1 << 20, isolation: int = 0, topic_id: Any = None, session_id: int = 0,
-           session_epoch: int = -1) -> Any:
+           session_epoch: int = -1, rack: str = "") -> Any:
     key: Any = (topic_id if topic_id is not None else c.topic_id(topic)) if version >= 13 else topic
     k = "topic_id" if version >= 13 else "topic"
     return c.call(label, 1, version, {
         "cluster_id": None, "replica_id": -1, "replica_state": {"replica_id": -1, "replica_epoch": -1},
         "max_wait": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": isolation,
-        "session_id": session_id, "session_epoch": session_epoch, "rack_id": "",
+        "session_id": session_id, "session_epoch": session_epoch, "rack_id": rack,
         "topics": [{k: key, "partitions": [
             {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
              "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes,

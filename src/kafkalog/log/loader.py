@@ -157,7 +157,8 @@ class LogLoader:
         self.contiguous = not self.config.compact
         #: the directory's file names (sorted) as last listed: valid while :meth:`_dir_changed` is false
         self.names: List[str] = []
-        self._names_set: Optional[Set[str]] = None
+        #: :attr:`names` as a set, for :meth:`_index_problem`'s look-ups
+        self._listed: Set[str] = set()
         #: segment (id) -> its next offset, read by :meth:`_overflows` (a segment a recovery
         #: touches is read again)
         self._next_offsets: Dict[int, int] = {}
@@ -257,6 +258,7 @@ class LogLoader:
         # the first step's listing, when it and the swaps changed nothing
         names = self.names if not self._dir_changed() else sorted(os.listdir(self.dir))
         self.names = names
+        self._listed = set(names)
         for name in names:
             off = _offset_of(name)
             if off is not None and name.endswith(LOG):
@@ -397,11 +399,10 @@ class LogLoader:
     def _index_problem(self, seg: LogSegment, base: int) -> Optional[str]:
         """Why the segment's indexes must be rebuilt (missing offset index, corrupt transaction
         index, or a failed sanity check of a segment that is not recovered anyway), or None."""
-        listed = set(self.names) if self._names_set is None else self._names_set
-        self._names_set = listed
+        by_listing = not self._dir_changed()
 
-        def exists(path: str) -> bool:           # by the listing: no stat per file
-            return os.path.basename(path) in listed if not self._dir_changed() else os.path.exists(path)
+        def exists(path: str) -> bool:           # by the listing while it holds: no stat per file
+            return os.path.basename(path) in self._listed if by_listing else os.path.exists(path)
 
         if not exists(seg.offset_index_path):
             return "offset index file missing"
