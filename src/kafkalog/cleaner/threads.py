@@ -79,7 +79,7 @@ class LogCleaner:
         if logs is None:
             if log_manager is None:
                 raise CleanerError("LogCleaner needs a log manager or a logs() callable")
-            logs = log_manager.logs
+            logs = log_manager.compacted_logs    # (a pass walks the compacted topics' logs only)
         if config is None:
             config = CleanerConfig.from_broker(log_manager.broker_config if log_manager else None)
         self.config = config

@@ -205,7 +205,9 @@ def serve(data_dir: str, host: str | None, port: int | None, configs: tuple[str,
         logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     logger.info("opening %s", data_dir)
     # background work (retention, checkpoints, the cleaner) starts once the broker listens
-    manager = LogManager(data_dir, cfg.broker, background=False, cleaner_factory=_log_cleaner)
+    from kafkalog.server import heap
+    with heap.loading():        # (no collection walks the partitions' objects while they are made)
+        manager = LogManager(data_dir, cfg.broker, background=False, cleaner_factory=_log_cleaner)
     if manager.created_data_dir:
         logger.info("created the data directory %s (cluster %s)", manager.data_dir,
                     manager.meta_properties.cluster_id)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_left, bisect_right
-from typing import Callable, List, Optional, Tuple
+from contextlib import contextmanager
+from typing import Callable, Iterator, List, Optional, Tuple
 
 from kafkalog.errors import CorruptCheckpointError, InvalidEpochError
 from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochCheckpointFile
@@ -43,18 +44,22 @@ class LeaderEpochFileCache:
         self._lock = threading.RLock()
         self._epochs: List[int] = []
         self._offsets: List[int] = []
+        #: the entries the file holds (as read or last written; None: no file) and whether they
+        #: were synced: a write of the same entries is skipped (a restart's truncate-and-assign of
+        #: the same epoch rewrote every partition's file)
+        self._on_disk: Optional[List[EpochEntry]] = None
+        self._on_disk_synced = True
+        #: writes held back while a load runs (:meth:`deferred_writes`)
+        self._deferred = False
         if checkpoint is not None:
-            for e in checkpoint.read():
+            read = checkpoint.read_if_exists()
+            for e in read or ():
                 if e.epoch < 0 or e.start_offset < 0:
                     raise CorruptCheckpointError(
                         f"Negative epoch or offset in leader epoch checkpoint: {e}", file=checkpoint.path)
                 self._assign(e.epoch, e.start_offset)
-        #: the entries the file holds (as read or last written) and whether they were synced: a
-        #: write of the same entries is skipped (a restart's truncate-and-assign of the same epoch
-        #: rewrote every partition's file)
-        self._on_disk: Optional[List[EpochEntry]] = (
-            self.epoch_entries() if checkpoint is not None and os.path.exists(checkpoint.path) else None)
-        self._on_disk_synced = True
+            if read is not None:
+                self._on_disk = self.epoch_entries()
 
     #: called after a change of :meth:`latest_epoch` (the partition's leader epoch as Metadata
     #: answers it): the log manager keeps each topic's metadata stamp with it
@@ -144,8 +149,28 @@ class LeaderEpochFileCache:
             self._offsets.clear()
             self._latest_changed(before)
 
+    @contextmanager
+    def deferred_writes(self) -> Iterator[None]:
+        """Hold the checkpoint's writes back while the log is loaded (Kafka's loader truncates
+        the cache with an asynchronous flush): the load's truncations to the log's offsets (and a
+        recovery's truncate-and-assign of the same epochs) change the memory only. At the end the
+        file is written (not fsynced: the log's flush does) only when it would be wrong: when the
+        entries now held are not the file's entries or the first of them, which every load cuts
+        again to the same offsets. So a restart does not rewrite every partition's checkpoint
+        twice (cut to the log end offset by the load, the same epoch assigned again once led)."""
+        with self._lock:
+            self._deferred = True
+            try:
+                yield
+            finally:
+                self._deferred = False
+            entries = self.epoch_entries()
+            disk = self._on_disk
+            if disk is None or entries != disk[:len(entries)]:
+                self._flush(sync=False)
+
     def _flush(self, sync: bool) -> None:
-        if self.checkpoint is not None:
+        if self.checkpoint is not None and not self._deferred:
             entries = self.epoch_entries()
             if entries == self._on_disk and (self._on_disk_synced or not sync):
                 return

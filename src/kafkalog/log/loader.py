@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import os
 import struct
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set
+from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Set
 
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.config import LogConfig, as_log_config
@@ -36,6 +37,7 @@ from kafkalog.log.naming import (
     DELETED_FILE_SUFFIX,
     INDEX_SUFFIXES,
     LOG_FILE_SUFFIX,
+    PARTITION_METADATA_FILE,
     SEGMENT_SUFFIXES,
     SWAP_FILE_SUFFIX,
 )
@@ -93,6 +95,9 @@ class LoadedLog:
     recovery_point: int
     next_offset: int
     report: RecoveryReport
+    #: whether the load's listing of the directory held ``partition.metadata`` (a file the load
+    #: neither writes nor removes): the topic's ID is then known to be on disk without a stat
+    partition_metadata_listed: bool = False
 
 
 def _offset_of(name: str) -> Optional[int]:
@@ -169,13 +174,20 @@ class LogLoader:
         swap_files = self.remove_temp_files_and_collect_swap_files()
         self.complete_swap_operations(swap_files)
         try:
-            self.load_segment_files()
-            next_offset = self.recover_log()
-            return self.finish(next_offset)
+            with self._cache_writes_deferred():
+                self.load_segment_files()
+                next_offset = self.recover_log()
+                return self.finish(next_offset)
         except BaseException:
             for seg in self.opened:
                 seg.close_handlers()
             raise
+
+    def _cache_writes_deferred(self) -> ContextManager[None]:
+        """The leader-epoch cache's writes held back for the load (written once at its end when
+        the file would be wrong: :meth:`LeaderEpochFileCache.deferred_writes`)."""
+        deferred = getattr(self.cache, "deferred_writes", None)
+        return deferred() if deferred is not None else nullcontext()
 
     # --- steps ---------------------------------------------------------------------------------
 
@@ -346,7 +358,8 @@ class LogLoader:
             delete_segments_later(self.scheduler, self.config.file_delete_delay_ms, self.doomed)
         self.report.recovery_point = recovery_point
         self.report.log_end_offset = next_offset
-        return LoadedLog(segments, new_log_start, recovery_point, next_offset, self.report)
+        return LoadedLog(segments, new_log_start, recovery_point, next_offset, self.report,
+                         PARTITION_METADATA_FILE in self._listed)
 
     # --- helpers of the steps ------------------------------------------------------------------
 

@@ -130,23 +130,28 @@ class Log:
         """Open (creating when missing) a partition directory and run the loader (spec §4.8). The
         loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`."""
         from kafkalog.log.loader import load_log
-        os.makedirs(os.fspath(dir_path), exist_ok=True)
+        if not os.path.isdir(dir_path):     # (a stat: a loaded partition's directory exists)
+            os.makedirs(os.fspath(dir_path), exist_ok=True)
         if producer_state_manager is None:
             from kafkalog.log.producer_state import ProducerStateManager
             producer_state_manager = ProducerStateManager(dir_path)
         if leader_epoch_cache is None:
+            from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
             from kafkalog.log.leader_epoch import LeaderEpochFileCache
-            leader_epoch_cache = LeaderEpochFileCache(dir_path)
+            leader_epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(
+                os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT_FILE)))
         config = as_log_config(config)
         loaded = load_log(dir_path, config, log_start_offset=log_start_offset,
                           recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
                           clock=clock, producer_state_manager=producer_state_manager,
                           leader_epoch_cache=leader_epoch_cache, scheduler=scheduler)
-        return cls(dir_path, config, segments=loaded.segments,
-                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
-                   next_offset=loaded.next_offset, scheduler=scheduler, clock=clock,
-                   producer_state_manager=producer_state_manager,
-                   leader_epoch_cache=leader_epoch_cache, recovery_report=loaded.report)
+        log = cls(dir_path, config, segments=loaded.segments,
+                  log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
+                  next_offset=loaded.next_offset, scheduler=scheduler, clock=clock,
+                  producer_state_manager=producer_state_manager,
+                  leader_epoch_cache=leader_epoch_cache, recovery_report=loaded.report)
+        log.partition_metadata_listed = loaded.partition_metadata_listed
+        return log
 
     def _reload_config(self) -> None:
         c = self.config
@@ -183,6 +188,9 @@ class Log:
     #: called as ``listener(log)`` after every publish of the log end offset (appends, rolls,
     #: truncations, retention), under the log's lock: a listener must be cheap and must not block
     _publish_listeners: Tuple[Callable[[Log], None], ...] = ()
+    #: whether ``partition.metadata`` is known to be on disk (the load listed it, or the topic's
+    #: ID was written): the manager then reads or writes it without a stat first
+    partition_metadata_listed: bool = False
     #: called with the log after its end, recovery point or start offset may have moved (the
     #: manager's offset checkpoints then rewrite only the logs that changed)
     offsets_changed: Optional[Callable[[Log], None]] = None

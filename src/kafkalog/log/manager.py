@@ -48,8 +48,10 @@ import shutil
 import threading
 import time
 import uuid
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from kafkalog.errors import (
     CorruptCheckpointError,
@@ -439,15 +441,21 @@ class LogManager:
             fsutil.fsync_dir(self.data_dir)
         total = len(to_load)
         configs: Dict[str, LogConfig] = {}     # one per topic, not per partition: a topic's share it
-        for i, (path, tp) in enumerate(to_load):
-            cfg = configs.get(tp.topic)
-            if cfg is None:
-                cfg = configs[tp.topic] = self.topic_config(tp.topic)
-            log = Log.open(path, cfg,
-                           log_start_offset=start_offsets.get(tp, 0),
-                           recovery_point=recovery_points.get(tp, 0),
-                           had_clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler,
-                           clock=self.clock, producer_state_manager=self._producer_state(path))
+        for _path, tp in to_load:
+            if tp.topic not in configs:
+                configs[tp.topic] = self.topic_config(tp.topic)
+
+        def open_log(item: Tuple[str, TopicPartition]) -> Log:
+            path, tp = item
+            return Log.open(path, configs[tp.topic],
+                            log_start_offset=start_offsets.get(tp, 0),
+                            recovery_point=recovery_points.get(tp, 0),
+                            had_clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler,
+                            clock=self.clock,
+                            producer_state_manager=self._producer_state(path, list_snapshots=False))
+
+        threads = int(self.broker_config.num_recovery_threads_per_data_dir)
+        for i, ((path, tp), log) in enumerate(_opened_in_order(open_log, to_load, threads)):
             self._add_log(tp, log)
             self.load_result.loaded.append(os.path.basename(path))
             if log.recovery_report is not None:
@@ -701,9 +709,11 @@ class LogManager:
             else:
                 self._flush_seq_of.pop(tp, None)
 
-    def _producer_state(self, path: str) -> ProducerStateManager:
-        """A partition's producer state, expiring producers after ``producer.id.expiration.ms``."""
-        return ProducerStateManager(path, int(self.broker_config.producer_id_expiration_ms))
+    def _producer_state(self, path: str, list_snapshots: bool = True) -> ProducerStateManager:
+        """A partition's producer state, expiring producers after ``producer.id.expiration.ms``
+        (``list_snapshots`` False: for a load, which lists them from its listing)."""
+        return ProducerStateManager(path, int(self.broker_config.producer_id_expiration_ms),
+                                    list_snapshots=list_snapshots)
 
     def add_partitions(self, topic: str, total_partitions: int) -> List[Log]:
         """Grow ``topic`` to ``total_partitions`` partitions."""
@@ -737,11 +747,14 @@ class LogManager:
             parts = self.partitions_of(topic)
             if not parts:
                 raise InvalidTopicError(f"Topic '{topic}' does not exist.", file=self.data_dir)
-            files = [PartitionMetadataFile(os.path.join(self._by_topic[topic][p].dir,
-                                                        PARTITION_METADATA_FILE)) for p in parts]
+            logs = [self._by_topic[topic][p] for p in parts]
+            files = [PartitionMetadataFile(os.path.join(log.dir, PARTITION_METADATA_FILE)) for log in logs]
+            # (a partition whose load listed the file needs no stat: a Metadata for every topic
+            # after a restart asked one per partition on the event loop)
+            there = [log.partition_metadata_listed or f.exists() for log, f in zip(logs, files)]
             tid: Optional[uuid.UUID] = None
-            for f in files:
-                if f.exists():
+            for f, present in zip(files, there):
+                if present:
                     try:
                         tid = f.read().topic_id
                         break
@@ -749,9 +762,10 @@ class LogManager:
                         continue
             if tid is None:
                 tid = uuid.uuid4()
-            for f in files:
-                if not f.exists():
+            for log, f, present in zip(logs, files, there):
+                if not present:
                     f.write(tid)
+                log.partition_metadata_listed = True
             self._topic_ids[topic] = tid
             self._topics_by_id[tid] = topic
             self._unresolved_ids.discard(topic)
@@ -888,6 +902,20 @@ class LogManager:
         with self._lock:
             items = sorted(self._logs.items())
         yield from items
+
+    def compacted_logs(self) -> List[Tuple[TopicPartition, Log]]:
+        """(topic-partition, log) pairs of the topics whose ``cleanup.policy`` holds ``compact``,
+        sorted: what the cleaner looks at each pass. Found through the topics' configs, so a pass
+        costs nothing per partition of a deleting topic (every log when the broker's default
+        policy compacts: every log is then filtered, as Kafka's cleaner does)."""
+        if LogConfig({}, self.broker_config).compact:
+            return [(tp, log) for tp, log in self.logs() if log.config.compact]
+        with self._lock:
+            items = [(TopicPartition(topic, p), log)
+                     for topic, cfg in self._topic_configs.items() if cfg.compact
+                     for p, log in self._by_topic.get(topic, {}).items()]
+        items.sort()
+        return items
 
     def describe(self) -> List[PartitionInfo]:
         """Offsets and sizes of every partition."""
@@ -1107,6 +1135,43 @@ class LogManager:
 
     def __repr__(self) -> str:
         return f"LogManager({self.data_dir!r}, partitions={len(self._logs)})"
+
+
+def _opened_in_order(open_log: Callable[[Tuple[str, TopicPartition]], Log],
+                     items: Sequence[Tuple[str, TopicPartition]], threads: int
+                     ) -> Iterator[Tuple[Tuple[str, TopicPartition], Log]]:
+    """``(item, open_log(item))`` for each item, in order, opened by ``threads`` threads (Kafka's
+    ``num.recovery.threads.per.data.dir``, 2 since Kafka 4.0) with at most a few items ahead of
+    the one handed out. A partition's load is mostly system calls that release the GIL (listings,
+    stats, opens, reads, and the reads of a crash's recovery): while one thread waits on the disk
+    another runs. When one fails, the ones opened ahead are closed and the error raised (the
+    caller closes those it took)."""
+    if threads <= 1 or len(items) < 2:
+        for item in items:
+            yield item, open_log(item)
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-log-recovery") as pool:
+        ahead: Deque[Tuple[Tuple[str, TopicPartition], Future[Log]]] = deque()
+        rest = iter(items)
+        try:
+            for item in itertools.islice(rest, 4 * threads):
+                ahead.append((item, pool.submit(open_log, item)))
+            while ahead:
+                item, fut = ahead.popleft()
+                log = fut.result()
+                nxt = next(rest, None)
+                if nxt is not None:
+                    ahead.append((nxt, pool.submit(open_log, nxt)))
+                yield item, log
+        finally:                                # a failure (or the caller stopped): none left open
+            for _item, fut in ahead:
+                fut.cancel()
+            for _item, fut in ahead:
+                if not fut.cancelled() and fut.exception() is None:
+                    try:
+                        fut.result().close()
+                    except Exception:
+                        pass
 
 
 def _properties_of(cfg: LogConfig) -> Dict[str, str]:

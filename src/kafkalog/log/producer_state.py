@@ -261,7 +261,7 @@ class ProducerStateManager:
     """
 
     def __init__(self, log_dir: os.PathLike[str] | str, producer_id_expiration_ms: int = 86_400_000,
-                 topic_partition: Optional[object] = None) -> None:
+                 topic_partition: Optional[object] = None, *, list_snapshots: bool = True) -> None:
         self.log_dir = os.fspath(log_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.topic_partition = topic_partition
@@ -271,7 +271,8 @@ class ProducerStateManager:
         self.last_map_offset = 0
         self.last_snap_offset = 0
         self.snapshots: Dict[int, str] = {}
-        self.load_snapshots()
+        if list_snapshots:      # (False: the loader lists them, from its listing of the directory)
+            self.load_snapshots()
 
     def load_snapshots(self, names: Optional[Iterable[str]] = None) -> Dict[int, str]:
         """(Re)list the ``.snapshot`` files of the log directory into :attr:`snapshots` (offset ->

@@ -159,7 +159,8 @@ class LogSegment:
     # --- files -----------------------------------------------------------------------------------
 
     def _path(self, suffix: str) -> str:
-        return os.path.join(self.dir, segment_file_name(self.base_offset, suffix) + self.file_suffix)
+        d = self.dir        # (os.path.join's result, without its cost: a load asks ~8 per segment)
+        return f"{d}{'' if d.endswith('/') else '/'}{self.base_offset:020d}{suffix}{self.file_suffix}"
 
     @property
     def log_path(self) -> str:

@@ -1,0 +1,57 @@
+"""Issue 35: a Metadata request for more topics than one slice (every topic of a node, most often)
+is answered :data:`TOPICS_PER_SLICE` topics at a time, the event loop serving the other
+connections between two slices (100,000 partitions held it 250-450 ms, the first time after a
+restart and each time after). Its answer is the one the topics' entries make together, in the
+same order, for every version: a request for every topic (sliced) against requests of a few
+(answered at once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkalog.server.handlers import metadata
+from kafkalog.testing import LocalBroker
+from tests.server.raw import connect, recv_frame, request_frame, response_of
+
+TOPICS = 3 * metadata.TOPICS_PER_SLICE + 5
+
+
+def _ask(port: int, version: int, topics: list[str] | None) -> Any:
+    values: dict[str, Any] = {"topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics]}
+    if version == 0 and topics is None:
+        values["topics"] = []
+    if version >= 4:
+        values["allow_auto_topic_creation"] = False
+    if version >= 8:
+        values["include_topic_authorized_operations"] = False
+        values["include_cluster_authorized_operations"] = False
+    with connect(port) as s:
+        s.sendall(request_frame(3, version, 5, values))
+        frame = recv_frame(s)
+    assert frame is not None
+    return response_of(frame, 3, version)
+
+
+def _topics(resp: Any) -> list[tuple[Any, ...]]:
+    return [(t.error_code, t.name, [(p.partition_index, p.leader_id) for p in t.partitions])
+            for t in resp.topics]
+
+
+@pytest.fixture(scope="module")
+def broker() -> Any:
+    with LocalBroker("thread", {"auto.create.topics.enable": "false"}) as b:
+        for i in range(TOPICS):
+            b.create_topic(f"s{i:03d}", i % 3 + 1)
+        yield b
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 9, 12, 13])
+def test_every_topic_answered_in_slices_is_the_topics_answered_one_by_one(broker: Any, version: int) -> None:
+    names = [f"s{i:03d}" for i in range(TOPICS)]
+    whole = _topics(_ask(broker.port, version, None))
+    assert [t[1] for t in whole] == names
+    one_by_one = [t for i in range(0, TOPICS, 10) for t in _topics(_ask(broker.port, version, names[i:i + 10]))]
+    assert whole == one_by_one
+    assert [len(t[2]) for t in whole] == [i % 3 + 1 for i in range(TOPICS)]
