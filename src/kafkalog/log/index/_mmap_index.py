@@ -517,13 +517,37 @@ class AbstractIndex(IndexFile, Generic[E]):
         """Truncate to 0 entries and unmap, then ``resize(max_index_size)`` (a segment's recovery,
         before its log is open to readers: a lookup takes no lock, and one that read the entry
         count before a truncation reads the mapping after it; a truncation while the log is open
-        keeps the mapping)."""
+        keeps the mapping). An index not loaded yet is not read: its entries would be cut."""
+        if not self._loaded and self.writable and self.max_index_size >= self.entry_size:
+            self._load_empty()
+            return
         self.truncate()
         if self.writable and self._loaded:
             self._mm = bytearray()          # (dropped, not closed: see resize)
             self._reserved = 0
         if self.max_index_size >= 0:
             self.resize(self.max_index_size)
+
+    def _load_empty(self) -> None:
+        """Load with no entry, the file at ``max_index_size`` (:meth:`reset` of an index not
+        loaded: after a crash its file is at its preallocated length, and a load mapped all of it
+        to cut it at once: a mapping and its page faults per index of every partition recovered)."""
+        rounded = self.max_index_size // self.entry_size * self.entry_size
+        try:
+            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+            if os.fstat(self._fd).st_size != rounded:
+                os.ftruncate(self._fd, rounded)       # sparse when it grows, as Kafka's setLength
+            self._length = rounded
+            self._entries = 0
+            self._mm = bytearray()
+            self._map()
+        except OSError as err:
+            raise io_error(err, self._path, "reset index") from err
+        finally:
+            self._close_fd()
+        self._reserved = 0
+        self._loaded = True
+        self._refresh_last()
 
     def _truncate_to_entries(self, n: int) -> None:
         if not self._loaded:
