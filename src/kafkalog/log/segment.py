@@ -61,9 +61,6 @@ LOG_SUFFIX = LOG_FILE_SUFFIX
 INDEX_SUFFIX = INDEX_FILE_SUFFIX
 TIME_INDEX_SUFFIX = TIME_INDEX_FILE_SUFFIX
 TXN_INDEX_SUFFIX = TXN_INDEX_FILE_SUFFIX
-#: a segment up to this size has its next offset read by a walk from its start (a few batches'
-#: headers) rather than through its offset index when the index is not open yet
-_WALK_WITHOUT_INDEX = 64 * 1024
 # how far past a corrupt entry recovery looks for further valid batches (report only)
 _CORRUPTION_PROBE_WINDOW = 1 << 20
 
@@ -493,14 +490,15 @@ class LogSegment:
                              adjusted < start.size)
 
     def read_next_offset(self) -> int:
-        """The next offset after the last batch (walk from the last offset-index entry; a small
-        segment whose index is not open yet is walked from its start: a crash leaves the index at
-        its preallocated length, and opening it mapped it all for an entry the walk does not need)."""
+        """The next offset after the last batch (walk from the last offset-index entry). A segment
+        of at most ``index.interval.bytes`` whose index is not open yet is walked from its start:
+        its index holds no entry (the first is written past that many bytes), and opening it to
+        find so mapped all of it after a crash, which leaves it at its preallocated length."""
         size = self.log.size
         if size == 0:
             return self.base_offset
         pos = 0
-        if self._offset_index is not None or (size > _WALK_WITHOUT_INDEX
+        if self._offset_index is not None or (size > self.index_interval_bytes
                                               and os.path.exists(self.offset_index_path)):
             oi = self.offset_index
             pos = oi.last_entry.position
