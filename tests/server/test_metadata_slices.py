@@ -13,25 +13,14 @@ import pytest
 
 from kafkalog.server.handlers import metadata
 from kafkalog.testing import LocalBroker
-from tests.server.raw import connect, recv_frame, request_frame, response_of
+from tests.server.raw import response_of
+from tests.server.test_metadata_costs import _metadata
 
 TOPICS = 3 * metadata.TOPICS_PER_SLICE + 5
 
 
 def _ask(port: int, version: int, topics: list[str] | None) -> Any:
-    values: dict[str, Any] = {"topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics]}
-    if version == 0 and topics is None:
-        values["topics"] = []
-    if version >= 4:
-        values["allow_auto_topic_creation"] = False
-    if version >= 8:
-        values["include_topic_authorized_operations"] = False
-        values["include_cluster_authorized_operations"] = False
-    with connect(port) as s:
-        s.sendall(request_frame(3, version, 5, values))
-        frame = recv_frame(s)
-    assert frame is not None
-    return response_of(frame, 3, version)
+    return response_of(_metadata(port, version, topics), 3, version)
 
 
 def _topics(resp: Any) -> list[tuple[Any, ...]]:

@@ -186,8 +186,7 @@ class LogLoader:
     def _cache_writes_deferred(self) -> ContextManager[None]:
         """The leader-epoch cache's writes held back for the load (written once at its end when
         the file would be wrong: :meth:`LeaderEpochFileCache.deferred_writes`)."""
-        deferred = getattr(self.cache, "deferred_writes", None)
-        return deferred() if deferred is not None else nullcontext()
+        return self.cache.deferred_writes() if self.cache is not None else nullcontext()
 
     # --- steps ---------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ above hands in an implementation; imports only point downwards)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, ContextManager, Optional, Protocol
 
 from kafkalog.log.checkpoint import EpochEntry
 from kafkalog.log.naming import TopicPartition
@@ -109,6 +109,8 @@ class LeaderEpochCacheLike(Protocol):
     def clear(self) -> None: ...
 
     def clear_and_flush(self) -> None: ...
+
+    def deferred_writes(self) -> ContextManager[None]: ...
 
 
 #: runs ``fn`` after ``delay_seconds`` (Kafka's scheduler, as the log's asynchronous deletion uses it)

@@ -160,7 +160,7 @@ class LogSegment:
 
     def _path(self, suffix: str) -> str:
         d = self.dir        # (os.path.join's result, without its cost: a load asks ~8 per segment)
-        return f"{d}{'' if d.endswith('/') else '/'}{self.base_offset:020d}{suffix}{self.file_suffix}"
+        return f"{d}{'' if d.endswith('/') else '/'}{segment_file_name(self.base_offset, suffix)}{self.file_suffix}"
 
     @property
     def log_path(self) -> str:
