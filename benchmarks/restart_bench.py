@@ -160,6 +160,8 @@ def main() -> None:
             raise SystemExit(f"unknown peer {n!r}: kafkalog or kafkalog@<src dir>")
     if args.make:
         make(args.data, args.make, args.make if args.records is None else args.records)
+    if not os.path.isdir(args.data):
+        raise SystemExit(f"{args.data}: no such data directory (make one with --make N)")
     if not os.path.exists(os.path.join(args.data, ".kafka_cleanshutdown")):
         raise SystemExit(f"{args.data}: not closed cleanly (run a broker on it and stop it with SIGTERM)")
     runs: Dict[str, List[Dict[str, Any]]] = {n: [] for n in names}
