@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from kafkalog.log.manager import LogManager
+from tests.os_calls import count_os_calls
 
 
 def one_record_partitions(path: Path, partitions: int) -> str:
@@ -101,6 +102,35 @@ def test_a_restart_after_a_crash_maps_no_index(tmp_path: Path, monkeypatch: pyte
         assert [m.get_log("t", p).log_end_offset for p in range(10)] == [1] * 10
         m.get_log("t", 3).append_records([b"two"])                   # the indexes work after it
         assert m.get_log("t", 3).read(1, 1 << 20).records.size > 0
+    finally:
+        m.close()
+
+
+def test_a_recovery_keeps_the_producer_snapshot_it_would_write_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each partition's recovery rebuilt its producer state from the segment's start: it deleted
+    the snapshot at the log end offset (a clean shutdown's) and wrote the same bytes back, an
+    unlink, a create and a rename a partition (100,000 partitions after SIGKILL: 11% and 7% of the
+    restart). The recovery's own producer-state manager now deletes nothing (the load's manager
+    removes what is stale as it ends) and keeps a file that holds what it would write: no unlink,
+    no rename, the same inode. A snapshot that differs is written."""
+    data = one_record_partitions(tmp_path, 20)
+    LogManager(data, {}, background=False).abandon()        # restarted, then a crash
+    snaps = sorted(glob.glob(os.path.join(data, "t-*", "*.snapshot")))
+    assert len(snaps) == 20
+    inodes = {p: os.stat(p).st_ino for p in snaps}
+    with open(snaps[0], "r+b") as f:                         # one holds other bytes (a CRC off)
+        f.seek(3)
+        f.write(b"\xff")
+    counts = count_os_calls(monkeypatch, ("unlink", "replace", "rename"))
+    m = LogManager(data, {}, background=False)
+    try:
+        monkeypatch.undo()
+        assert not m.had_clean_shutdown and len(m.load_result.recovery_reports) == 20
+        assert counts["unlink"] == 0 and counts["replace"] + counts["rename"] == 1, counts
+        assert sorted(glob.glob(os.path.join(data, "t-*", "*.snapshot"))) == snaps
+        assert [p for p in snaps if os.stat(p).st_ino != inodes[p]] == [snaps[0]]
+        assert all(m.get_log("t", p).log_end_offset == 1 for p in range(20))
     finally:
         m.close()
 

@@ -4,43 +4,33 @@
 leading a new partition is now written without fsync: lost to a power cut, it is the entry the
 broker writes again when it loads the partition (``Broker.lead``), and the log's flush fsyncs it
 with the records it covers. The fsyncs and renames made while a broker creates a topic are counted
-(``sys.setprofile``'s C calls, on every thread the creation starts, not timed), for 10 and for 30
-partitions; a SIGKILL right after CreateTopics is answered loses neither the topic nor its id."""
+(the calls of ``os.fsync``, ``os.rename`` and ``os.replace`` on every thread, not timed), for 10 and
+for 30 partitions; a SIGKILL right after CreateTopics is answered loses neither the topic nor its
+id."""
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from tests.os_calls import count_os_calls
 from tests.server.broker_process import BrokerProcess
 
 NAMES = ("fsync", "rename", "replace")
 
 
-def _ops_creating(broker: Any, topic: str, partitions: int) -> dict[str, int]:
-    counts = dict.fromkeys(NAMES, 0)
-    lock = threading.Lock()
-
-    def prof(frame: Any, event: str, arg: Any) -> None:
-        if event == "c_call":
-            name = getattr(arg, "__name__", "")
-            if name in counts and getattr(arg, "__module__", None) == "posix":
-                with lock:
-                    counts[name] += 1
-    threading.setprofile(prof)
-    sys.setprofile(prof)
-    try:
+def _ops_creating(broker: Any, topic: str, partitions: int, monkeypatch: Any) -> dict[str, int]:
+    """The calls of ``os.fsync``, ``os.rename`` and ``os.replace`` while ``topic`` is created,
+    on every thread (the fsyncs run on the process's sync threads, made before this count)."""
+    with monkeypatch.context() as m:
+        counts = count_os_calls(m, NAMES)
         broker.create_topic(topic, partitions, {})
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)      # type: ignore[arg-type]
-    return counts
+    return dict(counts)
 
 
-def test_fsyncs_and_renames_per_created_partition(tmp_path: Path) -> None:
+def test_fsyncs_and_renames_per_created_partition(tmp_path: Path, monkeypatch: Any) -> None:
     from kafkalog.log.manager import LogManager
     from kafkalog.server.broker import Broker
     from kafkalog.server.config import ServerConfig
@@ -49,8 +39,8 @@ def test_fsyncs_and_renames_per_created_partition(tmp_path: Path) -> None:
     try:
         broker = Broker(manager, cfg, cfg.advertised("127.0.0.1", 0))
         broker.create_topic("warm", 1, {})
-        few = _ops_creating(broker, "few", 10)
-        many = _ops_creating(broker, "many", 30)
+        few = _ops_creating(broker, "few", 10, monkeypatch)
+        many = _ops_creating(broker, "many", 30, monkeypatch)
         per_partition = {k: (many[k] - few[k]) / 20 for k in NAMES}
         # partition.metadata (the topic's id) and the partition's directory; 3 before
         assert per_partition["fsync"] == 2, (few, many)

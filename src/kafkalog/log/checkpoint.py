@@ -28,7 +28,15 @@ from typing import Dict, Generic, Iterable, List, Mapping, NamedTuple, Optional,
 
 from kafkalog.errors import CorruptCheckpointError, InvalidConfigError, KafkalogIOError
 from kafkalog.log.config import format_properties, parse_properties
-from kafkalog.log.fsutil import atomic_write, io_error, read_bytes, wrap_os_errors
+from kafkalog.log.fsutil import (
+    atomic_write,
+    fsync_dir,
+    fsync_file,
+    io_error,
+    parent_dir,
+    read_bytes,
+    wrap_os_errors,
+)
 from kafkalog.log.naming import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT_FILE,
@@ -122,8 +130,7 @@ class CheckpointFile(Generic[T]):
         self.version = version
         self.formatter = formatter
         if create and not os.path.exists(self.path):
-            with wrap_os_errors(self.path, "create checkpoint file"), open(self.path, "ab"):
-                pass
+            self.create_if_missing()
 
     def write(self, entries: Iterable[T], sync: bool = True) -> None:
         """Write ``entries`` atomically (``.tmp`` + fsync + rename + dir fsync)."""
@@ -133,6 +140,20 @@ class CheckpointFile(Generic[T]):
         """Write entries already formatted as lines (the version and count lines added)."""
         head = f"{self.version}\n{len(lines)}\n"
         atomic_write(self.path, (head + "".join(line + "\n" for line in lines)).encode("utf-8"), sync=sync)
+
+    def create_if_missing(self) -> None:
+        """Create the file, empty, unless it exists (Kafka's checkpoint file on construction)."""
+        with wrap_os_errors(self.path, "create checkpoint file"):
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+
+    def sync_if_exists(self) -> bool:
+        """fsync the file as it is and its directory (a write made without fsync made durable,
+        not written again); False when the file is missing."""
+        if not os.path.exists(self.path):
+            return False
+        fsync_file(self.path)
+        fsync_dir(parent_dir(self.path))
+        return True
 
     def write_if_dir_exists(self, entries: Iterable[T], sync: bool = True) -> bool:
         """Like :meth:`write`, but do nothing (return ``False``) when the directory is gone."""
@@ -307,6 +328,12 @@ class LeaderEpochCheckpointFile:
 
     def read_if_exists(self) -> Optional[List[EpochEntry]]:
         return self._file.read_if_exists()
+
+    def create_if_missing(self) -> None:
+        self._file.create_if_missing()
+
+    def sync_if_exists(self) -> bool:
+        return self._file.sync_if_exists()
 
 
 # --- partition.metadata ---------------------------------------------------------------------------

@@ -98,6 +98,23 @@ def _defer(path: os.PathLike[str] | str, is_dir: bool) -> bool:
     return True
 
 
+class _SyncPool:
+    #: the threads of this process's :func:`deferred_syncs` blocks (made once: a topic of 100,000
+    #: partitions is made in 1,563 blocks), with the process that made them (a child forked since
+    #: has none of them: it makes its own)
+    pool: Optional[ThreadPoolExecutor] = None
+    pid = 0
+    lock = threading.Lock()
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    with _SyncPool.lock:
+        if _SyncPool.pool is None or _SyncPool.pid != os.getpid():
+            _SyncPool.pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="kafkalog-fsync")
+            _SyncPool.pid = os.getpid()
+        return _SyncPool.pool
+
+
 def _sync_all(paths: dict[str, bool]) -> None:
     files = [p for p, is_dir in paths.items() if not is_dir]
     dirs = [p for p, is_dir in paths.items() if is_dir]
@@ -106,9 +123,9 @@ def _sync_all(paths: dict[str, bool]) -> None:
             for p in batch:
                 sync(p)
             continue
-        with ThreadPoolExecutor(min(_SYNC_THREADS, len(batch)), thread_name_prefix="kafkalog-fsync") as pool:
-            for f in [pool.submit(sync, p) for p in batch]:
-                f.result()
+        pool = _sync_pool()
+        for f in [pool.submit(sync, p) for p in batch]:
+            f.result()
 
 
 def fsync_file(path: os.PathLike[str] | str) -> None:

@@ -30,10 +30,12 @@ class LeaderEpochFileCache:
             in which case ``leader-epoch-checkpoint`` inside it is used), or ``None`` for an
             in-memory cache.
         topic_partition: for messages only.
+        read: False for a new partition's cache (:meth:`Log.create`): the file is not read (there
+            is none yet).
     """
 
     def __init__(self, checkpoint: LeaderEpochCheckpointFile | os.PathLike[str] | str | None,
-                 topic_partition: Optional[object] = None) -> None:
+                 topic_partition: Optional[object] = None, *, read: bool = True) -> None:
         if checkpoint is not None and not isinstance(checkpoint, LeaderEpochCheckpointFile):
             p = os.fspath(checkpoint)
             if os.path.isdir(p):
@@ -51,14 +53,14 @@ class LeaderEpochFileCache:
         self._on_disk_synced = True
         #: writes held back while a load runs (:meth:`deferred_writes`)
         self._deferred = False
-        if checkpoint is not None:
-            read = checkpoint.read_if_exists()
-            for e in read or ():
+        if checkpoint is not None and read:
+            entries = checkpoint.read_if_exists()
+            for e in entries or ():
                 if e.epoch < 0 or e.start_offset < 0:
                     raise CorruptCheckpointError(
                         f"Negative epoch or offset in leader epoch checkpoint: {e}", file=checkpoint.path)
                 self._assign(e.epoch, e.start_offset)
-            if read is not None:
+            if entries is not None:
                 self._on_disk = self.epoch_entries()
 
     #: called after a change of :meth:`latest_epoch` (the partition's leader epoch as Metadata
@@ -172,11 +174,22 @@ class LeaderEpochFileCache:
     def _flush(self, sync: bool) -> None:
         if self.checkpoint is not None and not self._deferred:
             entries = self.epoch_entries()
-            if entries == self._on_disk and (self._on_disk_synced or not sync):
-                return
+            if entries == self._on_disk:
+                if self._on_disk_synced or not sync:
+                    return
+                if self.checkpoint.sync_if_exists():    # (written without fsync: not written again)
+                    self._on_disk_synced = True
+                    return
             self.checkpoint.write_if_dir_exists(entries, sync=sync)
             self._on_disk = entries
             self._on_disk_synced = sync
+
+    def ensure_file(self) -> None:
+        """Make the checkpoint file, empty, when nothing was written to it (a new partition no
+        epoch was assigned to: Kafka's checkpoint file makes itself when it is constructed)."""
+        if self.checkpoint is not None and self._on_disk is None:
+            self.checkpoint.create_if_missing()
+            self._on_disk = []
 
     def flush(self) -> None:
         """Write the checkpoint now."""

@@ -253,6 +253,17 @@ class LogLoader:
         return bool(r.deleted_files or r.completed_swaps or r.recovered_segments or self.split_ids
                     or self.doomed)
 
+    def _snapshot_names(self) -> Optional[List[str]]:
+        """The directory's file names for the producer snapshots: :attr:`names` with the
+        snapshots the recovery's manager wrote (it deletes none), None (list again) when the load
+        deleted, renamed or split anything."""
+        r = self.report
+        if r.deleted_files or r.completed_swaps or self.split_ids or self.doomed:
+            return None
+        if self._tmp_psm is None:
+            return self.names
+        return self.names + [os.path.basename(p) for p in self._tmp_psm.snapshots.values()]
+
     def _swap_next_offset(self, base: int) -> int:
         seg = LogSegment(self.dir, base, file_already_exists=True, file_suffix=SWAP,
                          index_interval_bytes=self.config.index_interval_bytes,
@@ -312,7 +323,7 @@ class LogLoader:
                 else:
                     truncated = _recover_segment(seg, self.report, "unclean shutdown",
                                                  self._recovery_psm(segments[:i], seg), self.cache,
-                                                 self.contiguous)
+                                                 self.contiguous, active=i == len(segments) - 1)
                 gap = self._gap_after(i) if truncated == 0 else None
                 if truncated > 0 or gap is not None:
                     self._delete_after(i, f"follows truncated segment {seg.log_path}")
@@ -348,7 +359,7 @@ class LogLoader:
         new_log_start = max(self.log_start_offset, segments[0].base_offset)
         if self.psm is not None:
             # listed again when recovery may have written some
-            self.psm.load_snapshots(None if self._dir_changed() else self.names)
+            self.psm.load_snapshots(self._snapshot_names())
             self.psm.remove_stray_snapshots([s.base_offset for s in segments])
             rebuild_producer_state(self.psm, segments, new_log_start, next_offset, self.clock(),
                                    reload_from_clean_shutdown=self.had_clean_shutdown)
@@ -453,7 +464,9 @@ class LogLoader:
         if self.psm is None:
             return None
         if self._tmp_psm is None:
-            self._tmp_psm = ProducerStateManager(self.dir, self.psm.producer_id_expiration_ms)
+            self._tmp_psm = ProducerStateManager(self.dir, self.psm.producer_id_expiration_ms,
+                                                 list_snapshots=False, keep_files=True)
+            self._tmp_psm.load_snapshots(self._snapshot_names())
         psm = self._tmp_psm
         if psm.map_end_offset != seg.base_offset or not before:
             rebuild_producer_state(psm, before, self.log_start_offset, seg.base_offset, self.clock())
@@ -536,8 +549,8 @@ def _floor_base(logs: Mapping[int, str], recovery_point: int) -> int:
 
 def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
                      psm: Optional[ProducerStateLike], lec: Optional[LeaderEpochCacheLike],
-                     contiguous: bool = False) -> int:
-    truncated = seg.recover(psm, lec, contiguous=contiguous)
+                     contiguous: bool = False, active: bool = False) -> int:
+    truncated = seg.recover(psm, lec, contiguous=contiguous, active=active)
     if psm is not None:
         psm.update_map_end_offset(seg.read_next_offset())
         # not fsynced (nor its directory): the state is the log's, a lost or torn snapshot is

@@ -31,7 +31,7 @@ from kafkalog.errors import (
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.fetch_data_info import FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.file_records import TimestampAndOffset
-from kafkalog.log.fsutil import fsync_dir, wrap_os_errors
+from kafkalog.log.fsutil import fsync_dir, io_error, wrap_os_errors
 from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.log_append_info import AppendInfo
 from kafkalog.log.log_metrics import LOG_STATS
@@ -138,8 +138,10 @@ class Log:
         if leader_epoch_cache is None:
             from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
             from kafkalog.log.leader_epoch import LeaderEpochFileCache
+            # (the file read, then made empty when it was missing: no stat before the read)
             leader_epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(
-                os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT_FILE)))
+                os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT_FILE), create=False))
+            leader_epoch_cache.ensure_file()
         config = as_log_config(config)
         loaded = load_log(dir_path, config, log_start_offset=log_start_offset,
                           recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
@@ -152,6 +154,41 @@ class Log:
                   leader_epoch_cache=leader_epoch_cache, recovery_report=loaded.report)
         log.partition_metadata_listed = loaded.partition_metadata_listed
         return log
+
+    @classmethod
+    def create(cls, dir_path: str | os.PathLike[str], config: ConfigArg = None, *,
+               scheduler: Optional[Scheduler] = None, clock: Callable[[], int] = _now_ms,
+               producer_state_manager: Optional[ProducerStateLike] = None) -> Log:
+        """A new partition: its directory made here (it must not exist: ``FileExistsError``,
+        the caller opens what is there instead) with an empty active segment at offset 0, as
+        :meth:`open` leaves an empty directory, without the loader's listing, reads and checks of
+        a directory known to be empty (issue 35: a topic of thousands of partitions). The
+        ``leader-epoch-checkpoint`` is written by the first epoch assigned, or made empty by
+        :meth:`LeaderEpochFileCache.ensure_file` (as Kafka's checkpoint file makes itself)."""
+        from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
+        from kafkalog.log.leader_epoch import LeaderEpochFileCache
+        path = os.fspath(dir_path)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            raise
+        except OSError as err:
+            raise io_error(err, path, "create partition directory") from err
+        config = as_log_config(config)
+        if producer_state_manager is None:
+            from kafkalog.log.producer_state import ProducerStateManager
+            producer_state_manager = ProducerStateManager(path, list_snapshots=False)
+        cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(
+            f"{path}/{LEADER_EPOCH_CHECKPOINT_FILE}", create=False), read=False)
+        seg = LogSegment.open(path, 0, config, clock=clock)
+        try:
+            seg.resize_indexes(config.segment_index_bytes)
+        except BaseException:
+            seg.close_handlers()
+            raise
+        return cls(path, config, segments=[seg], log_start_offset=0, recovery_point=0, next_offset=0,
+                   scheduler=scheduler, clock=clock, producer_state_manager=producer_state_manager,
+                   leader_epoch_cache=cache)
 
     def _reload_config(self) -> None:
         c = self.config

@@ -540,12 +540,7 @@ class LogManager:
         try:
             with fsutil.deferred_syncs():
                 for p in range(partitions):
-                    log = self._open_new_log(TopicPartition(topic, p), cfg)
-                    logs.append(log)
-                    # partition.metadata in every partition, as Kafka writes it
-                    PartitionMetadataFile(os.path.join(log.dir, PARTITION_METADATA_FILE)).write(tid)
-                    if prepare is not None:
-                        prepare(log)
+                    logs.append(self._open_new_log(TopicPartition(topic, p), cfg, tid, prepare))
                 fsutil.fsync_dir(self.data_dir)
         finally:
             with self._lock:
@@ -637,10 +632,31 @@ class LogManager:
         self._add_log(tp, log)
         return log
 
-    def _open_new_log(self, tp: TopicPartition, cfg: LogConfig) -> Log:
-        path = os.path.join(self.data_dir, partition_dir_name(tp.topic, tp.partition))
-        return Log.open(path, cfg, had_clean_shutdown=True, scheduler=self.scheduler, clock=self.clock,
-                        producer_state_manager=self._producer_state(path))
+    def _open_new_log(self, tp: TopicPartition, cfg: LogConfig, topic_id: Optional[uuid.UUID] = None,
+                      prepare: Optional[Callable[[Log], None]] = None) -> Log:
+        """A new partition's log (:meth:`Log.create`; a directory that is already there, which
+        this manager did not load, is opened as it is), its ``partition.metadata`` written when
+        ``topic_id`` is given, ``prepare(log)`` run on it (a broker leads it), then its
+        ``leader-epoch-checkpoint`` made empty when nothing wrote it. Closed again on a failure."""
+        path = f"{self.data_dir}/{partition_dir_name(tp.topic, tp.partition)}"
+        try:
+            log = Log.create(path, cfg, scheduler=self.scheduler, clock=self.clock,
+                             producer_state_manager=self._producer_state(path, list_snapshots=False))
+        except FileExistsError:
+            log = Log.open(path, cfg, had_clean_shutdown=True, scheduler=self.scheduler, clock=self.clock,
+                           producer_state_manager=self._producer_state(path))
+        try:
+            if topic_id is not None:    # partition.metadata in every partition, as Kafka writes it
+                PartitionMetadataFile(f"{path}/{PARTITION_METADATA_FILE}").write(topic_id)
+                log.partition_metadata_listed = True
+            if prepare is not None:
+                prepare(log)
+            if log.leader_epoch_cache is not None:
+                log.leader_epoch_cache.ensure_file()
+        except BaseException:
+            log.close()
+            raise
+        return log
 
     def _add_log(self, tp: TopicPartition, log: Log) -> None:
         self._logs[tp] = log

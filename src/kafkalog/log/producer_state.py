@@ -250,6 +250,15 @@ def write_snapshot(path: os.PathLike[str] | str, entries: Iterable[ProducerState
     atomic_write(path, snapshot_bytes(entries), sync=sync)
 
 
+def _holds(path: str, data: bytes) -> bool:
+    """Whether the file ``path`` holds exactly ``data`` (False when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(data) + 1) == data
+    except OSError:
+        return False
+
+
 # --- the manager ----------------------------------------------------------------------------------
 
 class ProducerStateManager:
@@ -261,8 +270,15 @@ class ProducerStateManager:
     """
 
     def __init__(self, log_dir: os.PathLike[str] | str, producer_id_expiration_ms: int = 86_400_000,
-                 topic_partition: Optional[object] = None, *, list_snapshots: bool = True) -> None:
+                 topic_partition: Optional[object] = None, *, list_snapshots: bool = True,
+                 keep_files: bool = False) -> None:
         self.log_dir = os.fspath(log_dir)
+        #: a recovery's own manager (:meth:`LogLoader._recovery_psm`): a snapshot it drops is
+        #: forgotten, its file left to the load's own manager, which deletes what is stale when
+        #: the load ends; a snapshot it takes is not written again where the file holds its bytes
+        #: (after a crash every partition's recovery deleted the snapshot at its log end offset
+        #: and wrote the same bytes back: an unlink, a create and a rename a partition)
+        self.keep_files = keep_files
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.topic_partition = topic_partition
         self.producers: Dict[int, ProducerStateEntry] = {}
@@ -585,7 +601,9 @@ class ProducerStateManager:
         if self.last_map_offset == self.last_snap_offset:
             return None
         path = producer_snapshot_file(self.log_dir, self.last_map_offset)
-        write_snapshot(path, self.producers.values(), sync=sync)
+        data = snapshot_bytes(self.producers.values())
+        if not (self.keep_files and _holds(path, data)):
+            atomic_write(path, data, sync=sync)
         self.snapshots[self.last_map_offset] = path
         self.snapshots = dict(sorted(self.snapshots.items()))
         self.last_snap_offset = self.last_map_offset
@@ -667,7 +685,7 @@ class ProducerStateManager:
         path = self.snapshots.pop(offset, None)
         if path is None:
             return False
-        return delete_if_exists(path)
+        return True if self.keep_files else delete_if_exists(path)
 
     def delete_snapshots_before(self, offset: int) -> None:
         for off in [o for o in self.snapshots if o < offset]:

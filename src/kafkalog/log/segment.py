@@ -521,12 +521,17 @@ class LogSegment:
 
     def recover(self, producer_state_manager: Optional[ProducerStateLike] = None,
                 leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
-                contiguous: bool = False) -> int:
+                contiguous: bool = False, active: bool = False) -> int:
         """Rebuild the indexes from the data, CRC-check every batch and truncate at the first bad
         or partial entry (spec §4.8). Returns the truncated bytes; details in ``last_recovery``.
 
         ``contiguous`` (logs that are never compacted): every v2 batch must start right after the
         previous one, so a damaged baseOffset (outside the CRC) is caught even when it grows.
+        ``active`` (the log's last segment, which the load resizes to ``segment.index.bytes``
+        next): its offset index is left at that length, not trimmed to its entries first (the file
+        was cut and grown again after every crash). The time index is still trimmed: the trim
+        drops the mapping its last entry was written through (a mapping kept by each recovered
+        partition reached the kernel's 65,530 at 100,000 partitions).
 
         Better than Kafka: the stop is classified (partial tail, zero-filled tail, or corruption)
         and, for corruption, the bytes after the bad entry are probed for further valid batches so
@@ -563,7 +568,7 @@ class LogSegment:
             finally:
                 mm.close()
         truncated = self.log.truncate_to(scan.valid) if scan.valid < size else 0
-        self._finish_recovery(scan)
+        self._finish_recovery(scan, trim=not active)
         reason, bad_pos, kind, follows, next_valid = stop
         self.last_recovery = SegmentRecovery(self.log.path, scan.valid, truncated, reason,
                                              bad_pos, kind, follows, next_valid, scan.batches)
@@ -625,14 +630,16 @@ class LogSegment:
                                     [cols[r + F_OFFSET_OF_MAX_TIMESTAMP_SO_FAR] for r in rows])
         positions.release()
 
-    def _finish_recovery(self, scan: _RecoveryScan) -> None:
-        """The segment's timestamps and index tails after a recovery walk."""
+    def _finish_recovery(self, scan: _RecoveryScan, trim: bool = True) -> None:
+        """The segment's timestamps and index tails after a recovery walk (the offset index cut
+        to its entries unless not ``trim``)."""
         if self.rolling_based_timestamp is None and scan.first_ts is not None:
             self.rolling_based_timestamp = scan.first_ts
         self._max_ts = scan.max_ts
         self._max_ts_offset = scan.max_ts_offset
         self.bytes_since_last_index_entry = scan.valid - scan.last_index_pos
-        self.offset_index.trim_to_valid_size()
+        if trim:
+            self.offset_index.trim_to_valid_size()
         self.time_index.maybe_append(scan.max_ts, scan.max_ts_offset, skip_full_check=True)
         self.time_index.trim_to_valid_size()
 

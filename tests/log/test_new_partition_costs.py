@@ -1,0 +1,171 @@
+"""Issue 35: making a new partition. 100,000 partitions were made at 110-190 a second, each one
+through the loader (a listing of the empty directory, its producer snapshots, a read of the
+leader-epoch file it had just made empty) and a new thread pool for each chunk's fsyncs. A new
+partition is now made by :meth:`Log.create` (the files Kafka makes, nothing read), by several
+threads, its fsyncs on threads kept for the process. Counted here, not timed: the system calls a
+partition costs, and what a new partition's directory holds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+
+from kafkalog.log import fsutil
+from kafkalog.log.checkpoint import LeaderEpochCheckpointFile
+from kafkalog.log.leader_epoch import LeaderEpochFileCache
+from kafkalog.log.log import Log
+from kafkalog.log.manager import LogManager
+from kafkalog.log.topic_creation import CHUNK
+from kafkalog.record.builder import build_batch
+from tests.os_calls import count_os_calls
+
+
+def _files(d: Path) -> Dict[str, int]:
+    return {n: os.path.getsize(d / n) for n in sorted(os.listdir(d))}
+
+
+def test_a_new_partition_is_what_opening_an_empty_directory_makes(tmp_path: Path) -> None:
+    """The same files, of the same lengths (the index files sparse at ``segment.index.bytes``),
+    and the same offsets, as the loader leaves an empty directory; the leader-epoch file is made
+    empty once nothing wrote it (Kafka's checkpoint file makes itself)."""
+    opened = Log.open(tmp_path / "opened", {"segment.index.bytes": 4096})
+    created = Log.create(tmp_path / "created", {"segment.index.bytes": 4096})
+    try:
+        assert created.leader_epoch_cache is not None
+        assert "leader-epoch-checkpoint" not in os.listdir(tmp_path / "created")
+        created.leader_epoch_cache.ensure_file()
+        assert _files(tmp_path / "created") == _files(tmp_path / "opened")
+        assert _files(tmp_path / "created")["00000000000000000000.index"] == 4096
+        for log in (opened, created):
+            assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (0, 0, 0)
+        created.append(build_batch([(b"k", b"v", 1_700_000_000_000)]))
+        assert created.log_end_offset == 1
+    finally:
+        opened.close()
+        created.close()
+    with Log.open(tmp_path / "created") as again:
+        assert again.log_end_offset == 1
+
+
+def test_log_create_refuses_a_directory_that_is_there(tmp_path: Path) -> None:
+    """:meth:`Log.create` makes the directory itself; one that is there is refused (nothing in it
+    touched), and the manager opens it as it is instead of making it anew."""
+    (tmp_path / "t-0").mkdir()
+    (tmp_path / "t-0" / "keep").write_bytes(b"x")
+    with pytest.raises(FileExistsError):
+        Log.create(tmp_path / "t-0")
+    assert os.listdir(tmp_path / "t-0") == ["keep"]
+    data = tmp_path / "data"
+    with LogManager(data, background=False) as m:
+        with Log.open(data / "t-0") as stray:        # made after the manager's load
+            stray.append(build_batch([(b"k", b"there", 1_700_000_000_000)]))
+        (log,) = m.create_topic("t", 1)
+        assert log.log_end_offset == 1
+
+
+CALLS = ("listdir", "scandir", "stat", "open", "mkdir", "makedirs", "fsync", "replace", "unlink")
+
+
+def test_system_calls_per_new_partition(tmp_path: Path, monkeypatch: Any) -> None:
+    """A committed topic's new partition, on every thread: its directory, its five files (the
+    ``.log``, the two sparse indexes, ``partition.metadata`` written aside and renamed, the empty
+    ``leader-epoch-checkpoint``), two fsyncs (``partition.metadata``, the directory), and no
+    listing, no stat, no deletion. Before: the loader listed each directory and stat'ed ~6 paths."""
+    m = LogManager(tmp_path / "data", background=False)
+    try:
+        m.commit_topics([("warm", 300, None)])
+        m.wait_created()
+
+        def made(topic: str, n: int) -> Dict[str, int]:
+            with monkeypatch.context() as mp:
+                counts = count_os_calls(mp, CALLS)
+                m.commit_topics([(topic, n, None)])
+                m.wait_created(topic)
+            return counts
+        few, many = made("few", 128), made("many", 384)
+        # 256 partitions more, in 4 chunks more (each chunk fsyncs the data directory once)
+        chunks = (384 - 128) // CHUNK
+        per = {k: (many[k] - few[k] - (chunks if k in ("open", "fsync") else 0)) / 256 for k in CALLS}
+        assert per == {"listdir": 0, "scandir": 0, "stat": 0, "open": 7, "mkdir": 1, "makedirs": 0,
+                       "fsync": 2, "replace": 1, "unlink": 0}, (few, many)
+        assert sorted(os.listdir(tmp_path / "data" / "many-383")) == [
+            "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
+            "leader-epoch-checkpoint", "partition.metadata"]
+    finally:
+        m.close()
+
+
+def test_an_unsynced_checkpoint_is_fsynced_not_written_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """A leader epoch written without fsync (a new partition's first) is made durable by the log's
+    flush with an fsync of the file and one of its directory; it was written a second time before
+    (a create and a rename a partition at a shutdown after making 100,000)."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(path, create=False), read=False)
+    cache.assign(0, 0, sync=False)
+    inode = os.stat(path).st_ino
+    with monkeypatch.context() as mp:
+        counts = count_os_calls(mp, ("fsync", "replace", "open"))
+        cache.flush_if_unsynced()
+        cache.flush_if_unsynced()                   # synced: nothing more
+    assert counts == {"fsync": 2, "replace": 0, "open": 2}
+    assert os.stat(path).st_ino == inode and path.read_text() == "0\n1\n0 0\n"
+    os.unlink(path)                                 # (a file lost: written again, synced)
+    cache.assign(1, 5, sync=False)
+    os.unlink(path)
+    cache.flush_if_unsynced()
+    assert path.read_text() == "0\n2\n0 0\n1 5\n"
+
+
+def test_a_topic_made_by_several_threads_is_whole_and_in_order(tmp_path: Path) -> None:
+    """Several topics' partitions made by the creator's threads at once: each topic is seen whole
+    once made, its partitions' count of those made in order reaching the total, no record left,
+    every partition holding the topic's id."""
+    d = tmp_path / "data"
+    seen_threads = set()
+
+    def prepare(log: Log) -> None:
+        seen_threads.add(threading.current_thread().name)
+    with LogManager(d, background=False) as m:
+        ids = m.commit_topics([(f"t{i}", 700, None) for i in range(3)], prepare=prepare)
+        m.wait_created()
+        assert not m.creating()
+        for i in range(3):
+            assert m.partitions_of(f"t{i}") == list(range(700))
+            assert not any(m.partition_pending(f"t{i}", p) for p in range(700))
+            assert m.topic_id(f"t{i}") == ids[i]
+        assert seen_threads == {"kafkalog-topic-creator"}
+    assert not [n for n in os.listdir(d) if n.startswith("kafkalog-creating-")]
+    with LogManager(d, background=False) as again:
+        assert again.load_result.completed_topics == []
+        assert again.topic_id("t2") == ids[2] and len(again.partitions_of("t2")) == 700
+
+
+def test_the_sync_threads_are_made_again_in_a_forked_child(tmp_path: Path) -> None:
+    """The threads a :func:`fsutil.deferred_syncs` block hands its fsyncs to are kept for the
+    process; a child forked after they were made (Spark's workers, multiprocessing) has none of
+    them and makes its own, instead of waiting forever for threads it does not have."""
+    code = (
+        "import os, sys\n"
+        "from kafkalog.log import fsutil\n"
+        "def block(d):\n"
+        "    os.makedirs(d)\n"
+        "    with fsutil.deferred_syncs():\n"
+        "        for i in range(4):\n"
+        "            fsutil.atomic_write(os.path.join(d, str(i)), b'x')\n"
+        "block(os.path.join(sys.argv[1], 'parent'))\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    block(os.path.join(sys.argv[1], 'child'))\n"
+        "    os._exit(0)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "sys.exit(os.waitstatus_to_exitcode(status))\n")
+    res = subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(tmp_path)], timeout=60)
+    assert res.returncode == 0
+    assert sorted(os.listdir(tmp_path / "child")) == ["0", "1", "2", "3"]
+    assert fsutil._SYNC_THREADS > 1
