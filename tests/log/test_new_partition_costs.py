@@ -1,8 +1,8 @@
 """Issue 35: making a new partition. 100,000 partitions were made at 110-190 a second, each one
 through the loader (a listing of the empty directory, its producer snapshots, a read of the
 leader-epoch file it had just made empty) and a new thread pool for each chunk's fsyncs. A new
-partition is now made by :meth:`Log.create` (the files Kafka makes, nothing read), by several
-threads, its fsyncs on threads kept for the process. Counted here, not timed: the system calls a
+partition is now made by :meth:`Log.create` (the files Kafka makes, nothing read), its fsyncs on
+threads kept for the process. Counted here, not timed: the system calls a
 partition costs, and what a new partition's directory holds."""
 
 from __future__ import annotations
@@ -122,10 +122,10 @@ def test_an_unsynced_checkpoint_is_fsynced_not_written_again(tmp_path: Path, mon
     assert path.read_text() == "0\n2\n0 0\n1 5\n"
 
 
-def test_a_topic_made_by_several_threads_is_whole_and_in_order(tmp_path: Path) -> None:
-    """Several topics' partitions made by the creator's threads at once: each topic is seen whole
-    once made, its partitions' count of those made in order reaching the total, no record left,
-    every partition holding the topic's id."""
+def test_committed_topics_are_made_whole_by_the_creator(tmp_path: Path) -> None:
+    """Several topics committed at once, their partitions made by the creator's thread through
+    :meth:`Log.create`: each topic is seen whole once made, no record left, every partition
+    holding the topic's id, after a restart too."""
     d = tmp_path / "data"
     seen_threads = set()
 

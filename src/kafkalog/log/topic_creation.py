@@ -6,9 +6,9 @@ partitions' logs afterwards; kafkalog does the same with a file.
 ``kafkalog-creating-<topic>.json`` (``{"version": 0, "topic", "topicId", "partitions"}``) at the
 top of the data directory, atomically, every topic's fsyncs in one round
 (:func:`fsutil.deferred_syncs`): from then on the topic exists (its name, ID and partition count
-are known to every look-up) and it is answered. :class:`TopicCreator`'s threads then make the
-partitions, a chunk of :data:`CHUNK` at a time each (each chunk's fsyncs in one round, its logs seen
-by the look-ups once they are on disk), in the order they were committed, and remove the record,
+are known to every look-up) and it is answered. A :class:`TopicCreator` thread then makes the
+partitions, a chunk of :data:`CHUNK` at a time (each chunk's fsyncs in one round, its logs seen by
+the look-ups once they are on disk), in the order they were committed, and removes the record,
 durably, once the topic's last partition is made; the manager's ``on_partitions_made`` is called
 after each chunk (a broker's Produce waiting for a partition is woken; Fetch and ListOffsets are
 told to retry, as Kafka tells them: NOT_LEADER_OR_FOLLOWER, the topic is in the metadata, the
@@ -31,8 +31,8 @@ import os
 import threading
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Protocol, Set
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Protocol
 
 from kafkalog.errors import InvalidConfigError, KafkalogError
 from kafkalog.log import fsutil
@@ -55,8 +55,9 @@ CREATING_SUFFIX = ".json"
 #: partitions made between two looks at the queue: one round of fsyncs each, and the unit in
 #: which a topic's partitions become readable
 CHUNK = 64
-#: threads making partitions at most (:class:`TopicCreator`)
-WORKERS = 2
+#: (one thread makes them: a second one made 100,000 partitions no faster on this machine's disk
+#: and slower on tmpfs, 36.2 s against 21.6 s, and the event loop waited for the interpreter lock
+#: up to 205 ms, against 7 ms, while the two took turns with it)
 
 
 class CreationHost(Protocol):
@@ -162,42 +163,30 @@ class PendingTopic:
     done: Optional[Callable[[str, Optional[KafkalogError]], None]]
     #: partitions 0 .. made-1 are made and seen
     made: int = 0
-    #: partitions below this are handed to a worker (made or being made)
-    claimed: int = 0
-    #: the first partitions of the chunks made after ``made`` (another worker's chunk before them
-    #: is still being made)
-    ahead: Set[int] = field(default_factory=set)
     #: the failure that stopped the creation (the topic stays committed: a restart completes it)
     error: Optional[KafkalogError] = None
 
 
 class TopicCreator:
-    """The :data:`WORKERS` threads that make committed topics' partitions, a chunk each at a
-    time, started when there is work and ending when there is none. A chunk's files are made
-    while another worker's chunk waits for its fsyncs, and each file creation waits on the file
-    system (an inode, a directory entry: ~0.2 ms each on this machine's ext4, 6 a partition), so
-    the waits of several workers overlap. Their state is guarded by the manager's lock;
-    :attr:`changed` (a condition of that lock) is notified after each chunk. A topic's partitions
-    are seen as their chunks are made; :attr:`PendingTopic.made` counts the ones made in order."""
+    """The thread that makes committed topics' partitions, started when there is work and ending
+    when there is none. Its state is guarded by the manager's lock; :attr:`changed` (a condition of
+    that lock) is notified after each chunk."""
 
     def __init__(self, manager: CreationHost) -> None:
         self.manager = manager
         self.pending: Dict[str, PendingTopic] = {}
         self.queue: Deque[str] = deque()
         self.changed = threading.Condition(manager._lock)
-        self._threads: Set[threading.Thread] = set()
+        self._thread: Optional[threading.Thread] = None
         self._stopping = False
 
     def submit(self, pending: PendingTopic) -> None:
         """Queue a committed topic (under the manager's lock)."""
         self.pending[pending.topic] = pending
         self.queue.append(pending.topic)
-        chunks = sum(-(-(p.partitions - p.claimed) // CHUNK) for p in self.pending.values()
-                     if p.error is None)
-        while not self._stopping and len(self._threads) < min(WORKERS, chunks):
-            t = threading.Thread(target=self._run, name="kafkalog-topic-creator", daemon=True)
-            self._threads.add(t)
-            t.start()
+        if self._thread is None and not self._stopping:
+            self._thread = threading.Thread(target=self._run, name="kafkalog-topic-creator", daemon=True)
+            self._thread.start()
 
     def wait(self, topic: Optional[str] = None) -> None:
         """Until ``topic`` (every topic: None) is made; the error that stopped its creation, if any."""
@@ -213,35 +202,31 @@ class TopicCreator:
                 self.changed.wait(1.0)
 
     def stop(self) -> None:
-        """Stop after the chunks being made (a crash's :meth:`LogManager.abandon`)."""
+        """Stop after the chunk being made (a crash's :meth:`LogManager.abandon`)."""
         with self.changed:
             self._stopping = True
-            threads = list(self._threads)
-        for t in threads:
-            t.join()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
 
-    def _claim(self) -> Optional[tuple[PendingTopic, int, int]]:
-        """The next chunk to make, claimed (under the lock): its topic, first and end partition."""
+    def _next(self) -> Optional[PendingTopic]:
         while self.queue:
             p = self.pending.get(self.queue[0])
-            if p is not None and p.error is None and p.claimed < p.partitions:
-                start = p.claimed
-                p.claimed = min(start + CHUNK, p.partitions)
-                return p, start, p.claimed
+            if p is not None and p.error is None and p.made < p.partitions:
+                return p
             self.queue.popleft()
         return None
 
     def _run(self) -> None:
         m = self.manager
-        me = threading.current_thread()
         while True:
             with self.changed:
-                claim = None if self._stopping else self._claim()
-                if claim is None:
-                    self._threads.discard(me)
+                p = None if self._stopping else self._next()
+                if p is None:
+                    self._thread = None
                     self.changed.notify_all()
                     return
-            p, start, end = claim
+                start, end = p.made, min(p.made + CHUNK, p.partitions)
             logs: List[Log] = []
             error: Optional[KafkalogError] = None
             try:
@@ -254,25 +239,19 @@ class TopicCreator:
                 error = e
             except Exception as e:          # (a bug: the topic is completed at the next load)
                 error = KafkalogError(f"creating the partitions of {p.topic} failed: {e!r}")
-            finished = failed = False
+            finished = False
             with self.changed:
                 if error is None:
                     for i, log in zip(range(start, end), logs):
                         m._add_log(TopicPartition(p.topic, i), log)
-                    p.ahead.add(start)
-                    while p.made in p.ahead:
-                        p.ahead.discard(p.made)
-                        p.made = min(p.made + CHUNK, p.partitions)
-                    finished = p.made == p.partitions
+                    p.made = end
+                    finished = end == p.partitions
                 else:
                     for log in logs:        # not seen: the next load opens or remakes them
                         log.close()
-                    failed = p.error is None
-                    if failed:
-                        p.error = error
-                        logger.error("creating the partitions of committed topic %s stopped at %d "
-                                     "of %d: %s (a restart completes it)", p.topic, start,
-                                     p.partitions, error)
+                    p.error = error
+                    logger.error("creating the partitions of committed topic %s stopped at %d of "
+                                 "%d: %s (a restart completes it)", p.topic, start, p.partitions, error)
             if finished:
                 try:
                     remove_record(m.data_dir, p.topic)
@@ -283,8 +262,8 @@ class TopicCreator:
                     self.pending.pop(p.topic, None)
                 self.changed.notify_all()
             m._partitions_made()
-            if (finished or failed) and p.done is not None:
+            if (finished or error is not None) and p.done is not None:
                 try:
-                    p.done(p.topic, p.error)
+                    p.done(p.topic, error)
                 except Exception:
                     logger.error("callback after creating %s failed", p.topic, exc_info=True)
