@@ -528,10 +528,10 @@ class LogSegment:
         ``contiguous`` (logs that are never compacted): every v2 batch must start right after the
         previous one, so a damaged baseOffset (outside the CRC) is caught even when it grows.
         ``active`` (the log's last segment, which the load resizes to ``segment.index.bytes``
-        next): its offset index is left at that length, not trimmed to its entries first (the file
-        was cut and grown again after every crash). The time index is still trimmed: the trim
-        drops the mapping its last entry was written through (a mapping kept by each recovered
-        partition reached the kernel's 65,530 at 100,000 partitions).
+        next): its indexes are left at that length, not trimmed to their entries first (each file
+        was cut and grown again after every crash); the mapping the time index's last entry was
+        written through is dropped all the same (:meth:`AbstractIndex.release_mapping`: one kept
+        by each recovered partition reached the kernel's 65,530 at 100,000 partitions).
 
         Better than Kafka: the stop is classified (partial tail, zero-filled tail, or corruption)
         and, for corruption, the bytes after the bad entry are probed for further valid batches so
@@ -631,8 +631,8 @@ class LogSegment:
         positions.release()
 
     def _finish_recovery(self, scan: _RecoveryScan, trim: bool = True) -> None:
-        """The segment's timestamps and index tails after a recovery walk (the offset index cut
-        to its entries unless not ``trim``)."""
+        """The segment's timestamps and index tails after a recovery walk (the index files cut
+        to their entries unless not ``trim``)."""
         if self.rolling_based_timestamp is None and scan.first_ts is not None:
             self.rolling_based_timestamp = scan.first_ts
         self._max_ts = scan.max_ts
@@ -641,7 +641,10 @@ class LogSegment:
         if trim:
             self.offset_index.trim_to_valid_size()
         self.time_index.maybe_append(scan.max_ts, scan.max_ts_offset, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
+        if trim:
+            self.time_index.trim_to_valid_size()
+        else:
+            self.time_index.release_mapping()
 
     # --- truncation ------------------------------------------------------------------------------
 

@@ -284,15 +284,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         elif self._entries * self.entry_size > READ_LIMIT:
             self._map_fd(self._fd, mapped)
         elif isinstance(self._mm, mmap.mmap):
-            # few entries left mapped (a trim at roll, at the end of a recovery, which appends
-            # the time index's last entry): their bytes kept, the mapping dropped (not closed: see
-            # resize), the next write maps again; written pages not forced yet are forced by the
-            # next flush
-            used = min(self._entries * self.entry_size, mapped)
-            self._mm = bytearray(self._mm[:used])
-            if self._reserved:
-                self._unforced = True
-            self._reserved = 0
+            self._drop_mapping(mapped)
         else:
             # No mapping while there is nothing to write through it (module docstring): the
             # entries, if any, are read (they stay as they are until the first write maps the file)
@@ -302,6 +294,23 @@ class AbstractIndex(IndexFile, Generic[E]):
             elif len(self._mm) < used:
                 self._mm = bytearray(_pread_all(self._fd, used))
         self._max_entries = mapped // self.entry_size
+
+    def _drop_mapping(self, mapped: int) -> None:
+        """Few entries left mapped (a trim at roll, the end of a recovery, which appends the time
+        index's last entry): their bytes kept, the mapping dropped (not closed: see resize), the
+        next write maps again; written pages not forced yet are forced by the next flush."""
+        used = min(self._entries * self.entry_size, mapped)
+        self._mm = bytearray(self._mm[:used])
+        if self._reserved:
+            self._unforced = True
+        self._reserved = 0
+
+    def release_mapping(self) -> None:
+        """Drop the mapping when the entries are few enough to be read (:data:`READ_LIMIT`), the
+        file's length unchanged (a recovered active segment's time index: its last entry was
+        written through a mapping, and the load keeps the file at ``segment.index.bytes``)."""
+        if isinstance(self._mm, mmap.mmap) and self._entries * self.entry_size <= READ_LIMIT:
+            self._drop_mapping(len(self._mm))
 
     def _map_fd(self, fd: int, mapped: int) -> None:
         """Map the first ``mapped`` bytes of the file open as ``fd`` (a writable index)."""
