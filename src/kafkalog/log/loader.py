@@ -246,19 +246,21 @@ class LogLoader:
                 self.report.completed_swaps.append(p)
         fsync_dir(self.dir)
 
+    def _names_moved(self) -> bool:
+        """Whether this load deleted, renamed or split files since :attr:`names` was listed."""
+        r = self.report
+        return bool(r.deleted_files or r.completed_swaps or self.split_ids or self.doomed)
+
     def _dir_changed(self) -> bool:
         """Whether this load deleted, renamed or wrote files since :attr:`names` was listed
         (then the directory is listed again)."""
-        r = self.report
-        return bool(r.deleted_files or r.completed_swaps or r.recovered_segments or self.split_ids
-                    or self.doomed)
+        return self._names_moved() or bool(self.report.recovered_segments)
 
     def _snapshot_names(self) -> Optional[List[str]]:
         """The directory's file names for the producer snapshots: :attr:`names` with the
         snapshots the recovery's manager wrote (it deletes none), None (list again) when the load
         deleted, renamed or split anything."""
-        r = self.report
-        if r.deleted_files or r.completed_swaps or self.split_ids or self.doomed:
+        if self._names_moved():
             return None
         if self._tmp_psm is None:
             return self.names

@@ -638,10 +638,9 @@ class LogSegment:
         self._max_ts = scan.max_ts
         self._max_ts_offset = scan.max_ts_offset
         self.bytes_since_last_index_entry = scan.valid - scan.last_index_pos
-        if trim:
-            self.offset_index.trim_to_valid_size()
         self.time_index.maybe_append(scan.max_ts, scan.max_ts_offset, skip_full_check=True)
         if trim:
+            self.offset_index.trim_to_valid_size()
             self.time_index.trim_to_valid_size()
         else:
             self.time_index.release_mapping()

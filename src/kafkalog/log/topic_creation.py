@@ -55,9 +55,6 @@ CREATING_SUFFIX = ".json"
 #: partitions made between two looks at the queue: one round of fsyncs each, and the unit in
 #: which a topic's partitions become readable
 CHUNK = 64
-#: (one thread makes them: a second one made 100,000 partitions no faster on this machine's disk
-#: and slower on tmpfs, 36.2 s against 21.6 s, and the event loop waited for the interpreter lock
-#: up to 205 ms, against 7 ms, while the two took turns with it)
 
 
 class CreationHost(Protocol):
@@ -169,8 +166,10 @@ class PendingTopic:
 
 class TopicCreator:
     """The thread that makes committed topics' partitions, started when there is work and ending
-    when there is none. Its state is guarded by the manager's lock; :attr:`changed` (a condition of
-    that lock) is notified after each chunk."""
+    when there is none (one thread: a second made 100,000 partitions no faster on this machine's
+    disk and slower on tmpfs, 36.2 s against 21.6 s, and the event loop waited for the interpreter
+    lock up to 205 ms, against 7 ms, while the two took turns with it). Its state is guarded by
+    the manager's lock; :attr:`changed` (a condition of that lock) is notified after each chunk."""
 
     def __init__(self, manager: CreationHost) -> None:
         self.manager = manager
