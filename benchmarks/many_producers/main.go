@@ -160,7 +160,10 @@ func main() {
 			}
 		}(i, p)
 	}
+	// closed once both marks are printed
+	marked := make(chan struct{})
 	go func() { // marks for the driver (the broker's CPU over the window)
+		defer close(marked)
 		time.Sleep(time.Until(winFrom))
 		requests.measuring.Store(true)
 		fmt.Fprintln(os.Stderr, "window start: records from now on are measured")
@@ -185,6 +188,7 @@ func main() {
 		}
 	}()
 	wg.Wait()
+	<-marked // the last record is scheduled just before winTo: without this wait the process could end before its window end mark
 	ctx, cancel := context.WithTimeout(context.Background(), *drain)
 	var flushed sync.WaitGroup
 	for _, p := range ps {
