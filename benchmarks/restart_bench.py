@@ -16,6 +16,15 @@ closed cleanly), then each peer in turn, alternating over ``--runs``:
   asking anything, and its resident memory;
 * ``restart_after_kill_s`` / ``..._led_s``: the same start after SIGKILL of that broker (its
   recovery), with ``--kill``;
+* ``consume_s``, ``consumed``: with ``--consume``, after that: a consumer (confluent-kafka, assigned
+  every partition from offset 0, ``fetch.wait.max.ms`` 100) reads until every partition reported its
+  end; ``worst_wait_consume_ms`` the longest another client waited meanwhile, and
+  ``worst_wait_consume_tail_ms`` while the consumer goes on fetching every partition for
+  ``--tail-seconds`` with nothing new (each of its Fetch requests names all of them: librdkafka
+  uses no fetch session). ``consume_s`` is mostly librdkafka's: the broker answers its first Fetch
+  with every record, and the client then took 2-27 s to hand them to the application here;
+  ``fetch_all_raw_s`` is the broker's part: one Fetch (v12, read_committed) of every partition from
+  offset 0 on a plain socket until the whole answer is read (median of 3; ``fetch_all_bytes`` its size);
 * ``shutdown_s``: SIGTERM to exit.
 
 JSON lines: a ``run`` line per peer and run, then a ``summary`` per peer (medians) and a ``ratio``
@@ -23,6 +32,7 @@ line (each other peer over the first: below 1 = better) with the load averages.
 
     python benchmarks/restart_bench.py --data /var/tmp/d100k --make 100000 --records 52164
     python benchmarks/restart_bench.py --data /var/tmp/d100k --peers kafkalog,kafkalog@/tmp/old/src --runs 2
+    python benchmarks/restart_bench.py --data /var/tmp/d100k --idle-seconds 0 --consume
 """
 
 from __future__ import annotations
@@ -102,7 +112,66 @@ def _ready(proc: subprocess.Popen[bytes], port: int, topics: List[str], t0: floa
     out[f"worst_wait_{key}_ms"] = prober.window()
 
 
-def run_peer(data: str, src: Optional[str], idle_after: float, idle_s: float, kill: bool) -> Dict[str, Any]:
+def fetch_all_raw(port: int, topics: List[str], out: Dict[str, Any]) -> None:
+    """One Fetch of every partition from offset 0, answered whole, three times (median)."""
+    import socket
+    sys.path.insert(0, os.path.dirname(HERE))
+    from tests.server.raw import fetch_frame, recv_frame
+    frame = fetch_frame(12, 1, [(t, [(i, 0, 1 << 20) for i in range(PER_TOPIC)]) for t in topics],
+                        max_wait_ms=100, min_bytes=1, max_bytes=52428800, isolation_level=1)
+    times = []
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(600)
+        for _ in range(3):
+            t0 = time.perf_counter()
+            s.sendall(frame)
+            answer = recv_frame(s)
+            times.append(time.perf_counter() - t0)
+            if answer is None:
+                raise SystemExit("the broker closed the connection instead of answering the Fetch")
+    out["fetch_all_raw_s"] = round(statistics.median(times), 3)
+    out["fetch_all_bytes"] = len(answer)
+
+
+def consume(port: int, topics: List[str], tail_s: float, prober: Any, out: Dict[str, Any]) -> None:
+    """Every partition read from offset 0 to its end by one assigned consumer, then fetched on for
+    ``tail_s`` seconds with nothing new; the other client's worst waits over each."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "restart-bench",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100})
+    try:
+        prober.resume()
+        prober.window()
+        c.assign([TopicPartition(t, i, 0) for t in topics for i in range(PER_TOPIC)])
+        ended: set = set()
+        got = 0
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + 1800
+        while len(ended) < len(topics) * PER_TOPIC and time.monotonic() < deadline:
+            for m in c.consume(10000, 1.0):
+                err = m.error()
+                if err is None:
+                    got += 1
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    ended.add((m.topic(), m.partition()))
+        out["consume_s"] = round(time.perf_counter() - t0, 2)
+        out["consumed"] = got
+        out["worst_wait_consume_ms"] = prober.window()
+        if len(ended) < len(topics) * PER_TOPIC:
+            raise SystemExit(f"the consumer reached the end of {len(ended)} partitions of {len(topics) * PER_TOPIC}")
+        t1 = time.monotonic()
+        while time.monotonic() - t1 < tail_s:
+            for m in c.consume(10000, 1.0):
+                if m.error() is None:
+                    raise SystemExit("a record after every partition's end: the directory changed")
+        out["worst_wait_consume_tail_ms"] = prober.window()
+    finally:
+        c.close()
+        prober.pause()
+
+
+def run_peer(data: str, src: Optional[str], idle_after: float, idle_s: float, kill: bool,
+             consume_tail_s: Optional[float] = None) -> Dict[str, Any]:
     env = dict(os.environ)
     if src:
         env["PYTHONPATH"] = src
@@ -123,6 +192,9 @@ def run_peer(data: str, src: Optional[str], idle_after: float, idle_s: float, ki
             time.sleep(idle_s)
             out["idle_cpu_pct"] = round(100 * (sb.cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - t1), 2)
             out["idle_rss_mib"] = round(sb.rss_mib(proc.pid), 1)
+        if consume_tail_s is not None:
+            consume(port, topics, consume_tail_s, prober, out)
+            fetch_all_raw(port, topics, out)
         if kill:
             prober.pause()
             proc.kill()
@@ -153,6 +225,8 @@ def main() -> None:
     ap.add_argument("--idle-after", type=float, default=50)
     ap.add_argument("--idle-seconds", type=float, default=60)
     ap.add_argument("--kill", action="store_true", help="also restart after SIGKILL")
+    ap.add_argument("--consume", action="store_true", help="also read every partition with one consumer")
+    ap.add_argument("--tail-seconds", type=float, default=20, help="--consume: fetching on with nothing new")
     args = ap.parse_args()
     names = [n for n in args.peers.split(",") if n]
     for n in names:
@@ -167,7 +241,8 @@ def main() -> None:
     runs: Dict[str, List[Dict[str, Any]]] = {n: [] for n in names}
     for r in range(args.runs):
         for n in (names if r % 2 == 0 else list(reversed(names))):
-            res = run_peer(args.data, n.partition("@")[2] or None, args.idle_after, args.idle_seconds, args.kill)
+            res = run_peer(args.data, n.partition("@")[2] or None, args.idle_after, args.idle_seconds, args.kill,
+                           args.tail_seconds if args.consume else None)
             res.update(type="run", peer=n, run=r, load=[round(x, 2) for x in os.getloadavg()])
             print(json.dumps(res), flush=True)
             runs[n].append(res)

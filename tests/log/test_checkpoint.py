@@ -35,6 +35,26 @@ def test_write_overwrite_reload(tmp_path):
     assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
 
 
+def test_the_broker_writes_its_offsets_sorted_by_topic_then_partition(tmp_path):
+    """``write_offset_checkpoint`` (the broker's three offset files) sorts a topic at a time, not
+    in one call over every entry (one sort of 100,000 held the interpreter lock 215 ms, and the
+    broker's event loop waited): the file is still in (topic, partition) order, partitions by
+    number (10 after 9), whatever the order of the mapping."""
+    import random
+
+    from kafkalog.log.manager import read_offset_checkpoint, write_offset_checkpoint
+    from kafkalog.log.naming import TopicPartition
+    entries = [(TopicPartition(t, p), 1000 * p) for t in ("b", "a-b", "a", "c") for p in range(12)]
+    random.Random(5).shuffle(entries)
+    path = str(tmp_path / "replication-offset-checkpoint")
+    write_offset_checkpoint(path, dict(entries))
+    lines = open(path).read().splitlines()
+    assert lines[:2] == ["0", str(len(entries))]
+    expected = [f"{t} {p} {1000 * p}" for t in ("a", "a-b", "b", "c") for p in range(12)]
+    assert lines[2:] == expected
+    assert read_offset_checkpoint(path) == dict(entries)
+
+
 @pytest.mark.parametrize("text,ok", [
     ("", {}), ("0\n", {}), ("0\n0\n", {}), ("0\r\n1\r\nt 0 5\r\n", {("t", 0): 5}),
     ("0\n1\nt\t0   5\n", {("t", 0): 5}),

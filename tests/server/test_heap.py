@@ -1,12 +1,16 @@
 """``kafkalog serve``'s collector around the load of its partitions (issue 35, ``server/heap.py``):
 off while the load runs (its full collections walked every partition loaded so far: 6.8 of 25.9 s
 at 100,000 partitions), what the load made frozen as it ends, and the collector back as it was;
-a failed load freezes nothing."""
+a failed load freezes nothing; the full collections scheduled by the broker, not by CPython's
+trigger."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -46,3 +50,63 @@ def test_a_failed_load_freezes_nothing_and_the_collector_stays_as_it_was() -> No
     with pytest.raises(RuntimeError), heap.loading():
         raise RuntimeError("the load failed")
     assert gc.isenabled()
+
+
+@pytest.fixture
+def _threshold_restored() -> Iterator[None]:
+    was = gc.get_threshold()
+    yield
+    heap._enabled = False
+    gc.set_threshold(*was)
+
+
+def _generations_collected() -> tuple[list[int], Any]:
+    seen: list[int] = []
+
+    def hook(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            seen.append(info["generation"])
+    gc.callbacks.append(hook)
+    return seen, hook
+
+
+def test_serve_schedules_the_full_collections_itself(_threshold_restored: None) -> None:
+    """With CPython's thresholds, keeping objects alive as a Fetch of 100,000 partitions does
+    triggers full collections; after :func:`heap.enable` only the young generations are collected
+    as objects are made, and :func:`heap.collect_full` makes the full one."""
+    gc.enable()
+    seen, hook = _generations_collected()
+    try:
+        alive: list[list[int]] = []
+        while 2 not in seen and len(alive) < 5_000_000:   # objects alive at once, until a full one
+            alive.extend([i] for i in range(100_000))
+        assert 2 in seen, "CPython's own trigger: a full collection while they were made"
+        made = len(alive)
+        del alive
+        heap.enable()
+        seen.clear()
+        alive = [[i] for i in range(2 * made)]
+        assert seen and set(seen) <= {0, 1}           # young collections only
+        del alive
+        heap.collect_full()
+        assert seen[-1] == 2
+    finally:
+        gc.callbacks.remove(hook)
+
+
+def test_full_collections_run_on_their_schedule_until_cancelled(_threshold_restored: None) -> None:
+    seen, hook = _generations_collected()
+
+    async def run() -> int:
+        task = asyncio.get_running_loop().create_task(heap.full_collections(0.01))
+        deadline = time.monotonic() + 30
+        while seen.count(2) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert task.cancelled()
+        return seen.count(2)
+    try:
+        assert asyncio.run(run()) >= 2
+    finally:
+        gc.callbacks.remove(hook)

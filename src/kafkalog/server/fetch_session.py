@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Protocol
 
 from kafkalog.record.constants import INT32_MAX
@@ -107,10 +107,12 @@ class FetchSession:
 
 class FetchContext:
     """One Fetch's view of the session: the partitions to read, then :meth:`respond` picks those
-    the response carries and names the session in it."""
+    the response carries and names the session in it (:meth:`respond_steps`: the same a slice at
+    a time, for a Fetch of thousands of partitions)."""
 
     def __init__(self, wanted: list[Wanted], error: int = 0, session: FetchSession | None = None,
-                 create: Callable[[list[Wanted], Sequence[Result]], int] | None = None) -> None:
+                 create: Callable[[list[Wanted], Sequence[Result], int], Generator[None, None, int]]
+                 | None = None) -> None:
         self.wanted = wanted
         self.error = error
         self._session = session
@@ -119,21 +121,39 @@ class FetchContext:
     def respond(self, results: Sequence[Result]) -> tuple[int, list[tuple[Wanted, Any]]]:
         """(response session id, the (partition, result) pairs to answer) for ``results`` read in
         the order of :attr:`wanted`."""
-        pairs = list(zip(self.wanted, results, strict=True))
+        pairs: list[tuple[Wanted, Any]] = []
+        steps = self.respond_steps(results, pairs, max(len(results), 1))
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value, pairs
+
+    def respond_steps(self, results: Sequence[Result], into: list[tuple[Wanted, Any]],
+                      per_slice: int) -> Generator[None, None, int]:
+        """:meth:`respond`, the pairs into ``into``, yielding after each ``per_slice`` partitions;
+        returns the response's session id."""
+        wanted = self.wanted
+        if len(wanted) != len(results):
+            raise ValueError(f"{len(results)} results for {len(wanted)} partitions")
         session = self._session
         if session is None:
-            sid = self._create(self.wanted, results) if self._create is not None else INVALID_SESSION_ID
-            return sid, pairs
-        out = []
-        for w, r in pairs:
+            for start in range(0, len(wanted), per_slice):
+                into.extend(zip(wanted[start:start + per_slice], results[start:start + per_slice]))
+                yield
+            if self._create is None:
+                return INVALID_SESSION_ID
+            return (yield from self._create(wanted, results, per_slice))
+        parts = session.partitions
+        for i, (w, r) in enumerate(zip(wanted, results)):
             key = (w.key, w.index)
-            cached = session.partitions.get(key)
-            if cached is None:                      # forgotten while the fetch waited
-                continue
-            if cached.must_respond(r):
-                out.append((w, r))
-                session.partitions.move_to_end(key)     # answered partitions go last (fairness)
-        return session.id, out
+            cached = parts.get(key)
+            if cached is not None and cached.must_respond(r):     # (None: forgotten while it waited)
+                into.append((w, r))
+                parts.move_to_end(key)          # answered partitions go last (fairness)
+            if i % per_slice == per_slice - 1:
+                yield
+        return session.id
 
 
 class FetchSessionCache:
@@ -160,7 +180,8 @@ class FetchSessionCache:
                 self._sessions.pop(session_id, None)
             if epoch == FINAL_EPOCH:
                 return FetchContext(wanted)
-            return FetchContext(wanted, create=lambda ws, rs: self._create(ws, rs, uses_topic_ids))
+            return FetchContext(wanted, create=lambda ws, rs, per_slice: self._create(ws, rs, uses_topic_ids,
+                                                                                     per_slice))
         session = self._sessions.get(session_id)
         if session is None:
             return FetchContext([], FETCH_SESSION_ID_NOT_FOUND)
@@ -186,15 +207,21 @@ class FetchSessionCache:
         self._sessions.move_to_end(session_id)
         return FetchContext([c.wanted for c in parts.values()], session=session)
 
-    def _create(self, wanted: list[Wanted], results: Sequence[Result], uses_topic_ids: bool) -> int:
-        now = self._now_ms()
-        if not self._make_room(len(wanted), now):
-            return INVALID_SESSION_ID
+    def _create(self, wanted: list[Wanted], results: Sequence[Result], uses_topic_ids: bool,
+                per_slice: int) -> Generator[None, None, int]:
+        """A new session of ``wanted`` (their ``results`` recorded), its partitions made
+        ``per_slice`` at a time; its id, or :data:`INVALID_SESSION_ID` when the cache has no room
+        (asked once they are made: another session may have taken a slot meanwhile)."""
         parts: OrderedDict[PartitionKey, CachedPartition] = OrderedDict()
-        for w, r in zip(wanted, results, strict=True):
+        for i, (w, r) in enumerate(zip(wanted, results, strict=True)):
             c = CachedPartition(w)
             c.must_respond(r)
             parts[(w.key, w.index)] = c
+            if i % per_slice == per_slice - 1:
+                yield
+        now = self._now_ms()
+        if not self._make_room(len(wanted), now):
+            return INVALID_SESSION_ID
         sid = INVALID_SESSION_ID
         while sid == INVALID_SESSION_ID or sid in self._sessions:
             sid = random.randint(1, INT32_MAX)
