@@ -94,7 +94,9 @@ def test_serve_schedules_the_full_collections_itself(_threshold_restored: None) 
         gc.callbacks.remove(hook)
 
 
-def test_full_collections_run_on_their_schedule_until_cancelled(_threshold_restored: None) -> None:
+def test_full_collections_run_on_their_schedule_until_cancelled(_threshold_restored: None,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heap, "FULL_COLLECTION_SHARE", 0)       # the interval only (a worker's heap is big)
     seen, hook = _generations_collected()
 
     async def run() -> int:
@@ -110,3 +112,8 @@ def test_full_collections_run_on_their_schedule_until_cancelled(_threshold_resto
         assert asyncio.run(run()) >= 2
     finally:
         gc.callbacks.remove(hook)
+
+
+def test_a_long_full_collection_is_followed_by_a_longer_wait() -> None:
+    assert heap.next_wait(60.0, 0.05) == 60.0
+    assert heap.next_wait(60.0, 2.0) == 2.0 * heap.FULL_COLLECTION_SHARE    # at most 1% of the time

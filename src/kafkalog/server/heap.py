@@ -73,7 +73,12 @@ async def full_collections(interval_s: float = FULL_COLLECTION_INTERVAL_S) -> No
     wait = interval_s
     while True:
         await asyncio.sleep(wait)
-        wait = max(interval_s, FULL_COLLECTION_SHARE * collect_full())
+        wait = next_wait(interval_s, collect_full())
+
+
+def next_wait(interval_s: float, took_s: float) -> float:
+    """The wait after a full collection that took ``took_s`` seconds."""
+    return max(interval_s, FULL_COLLECTION_SHARE * took_s)
 
 
 def settle() -> None:
