@@ -23,7 +23,6 @@ PARTITIONS_PER_SLICE = 64
 #: whole of a Fetch answer's encoding held the event loop 118 ms on a quiet machine)
 ENTRIES_PER_SLICE = 1024
 
-
 #: seconds a slice may hold the event loop before it ends early, whatever its count: partitions read
 #: for the first time open their segments' files and indexes (64 of them held the loop 105-124 ms
 #: under a consumer's load at 100,000 partitions)
