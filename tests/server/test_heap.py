@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -55,9 +56,11 @@ def test_a_failed_load_freezes_nothing_and_the_collector_stays_as_it_was() -> No
 @pytest.fixture
 def _threshold_restored() -> Iterator[None]:
     was = gc.get_threshold()
+    interval = sys.getswitchinterval()
     yield
     heap._enabled = False
     gc.set_threshold(*was)
+    sys.setswitchinterval(interval)
 
 
 def _generations_collected() -> tuple[list[int], Any]:
@@ -87,6 +90,7 @@ def test_serve_schedules_the_full_collections_itself(_threshold_restored: None) 
         seen.clear()
         alive = [[i] for i in range(2 * made)]
         assert seen and set(seen) <= {0, 1}           # young collections only
+        assert sys.getswitchinterval() == pytest.approx(heap.SWITCH_INTERVAL_S)
         del alive
         heap.collect_full()
         assert seen[-1] == 2

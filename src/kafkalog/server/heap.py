@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,16 +48,26 @@ FULL_COLLECTION_SHARE = 100
 #: collections are scheduled: never reached
 _NEVER = 1 << 30
 
+#: the interpreter's switch interval in ``kafkalog serve`` (Python's is 5 ms). The event loop shares
+#: the interpreter lock with the log manager's scheduler thread (retention, offset checkpoints: at
+#: 100,000 partitions seconds of Python work after a start); each system call of the loop lets go of
+#: the lock and waits for the scheduler's interval to end to take it back, and with 5 ms another
+#: client's ApiVersions waited 91-136 ms during the first retention pass (one run with 1 ms: no
+#: step over 91 ms in 50 s of it)
+SWITCH_INTERVAL_S = 0.001
+
 _enabled = False
 
 
 def enable() -> None:
-    """Settle after loading and after each topic creation from now on, and leave the full
-    collections to :func:`full_collections` (``kafkalog serve``)."""
+    """Settle after loading and after each topic creation from now on, leave the full collections
+    to :func:`full_collections`, and shorten the interpreter's switch interval to
+    :data:`SWITCH_INTERVAL_S` (``kafkalog serve``)."""
     global _enabled
     _enabled = True
     young, middle, _oldest = gc.get_threshold()
     gc.set_threshold(young, middle, _NEVER)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     settle()
 
 
