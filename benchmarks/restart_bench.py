@@ -114,23 +114,13 @@ def _ready(proc: subprocess.Popen[bytes], port: int, topics: List[str], t0: floa
 
 def fetch_all_raw(port: int, topics: List[str], out: Dict[str, Any]) -> None:
     """One Fetch of every partition from offset 0, answered whole, three times (median)."""
-    import socket
     sys.path.insert(0, os.path.dirname(HERE))
-    from tests.server.raw import fetch_frame, recv_frame
+    from tests.server.raw import fetch_frame
     frame = fetch_frame(12, 1, [(t, [(i, 0, 1 << 20) for i in range(PER_TOPIC)]) for t in topics],
                         max_wait_ms=100, min_bytes=1, max_bytes=52428800, isolation_level=1)
-    times = []
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.settimeout(600)
-        for _ in range(3):
-            t0 = time.perf_counter()
-            s.sendall(frame)
-            answer = recv_frame(s)
-            times.append(time.perf_counter() - t0)
-            if answer is None:
-                raise SystemExit("the broker closed the connection instead of answering the Fetch")
-    out["fetch_all_raw_s"] = round(statistics.median(times), 3)
-    out["fetch_all_bytes"] = len(answer)
+    seconds, size = sb.raw_round_trips(port, frame, 3, timeout=600)
+    out["fetch_all_raw_s"] = round(seconds, 3)
+    out["fetch_all_bytes"] = size
 
 
 def consume(port: int, topics: List[str], tail_s: float, prober: Any, out: Dict[str, Any]) -> None:

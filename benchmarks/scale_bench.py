@@ -269,16 +269,24 @@ def wait_port(port: int, timeout: float = 900) -> None:
 def metadata_raw(port: int, runs: int = 3) -> tuple[float, int]:
     """Median ms of a Metadata request for all topics on a plain socket, from the send until the
     whole answer is read, and the answer's size."""
+    frame = struct.pack(">i", len(METADATA_ALL_V12)) + METADATA_ALL_V12
+    seconds, size = raw_round_trips(port, frame, runs)
+    return round(seconds * 1000, 2), size
+
+
+def raw_round_trips(port: int, frame: bytes, runs: int = 3, timeout: float = 120) -> tuple[float, int]:
+    """Median seconds of ``runs`` sends of ``frame`` (a request with its size field) on one plain
+    socket, each until its whole answer is read, and the answer's size (without its size field)."""
     times, size = [], 0
-    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(runs):
             t = time.perf_counter()
-            s.sendall(struct.pack(">i", len(METADATA_ALL_V12)) + METADATA_ALL_V12)
+            s.sendall(frame)
             size = struct.unpack(">i", _recv_exact(s, 4))[0]
             _recv_exact(s, size)
             times.append(time.perf_counter() - t)
-    return round(statistics.median(times) * 1000, 2), size
+    return statistics.median(times), size
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes:
@@ -286,7 +294,7 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     while len(buf) < n:
         chunk = s.recv(min(n - len(buf), 1 << 20))
         if not chunk:
-            raise SystemExit("the broker closed the connection during a Metadata answer")
+            raise SystemExit("the broker closed the connection during an answer")
         buf += chunk
     return bytes(buf)
 
