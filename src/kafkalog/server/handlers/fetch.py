@@ -340,9 +340,7 @@ async def _long_poll(broker: Broker, request: Request, prep: _Prepared, deadline
                 await _unwatch(broker, watched[:done[0]], fut)
         got = await _collect_in_slices(broker, wanted, prep.max_bytes, prep.committed, prep.unknown_code)
         if got.size >= min_bytes or got.failed or deadline - time.monotonic() <= 0:
-            if len(got.parts) > PARTITIONS_PER_SLICE:
-                return await _answer_in_slices(broker, request, prep.ctx, got.parts)
-            return _answer(broker, request, prep.ctx, got.parts)
+            return await _answer_in_slices(broker, request, prep.ctx, got.parts)
         marks = got.marks
         got.release()
 
@@ -436,9 +434,10 @@ def _answer(broker: Broker, request: Request, ctx: FetchContext, parts: list[Par
 
 async def _answer_in_slices(broker: Broker, request: Request, ctx: FetchContext,
                             parts: list[PartitionData]) -> Response:
-    """:func:`_answer_steps`, the event loop serving other clients between two slices."""
+    """:func:`_answer_steps`, the event loop serving other clients between two slices (at once for
+    at most one slice of partitions)."""
     out: list[bytes | FileSlice] = []
-    await run_in_slices(_answer_steps(broker, request, ctx, parts, out))
+    await _in_slices_if_many(_answer_steps(broker, request, ctx, parts, out), len(parts))
     return out
 
 
