@@ -8,7 +8,6 @@ abandoned between two slices leaves no descriptor open; a slice also ends on its
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -113,18 +112,21 @@ def test_an_answer_run_to_its_end_keeps_its_descriptors_for_the_send(tmp_path: P
 
 def test_a_slice_of_slow_partitions_ends_on_its_clock() -> None:
     """A slice ends after :data:`slices.SLICE_SECONDS` even when its count is far from full (a
-    partition read for the first time opens its files), and its clock starts at its first tick."""
-    count = SliceCounter(per_slice=1000)
-    ticks = 0
-    while True:
-        time.sleep(slices.SLICE_SECONDS / 2)
-        ticks += 1
-        if count.tick():
-            break
-        assert ticks < 4                    # 2 half-budgets after the first tick at the latest
-    assert ticks >= 3                       # the first tick starts the clock
-    time.sleep(slices.SLICE_SECONDS * 3)    # the loop served others: not this slice's time
-    assert not count.tick()
+    partition read for the first time opens its files), and its clock starts at its first tick.
+    The clock is a list of readings, not the machine's: a loaded machine's sleeps overrun."""
+    step = slices.SLICE_SECONDS / 2
+    readings = [100.0, 100.0 + step, 100.0 + 2 * step + 1e-6,  # first slice: ends at its budget
+                200.0,                                      # the loop served others meanwhile
+                200.0 + step, 200.0 + 2 * step - 1e-6]
+    count = SliceCounter(per_slice=1000, clock=iter(readings).__next__)
+    assert [count.tick() for _ in range(3)] == [False, False, True]
+    assert [count.tick() for _ in range(3)] == [False, False, False]   # its clock restarted at 200
+    assert count.done == 3
+
+
+def test_a_slice_ends_on_its_count_whatever_its_clock() -> None:
+    count = SliceCounter(per_slice=3, clock=lambda: 5.0)
+    assert [count.tick() for _ in range(7)] == [False, False, True, False, False, True, False]
 
 
 def _results(n: int, hw: int) -> list[PartitionData]:

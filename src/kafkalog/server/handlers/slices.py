@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 #: partitions a request's handler reads or appends to before it lets the event loop serve others
 #: (an append or a read of one partition takes 20-200 us here, more on a loaded machine: a slice
@@ -33,17 +33,19 @@ class SliceCounter:
     """Counts partitions done; :meth:`tick` is True when a slice is full (the caller yields):
     ``per_slice`` partitions (by default :data:`PARTITIONS_PER_SLICE`), or fewer that took
     :data:`SLICE_SECONDS`. A slice's clock starts at its first partition's tick, so the time the
-    loop spent elsewhere between two slices is not counted."""
+    loop spent elsewhere between two slices is not counted. ``clock`` is read once a tick."""
 
-    __slots__ = ("done", "per_slice", "started")
+    __slots__ = ("clock", "done", "per_slice", "started")
 
-    def __init__(self, per_slice: int = PARTITIONS_PER_SLICE) -> None:
+    def __init__(self, per_slice: int = PARTITIONS_PER_SLICE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.done = 0
         self.per_slice = per_slice
-        self.started = time.monotonic()
+        self.started = 0.0
 
     def tick(self) -> bool:
-        now = time.monotonic()
+        now = self.clock()
         if self.done == 0:
             self.started = now
         self.done += 1
