@@ -61,6 +61,40 @@ def test_an_answer_is_encoded_a_slice_at_a_time_and_decodes_whole(version: int, 
                 assert p.aborted_transactions is None
 
 
+def test_an_answer_with_file_slices_across_its_slices_decodes_whole(tmp_path: Path) -> None:
+    """Each slice's pieces are joined as the slice ends, and those chunks joined once between two
+    records answered from a file: the parts alternate one bytes chunk and one file slice, and the
+    frame they make (each file slice read in its place) decodes as the whole answer."""
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(bytes(range(100)))
+    n = 4 * ENTRIES_PER_SLICE
+    at = {0: (0, 10), 1500: (10, 20), 3 * ENTRIES_PER_SLICE + 7: (30, 70)}   # index: (position, size)
+    fds = []
+    pds = []
+    for i in range(n):
+        if i in at:
+            fds.append(os.open(seg, os.O_RDONLY))
+            pds.append(PartitionData(i, 0, 5, 5, 0, None, FileSlice(str(seg), fds[-1], *at[i])))
+        else:
+            pds.append(PartitionData(i, 0, 5, 5, 0, None, b"r" * (i % 2)))
+    parts: list[bytes | FileSlice] = []
+    try:
+        assert sum(1 for _ in _encode_steps(3, 12, 0, [("t", pds)], 0, parts)) >= n // ENTRIES_PER_SLICE
+        assert [type(p) for p in parts] == [bytes, FileSlice] * len(at) + [bytes]
+        frame = b"".join(p if isinstance(p, bytes) else seg.read_bytes()[p.position:p.position + p.size]
+                         for p in parts)
+        assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+        decoded: Any = fetch_response(frame[4:], 12)
+        got = {p.partition_index: p.records or b"" for p in decoded.responses[0].partitions}
+        assert len(got) == n
+        for i in range(n):
+            want = seg.read_bytes()[at[i][0]:sum(at[i])] if i in at else b"r" * (i % 2)
+            assert got[i] == want
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 class _Unmetered:
     """The broker as :func:`_answer_steps` sees it when no metrics are kept."""
     metrics = None

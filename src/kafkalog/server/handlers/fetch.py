@@ -484,6 +484,9 @@ def _encode_steps(correlation_id: int, version: int, top_error: int,
     head = _partition_head(version)
     count = SliceCounter(ENTRIES_PER_SLICE)
     total = 0
+    #: each slice's pieces joined as it ends (a join of every piece at the end held the loop 38 ms
+    #: at 100,000 partitions), then these joined once between two file slices and at the end
+    done: list[bytes] = []
     cur = [response_header(correlation_id, flex),
            _THROTTLE_ERROR_SESSION.pack(0, top_error, session_id) if version >= 7 else _NO_THROTTLE,
            wire.array_len(len(topics), flex)]
@@ -524,22 +527,27 @@ def _encode_steps(correlation_id: int, version: int, top_error: int,
                 cur.append(wire.bytes_len(size, flex))
             if size:
                 if isinstance(records, FileSlice):
-                    chunk = b"".join(cur)
+                    done.append(b"".join(cur))
+                    chunk = b"".join(done)
                     total += len(chunk) + size
                     parts.append(chunk)
                     parts.append(records)
                     cur = []
+                    done = []
                 else:
                     cur.append(records)
             if flex:
                 cur.append(wire.EMPTY_TAGS)
             if count.tick():
+                done.append(b"".join(cur))
+                cur = []
                 yield
         if flex:
             cur.append(wire.EMPTY_TAGS)
     if flex:
         cur.append(wire.EMPTY_TAGS)
-    chunk = b"".join(cur)
+    done.append(b"".join(cur))
+    chunk = b"".join(done)
     parts.append(chunk)
     total += len(chunk)
     first_part = parts[0]
