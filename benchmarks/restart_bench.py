@@ -25,6 +25,9 @@ closed cleanly), then each peer in turn, alternating over ``--runs``:
   with every record, and the client then took 2-27 s to hand them to the application here;
   ``fetch_all_raw_s`` is the broker's part: one Fetch (v12, read_committed) of every partition from
   offset 0 on a plain socket until the whole answer is read (median of 3; ``fetch_all_bytes`` its size);
+* ``produce_all_raw_s``: with ``--produce``, after that: one Produce (v9, acks=all) of one record to
+  every partition on a plain socket until it is answered, and ``worst_wait_produce_ms`` the longest
+  another client waited meanwhile (each run appends a record to every partition of ``--data``);
 * ``shutdown_s``: SIGTERM to exit.
 
 JSON lines: a ``run`` line per peer and run, then a ``summary`` per peer (medians) and a ``ratio``
@@ -41,7 +44,9 @@ import argparse
 import json
 import os
 import signal
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -123,6 +128,32 @@ def fetch_all_raw(port: int, topics: List[str], out: Dict[str, Any]) -> None:
     out["fetch_all_bytes"] = size
 
 
+def produce_all_raw(port: int, topics: List[str], prober: Any, out: Dict[str, Any]) -> None:
+    """One Produce (v9, acks=all) of one record to every partition on a plain socket, once (each
+    run appends a record to every partition), and the other client's worst wait meanwhile."""
+    sys.path.insert(0, os.path.dirname(HERE))
+    from tests.server.raw import request_frame, response_of
+
+    from kafkalog.record.builder import build_batch
+    records = build_batch([(b"k", b"v", int(time.time() * 1000))])
+    frame = request_frame(0, 9, 1, {"transactional_id": None, "acks": -1, "timeout": 600000, "topic_data": [
+        {"name": t, "partition_data": [{"index": i, "records": records} for i in range(PER_TOPIC)]}
+        for t in topics]})
+    prober.resume()
+    prober.window()
+    with socket.create_connection(("127.0.0.1", port), timeout=600) as s:
+        t0 = time.perf_counter()
+        s.sendall(frame)
+        size = struct.unpack(">i", sb._recv_exact(s, 4))[0]
+        answer: Any = response_of(sb._recv_exact(s, size), 0, 9)
+        out["produce_all_raw_s"] = round(time.perf_counter() - t0, 3)
+    out["worst_wait_produce_ms"] = prober.window()
+    prober.pause()
+    failed = sum(1 for t in answer.responses for p in t.partition_responses if p.error_code)
+    if failed:
+        raise SystemExit(f"the Produce of every partition failed for {failed} partitions")
+
+
 def consume(port: int, topics: List[str], tail_s: float, prober: Any, out: Dict[str, Any]) -> None:
     """Every partition read from offset 0 to its end by one assigned consumer, then fetched on for
     ``tail_s`` seconds with nothing new; the other client's worst waits over each."""
@@ -161,7 +192,7 @@ def consume(port: int, topics: List[str], tail_s: float, prober: Any, out: Dict[
 
 
 def run_peer(data: str, src: Optional[str], idle_after: float, idle_s: float, kill: bool,
-             consume_tail_s: Optional[float] = None) -> Dict[str, Any]:
+             consume_tail_s: Optional[float] = None, produce: bool = False) -> Dict[str, Any]:
     env = dict(os.environ)
     if src:
         env["PYTHONPATH"] = src
@@ -185,6 +216,8 @@ def run_peer(data: str, src: Optional[str], idle_after: float, idle_s: float, ki
         if consume_tail_s is not None:
             consume(port, topics, consume_tail_s, prober, out)
             fetch_all_raw(port, topics, out)
+        if produce:
+            produce_all_raw(port, topics, prober, out)
         if kill:
             prober.pause()
             proc.kill()
@@ -216,6 +249,7 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=60)
     ap.add_argument("--kill", action="store_true", help="also restart after SIGKILL")
     ap.add_argument("--consume", action="store_true", help="also read every partition with one consumer")
+    ap.add_argument("--produce", action="store_true", help="also produce a record to every partition (appends)")
     ap.add_argument("--tail-seconds", type=float, default=20, help="--consume: fetching on with nothing new")
     args = ap.parse_args()
     names = [n for n in args.peers.split(",") if n]
@@ -232,7 +266,7 @@ def main() -> None:
     for r in range(args.runs):
         for n in (names if r % 2 == 0 else list(reversed(names))):
             res = run_peer(args.data, n.partition("@")[2] or None, args.idle_after, args.idle_seconds, args.kill,
-                           args.tail_seconds if args.consume else None)
+                           args.tail_seconds if args.consume else None, args.produce)
             res.update(type="run", peer=n, run=r, load=[round(x, 2) for x in os.getloadavg()])
             print(json.dumps(res), flush=True)
             runs[n].append(res)
