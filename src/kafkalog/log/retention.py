@@ -38,6 +38,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set
 
 from kafkalog.log.config import LogConfig
 from kafkalog.log.segment import LogSegment
+from kafkalog.record.constants import INT64_MAX
 
 __all__ = ["DeletedSegment", "FutureTimestampSegment", "RetentionResult", "deletable_segments",
            "future_timestamp_segments", "delete_old_segments"]
@@ -185,6 +186,25 @@ def delete_old_segments(log: RetainedLog, *, now: Optional[int] = None, high_wat
         _delete_time_breached(log, now, future_bases, result, high_watermark)
     result.log_start_offset = log.log_start_offset
     return result
+
+
+def time_breach_due(log: RetainedLog, result: RetentionResult) -> Optional[int]:
+    """When a retention pass could next delete a segment of ``log`` (just visited, with
+    ``result``), its offsets, segments and configuration unchanged: the first segment's largest
+    timestamp + ``retention.ms`` + 1 (segments go in order, so none before it), or ``INT64_MAX``
+    for never (no time retention, or only an empty active segment left); a size or log-start
+    breach needs a change first. None when it must be visited at every pass: a segment stamped in
+    the future is warned of at each."""
+    if result.future_timestamp_segments:
+        return None
+    retention_ms = log.config.retention_ms
+    if retention_ms < 0 or not log.config.delete:
+        return INT64_MAX
+    segs = log.segments
+    first = segs[0]
+    if len(segs) == 1 and first.size == 0:
+        return INT64_MAX
+    return first.largest_timestamp() + retention_ms + 1
 
 
 def _delete(log: RetainedLog, segments: List[LogSegment], reason: str, result: RetentionResult) -> None:
