@@ -98,40 +98,47 @@ def test_serve_schedules_the_full_collections_itself(_threshold_restored: None) 
         gc.callbacks.remove(hook)
 
 
-def test_a_scheduled_full_collection_runs_only_when_the_heap_grew(_threshold_restored: None,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_scheduled_full_collection_runs_only_when_the_heap_grew(monkeypatch: pytest.MonkeyPatch) -> None:
     """The schedule looks every interval and collects once the heap grew by
     :data:`heap.FULL_COLLECTION_GROWTH` since the last collection (a consumer's Fetch of 100,000
     partitions in flight grew it by 3-10%: no full collection walks it once a minute), then goes
-    on from the heap that collection left; it runs until cancelled."""
-    monkeypatch.setattr(heap, "FULL_COLLECTION_SHARE", 0)       # the interval only (a worker's heap is big)
-    seen, hook = _generations_collected()
+    on from the heap that collection left; it runs until cancelled. The heap's size is the test's
+    (an xdist worker's own heap moves with the other tests' threads); the collections are real
+    and counted."""
+    monkeypatch.setattr(heap, "FULL_COLLECTION_SHARE", 0)       # the interval only
+    collections: list[float] = []
+    real = heap.collect_full
+    monkeypatch.setattr(heap, "collect_full", lambda: collections.append(real()) or collections[-1])
+    size = [1_000_000]
 
     async def intervals(n: int) -> None:       # at least n intervals of 0.01 s pass
         for _ in range(n):
             await asyncio.sleep(0.011)
 
     async def run() -> list[int]:
-        task = asyncio.get_running_loop().create_task(heap.full_collections(0.01))
+        task = asyncio.get_running_loop().create_task(heap.full_collections(0.01, lambda: size[0]))
         counts = []
         await intervals(20)
-        counts.append(seen.count(2))                        # the heap as it was: none
-        kept = [[i] for i in range(sys.getallocatedblocks() // 4)]     # ~3 blocks each
-        deadline = time.monotonic() + 30
-        while seen.count(2) == counts[0] and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        counts.append(seen.count(2))                        # grown: one
+        counts.append(len(collections))             # the heap as it was: none
+        size[0] = 1_240_000
         await intervals(20)
-        counts.append(seen.count(2))                        # grown no further since: still one
-        del kept
+        counts.append(len(collections))             # grown by less than a quarter: none
+        size[0] = 1_250_000
+        deadline = time.monotonic() + 30
+        while not collections and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        counts.append(len(collections))             # by a quarter: one
+        await intervals(20)
+        counts.append(len(collections))             # grown no further since: still one
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         assert task.cancelled()
         return counts
-    try:
-        assert asyncio.run(run()) == [0, 1, 1]
-    finally:
-        gc.callbacks.remove(hook)
+    assert asyncio.run(run()) == [0, 0, 1, 1]
+
+
+def test_a_heap_grows_by_a_quarter_before_it_is_collected() -> None:
+    assert not heap.grown(800, 999) and heap.grown(800, 1000) and not heap.grown(800, 500)
 
 
 def test_a_long_full_collection_is_followed_by_a_longer_wait() -> None:

@@ -44,7 +44,7 @@ import asyncio
 import gc
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 #: seconds between two of ``kafkalog serve``'s full collections, at least (a collection that took
@@ -89,24 +89,25 @@ def collect_full() -> float:
     return time.perf_counter() - t0
 
 
-def grown(left_blocks: int) -> bool:
-    """Whether the heap grew by :data:`FULL_COLLECTION_GROWTH` since a full collection left it
-    holding ``left_blocks`` blocks."""
-    return sys.getallocatedblocks() >= left_blocks * (1 + FULL_COLLECTION_GROWTH)
+def grown(left_blocks: int, blocks: int) -> bool:
+    """Whether a heap of ``blocks`` blocks grew by :data:`FULL_COLLECTION_GROWTH` since a full
+    collection left it holding ``left_blocks``."""
+    return blocks >= left_blocks * (1 + FULL_COLLECTION_GROWTH)
 
 
-async def full_collections(interval_s: float = FULL_COLLECTION_INTERVAL_S) -> None:
-    """Every ``interval_s`` seconds, a full collection if the heap :func:`grown` since the last one
-    (or since this started), until cancelled; after a long one the wait is longer (collections take
-    at most 1/:data:`FULL_COLLECTION_SHARE` of the time)."""
+async def full_collections(interval_s: float = FULL_COLLECTION_INTERVAL_S,
+                           blocks: Callable[[], int] = sys.getallocatedblocks) -> None:
+    """Every ``interval_s`` seconds, a full collection if the heap (``blocks``: its size) has
+    :func:`grown` since the last one (or since this started), until cancelled; after a long one
+    the wait is longer (collections take at most 1/:data:`FULL_COLLECTION_SHARE` of the time)."""
     wait = interval_s
-    left = sys.getallocatedblocks()
+    left = blocks()
     while True:
         await asyncio.sleep(wait)
         wait = interval_s
-        if grown(left):
+        if grown(left, blocks()):
             wait = next_wait(interval_s, collect_full())
-            left = sys.getallocatedblocks()
+            left = blocks()
 
 
 def next_wait(interval_s: float, took_s: float) -> float:
