@@ -105,3 +105,14 @@ def test_a_topic_without_time_retention_is_not_visited_until_it_moves(tmp_path: 
         m.delete_topic("forever")
         m.cleanup_logs()                            # (its deletion may be looked at once)
         assert _visits(m) == (0, 0)
+
+
+def test_an_empty_compacted_partition_costs_no_visit(tmp_path: Path) -> None:
+    """A compacted partition holding data is the cleaner's and stays on the list (its visit is a
+    look at its policy); an empty one is put off until it moves, as any other."""
+    clock = [T]
+    with _manager(tmp_path, clock) as m:
+        m.create_topic("c", 4, {"cleanup.policy": "compact"})
+        m.get_log("c", 0).append(build_batch([(b"k", b"v", T)]))
+        m.cleanup_logs()
+        assert _visits(m) == (1, 0)

@@ -1004,10 +1004,11 @@ class LogManager:
                 with self._moved_lock:
                     self._retention_due.discard(tp)
                 continue
-            if log.config.compact:
-                continue
             segs = log.segments
-            if not (len(segs) == 1 and segs[0].size == 0):
+            empty = len(segs) == 1 and segs[0].size == 0
+            if log.config.compact and not empty:
+                continue                    # (the cleaner's; an empty one is put off as any other)
+            if not empty:
                 try:
                     r = delete_old_segments(log, now=now)
                 except KafkalogError as e:
