@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kafkalog.server.handlers import slices
-from kafkalog.server.handlers.produce import PartitionResult, _encode_steps, encode_produce_response
+from kafkalog.server.handlers.produce import PartitionResult, _encode_response_steps, encode_produce_response
 from kafkalog.server.handlers.slices import ENTRIES_PER_SLICE
 from tests.server.raw import response_of
 
@@ -33,7 +33,7 @@ def test_a_produce_answer_is_encoded_a_slice_at_a_time_and_decodes_whole(
     keys: list[Any] = [uuid.uuid4() if version >= 13 else f"topic-{t}" for t in range(TOPICS)]
     results = [(keys[t], [_result(t, i) for i in range(PER_TOPIC)]) for t in range(TOPICS)]
     out: list[bytes] = []
-    n_slices = sum(1 for _ in _encode_steps(11, version, results, out))
+    n_slices = sum(1 for _ in _encode_response_steps(11, version, results, out))
     assert n_slices == TOPICS * PER_TOPIC // ENTRIES_PER_SLICE
     [frame] = out
     assert frame == encode_produce_response(11, version, results)      # at once: the same bytes
