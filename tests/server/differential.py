@@ -304,6 +304,21 @@ class Conn:
         self.call("", 10, 3, {"key": key, "key_type": key_type, "coordinator_keys": [key]}, record=False,
                   timeout=60)
 
+    def group_loaded(self, group: str) -> None:
+        """Wait until the coordinator of ``group`` (a group no member joined) has loaded its
+        partition of ``__consumer_offsets``: while it loads, Kafka 4.4 answers a Heartbeat NONE
+        (``GroupCoordinatorService`` answers COORDINATOR_LOAD_IN_PROGRESS "blindly"), then
+        UNKNOWN_MEMBER_ID, as kafkalog does at once. FindCoordinator answers before the load ends."""
+        self.coordinator_ready(group)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            r = self.request(12, 4, {"group_id": group, "generation_id": 1, "member_id": "m",
+                                     "group_instance_id": None})
+            if r is not None and int(r.error_code) != 0:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{self.name}: the coordinator of {group} still loading after 60 s")
+
 
 def _records_decoded(p: Any) -> Any:
     """Every ``records`` field (Produce requests never come back; Fetch answers) as plain batches."""

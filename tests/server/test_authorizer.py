@@ -838,6 +838,8 @@ def _open_session(conn_of: Any) -> None:
     admin.call("", 31, 3, {"filters": [acl_filter()]}, record=False)
     _await_acls(admin, acl_filter(), 0)
     admin.coordinator_ready("g-1")           # __consumer_offsets exists (Kafka creates it on demand)
+    for group in ("g-1", "h-1"):             # their Heartbeat is answered once their partition loaded
+        admin.group_loaded(group)
     admin.call("authz open admin: CreateAcls v3", 30, 3, {"creations": [
         acl(TOPIC, "guarded", "User:alice", READ),
         acl(GROUP, "g-", "User:bob", READ, permission=DENY, pattern=PREFIXED)]})
