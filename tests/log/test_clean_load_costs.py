@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from kafkalog.log._encode import encode_v2_batch
 from kafkalog.log.manager import LogManager
@@ -124,5 +125,53 @@ def test_a_load_writes_the_leader_epoch_checkpoint_when_it_would_be_wrong(tmp_pa
     try:
         assert m.get_log("t", 0).leader_epoch_cache.epoch_entries() == [(4, 0)]
         assert epochs.read_bytes() == b"0\n1\n4 0\n"
+    finally:
+        m.close()
+
+
+def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: Path,
+                                                                      monkeypatch: Any) -> None:
+    """The active segment's indexes grow to ``segment.index.bytes`` when first loaded, not at the
+    log's load (100,000 partitions: 400,000 opens and ftruncates a restart and a shutdown made
+    for partitions nothing touched): a clean load and close of idle partitions truncate no file
+    and fsync none of theirs; a partition appended to grows its indexes (sparse), and its close
+    trims them again."""
+    from tests.os_calls import count_os_calls
+    data = _made(tmp_path)
+    offset_index = Path(data) / "t-0" / "00000000000000000000.index"
+    time_index = Path(data) / "t-0" / "00000000000000000000.timeindex"
+    trimmed = (offset_index.stat().st_size, time_index.stat().st_size)
+    with monkeypatch.context() as mp:
+        counts = count_os_calls(mp, ("ftruncate", "open", "fsync"))
+        m = LogManager(data, {}, background=False)
+        assert counts["ftruncate"] == 0
+        opened_loading = counts["open"]
+        # a .log and a leader-epoch checkpoint... per partition, not the two index files
+        assert opened_loading <= 3 * PARTITIONS + 20, opened_loading
+        m.close()
+        assert counts["ftruncate"] == 0, counts
+        # nothing written since the clean load: no partition's .log nor directory is fsynced
+        # again (the checkpoints and the clean-shutdown marker are)
+        assert counts["fsync"] <= 12, counts
+    assert (offset_index.stat().st_size, time_index.stat().st_size) == trimmed
+    m = LogManager(data, {}, background=False)
+    try:
+        log = m.get_log("t", 0)
+        for _ in range(3):                          # past index.interval.bytes: an index entry
+            log.append_records([b"two"] * 1000)
+        assert offset_index.stat().st_size == 10 * 1024 * 1024
+        assert time_index.stat().st_size == 10 * 1024 * 1024 // 12 * 12
+        assert offset_index.stat().st_blocks * 512 < 1024 * 1024        # sparse
+        assert m.get_log("t", 1).log_end_offset == 1
+        assert (Path(data) / "t-1" / "00000000000000000000.index").stat().st_size == 0
+    finally:
+        m.close()
+    assert offset_index.stat().st_size in (8, 16) and time_index.stat().st_size in (12, 24, 36)
+    m = LogManager(data, {}, background=False)
+    try:
+        log = m.get_log("t", 0)
+        assert log.log_end_offset == 3001
+        data_at = log.read(2500, 1 << 20).read()         # found through the trimmed index
+        assert int.from_bytes(data_at[:8], "big") == 2001 and b"two" in data_at
     finally:
         m.close()

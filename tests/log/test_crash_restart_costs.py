@@ -36,7 +36,11 @@ def one_record_partitions(path: Path, partitions: int) -> str:
 
 def _crashed_dir(path: Path, partitions: int) -> str:
     data = one_record_partitions(path, partitions)
-    LogManager(data, {}, background=False).abandon()       # restarted, then a crash
+    m = LogManager(data, {}, background=False)              # restarted,
+    for p in range(partitions):
+        # its indexes loaded, grown to segment.index.bytes (as an append or a read loads them)
+        m.get_log("t", p).active_segment.touch_indexes()
+    m.abandon()                                             # then a crash
     for snap in glob.glob(os.path.join(data, "t-*", "*.snapshot")):
         os.unlink(snap)                                     # the recovery writes them again
     return data

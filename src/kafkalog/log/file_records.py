@@ -326,6 +326,12 @@ class FileRecords:
         if self.write_error is not None:
             raise self.write_error
 
+    def holds_unflushed_writes(self) -> bool:
+        """Whether an append or a truncation since the file was opened may not be on disk yet
+        (an fsync of the sync threads under way is waited for; one that failed counts)."""
+        HANDLES.wait_synced(self)
+        return self.unflushed or self.write_error is not None
+
     def rename_to(self, new_path: str) -> None:
         HANDLES.rename(self, new_path)
 

@@ -301,6 +301,7 @@ class LogLoader:
                 _recover_segment(seg, self.report, reason, self._recovery_psm(self.segments, seg),
                                  self.cache, self.contiguous)
                 self.recovered_ids.add(id(seg))
+            seg.index_files_exist = True        # found, made empty or rebuilt: a flush loads none
             self.segments.append(seg)
         # a segment truncated by the index-triggered recovery above ends the log there, as after
         # an unclean shutdown (recovery keeps the valid prefix; never a silent gap of offsets)
@@ -354,7 +355,10 @@ class LogLoader:
             next_offset = self.log_start_offset
         segments = self.segments
         recovery_point = next_offset if self.had_clean_shutdown else min(self.recovery_point, next_offset)
-        segments[-1].resize_indexes(self.config.segment_index_bytes)
+        if segments[-1].index_files_exist:        # grown when first used (a partition left idle never)
+            segments[-1].resize_indexes_when_loaded(self.config.segment_index_bytes)
+        else:                                     # made here: its files made now, as Kafka's
+            segments[-1].resize_indexes(self.config.segment_index_bytes)
         if self.cache is not None:
             self.cache.truncate_from_end(next_offset)
             self.cache.truncate_from_start(self.log_start_offset)

@@ -710,15 +710,24 @@ class Log:
             segs, bases, _ = self._log_segments
             i = max(bisect_right(bases, self.recovery_point) - 1, 0)
             new_segment = False
+            flushed = False
+            # (a close of a log flushed to its end: the active segment's records are below the
+            # recovery point, on disk; it is flushed when something was written to it since it was
+            # opened. A partition left idle since a clean load costs no fsync, of its .log nor of
+            # its directory: 200,000 of them at 100,000 partitions)
+            durable = up_to <= self.recovery_point
             for s in segs[i:]:
                 if s.base_offset >= up_to and not (include_active and s is segs[-1]):
                     break
+                if durable and not s.written_since_open():
+                    continue
                 s.flush()
+                flushed = True
                 if s.base_offset >= self.recovery_point:
                     new_segment = True
             if self.leader_epoch_cache is not None:     # (written unsynced: a new partition's epoch)
                 self.leader_epoch_cache.flush_if_unsynced()
-            if new_segment or include_active:
+            if new_segment or (include_active and flushed):
                 fsync_dir(self.dir)   # raises: a failed fsync fails the flush
             if up_to > self.recovery_point:
                 self.recovery_point = up_to

@@ -141,6 +141,9 @@ class LogSegment:
         self._max_ts_offset = base_offset
         self.last_recovery: Optional[SegmentRecovery] = None
         self._indexes_touched = False
+        #: both index files are on disk (made by :meth:`touch_indexes`, or found by a log's load):
+        #: a flush need not load the indexes to make them
+        self.index_files_exist = False
 
     @classmethod
     def open(cls, dir_path: str, base_offset: int, config: LogConfig, *,
@@ -206,6 +209,7 @@ class LogSegment:
             _ = self.time_index.entries        # maps (creating) the files
             _ = self.offset_index.entries
             self._indexes_touched = True
+            self.index_files_exist = True
 
     @property
     def size(self) -> int:
@@ -685,16 +689,32 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the ``.log``, force both index mmaps, fsync the ``.txnindex``."""
-        self.touch_indexes()
+        if not self.index_files_exist:
+            self.touch_indexes()
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
         if self._txn_index is not None:
             self._txn_index.flush()
 
+    def written_since_open(self) -> bool:
+        """Whether a flush has anything to make durable that was written since the segment was
+        opened: its ``.log`` holds unflushed writes (:meth:`FileRecords.holds_unflushed_writes`),
+        or an index is loaded (appends load them; so does a read, which then costs a flush that
+        finds nothing to do) or the transaction index was opened."""
+        return (self.log.holds_unflushed_writes() or self._indexes_touched
+                or self._txn_index is not None
+                or any(idx is not None and idx.is_loaded for idx in (self._offset_index, self._time_index)))
+
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
         self.time_index.resize(size)
+
+    def resize_indexes_when_loaded(self, size: int) -> None:
+        """:meth:`resize_indexes` of each index when it is loaded (see
+        :meth:`AbstractIndex.resize_when_loaded`)."""
+        self.offset_index.resize_when_loaded(size)
+        self.time_index.resize_when_loaded(size)
 
     def close(self) -> None:
         """Final time-index entry (if the max timestamp was ever loaded), trim and close the indexes,

@@ -183,6 +183,8 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._reserved = 0
         #: entries were written through a mapping since dropped (:meth:`_map`) and not forced
         self._unforced = False
+        #: the length :meth:`resize_when_loaded` asked for, set at the next load
+        self._resize_at_load: Optional[int] = None
 
     @classmethod
     def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> Self:
@@ -256,6 +258,9 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._reserved = 0
         self._loaded = True
         self._refresh_last()
+        if self._resize_at_load is not None:
+            size, self._resize_at_load = self._resize_at_load, None
+            self.resize(size)
 
     def _close_fd(self) -> None:
         """Close the index's own descriptor once the file is mapped or read: an open index holds
@@ -514,6 +519,17 @@ class AbstractIndex(IndexFile, Generic[E]):
             self._refresh_last()
         return True
 
+    def resize_when_loaded(self, new_size: int) -> None:
+        """:meth:`resize` now when the index is loaded, else at its load. The active segment's
+        indexes grow to ``segment.index.bytes`` at a log's load (Kafka's ``resizeIndexes``); a
+        partition nothing reads or writes after a restart then never opens them, nor trims them
+        at its close (100,000 partitions: 400,000 opens and ftruncates a restart and a shutdown
+        made for nothing)."""
+        if self._loaded:
+            self.resize(new_size)
+        else:
+            self._resize_at_load = new_size
+
     def trim_to_valid_size(self) -> bool:
         """``resize(entries * entry_size)`` (on roll, close, end of recovery)."""
         return self.resize(self.entries * self.entry_size)
@@ -554,6 +570,7 @@ class AbstractIndex(IndexFile, Generic[E]):
             raise io_error(err, self._path, "reset index") from err
         finally:
             self._close_fd()
+        self._resize_at_load = None
         self._reserved = 0
         self._loaded = True
         self._refresh_last()
