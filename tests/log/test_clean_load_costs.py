@@ -135,7 +135,7 @@ def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: P
     log's load (100,000 partitions: 400,000 opens and ftruncates a restart and a shutdown made
     for partitions nothing touched): a clean load and close of idle partitions truncate no file
     and fsync none of theirs; a partition appended to grows its indexes (sparse), and its close
-    trims them again."""
+    trims them again; one only read loads them as they are."""
     from tests.os_calls import count_os_calls
     data = _made(tmp_path)
     offset_index = Path(data) / "t-0" / "00000000000000000000.index"
@@ -162,8 +162,18 @@ def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: P
         assert offset_index.stat().st_size == 10 * 1024 * 1024
         assert time_index.stat().st_size == 10 * 1024 * 1024 // 12 * 12
         assert offset_index.stat().st_blocks * 512 < 1024 * 1024        # sparse
-        assert m.get_log("t", 1).log_end_offset == 1
+        # a partition only read loads its indexes as they are: not grown, not flushed, not trimmed
+        other = m.get_log("t", 1)
+        assert b"one record" in other.read(0, 1 << 20).read()
+        other.active_segment.offset_index.lookup(0)
+        other.active_segment.time_index.lookup(0)
+        assert other.active_segment.offset_index.is_loaded and other.active_segment.time_index.is_loaded
         assert (Path(data) / "t-1" / "00000000000000000000.index").stat().st_size == 0
+        with monkeypatch.context() as mp:
+            counts = count_os_calls(mp, ("ftruncate", "fsync"))
+            m.close()
+            # t-0's .log, directory and producer snapshot; its two index trims
+            assert counts == {"ftruncate": 2, "fsync": 8 + 3}, counts
     finally:
         m.close()
     assert offset_index.stat().st_size in (8, 16) and time_index.stat().st_size in (12, 24, 36)

@@ -38,8 +38,9 @@ def _crashed_dir(path: Path, partitions: int) -> str:
     data = one_record_partitions(path, partitions)
     m = LogManager(data, {}, background=False)              # restarted,
     for p in range(partitions):
-        # its indexes loaded, grown to segment.index.bytes (as an append or a read loads them)
-        m.get_log("t", p).active_segment.touch_indexes()
+        # its indexes grown to segment.index.bytes, as an append's roll check grows them
+        seg = m.get_log("t", p).active_segment
+        assert not seg.offset_index.is_full() and not seg.time_index.is_full()
     m.abandon()                                             # then a crash
     for snap in glob.glob(os.path.join(data, "t-*", "*.snapshot")):
         os.unlink(snap)                                     # the recovery writes them again

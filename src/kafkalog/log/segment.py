@@ -700,11 +700,12 @@ class LogSegment:
     def written_since_open(self) -> bool:
         """Whether a flush has anything to make durable that was written since the segment was
         opened: its ``.log`` holds unflushed writes (:meth:`FileRecords.holds_unflushed_writes`),
-        or an index is loaded (appends load them; so does a read, which then costs a flush that
-        finds nothing to do) or the transaction index was opened."""
+        an index may hold writes (:attr:`AbstractIndex.may_hold_writes`: one loaded only to be
+        read does not) or the transaction index was opened."""
         return (self.log.holds_unflushed_writes() or self._indexes_touched
                 or self._txn_index is not None
-                or any(idx is not None and idx.is_loaded for idx in (self._offset_index, self._time_index)))
+                or any(idx is not None and idx.may_hold_writes
+                       for idx in (self._offset_index, self._time_index)))
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)

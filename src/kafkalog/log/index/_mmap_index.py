@@ -183,7 +183,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._reserved = 0
         #: entries were written through a mapping since dropped (:meth:`_map`) and not forced
         self._unforced = False
-        #: the length :meth:`resize_when_loaded` asked for, set at the next load
+        #: the length :meth:`resize_when_loaded` asked for, set before the first write
         self._resize_at_load: Optional[int] = None
 
     @classmethod
@@ -258,9 +258,6 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._reserved = 0
         self._loaded = True
         self._refresh_last()
-        if self._resize_at_load is not None:
-            size, self._resize_at_load = self._resize_at_load, None
-            self.resize(size)
 
     def _close_fd(self) -> None:
         """Close the index's own descriptor once the file is mapped or read: an open index holds
@@ -370,8 +367,8 @@ class AbstractIndex(IndexFile, Generic[E]):
     @property
     def max_entries(self) -> int:
         """Number of slots in the mapped file."""
-        if not self._loaded:
-            self._load()
+        if not self._loaded or self._resize_at_load is not None:
+            self._load_to_write()
         return self._max_entries
 
     @property
@@ -388,8 +385,8 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     def is_full(self) -> bool:
         """``entries >= max_entries`` (the time index overrides this)."""
-        if not self._loaded:
-            self._load()
+        if not self._loaded or self._resize_at_load is not None:
+            self._load_to_write()
         return self._entries >= self._max_entries
 
     def relative_offset(self, offset: int) -> int:
@@ -462,8 +459,8 @@ class AbstractIndex(IndexFile, Generic[E]):
         with SIGBUS): reserved with ``posix_fallocate`` a page at a time as the index grows, so a
         full disk is a :class:`~kafkalog.errors.KafkalogIOError` (ENOSPC) here, before anything is
         written, and an index without entries holds no blocks (Kafka's sparse files)."""
-        if not self._loaded:
-            self._load()
+        if not self._loaded or self._resize_at_load is not None:
+            self._load_to_write()
         end = min((self._entries + entries) * self.entry_size, self._max_entries * self.entry_size)
         if end <= self._reserved and isinstance(self._mm, mmap.mmap):
             return
@@ -495,6 +492,7 @@ class AbstractIndex(IndexFile, Generic[E]):
     def resize(self, new_size: int) -> bool:
         """Set the file length to ``new_size`` rounded down to the entry size and remap; keeps the
         entries that still fit. Returns ``False`` when the length is unchanged."""
+        self._resize_at_load = None
         if not self._loaded:
             self._load()
         rounded = max(0, new_size) // self.entry_size * self.entry_size
@@ -520,15 +518,30 @@ class AbstractIndex(IndexFile, Generic[E]):
         return True
 
     def resize_when_loaded(self, new_size: int) -> None:
-        """:meth:`resize` now when the index is loaded, else at its load. The active segment's
+        """:meth:`resize` of an index not loaded yet before its first entry is written (or the
+        room for one counted: :meth:`is_full`, :attr:`max_entries`, :meth:`reserve`). The active segment's
         indexes grow to ``segment.index.bytes`` at a log's load (Kafka's ``resizeIndexes``); a
-        partition nothing reads or writes after a restart then never opens them, nor trims them
-        at its close (100,000 partitions: 400,000 opens and ftruncates a restart and a shutdown
-        made for nothing)."""
-        if self._loaded:
+        partition nothing appends to after a restart then never grows them, nor trims them at its
+        close, and one only read loads them as they are (100,000 partitions: 400,000 opens and
+        ftruncates a restart and a shutdown made for nothing, and as many a first Fetch of every
+        partition)."""
+        if self._loaded:                # (a recovery's rebuild: written, resized now)
             self.resize(new_size)
         else:
             self._resize_at_load = new_size
+
+    def _load_to_write(self) -> None:
+        """Loaded, and resized as :meth:`resize_when_loaded` asked."""
+        if not self._loaded:
+            self._load()
+        if self._resize_at_load is not None:
+            self.resize(self._resize_at_load)       # (clears it)
+
+    @property
+    def may_hold_writes(self) -> bool:
+        """Whether entries may have been written since the index was opened: it is loaded, and
+        not only to be read (a growth :meth:`resize_when_loaded` asked for is still pending)."""
+        return self._loaded and self._resize_at_load is None
 
     def trim_to_valid_size(self) -> bool:
         """``resize(entries * entry_size)`` (on roll, close, end of recovery)."""

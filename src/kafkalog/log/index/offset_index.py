@@ -79,8 +79,8 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         not larger than the last offset, :class:`IndexOffsetOverflowError` when it cannot be
         stored relative to ``base_offset``.
         """
-        if not self._loaded:
-            self._load()
+        if not self._loaded or self._resize_at_load is not None:
+            self._load_to_write()
         if not self.writable:
             self._check_writable()
         n = self._entries

@@ -73,8 +73,8 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
 
     def is_full(self) -> bool:
         """``entries >= max_entries - 1`` (the last slot is reserved)."""
-        if not self._loaded:
-            self._load()
+        if not self._loaded or self._resize_at_load is not None:
+            self._load_to_write()
         return self._entries >= self._max_entries - 1
 
     @property
@@ -99,8 +99,8 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         reserved last slot), :class:`InvalidOffsetError` when ``offset`` is below the last
         offset, :class:`TimestampOrderError` when ``timestamp`` is below the last timestamp.
         """
-        if not self._loaded:
-            self._load()
+        if not self._loaded or self._resize_at_load is not None:
+            self._load_to_write()
         if not self.writable:
             self._check_writable()
         n = self._entries
