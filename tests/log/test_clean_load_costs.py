@@ -165,6 +165,7 @@ def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: P
         # a partition only read loads its indexes as they are: not grown, not flushed, not trimmed
         other = m.get_log("t", 1)
         assert b"one record" in other.read(0, 1 << 20).read()
+        assert b"one record" in other.read(0, 1 << 20, isolation="read_committed").read()
         other.active_segment.offset_index.lookup(0)
         other.active_segment.time_index.lookup(0)
         assert other.active_segment.offset_index.is_loaded and other.active_segment.time_index.is_loaded

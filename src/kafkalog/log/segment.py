@@ -701,9 +701,9 @@ class LogSegment:
         """Whether a flush has anything to make durable that was written since the segment was
         opened: its ``.log`` holds unflushed writes (:meth:`FileRecords.holds_unflushed_writes`),
         an index may hold writes (:attr:`AbstractIndex.may_hold_writes`: one loaded only to be
-        read does not) or the transaction index was opened."""
+        read does not) or the transaction index was written (a read-committed Fetch opens it)."""
         return (self.log.holds_unflushed_writes() or self._indexes_touched
-                or self._txn_index is not None
+                or (self._txn_index is not None and self._txn_index.written)
                 or any(idx is not None and idx.may_hold_writes
                        for idx in (self._offset_index, self._time_index)))
 

@@ -96,6 +96,8 @@ class TransactionIndex(IndexFile):
         self._fd = -1
         self._last_offset: Optional[int] = None
         self._size = 0
+        #: an entry was appended or the file truncated since it was opened (a flush has work)
+        self.written = False
         if os.path.exists(self._path):
             self._open()
             last = None
@@ -165,6 +167,7 @@ class TransactionIndex(IndexFile):
             raise io_error(err, self._path, "append to transaction index") from err
         self._size += ENTRY_SIZE
         self._last_offset = txn.last_offset
+        self.written = True
 
     def all_entries(self) -> List[AbortedTxn]:
         """Every complete entry in file order."""
@@ -191,6 +194,7 @@ class TransactionIndex(IndexFile):
         except OSError as err:
             raise io_error(err, self._path, "truncate transaction index") from err
         self._size = size
+        self.written = True
 
     def reset(self) -> None:
         """Truncate to 0 bytes (the file stays if it existed)."""
