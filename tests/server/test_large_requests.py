@@ -152,3 +152,44 @@ def test_the_broker_leaves_no_parsing_thread_behind() -> None:
             assert recv_frame(s) is not None
         assert any(t.name.startswith(PARSING_THREAD) for t in threading.enumerate())
     assert not any(t.name.startswith(PARSING_THREAD) and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_server_with_metrics_parses_large_frames_aside_too(
+        tmp_path: Any, parsed_on: list[tuple[int, int, str]]) -> None:
+    """``kafkalog serve`` with metrics on runs :class:`MeteredServer`, whose connection task times
+    its own dispatch: a large frame there is parsed on the parsing thread as well, its request
+    timed (Fetch's request count moves)."""
+    import asyncio
+
+    from kafkalog.log.manager import LogManager
+    from kafkalog.server.broker import Broker
+    from kafkalog.server.config import ServerConfig
+    from kafkalog.server.metrics.enable import metered_server
+    cfg = ServerConfig({"auto.create.topics.enable": "false"})
+    manager = LogManager(tmp_path / "data", cfg.broker, background=False)
+    try:
+        b = Broker(manager, cfg, cfg.advertised("127.0.0.1", 0))
+        b.create_topic("big", PARTITIONS, {})
+
+        async def run() -> tuple[list[bytes | None], list[float]]:
+            server = metered_server(b, host="127.0.0.1", port=0)
+            _host, port = await server.start()
+            try:
+                def client() -> list[bytes | None]:
+                    with connect(port) as s:
+                        s.sendall(_fetch(3, FETCH_ENTRIES) + api_versions_v0(4))
+                        return [recv_frame(s) for _ in range(2)]
+                frames = await asyncio.to_thread(client)
+                # FetchConsumer and Fetch, each counted once
+                return frames, [c.value for c in server.metrics._by_request[(1, 12)].requests]
+            finally:
+                await server.stop()
+        frames, fetches = asyncio.run(run())
+    finally:
+        manager.close()
+    assert [struct.unpack_from(">i", f, 0)[0] for f in frames if f] == [3, 4]
+    large: Any = fetch_response(frames[0], 12)              # type: ignore[arg-type]
+    assert sum(len(t.partitions) for t in large.responses) == FETCH_ENTRIES
+    aside = {corr: name.startswith(PARSING_THREAD) for corr, _size, name in parsed_on}
+    assert aside == {3: True, 4: False}
+    assert fetches == [1, 1]

@@ -31,6 +31,7 @@ from kafkalog.server.handlers.slices import (
     ENTRIES_PER_SLICE,
     PARTITIONS_PER_SLICE,
     SliceCounter,
+    release_in_slices,
     run_in_slices,
     run_now,
 )
@@ -313,7 +314,9 @@ async def _fetch_in_slices(broker: Broker, request: Request, start: float) -> Re
                                    prepared.unknown_code)
     result = _answer_or_wait(broker, request, prepared, start, got)
     if isinstance(result, Awaitable):
-        return await result
+        result = await result
+    await release_in_slices(prepared.wanted)
+    await release_in_slices(wanted)
     return result
 
 
@@ -438,6 +441,7 @@ async def _answer_in_slices(broker: Broker, request: Request, ctx: FetchContext,
     at most one slice of partitions)."""
     out: list[bytes | FileSlice] = []
     await _in_slices_if_many(_answer_steps(broker, request, ctx, parts, out), len(parts))
+    await release_in_slices(parts)
     return out
 
 
@@ -485,7 +489,8 @@ def _encode_steps(correlation_id: int, version: int, top_error: int,
     count = SliceCounter(ENTRIES_PER_SLICE)
     total = 0
     #: each slice's pieces joined as it ends (a join of every piece at the end held the loop 38 ms
-    #: at 100,000 partitions), then these joined once between two file slices and at the end
+    #: at 100,000 partitions); the chunks are parts of their own, never joined again (the 51 MB
+    #: of a Fetch of every partition, joined into one, held the loop 25-30 ms and its memory twice)
     done: list[bytes] = []
     cur = [response_header(correlation_id, flex),
            _THROTTLE_ERROR_SESSION.pack(0, top_error, session_id) if version >= 7 else _NO_THROTTLE,
@@ -528,10 +533,11 @@ def _encode_steps(correlation_id: int, version: int, top_error: int,
             if size:
                 if isinstance(records, FileSlice):
                     done.append(b"".join(cur))
-                    chunk = b"".join(done)
-                    total += len(chunk) + size
-                    parts.append(chunk)
+                    for chunk in done:
+                        total += len(chunk)
+                    parts += done
                     parts.append(records)
+                    total += size
                     cur = []
                     done = []
                 else:
@@ -539,17 +545,18 @@ def _encode_steps(correlation_id: int, version: int, top_error: int,
             if flex:
                 cur.append(wire.EMPTY_TAGS)
             if count.tick():
-                done.append(b"".join(cur))
-                cur = []
+                if cur:
+                    done.append(b"".join(cur))
+                    cur = []
                 yield
         if flex:
             cur.append(wire.EMPTY_TAGS)
     if flex:
         cur.append(wire.EMPTY_TAGS)
     done.append(b"".join(cur))
-    chunk = b"".join(done)
-    parts.append(chunk)
-    total += len(chunk)
+    for chunk in done:
+        total += len(chunk)
+    parts += done
     first_part = parts[0]
     assert isinstance(first_part, bytes)       # a response starts with its header
     parts[0] = wire.INT32.pack(total) + first_part

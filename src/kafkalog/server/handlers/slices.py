@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 #: partitions a request's handler reads or appends to before it lets the event loop serve others
 #: (an append or a read of one partition takes 20-200 us here, more on a loaded machine: a slice
@@ -71,3 +72,14 @@ async def run_in_slices(steps: Iterator[None]) -> None:
     finally:
         if isinstance(steps, Generator):     # a handler's sliced loop is a generator
             steps.close()
+
+
+async def release_in_slices(items: list[Any]) -> None:
+    """Empty ``items`` :data:`ENTRIES_PER_SLICE` at a time, the event loop serving other
+    connections between two: a request's per-partition objects freed at once (a Fetch of 100,000
+    partitions: its partition list, what each read found and the records read) held the loop
+    25-37 ms after the answer was made."""
+    while len(items) > ENTRIES_PER_SLICE:
+        del items[-ENTRIES_PER_SLICE:]
+        await asyncio.sleep(0)
+    items.clear()

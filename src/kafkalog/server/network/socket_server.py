@@ -385,8 +385,11 @@ class Server:
             return _unsupported(e, frame)
         return self.apis.dispatch(request)
 
-    async def _dispatch_large(self, frame: bytes) -> Response | Coroutine[Any, Any, Response]:
-        """:meth:`dispatch` of a large frame: parsed on the parsing thread, handled in the loop."""
+    async def _dispatched(self, frame: bytes) -> Response | Coroutine[Any, Any, Response]:
+        """This class's :meth:`dispatch` in a connection's task: a frame of
+        :data:`LARGE_REQUEST_BYTES` or more parsed on the parsing thread, handled in the loop."""
+        if len(frame) < LARGE_REQUEST_BYTES:
+            return Server.dispatch(self, frame)
         if self._parsing is None:
             self._parsing = ThreadPoolExecutor(1, thread_name_prefix="kafkalog-request-parse")
         loop = asyncio.get_running_loop()
@@ -397,8 +400,7 @@ class Server:
         return self.apis.dispatch(request)
 
     async def _process(self, frame: bytes) -> Response:
-        result = self.dispatch(frame) if len(frame) < LARGE_REQUEST_BYTES \
-            else await self._dispatch_large(frame)
+        result = await self._dispatched(frame)
         if asyncio.iscoroutine(result):
             return await result
         return result
@@ -505,7 +507,7 @@ class _InlineAnswers:
                 pending.extend(frames[i:])
                 return True
             if i == INLINE_ANSWERS or len(frame) >= LARGE_REQUEST_BYTES:
-                # a large frame is parsed aside (:meth:`Server._dispatch_large`): the task's. The
+                # a large frame is parsed aside (:meth:`Server._dispatched`): the task's. The
                 # rest to the task, which lets other connections in between two requests: a
                 # receive of librdkafka's pipelined Produce requests holds hundreds of them
                 # (10,000 partitions: one step of 830 ms answering them here)
