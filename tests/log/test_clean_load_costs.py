@@ -170,11 +170,16 @@ def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: P
         other.active_segment.time_index.lookup(0)
         assert other.active_segment.offset_index.is_loaded and other.active_segment.time_index.is_loaded
         assert (Path(data) / "t-1" / "00000000000000000000.index").stat().st_size == 0
+        # a partition appended to without a new index entry (a first Produce of one record to
+        # each partition after a restart) does not grow them either
+        m.get_log("t", 2).append_records([b"three"])
+        assert (Path(data) / "t-2" / "00000000000000000000.index").stat().st_size == 0
         with monkeypatch.context() as mp:
             counts = count_os_calls(mp, ("ftruncate", "fsync"))
             m.close()
-            # t-0's .log, directory and producer snapshot; its two index trims
-            assert counts == {"ftruncate": 2, "fsync": 8 + 3}, counts
+            # t-0's and t-2's .log, directory and producer snapshot; t-0's two index trims, and
+            # t-2's time index grown for the entry a close appends (as Kafka's) and trimmed
+            assert counts == {"ftruncate": 2 + 2, "fsync": 8 + 3 + 3}, counts
     finally:
         m.close()
     assert offset_index.stat().st_size in (8, 16) and time_index.stat().st_size in (12, 24, 36)

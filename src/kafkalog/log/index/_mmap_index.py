@@ -366,10 +366,18 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     @property
     def max_entries(self) -> int:
-        """Number of slots in the mapped file."""
-        if not self._loaded or self._resize_at_load is not None:
-            self._load_to_write()
-        return self._max_entries
+        """Number of slots in the file (once grown as :meth:`resize_when_loaded` asked)."""
+        if not self._loaded:
+            self._load()
+        return self._capacity()
+
+    def _capacity(self) -> int:
+        """The slots of the file once grown as :meth:`resize_when_loaded` asked: what the full
+        checks count (the growth itself waits for the first entry written, :meth:`reserve`)."""
+        pending = self._resize_at_load
+        if pending is None:
+            return self._max_entries
+        return max(0, pending) // self.entry_size
 
     @property
     def length(self) -> int:
@@ -385,9 +393,9 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     def is_full(self) -> bool:
         """``entries >= max_entries`` (the time index overrides this)."""
-        if not self._loaded or self._resize_at_load is not None:
-            self._load_to_write()
-        return self._entries >= self._max_entries
+        if not self._loaded:
+            self._load()
+        return self._entries >= self._capacity()
 
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset``; :class:`IndexOffsetOverflowError` outside ``0..Int.MAX``."""
@@ -518,13 +526,13 @@ class AbstractIndex(IndexFile, Generic[E]):
         return True
 
     def resize_when_loaded(self, new_size: int) -> None:
-        """:meth:`resize` of an index not loaded yet before its first entry is written (or the
-        room for one counted: :meth:`is_full`, :attr:`max_entries`, :meth:`reserve`). The active segment's
+        """:meth:`resize` of an index not loaded yet before its first entry is written
+        (:meth:`reserve`; the full checks count the slots it will have). The active segment's
         indexes grow to ``segment.index.bytes`` at a log's load (Kafka's ``resizeIndexes``); a
         partition nothing appends to after a restart then never grows them, nor trims them at its
-        close, and one only read loads them as they are (100,000 partitions: 400,000 opens and
-        ftruncates a restart and a shutdown made for nothing, and as many a first Fetch of every
-        partition)."""
+        close, and one only read or appended to without a new entry loads them as they are
+        (100,000 partitions: 400,000 opens and ftruncates a restart and a shutdown made for
+        nothing, and as many a first Fetch, or a first Produce, of every partition)."""
         if self._loaded:                # (a recovery's rebuild: written, resized now)
             self.resize(new_size)
         else:

@@ -79,12 +79,12 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         not larger than the last offset, :class:`IndexOffsetOverflowError` when it cannot be
         stored relative to ``base_offset``.
         """
-        if not self._loaded or self._resize_at_load is not None:
-            self._load_to_write()
+        if not self._loaded:
+            self._load()
         if not self.writable:
             self._check_writable()
         n = self._entries
-        if n >= self._max_entries:
+        if n >= self._capacity():
             raise self._full(n)
         if n and offset <= self._last_offset:
             raise InvalidOffsetError(
@@ -113,7 +113,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         n = self._entries
         if k == 1:
             return
-        if n + k - 1 > self._max_entries:
+        if n + k - 1 > self._capacity():
             raise self._full(n)
         prev = offsets[0]
         for i in range(1, k):

@@ -73,9 +73,9 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
 
     def is_full(self) -> bool:
         """``entries >= max_entries - 1`` (the last slot is reserved)."""
-        if not self._loaded or self._resize_at_load is not None:
-            self._load_to_write()
-        return self._entries >= self._max_entries - 1
+        if not self._loaded:
+            self._load()
+        return self._entries >= self._capacity() - 1
 
     @property
     def last_entry(self) -> TimestampOffset:
@@ -99,12 +99,12 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         reserved last slot), :class:`InvalidOffsetError` when ``offset`` is below the last
         offset, :class:`TimestampOrderError` when ``timestamp`` is below the last timestamp.
         """
-        if not self._loaded or self._resize_at_load is not None:
-            self._load_to_write()
+        if not self._loaded:
+            self._load()
         if not self.writable:
             self._check_writable()
         n = self._entries
-        if not skip_full_check and n >= self._max_entries - 1:
+        if not skip_full_check and n >= self._capacity() - 1:
             raise self._full(n)
         if n:
             if offset < self._last_off:
@@ -118,7 +118,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                     f"last timestamp appended ({self._last_ts}) to {self._path}.",
                     file=self._path, position=n * 12)
         if timestamp > self._last_ts:
-            if n >= self._max_entries:
+            if n >= self._capacity():
                 raise self._full(n)
             rel = offset - self.base_offset
             if rel < 0 or rel > INT32_MAX:
@@ -155,7 +155,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         if m == 0:
             return
         n = self._entries
-        if n + m > self._max_entries - 1:
+        if n + m > self._capacity() - 1:
             raise self._full(n)
         if last_off - base > INT32_MAX:
             raise self._overflow(last_off, n)
