@@ -227,27 +227,12 @@ def test_a_requests_objects_are_released_a_slice_at_a_time() -> None:
     import weakref
 
     from kafkalog.server.handlers.slices import release_in_slices
+    from tests.server.loop_turns import loop_turns_during
 
     class Held:
         pass
     items = [Held() for _ in range(10 * ENTRIES_PER_SLICE + 3)]
     refs = [weakref.ref(o) for o in items[::100]]
 
-    async def run() -> int:
-        turns = 0
-        done = False
-
-        async def turner() -> None:
-            nonlocal turns
-            while not done:
-                turns += 1
-                await asyncio.sleep(0)
-        t = asyncio.get_running_loop().create_task(turner())
-        await asyncio.sleep(0)
-        started = turns
-        await release_in_slices(items)
-        done = True
-        await t
-        return turns - started
-    assert asyncio.run(run()) >= 10
+    assert asyncio.run(loop_turns_during(release_in_slices(items))) >= 10
     assert items == [] and all(r() is None for r in refs)

@@ -15,6 +15,7 @@ from kafkalog.log.fetch_data_info import FileSlice
 from kafkalog.server.handlers.slices import PARTITIONS_PER_SLICE
 from kafkalog.server.network.channel import PlainChannel
 from kafkalog.server.network.socket_server import Server
+from tests.server.loop_turns import loop_turns_during
 
 SLICES = 10 * PARTITIONS_PER_SLICE
 
@@ -33,25 +34,9 @@ def test_a_response_of_many_file_slices_lets_the_loop_turn(tmp_path: Path) -> No
     a, b = socket.socketpair()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)     # room for all of it: no wait
     a.setblocking(False)
-
-    async def run() -> int:
-        turns = 0
-        done = False
-
-        async def turner() -> None:
-            nonlocal turns
-            while not done:
-                turns += 1
-                await asyncio.sleep(0)
-        t = asyncio.get_running_loop().create_task(turner())
-        await asyncio.sleep(0)
-        started = turns
-        await Server._send(None, PlainChannel(a, 30.0), response)    # type: ignore[arg-type]
-        done = True
-        await t
-        return turns - started
     try:
-        turns = asyncio.run(run())
+        turns = asyncio.run(loop_turns_during(
+            Server._send(None, PlainChannel(a, 30.0), response)))     # type: ignore[arg-type]
         got = bytearray()
         b.settimeout(5)
         while len(got) < len(want):
