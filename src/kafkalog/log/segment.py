@@ -711,11 +711,11 @@ class LogSegment:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
-    def resize_indexes_when_loaded(self, size: int) -> None:
-        """:meth:`resize_indexes` of each index when it is loaded (see
-        :meth:`AbstractIndex.resize_when_loaded`)."""
-        self.offset_index.resize_when_loaded(size)
-        self.time_index.resize_when_loaded(size)
+    def resize_indexes_before_first_entry(self, size: int) -> None:
+        """:meth:`resize_indexes` of each index before its first entry is written (see
+        :meth:`AbstractIndex.resize_before_first_entry`)."""
+        self.offset_index.resize_before_first_entry(size)
+        self.time_index.resize_before_first_entry(size)
 
     def close(self) -> None:
         """Final time-index entry (if the max timestamp was ever loaded), trim and close the indexes,

@@ -183,8 +183,8 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._reserved = 0
         #: entries were written through a mapping since dropped (:meth:`_map`) and not forced
         self._unforced = False
-        #: the length :meth:`resize_when_loaded` asked for, set before the first write
-        self._resize_at_load: Optional[int] = None
+        #: the length :meth:`resize_before_first_entry` asked for, set before the first write
+        self._pending_size: Optional[int] = None
 
     @classmethod
     def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> Self:
@@ -366,15 +366,15 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     @property
     def max_entries(self) -> int:
-        """Number of slots in the file (once grown as :meth:`resize_when_loaded` asked)."""
+        """Number of slots in the file (once grown as :meth:`resize_before_first_entry` asked)."""
         if not self._loaded:
             self._load()
         return self._capacity()
 
     def _capacity(self) -> int:
-        """The slots of the file once grown as :meth:`resize_when_loaded` asked: what the full
-        checks count (the growth itself waits for the first entry written, :meth:`reserve`)."""
-        pending = self._resize_at_load
+        """The slots of the file once grown as :meth:`resize_before_first_entry` asked: what the
+        full checks count (the growth itself waits for the first entry written, :meth:`reserve`)."""
+        pending = self._pending_size
         if pending is None:
             return self._max_entries
         return max(0, pending) // self.entry_size
@@ -467,7 +467,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         with SIGBUS): reserved with ``posix_fallocate`` a page at a time as the index grows, so a
         full disk is a :class:`~kafkalog.errors.KafkalogIOError` (ENOSPC) here, before anything is
         written, and an index without entries holds no blocks (Kafka's sparse files)."""
-        if not self._loaded or self._resize_at_load is not None:
+        if not self._loaded or self._pending_size is not None:
             self._load_to_write()
         end = min((self._entries + entries) * self.entry_size, self._max_entries * self.entry_size)
         if end <= self._reserved and isinstance(self._mm, mmap.mmap):
@@ -500,7 +500,7 @@ class AbstractIndex(IndexFile, Generic[E]):
     def resize(self, new_size: int) -> bool:
         """Set the file length to ``new_size`` rounded down to the entry size and remap; keeps the
         entries that still fit. Returns ``False`` when the length is unchanged."""
-        self._resize_at_load = None
+        self._pending_size = None
         if not self._loaded:
             self._load()
         rounded = max(0, new_size) // self.entry_size * self.entry_size
@@ -525,7 +525,7 @@ class AbstractIndex(IndexFile, Generic[E]):
             self._refresh_last()
         return True
 
-    def resize_when_loaded(self, new_size: int) -> None:
+    def resize_before_first_entry(self, new_size: int) -> None:
         """:meth:`resize` of an index not loaded yet before its first entry is written
         (:meth:`reserve`; the full checks count the slots it will have). The active segment's
         indexes grow to ``segment.index.bytes`` at a log's load (Kafka's ``resizeIndexes``); a
@@ -536,20 +536,21 @@ class AbstractIndex(IndexFile, Generic[E]):
         if self._loaded:                # (a recovery's rebuild: written, resized now)
             self.resize(new_size)
         else:
-            self._resize_at_load = new_size
+            self._pending_size = new_size
 
     def _load_to_write(self) -> None:
-        """Loaded, and resized as :meth:`resize_when_loaded` asked."""
+        """Loaded, and resized as :meth:`resize_before_first_entry` asked."""
         if not self._loaded:
             self._load()
-        if self._resize_at_load is not None:
-            self.resize(self._resize_at_load)       # (clears it)
+        if self._pending_size is not None:
+            self.resize(self._pending_size)       # (clears it)
 
     @property
     def may_hold_writes(self) -> bool:
         """Whether entries may have been written since the index was opened: it is loaded, and
-        not only to be read (a growth :meth:`resize_when_loaded` asked for is still pending)."""
-        return self._loaded and self._resize_at_load is None
+        not only to be read (a growth :meth:`resize_before_first_entry` asked for is still
+        pending)."""
+        return self._loaded and self._pending_size is None
 
     def trim_to_valid_size(self) -> bool:
         """``resize(entries * entry_size)`` (on roll, close, end of recovery)."""
@@ -591,7 +592,7 @@ class AbstractIndex(IndexFile, Generic[E]):
             raise io_error(err, self._path, "reset index") from err
         finally:
             self._close_fd()
-        self._resize_at_load = None
+        self._pending_size = None
         self._reserved = 0
         self._loaded = True
         self._refresh_last()

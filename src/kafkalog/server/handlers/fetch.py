@@ -533,8 +533,7 @@ def _encode_steps(correlation_id: int, version: int, top_error: int,
             if size:
                 if isinstance(records, FileSlice):
                     done.append(b"".join(cur))
-                    for chunk in done:
-                        total += len(chunk)
+                    total += sum(map(len, done))
                     parts += done
                     parts.append(records)
                     total += size
@@ -554,8 +553,7 @@ def _encode_steps(correlation_id: int, version: int, top_error: int,
     if flex:
         cur.append(wire.EMPTY_TAGS)
     done.append(b"".join(cur))
-    for chunk in done:
-        total += len(chunk)
+    total += sum(map(len, done))
     parts += done
     first_part = parts[0]
     assert isinstance(first_part, bytes)       # a response starts with its header
