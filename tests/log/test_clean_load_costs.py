@@ -8,6 +8,7 @@ crash (every step lists again) is checked to still find every record."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from kafkalog.log._encode import encode_v2_batch
 from kafkalog.log.manager import LogManager
 from tests.log.test_crash_restart_costs import load_counting_c_calls, one_record_partitions
+from tests.os_calls import count_os_calls
 
 PARTITIONS = 40
 
@@ -136,7 +138,6 @@ def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: P
     for partitions nothing touched): a clean load and close of idle partitions truncate no file
     and fsync none of theirs; a partition appended to grows its indexes (sparse), and its close
     trims them again; one only read loads them as they are."""
-    from tests.os_calls import count_os_calls
     data = _made(tmp_path)
     offset_index = Path(data) / "t-0" / "00000000000000000000.index"
     time_index = Path(data) / "t-0" / "00000000000000000000.timeindex"
@@ -189,5 +190,55 @@ def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: P
         assert log.log_end_offset == 3001
         data_at = log.read(2500, 1 << 20).read()         # found through the trimmed index
         assert int.from_bytes(data_at[:8], "big") == 2001 and b"two" in data_at
+    finally:
+        m.close()
+
+
+def test_a_first_append_after_a_clean_load_opens_no_index_and_reads_no_batch(tmp_path: Path,
+                                                                            monkeypatch: Any) -> None:
+    """What the load read of each active segment (its index files' lengths and last entries, its
+    first batch's timestamp) is what a first append without an index entry asks: a first Produce
+    of a record to each of 100,000 partitions after a restart loaded 200,000 index files (two opens
+    each) and read 100,000 first batches again, ~9 s. Counted here: no open of an index file and
+    no read while one record is appended to each partition; then the indexes work as loaded ones
+    (an index entry, lookups, a time-based roll, the records after a restart)."""
+    data = _made(tmp_path)
+    m = LogManager(data, {}, background=False)
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+    try:
+        with monkeypatch.context() as mp:
+            counts = count_os_calls(mp, ("pread",))
+            mp.setattr(os, "open", recording_open)
+            for p in range(PARTITIONS):
+                m.get_log("t", p).append_records([b"two"])
+            assert [o for o in opened if o.endswith((".index", ".timeindex"))] == []
+            assert counts["pread"] == 0, counts
+        seg = m.get_log("t", 0).active_segment
+        assert not seg.offset_index.is_loaded and not seg.time_index.is_loaded
+        assert seg.rolling_based_timestamp is not None
+        log = m.get_log("t", 0)
+        for _ in range(3):                          # past index.interval.bytes: index entries
+            log.append_records([b"three"] * 1000)
+        assert seg.offset_index.is_loaded and seg.offset_index.entries >= 1
+        assert int.from_bytes(log.read(2500, 1 << 20).read()[:8], "big") == 2002
+        ts = log.offset_for_timestamp(0)
+        assert ts is not None and ts.offset == 0
+    finally:
+        m.close()
+    m = LogManager(data, {}, background=False)
+    try:
+        assert [m.get_log("t", p).log_end_offset for p in range(PARTITIONS)] == [3002] + [2] * (PARTITIONS - 1)
+        first = m.get_log("t", 1).active_segment
+        # the time-based roll reads the first batch's timestamp the load kept: a segment.ms of
+        # 1 ms rolls at the next append, as with a loaded segment
+        m.alter_topic_config("t", {"segment.ms": "1"})
+        m.get_log("t", 1).append_records([b"four"])
+        assert m.get_log("t", 1).active_segment is not first
+        assert m.get_log("t", 1).log_end_offset == 3
     finally:
         m.close()

@@ -26,12 +26,13 @@ import os
 import struct
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Set
+from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Set, Tuple
 
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.file_records import BatchHeader, segment_next_offset
 from kafkalog.log.fsutil import fsync_dir
+from kafkalog.log.index._mmap_index import AbstractIndex
 from kafkalog.log.naming import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -579,9 +580,15 @@ def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
 
 
 def _validate_indexes(seg: LogSegment) -> Optional[str]:
-    """Cheap O(1) validation of a trusted segment's ``.index`` / ``.timeindex`` files."""
+    """Cheap O(1) validation of a trusted segment's ``.index`` / ``.timeindex`` files; when both
+    pass, each index is seeded with the length and last entry read here
+    (:meth:`~kafkalog.log.index._mmap_index.AbstractIndex.seed`: a first append writing no index
+    entry then opens neither file)."""
     size = seg.size
-    for path, esz in ((seg.offset_index_path, 8), (seg.time_index_path, 12)):
+    seeds: List[Tuple[AbstractIndex[Any], int, Optional[Tuple[int, int]]]] = []
+    indexes: Tuple[Tuple[AbstractIndex[Any], str, int], ...] = (
+        (seg.offset_index, seg.offset_index_path, 8), (seg.time_index, seg.time_index_path, 12))
+    for index, path, esz in indexes:
         try:
             length = os.path.getsize(path)
         except OSError:
@@ -589,6 +596,7 @@ def _validate_indexes(seg: LogSegment) -> Optional[str]:
         if length % esz:
             return f"{os.path.basename(path)}: length {length} is not a multiple of {esz}"
         if length == 0:
+            seeds.append((index, 0, None))
             continue
         n = length // esz
         with open(path, "rb") as f:
@@ -609,6 +617,9 @@ def _validate_indexes(seg: LogSegment) -> Optional[str]:
             increasing = prev is None or (last_ts > prev[0] and last_rel >= prev[1])
         if not increasing:
             return f"{os.path.basename(path)}: entries not increasing at the end (zero-filled or garbage tail)"
+        seeds.append((index, length, (last[0], last[1])))
+    for seeded, length, last_entry in seeds:
+        seeded.seed(length, last_entry)
     return None
 
 

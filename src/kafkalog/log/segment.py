@@ -14,7 +14,7 @@ import os
 import time as _time
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from kafkalog.errors import KafkalogError, KafkalogIOError, LogSegmentOffsetOverflowError
 from kafkalog.log.config import LogConfig
@@ -506,7 +506,18 @@ class LogSegment:
                                               and os.path.exists(self.offset_index_path)):
             oi = self.offset_index
             pos = oi.last_entry.position
+        if pos == 0 and self.rolling_based_timestamp is None:
+            return segment_next_offset(self._headers_noting_the_first, 0, self.base_offset)
         return segment_next_offset(self.log.iter_headers, pos, self.base_offset)
+
+    def _headers_noting_the_first(self, position: int) -> Iterator[BatchHeader]:
+        """The headers from ``position``; from the start, the first one's max timestamp kept as
+        the time-based roll's (a walk of the whole segment passes it: the first append after a
+        restart then reads no header)."""
+        for h in self.log.iter_headers(position):
+            if position == 0 and self.rolling_based_timestamp is None:
+                self.rolling_based_timestamp = h.max_timestamp
+            yield h
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: Optional[int] = None
                                  ) -> Optional[TimestampAndOffset]:

@@ -49,6 +49,8 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                  writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
         self._last_offset = base_offset
+        #: the last entry's position, from :meth:`seed` (read from the entries once loaded)
+        self._seeded_position = 0
 
     def _refresh_last(self) -> None:
         if self._entries:
@@ -56,20 +58,26 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         else:
             self._last_offset = self.base_offset
 
+    def _seed_last(self, last: Optional[tuple[int, int]]) -> None:
+        rel, self._seeded_position = (0, 0) if last is None else last
+        self._last_offset = self.base_offset + rel
+
     @property
     def last_offset(self) -> int:
         """Offset of the last entry, or ``base_offset`` when empty."""
-        if not self._loaded:
+        if not self._known:
             self._load()
         return self._last_offset
 
     @property
     def last_entry(self) -> OffsetPosition:
         """The last entry, or ``(base_offset, 0)`` when empty."""
-        if not self._loaded:
+        if not self._known:
             self._load()
         if self._entries == 0:
             return OffsetPosition(self.base_offset, 0)
+        if not self._loaded:
+            return OffsetPosition(self._last_offset, self._seeded_position)
         return self.entry(self._entries - 1)
 
     def append(self, offset: int, position: int) -> None:

@@ -71,16 +71,22 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         else:
             self._last_ts, self._last_off = -1, self.base_offset
 
+    def _seed_last(self, last: Optional[tuple[int, int]]) -> None:
+        if last is None:
+            self._last_ts, self._last_off = -1, self.base_offset
+        else:
+            self._last_ts, self._last_off = last[0], self.base_offset + last[1]
+
     def is_full(self) -> bool:
         """``entries >= max_entries - 1`` (the last slot is reserved)."""
-        if not self._loaded:
+        if not self._known:
             self._load()
         return self._entries >= self._capacity() - 1
 
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(-1, base_offset)`` when empty."""
-        if not self._loaded:
+        if not self._known:
             self._load()
         return TimestampOffset(self._last_ts, self._last_off)
 
