@@ -244,7 +244,7 @@ def main() -> None:
     ap.add_argument("--make", type=int, default=0, help="make the directory first, of this many partitions")
     ap.add_argument("--records", type=int, default=None, help="partitions given one record (default: all)")
     ap.add_argument("--peers", default="kafkalog", help="kafkalog, kafkalog@<src dir> (another tree)")
-    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=1, help="0: only --make")
     ap.add_argument("--idle-after", type=float, default=50)
     ap.add_argument("--idle-seconds", type=float, default=60)
     ap.add_argument("--kill", action="store_true", help="also restart after SIGKILL")
@@ -252,6 +252,8 @@ def main() -> None:
     ap.add_argument("--produce", action="store_true", help="also produce a record to every partition (appends)")
     ap.add_argument("--tail-seconds", type=float, default=20, help="--consume: fetching on with nothing new")
     args = ap.parse_args()
+    if args.runs < 0:
+        ap.error(f"--runs {args.runs}: 0 or more")
     names = [n for n in args.peers.split(",") if n]
     for n in names:
         if n.split("@", 1)[0] != "kafkalog":
@@ -270,6 +272,8 @@ def main() -> None:
             res.update(type="run", peer=n, run=r, load=[round(x, 2) for x in os.getloadavg()])
             print(json.dumps(res), flush=True)
             runs[n].append(res)
+    if not args.runs:
+        return                                      # (--make alone)
     summaries = {}
     for n in names:
         keys = [k for k, v in runs[n][0].items() if isinstance(v, (int, float)) and k not in ("run", "partitions")]
