@@ -49,7 +49,9 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
 from typing import Any, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -102,9 +104,21 @@ def make(data: str, partitions: int, records: int) -> None:
         m.close()
 
 
+#: the brokers' standard error (their log), kept in an unnamed temporary file: its end is printed
+#: when a step fails
+BROKER_LOG = tempfile.TemporaryFile()
+
+
 def _start(data: str, port: int, env: Dict[str, str]) -> subprocess.Popen[bytes]:
+    BROKER_LOG.seek(0)
+    BROKER_LOG.truncate()
     return subprocess.Popen([sys.executable, "-m", "kafkalog.cli.main", "serve", data, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                            stdout=subprocess.DEVNULL, stderr=BROKER_LOG, env=env)
+
+
+def _broker_log_tail(lines: int = 40) -> str:
+    BROKER_LOG.seek(0)
+    return b"\n".join(BROKER_LOG.read().splitlines()[-lines:]).decode(errors="replace")
 
 
 def _ready(proc: subprocess.Popen[bytes], port: int, topics: List[str], t0: float,
@@ -149,9 +163,12 @@ def produce_all_raw(port: int, topics: List[str], prober: Any, out: Dict[str, An
         out["produce_all_raw_s"] = round(time.perf_counter() - t0, 3)
     out["worst_wait_produce_ms"] = prober.window()
     prober.pause()
-    failed = sum(1 for t in answer.responses for p in t.partition_responses if p.error_code)
+    failed = Counter((p.error_code, p.error_message) for t in answer.responses for p in t.partition_responses
+                     if p.error_code)
     if failed:
-        raise SystemExit(f"the Produce of every partition failed for {failed} partitions")
+        raise SystemExit(f"the Produce of every partition failed for {sum(failed.values())} partitions: "
+                         f"{dict(failed.most_common(5))} (error code, message: count); the broker's "
+                         f"log ends:\n{_broker_log_tail()}")
 
 
 def consume(port: int, topics: List[str], tail_s: float, prober: Any, out: Dict[str, Any]) -> None:

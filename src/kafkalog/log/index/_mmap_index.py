@@ -23,6 +23,7 @@ import os
 import platform
 import struct
 import sys
+import threading
 from typing import Any, Callable, Generic, Iterator, Optional, Self, TypeVar
 
 from kafkalog.errors import (
@@ -39,6 +40,11 @@ from kafkalog.log.index._index_file import IndexFile
 from kafkalog.record.constants import INT32_MAX
 
 _ZERO_CHUNK = 1 << 16
+#: the locks of the indexes' loads, resizes and closes, an index taking one by its identity: two
+#: threads (the broker's loop appending, the retention pass on its thread) may first use the same
+#: index at once, and those steps keep the file's descriptor in the index while they run. Shared
+#: by stripes rather than one per index (200,000 at 100,000 partitions)
+_FILE_LOCKS = tuple(threading.RLock() for _ in range(64))
 #: Linux's ``MAP_FIXED`` on the machines :func:`_map_shared` uses it on (alpha and parisc differ)
 _MAP_FIXED = 0x10
 _MAP_FIXED_MACHINES = frozenset({"x86_64", "aarch64"})
@@ -187,6 +193,8 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._pending_size: Optional[int] = None
         #: the length, entry count and last entry are known without a load (:meth:`seed`)
         self._seeded = False
+        #: held by the steps that use :attr:`_fd`: the load, a resize, the close
+        self._file_lock = _FILE_LOCKS[(id(self) >> 4) % len(_FILE_LOCKS)]
 
     @classmethod
     def open_read_only(cls, path: os.PathLike[str] | str, base_offset: Optional[int] = None) -> Self:
@@ -206,6 +214,12 @@ class AbstractIndex(IndexFile, Generic[E]):
         return self._loaded
 
     def _load(self) -> None:
+        """Open and read (or map) the file; nothing when another thread loaded it meanwhile."""
+        with self._file_lock:
+            if not self._loaded:
+                self._load_file()
+
+    def _load_file(self) -> None:
         path = self._path
         try:
             if self.writable and self._seeded:      # the loader read it: it exists
@@ -261,9 +275,9 @@ class AbstractIndex(IndexFile, Generic[E]):
         #: bytes from 0 whose blocks are known reserved (:meth:`reserve`): none after a load, the
         #: first entry written reserves from byte 0 (an existing file's holes included)
         self._reserved = 0
-        self._loaded = True
-        self._seeded = False
         self._refresh_last()
+        self._loaded = True                 # (last: a reader not holding the lock sees it whole)
+        self._seeded = False
 
     def seed(self, length: int, last: Optional[tuple[int, int]]) -> None:
         """What the log's loader read of this existing file, so that what an append asks before
@@ -528,6 +542,10 @@ class AbstractIndex(IndexFile, Generic[E]):
     def resize(self, new_size: int) -> bool:
         """Set the file length to ``new_size`` rounded down to the entry size and remap; keeps the
         entries that still fit. Returns ``False`` when the length is unchanged."""
+        with self._file_lock:
+            return self._resize(new_size)
+
+    def _resize(self, new_size: int) -> bool:
         self._pending_size = None
         if not self._loaded:
             self._load()
@@ -607,6 +625,10 @@ class AbstractIndex(IndexFile, Generic[E]):
         """Load with no entry, the file at ``max_index_size`` (:meth:`reset` of an index not
         loaded: after a crash its file is at its preallocated length, and a load mapped all of it
         to cut it at once: a mapping and its page faults per index of every partition recovered)."""
+        with self._file_lock:
+            self._load_empty_file()
+
+    def _load_empty_file(self) -> None:
         rounded = self.max_index_size // self.entry_size * self.entry_size
         try:
             self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -622,8 +644,8 @@ class AbstractIndex(IndexFile, Generic[E]):
             self._close_fd()
         self._pending_size = None
         self._reserved = 0
-        self._loaded = True
         self._refresh_last()
+        self._loaded = True
 
     def _truncate_to_entries(self, n: int) -> None:
         if not self._loaded:
@@ -665,9 +687,10 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     def close_handler(self) -> None:
         """Unmap without trimming (before deletion)."""
-        self._unmap()
-        self._close_fd()
-        self._loaded = self._seeded = False
+        with self._file_lock:
+            self._unmap()
+            self._close_fd()
+            self._loaded = self._seeded = False
 
     # --- KAFKA-10207 ----------------------------------------------------------------------------
 
