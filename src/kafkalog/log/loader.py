@@ -32,7 +32,6 @@ from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.file_records import BatchHeader, segment_next_offset
 from kafkalog.log.fsutil import fsync_dir
-from kafkalog.log.index._mmap_index import AbstractIndex
 from kafkalog.log.naming import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -579,24 +578,38 @@ def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
     return truncated
 
 
+#: what :func:`index_tails` read of an index file: its length and last entry as stored
+IndexTail = Tuple[int, Optional[Tuple[int, int]]]
+
+
 def _validate_indexes(seg: LogSegment) -> Optional[str]:
-    """Cheap O(1) validation of a trusted segment's ``.index`` / ``.timeindex`` files; when both
-    pass, each index is seeded with the length and last entry read here
+    """Cheap O(1) validation of a trusted segment's ``.index`` / ``.timeindex`` files
+    (:func:`index_tails`); when both pass, each index is seeded with the length and last entry read
     (:meth:`~kafkalog.log.index._mmap_index.AbstractIndex.seed`: a first append writing no index
     entry then opens neither file)."""
-    size = seg.size
-    seeds: List[Tuple[AbstractIndex[Any], int, Optional[Tuple[int, int]]]] = []
-    indexes: Tuple[Tuple[AbstractIndex[Any], str, int], ...] = (
-        (seg.offset_index, seg.offset_index_path, 8), (seg.time_index, seg.time_index_path, 12))
-    for index, path, esz in indexes:
+    problem, tails = index_tails(seg.size, seg.offset_index_path, seg.time_index_path)
+    if problem is None:
+        for index, tail in ((seg.offset_index, tails[0]), (seg.time_index, tails[1])):
+            if tail is not None:
+                index.seed(*tail)
+    return problem
+
+
+def index_tails(size: int, offset_index_path: str, time_index_path: str
+                ) -> Tuple[Optional[str], Tuple[Optional[IndexTail], Optional[IndexTail]]]:
+    """Cheap O(1) validation of a segment's ``.index`` / ``.timeindex`` files (the ``.log`` of
+    ``size`` bytes): why they need a rebuild, or None; and what was read of each file present."""
+    tails: List[Optional[IndexTail]] = []
+    for path, esz in ((offset_index_path, 8), (time_index_path, 12)):
         try:
             length = os.path.getsize(path)
         except OSError:
+            tails.append(None)
             continue
         if length % esz:
-            return f"{os.path.basename(path)}: length {length} is not a multiple of {esz}"
+            return f"{os.path.basename(path)}: length {length} is not a multiple of {esz}", (None, None)
         if length == 0:
-            seeds.append((index, 0, None))
+            tails.append((0, None))
             continue
         n = length // esz
         with open(path, "rb") as f:
@@ -608,19 +621,19 @@ def _validate_indexes(seg: LogSegment) -> Optional[str]:
         if esz == 8:
             last_rel, last_pos = last
             if last_pos >= size or last_pos < 0 or last_rel < 0:
-                return f"{os.path.basename(path)}: last entry position {last_pos} outside the log ({size} bytes)"
+                return (f"{os.path.basename(path)}: last entry position {last_pos} outside the log ({size} bytes)",
+                        (None, None))
             increasing = prev is None or (last_rel > prev[0] and last_pos >= prev[1])
         else:
             last_ts, last_rel = last
             if last_rel < 0 or (n >= 1 and last_ts == 0 and last_rel == 0 and n >= 2):
-                return f"{os.path.basename(path)}: zero-filled tail"
+                return f"{os.path.basename(path)}: zero-filled tail", (None, None)
             increasing = prev is None or (last_ts > prev[0] and last_rel >= prev[1])
         if not increasing:
-            return f"{os.path.basename(path)}: entries not increasing at the end (zero-filled or garbage tail)"
-        seeds.append((index, length, (last[0], last[1])))
-    for seeded, length, last_entry in seeds:
-        seeded.seed(length, last_entry)
-    return None
+            return (f"{os.path.basename(path)}: entries not increasing at the end (zero-filled or garbage tail)",
+                    (None, None))
+        tails.append((length, (last[0], last[1])))
+    return None, (tails[0], tails[1])
 
 
 def _read_next_offset_by_scan(seg: LogSegment) -> int:

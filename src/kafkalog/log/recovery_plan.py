@@ -108,15 +108,12 @@ def complete_end_offset(path: str, base: int) -> int:
 
 def _index_needs_recovery(dir_path: str, base: int, size: int) -> bool:
     """The loader's check of a segment it does not recover: missing or implausible indexes."""
-    from types import SimpleNamespace
-
-    from kafkalog.log.loader import _validate_indexes
+    from kafkalog.log.loader import index_tails
     index = os.path.join(dir_path, f"{base:020d}{INDEX_FILE_SUFFIX}")
     if not os.path.exists(index):
         return True
-    seg = SimpleNamespace(size=size, offset_index_path=index,
-                          time_index_path=os.path.join(dir_path, f"{base:020d}{TIME_INDEX_FILE_SUFFIX}"))
-    return _validate_indexes(seg) is not None    # type: ignore[arg-type]
+    problem, _tails = index_tails(size, index, os.path.join(dir_path, f"{base:020d}{TIME_INDEX_FILE_SUFFIX}"))
+    return problem is not None
 
 
 def _floor(bases: List[int], recovery_point: int) -> int:
