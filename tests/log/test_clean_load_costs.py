@@ -199,9 +199,9 @@ def test_a_first_append_after_a_clean_load_opens_no_index_and_reads_no_batch(tmp
     """What the load read of each active segment (its index files' lengths and last entries, its
     first batch's timestamp) is what a first append without an index entry asks: a first Produce
     of a record to each of 100,000 partitions after a restart loaded 200,000 index files (two opens
-    each) and read 100,000 first batches again, ~9 s. Counted here: no open of an index file and
-    no read while one record is appended to each partition; then the indexes work as loaded ones
-    (an index entry, lookups, a time-based roll, the records after a restart)."""
+    each) and read 100,000 first batches again (~5-7 s in process). Counted here: no open of an
+    index file and no read while one record is appended to each partition; then the indexes work
+    as loaded ones (an index entry, lookups, a time-based roll, the records after a restart)."""
     data = _made(tmp_path)
     m = LogManager(data, {}, background=False)
     opened: list[str] = []
