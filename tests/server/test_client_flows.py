@@ -98,7 +98,7 @@ def _batch_codecs(partition_dir: str) -> list[tuple[int, int]]:
 SHRINKS = 10
 
 
-def _compressed(partition_dir: str, codec: int) -> bool:
+def _compressed(batches: list[tuple[int, int]], codec: int) -> bool:
     """Whether every batch of ``SHRINKS`` records or more carries ``codec``, and one does at least.
 
     Not a share of the records: kcat flushes when its input ends, and librdkafka's broker thread
@@ -106,7 +106,6 @@ def _compressed(partition_dir: str, codec: int) -> bool:
     it held for the topic's metadata there. The first record went alone in most runs against
     kafkalog, 15 lone records in one run, and over 30 in one of CI's (gzip: under nine records in ten
     compressed); Kafka 4.4 answered its Metadata later, when all 300 had arrived."""
-    batches = _batch_codecs(partition_dir)
     large = [c for c, n in batches if n >= SHRINKS]
     return bool(large) and all(c == codec for c in large)
 
@@ -140,8 +139,8 @@ def test_kcat_librdkafka_2_0_2_writes_every_codec_compressed(kafka_pair: Pair) -
             while not _batch_codecs(os.path.join(data_dir, f"{topic}-0")) and time.monotonic() < deadline:
                 time.sleep(0.1)
             out[codec] = {"read back": c.stdout.splitlines()}
-            verdicts[codec] = _compressed(os.path.join(data_dir, f"{topic}-0"), CODECS[codec])
-            batches[f"{data_dir} {codec}"] = _batch_codecs(os.path.join(data_dir, f"{topic}-0"))
+            found = batches[f"{data_dir} {codec}"] = _batch_codecs(os.path.join(data_dir, f"{topic}-0"))
+            verdicts[codec] = _compressed(found, CODECS[codec])
         return out
 
     _kafka, ours = _both(kafka_pair, flow, "client kcat")
