@@ -160,6 +160,30 @@ def test_the_entry_point_loads_the_plugin_and_no_kafkalog_disables_it(tmp_path: 
     assert r.returncode != 0 and "fixture 'kafka_broker' not found" in r.stdout
 
 
+@pytest.mark.skipif(not installed(), reason="kafkalog is installed without its pytest11 entry point: "
+                    "pytest marks no kafkalog package for rewriting, so there is nothing to check")
+def test_kafkalogs_own_modules_are_not_assertion_rewritten(tmp_path: Path) -> None:
+    """pytest marks every package of a plugin's distribution for assertion rewriting. A kafkalog
+    module imported later (as the broker's thread does) must load as Python loads it: rewriting
+    parses it with ``ast`` on that thread, and CPython 3.11's ``ast`` fails with ``SystemError``
+    when two threads parse at once (seen in CI). The user's own tests are still rewritten."""
+    r, _ = run_project(tmp_path, {"test_a.py": '''
+        import importlib
+
+
+        def test_a_library_module_loads_plainly():
+            module = importlib.import_module("kafkalog.server.coordinator.group_migration")
+            assert type(module.__loader__).__name__ == "SourceFileLoader", module.__loader__
+
+
+        def test_the_users_asserts_are_rewritten():
+            left = [1, 2]
+            assert left == [1, 3]
+        '''})
+    assert "1 failed, 1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "test_the_users_asserts_are_rewritten" in r.stdout and "assert [1, 2] == [1, 3]" in r.stdout, r.stdout
+
+
 def test_pip_install_is_the_whole_set_up(tmp_path: Path) -> None:
     """The issue's "done when": ``pip install kafkalog`` (this tree, not editable, into a directory
     of its own, pure-Python kernels to keep it quick) and a test that takes ``kafka_broker``; no

@@ -50,6 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _leave_the_library_unrewritten(config)
     config.addinivalue_line(
         "markers", "kafka_broker(mode=None, config=None, disk_size=None): the kafka_broker fixture's "
         "mode, Kafka settings (added to the ini's) and tmpfs size for this test or module")
@@ -60,6 +61,19 @@ def pytest_configure(config: pytest.Config) -> None:
         # the fork server imports the broker while pytest collects, not when the first test asks
         from kafkalog.testing.zygote import zygote
         zygote()
+
+
+def _leave_the_library_unrewritten(config: pytest.Config) -> None:
+    """pytest marks every package of a plugin's distribution for assertion rewriting, so every
+    kafkalog module a test process imported would be parsed by pytest's ``ast`` in whichever thread
+    imports it. The broker's thread imports some modules when first needed, and CPython 3.11's
+    ``ast`` (gh-106905) raises ``SystemError: AST constructor recursion depth mismatch`` when two
+    threads parse at once. kafkalog is a library, not tests: only what is already imported (the
+    plugin and what it imports) stays rewritten. pytest keeps its marks in a private set; without
+    it (another pytest) nothing changes."""
+    marked = getattr(getattr(config.pluginmanager, "rewrite_hook", None), "_must_rewrite", None)
+    if isinstance(marked, set):
+        marked.discard("kafkalog")
 
 
 def _mode(config: pytest.Config) -> str:
