@@ -18,6 +18,7 @@ no row covers, and on a row that covers nothing (so the list cannot outlive what
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import enum
 import functools
@@ -229,6 +230,17 @@ class Conn:
         if resp is None:
             self.close()
         return resp
+
+    @contextlib.contextmanager
+    def answered_within(self, seconds: float) -> Iterator[None]:
+        """Calls inside wait ``seconds`` for an answer, not the connection's 60 (a request Kafka
+        4.4 never answers: recorded as the connection closed)."""
+        self._socket().settimeout(seconds)
+        try:
+            yield
+        finally:
+            if self._sock is not None:
+                self._sock.settimeout(60)
 
     def request(self, key: int, version: int, values: dict[str, Any]) -> Any:
         """The decoded response of one request (kio), or None when the connection was closed."""
