@@ -68,3 +68,54 @@ def test_two_threads_loading_the_same_indexes_each_see_them_whole(tmp_path: Path
             assert oi.entries == 3 and ti.entries == 3
             oi.close()
             ti.close()
+
+
+def test_threads_first_to_ask_for_a_transaction_index_share_one(tmp_path: Path, monkeypatch) -> None:
+    """A segment's transaction index is made on its first use, and making one opens the file (when
+    it exists) and reads its entries. Threads asking at once (a read_committed Fetch on the event
+    loop, the retention thread) get the same index, and one descriptor stays open: before, each
+    made its own and the descriptors of those not kept were never closed. The window is widened
+    by a pause in the making (the files and reads are real)."""
+    import os
+    import time
+
+    from kafkalog.log import segment as segment_module
+    from kafkalog.log.index.txn_index import AbortedTxn, TransactionIndex
+
+    first = segment_module.LogSegment(str(tmp_path), 0)
+    first.update_txn_index([AbortedTxn(7, 0, 5, 6), AbortedTxn(8, 6, 9, 10)])
+    first.close()
+    path = os.path.realpath(segment_module.LogSegment(str(tmp_path), 0).txn_index_path)
+
+    class SlowToMake(TransactionIndex):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            time.sleep(0.05)
+
+    monkeypatch.setattr(segment_module, "TransactionIndex", SlowToMake)
+    seg = segment_module.LogSegment(str(tmp_path), 0)
+    start = threading.Barrier(4)
+    got: list[object] = []
+
+    def ask() -> None:
+        start.wait()
+        got.append(seg.txn_index)
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+
+    def open_on_path() -> int:
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                n += os.readlink(f"/proc/self/fd/{fd}") == path
+            except OSError:
+                pass
+        return n
+    assert len(got) == 4 and all(index is got[0] for index in got), got
+    assert open_on_path() == 1
+    assert [t.producer_id for t in seg.txn_index.all_entries()] == [7, 8]
+    seg.close()
+    assert open_on_path() == 0

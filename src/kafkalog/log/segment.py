@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 import time as _time
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -58,6 +59,10 @@ from kafkalog.record.header_walk import (
 )
 
 LOG_SUFFIX = LOG_FILE_SUFFIX
+#: taken to make a segment's transaction index on its first use: a read on the event loop and the
+#: retention thread may both be first, and each ``TransactionIndex`` opens the file (the one not
+#: kept would leak its descriptor)
+_TXN_INDEX_LOCK = threading.Lock()
 INDEX_SUFFIX = INDEX_FILE_SUFFIX
 TIME_INDEX_SUFFIX = TIME_INDEX_FILE_SUFFIX
 TXN_INDEX_SUFFIX = TXN_INDEX_FILE_SUFFIX
@@ -197,10 +202,15 @@ class LogSegment:
 
     @property
     def txn_index(self) -> TransactionIndex:
-        """The transaction index (the file itself appears only with the first entry)."""
-        if self._txn_index is None:
-            self._txn_index = TransactionIndex(self.base_offset, self.txn_index_path)
-        return self._txn_index
+        """The transaction index (the file itself appears only with the first entry), made once
+        whichever threads ask first."""
+        index = self._txn_index
+        if index is None:
+            with _TXN_INDEX_LOCK:
+                index = self._txn_index
+                if index is None:
+                    index = self._txn_index = TransactionIndex(self.base_offset, self.txn_index_path)
+        return index
 
     def touch_indexes(self) -> None:
         """Create/map both index files now (Kafka touches them on the first append/flush/roll), so a
