@@ -75,8 +75,9 @@ def await_users(c: d.Conn, users: set[str]) -> None:
     deadline = time.monotonic() + 30
     while True:
         r = c.request(50, 0, {"users": None})
-        if {x.user for x in r.results} == users or time.monotonic() > deadline:
+        if {x.user for x in r.results} == users:
             return
+        assert time.monotonic() < deadline, (c.name, users, {x.user for x in r.results})
         time.sleep(0.05)
 
 
