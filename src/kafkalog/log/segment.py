@@ -59,13 +59,13 @@ from kafkalog.record.header_walk import (
 )
 
 LOG_SUFFIX = LOG_FILE_SUFFIX
+INDEX_SUFFIX = INDEX_FILE_SUFFIX
+TIME_INDEX_SUFFIX = TIME_INDEX_FILE_SUFFIX
+TXN_INDEX_SUFFIX = TXN_INDEX_FILE_SUFFIX
 #: taken to make a segment's transaction index on its first use: a read on the event loop and the
 #: retention thread may both be first, and each ``TransactionIndex`` opens the file (the one not
 #: kept would leak its descriptor)
 _TXN_INDEX_LOCK = threading.Lock()
-INDEX_SUFFIX = INDEX_FILE_SUFFIX
-TIME_INDEX_SUFFIX = TIME_INDEX_FILE_SUFFIX
-TXN_INDEX_SUFFIX = TXN_INDEX_FILE_SUFFIX
 # how far past a corrupt entry recovery looks for further valid batches (report only)
 _CORRUPTION_PROBE_WINDOW = 1 << 20
 
