@@ -43,6 +43,8 @@ PAIR_NODE = 1
 #: errors Kafka answers while its controller or coordinators catch up (a topic just created, a
 #: coordinator loading, markers being written): retried as clients retry them, the last answer kept
 TRANSIENT = frozenset({5, 6, 14, 15, 16, 51})
+#: how long a connection waits for an answer (a request Kafka never answers is recorded closed)
+REPLY_TIMEOUT_S = 60
 #: id-like fields: values become tokens per transcript, in order of first appearance
 ID_FIELDS = frozenset({"cluster_id", "topic_id", "member_id", "leader", "producer_id", "session_id",
                        "member_assignment_id"})
@@ -215,7 +217,7 @@ class Conn:
 
     def _socket(self) -> socket.socket:
         if self._sock is None:
-            self._sock = raw.connect(self.port, timeout=60)
+            self._sock = raw.connect(self.port, timeout=REPLY_TIMEOUT_S)
         return self._sock
 
     def send_frame(self, frame: bytes) -> bytes | None:
@@ -233,14 +235,14 @@ class Conn:
 
     @contextlib.contextmanager
     def answered_within(self, seconds: float) -> Iterator[None]:
-        """Calls inside wait ``seconds`` for an answer, not the connection's 60 (a request Kafka
-        4.4 never answers: recorded as the connection closed)."""
+        """Calls inside wait ``seconds`` for an answer, not :data:`REPLY_TIMEOUT_S` (a request
+        Kafka 4.4 never answers: recorded as the connection closed)."""
         self._socket().settimeout(seconds)
         try:
             yield
         finally:
             if self._sock is not None:
-                self._sock.settimeout(60)
+                self._sock.settimeout(REPLY_TIMEOUT_S)
 
     def request(self, key: int, version: int, values: dict[str, Any]) -> Any:
         """The decoded response of one request (kio), or None when the connection was closed."""

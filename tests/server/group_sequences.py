@@ -53,7 +53,7 @@ SYNC_DELAY_S = 0.5
 REJOIN = (27, 22)
 #: CONCURRENT_TRANSACTIONS: the producer's last transaction is still completing; a client retries
 CONCURRENT_TRANSACTIONS = 51
-#: how long a transactional request is retried on CONCURRENT_TRANSACTIONS, 0.1 s apart
+#: how long a TxnOffsetCommit is retried on CONCURRENT_TRANSACTIONS, 0.1 s apart
 TXN_RETRY_S = 10.0
 
 Step = tuple[Any, ...]
@@ -443,36 +443,37 @@ class Driver:
         generation, mid, instance = self._member_fields(label, delta)
         out: list[Any] = []
         if version == 3:
-            r = self._txn_call(25, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-                                       "group_id": group}, lambda r: [r.error_code])
+            r = self.call(25, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                  "group_id": group})
             out.append(int(r.error_code))
         self.offset += 1
-        r = self._txn_call(28, version, {
+        out.append(self._txn_offset_commit(version, {
             "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
             "generation_id": generation, "member_id": mid, "group_instance_id": instance,
             "topics": [{"name": self.topic, "partitions": [
                 {"partition_index": p, "committed_offset": self.offset, "committed_leader_epoch": -1,
-                 "committed_metadata": ""} for p in range(4)]}]},
-            lambda r: [p.error_code for t in r.topics for p in t.partitions])
-        out.append([int(p.error_code) for t in r.topics for p in t.partitions])
-        r = self._txn_call(26, version, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-                                         "committed": True}, lambda r: [r.error_code])
+                 "committed_metadata": ""} for p in range(4)]}]}))
+        r = self.call(26, version, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                    "committed": True})
         out.append(int(r.error_code))
         if version == 5 and r.error_code == 0:
             self.producers[version] = (tid, int(r.producer_id), int(r.producer_epoch))
         self.note("txn", label, version, delta, out)
         self._fetch(group)
 
-    def _txn_call(self, api: int, version: int, body: dict[str, Any], errors: Callable[[Any], list[int]]) -> Any:
-        """A transactional request, sent again while it is answered CONCURRENT_TRANSACTIONS, as a
-        client sends it: Kafka 4.4 completes a transaction (its markers, then its CompleteCommit)
-        after EndTxn answered, and a commit that failed still added ``__consumer_offsets`` to it
-        (transactions v2), so the next request can meet the last transaction completing."""
+    def _txn_offset_commit(self, version: int, body: dict[str, Any]) -> list[int]:
+        """A TxnOffsetCommit's partition errors, the request sent again while they hold
+        CONCURRENT_TRANSACTIONS, as a client sends it (``TxnClient.call`` retries a top-level
+        error, as AddOffsetsToTxn's and EndTxn's, only): Kafka 4.4 completes a transaction (its
+        markers, then its CompleteCommit) after EndTxn answered, and a commit that failed still
+        added ``__consumer_offsets`` to it (transactions v2), so the next commit can meet the last
+        transaction completing."""
         deadline = time.monotonic() + TXN_RETRY_S
         while True:
-            r = self.call(api, version, body)
-            if CONCURRENT_TRANSACTIONS not in errors(r) or time.monotonic() > deadline:
-                return r
+            r = self.call(28, version, body)
+            errors = [int(p.error_code) for t in r.topics for p in t.partitions]
+            if CONCURRENT_TRANSACTIONS not in errors or time.monotonic() > deadline:
+                return errors
             time.sleep(0.1)
 
     def _fetch(self, group: str) -> None:
