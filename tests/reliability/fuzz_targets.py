@@ -9,6 +9,7 @@ CRCs and length checks into the deep decoders.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
@@ -25,7 +26,18 @@ from kafkalog.record import _kernel_py, compression, kernel, varint
 from kafkalog.record.builder import build_batch
 from kafkalog.record.records import iter_batches
 
-_TMP = tempfile.mkdtemp(prefix="kafkalog-fuzz-")
+_TMP_DIRS: List[str] = []
+
+
+def _tmp() -> str:
+    """The targets' scratch directory: made at the first target that needs one, removed when the
+    process exits (importing this module writes nothing)."""
+    if not _TMP_DIRS:
+        _TMP_DIRS.append(tempfile.mkdtemp(prefix="kafkalog-fuzz-"))
+        atexit.register(shutil.rmtree, _TMP_DIRS[0], True)
+    return _TMP_DIRS[0]
+
+
 MAX_DECOMPRESSED = 1 << 20
 
 
@@ -93,7 +105,7 @@ def t_varint(data: bytes) -> None:
 
 
 def _write(name: str, data: bytes) -> str:
-    d = os.path.join(_TMP, "f")
+    d = os.path.join(_tmp(), "f")
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, name)
     with open(path, "wb") as f:
@@ -150,7 +162,7 @@ def t_checkpoints(data: bytes) -> None:
             cp.parse_checkpoint(data, version, fmt)
         except KafkalogError:
             pass
-    d = os.path.join(_TMP, "cp")
+    d = os.path.join(_tmp(), "cp")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "partition.metadata"), "wb") as f:
         f.write(data)
@@ -177,7 +189,7 @@ def t_segment(data: bytes) -> None:
     """A partition directory holding the input as its only .log (+ a derived .index): open with
     full recovery, read every record, and `kafkalog verify` it."""
     from kafkalog.log.log import Log
-    d = os.path.join(_TMP, "seg", "t-0")
+    d = os.path.join(_tmp(), "seg", "t-0")
     if os.path.exists(d):
         shutil.rmtree(d)
     os.makedirs(d)
@@ -207,7 +219,7 @@ def t_cli(data: bytes) -> None:
 
     from kafkalog.cli.main import main
     runner = CliRunner()
-    root = os.path.join(_TMP, "cli")
+    root = os.path.join(_tmp(), "cli")
     if os.path.exists(root):
         shutil.rmtree(root)
     data_dir = os.path.join(root, "data")
@@ -254,7 +266,7 @@ def t_topic_names(data: bytes) -> None:
         naming.parse_partition_dir_name(name)
     except KafkalogError:
         pass
-    root = os.path.join(_TMP, "names")
+    root = os.path.join(_tmp(), "names")
     if os.path.exists(root):
         shutil.rmtree(root)
     data_dir = os.path.join(root, "data")

@@ -107,14 +107,40 @@ for codec, data in ((1, bomb),):
     assert "typed" in p.stdout
 
 
+def test_the_targets_leave_nothing_in_the_temporary_directory(tmp_path):
+    """Importing the targets writes nothing; the file-system targets' scratch directory is removed
+    when the process exits."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = ("import os, tempfile\n"
+            "from tests.reliability import fuzz_targets as ft\n"
+            "assert os.listdir(tempfile.gettempdir()) == [], 'import wrote'\n"
+            "for name in ('segment', 'cli', 'checkpoints', 'topic_names'):\n"
+            "    try:\n"
+            "        ft.TARGETS[name](bytes(range(64)))\n"
+            "    except Exception as e:\n"
+            "        if not isinstance(e, ft.KafkalogError): raise\n"
+            "print('scratch', os.listdir(tempfile.gettempdir()))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                       env=dict(os.environ, TMPDIR=str(tmp)))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "kafkalog-fuzz-" in p.stdout, "no target used its scratch directory: the test tests nothing"
+    assert os.listdir(tmp) == []
+
+
 def test_atheris_quick(tmp_path):
-    """Coverage-guided: 2,000 atheris runs over all targets (per-input timeout, RSS limit)."""
+    """Coverage-guided: 2,000 atheris runs over all targets (per-input timeout, RSS limit), leaving
+    nothing in the temporary directory."""
     pytest.importorskip("atheris")
+    tmp, corpus = tmp_path / "tmp", tmp_path / "corpus"
+    tmp.mkdir()
+    corpus.mkdir()
     p = subprocess.run([sys.executable, "-m", "tests.reliability.atheris_fuzz", "-runs=2000", "-timeout=10",
-                        "-rss_limit_mb=2048", "-seed=1", f"-artifact_prefix={tmp_path}/", str(tmp_path)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+                        "-rss_limit_mb=2048", "-seed=1", f"-artifact_prefix={tmp_path}/", str(corpus)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp)))
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "ATHERIS_DONE" in p.stdout or "Done 2000 runs" in p.stderr
+    assert "Done 2000 runs" in p.stderr, p.stderr[-3000:]
+    assert os.listdir(tmp) == []
 
 
 @pytest.mark.slow

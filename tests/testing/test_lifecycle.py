@@ -95,21 +95,32 @@ def test_a_thread_broker_leaves_no_thread_behind() -> None:
     assert left == []
 
 
-def test_a_process_broker_stops_cleanly_when_its_test_process_dies(tmp_path: Path) -> None:
+@pytest.mark.parametrize("own_dir", [False, True], ids=["given-dir", "own-dir"])
+def test_a_process_broker_stops_cleanly_when_its_test_process_dies(tmp_path: Path, own_dir: bool) -> None:
+    """The orphan stops cleanly, then removes what close() would have: its work directory (its
+    log, and its own data directory), never a data directory it was given."""
     data = tmp_path / "data"
+    given = "" if own_dir else f"data_dir={str(data)!r}"
     script = (f"import sys, time, kafkalog.testing\n"
-              f"b = kafkalog.testing.broker('process', data_dir={str(data)!r}).start()\n"
-              f"print(b.port, b.pid, flush=True)\n"
+              f"b = kafkalog.testing.broker('process', {given}).start()\n"
+              f"print(b.port, b.pid, b.data_dir, b.log_path, flush=True)\n"
               f"time.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        port, pid = map(int, proc.stdout.readline().split())
+        port_s, pid_s, data_dir, log_path = proc.stdout.readline().split()
+        port, pid = int(port_s), int(pid_s)
+        workdir = os.path.dirname(log_path)
+        assert os.path.isdir(workdir) and Path(data_dir).is_dir()
         assert answers_api_versions(port)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
-        wait_for(lambda: (data / CLEAN).exists(), 60, "the orphaned broker's clean shutdown")
         wait_for(lambda: not _alive(pid), 60, "the orphaned broker to exit")
+        assert not os.path.exists(workdir), os.listdir(workdir)
+        if own_dir:
+            assert not os.path.exists(data_dir)
+        else:
+            assert (data / CLEAN).exists(), "the orphan's stop was not clean"
     finally:
         if proc.poll() is None:
             proc.kill()

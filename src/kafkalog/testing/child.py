@@ -20,14 +20,29 @@ from typing import Any
 from kafkalog.testing.runtime import BrokerRuntime
 
 
-def main(conn: Any, data_dir: str, config: Mapping[str, str], ports: list[int], log_path: str) -> None:
+def main(conn: Any, data_dir: str, config: Mapping[str, str], ports: list[int], log_path: str,
+         orphan_leaves: Mapping[str, str] | None = None) -> None:
+    """``orphan_leaves``: what :class:`~kafkalog.testing.LocalBroker` removes when it closes
+    (``workdir``, and the tmpfs ``mount`` inside it): removed here after the clean stop when the
+    test process died before it could close the broker (nothing else would remove it)."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    asyncio.run(_serve(conn, data_dir, config, ports))
+    orphaned = asyncio.run(_serve(conn, data_dir, config, ports))
+    if orphaned and orphan_leaves:
+        _remove(orphan_leaves)
+
+
+def _remove(leaves: Mapping[str, str]) -> None:
+    import shutil
+
+    from kafkalog.testing import disk
+    if leaves.get("mount"):
+        disk.unmount(leaves["mount"])       # as LocalBroker.close: lazily, then the tree
+    shutil.rmtree(leaves["workdir"], ignore_errors=True)
 
 
 def warm_up() -> None:
@@ -52,13 +67,14 @@ def _picklable(e: BaseException) -> BaseException:
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
-async def _serve(conn: Any, data_dir: str, config: Mapping[str, str], ports: list[int]) -> None:
+async def _serve(conn: Any, data_dir: str, config: Mapping[str, str], ports: list[int]) -> bool:
+    """Serve until told to exit (False) or until the pipe's end (True: the test process is gone)."""
     runtime = BrokerRuntime()
     try:
         info = await runtime.start(data_dir, config, ports)
     except Exception as e:
         conn.send(("error", 0, _picklable(e)))
-        return
+        return False
     conn.send(("ok", 0, info))
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Any] = asyncio.Queue()
@@ -77,8 +93,10 @@ async def _serve(conn: Any, data_dir: str, config: Mapping[str, str], ports: lis
     try:
         while True:
             msg = await inbox.get()
-            if msg is None or msg[0] == "exit":
-                break
+            if msg is None:
+                return True
+            if msg[0] == "exit":
+                return False
             _kind, call_id, op, kwargs = msg
             task = loop.create_task(_answer(runtime, conn, call_id, op, kwargs))
             tasks.add(task)

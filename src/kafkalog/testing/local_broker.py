@@ -93,7 +93,9 @@ class LocalBroker:
             raise KafkalogError("this broker was closed; start a new one")
         if self._runner is not None:
             raise KafkalogError("the broker is already running")
-        runner: Runner = ThreadRunner() if self.mode == "thread" else ProcessRunner(self.log_path)
+        # a child broker whose test process dies removes what close() would have removed
+        leaves = {"workdir": self._workdir, "mount": self._mount or ""}
+        runner: Runner = ThreadRunner() if self.mode == "thread" else ProcessRunner(self.log_path, leaves)
         try:
             info = runner.start(self.data_dir, self.config, self._ports)
         except BaseException:

@@ -109,8 +109,10 @@ class ProcessRunner:
 
     mode = "process"
 
-    def __init__(self, log_path: str) -> None:
+    def __init__(self, log_path: str, orphan_leaves: Mapping[str, str] | None = None) -> None:
         self.log_path = log_path
+        #: what the child removes when the test process dies before closing it (see child.main)
+        self.orphan_leaves = dict(orphan_leaves or {})
         self._pid = -1
         self._zygote: Any = None
         self._conn: Any = None
@@ -135,7 +137,8 @@ class ProcessRunner:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             pid = fork_server.spawn({"data_dir": data_dir, "config": dict(config), "ports": list(ports),
-                                     "log_path": self.log_path}, theirs.fileno(), CALL_TIMEOUT_S)
+                                     "log_path": self.log_path, "orphan_leaves": self.orphan_leaves},
+                                    theirs.fileno(), CALL_TIMEOUT_S)
         finally:
             theirs.close()
         conn = Connection(ours.detach())
