@@ -119,3 +119,43 @@ def test_threads_first_to_ask_for_a_transaction_index_share_one(tmp_path: Path, 
     assert [t.producer_id for t in seg.txn_index.all_entries()] == [7, 8]
     seg.close()
     assert open_on_path() == 0
+
+
+def test_making_one_transaction_index_does_not_hold_up_another_segments(tmp_path: Path, monkeypatch) -> None:
+    """Making a transaction index reads its file whole: while one segment's making is held (a
+    long file on a slow disk), another segment's index is made at once. Before, one lock served
+    every segment of the process."""
+    from kafkalog.log import segment as segment_module
+    from kafkalog.log.index.txn_index import TransactionIndex
+
+    held, release = threading.Event(), threading.Event()
+
+    class HeldForSegmentZero(TransactionIndex):
+        def __init__(self, start_offset: int, *args, **kwargs) -> None:
+            super().__init__(start_offset, *args, **kwargs)
+            if start_offset == 0:
+                held.set()
+                release.wait(30)
+
+    monkeypatch.setattr(segment_module, "TransactionIndex", HeldForSegmentZero)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    slow = segment_module.LogSegment(str(tmp_path / "a"), 0)
+    others = [segment_module.LogSegment(str(tmp_path / "b"), base) for base in range(100, 108)]
+    stripes = len(segment_module._TXN_INDEX_LOCKS)
+    # one whose lock is not segment zero's (eight segments all sharing its stripe: 1 in 64**8)
+    other = next(s for s in others if (id(s) >> 4) % stripes != (id(slow) >> 4) % stripes)
+    maker = threading.Thread(target=lambda: slow.txn_index)
+    maker.start()
+    try:
+        assert held.wait(30)
+        made: list[object] = []
+        asker = threading.Thread(target=lambda: made.append(other.txn_index))
+        asker.start()
+        asker.join(10)
+        assert made and made[0] is other.txn_index, "held up by another segment's making"
+    finally:
+        release.set()
+        maker.join(30)
+    for s in [slow, *others]:
+        s.close()

@@ -62,10 +62,12 @@ LOG_SUFFIX = LOG_FILE_SUFFIX
 INDEX_SUFFIX = INDEX_FILE_SUFFIX
 TIME_INDEX_SUFFIX = TIME_INDEX_FILE_SUFFIX
 TXN_INDEX_SUFFIX = TXN_INDEX_FILE_SUFFIX
-#: taken to make a segment's transaction index on its first use: a read on the event loop and the
-#: retention thread may both be first, and each ``TransactionIndex`` opens the file (the one not
-#: kept would leak its descriptor)
-_TXN_INDEX_LOCK = threading.Lock()
+#: one is taken to make a segment's transaction index on its first use: a read on the event loop and
+#: the retention thread may both be first, and each ``TransactionIndex`` opens the file (the one not
+#: kept would leak its descriptor). Making one reads the file whole: the locks are striped by segment,
+#: as the offset and time indexes' (``_mmap_index._FILE_LOCKS``), so it never holds up another
+#: segment's.
+_TXN_INDEX_LOCKS = tuple(threading.Lock() for _ in range(64))
 # how far past a corrupt entry recovery looks for further valid batches (report only)
 _CORRUPTION_PROBE_WINDOW = 1 << 20
 
@@ -206,7 +208,7 @@ class LogSegment:
         whichever threads ask first."""
         index = self._txn_index
         if index is None:
-            with _TXN_INDEX_LOCK:
+            with _TXN_INDEX_LOCKS[(id(self) >> 4) % len(_TXN_INDEX_LOCKS)]:
                 index = self._txn_index
                 if index is None:
                     index = self._txn_index = TransactionIndex(self.base_offset, self.txn_index_path)
