@@ -289,19 +289,29 @@ class Conn:
             assert time.monotonic() < deadline, f"{self.name}: {name} has no leaders: {md}"
             time.sleep(0.05)
 
-    def await_config(self, topic: str, key: str, value: str | None) -> None:
-        """Wait until DescribeConfigs shows ``key`` of ``topic`` as ``value`` (None: not overridden):
-        Kafka's broker learns an alteration from its controller a moment after answering it."""
-        deadline = time.monotonic() + 30
+    def await_answer(self, api_key: int, version: int, body: dict[str, Any], seen: Callable[[Any], Any],
+                     want: Any, timeout: float = 30.0) -> None:
+        """Repeat a request until ``seen(answer) == want``: Kafka's broker learns an alteration (a
+        configuration, a quota, a credential) from its controller a moment after answering it. A
+        value that never comes fails at the deadline, naming both."""
+        deadline = time.monotonic() + timeout
         while True:
-            r = self.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": topic,
-                                                    "configuration_keys": [key]}],
-                                     "include_synonyms": False, "include_documentation": False})
-            e = r.results[0].configs[0] if r.results and r.results[0].configs else None
-            got = None if e is None or int(e.config_source) != 1 else e.value
-            if got == value or time.monotonic() > deadline:
+            got = seen(self.request(api_key, version, body))
+            if got == want:
                 return
+            assert time.monotonic() < deadline, \
+                f"{self.name}: API {api_key} v{version} still shows {got!r} after {timeout:g} s, not {want!r}"
             time.sleep(0.05)
+
+    def await_config(self, topic: str, key: str, value: str | None) -> None:
+        """Until DescribeConfigs shows ``key`` of ``topic`` as ``value`` (None: not overridden)."""
+        def overridden(r: Any) -> str | None:
+            e = r.results[0].configs[0] if r.results and r.results[0].configs else None
+            return None if e is None or int(e.config_source) != 1 else e.value
+        self.await_answer(32, 4, {"resources": [{"resource_type": 2, "resource_name": topic,
+                                                 "configuration_keys": [key]}],
+                                  "include_synonyms": False, "include_documentation": False},
+                          overridden, value)
 
     def metadata(self, names: list[str]) -> Any:
         return self.request(3, 12, {"topics": [{"name": n, "topic_id": None} for n in names],

@@ -11,7 +11,6 @@ import math
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,15 +80,8 @@ def describe(c: d.Conn, label: str, components: list[dict[str, Any]], strict: bo
 
 
 def await_entities(c: d.Conn, n: int) -> None:
-    """Until Describe lists ``n`` entities (Kafka's broker learns a change from its controller)."""
-    deadline = time.monotonic() + 30
-    while True:
-        r = c.request(48, 1, {"components": [], "strict": False})
-        if len(r.entries or ()) == n:
-            return
-        # (a wrong count waited out its 30 s silently before, on both brokers)
-        assert time.monotonic() < deadline, (c.name, n, len(r.entries or ()))
-        time.sleep(0.05)
+    """Until Describe lists ``n`` entities."""
+    c.await_answer(48, 1, {"components": [], "strict": False}, lambda r: len(r.entries or ()), n)
 
 
 def clean_up(admin: d.Conn) -> None:

@@ -71,14 +71,8 @@ def alter(c: d.Conn, label: str, deletions: list[dict[str, Any]], upsertions: li
 
 
 def await_users(c: d.Conn, users: set[str]) -> None:
-    """Until Describe lists exactly ``users`` (Kafka's broker learns a change from its controller)."""
-    deadline = time.monotonic() + 30
-    while True:
-        r = c.request(50, 0, {"users": None})
-        if {x.user for x in r.results} == users:
-            return
-        assert time.monotonic() < deadline, (c.name, users, {x.user for x in r.results})
-        time.sleep(0.05)
+    """Until Describe lists exactly ``users``."""
+    c.await_answer(50, 0, {"users": None}, lambda r: {x.user for x in r.results}, users)
 
 
 def _session(conn_of: Any) -> None:
