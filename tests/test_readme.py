@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Dict, List, NamedTuple
 import pytest
 
 import kafkalog
+from tests.kafka44 import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -109,15 +109,9 @@ def test_the_asyncio_example_runs_and_its_group_resumes(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["myapp-log"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_broker_line(tmp_path: Path) -> None:
     (line,) = [ln for ln in snippet("A Kafka broker for any Kafka client").code.splitlines() if ln]
-    port = _free_port()
+    port = free_port()
     cmd = line.replace("--port 9092", f"--port {port}")
     p = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=tmp_path, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)

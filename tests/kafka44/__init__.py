@@ -95,10 +95,21 @@ def classpath(pom: Path = POM) -> str:
     return cached.read_text().strip()
 
 
+#: every port free_port handed out in this process
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port of 127.0.0.1 free now, never one this process was handed before: two calls in a row
+    could otherwise get the same one from the kernel (a broker's PLAINTEXT and CONTROLLER listeners
+    on one port fail Kafka's StorageTool)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def java_command(main_class: str, *args: str, heap: str = "256m", jvm_args: Sequence[str] = (),

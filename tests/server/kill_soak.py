@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from tests.kafka44 import free_port
 from tests.server.broker_process import BrokerProcess
 
 TOPIC = "soak"
@@ -66,12 +66,6 @@ class SoakReport:
                 "delivery_errors": self.delivery_errors, "abandoned": self.abandoned,
                 "codecs": self.codecs, "verify_warnings_after_kills": self.verify_warnings,
                 "seconds": round(self.seconds, 1)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def verify(data: str) -> list[dict[str, Any]]:

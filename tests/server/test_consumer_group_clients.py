@@ -8,7 +8,6 @@ with ConsumerGroupDescribe at each stable point) are Kafka's."""
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -18,6 +17,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests import kafka44
+from tests.kafka44 import free_port
 from tests.server.broker_process import BrokerProcess
 from tests.server.consumer_group_raw import FAST_CONSUMER_GROUPS, RawClient
 from tests.server.group_members import ConfluentMember, JavaMember, Member, MemberFactory, wait_until
@@ -187,18 +187,12 @@ def test_a_static_member_restarts_without_a_rebalance_as_on_kafka(
     assert after[1] == before[1], "the group epoch moved: a rebalance"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("client", ["confluent-kafka", pytest.param("java-4.4.0", marks=pytest.mark.slow)])
 def test_members_resume_after_a_broker_restart(tmp_path, client: str) -> None:
     """kafkalog stops (SIGTERM) and starts again on the same directory and port under three members:
     the group is as it was (same epochs, no rebalance), the members go on from the committed offsets,
     every record consumed once per commit boundary."""
-    port = _free_port()
+    port = free_port()
     data = str(tmp_path / "data")
     configs = [f"{k}={v}" for k, v in FAST_CONSUMER_GROUPS.items()]
     configs += ["group.consumer.session.timeout.ms=20000", "group.consumer.max.session.timeout.ms=60000"]

@@ -9,7 +9,6 @@ session expires) and when the broker restarts under the members on the same data
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections import Counter, defaultdict
@@ -19,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.kafka44 import free_port
 from tests.server.broker_process import BrokerProcess
 from tests.server.group_members import MEMBERS, JavaMember, Member, MemberFactory, wait_until
 from tests.server.java_client import by_client
@@ -186,12 +186,6 @@ def test_a_member_that_crashes_leaves_when_its_session_expires(broker: BrokerPro
     assert all(o >= crashed.committed().get(p, 0) for p, o in again)   # after its last commit
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _read_log(bootstrap: str, topic: str) -> tuple[dict[tuple[int, int], bytes], dict[int, int]]:
     """Every record of ``topic`` (partition, offset) -> value, and the log end offsets."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
@@ -214,7 +208,7 @@ def test_members_stay_through_a_broker_restart(tmp_path, client: str) -> None:
     """Three members consume while records flow; the broker stops (SIGTERM) and starts again on the
     same data directory and port: the members rejoin, resume from the committed offsets, and every
     record is still consumed once per commit boundary."""
-    port = _free_port()
+    port = free_port()
     data = str(tmp_path / "data")
     holder = [BrokerProcess(data, FAST_GROUPS, ["--port", str(port)]).start()]
     bootstrap = holder[0].bootstrap

@@ -10,7 +10,6 @@ confluent-kafka's share consumer (the librdkafka preview) is tested in
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests import kafka44
+from tests.kafka44 import free_port
 from tests.server.broker_process import BrokerProcess
 from tests.server.share_members import ShareMember, wait_until
 from tests.server.share_raw import SHARE_SETTINGS, ShareClient
@@ -200,12 +200,6 @@ def test_share_consumer_redelivers_as_kafka(kafka44_share: kafka44.KafkaBroker, 
     assert mine == expected
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow                # a broker restart on both sides under a live share member (~25 s)
 def test_share_state_survives_a_broker_restart_as_kafka(kafka44_share: kafka44.KafkaBroker,
                                                        tmp_path: Any) -> None:
@@ -215,7 +209,7 @@ def test_share_state_survives_a_broker_restart_as_kafka(kafka44_share: kafka44.K
 
     theirs = restart_under_a_member(kafka44_share.bootstrap, restart_kafka)
 
-    port = _free_port()
+    port = free_port()
     data = str(tmp_path / "data")
     configs = [f"{k}={v}" for k, v in SHARE_SETTINGS.items()]
     holder = [BrokerProcess(data, configs, ["--port", str(port)]).start()]
