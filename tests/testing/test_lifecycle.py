@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -154,8 +155,13 @@ def test_what_is_refused_is_refused_saying_why(mode: str, tmp_path: Path) -> Non
     with pytest.raises(InvalidConfigError, match="disk_size"):
         LocalBroker(mode, disk_size="64 megs")
     # an unknown broker key: Kafka's words, from the broker (across the process boundary too)
+    refused = kafkalog.testing.broker(mode, {"log.segmnet.bytes": 1})
     with pytest.raises(InvalidConfigError, match="log.segmnet.bytes"):
-        kafkalog.testing.broker(mode, {"log.segmnet.bytes": 1}).start()
+        refused.start()
+    # a first start that fails leaves nothing behind (the caller holds no broker to close)
+    assert not Path(refused.log_path).parent.exists()
+    with pytest.raises(KafkalogError, match="closed"):
+        refused.start()
     with kafkalog.testing.broker(mode) as b:
         with pytest.raises(KafkalogError, match="already running"):
             b.start()
@@ -238,3 +244,23 @@ def test_the_asyncio_form_holds_and_releases() -> None:
     t0 = time.monotonic()
     asyncio.run(scenario())
     assert time.monotonic() - t0 < 60
+
+
+def test_a_restart_that_fails_keeps_the_broker_and_its_data() -> None:
+    """A start after a stop that fails (its port was taken meanwhile) keeps the data directory;
+    the broker starts again once the port is free."""
+    with kafkalog.testing.broker() as b:
+        b.create_topic("kept", 1)
+        b.stop()
+        squatter = socket.socket()
+        try:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            squatter.bind(("127.0.0.1", b.port))
+            squatter.listen()
+            with pytest.raises(KafkalogError, match="cannot bind: Address already in use"):
+                b.start()
+            assert Path(b.data_dir).is_dir() and not b.running
+        finally:
+            squatter.close()
+        b.start()
+        assert "kept" in b.topics()

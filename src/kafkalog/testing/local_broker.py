@@ -77,6 +77,7 @@ class LocalBroker:
         self.log_path = os.path.join(self._workdir, "broker.log")
         self._ports = [port]
         self._runner: Runner | None = None
+        self._started = False
         self._closed = False
         #: the listeners of the last start: name, protocol, host, port
         self.listeners: list[dict[str, Any]] = []
@@ -88,7 +89,12 @@ class LocalBroker:
     # --- life -----------------------------------------------------------------------------------
 
     def start(self) -> LocalBroker:
-        """Open the data directory and listen (on the same ports as before, after a stop)."""
+        """Open the data directory and listen (on the same ports as before, after a stop).
+
+        A first start that fails (an unknown key, a port taken) closes the broker, removing what
+        it made, before the error is raised: ``broker(...).start()`` and ``with broker(...)``
+        leave no reference to close it by. A later start that fails leaves it stopped, its data
+        kept for another start."""
         if self._closed:
             raise KafkalogError("this broker was closed; start a new one")
         if self._runner is not None:
@@ -100,8 +106,11 @@ class LocalBroker:
             info = runner.start(self.data_dir, self.config, self._ports)
         except BaseException:
             runner.close()
+            if not self._started:
+                self.close()
             raise
         self._runner = runner
+        self._started = True
         self.listeners = info["listeners"]
         self._ports = [lst["port"] for lst in self.listeners]
         self.cluster_id = info["cluster_id"]
