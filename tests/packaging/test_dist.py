@@ -15,13 +15,14 @@ import glob
 import json
 import os
 import shutil
-import socket
 import subprocess
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.kafka44 import free_port
 
 DIST = os.environ.get("KAFKALOG_DIST_DIR", "")
 pytestmark = pytest.mark.skipif(
@@ -105,12 +106,6 @@ def _run(args, env, cwd, timeout=600) -> subprocess.CompletedProcess:
                           timeout=timeout, check=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_distribution_installs_and_runs_without_a_compiler(case, tmp_path):
     pattern, minor = CASES[case]
@@ -143,7 +138,7 @@ def test_the_distribution_installs_and_runs_without_a_compiler(case, tmp_path):
     helped = _run([venv / "bin" / "kafkalog", "--help"], env, work)
     assert helped.returncode == 0 and "Usage:" in helped.stdout and "serve" in helped.stdout, helped.stderr
 
-    port = _free_port()
+    port = free_port()
     serve = subprocess.Popen([str(venv / "bin" / "kafkalog"), "serve", str(work / "data"), "--port", str(port)],
                              env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

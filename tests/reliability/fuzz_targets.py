@@ -10,6 +10,7 @@ CRCs and length checks into the deep decoders.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import random
@@ -26,16 +27,14 @@ from kafkalog.record import _kernel_py, compression, kernel, varint
 from kafkalog.record.builder import build_batch
 from kafkalog.record.records import iter_batches
 
-_TMP_DIRS: List[str] = []
 
-
+@functools.cache
 def _tmp() -> str:
     """The targets' scratch directory: made at the first target that needs one, removed when the
     process exits (importing this module writes nothing)."""
-    if not _TMP_DIRS:
-        _TMP_DIRS.append(tempfile.mkdtemp(prefix="kafkalog-fuzz-"))
-        atexit.register(shutil.rmtree, _TMP_DIRS[0], True)
-    return _TMP_DIRS[0]
+    path = tempfile.mkdtemp(prefix="kafkalog-fuzz-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 MAX_DECOMPRESSED = 1 << 20

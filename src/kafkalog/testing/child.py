@@ -33,16 +33,8 @@ def main(conn: Any, data_dir: str, config: Mapping[str, str], ports: list[int], 
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     orphaned = asyncio.run(_serve(conn, data_dir, config, ports))
     if orphaned and orphan_leaves:
-        _remove(orphan_leaves)
-
-
-def _remove(leaves: Mapping[str, str]) -> None:
-    import shutil
-
-    from kafkalog.testing import disk
-    if leaves.get("mount"):
-        disk.unmount(leaves["mount"])       # as LocalBroker.close: lazily, then the tree
-    shutil.rmtree(leaves["workdir"], ignore_errors=True)
+        from kafkalog.testing import disk
+        disk.remove_workdir(orphan_leaves["workdir"], orphan_leaves.get("mount"))
 
 
 def warm_up() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 
 from kafkalog.errors import KafkalogError
@@ -34,6 +35,14 @@ def mount_tmpfs(path: str, size: str) -> None:
 
 def unmount(path: str) -> None:
     subprocess.run(["umount", "-l", path], capture_output=True, timeout=60)
+
+
+def remove_workdir(workdir: str, mount: str | None) -> None:
+    """Remove a broker's work directory, its tmpfs (``mount``, inside it) unmounted first, lazily:
+    what :meth:`~kafkalog.testing.LocalBroker.close` removes, and an orphaned child broker too."""
+    if mount:
+        unmount(mount)
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def resize(path: str, size: str) -> None:

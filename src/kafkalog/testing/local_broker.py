@@ -169,9 +169,7 @@ class LocalBroker:
                 else:
                     self.stop()
         finally:
-            if self._mount is not None:
-                disk.unmount(self._mount)
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            disk.remove_workdir(self._workdir, self._mount)
 
     def __enter__(self) -> LocalBroker:
         if self._runner is None:

@@ -108,11 +108,7 @@ def _make(request: pytest.FixtureRequest, mode: str | None = None, config: dict[
                         **options)
     except DiskUnavailable as e:
         pytest.skip(str(e))
-    try:
-        return b.start()
-    except BaseException:
-        b.close()
-        raise
+    return b.start()        # a first start that fails closes the broker itself
 
 
 @pytest.fixture(scope=_scope)
