@@ -4,7 +4,9 @@ local SparkSession for the whole test run (starting one takes 10-20 s)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +21,24 @@ from tests.testing import plugin
 #: entry point, so the suite loads the plugin itself
 if not plugin.installed():
     pytest_plugins = [plugin.PLUGIN]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``PYTHONDONTWRITEBYTECODE`` set (as on this project's machines), every Python the suite
+    starts (``kafkalog serve``, the CLI, pytest in a subprocess, Spark's Python workers, each xdist
+    worker's assertion rewriting) compiled kafkalog and the tests from source, hundreds of times a
+    run. The suite gives its children one bytecode cache instead, in a temporary directory of its
+    own (``PYTHONPYCACHEPREFIX``, nothing written beside the sources) removed when the run ends.
+    Set up once, by the process that starts the others (xdist's workers inherit it)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get("PYTHONDONTWRITEBYTECODE") \
+            or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    cache = tempfile.mkdtemp(prefix="kafkalog-tests-pycache-")
+    os.environ["PYTHONPYCACHEPREFIX"] = cache
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    sys.pycache_prefix = cache
+    sys.dont_write_bytecode = False
+    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
 
 
 def _module_configs(request: pytest.FixtureRequest) -> dict[str, str]:
