@@ -131,3 +131,24 @@ def test_an_unreadable_index_leaves_no_descriptor_open(tmp_path):
             TransactionIndex(0, path)
         assert e.value.file == str(path) and e.value.position == 34
     assert descriptors_under(tmp_path) == {}
+
+
+def test_making_an_index_costs_one_open_and_no_stat(tmp_path, monkeypatch):
+    """A segment's transaction index is made at each segment's first read_committed read: an absent
+    file (the common case) costs one failed open and is not made; a present one one open and one
+    fstat, no stat before them."""
+    from tests.os_calls import count_os_calls
+    path = tmp_path / "00000000000000000000.txnindex"
+    calls = count_os_calls(monkeypatch, ("stat", "open", "fstat"))
+    absent = TransactionIndex(0, path)
+    assert dict(calls) == {"stat": 0, "open": 1, "fstat": 0}
+    assert not path.exists()
+    absent.append(AbortedTxn(0, 0, 10, 11))
+    absent.close()
+    calls.clear()
+    present = TransactionIndex(0, path)
+    assert (calls["stat"], calls["open"], calls["fstat"]) == (0, 1, 1)
+    assert present.all_entries() == [AbortedTxn(0, 0, 10, 11)]
+    with pytest.raises(InvalidOffsetError):         # its last offset was read when it was made
+        present.append(AbortedTxn(1, 5, 10, 12))
+    present.close()

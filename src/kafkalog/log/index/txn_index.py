@@ -98,8 +98,7 @@ class TransactionIndex(IndexFile):
         self._size = 0
         #: an entry was appended or the file truncated since it was opened (a flush has work)
         self.written = False
-        if os.path.exists(self._path):
-            self._open()
+        if self._open(create=False):       # (one open, no stat before it: absent is the common case)
             last = None
             try:
                 for txn, _ in self._iterate():
@@ -117,13 +116,17 @@ class TransactionIndex(IndexFile):
     def base_offset(self) -> int:
         return self.start_offset
 
-    def _open(self) -> None:
+    def _open(self, create: bool = True) -> bool:
+        """Open the file (made when ``create``); False when it does not exist and is not made."""
         try:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = os.open(self._path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
             self._size = os.fstat(self._fd).st_size
         except OSError as err:
             self._fd = -1
+            if not create and isinstance(err, FileNotFoundError):
+                return False
             raise io_error(err, self._path, "open transaction index") from err
+        return True
 
     def exists(self) -> bool:
         return self._fd >= 0 or os.path.exists(self._path)
