@@ -112,11 +112,16 @@ def free_port() -> int:
             return port
 
 
+#: ``java`` as the tests start it (Kafka's tools and broker, the Java clients): the quick compiler
+#: only and the serial collector. A test's JVM lives seconds to a minute, and on two cores the
+#: optimizing compiler's work and G1's threads were most of the CPU it took.
+JAVA = ("java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+
+
 def java_command(main_class: str, *args: str, heap: str = "256m", jvm_args: Sequence[str] = (),
                  cp: str | None = None) -> list[str]:
     """``java`` running ``main_class`` of Kafka 4.4 with ``args``."""
-    return ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *jvm_args,
-            "-cp", cp or require(), main_class, *args]
+    return [*JAVA, f"-Xmx{heap}", *jvm_args, "-cp", cp or require(), main_class, *args]
 
 
 def run_tool(main_class: str, *args: str, timeout: float = 300, check: bool = True,

@@ -9,7 +9,7 @@ import os
 import subprocess
 import tempfile
 
-from tests.server.java_client import compile_java
+from tests.server.java_client import JAVA, compile_java
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "AivenCrypto.java")
 
@@ -35,7 +35,7 @@ def run_java(mode: str, key_der: bytes, args: list[str], pieces: dict[str, bytes
         for name, data in pieces.items():
             with open(os.path.join(d, name), "wb") as f:
                 f.write(data)
-        r = subprocess.run(["java", "-cp", classes, "AivenCrypto", mode, key, *args, d, str(n)],
+        r = subprocess.run([*JAVA, "-cp", classes, "AivenCrypto", mode, key, *args, d, str(n)],
                            capture_output=True, text=True, timeout=300, check=False)
         if r.returncode != 0:
             raise RuntimeError(f"AivenCrypto {mode} failed: {r.stdout[-2000:]}{r.stderr[-3000:]}")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.server.java_client import JavaUnavailable, classpath
+from tests.server.java_client import JAVA, JavaUnavailable, classpath
 
 #: the longest a member lives (a bound, not a synchronisation)
 LIFETIME_S = 150
@@ -299,7 +299,7 @@ class JavaMember(Member):
         self._stderr = os.fdopen(fd, "wb")
         props = [f"{k}={v}" for k, v in (properties or {}).items()]
         self.proc = subprocess.Popen(
-            ["java", "-cp", cp, "KafkalogGroupMember", bootstrap, topic, group, str(LIFETIME_S * 1000),
+            [*JAVA, "-Xmx256m", "-cp", cp, "KafkalogGroupMember", bootstrap, topic, group, str(LIFETIME_S * 1000),
              f"client.id={name}", *props],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         self.closed = False

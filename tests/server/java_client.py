@@ -21,6 +21,8 @@ from typing import IO
 
 import pytest
 
+from tests.kafka44 import JAVA
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "java", "KafkalogDriver.java")
 #: consume-all (the session test) and the benchmark modes of ``benchmarks/broker_bench.py``
@@ -193,7 +195,7 @@ def run_driver(version: str, bootstrap: str, prefix: str, n: int, mode: str | No
     are client properties (``security.protocol``, ``ssl.*``, ``sasl.*``) and the driver's own
     ``kafkalog.codecs`` / ``kafkalog.admin``; ``jvm_args`` system properties (``-Dkey=value``)."""
     extra = ([mode] if mode else []) + [f"{k}={v}" for k, v in (properties or {}).items()]
-    return subprocess.run(["java", *(jvm_args or []), "-cp", classpath(version), "KafkalogDriver", bootstrap,
+    return subprocess.run([*JAVA, *(jvm_args or []), "-cp", classpath(version), "KafkalogDriver", bootstrap,
                            prefix, str(n),
                            *extra], capture_output=True, text=True, timeout=600, check=False)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.server.java_client import JavaUnavailable, classpath
+from tests.server.java_client import JAVA, JavaUnavailable, classpath
 
 #: the longest a member lives (a bound, not a synchronisation)
 LIFETIME_S = 180
@@ -46,7 +46,7 @@ class ShareMember:
         self._stderr = os.fdopen(fd, "wb")
         props = [f"{k}={v}" for k, v in (properties or {}).items()]
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, "KafkalogShareMember",
+            [*JAVA, "-Xmx256m", "-cp", cp, "KafkalogShareMember",
              bootstrap, topic, group, mode, str(LIFETIME_S * 1000), f"client.id={name}", *props],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         self._events: list[Event] = []
