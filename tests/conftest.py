@@ -23,7 +23,21 @@ if not plugin.installed():
     pytest_plugins = [plugin.PLUGIN]
 
 
+#: the Spark drivers the tests start (the session below, those of the tests' own subprocesses, Spark
+#: Connect's server) run as tests.kafka44.JAVA runs Kafka: the quick compiler only and the serial
+#: collector (tests/spark's reads and streams: 108 -> 76 CPU-s). A value of the caller's is kept.
+SPARK_SUBMIT_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    """The environment the suite's children inherit (set once, by the process that starts the
+    others: xdist's workers inherit it): Spark's driver options (:data:`SPARK_SUBMIT_OPTS`), and
+    one bytecode cache (below)."""
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_SUBMIT_OPTS)
+    _share_bytecode(config)
+
+
+def _share_bytecode(config: pytest.Config) -> None:
     """With ``PYTHONDONTWRITEBYTECODE`` set (as on this project's machines), every Python the suite
     starts (``kafkalog serve``, the CLI, pytest in a subprocess, Spark's Python workers, each xdist
     worker's assertion rewriting) compiled kafkalog and the tests from source, hundreds of times a
