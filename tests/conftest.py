@@ -42,8 +42,7 @@ def _share_bytecode(config: pytest.Config) -> None:
     starts (``kafkalog serve``, the CLI, pytest in a subprocess, Spark's Python workers, each xdist
     worker's assertion rewriting) compiled kafkalog and the tests from source, hundreds of times a
     run. The suite gives its children one bytecode cache instead, in a temporary directory of its
-    own (``PYTHONPYCACHEPREFIX``, nothing written beside the sources) removed when the run ends.
-    Set up once, by the process that starts the others (xdist's workers inherit it)."""
+    own (``PYTHONPYCACHEPREFIX``, nothing written beside the sources) removed when the run ends."""
     if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get("PYTHONDONTWRITEBYTECODE") \
             or os.environ.get("PYTHONPYCACHEPREFIX"):
         return
