@@ -9,7 +9,8 @@ import os
 import subprocess
 import tempfile
 
-from tests.server.java_client import JAVA, compile_java
+from tests.kafka44 import JAVA
+from tests.server.java_client import compile_java
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "AivenCrypto.java")
 

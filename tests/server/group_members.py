@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.server.java_client import JAVA, JavaUnavailable, classpath
+from tests.kafka44 import java_command
+from tests.server.java_client import JavaUnavailable, classpath
 
 #: the longest a member lives (a bound, not a synchronisation)
 LIFETIME_S = 150
@@ -299,8 +300,8 @@ class JavaMember(Member):
         self._stderr = os.fdopen(fd, "wb")
         props = [f"{k}={v}" for k, v in (properties or {}).items()]
         self.proc = subprocess.Popen(
-            [*JAVA, "-Xmx256m", "-cp", cp, "KafkalogGroupMember", bootstrap, topic, group, str(LIFETIME_S * 1000),
-             f"client.id={name}", *props],
+            java_command("KafkalogGroupMember", bootstrap, topic, group, str(LIFETIME_S * 1000),
+                         f"client.id={name}", *props, cp=cp),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         self.closed = False
         self.ready = threading.Event()

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.server.java_client import JAVA, JavaUnavailable, classpath
+from tests.kafka44 import java_command
+from tests.server.java_client import JavaUnavailable, classpath
 
 #: the longest a member lives (a bound, not a synchronisation)
 LIFETIME_S = 180
@@ -46,8 +47,8 @@ class ShareMember:
         self._stderr = os.fdopen(fd, "wb")
         props = [f"{k}={v}" for k, v in (properties or {}).items()]
         self.proc = subprocess.Popen(
-            [*JAVA, "-Xmx256m", "-cp", cp, "KafkalogShareMember",
-             bootstrap, topic, group, mode, str(LIFETIME_S * 1000), f"client.id={name}", *props],
+            java_command("KafkalogShareMember", bootstrap, topic, group, mode, str(LIFETIME_S * 1000),
+                         f"client.id={name}", *props, cp=cp),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         self._events: list[Event] = []
         self._lock = threading.Lock()

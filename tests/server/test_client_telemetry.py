@@ -307,7 +307,8 @@ def _wait_for_client(url: str, client_id: str, prefix: str, timeout: float = 60)
 def test_the_java_client_pushes_its_metrics(telemetry_broker: TelemetryBroker) -> None:
     """kafka-clients 4.4 (a consumer in a group, enable.metrics.push=true): its metrics on the endpoint,
     labelled with its client id and instance id."""
-    from tests.server.java_client import GROUP_MEMBER, JAVA, JavaUnavailable, classpath
+    from tests.kafka44 import java_command
+    from tests.server.java_client import GROUP_MEMBER, JavaUnavailable, classpath
     assert GROUP_MEMBER
     try:
         cp = classpath("4.4.0")
@@ -319,9 +320,9 @@ def test_the_java_client_pushes_its_metrics(telemetry_broker: TelemetryBroker) -
         p.send("telemetry-java", b"v")
     p.flush(30)
     p.close()
-    proc = subprocess.Popen([*JAVA, "-Xmx256m", "-cp", cp, "KafkalogGroupMember", telemetry_broker.bootstrap,
-                             "telemetry-java", "telemetry-group", "60000", "client.id=java-telemetry",
-                             "enable.metrics.push=true"],
+    proc = subprocess.Popen(java_command("KafkalogGroupMember", telemetry_broker.bootstrap, "telemetry-java",
+                                         "telemetry-group", "60000", "client.id=java-telemetry",
+                                         "enable.metrics.push=true", cp=cp),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         found = _wait_for_client(telemetry_broker.metrics_url, "java-telemetry", "org_apache_kafka_consumer_")

@@ -156,7 +156,8 @@ def test_confluent_kafka_consumes_many_partitions_with_sessions(broker: BrokerPr
 
 
 def test_java_consumes_many_partitions_with_sessions(broker: BrokerProcess) -> None:
-    from tests.server.java_client import JAVA, JavaUnavailable, classpath
+    from tests.kafka44 import java_command
+    from tests.server.java_client import JavaUnavailable, classpath
 
     try:
         cp = classpath("3.9.1")
@@ -167,8 +168,8 @@ def test_java_consumes_many_partitions_with_sessions(broker: BrokerProcess) -> N
     topic, parts = "fs-java", 16
     _create(broker, topic, parts)
     _produce(broker, topic, dict.fromkeys(range(parts), 25))
-    r = subprocess.run([*JAVA, "-Xmx256m", "-cp", cp, "KafkalogBench", "consume-all", broker.bootstrap, topic,
-                        str(parts * 25)], capture_output=True, text=True, timeout=300, check=False,
+    r = subprocess.run(java_command("KafkalogBench", "consume-all", broker.bootstrap, topic, str(parts * 25),
+                                    cp=cp), capture_output=True, text=True, timeout=300, check=False,
                        env={**os.environ})
     assert r.returncode == 0, r.stderr[-3000:]
     got = sorted(r.stdout.split())

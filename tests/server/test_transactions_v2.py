@@ -20,7 +20,7 @@ import pytest
 
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
-from tests.server.java_client import JAVA, JavaUnavailable, classpath
+from tests.server.java_client import JavaUnavailable, classpath
 from tests.server.side_by_side import assert_same, run_side_by_side
 from tests.server.txn_raw import TxnClient
 
@@ -197,8 +197,8 @@ def _java(mode: str, bootstrap: str, topic: str, tid: str, **props: str) -> tupl
         cp = classpath("4.4.0")
     except JavaUnavailable as e:
         pytest.skip(str(e))
-    r = subprocess.run([*JAVA, "-Xmx256m", "-cp", cp, "KafkalogTxnV2", mode, bootstrap, topic, tid,
-                        *[f"{k.replace('_', '.')}={v}" for k, v in props.items()]],
+    r = subprocess.run(kafka44.java_command("KafkalogTxnV2", mode, bootstrap, topic, tid,
+                                            *[f"{k.replace('_', '.')}={v}" for k, v in props.items()], cp=cp),
                        capture_output=True, text=True, timeout=300)
     return r.returncode, r.stdout.splitlines() + ([f"stderr: {r.stderr[-1500:]}"] if r.returncode not in (0, 3) else [])
 
