@@ -75,7 +75,7 @@ def tools_classpath() -> str:
         classes = compile_java([str(TOOLS)], "kafka-tools", [cp])
     except JavaUnavailable as e:
         kafka44._unavailable(str(e))
-    return os.pathsep.join([classes, cp])
+    return os.pathsep.join([cp, classes])             # Kafka's jars first: kafka44.shared_classes
 
 
 class ToolSession:

@@ -21,7 +21,7 @@ from typing import IO
 
 import pytest
 
-from tests.kafka44 import JAVA
+from tests.kafka44 import JAVA, shared_classes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "java", "KafkalogDriver.java")
@@ -181,7 +181,7 @@ def classpath(version: str) -> str:
         except kafka44.Kafka44Unavailable as e:
             raise JavaUnavailable(str(e)) from None
         classes = compile_java([DRIVER, BENCH, TXN_V2, SHARE_MEMBER, GROUP_MEMBER], f"driver-{version}", [cp])
-        return os.pathsep.join([classes, cp])
+        return os.pathsep.join([cp, classes])         # Kafka's jars first: kafka44.shared_classes
     jar_dir = jars()
     cp = [os.path.join(jar_dir, j) for j in CLIENTS[version]]
     classes = compile_java([DRIVER, BENCH, TXN_V2, GROUP_MEMBER], f"driver-{version}", cp[:1])
@@ -195,9 +195,9 @@ def run_driver(version: str, bootstrap: str, prefix: str, n: int, mode: str | No
     are client properties (``security.protocol``, ``ssl.*``, ``sasl.*``) and the driver's own
     ``kafkalog.codecs`` / ``kafkalog.admin``; ``jvm_args`` system properties (``-Dkey=value``)."""
     extra = ([mode] if mode else []) + [f"{k}={v}" for k, v in (properties or {}).items()]
-    return subprocess.run([*JAVA, *(jvm_args or []), "-cp", classpath(version), "KafkalogDriver", bootstrap,
-                           prefix, str(n),
-                           *extra], capture_output=True, text=True, timeout=600, check=False)
+    cp = classpath(version)
+    return subprocess.run([*JAVA, *shared_classes(cp), *(jvm_args or []), "-cp", cp, "KafkalogDriver", bootstrap,
+                           prefix, str(n), *extra], capture_output=True, text=True, timeout=600, check=False)
 
 
 def driver_output(version: str, bootstrap: str, prefix: str, n: int, mode: str | None = None) -> list[str]:
