@@ -14,6 +14,7 @@ import pytest
 from tests import kafka44
 from tests.server.broker_process import BrokerProcess
 from tests.server.differential import PAIR_NODE
+from tests.spark import class_archive as spark_classes
 from tests.testing import plugin
 
 #: kafkalog's pytest plugin comes with the installed package (its ``pytest11`` entry point); an
@@ -25,7 +26,8 @@ if not plugin.installed():
 
 #: the Spark drivers the tests start (the session below, those of the tests' own subprocesses, Spark
 #: Connect's server) run as tests.kafka44.JAVA runs Kafka: the quick compiler only and the serial
-#: collector (tests/spark's reads and streams: 108 -> 76 CPU-s). A value of the caller's is kept.
+#: collector (tests/spark's reads and streams: 108 -> 76 CPU-s), mapping tests.spark.class_archive's
+#: archive of Spark's classes once it exists. A value of the caller's is kept.
 SPARK_SUBMIT_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
@@ -33,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """The environment the suite's children inherit (set once, by the process that starts the
     others: xdist's workers inherit it): Spark's driver options (:data:`SPARK_SUBMIT_OPTS`), and
     one bytecode cache (below)."""
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_SUBMIT_OPTS)
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SPARK_SUBMIT_OPTS} {spark_classes.options()}".strip())
     _share_bytecode(config)
 
 
@@ -106,6 +108,7 @@ def spark():
     import kafkalog.spark
     from tests.spark import kafka_connector
 
+    maker = spark_classes.make_in_background()         # for the drivers started after this one
     builder = SparkSession.builder
     try:  # Spark's own format("kafka") (tests/spark/test_kafka_connector.py), when Maven has it
         builder = builder.config("spark.jars", ",".join(kafka_connector.jars()))
@@ -121,6 +124,8 @@ def spark():
     kafkalog.spark.register(session)
     yield session
     session.stop()
+    if maker is not None:
+        spark_classes.finish(maker)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

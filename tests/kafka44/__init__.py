@@ -124,7 +124,7 @@ JAVA = ("java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 #: the class-data-sharing messages of the JVM (an archive it cannot use, classes it leaves out of
 #: one) silenced: they go to standard output, which the tests read (Kafka's dump, the clients' lines)
-_QUIET_CDS = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+QUIET_CDS = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 
 
 def java_command(main_class: str, *args: str, heap: str = "256m", jvm_args: Sequence[str] = (),
@@ -148,7 +148,7 @@ def shared_classes(cp: str) -> tuple[str, ...]:
     if cp != kafka and not cp.startswith(kafka + os.pathsep):
         return ()
     archive = class_archive(kafka)
-    return () if archive is None else (f"-XX:SharedArchiveFile={archive}", *_QUIET_CDS)
+    return () if archive is None else (f"-XX:SharedArchiveFile={archive}", *QUIET_CDS)
 
 
 def archive_path(cp: str) -> Path | None:
@@ -175,7 +175,7 @@ def class_archive(cp: str) -> Path | None:
     broker formatted, started and stopped in a temporary directory: ~16 CPU-s); while it does, the
     others (xdist's workers) start their JVMs without one. ``None`` when there is none to map: the
     JVM loads its classes as before. An archive this JVM cannot use (another build of it) is
-    ignored by the JVM, silently (:data:`_QUIET_CDS`)."""
+    ignored by the JVM, silently (:data:`QUIET_CDS`)."""
     global _archiving
     archive = archive_path(cp)
     if archive is None:
