@@ -150,6 +150,41 @@ def test_top_of_a_data_directory_writes_nothing(tmp_path: Path) -> None:
     assert list(cwd.iterdir()) == []
 
 
+def test_a_refresh_reopens_only_the_partitions_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh of 100,000 idle partitions must not open them all again (issue 35): counted, each
+    partition opened lists its directory (``os.listdir``); the data directory's listing is one more."""
+    from kafkalog.cli import top_data_dir
+    from tests.os_calls import count_os_calls
+    monkeypatch.setattr(top_data_dir, "SETTLED_NS", 0)      # file times trusted at once
+    data = tmp_path / "data"
+    with kafkalog.open(data, background=False) as dl:
+        dl.create_topic("t", 40, {"segment.bytes": 1024})
+        dl.create_topic("u", 10)
+        for i in range(80):
+            dl.produce("t", b"x" * 10, partition=i % 40)
+        source = top_data_dir.DataDirSource(str(data))
+        counts = count_os_calls(monkeypatch, ("listdir",))
+        first = source.sample()
+        assert counts["listdir"] == 1 + 50
+        assert first.topics == {"t": (40, 80, first.topics["t"][2]), "u": (10, 0, 0)}
+        for _ in range(3):
+            counts["listdir"] = 0
+            assert source.sample().topics == first.topics
+            assert counts["listdir"] == 1                       # nothing changed: nothing opened
+        counts["listdir"] = 0
+        dl.produce("t", b"y" * 10, partition=7)                 # an append
+        for _ in range(30):                                     # a roll of partition 8 (1 KiB segments)
+            dl.produce("t", b"z" * 100, partition=8)
+        dl.delete_topic("u")
+        after = source.sample()
+        assert counts["listdir"] == 1 + 2
+        assert after.topics == {"t": (40, 80 + 31, after.topics["t"][2])}
+        assert len(list((data / "t-8").glob("*.log"))) > 1
+        assert after.topics["t"][2] == sum(f.stat().st_size for f in data.glob("t-*/*.log"))
+        counts["listdir"] = 0
+        assert source.sample().topics == after.topics and counts["listdir"] == 1
+
+
 @pytest.mark.parametrize("target,error", [("missing-dir", "LogDirError"), ("127.0.0.1:1", "KafkalogIOError")])
 def test_a_wrong_target_is_one_typed_error(tmp_path: Path, target: str, error: str) -> None:
     arg = str(tmp_path / target) if target == "missing-dir" else target
