@@ -101,6 +101,11 @@ class DataDirView:
         self._dirs: Dict[TopicPartition, str] = {
             TopicPartition(p.topic, p.partition): p.path
             for p in list_partition_dirs(self.files, data_dir)}
+        #: topic -> its partitions, ascending (the listing is sorted): a look-up costs the topic's
+        #: partitions, not the directory's
+        self._by_topic: Dict[str, List[int]] = {}
+        for tp in self._dirs:
+            self._by_topic.setdefault(tp.topic, []).append(tp.partition)
         self._logs: Dict[TopicPartition, PartitionView] = {}
         self._start_offsets: Optional[Dict[TopicPartition, int]] = None
         self._closed = False
@@ -111,16 +116,16 @@ class DataDirView:
         return [PartitionDir(tp.topic, tp.partition, path) for tp, path in sorted(self._dirs.items())]
 
     def topics(self) -> List[str]:
-        return sorted({tp.topic for tp in self._dirs})
+        return sorted(self._by_topic)
 
     def partitions_of(self, topic: str) -> List[int]:
-        return sorted(tp.partition for tp in self._dirs if tp.topic == topic)
+        return list(self._by_topic.get(topic, ()))
 
     def partitions(self) -> List[TopicPartition]:
         return sorted(self._dirs)
 
     def has_topic(self, topic: str) -> bool:
-        return any(tp.topic == topic for tp in self._dirs)
+        return topic in self._by_topic
 
     # --- checkpoints and configs -----------------------------------------------------------------
 
