@@ -20,7 +20,6 @@ fail instead, so CI cannot pass without the oracle.
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import os
 import shutil
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+from tests import class_data_sharing
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
@@ -122,11 +123,6 @@ def free_port() -> int:
 JAVA = ("java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
-#: the class-data-sharing messages of the JVM (an archive it cannot use, classes it leaves out of
-#: one) silenced: they go to standard output, which the tests read (Kafka's dump, the clients' lines)
-QUIET_CDS = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
-
-
 def java_command(main_class: str, *args: str, heap: str = "256m", jvm_args: Sequence[str] = (),
                  cp: str | None = None, share_classes: bool = True) -> list[str]:
     """``java`` running ``main_class`` of Kafka 4.4 with ``args``. On a classpath that begins with
@@ -148,18 +144,12 @@ def shared_classes(cp: str) -> tuple[str, ...]:
     if cp != kafka and not cp.startswith(kafka + os.pathsep):
         return ()
     archive = class_archive(kafka)
-    return () if archive is None else (f"-XX:SharedArchiveFile={archive}", *QUIET_CDS)
+    return () if archive is None else class_data_sharing.options(archive)
 
 
 def archive_path(cp: str) -> Path | None:
-    """Where :func:`class_archive` keeps the archive of ``cp`` for the ``java`` on ``PATH`` (``None``
-    without one)."""
-    java = shutil.which("java")
-    if java is None:
-        return None
-    java = os.path.realpath(java)
-    stamp = f"{java}\0{os.stat(java).st_mtime_ns}\0{cp}"
-    return cache_dir() / f"kafka44-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}.jsa"
+    """Where :func:`class_archive` keeps the archive of ``cp``."""
+    return class_data_sharing.archive_path(cache_dir(), "kafka44", cp)
 
 
 #: set while this process makes the archive (its own broker's JVMs start without one)
@@ -168,46 +158,32 @@ _archiving = False
 
 def class_archive(cp: str) -> Path | None:
     """Kafka 4.4's classes as its broker loads them to start, in a class-data-sharing archive
-    (AppCDS, ``-XX:ArchiveClassesAtExit``) beside the cached classpath: a JVM that maps it skips
-    loading, parsing and verifying those classes again. A broker's start and stop took 5.0 CPU-s
-    without it and 3.1 with it, its format 1.9 and 1.0; the suite starts Kafka's JVMs hundreds of
-    times a run. The first process to need it makes it once for this ``java`` and classpath (a
-    broker formatted, started and stopped in a temporary directory: ~16 CPU-s); while it does, the
-    others (xdist's workers) start their JVMs without one. ``None`` when there is none to map: the
-    JVM loads its classes as before. An archive this JVM cannot use (another build of it) is
-    ignored by the JVM, silently (:data:`QUIET_CDS`)."""
+    (:mod:`tests.class_data_sharing`): a broker's start and stop took 5.0 CPU-s without it and 3.1
+    with it, its format 1.9 and 1.0; the suite starts Kafka's JVMs hundreds of times a run. The
+    first process to need it makes it once for this ``java`` and classpath (a broker formatted,
+    started and stopped in a temporary directory: ~16 CPU-s); while it does, the others (xdist's
+    workers) start their JVMs without one. ``None`` when there is none to map: the JVM loads its
+    classes as before."""
     global _archiving
     archive = archive_path(cp)
-    if archive is None:
+    if archive is None or _archiving:
         return None
-    if archive.exists():
-        return archive
-    if _archiving:
-        return None
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with open(archive.with_suffix(".lock"), "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None                                   # being made by another process
-        if archive.exists():
-            return archive
-        made = archive.with_suffix(f".{os.getpid()}.tmp")
-        _archiving = True
-        try:
-            with tempfile.TemporaryDirectory(prefix="kafkalog-kafka44-archive-") as d, KafkaBroker(d) as broker:
-                broker.format()
-                broker.jvm_args.append(f"-XX:ArchiveClassesAtExit={made}")
-                broker.start()
-                broker.stop()                             # the JVM writes the archive as it exits
-            if made.exists():
-                os.replace(made, archive)
-        except (Kafka44Error, OSError, subprocess.SubprocessError):
-            pass                                          # the tests' JVMs start without one
-        finally:
-            _archiving = False
-            made.unlink(missing_ok=True)
-    return archive if archive.exists() else None
+    _archiving = True
+    try:
+        made = class_data_sharing.make_once(archive, _train)
+    except (Kafka44Error, OSError, subprocess.SubprocessError):
+        made = False                                      # the tests' JVMs start without one
+    finally:
+        _archiving = False
+    return archive if made else None
+
+
+def _train(made: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="kafkalog-kafka44-archive-") as d, KafkaBroker(d) as broker:
+        broker.format()
+        broker.jvm_args.append(f"-XX:ArchiveClassesAtExit={made}")
+        broker.start()
+        broker.stop()                                     # the JVM writes the archive as it exits
 
 
 def run_tool(main_class: str, *args: str, timeout: float = 300, check: bool = True,
