@@ -4,8 +4,9 @@ offsets and sizes from read-only snapshots (:class:`~kafkalog.log.read.partition
 and the committed offsets of ``__consumer_offsets`` replayed from where the previous refresh stopped
 (each refresh reads only the records appended since).
 
-A refresh costs the listing and two stats per partition: its directory (a segment rolled, deleted or
-swapped changes it) and its last segment's ``.log`` (an append changes its size and time). Only a
+A refresh costs two stats per partition: its directory (a segment rolled, deleted or swapped changes
+it) and its last segment's ``.log`` (an append changes its size and time); the data directory is
+listed again only when its own time changed. Only a
 partition where either changed is opened again, and its snapshot closed at once: with 100,000 idle
 partitions a refresh opens no file. A time less than :data:`SETTLED_NS` old is not trusted (file
 times are coarser than the writes: two appends to a preallocated segment can leave one time and one
@@ -15,10 +16,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kafkalog.cli.top_view import Partition, Sample
 from kafkalog.errors import KafkalogError
+
+if TYPE_CHECKING:
+    from kafkalog.log.read.data_dir_view import PartitionDir
+    from kafkalog.log.read.view_files import ViewFiles
 
 #: a file time younger than this (at the refresh) may still change without changing
 SETTLED_NS = 2_000_000_000
@@ -50,6 +55,9 @@ class DataDirSource:
         self._next: dict[int, int] = {}
         self._committed: dict[str, dict[Partition, int]] = {}
         self._seen: dict[Partition, _Seen] = {}
+        self._listing: list[PartitionDir] = []
+        #: the data directory's st_mtime_ns when it was listed (None: list it again)
+        self._listed_at: int | None = None
 
     def close(self) -> None:
         pass
@@ -59,7 +67,7 @@ class DataDirSource:
         from kafkalog.coordinator.share_state_records import SHARE_GROUP_STATE_TOPIC
         from kafkalog.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
         from kafkalog.log.checkpoint import LOG_START_OFFSET_CHECKPOINT_FILE
-        from kafkalog.log.read.data_dir_view import list_partition_dirs, read_offset_checkpoint
+        from kafkalog.log.read.data_dir_view import read_offset_checkpoint
         from kafkalog.log.read.partition_view import open_partition_view
         from kafkalog.log.read.view_files import LocalFiles
         internal = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC)
@@ -67,7 +75,7 @@ class DataDirSource:
         settled = time.time_ns() - SETTLED_NS
         starts: dict[Partition, int] | None = None
         seen: dict[Partition, _Seen] = {}
-        for d in list_partition_dirs(files, self.data_dir):
+        for d in self._partition_dirs(files, settled):
             tp = (d.topic, d.partition)
             try:
                 directory: int | None = os.stat(d.path).st_mtime_ns
@@ -106,6 +114,19 @@ class DataDirSource:
                 sizes[tp] = s.size
         committed = {g: offs for g, offs in self._committed.items() if offs}
         return Sample.of(partitions, ends, sizes, committed)
+
+    def _partition_dirs(self, files: ViewFiles, settled: int) -> list[PartitionDir]:
+        """The partition directories, listed again only when the data directory changed (a
+        partition made or deleted changes its time; so does a checkpoint written)."""
+        from kafkalog.log.read.data_dir_view import list_partition_dirs
+        try:
+            stamp: int | None = os.stat(self.data_dir).st_mtime_ns
+        except OSError:
+            stamp = None                # list_partition_dirs says what is wrong with it
+        if stamp is None or stamp != self._listed_at:
+            self._listing = list_partition_dirs(files, self.data_dir)
+            self._listed_at = stamp if stamp is not None and stamp <= settled else None
+        return self._listing
 
     def _replay(self, partition: int, log: object) -> None:
         """The offset commits (and their tombstones) appended to one ``__consumer_offsets`` partition
