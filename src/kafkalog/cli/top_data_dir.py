@@ -5,12 +5,13 @@ and the committed offsets of ``__consumer_offsets`` replayed from where the prev
 (each refresh reads only the records appended since).
 
 A refresh costs two stats per partition: its directory (a segment rolled, deleted or swapped changes
-it) and its last segment's ``.log`` (an append changes its size and time); the data directory is
-listed again only when its own time changed. Only a
-partition where either changed is opened again, and its snapshot closed at once: with 100,000 idle
-partitions a refresh opens no file. A time less than :data:`SETTLED_NS` old is not trusted (file
-times are coarser than the writes: two appends to a preallocated segment can leave one time and one
-size), so a partition changed in the last seconds is read again at the next refresh."""
+it) and its last segment's ``.log`` (an append changes its size and time). Only a partition where
+either changed is opened again, and its snapshot is closed at once: with 100,000 idle partitions a
+refresh opens no file (it held every partition open before, and failed there for want of file
+descriptors). The data directory is listed again only when its own time changed. A time less than
+:data:`SETTLED_NS` old is not trusted (file times are coarser than the writes: two appends to a
+preallocated segment can leave one time and one size), so what changed in the last seconds is read
+again at the next refresh."""
 
 from __future__ import annotations
 
