@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,3 +60,19 @@ def make_once(archive: Path, train: Callable[[Path], None]) -> bool:
         finally:
             made.unlink(missing_ok=True)
     return archive.exists()
+
+
+def wait_for_maker(archive: Path, timeout: float = 300) -> None:
+    """Wait until no process is making ``archive`` (holds its lock), at most ``timeout`` seconds: a
+    test of the archive on one xdist worker while another worker makes it."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    with open(archive.with_suffix(".lock"), "a") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return                                    # (released as the file closes)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{archive} has been in the making over {timeout:.0f} s") from None
+                time.sleep(0.5)

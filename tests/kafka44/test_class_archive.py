@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import kafka44
+from tests import class_data_sharing, kafka44
 from tests.server import java_client
 
 #: the line class loading logs for a class taken from the dynamic archive
@@ -28,9 +28,17 @@ def _loaded_from_archive(cmd: list[str]) -> list[str]:
     return [line.split()[1] for line in r.stdout.splitlines() if FROM_ARCHIVE in line]
 
 
+def _archive(cp: str) -> Path | None:
+    """The archive, once another worker making it (if one is) is done."""
+    path = kafka44.archive_path(cp)
+    assert path is not None
+    class_data_sharing.wait_for_maker(path)
+    return kafka44.class_archive(cp)
+
+
 def test_kafkas_tools_and_the_clients_map_the_archive() -> None:
     cp = kafka44.require()
-    archive = kafka44.class_archive(cp)
+    archive = _archive(cp)
     assert archive is not None and archive.stat().st_size > 0
     tool = _loaded_from_archive(kafka44.java_command("kafka.tools.StorageTool", "random-uuid"))
     assert any(c.startswith("org.apache.kafka.") for c in tool), tool[:20]
@@ -52,6 +60,7 @@ def test_an_archive_the_jvm_cannot_use_changes_nothing_it_prints() -> None:
     so on standard output unless told not to: the options :func:`kafka44.shared_classes` gives
     keep a tool's output as it is."""
     cp = kafka44.require()
+    _archive(cp)
     options = kafka44.shared_classes(cp)
     assert any(o.startswith("-XX:SharedArchiveFile=") for o in options)
     uuid = kafka44.run_tool("kafka.tools.StorageTool", "random-uuid").stdout

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import class_data_sharing
 from tests.spark import class_archive
 from tests.spark.spark_processes import spark_home
 
@@ -21,7 +22,7 @@ pytest.importorskip("pyspark")
 def test_a_driver_spark_submit_starts_maps_the_archive(tmp_path: Path) -> None:
     archive = class_archive.archive_path()
     assert archive is not None
-    _wait_for_another_maker(archive)                      # another worker's session may be making it
+    class_data_sharing.wait_for_maker(archive)            # another worker's session may be making it
     maker = class_archive.make_in_background()
     if maker is not None:                                 # a cold cache: made here, once
         class_archive.finish(maker)
@@ -52,16 +53,3 @@ def test_a_process_that_finds_the_archive_being_made_leaves_at_once(tmp_path: Pa
         assert time.monotonic() - started < 30               # no session was started
     assert [p.name for p in tmp_path.iterdir()] == [archive.with_suffix(".lock").name]   # nothing made
 
-
-def _wait_for_another_maker(archive: Path, timeout: float = 300) -> None:
-    """Until no process holds the archive's lock (one making it), at most ``timeout`` seconds."""
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout
-    with open(archive.with_suffix(".lock"), "a") as lock:
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return                                    # (released as the file closes)
-            except BlockingIOError:
-                assert time.monotonic() < deadline, "another process has been making the archive too long"
-                time.sleep(0.5)
