@@ -38,6 +38,11 @@ def options(archive: Path) -> tuple[str, ...]:
     return (f"-XX:SharedArchiveFile={archive}", *QUIET)
 
 
+def unfinished(archive: Path, pid: int) -> Path:
+    """Where process ``pid`` writes ``archive`` before renaming it into place (:func:`make_once`)."""
+    return archive.with_suffix(f".{pid}.tmp")
+
+
 def make_once(archive: Path, train: Callable[[Path], None]) -> bool:
     """Make ``archive`` unless it exists or another process is making it: ``train(made)`` runs a JVM
     with ``-XX:ArchiveClassesAtExit=made`` to its exit, and ``made`` is renamed into place (a reader
@@ -52,7 +57,7 @@ def make_once(archive: Path, train: Callable[[Path], None]) -> bool:
             return False                                  # being made by another process
         if archive.exists():
             return True
-        made = archive.with_suffix(f".{os.getpid()}.tmp")
+        made = unfinished(archive, os.getpid())
         try:
             train(made)
             if made.exists():

@@ -63,7 +63,7 @@ def finish(maker: subprocess.Popen[bytes], timeout: float = 180) -> None:
         maker.wait()
         archive = archive_path()
         if archive is not None:
-            archive.with_suffix(f".{maker.pid}.tmp").unlink(missing_ok=True)
+            class_data_sharing.unfinished(archive, maker.pid).unlink(missing_ok=True)
 
 
 def _train(made: Path) -> None:
