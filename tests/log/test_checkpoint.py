@@ -177,3 +177,53 @@ def test_clean_shutdown_file(tmp_path):
     (tmp_path / ".kafka_cleanshutdown").write_text("")
     assert f.exists() and f.read() == -1
     assert f.delete() and not f.exists()
+
+
+def test_offset_checkpoint_text_formats_again_only_the_topics_that_changed(tmp_path):
+    """The log manager keeps its offset files' text between writes (issue 35): after a change only
+    the changed topic's lines are formatted again, and the bytes are those of a whole write of the
+    same entries (sorted by topic, then partition number); a discarded last partition drops its
+    topic; a write clears ``dirty``."""
+    from kafkalog.log.checkpoint import OffsetCheckpointText
+    from kafkalog.log.manager import write_offset_checkpoint
+    entries = {(t, p): p for t in ("b", "a", "c") for p in range(11, -1, -1)}
+    text = OffsetCheckpointText()
+    for (t, p), o in entries.items():
+        text.set(t, p, o)
+    f = OffsetCheckpointFile(tmp_path / "cp")
+
+    def whole() -> bytes:
+        write_offset_checkpoint(str(tmp_path / "whole"), entries)
+        return (tmp_path / "whole").read_bytes()
+
+    f.write_text(text)
+    assert not text.dirty and text.topics_formatted == 3
+    assert (tmp_path / "cp").read_bytes() == whole()
+    text.set("a", 10, 10)                       # unchanged: nothing to write
+    assert not text.dirty
+    text.set("a", 10, 99)
+    entries["a", 10] = 99
+    text.set("d", 0, 5)                         # a new topic
+    entries["d", 0] = 5
+    for p in range(12):
+        text.discard("c", p)                    # a topic gone
+        del entries["c", p]
+    assert text.dirty
+    f.write_text(text)
+    assert text.topics_formatted == 3 + 2       # "a" and "d"; "b" kept
+    assert (tmp_path / "cp").read_bytes() == whole()
+    assert OffsetCheckpointFile(tmp_path / "cp").read() == entries
+    assert text.get("a", 10) == 99 and text.get("c", 0) is None
+
+
+def test_offset_checkpoint_text_refuses_a_topic_name_with_whitespace(tmp_path):
+    """A name a checkpoint line cannot hold: the error names the file, nothing is written, and the
+    text stays dirty (the next write tries again)."""
+    from kafkalog.errors import CorruptCheckpointError
+    from kafkalog.log.checkpoint import OffsetCheckpointText
+    text = OffsetCheckpointText()
+    text.set("bad name", 0, 1)
+    with pytest.raises(CorruptCheckpointError) as e:
+        OffsetCheckpointFile(tmp_path / "cp", create=False).write_text(text)
+    assert e.value.file == str(tmp_path / "cp")
+    assert text.dirty and not (tmp_path / "cp").exists()

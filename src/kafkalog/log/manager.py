@@ -67,6 +67,7 @@ from kafkalog.log.checkpoint import (
     CleanShutdownFile,
     MetaProperties,
     OffsetCheckpointFile,
+    OffsetCheckpointText,
     PartitionMetadataFile,
     uuid_to_kafka_string,
 )
@@ -132,23 +133,12 @@ def read_offset_checkpoint(path: str) -> Dict[TopicPartition, int]:
 
 def write_offset_checkpoint(path: str, entries: Mapping[TopicPartition, int]) -> None:
     """Write an offset checkpoint via ``.tmp`` + fsync + atomic rename + directory fsync, entries
-    sorted by topic and partition (Kafka's order is unspecified). Sorted a topic at a time: one
-    sort of 100,000 (topic, partition) pairs is a single C call that held the interpreter lock
-    215 ms here, and the broker's event loop waited for it (the scheduler's thread writes three
-    of these files)."""
-    by_topic: Dict[str, List[Tuple[int, int]]] = {}
+    sorted by topic and partition (Kafka's order is unspecified), as the log manager writes its
+    three offset files (:class:`~kafkalog.log.checkpoint.OffsetCheckpointText`)."""
+    text = OffsetCheckpointText()
     for (topic, partition), offset in entries.items():
-        of_topic = by_topic.get(topic)
-        if of_topic is None:
-            by_topic[topic] = of_topic = []
-        of_topic.append((partition, offset))
-    ordered: Dict[Tuple[str, int], int] = {}
-    for topic in sorted(by_topic):
-        of_topic = by_topic[topic]
-        of_topic.sort()
-        for partition, offset in of_topic:
-            ordered[topic, partition] = offset
-    OffsetCheckpointFile(path, create=False).write(ordered)
+        text.set(topic, partition, offset)
+    OffsetCheckpointFile(path, create=False).write_text(text)
 
 
 def _b64_uuid() -> str:
@@ -279,9 +269,10 @@ class LogManager:
         #: what is due instead of visiting every log each second
         self._flush_due: List[Tuple[int, int, TopicPartition, Log]] = []
         self._flush_seq = 0
-        #: the entries each offset checkpoint file was last written with, and the partitions whose
-        #: offsets moved since (``Log.offsets_changed``): a file is rewritten when one changed
-        self._checkpointed: Dict[str, Dict[TopicPartition, int]] = {}
+        #: the entries of each offset checkpoint file (its text kept formatted a topic at a time),
+        #: and the partitions whose offsets moved since it was written (``Log.offsets_changed``):
+        #: a file is rewritten when one changed
+        self._checkpointed: Dict[str, OffsetCheckpointText] = {}
         self._offsets_moved: Dict[str, set[TopicPartition]] = {
             RECOVERY_POINT_CHECKPOINT_FILE: set(), LOG_START_OFFSET_CHECKPOINT_FILE: set(),
             REPLICATION_OFFSET_CHECKPOINT_FILE: set()}
@@ -1080,33 +1071,34 @@ class LogManager:
     def _write_offset_checkpoint(self, name: str, value_of: Callable[[Log], Optional[int]]) -> None:
         """Write the offset checkpoint ``name`` (``value_of(log)`` per partition, None: left out)
         if an entry changed since it was last written: only the partitions whose offsets moved are
-        looked at (all of them the first time)."""
+        looked at (all of them the first time), and only their topics' lines formatted again
+        (:class:`~kafkalog.log.checkpoint.OffsetCheckpointText`)."""
         with self._lock:
             with self._moved_lock:
                 moved = self._offsets_moved[name]
                 self._offsets_moved[name] = set()
-            entries = self._checkpointed.get(name)
-            if entries is None:
-                entries = {}
+            text = self._checkpointed.get(name)
+            if text is None:
+                text = OffsetCheckpointText()
                 moved = set(self._logs)
-            changed = name not in self._checkpointed
-            for tp in moved:
-                self.task_visits += 1
-                log = self._logs.get(tp)
-                value = None if log is None else value_of(log)
-                if value is None:
-                    changed |= entries.pop(tp, None) is not None
-                elif entries.get(tp) != value:
-                    entries[tp] = value
-                    changed = True
-            if changed:
-                try:
-                    write_offset_checkpoint(os.path.join(self.data_dir, name), entries)
-                except BaseException:
-                    with self._moved_lock:
-                        self._offsets_moved[name] |= moved  # try these again next time
-                    raise
-            self._checkpointed[name] = entries
+            logs = self._logs
+            try:
+                for tp in moved:
+                    self.task_visits += 1
+                    log = logs.get(tp)
+                    value = None if log is None else value_of(log)
+                    if value is None:
+                        text.discard(tp[0], tp[1])
+                    else:
+                        text.set(tp[0], tp[1], value)
+            except BaseException:
+                with self._moved_lock:
+                    self._offsets_moved[name] |= moved      # looked at again next time
+                raise
+            self._checkpointed[name] = text
+            if text.dirty:
+                # (a failed write leaves the text dirty: the next one tries again)
+                OffsetCheckpointFile(os.path.join(self.data_dir, name), create=False).write_text(text)
 
     def checkpoint_recovery_offsets(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` (every log's recovery point) when one moved."""
