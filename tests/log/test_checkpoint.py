@@ -227,3 +227,29 @@ def test_offset_checkpoint_text_refuses_a_topic_name_with_whitespace(tmp_path):
         OffsetCheckpointFile(tmp_path / "cp", create=False).write_text(text)
     assert e.value.file == str(tmp_path / "cp")
     assert text.dirty and not (tmp_path / "cp").exists()
+
+
+def test_an_offset_checkpoint_whose_write_failed_is_written_by_the_next_run(tmp_path):
+    """A write of ``replication-offset-checkpoint`` that fails (here its ``.tmp`` is a directory)
+    raises, and the next run of the task writes the file though no offset moved since. Before,
+    the entries kept were already updated: the next run found nothing changed and wrote nothing,
+    leaving the file stale until another offset moved."""
+    from kafkalog.errors import KafkalogIOError
+    from kafkalog.log.manager import LogManager, read_offset_checkpoint
+    from kafkalog.log.naming import TopicPartition
+    m = LogManager(tmp_path / "data", background=False)
+    try:
+        m.create_topic("t", 2)
+        m.write_checkpoints()
+        path = tmp_path / "data" / "replication-offset-checkpoint"
+        assert read_offset_checkpoint(str(path)) == {TopicPartition("t", 0): 0, TopicPartition("t", 1): 0}
+        m.get_log("t", 0).append_records([b"one"])
+        blocker = tmp_path / "data" / "replication-offset-checkpoint.tmp"
+        blocker.mkdir()
+        with pytest.raises(KafkalogIOError):
+            m.checkpoint_high_watermarks()
+        blocker.rmdir()
+        m.checkpoint_high_watermarks()
+        assert read_offset_checkpoint(str(path)) == {TopicPartition("t", 0): 1, TopicPartition("t", 1): 0}
+    finally:
+        m.close()
