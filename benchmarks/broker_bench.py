@@ -166,7 +166,8 @@ def run_memory_broker(port: int, preload: str | None = None) -> None:
             are), or a coroutine for a fetch that finds nothing (it waits, as Kafka's long poll)."""
             key = request.api_key
             if key == 18:
-                return encode_response(request, handle_api_versions(self, request))
+                answer = handle_api_versions(self, request)     # its frame (an entity under quotas)
+                return answer if type(answer) is bytes else encode_response(request, answer)
             if key == 3:
                 return encode_response(request, self._meta(request))
             if key == 22:
