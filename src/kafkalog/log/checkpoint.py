@@ -237,6 +237,13 @@ def _offset_lines(offsets: Iterable[Tuple[Tuple[str, int], int]]) -> List[str]:
     return [f"{t} {p} {o}" for (t, p), o in offsets]
 
 
+def _check_topic_name(topic: str, path: str) -> None:
+    """A topic name an offset checkpoint line can hold (not empty, no whitespace), else
+    :class:`CorruptCheckpointError` naming the file ``path``."""
+    if not topic or _WS.search(topic):
+        raise CorruptCheckpointError(f"Topic name {topic!r} cannot be written to a checkpoint", file=path)
+
+
 class OffsetCheckpointText:
     """An offset checkpoint's entries kept between writes, each topic's lines kept formatted (the
     broker's three offset files, rewritten every few seconds while any partition's offset moves).
@@ -299,9 +306,7 @@ class OffsetCheckpointText:
         texts = self._text
         for topic in order:
             if topic not in texts:
-                if not topic or _WS.search(topic):
-                    raise CorruptCheckpointError(f"Topic name {topic!r} cannot be written to a checkpoint",
-                                                 file=path)
+                _check_topic_name(topic, path)
                 parts = self._by_topic[topic]
                 texts[topic] = "".join([f"{topic} {p} {parts[p]}\n" for p in sorted(parts)])
                 self.topics_formatted += 1
@@ -337,9 +342,7 @@ class OffsetCheckpointFile:
         """Write all offsets atomically. (Each topic name checked once, each line formatted in
         one step: the broker writes 100,000 entries every few seconds while records arrive.)"""
         for topic in {tp[0] for tp in offsets}:
-            if not topic or _WS.search(topic):
-                raise CorruptCheckpointError(f"Topic name {topic!r} cannot be written to a checkpoint",
-                                             file=self.path)
+            _check_topic_name(topic, self.path)
         self._file.write_lines(_offset_lines(offsets.items()), sync)
 
     def write_if_dir_exists(self, offsets: Mapping[Tuple[str, int], int], sync: bool = True) -> bool:
