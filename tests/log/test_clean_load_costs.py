@@ -9,6 +9,7 @@ crash (every step lists again) is checked to still find every record."""
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -240,5 +241,55 @@ def test_a_first_append_after_a_clean_load_opens_no_index_and_reads_no_batch(tmp
         m.get_log("t", 1).append_records([b"four"])
         assert m.get_log("t", 1).active_segment is not first
         assert m.get_log("t", 1).log_end_offset == 3
+    finally:
+        m.close()
+
+
+def _snapshots(data: str, partition: int) -> list[str]:
+    return sorted(n for n in os.listdir(Path(data) / f"t-{partition}") if n.endswith(".snapshot"))
+
+
+def test_a_clean_load_leaves_the_stray_snapshots_to_the_background(tmp_path: Path,
+                                                                   monkeypatch: Any) -> None:
+    """After a clean shutdown every partition that took data holds the snapshot of the shutdown
+    before (a stray: no segment starts there) beside the one at its log end. Kafka's load deletes
+    it; at 100,000 partitions those unlinks were a quarter of a restart. The load now deletes no
+    file: the producer state forgets the stray at once, and the manager's scheduler deletes it,
+    a step of logs at a time, once started; a close deletes what is left."""
+    data = _made(tmp_path)
+
+    def name(offset: int) -> str:
+        return f"{offset:020d}.snapshot"
+    for end, background in ((2, False), (3, True)):
+        m = LogManager(data, {}, background=False)
+        for p in range(PARTITIONS):                     # one more record: a snapshot at `end`
+            m.get_log("t", p).append_records([b"more"])
+        m.close()
+        assert _snapshots(data, 0) == [name(end - 1), name(end)]
+        with monkeypatch.context() as mp:
+            counts = count_os_calls(mp, ("unlink", "remove", "rename"))
+            m = LogManager(data, {}, background=False)
+            # (one: the data directory's .kafka_cleanshutdown, as Kafka's load deletes it)
+            assert dict(counts) == {"unlink": 1, "remove": 0, "rename": 0}
+            assert not os.path.exists(os.path.join(data, ".kafka_cleanshutdown"))
+        try:
+            assert list(m.get_log("t", 0).producer_state_manager.snapshots) == [end]
+            assert [_snapshots(data, p) for p in range(PARTITIONS)] == \
+                [[name(end - 1), name(end)]] * PARTITIONS
+            if background:
+                m.start_background()
+                deadline = time.monotonic() + 60
+                while any(len(_snapshots(data, p)) > 1 for p in range(PARTITIONS)):
+                    assert time.monotonic() < deadline, "stray snapshots not deleted in 60 s"
+                    time.sleep(0.05)
+            else:
+                m.close()                               # (never started: the close deletes them)
+            assert [_snapshots(data, p) for p in range(PARTITIONS)] == [[name(end)]] * PARTITIONS
+        finally:
+            m.close()
+    m = LogManager(data, {}, background=False)
+    try:
+        assert [m.get_log("t", p).log_end_offset for p in range(PARTITIONS)] == [3] * PARTITIONS
+        assert not m._stray_snapshot_logs
     finally:
         m.close()

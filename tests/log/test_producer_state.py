@@ -206,6 +206,26 @@ def test_snapshot_deletion_helpers(psm, tmp_path):
     assert list(psm.snapshots) == []
 
 
+def test_stray_snapshots_left_for_later(psm, tmp_path):
+    """``later``: the strays leave the snapshots at once, their files stay until
+    ``delete_stray_files``, which keeps one taken again at the same offset meanwhile."""
+    for off in (0, 1, 2, 3):
+        data(psm, PID, 0, off, off)
+        psm.take_snapshot()
+    psm.remove_stray_snapshots([0, 2], later=True)   # 1 and 3 are strays; 4 above the max base
+    assert list(psm.snapshots) == [2, 4]
+    assert sorted(psm.stray_files) == [1, 3]
+    assert all(os.path.exists(p) for p in psm.stray_files.values())
+    stray1, stray3 = psm.stray_files[1], psm.stray_files[3]
+    psm.update_map_end_offset(3)                     # (as after a truncation to 3)
+    psm.last_snap_offset = 0
+    assert psm.take_snapshot() == stray3             # taken again at a stray's offset
+    assert psm.delete_stray_files() == 1
+    assert not os.path.exists(stray1) and os.path.exists(stray3)
+    assert psm.stray_files == {} and list(psm.snapshots) == [2, 3, 4]
+    assert psm.delete_stray_files() == 0
+
+
 def test_update_from_batch(psm):
     b = v2_batch([b"a", b"b"], base_offset=5, producer_id=7, producer_epoch=1, base_sequence=0,
                  transactional=True)

@@ -255,3 +255,26 @@ def test_legacy_batches_in_segment(seg_dir):
     assert s.read_next_offset() == 2
     assert s.recover() == 0
     assert s.max_timestamp_so_far == BASE_TS
+
+
+@pytest.mark.parametrize("batches", [1, 2, 3, 40, 3000])
+def test_header_edges_are_the_walks_first_and_last(seg_dir, batches):
+    """``iter_headers(edges=True)`` (a segment's next offset, read at every load) yields, in order,
+    a subset of the full walk that starts with its first header and ends with its last, also when
+    the walk spans several windows (3,000 batches: past the first read's block), and the next
+    offset and first timestamp it gives are the full walk's."""
+    s = seg(seg_dir, index_interval_bytes=1 << 30)
+    for i in range(batches):
+        put(s, 2 * i, ts=BASE_TS + 7 * i)
+    full = list(s.log.iter_headers(0))
+    edges = list(s.log.iter_headers(0, edges=True))
+    assert len(full) == batches
+    assert edges[0] == full[0] and edges[-1] == full[-1]
+    assert all(h in full for h in edges) and edges == sorted(edges, key=full.index)
+    if batches > 2:
+        assert len(edges) < batches
+    start = full[len(full) // 2].position
+    assert list(s.log.iter_headers(start, edges=True))[-1] == full[-1]
+    s.rolling_based_timestamp = None
+    assert s.read_next_offset() == 2 * (batches - 1) + 1
+    assert s.rolling_based_timestamp == BASE_TS

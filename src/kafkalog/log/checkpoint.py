@@ -90,6 +90,16 @@ def java_split_ws(line: str) -> List[str]:
 def _java_lines(text: str) -> List[Tuple[str, int]]:
     """Lines as Java's ``BufferedReader.readLine`` sees them (``\\n``, ``\\r``, ``\\r\\n``), each
     with its character position."""
+    if "\r" not in text:            # (every file Kafka or kafkalog writes: split in C)
+        parts = text.split("\n")
+        if parts[-1] == "":
+            parts.pop()             # (after the last line's end)
+        lines = []
+        pos = 0
+        for part in parts:
+            lines.append((part, pos))
+            pos += len(part) + 1
+        return lines
     out = []
     i, n = 0, len(text)
     while i < n:

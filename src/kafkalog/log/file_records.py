@@ -477,12 +477,16 @@ class FileRecords:
         return first_record_with_timestamp(self.batches(start_position), timestamp,
                                            starting_offset)
 
-    def iter_headers(self, start: int = 0, end: Optional[int] = None) -> Iterator[BatchHeader]:
+    def iter_headers(self, start: int = 0, end: Optional[int] = None, *,
+                     edges: bool = False) -> Iterator[BatchHeader]:
         """Walk entries from ``start`` to ``end`` (default: logical size) with the file iteration rules
         of spec §1.2 (:meth:`windows`, headers only): stop when fewer than 18 bytes remain or the
         entry is partial; an entry length below 14 raises :class:`CorruptRecordError` (file +
         position); an entry with an impossible magic or a v2 batch smaller than its header is
-        yielded (readers step over it by its length and refuse it when they read it)."""
+        yielded (readers step over it by its length and refuse it when they read it). ``edges``:
+        only the first and the last entry of each window read (and every damaged one): the walk's
+        first and last entries are still the first and the last yielded, without a header made for
+        each entry between (a segment's next offset)."""
         if end is None:
             end = self.size
         pos: Optional[int] = start
@@ -490,8 +494,13 @@ class FileRecords:
             at, pos = pos, None
             for win in self.windows(at, end):
                 w = win.walk
-                for i in range(w.count):
-                    yield header_of_row(w.batch(i))
+                n = w.count
+                if edges and n > 2:
+                    yield header_of_row(w.batch(0))
+                    yield header_of_row(w.batch(n - 1))
+                else:
+                    for i in range(n):
+                        yield header_of_row(w.batch(i))
                 f = w.finding
                 if f is None or f.kind in (FindingKind.NEED_MORE, FindingKind.SHORT_TAIL,
                                            FindingKind.PARTIAL_TAIL):

@@ -50,6 +50,8 @@ LOG = LOG_FILE_SUFFIX
 DELETED = DELETED_FILE_SUFFIX
 CLEANED = CLEANED_FILE_SUFFIX
 SWAP = SWAP_FILE_SUFFIX
+#: the suffixes of the files the load's first step removes or completes
+_TEMP_SUFFIXES = (DELETED, CLEANED, SWAP)
 
 #: one entry of a :class:`RecoveryReport` list, as it goes into the JSON report
 ReportEntry = Dict[str, object]
@@ -120,14 +122,18 @@ def load_log(dir_path: str | os.PathLike[str], config: LogConfig | Mapping[str, 
              had_clean_shutdown: bool = False, clock: Callable[[], int] = _now_ms,
              producer_state_manager: Optional[ProducerStateLike] = None,
              leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
-             scheduler: Optional[Scheduler] = None) -> LoadedLog:
+             scheduler: Optional[Scheduler] = None,
+             stray_snapshots_later: bool = False) -> LoadedLog:
     """Load (and if needed recover) the partition directory ``dir_path`` (spec §4.8). Segments
     the load deletes are renamed ``.deleted`` and removed after ``file.delete.delay.ms`` through
-    ``scheduler`` (``scheduler(delay_seconds, fn)``), or at once when there is none."""
+    ``scheduler`` (``scheduler(delay_seconds, fn)``), or at once when there is none.
+    ``stray_snapshots_later``: stray producer snapshots are left in the producer state's
+    ``stray_files`` for the caller to delete (:meth:`ProducerStateManager.delete_stray_files`)."""
     return LogLoader(dir_path, config, log_start_offset=log_start_offset,
                      recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
                      clock=clock, producer_state_manager=producer_state_manager,
-                     leader_epoch_cache=leader_epoch_cache, scheduler=scheduler).load()
+                     leader_epoch_cache=leader_epoch_cache, scheduler=scheduler,
+                     stray_snapshots_later=stray_snapshots_later).load()
 
 
 class LogLoader:
@@ -141,7 +147,7 @@ class LogLoader:
                  had_clean_shutdown: bool = False, clock: Callable[[], int] = _now_ms,
                  producer_state_manager: Optional[ProducerStateLike] = None,
                  leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
-                 scheduler: Optional[Scheduler] = None) -> None:
+                 scheduler: Optional[Scheduler] = None, stray_snapshots_later: bool = False) -> None:
         self.dir = os.fspath(dir_path)
         self.config: LogConfig = as_log_config(config)
         self.log_start_offset = log_start_offset
@@ -151,6 +157,7 @@ class LogLoader:
         self.psm = producer_state_manager
         self.cache = leader_epoch_cache
         self.scheduler = scheduler
+        self.stray_snapshots_later = stray_snapshots_later
         self.report = RecoveryReport(self.dir, had_clean_shutdown)
         self.doomed: List[LogSegment] = []       # renamed .deleted, removed after the delay
         self.opened: List[LogSegment] = []       # every segment this load opens: released if it fails
@@ -203,15 +210,18 @@ class LogLoader:
         names.sort()
         self.names = names
         for name in names:
+            if not name.endswith(_TEMP_SUFFIXES):        # (most names: one test)
+                continue
             path = os.path.join(self.dir, name)
-            if name.endswith(DELETED) and not name.endswith(".checkpoint.deleted"):
-                _unlink(path, self.report)
+            if name.endswith(DELETED):
+                if not name.endswith(".checkpoint.deleted"):
+                    _unlink(path, self.report)
             elif name.endswith(CLEANED):
                 off = _offset_of(name)
                 if off is not None and (min_cleaned is None or off < min_cleaned):
                     min_cleaned = off
                 cleaned_files.append(path)
-            elif name.endswith(SWAP):
+            else:
                 swap_files.append(path)
         for path in list(swap_files):
             off = _offset_of(os.path.basename(path))
@@ -233,7 +243,7 @@ class LogLoader:
         max_next = max(self._swap_next_offset(b) for b in bases if b is not None)
         swap_bases = set(bases)
         for name in sorted(os.listdir(self.dir)):
-            if name.endswith(SWAP) or not any(name.endswith(s) for s in SEGMENT_SUFFIXES):
+            if name.endswith(SWAP) or not name.endswith(SEGMENT_SUFFIXES):
                 continue
             off = _offset_of(name)
             # an empty .swap segment (next offset = its base) still replaces the old files at its
@@ -284,13 +294,15 @@ class LogLoader:
         self.names = names
         self._listed = set(names)
         for name in names:
-            off = _offset_of(name)
-            if off is not None and name.endswith(LOG):
-                self.logs[off] = name
+            if name.endswith(LOG):
+                off = _offset_of(name)
+                if off is not None:
+                    self.logs[off] = name
         for name in names:
-            off = _offset_of(name)
-            if off is not None and any(name.endswith(s) for s in INDEX_SUFFIXES) and off not in self.logs:
-                _unlink(os.path.join(self.dir, name), self.report)           # orphaned index file
+            if name.endswith(INDEX_SUFFIXES):
+                off = _offset_of(name)
+                if off is not None and off not in self.logs:
+                    _unlink(os.path.join(self.dir, name), self.report)       # orphaned index file
         for base in sorted(self.logs):
             seg = self._open_segment(base, file_already_exists=True, preallocate=False)
             if self._overflows(seg, base):
@@ -366,7 +378,8 @@ class LogLoader:
         if self.psm is not None:
             # listed again when recovery may have written some
             self.psm.load_snapshots(self._snapshot_names())
-            self.psm.remove_stray_snapshots([s.base_offset for s in segments])
+            self.psm.remove_stray_snapshots([s.base_offset for s in segments],
+                                            later=self.stray_snapshots_later)
             rebuild_producer_state(self.psm, segments, new_log_start, next_offset, self.clock(),
                                    reload_from_clean_shutdown=self.had_clean_shutdown)
         if self.doomed:

@@ -126,9 +126,12 @@ class Log:
              log_start_offset: int = 0, recovery_point: int = 0, had_clean_shutdown: bool = False,
              scheduler: Optional[Scheduler] = None, clock: Callable[[], int] = _now_ms,
              producer_state_manager: Optional[ProducerStateLike] = None,
-             leader_epoch_cache: Optional[LeaderEpochCacheLike] = None) -> Log:
+             leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
+             stray_snapshots_later: bool = False) -> Log:
         """Open (creating when missing) a partition directory and run the loader (spec §4.8). The
-        loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`."""
+        loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`.
+        ``stray_snapshots_later``: the stray producer snapshots the load finds are deleted by
+        :meth:`delete_stray_snapshots` (the log manager's background), not during the load."""
         from kafkalog.log.loader import load_log
         if not os.path.isdir(dir_path):     # (a stat: a loaded partition's directory exists)
             os.makedirs(os.fspath(dir_path), exist_ok=True)
@@ -146,7 +149,8 @@ class Log:
         loaded = load_log(dir_path, config, log_start_offset=log_start_offset,
                           recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
                           clock=clock, producer_state_manager=producer_state_manager,
-                          leader_epoch_cache=leader_epoch_cache, scheduler=scheduler)
+                          leader_epoch_cache=leader_epoch_cache, scheduler=scheduler,
+                          stray_snapshots_later=stray_snapshots_later)
         log = cls(dir_path, config, segments=loaded.segments,
                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
                   next_offset=loaded.next_offset, scheduler=scheduler, clock=clock,
@@ -1140,7 +1144,8 @@ class Log:
 
     def close(self) -> None:
         """Clean close: flush everything, producer snapshot at the log end offset, final time-index
-        entries and trims for every segment. Idempotent."""
+        entries and trims for every segment, the stray producer snapshots :meth:`open` left deleted.
+        Idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -1149,6 +1154,15 @@ class Log:
             for s in self.segments:
                 s.close()
             self._closed = True
+
+    def delete_stray_snapshots(self) -> int:
+        """Delete the stray producer snapshots that :meth:`open` with ``stray_snapshots_later``
+        left (one taken again at the same offset since is kept); returns how many it deleted."""
+        psm = self.producer_state_manager
+        if psm is None or not psm.stray_files:
+            return 0
+        with self._lock:           # (serialized with the snapshots' writes)
+            return psm.delete_stray_files()
 
     @property
     def closed(self) -> bool:

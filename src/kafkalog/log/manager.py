@@ -110,6 +110,10 @@ logger = logging.getLogger("kafkalog.manager")
 
 ProgressCallback = Callable[[int, int, str], None]
 
+#: logs one step of the background deletion of the load's stray producer snapshots visits (the
+#: scheduler's other tasks run between two steps)
+STRAY_SNAPSHOT_LOGS_PER_STEP = 1000
+
 # Directories locked by a LogManager of this process (POSIX locks do not conflict within a process,
 # and closing any fd of the file would drop them, so the process keeps its own registry).
 _LOCKED: Dict[str, LogManager] = {}
@@ -286,6 +290,9 @@ class LogManager:
         self._retention_later: List[Tuple[int, TopicPartition]] = []
         self._retention_later_at: Dict[TopicPartition, int] = {}
         self._flush_seq_of: Dict[TopicPartition, int] = {}
+        #: the loaded logs whose stray producer snapshots are still to be deleted
+        #: (:meth:`_delete_stray_snapshots`)
+        self._stray_snapshot_logs: Deque[Log] = deque()
         #: operations of the periodic tasks (tests count them: none may grow with idle partitions)
         self.task_visits = 0
         self._topic_configs: Dict[str, LogConfig] = {}
@@ -433,10 +440,10 @@ class LogManager:
             recovery_points = {}
         start_offsets = self._read_checkpoint_quietly(LOG_START_OFFSET_CHECKPOINT_FILE)
         to_load: List[Tuple[str, TopicPartition]] = []
-        for name in sorted(os.listdir(self.data_dir)):
+        with os.scandir(self.data_dir) as listing:     # (directories known without a stat each)
+            dir_names = sorted(e.name for e in listing if e.is_dir() and e.name not in IGNORED_DIRS)
+        for name in dir_names:
             path = os.path.join(self.data_dir, name)
-            if not os.path.isdir(path) or name in IGNORED_DIRS:
-                continue
             try:
                 parsed = parse_partition_dir_name(name)
             except KafkalogError as e:
@@ -466,16 +473,43 @@ class LogManager:
                             recovery_point=recovery_points.get(tp, 0),
                             had_clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler,
                             clock=self.clock,
-                            producer_state_manager=self._producer_state(path, list_snapshots=False))
+                            producer_state_manager=self._producer_state(path, list_snapshots=False),
+                            stray_snapshots_later=True)
 
         threads = int(self.broker_config.num_recovery_threads_per_data_dir)
+        strays = self._stray_snapshot_logs
         for i, ((path, tp), log) in enumerate(_opened_in_order(open_log, to_load, threads)):
             self._add_log(tp, log)
+            psm = log.producer_state_manager
+            if psm is not None and psm.stray_files:
+                strays.append(log)
             self.load_result.loaded.append(os.path.basename(path))
             if log.recovery_report is not None:
                 self.load_result.recovery_reports[os.path.basename(path)] = log.recovery_report
             if progress is not None:
                 progress(i + 1, total, os.path.basename(path))
+        if strays:
+            self.scheduler.schedule_once("delete-stray-producer-snapshots", self._delete_stray_snapshots)
+
+    def _delete_stray_snapshots(self) -> None:
+        """Delete the stray producer snapshots the load left, :data:`STRAY_SNAPSHOT_LOGS_PER_STEP`
+        logs a step, the next step scheduled after the scheduler's other due tasks. After every
+        clean shutdown the load finds one at each partition that took data (the snapshot of the
+        shutdown before), and Kafka's ``LogLoader`` deletes it during the load: at 100,000
+        partitions, one unlink each, a quarter of the restart. A log's close deletes what is left.
+        """
+        pending = self._stray_snapshot_logs
+        for _ in range(min(STRAY_SNAPSHOT_LOGS_PER_STEP, len(pending))):
+            self._delete_stray_snapshots_of(pending.popleft())
+        if pending and self.scheduler.is_started:
+            self.scheduler.schedule_once("delete-stray-producer-snapshots", self._delete_stray_snapshots)
+
+    @staticmethod
+    def _delete_stray_snapshots_of(log: Log) -> None:
+        try:
+            log.delete_stray_snapshots()
+        except KafkalogError as e:        # (the next load finds them again)
+            logger.warning("Could not delete stray producer snapshots of %s: %s", log.dir, e.message)
 
     # --- background ---------------------------------------------------------------------------------
 

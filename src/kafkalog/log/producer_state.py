@@ -287,6 +287,8 @@ class ProducerStateManager:
         self.last_map_offset = 0
         self.last_snap_offset = 0
         self.snapshots: Dict[int, str] = {}
+        #: stray snapshots' files left for :meth:`delete_stray_files` (offset -> path)
+        self.stray_files: Dict[int, str] = {}
         if list_snapshots:      # (False: the loader lists them, from its listing of the directory)
             self.load_snapshots()
 
@@ -701,19 +703,29 @@ class ProducerStateManager:
         atomic_rename(path, new, sync=False)
         return new
 
-    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int], *, later: bool = False) -> None:
         """Delete snapshots matching no segment base offset, except the largest stray one if it is
-        above the largest segment base offset (the clean-shutdown snapshot at LEO)."""
+        above the largest segment base offset (the clean-shutdown snapshot at LEO). ``later``: the
+        strays leave :attr:`snapshots` now and their files wait in :attr:`stray_files` for
+        :meth:`delete_stray_files` (a load of many partitions leaves the unlinks to the
+        background)."""
         bases = set(segment_base_offsets)
         max_base = max(bases) if bases else None
-        latest_stray = None
-        for off in list(self.snapshots):
-            if off not in bases:
-                if latest_stray is not None:
-                    self.remove_and_delete_snapshot(latest_stray)
-                latest_stray = off
-        if latest_stray is not None and max_base is not None and latest_stray < max_base:
-            self.remove_and_delete_snapshot(latest_stray)
+        strays = [off for off in self.snapshots if off not in bases]
+        if strays and (max_base is None or strays[-1] > max_base):
+            strays.pop()                  # (snapshots are in ascending order)
+        for off in strays:
+            if later:
+                self.stray_files[off] = self.snapshots.pop(off)
+            else:
+                self.remove_and_delete_snapshot(off)
+
+    def delete_stray_files(self) -> int:
+        """Delete the files :meth:`remove_stray_snapshots` left for later, except one taken again
+        at the same offset since (the caller serializes this with the snapshots' writes: the log's
+        lock); returns how many it deleted."""
+        strays, self.stray_files = self.stray_files, {}
+        return sum(delete_if_exists(path) for off, path in strays.items() if off not in self.snapshots)
 
 
 def rebuild_producer_state(psm: ProducerStateLike, segments: Sequence[_SegmentLike],

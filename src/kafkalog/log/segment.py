@@ -520,13 +520,17 @@ class LogSegment:
             pos = oi.last_entry.position
         if pos == 0 and self.rolling_based_timestamp is None:
             return segment_next_offset(self._headers_noting_the_first, 0, self.base_offset)
-        return segment_next_offset(self.log.iter_headers, pos, self.base_offset)
+        return segment_next_offset(self._edges, pos, self.base_offset)
+
+    def _edges(self, position: int) -> Iterator[BatchHeader]:
+        """The headers from ``position`` whose last is the segment's (``iter_headers``' edges)."""
+        return self.log.iter_headers(position, edges=True)
 
     def _headers_noting_the_first(self, position: int) -> Iterator[BatchHeader]:
-        """The headers from ``position``; from the start, the first one's max timestamp kept as
-        the time-based roll's (a walk of the whole segment passes it: the first append after a
-        restart then reads no header)."""
-        for h in self.log.iter_headers(position):
+        """The headers from ``position`` whose last is the segment's; from the start, the first
+        one's max timestamp kept as the time-based roll's (a walk of the whole segment passes it:
+        the first append after a restart then reads no header)."""
+        for h in self.log.iter_headers(position, edges=True):
             if position == 0 and self.rolling_based_timestamp is None:
                 self.rolling_based_timestamp = h.max_timestamp
             yield h
