@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kafkalog.log import manager as manager_module
 from kafkalog.log._encode import encode_v2_batch
 from kafkalog.log.manager import LogManager
 from tests.log.test_crash_restart_costs import load_counting_c_calls, one_record_partitions
@@ -255,7 +256,9 @@ def test_a_clean_load_leaves_the_stray_snapshots_to_the_background(tmp_path: Pat
     before (a stray: no segment starts there) beside the one at its log end. Kafka's load deletes
     it; at 100,000 partitions those unlinks were a quarter of a restart. The load now deletes no
     file: the producer state forgets the stray at once, and the manager's scheduler deletes it,
-    a step of logs at a time, once started; a close deletes what is left."""
+    a step of logs at a time, once started; each log's close deletes what is left (here: a step
+    of 7 logs, so a close finds most of them left)."""
+    monkeypatch.setattr(manager_module, "STRAY_SNAPSHOT_LOGS_PER_STEP", 7)
     data = _made(tmp_path)
 
     def name(offset: int) -> str:
@@ -282,8 +285,10 @@ def test_a_clean_load_leaves_the_stray_snapshots_to_the_background(tmp_path: Pat
                 while any(len(_snapshots(data, p)) > 1 for p in range(PARTITIONS)):
                     assert time.monotonic() < deadline, "stray snapshots not deleted in 60 s"
                     time.sleep(0.05)
-            else:
-                m.close()                               # (never started: the close deletes them)
+            else:                                       # never started: the close deletes them
+                pending = len(m._stray_snapshot_logs)
+                m.close()
+                assert pending == PARTITIONS
             assert [_snapshots(data, p) for p in range(PARTITIONS)] == [[name(end)]] * PARTITIONS
         finally:
             m.close()

@@ -1154,15 +1154,23 @@ class Log:
             for s in self.segments:
                 s.close()
             self._closed = True
+            psm = self.producer_state_manager
+            if psm is not None and psm.stray_files:
+                try:
+                    psm.delete_stray_files()
+                except KafkalogError:
+                    pass                # (still strays: the next load finds them again)
 
     def delete_stray_snapshots(self) -> int:
         """Delete the stray producer snapshots that :meth:`open` with ``stray_snapshots_later``
-        left (one taken again at the same offset since is kept); returns how many it deleted."""
+        left (one taken again at the same offset since is kept; :meth:`close` deletes those left,
+        and a closed log deletes none: its directory may be another's by now); returns how many
+        it deleted."""
         psm = self.producer_state_manager
         if psm is None or not psm.stray_files:
             return 0
         with self._lock:           # (serialized with the snapshots' writes)
-            return psm.delete_stray_files()
+            return 0 if self._closed else psm.delete_stray_files()
 
     @property
     def closed(self) -> bool:
