@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.server.broker_process import BrokerProcess
@@ -37,10 +37,29 @@ STREAM_TIMEOUT_S = 600
 
 
 def _create_topics(bootstrap: str) -> None:
+    """The job's topics, each partition's leader answering before the job writes: Kafka answers
+    CreateTopics once its controller committed it, and a broker may not lead the partition yet. Its
+    first Produce then failed with NOT_LEADER_OR_FOLLOWER and the Java producer's retries with
+    OUT_OF_ORDER_SEQUENCE_NUMBER until the batch expired (seen once in a full run). A ListOffsets
+    (the watermarks) is answered only by the leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(t, 2, 1) for t in (SRC, COPY, COPY_FROM_DIRECTORY)]
-    for f in admin.create_topics(topics).values():
+    names = (SRC, COPY, COPY_FROM_DIRECTORY)
+    for f in admin.create_topics([NewTopic(t, 2, 1) for t in names]).values():
         f.result(60)
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafka-connector-leaders"})
+    try:
+        deadline = time.monotonic() + 60
+        for topic in names:
+            for partition in (0, 1):
+                while True:
+                    try:
+                        probe.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+                        break
+                    except KafkaException:
+                        assert time.monotonic() < deadline, f"no leader answers for {topic}-{partition}"
+                        time.sleep(0.1)
+    finally:
+        probe.close()
 
 
 def _txn_producer(bootstrap: str, tid: str) -> Producer:
