@@ -298,3 +298,26 @@ def test_a_clean_load_leaves_the_stray_snapshots_to_the_background(tmp_path: Pat
         assert not m._stray_snapshot_logs
     finally:
         m.close()
+
+
+def test_a_crash_before_the_strays_are_deleted_loses_nothing(tmp_path: Path) -> None:
+    """A process killed after the load and before the background deleted the strays (``abandon``:
+    no close, no marker) leaves them on disk; the next load, a recovery, finds them stray again
+    and every record is still there, and a clean close then deletes them."""
+    data = _made(tmp_path)
+    m = LogManager(data, {}, background=False)
+    for p in range(PARTITIONS):
+        m.get_log("t", p).append_records([b"two"])
+    m.close()
+    m = LogManager(data, {}, background=False)
+    assert len(m._stray_snapshot_logs) == PARTITIONS
+    m.abandon()
+    assert _snapshots(data, 0) == [f"{1:020d}.snapshot", f"{2:020d}.snapshot"]
+    m = LogManager(data, {}, background=False)
+    try:
+        assert not m.had_clean_shutdown
+        assert [m.get_log("t", p).log_end_offset for p in range(PARTITIONS)] == [2] * PARTITIONS
+        assert b"two" in m.get_log("t", 0).read(1, 1 << 20).read()
+    finally:
+        m.close()
+    assert [_snapshots(data, p) for p in range(PARTITIONS)] == [[f"{2:020d}.snapshot"]] * PARTITIONS
