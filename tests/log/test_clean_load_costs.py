@@ -133,6 +133,18 @@ def test_a_load_writes_the_leader_epoch_checkpoint_when_it_would_be_wrong(tmp_pa
         m.close()
 
 
+def _opens_recorded(monkeypatch: Any) -> list[tuple[str, int]]:
+    """``os.open`` recording each file's name and flags (for the life of ``monkeypatch``)."""
+    opened: list[tuple[str, int]] = []
+    real = os.open
+
+    def recording(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        opened.append((os.path.basename(os.fspath(path)), flags))
+        return real(path, flags, *args, **kwargs)
+    monkeypatch.setattr(os, "open", recording)
+    return opened
+
+
 def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: Path,
                                                                       monkeypatch: Any) -> None:
     """The active segment's indexes grow to ``segment.index.bytes`` when first loaded, not at the
@@ -146,11 +158,16 @@ def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: P
     trimmed = (offset_index.stat().st_size, time_index.stat().st_size)
     with monkeypatch.context() as mp:
         counts = count_os_calls(mp, ("ftruncate", "open", "fsync"))
+        opened = _opens_recorded(mp)
         m = LogManager(data, {}, background=False)
         assert counts["ftruncate"] == 0
         opened_loading = counts["open"]
-        # a .log and a leader-epoch checkpoint... per partition, not the two index files
-        assert opened_loading <= 3 * PARTITIONS + 20, opened_loading
+        # a .log, the leader-epoch checkpoint, the producer snapshot and the time index's tail
+        # (read only) per partition; no index file opened to write (to grow or map it)
+        assert opened_loading <= 4 * PARTITIONS + 20, opened_loading
+        index_opens = [(name, flags) for name, flags in opened if name.endswith("index")]
+        assert index_opens, opened
+        assert all(not flags & (os.O_RDWR | os.O_WRONLY) for _, flags in index_opens), index_opens
         m.close()
         assert counts["ftruncate"] == 0, counts
         # nothing written since the clean load: no partition's .log nor directory is fsynced

@@ -72,3 +72,29 @@ def test_drop_cached_ignores_what_it_cannot_do(tmp_path):
     os.close(fd)
     fsutil.drop_cached(fd, [(0, 4096)])                    # a closed descriptor: advice only
     fsutil.drop_cached(-1, [])
+
+
+@pytest.mark.parametrize("size", [0, 1, fsutil._FIRST_READ - 1, fsutil._FIRST_READ,
+                                  fsutil._FIRST_READ + 1, 3 * (1 << 20) + 5])
+def test_read_file_reads_the_whole_file(tmp_path, size):
+    """The file's bytes whatever its length: below, at and past the first read's size (a file
+    that fills the first read is read on to its end)."""
+    p = tmp_path / "f"
+    data = os.urandom(size)
+    p.write_bytes(data)
+    assert fsutil.read_file(str(p)) == data
+    assert fsutil.read_bytes(str(p), "read it") == data
+
+
+def test_read_file_errors(tmp_path):
+    """A missing file and a directory raise their ``OSError``; ``read_bytes`` names the file and
+    what was attempted. No descriptor is left open either way."""
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(FileNotFoundError):
+        fsutil.read_file(str(tmp_path / "missing"))
+    with pytest.raises(IsADirectoryError):
+        fsutil.read_file(str(tmp_path))
+    with pytest.raises(KafkalogIOError) as e:
+        fsutil.read_bytes(str(tmp_path / "missing"), "read producer snapshot")
+    assert "read producer snapshot" in str(e.value) and "missing" in str(e.value)
+    assert len(os.listdir("/proc/self/fd")) == fds

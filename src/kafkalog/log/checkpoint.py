@@ -35,6 +35,7 @@ from kafkalog.log.fsutil import (
     io_error,
     parent_dir,
     read_bytes,
+    read_file,
     wrap_os_errors,
 )
 from kafkalog.log.naming import (
@@ -123,6 +124,11 @@ class EntryFormatter(Generic[T]):
         """The entry, or ``None`` if the line is malformed."""
         raise NotImplementedError
 
+    def parse_canonical(self, data: bytes, version: int) -> Optional[List[T]]:
+        """The entries of a file of version ``version`` written as Kafka writes it, in one step;
+        None for anything else (then the file is parsed line by line, and what is wrong named)."""
+        return None
+
 
 class CheckpointFile(Generic[T]):
     """Kafka's generic checkpoint file.
@@ -186,8 +192,7 @@ class CheckpointFile(Generic[T]):
     def read_if_exists(self) -> Optional[List[T]]:
         """:meth:`read`, None when the file is missing (one open: no stat before it)."""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            data = read_file(self.path)
         except FileNotFoundError:
             return None
         except OSError as err:
@@ -198,6 +203,9 @@ class CheckpointFile(Generic[T]):
 def parse_checkpoint(data: bytes, version: int, formatter: EntryFormatter[T],
                      file: Optional[str] = None) -> List[T]:
     """Parse checkpoint bytes with Kafka's ``CheckpointReadBuffer`` rules."""
+    canonical = formatter.parse_canonical(data, version)
+    if canonical is not None:
+        return canonical
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -382,9 +390,25 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
+#: a version-0 ``leader-epoch-checkpoint`` as Kafka (and kafkalog) writes it: the count, then
+#: ``epoch offset`` lines, each number unsigned and short enough to be in range (an int32 epoch,
+#: an int64 offset)
+_CANONICAL_EPOCHS = re.compile(rb"0\n([0-9]{1,9})\n((?:[0-9]{1,9} [0-9]{1,18}\n)*)")
+
+
 class _EpochFormatter(EntryFormatter[EpochEntry]):
     def to_line(self, entry: EpochEntry) -> str:
         return f"{entry[0]} {entry[1]}"
+
+    def parse_canonical(self, data: bytes, version: int) -> Optional[List[EpochEntry]]:
+        """One match a file (a restart reads every partition's): 10 calls a line fewer."""
+        m = _CANONICAL_EPOCHS.fullmatch(data) if version == 0 else None
+        if m is None:
+            return None
+        numbers = [int(n) for n in m.group(2).split()]
+        if len(numbers) != 2 * int(m.group(1)):
+            return None                 # (the line-by-line parse names the count's error)
+        return [EpochEntry(numbers[i], numbers[i + 1]) for i in range(0, len(numbers), 2)]
 
     def from_line(self, line: str) -> Optional[EpochEntry]:
         parts = java_split_ws(line)
@@ -475,8 +499,7 @@ class PartitionMetadataFile:
     def read(self) -> PartitionMetadata:
         """Parse the file; :class:`CorruptCheckpointError` when malformed."""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            data = read_file(self.path)
         except OSError as err:
             raise io_error(err, self.path, "read partition metadata") from err
         try:

@@ -241,7 +241,13 @@ class FileRecords:
         logical size 0. An existing preallocated file's logical size is found by walking its headers
         up to the first zero/partial entry (Kafka does the same via recovery)."""
         try:
-            if not file_already_exists or not os.path.exists(path):
+            fd = -1
+            if file_already_exists:              # (no stat before: a missing file is made below)
+                try:
+                    fd = os.open(path, os.O_RDWR)
+                except FileNotFoundError:
+                    pass
+            if fd < 0:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
                 if preallocate and init_file_size > 0:
                     try:
@@ -250,7 +256,6 @@ class FileRecords:
                         os.ftruncate(fd, init_file_size)
                     return cls(path, fd, 0, True)
                 return cls(path, fd, os.fstat(fd).st_size, False)
-            fd = os.open(path, os.O_RDWR)
             length = os.fstat(fd).st_size
             if preallocate:
                 return cls(path, fd, length, True)

@@ -31,15 +31,18 @@ from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional,
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.file_records import BatchHeader, segment_next_offset
-from kafkalog.log.fsutil import fsync_dir
+from kafkalog.log.fsutil import READ_FLAGS, fsync_dir
 from kafkalog.log.naming import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
     INDEX_SUFFIXES,
     LOG_FILE_SUFFIX,
     PARTITION_METADATA_FILE,
     SEGMENT_SUFFIXES,
     SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
 )
 from kafkalog.log.producer_state import ProducerStateManager, rebuild_producer_state
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike, Scheduler
@@ -441,18 +444,20 @@ class LogLoader:
     def _index_problem(self, seg: LogSegment, base: int) -> Optional[str]:
         """Why the segment's indexes must be rebuilt (missing offset index, corrupt transaction
         index, or a failed sanity check of a segment that is not recovered anyway), or None."""
-        by_listing = not self._dir_changed()
+        listed = self._listed if not self._dir_changed() else None
+        stem = segment_file_name(base, "")
 
-        def exists(path: str) -> bool:           # by the listing while it holds: no stat per file
-            return os.path.basename(path) in self._listed if by_listing else os.path.exists(path)
+        def exists(suffix: str) -> bool:         # by the listing while it holds: no stat per file
+            name = stem + suffix + seg.file_suffix
+            return name in listed if listed is not None else os.path.exists(os.path.join(seg.dir, name))
 
-        if not exists(seg.offset_index_path):
+        if not exists(INDEX_FILE_SUFFIX):
             return "offset index file missing"
-        if not exists(seg.time_index_path):
+        if not exists(TIME_INDEX_FILE_SUFFIX):
             fd = os.open(seg.time_index_path, os.O_RDWR | os.O_CREAT, 0o644)
             os.close(fd)                                      # recreated empty (spec §2.8)
         try:
-            if exists(seg.txn_index_path):
+            if exists(TXN_INDEX_FILE_SUFFIX):
                 seg.txn_index.sanity_check()
         except KafkalogError as e:
             return f"corrupt transaction index: {e.message}"
@@ -625,9 +630,15 @@ def index_tails(size: int, offset_index_path: str, time_index_path: str
             tails.append((0, None))
             continue
         n = length // esz
-        with open(path, "rb") as f:
-            f.seek((n - 2) * esz if n >= 2 else 0)
-            tail = f.read(2 * esz if n >= 2 else esz)
+        want = 2 * esz if n >= 2 else esz
+        fd = os.open(path, READ_FLAGS)     # (three system calls: a buffered open and seek take six)
+        try:
+            tail = os.pread(fd, want, length - want)
+        finally:
+            os.close(fd)
+        if len(tail) < want:                # shrunk since the stat: nothing to seed from
+            tails.append(None)
+            continue
         layout = ">ii" if esz == 8 else ">qi"     # (offset, position) / (timestamp, offset)
         last = struct.unpack_from(layout, tail, len(tail) - esz)
         prev = struct.unpack_from(layout, tail, 0) if n >= 2 else None

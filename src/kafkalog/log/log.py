@@ -127,13 +127,14 @@ class Log:
              scheduler: Optional[Scheduler] = None, clock: Callable[[], int] = _now_ms,
              producer_state_manager: Optional[ProducerStateLike] = None,
              leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
-             stray_snapshots_later: bool = False) -> Log:
+             stray_snapshots_later: bool = False, dir_exists: bool = False) -> Log:
         """Open (creating when missing) a partition directory and run the loader (spec §4.8). The
         loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`.
         ``stray_snapshots_later``: the stray producer snapshots the load finds are deleted by
-        :meth:`delete_stray_snapshots` (the log manager's background), not during the load."""
+        :meth:`delete_stray_snapshots` (the log manager's background), not during the load.
+        ``dir_exists``: the caller found the directory (a data directory's listing): no stat."""
         from kafkalog.log.loader import load_log
-        if not os.path.isdir(dir_path):     # (a stat: a loaded partition's directory exists)
+        if not dir_exists and not os.path.isdir(dir_path):
             os.makedirs(os.fspath(dir_path), exist_ok=True)
         if producer_state_manager is None:
             from kafkalog.log.producer_state import ProducerStateManager

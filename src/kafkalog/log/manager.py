@@ -474,7 +474,7 @@ class LogManager:
                             had_clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler,
                             clock=self.clock,
                             producer_state_manager=self._producer_state(path, list_snapshots=False),
-                            stray_snapshots_later=True)
+                            stray_snapshots_later=True, dir_exists=True)
 
         threads = int(self.broker_config.num_recovery_threads_per_data_dir)
         strays = self._stray_snapshot_logs
