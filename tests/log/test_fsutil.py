@@ -84,6 +84,8 @@ def test_read_file_reads_the_whole_file(tmp_path, size):
     p.write_bytes(data)
     assert fsutil.read_file(str(p)) == data
     assert fsutil.read_bytes(str(p), "read it") == data
+    for limit in (0, 1, size, size + 1, fsutil._FIRST_READ + 7):     # a prefix: at most ``limit``
+        assert fsutil.read_file(str(p), limit) == data[:limit]
 
 
 def test_read_file_errors(tmp_path):

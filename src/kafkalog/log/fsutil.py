@@ -32,16 +32,17 @@ READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _FIRST_READ = 1 << 16
 
 
-def read_file(path: str) -> bytes:
-    """The whole of the file ``path`` in as few system calls as a file allows: an open, a read
-    (and a second when the first filled :data:`_FIRST_READ`), a close. ``open(path, "rb").read()``
-    takes eight (``fstat`` twice, ``ioctl``, ``lseek`` twice, a read to the end), and a restart
-    reads two small files a partition (its leader-epoch checkpoint and producer snapshot). An
-    ``OSError`` is raised as is (a directory's ``EISDIR`` from the read)."""
+def read_file(path: str, limit: Optional[int] = None) -> bytes:
+    """The whole of the file ``path`` (or its first ``limit`` bytes) in as few system calls as a
+    file allows: an open, a read (and more when the first filled :data:`_FIRST_READ`), a close.
+    ``open(path, "rb").read()`` takes eight (``fstat`` twice, ``ioctl``, ``lseek`` twice, a read
+    to the end), and a restart reads two small files a partition (its leader-epoch checkpoint and
+    producer snapshot). An ``OSError`` is raised as is (a directory's ``EISDIR`` from the read)."""
     fd = os.open(path, READ_FLAGS)
     try:
-        data = os.read(fd, _FIRST_READ)
-        if len(data) < _FIRST_READ:
+        first = _FIRST_READ if limit is None else limit
+        data = os.read(fd, first)
+        if len(data) < first or limit is not None:
             return data
         chunks = [data]
         while True:

@@ -30,7 +30,7 @@ from kafkalog.errors import (
     TransactionCoordinatorFencedError,
 )
 from kafkalog.log.file_records import BatchHeader, FileRecords
-from kafkalog.log.fsutil import atomic_rename, atomic_write, delete_if_exists, io_error, read_bytes
+from kafkalog.log.fsutil import atomic_rename, atomic_write, delete_if_exists, io_error, read_bytes, read_file
 from kafkalog.log.index.txn_index import AbortedTxn
 from kafkalog.log.kernel import producer_rows
 from kafkalog.log.naming import (
@@ -253,8 +253,7 @@ def write_snapshot(path: os.PathLike[str] | str, entries: Iterable[ProducerState
 def _holds(path: str, data: bytes) -> bool:
     """Whether the file ``path`` holds exactly ``data`` (False when it cannot be read)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(len(data) + 1) == data
+        return read_file(path, len(data) + 1) == data
     except OSError:
         return False
 
