@@ -197,9 +197,11 @@ def test_a_clean_load_leaves_the_indexes_of_idle_partitions_unopened(tmp_path: P
         with monkeypatch.context() as mp:
             counts = count_os_calls(mp, ("ftruncate", "fsync"))
             m.close()
-            # t-0's and t-2's .log, directory and producer snapshot; t-0's two index trims, and
-            # t-2's time index grown for the entry a close appends (as Kafka's) and trimmed
-            assert counts == {"ftruncate": 2 + 2, "fsync": 8 + 3 + 3}, counts
+            # t-0's and t-2's .log, directory and producer snapshot; t-0's two index trims; the
+            # entry a close appends to t-2's time index (as Kafka's) is written where the file
+            # ends, which is neither grown for it nor trimmed after it
+            assert counts == {"ftruncate": 2, "fsync": 8 + 3 + 3}, counts
+        assert (Path(data) / "t-2" / "00000000000000000000.timeindex").stat().st_size == 24
     finally:
         m.close()
     assert offset_index.stat().st_size in (8, 16) and time_index.stat().st_size in (12, 24, 36)

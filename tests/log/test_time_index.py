@@ -156,3 +156,80 @@ def test_lookup_oracle(tmp_path_factory, steps, targets):
         k = bisect_right(tss, t)
         assert i.lookup(t) == ((-1, 7) if k == 0 else (tss[k - 1], offs[k - 1]))
     i.close_handler()
+
+
+def _file_entries(path, n):
+    with open(path, "rb") as f:
+        data = f.read(n * 12)
+    return [(int.from_bytes(data[i:i + 8], "big"), int.from_bytes(data[i + 8:i + 12], "big"))
+            for i in range(0, len(data), 12)]
+
+
+def test_last_entry_is_written_without_a_mapping(tmp_path):
+    """A segment's last time-index entry (its recovery's end, its roll, its close: the appends with
+    ``skip_full_check``) is written with ``pwrite`` when the index is not mapped, and the index
+    stays unmapped; the next ordinary append maps the file, which holds both entries; the trimmed
+    file holds them after the close. A file trimmed to its entries grows by the one entry."""
+    import mmap
+    path = tmp_path / "00000000000000000045.timeindex"
+    i = TimeIndex(path, BASE, MAX_ENTRIES * 12)
+    i.maybe_append(10, BASE + 1)
+    i.close()                                           # trimmed to its one entry
+    assert path.stat().st_size == 12
+    i = TimeIndex(path, BASE, MAX_ENTRIES * 12)
+    i.resize_before_first_entry(MAX_ENTRIES * 12)      # (as a log's load leaves its active segment)
+    i.maybe_append(20, BASE + 2, skip_full_check=True)
+    assert not isinstance(i._mm, mmap.mmap)
+    assert path.stat().st_size == 24 and i.entries == 2     # (not grown for it)
+    assert _file_entries(path, 2) == [(10, 1), (20, 2)]
+    assert i.lookup(25) == (20, BASE + 2)
+    i.flush()                                           # (forced: fdatasync of the file)
+    i.close()
+    assert _file_entries(path, 3) == [(10, 1), (20, 2)]
+
+    i = TimeIndex(path, BASE, MAX_ENTRIES * 12)
+    i.resize(MAX_ENTRIES * 12)
+    i.maybe_append(30, BASE + 3, skip_full_check=True)
+    i.maybe_append(40, BASE + 4)                        # an ordinary append: through a mapping
+    assert isinstance(i._mm, mmap.mmap)
+    assert [tuple(e) for e in i] == [(10, BASE + 1), (20, BASE + 2), (30, BASE + 3), (40, BASE + 4)]
+    i.close()
+    assert path.stat().st_size == 48
+    assert _file_entries(path, 4) == [(10, 1), (20, 2), (30, 3), (40, 4)]
+
+
+def test_last_entry_on_a_full_file_system(tmp_path):
+    """The last entry written with ``pwrite`` on a full file system (a small tmpfs): a typed error
+    carrying ENOSPC, the index and the file as they were (no partial entry kept past the file's
+    end); once there is room the same append works."""
+    import errno
+    import os
+
+    from kafkalog.errors import KafkalogIOError
+    from tests.tmpfs import grow_tmpfs, mounted_tmpfs
+    with mounted_tmpfs(tmp_path / "mnt", "1m") as mnt:
+        path = mnt / "00000000000000000000.timeindex"
+        n = 4092 // 12                                  # its entries end 4 bytes before a page
+        i = TimeIndex(path, 0, 8192)
+        for k in range(n):
+            i.maybe_append(k + 1, k)
+        i.close()
+        assert path.stat().st_size == 4092
+        with open(mnt / "filler", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        i = TimeIndex(path, 0, 8192)
+        i.resize_before_first_entry(8192)
+        with pytest.raises(KafkalogIOError) as e:
+            i.maybe_append(n + 1, n, skip_full_check=True)
+        assert getattr(e.value, "errno", None) == errno.ENOSPC and str(path) in str(e.value)
+        assert i.entries == n and path.stat().st_size == 4092
+        os.unlink(mnt / "filler")
+        grow_tmpfs(mnt, "2m")
+        i.maybe_append(n + 1, n, skip_full_check=True)
+        assert i.entries == n + 1 and path.stat().st_size == 4104
+        i.close()
+        assert _file_entries(path, n + 1)[-2:] == [(n, n - 1), (n + 1, n)]

@@ -174,8 +174,8 @@ class LogLoader:
         self.names: List[str] = []
         #: :attr:`names` as a set, for :meth:`_index_problem`'s look-ups
         self._listed: Set[str] = set()
-        #: segment (id) -> its next offset, read by :meth:`_overflows` (a segment a recovery
-        #: touches is read again)
+        #: segment (id) -> its next offset, read by :meth:`_overflows`, then as its recovery (if
+        #: any) found it: the log end offset and the gap checks read no segment again
         self._next_offsets: Dict[int, int] = {}
 
     def load(self) -> LoadedLog:
@@ -313,8 +313,7 @@ class LogLoader:
                 continue
             reason = self._index_problem(seg, base)
             if reason is not None:
-                _recover_segment(seg, self.report, reason, self._recovery_psm(self.segments, seg),
-                                 self.cache, self.contiguous)
+                self._recover(seg, reason, self.segments)
                 self.recovered_ids.add(id(seg))
             seg.index_files_exist = True        # found, made empty or rebuilt: a flush loads none
             self.segments.append(seg)
@@ -339,9 +338,8 @@ class LogLoader:
                 if id(seg) in self.recovered_ids:
                     truncated = seg.last_recovery.truncated_bytes if seg.last_recovery else 0
                 else:
-                    truncated = _recover_segment(seg, self.report, "unclean shutdown",
-                                                 self._recovery_psm(segments[:i], seg), self.cache,
-                                                 self.contiguous, active=i == len(segments) - 1)
+                    truncated = self._recover(seg, "unclean shutdown", segments[:i],
+                                              active=i == len(segments) - 1)
                 gap = self._gap_after(i) if truncated == 0 else None
                 if truncated > 0 or gap is not None:
                     self._delete_after(i, f"follows truncated segment {seg.log_path}")
@@ -350,9 +348,7 @@ class LogLoader:
             return self.log_start_offset
         last = self.segments[-1]
         known = self._next_offsets.get(id(last))
-        if known is not None and self.had_clean_shutdown and id(last) not in self.recovered_ids:
-            return known            # read by _overflows, and nothing changed the segment since
-        return last.read_next_offset()
+        return known if known is not None else last.read_next_offset()
 
     def finish(self, next_offset: int) -> LoadedLog:
         """A log end offset below the log start offset deletes every segment; an empty log gets
@@ -381,10 +377,13 @@ class LogLoader:
         if self.psm is not None:
             # listed again when recovery may have written some
             self.psm.load_snapshots(self._snapshot_names())
+            if self._tmp_psm is not None and not self._names_moved():
+                self.psm.know_snapshot_bytes(self._tmp_psm.known_bytes)
             self.psm.remove_stray_snapshots([s.base_offset for s in segments],
                                             later=self.stray_snapshots_later)
             rebuild_producer_state(self.psm, segments, new_log_start, next_offset, self.clock(),
                                    reload_from_clean_shutdown=self.had_clean_shutdown)
+            self.psm.know_snapshot_bytes(None)
         if self.doomed:
             fsync_dir(self.dir)
             delete_segments_later(self.scheduler, self.config.file_delete_delay_ms, self.doomed)
@@ -412,6 +411,19 @@ class LogLoader:
         for later in self.segments[i + 1:]:
             self._delete_segment(later, reason)
         del self.segments[i + 1:]
+
+    def _recover(self, seg: LogSegment, why: str, before: List[LogSegment], active: bool = False) -> int:
+        """:func:`_recover_segment` of ``seg`` (the segments ``before`` it rebuild the producer
+        state it starts from); its next offset as the recovery found it noted. Returns the bytes
+        truncated."""
+        truncated = _recover_segment(seg, self.report, why, self._recovery_psm(before, seg), self.cache,
+                                     self.contiguous, active=active)
+        r = seg.last_recovery
+        if r is not None and r.next_offset is not None:
+            self._next_offsets[id(seg)] = r.next_offset
+        else:                                       # pragma: no cover - a recovery notes both
+            self._next_offsets.pop(id(seg), None)
+        return truncated
 
     def _overflows(self, seg: LogSegment, base: int) -> bool:
         """Offsets overflow a segment only where compaction left gaps (KAFKA-6264: legacy data,
@@ -459,6 +471,8 @@ class LogLoader:
         try:
             if exists(TXN_INDEX_FILE_SUFFIX):
                 seg.txn_index.sanity_check()
+            else:
+                seg.note_txn_index_absent()
         except KafkalogError as e:
             return f"corrupt transaction index: {e.message}"
         if self.had_clean_shutdown or base < _floor_base(self.logs, self.recovery_point):
@@ -472,7 +486,9 @@ class LogLoader:
         seg = segments[i]
         if not (self.contiguous and i + 1 < len(segments) and id(seg) not in self.split_ids):
             return None
-        nxt = seg.read_next_offset()
+        nxt = self._next_offsets.get(id(seg))
+        if nxt is None:
+            nxt = seg.read_next_offset()
         if not seg.size or nxt == segments[i + 1].base_offset:
             return None
         gap = f"segment ends at offset {nxt} but the next segment starts at {segments[i + 1].base_offset}"
@@ -575,13 +591,14 @@ def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
                      psm: Optional[ProducerStateLike], lec: Optional[LeaderEpochCacheLike],
                      contiguous: bool = False, active: bool = False) -> int:
     truncated = seg.recover(psm, lec, contiguous=contiguous, active=active)
+    r = seg.last_recovery
     if psm is not None:
-        psm.update_map_end_offset(seg.read_next_offset())
+        nxt = r.next_offset if r is not None else None
+        psm.update_map_end_offset(nxt if nxt is not None else seg.read_next_offset())
         # not fsynced (nor its directory): the state is the log's, a lost or torn snapshot is
         # found by its CRC and rebuilt from the log, as the snapshots rebuild_producer_state takes;
         # after a crash, two fsyncs per partition made the restart wait on the disk 10,000 times
         psm.take_snapshot(sync=False)
-    r = seg.last_recovery
     info: dict[str, object] = r.to_json() if r is not None else {"file": seg.log_path}
     info["why"] = why
     report.recovered_segments.append(info)

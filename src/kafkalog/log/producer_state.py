@@ -260,6 +260,9 @@ def _holds(path: str, data: bytes) -> bool:
 
 # --- the manager ----------------------------------------------------------------------------------
 
+_SUFFIX_LEN = len(PRODUCER_SNAPSHOT_FILE_SUFFIX)
+
+
 class ProducerStateManager:
     """Producer state of one partition.
 
@@ -288,6 +291,11 @@ class ProducerStateManager:
         self.snapshots: Dict[int, str] = {}
         #: stray snapshots' files left for :meth:`delete_stray_files` (offset -> path)
         self.stray_files: Dict[int, str] = {}
+        #: the bytes of snapshot files as this manager wrote or found them (``keep_files``), or as
+        #: another's passed on (:meth:`know_snapshot_bytes`): a load reads those from here, not the
+        #: file (after a crash every partition's recovery checked the file at its log end offset,
+        #: and the load's own manager read the same file again)
+        self.known_bytes: Dict[str, bytes] = {}
         if list_snapshots:      # (False: the loader lists them, from its listing of the directory)
             self.load_snapshots()
 
@@ -308,13 +316,19 @@ class ProducerStateManager:
                 return out
             except OSError as err:
                 raise io_error(err, self.log_dir, "list snapshots") from err
+        d = self.log_dir
+        sep = "" if d.endswith("/") else "/"
         for n in names:
             if n.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+                stem = n[:-_SUFFIX_LEN]
+                if len(stem) == 20 and stem.isdigit() and stem.isascii():    # (as Kafka names them)
+                    out[int(stem)] = f"{d}{sep}{n}"
+                    continue
                 try:
-                    out[offset_from_file_name(n)] = os.path.join(self.log_dir, n)
+                    out[offset_from_file_name(n)] = f"{d}{sep}{n}"
                 except KafkalogError:
                     continue
-        return dict(sorted(out.items()))
+        return dict(sorted(out.items())) if len(out) > 1 else out
 
     # --- state updates ---------------------------------------------------------------------------
 
@@ -605,10 +619,21 @@ class ProducerStateManager:
         data = snapshot_bytes(self.producers.values())
         if not (self.keep_files and _holds(path, data)):
             atomic_write(path, data, sync=sync)
+        if self.keep_files:
+            self.known_bytes[path] = data
         self.snapshots[self.last_map_offset] = path
         self.snapshots = dict(sorted(self.snapshots.items()))
         self.last_snap_offset = self.last_map_offset
         return path
+
+    def know_snapshot_bytes(self, known: Optional[Dict[str, bytes]]) -> None:
+        """The bytes of snapshot files another manager of the same directory just wrote or found
+        there (a recovery's, :attr:`known_bytes`): read from here once, instead of the files.
+        None: forget those not read."""
+        if known is None:
+            self.known_bytes.clear()
+        else:
+            self.known_bytes.update(known)
 
     def latest_snapshot_offset(self) -> Optional[int]:
         return next(reversed(self.snapshots)) if self.snapshots else None
@@ -633,7 +658,8 @@ class ProducerStateManager:
                 return
             path = self.snapshots[latest]
             try:
-                entries = read_snapshot(path)
+                known = self.known_bytes.pop(path, None)
+                entries = read_snapshot(path) if known is None else parse_snapshot(known, path)
             except (CorruptSnapshotError, KafkalogError):
                 self.remove_and_delete_snapshot(latest)
                 continue

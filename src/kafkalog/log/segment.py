@@ -26,6 +26,7 @@ from kafkalog.log.file_records import (
     TimestampAndOffset,
     segment_next_offset,
 )
+from kafkalog.log.fsutil import io_error
 from kafkalog.log.index.offset_index import OffsetIndex
 from kafkalog.log.index.time_index import TimeIndex
 from kafkalog.log.index.txn_index import AbortedTxn, TransactionIndex
@@ -106,7 +107,7 @@ class SegmentRecovery:
     valid_data_follows: Optional[bool] = None
     next_valid_position: Optional[int] = None
     batches: int = 0
-    #: the offset after the kept batches (:func:`scan_for_recovery`; None from a recovery)
+    #: the offset after the kept batches
     next_offset: Optional[int] = None
 
     def to_json(self) -> dict[str, object]:
@@ -213,6 +214,12 @@ class LogSegment:
                 if index is None:
                     index = self._txn_index = TransactionIndex(self.base_offset, self.txn_index_path)
         return index
+
+    def note_txn_index_absent(self) -> None:
+        """The ``.txnindex`` is known not to exist (the loader listed the directory): its index is
+        made without looking for the file, so a recovery's reset of it opens nothing."""
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(self.base_offset, self.txn_index_path, absent=True)
 
     def touch_indexes(self) -> None:
         """Create/map both index files now (Kafka touches them on the first append/flush/roll), so a
@@ -580,32 +587,46 @@ class LogSegment:
         stop: Tuple[Optional[str], Optional[int], str, Optional[bool], Optional[int]] = \
             (None, None, "clean", None, None)
         if size > 0:
-            fd = self.log.pin()
-            try:
-                mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)   # (keeps a descriptor of its own)
-            finally:
-                self.log.unpin()
+            mm = self._recovery_view(size)
+            walked = len(mm)            # (a file shorter than its logical size: what it holds)
             try:
                 finding = None
-                while finding is None and scan.valid < size:
+                while finding is None and scan.valid < walked:
                     before = scan.valid
-                    finding = self._recover_window(mm, size, scan, producer_state_manager,
+                    finding = self._recover_window(mm, walked, scan, producer_state_manager,
                                                    leader_epoch_cache, contiguous)
                     if finding is None and scan.valid == before:   # pragma: no cover - walker bug
                         raise KafkalogError("recovery walk made no progress", file=self.log.path,
                                             position=before)
                 if finding is not None:
-                    stop = _classify_stop(mm, size, finding, self.base_offset)
+                    stop = _classify_stop(mm, walked, finding, self.base_offset)
             finally:
-                mm.close()
+                if isinstance(mm, mmap.mmap):
+                    mm.close()
         truncated = self.log.truncate_to(scan.valid) if scan.valid < size else 0
         self._finish_recovery(scan, trim=not active)
         reason, bad_pos, kind, follows, next_valid = stop
         self.last_recovery = SegmentRecovery(self.log.path, scan.valid, truncated, reason,
-                                             bad_pos, kind, follows, next_valid, scan.batches)
+                                             bad_pos, kind, follows, next_valid, scan.batches,
+                                             scan.expect_next)
         return truncated
 
-    def _recover_window(self, mm: mmap.mmap, size: int, scan: _RecoveryScan,
+    def _recovery_view(self, size: int) -> bytes | mmap.mmap:
+        """The first ``size`` bytes of the ``.log`` for a recovery's walk: read when they are few
+        (:data:`_RECOVERY_READ_LIMIT`: one ``pread``, where a mapping took five system calls, a
+        partition's active segment after a crash), else mapped."""
+        fd = self.log.pin()
+        try:
+            if size <= _RECOVERY_READ_LIMIT:
+                try:
+                    return os.pread(fd, size, 0)
+                except OSError as err:
+                    raise io_error(err, self.log.path, "read segment for recovery") from err
+            return mmap.mmap(fd, size, access=mmap.ACCESS_READ)   # (keeps a descriptor of its own)
+        finally:
+            self.log.unpin()
+
+    def _recover_window(self, mm: bytes | mmap.mmap, size: int, scan: _RecoveryScan,
                         psm: Optional[ProducerStateLike], cache: Optional[LeaderEpochCacheLike],
                         contiguous: bool) -> Optional[Finding]:
         """Walk up to ``_RECOVERY_WINDOW`` batches from ``scan.valid`` and apply them: index
@@ -803,6 +824,8 @@ class LogSegment:
 # --- recovery steps ------------------------------------------------------------------------------
 
 _RECOVERY_WINDOW = 1 << 16        # batches per walk: bounded memory for the facts of a window
+#: a segment of at most this many bytes is read, not mapped, for its recovery
+_RECOVERY_READ_LIMIT = 1 << 20
 
 
 class _RecoveryScan:
@@ -822,7 +845,7 @@ class _RecoveryScan:
         self.latest_epoch = cache.latest_epoch() if cache is not None else None
 
 
-def _walk_window(mm: mmap.mmap, size: int, scan: _RecoveryScan, base: int, contiguous: bool
+def _walk_window(mm: bytes | mmap.mmap, size: int, scan: _RecoveryScan, base: int, contiguous: bool
                  ) -> Tuple[HeaderWalk, int, Optional[Finding]]:
     """One window of a recovery walk from ``scan.valid``: the walk, how many of its batches are
     valid, and where it stopped (None: more to walk, or the end). The one rule of what recovery
@@ -874,7 +897,7 @@ def scan_for_recovery(path: str, base_offset: int, contiguous: bool) -> SegmentR
                            next_valid, scan.batches, scan.expect_next)
 
 
-def _legacy_contiguity(mm: mmap.mmap, w: HeaderWalk, expect_next: int, n: int,
+def _legacy_contiguity(mm: bytes | mmap.mmap, w: HeaderWalk, expect_next: int, n: int,
                        finding: Optional[Finding]) -> Tuple[int, Optional[Finding]]:
     """``contiguous`` for compressed v0/v1 wrappers: their first offset (inside the wrapper) must
     be the previous batch's next offset. Cuts the walk at the first that is not."""
@@ -889,7 +912,7 @@ def _legacy_contiguity(mm: mmap.mmap, w: HeaderWalk, expect_next: int, n: int,
     return n, finding
 
 
-def _classify_stop(mm: mmap.mmap, size: int, f: Finding, base: int
+def _classify_stop(mm: bytes | mmap.mmap, size: int, f: Finding, base: int
                    ) -> Tuple[Optional[str], Optional[int], str, Optional[bool], Optional[int]]:
     """``(reason, position, kind, valid data follows, next valid position)`` of a recovery stop:
     a torn tail, a zero-filled tail, or corruption (then the bytes after it are probed)."""

@@ -537,6 +537,47 @@ class AbstractIndex(IndexFile, Generic[E]):
             os.close(fd)
         self._reserved = upto
 
+    def write_unmapped(self, n: int, entry: bytes) -> bool:
+        """Write entry ``n``, the next one, with ``pwrite`` when the index is not mapped, and keep
+        it unmapped: a segment's last time-index entry (the end of its recovery, its roll, its
+        close), for which a mapping made and dropped again cost seven system calls (an open, a
+        ``fallocate``, the page read, two ``mmap``, a close, a ``munmap``), three here. A full
+        disk is an error here as with a mapping (``pwrite`` fails, nothing stored through a hole);
+        a later write through a mapping reserves from byte 0 again, and :meth:`flush` forces the
+        file. False (nothing written) when the index is mapped, or does not hold exactly ``n``
+        entries read; the caller then writes through a mapping."""
+        size = self.entry_size
+        mm = self._mm
+        if isinstance(mm, (mmap.mmap, bytes)) or len(mm) != n * size or self._entries != n:
+            return False
+        self._check_writable()
+        end = (n + 1) * size
+        try:
+            fd = os.open(self._path, os.O_RDWR)
+        except OSError as err:
+            raise io_error(err, self._path, "write index entry") from err
+        failure: Optional[OSError] = None
+        try:
+            if os.pwrite(fd, entry, n * size) != size:        # (part of it: the file system is full)
+                failure = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as err:
+            failure = err
+        try:
+            if failure is not None and end > self._length:
+                os.ftruncate(fd, self._length)    # the length it had (a part past it may be stored)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        if failure is not None:                   # the entry not counted
+            raise _no_space(failure, self._path, "write index entry") from failure
+        self._mm = mm + entry           # (a new buffer: a lookup may be reading the old one)
+        if end > self._length:          # (a file trimmed to its entries, grown later if it must)
+            self._length = end
+            self._max_entries = n + 1
+        self._unforced = True
+        return True
+
     # --- resizing and truncation ---------------------------------------------------------------
 
     def resize(self, new_size: int) -> bool:
@@ -631,13 +672,18 @@ class AbstractIndex(IndexFile, Generic[E]):
     def _load_empty_file(self) -> None:
         rounded = self.max_index_size // self.entry_size * self.entry_size
         try:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-            if os.fstat(self._fd).st_size != rounded:
-                os.ftruncate(self._fd, rounded)       # sparse when it grows, as Kafka's setLength
+            try:
+                # the file is there (a recovery's): its length set in one system call, where an
+                # open, a stat, an ftruncate and a close took four (sparse when it grows, as
+                # Kafka's setLength)
+                os.truncate(self._path, rounded)
+            except FileNotFoundError:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+                os.ftruncate(self._fd, rounded)
             self._length = rounded
             self._entries = 0
             self._mm = bytearray()
-            self._map()
+            self._max_entries = rounded // self.entry_size
         except OSError as err:
             raise io_error(err, self._path, "reset index") from err
         finally:

@@ -28,6 +28,7 @@ ENTRY_SIZE = 12
 #: an entry: timestamp, relative offset
 ENTRY = struct.Struct(">qi")
 _pack_into = ENTRY.pack_into
+_pack = ENTRY.pack
 _unpack_from = ENTRY.unpack_from
 _ts_from = struct.Struct(">q").unpack_from
 _rel_from = struct.Struct(">8xi").unpack_from
@@ -129,9 +130,11 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             rel = offset - self.base_offset
             if rel < 0 or rel > INT32_MAX:
                 raise self._overflow(offset, n)
-            if n * 12 + 12 > self._reserved:
+            if n * 12 + 12 <= self._reserved:
+                _pack_into(self._mm, n * 12, timestamp, rel)
+            elif not (skip_full_check and self.write_unmapped(n, _pack(timestamp, rel))):
                 self.reserve(1)
-            _pack_into(self._mm, n * 12, timestamp, rel)
+                _pack_into(self._mm, n * 12, timestamp, rel)
             self._entries = n + 1
             self._last_ts = timestamp
             self._last_off = offset

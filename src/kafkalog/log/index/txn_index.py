@@ -90,7 +90,9 @@ class TransactionIndex(IndexFile):
         path: the file; it need not exist (created on first :meth:`append`).
     """
 
-    def __init__(self, start_offset: int, path: os.PathLike[str] | str) -> None:
+    def __init__(self, start_offset: int, path: os.PathLike[str] | str, *, absent: bool = False) -> None:
+        """``absent``: the caller knows the file does not exist (a log's load, from its listing
+        of the directory): it is not looked for (it is made at the first entry, as always)."""
         self.start_offset = start_offset
         self._path = os.fspath(path)
         self._fd = -1
@@ -98,7 +100,7 @@ class TransactionIndex(IndexFile):
         self._size = 0
         #: an entry was appended or the file truncated since it was opened (a flush has work)
         self.written = False
-        if self._open(create=False):       # (one open, no stat before it: absent is the common case)
+        if not absent and self._open(create=False):   # (one open, no stat first: absent is the common case)
             last = None
             try:
                 for txn, _ in self._iterate():
