@@ -148,3 +148,41 @@ def test_a_recovery_keeps_the_producer_snapshot_it_would_write_again(
 
 if __name__ == "__main__":          # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_a_recovery_reads_each_producer_snapshot_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a crash, each partition's recovery checks the producer snapshot at its log end offset
+    (a clean shutdown's) and the load's own producer-state manager then loaded the same file again:
+    now it parses the bytes the recovery checked. One open of a ``.snapshot`` a partition, and the
+    producers' state as the file holds it (the next sequence of each idempotent producer)."""
+    import time
+
+    from kafkalog.record.builder import build_batch
+    now = int(time.time() * 1000)                           # (older producers expire at the load)
+    data = str(tmp_path / "data")
+    m = LogManager(data, {}, background=False)
+    m.create_topic("t", 6)
+    for p in range(6):
+        m.get_log("t", p).append(build_batch([(None, b"v%d" % i, now) for i in range(3)],
+                                             producer_id=1000 + p, producer_epoch=0, base_sequence=0))
+    m.close()
+    LogManager(data, {}, background=False).abandon()        # restarted, then a crash
+    opened: list[str] = []
+    real = os.open
+
+    def recording(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        opened.append(os.path.basename(os.fspath(path)))
+        return real(path, flags, *args, **kwargs)
+    with monkeypatch.context() as mp:
+        mp.setattr(os, "open", recording)
+        m = LogManager(data, {}, background=False)
+    try:
+        assert not m.had_clean_shutdown and len(m.load_result.recovery_reports) == 6
+        assert Counter(n for n in opened if n.endswith(".snapshot")) == {"00000000000000000003.snapshot": 6}
+        for p in range(6):
+            log = m.get_log("t", p)
+            assert log.log_end_offset == 3
+            assert log.producer_state_manager.is_next_in_sequence(1000 + p, 0, 3)
+            assert not log.producer_state_manager.is_next_in_sequence(1000 + p, 0, 0)
+    finally:
+        m.close()

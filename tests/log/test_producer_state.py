@@ -231,3 +231,18 @@ def test_update_from_batch(psm):
                  transactional=True)
     assert psm.update_from_batch(bytes(b)) == []
     assert psm.last_entry(7).last_seq == 1 and psm.first_unstable_offset() == 5
+
+
+def test_snapshot_listing_from_names(tmp_path):
+    """The snapshots a directory listing names, in offset order: Kafka's 20-digit names read
+    directly, other digit prefixes parsed, a prefix past a long's range, a name without an offset
+    and a ``.deleted`` one skipped."""
+    m = ProducerStateManager(str(tmp_path), list_snapshots=False)
+    names = ["00000000000000000009.snapshot", "99999999999999999999.snapshot", "abc.snapshot",
+             "7.snapshot", "00000000000000000003.snapshot.deleted", "00000000000000000005.snapshot",
+             "00000000000000000005.log", "leader-epoch-checkpoint"]
+    got = m.load_snapshots(names)
+    assert got == {5: f"{tmp_path}/00000000000000000005.snapshot", 7: f"{tmp_path}/7.snapshot",
+                   9: f"{tmp_path}/00000000000000000009.snapshot"}
+    assert list(got) == [5, 7, 9]
+    assert m.load_snapshots(["00000000000000000042.snapshot"]) == {42: f"{tmp_path}/00000000000000000042.snapshot"}

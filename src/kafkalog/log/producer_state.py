@@ -44,6 +44,7 @@ from kafkalog.record.constants import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     INT32_MAX,
+    INT64_MAX,
     LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -322,7 +323,9 @@ class ProducerStateManager:
             if n.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
                 stem = n[:-_SUFFIX_LEN]
                 if len(stem) == 20 and stem.isdigit() and stem.isascii():    # (as Kafka names them)
-                    out[int(stem)] = f"{d}{sep}{n}"
+                    off = int(stem)
+                    if off <= INT64_MAX:            # (past it: not an offset, skipped as before)
+                        out[off] = f"{d}{sep}{n}"
                     continue
                 try:
                     out[offset_from_file_name(n)] = f"{d}{sep}{n}"

@@ -567,9 +567,11 @@ class LogSegment:
         previous one, so a damaged baseOffset (outside the CRC) is caught even when it grows.
         ``active`` (the log's last segment, which the load resizes to ``segment.index.bytes``
         next): its indexes are left at that length, not trimmed to their entries first (each file
-        was cut and grown again after every crash); the mapping the time index's last entry was
-        written through is dropped all the same (:meth:`AbstractIndex.release_mapping`: one kept
-        by each recovered partition reached the kernel's 65,530 at 100,000 partitions).
+        was cut and grown again after every crash); the time index's last entry is written
+        without a mapping when the index has none (:meth:`AbstractIndex.write_unmapped`), and a
+        mapping it was written through is dropped all the same
+        (:meth:`AbstractIndex.release_mapping`: one kept by each recovered partition reached the
+        kernel's 65,530 at 100,000 partitions).
 
         Better than Kafka: the stop is classified (partial tail, zero-filled tail, or corruption)
         and, for corruption, the bytes after the bad entry are probed for further valid batches so
