@@ -206,7 +206,7 @@ def test_last_entry_on_a_full_file_system(tmp_path):
     import os
 
     from kafkalog.errors import KafkalogIOError
-    from tests.tmpfs import grow_tmpfs, mounted_tmpfs
+    from tests.tmpfs import fill_tmpfs, grow_tmpfs, mounted_tmpfs
     with mounted_tmpfs(tmp_path / "mnt", "1m") as mnt:
         path = mnt / "00000000000000000000.timeindex"
         n = 4092 // 12                                  # its entries end 4 bytes before a page
@@ -215,19 +215,14 @@ def test_last_entry_on_a_full_file_system(tmp_path):
             i.maybe_append(k + 1, k)
         i.close()
         assert path.stat().st_size == 4092
-        with open(mnt / "filler", "wb", buffering=0) as f:
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass
+        filler = fill_tmpfs(mnt)
         i = TimeIndex(path, 0, 8192)
         i.resize_before_first_entry(8192)
         with pytest.raises(KafkalogIOError) as e:
             i.maybe_append(n + 1, n, skip_full_check=True)
         assert getattr(e.value, "errno", None) == errno.ENOSPC and str(path) in str(e.value)
         assert i.entries == n and path.stat().st_size == 4092
-        os.unlink(mnt / "filler")
+        os.unlink(filler)
         grow_tmpfs(mnt, "2m")
         i.maybe_append(n + 1, n, skip_full_check=True)
         assert i.entries == n + 1 and path.stat().st_size == 4104

@@ -12,7 +12,7 @@ import pytest
 
 from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
-from tests.tmpfs import grow_tmpfs, mounted_tmpfs
+from tests.tmpfs import fill_tmpfs, grow_tmpfs, mounted_tmpfs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -118,12 +118,7 @@ def test_reopen_on_full_disk_rebuilding_an_index(small_tmpfs):
     for name in os.listdir(d / "t-0"):
         if name.endswith(".index"):
             os.unlink(d / "t-0" / name)
-    with open(small_tmpfs / "filler", "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-        except OSError:
-            pass
+    fill_tmpfs(small_tmpfs)
     p = subprocess.run([sys.executable, "-c", REOPEN, str(d)], capture_output=True, text=True,
                        timeout=120, cwd=ROOT)
     assert p.returncode == 0, f"the process died (status {p.returncode}) opening a log on a full disk"

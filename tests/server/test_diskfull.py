@@ -7,7 +7,6 @@ after a restart with space every acknowledged record is there and ``kafkalog ver
 
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.server.broker_process import BrokerProcess
 from tests.server.raw import connect, recv_frame, request_frame, response_of
-from tests.tmpfs import grow_tmpfs, mounted_tmpfs
+from tests.tmpfs import fill_tmpfs, grow_tmpfs, mounted_tmpfs
 
 TOPIC = "filling"
 #: small indexes and segments larger than the file system: the .log fills it
@@ -143,26 +142,6 @@ def _committed(bootstrap: str, group: str) -> int:
         c.close()
 
 
-def _fill(mnt: Path) -> None:
-    """Write a file on the file system until it is full (ENOSPC)."""
-    fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        chunk = b"\0" * 65536
-        while True:
-            try:
-                os.write(fd, chunk)
-            except OSError as e:
-                assert e.errno == errno.ENOSPC, e
-                break
-        while True:                      # the last partial chunk
-            try:
-                os.write(fd, b"\0" * 512)
-            except OSError:
-                break
-    finally:
-        os.close(fd)
-
-
 def test_offset_commit_on_a_full_disk_is_not_acknowledged(small_tmpfs: Path) -> None:
     """A commit whose write to ``__consumer_offsets`` fails with ENOSPC: NOT_COORDINATOR, as Kafka's
     group coordinator answers a storage error (the client looks for its coordinator again); the
@@ -178,7 +157,7 @@ def test_offset_commit_on_a_full_disk_is_not_acknowledged(small_tmpfs: Path) -> 
         p.produce(TOPIC, value=b"x", partition=0)
         assert p.flush(30) == 0
         assert _commit(b.port, "g", 1) == 0
-        _fill(small_tmpfs)
+        fill_tmpfs(small_tmpfs)
         acknowledged, codes = 1, []
         for offset in range(2, 2000):          # a write may still fit in a page already held
             code = _commit(b.port, "g", offset)
