@@ -106,8 +106,10 @@ def offset_from_file_name(name: str) -> int:
 
     Raises :class:`LogDirError` naming the file when the prefix is not a non-negative long.
     """
-    base = os.path.basename(os.fspath(name))
-    prefix = base.split(".", 1)[0]
+    base = os.fspath(name)
+    if "/" in base:             # (a listing's names have none: no split of a path for them)
+        base = os.path.basename(base)
+    prefix = base.partition(".")[0]
     if not prefix.isdigit() or not prefix.isascii():
         raise LogDirError(f"File name {base!r} does not start with an offset", file=name)
     value = int(prefix)

@@ -44,7 +44,6 @@ from kafkalog.record.constants import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     INT32_MAX,
-    INT64_MAX,
     LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -261,9 +260,6 @@ def _holds(path: str, data: bytes) -> bool:
 
 # --- the manager ----------------------------------------------------------------------------------
 
-_SUFFIX_LEN = len(PRODUCER_SNAPSHOT_FILE_SUFFIX)
-
-
 class ProducerStateManager:
     """Producer state of one partition.
 
@@ -321,12 +317,6 @@ class ProducerStateManager:
         sep = "" if d.endswith("/") else "/"
         for n in names:
             if n.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
-                stem = n[:-_SUFFIX_LEN]
-                if len(stem) == 20 and stem.isdigit() and stem.isascii():    # (as Kafka names them)
-                    off = int(stem)
-                    if off <= INT64_MAX:            # (past it: not an offset, skipped as before)
-                        out[off] = f"{d}{sep}{n}"
-                    continue
                 try:
                     out[offset_from_file_name(n)] = f"{d}{sep}{n}"
                 except KafkalogError:
