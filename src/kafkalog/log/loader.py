@@ -416,13 +416,9 @@ class LogLoader:
         """:func:`_recover_segment` of ``seg`` (the segments ``before`` it rebuild the producer
         state it starts from); its next offset as the recovery found it noted. Returns the bytes
         truncated."""
-        truncated = _recover_segment(seg, self.report, why, self._recovery_psm(before, seg), self.cache,
-                                     self.contiguous, active=active)
-        r = seg.last_recovery
-        if r is not None and r.next_offset is not None:
-            self._next_offsets[id(seg)] = r.next_offset
-        else:                                       # pragma: no cover - a recovery notes both
-            self._next_offsets.pop(id(seg), None)
+        truncated, self._next_offsets[id(seg)] = _recover_segment(
+            seg, self.report, why, self._recovery_psm(before, seg), self.cache, self.contiguous,
+            active=active)
         return truncated
 
     def _overflows(self, seg: LogSegment, base: int) -> bool:
@@ -589,12 +585,14 @@ def _floor_base(logs: Mapping[int, str], recovery_point: int) -> int:
 
 def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
                      psm: Optional[ProducerStateLike], lec: Optional[LeaderEpochCacheLike],
-                     contiguous: bool = False, active: bool = False) -> int:
+                     contiguous: bool = False, active: bool = False) -> Tuple[int, int]:
+    """Recover ``seg``; returns the bytes truncated and the segment's next offset after it (as
+    the recovery found it)."""
     truncated = seg.recover(psm, lec, contiguous=contiguous, active=active)
     r = seg.last_recovery
+    nxt = r.next_offset if r is not None and r.next_offset is not None else seg.read_next_offset()
     if psm is not None:
-        nxt = r.next_offset if r is not None else None
-        psm.update_map_end_offset(nxt if nxt is not None else seg.read_next_offset())
+        psm.update_map_end_offset(nxt)
         # not fsynced (nor its directory): the state is the log's, a lost or torn snapshot is
         # found by its CRC and rebuilt from the log, as the snapshots rebuild_producer_state takes;
         # after a crash, two fsyncs per partition made the restart wait on the disk 10,000 times
@@ -610,7 +608,7 @@ def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
         if r.kind == "corruption":
             report.corruptions.append(dict(entry, validDataFollows=r.valid_data_follows,
                                            nextValidPosition=r.next_valid_position))
-    return truncated
+    return truncated, nxt
 
 
 #: what :func:`index_tails` read of an index file: its length and last entry as stored
