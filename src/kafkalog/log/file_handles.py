@@ -15,7 +15,9 @@ Rules (each a promise to the callers of ``FileRecords``):
   Under the GIL list appends and attribute stores are atomic and ordered, so either the user sees
   -1 (and reopens through :meth:`FileHandles.reopen`, which waits for the lock) or the evictor
   sees the pin. One pin costs a list append and pop and an ``OrderedDict.move_to_end``, nothing
-  that grows with the number of files;
+  that grows with the number of files. That touch takes no lock, so the evictor never iterates
+  ``lru``: it takes its oldest owner out with ``popitem`` (one C call) and puts a pinned one back
+  (a touch meanwhile raises KeyError and waits for the lock: :meth:`FileHandles.touch`);
 * nothing acknowledged is lost: a descriptor with appends not yet fsynced (``unflushed``) is
   fsynced before it is closed. Linux reports a writeback error only to the descriptors open when
   it happened (and to the next opener only while the inode stays cached), so closing a descriptor
@@ -186,14 +188,13 @@ class FileHandles:
                     continue
             if od and tries > 0:
                 tries -= 1
-                owner = next(iter(od))
+                # (taken out with one C call: users touch ``od`` without the lock, and an
+                # iterator over it fails if a touch lands between its creation and its first step)
+                owner, _ = od.popitem(last=False)
                 if owner.unflushed:
-                    del od[owner]
                     parked[owner] = None
-                elif self._close(owner):
-                    del od[owner]
-                else:
-                    od.move_to_end(owner)
+                elif not self._close(owner):
+                    od[owner] = None                 # pinned: back to the young end
                 continue
             if parked and len(cleaning) < over:
                 owner = next(iter(parked))
