@@ -570,15 +570,19 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> Optional[int]:
         """min(first offset of an ongoing txn, first offset of a completed txn whose marker is not
-        yet below the high watermark), or ``None``."""
-        ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
-        if not unreplicated:
-            return next(iter(ongoing)) if ongoing else None     # on every fetch: no list made
-        first = next(iter(unreplicated))
-        return min(next(iter(ongoing)), first) if ongoing else first
-
-    def first_undecided_offset(self) -> Optional[int]:
-        return next(iter(self.ongoing_txns)) if self.ongoing_txns else None
+        yet below the high watermark), or ``None``. Readers call it without the log's lock (every
+        fetch's last stable offset): an append in another thread that begins or completes a
+        transaction meanwhile makes the first step of an iterator fail, and the read is taken
+        again."""
+        while True:
+            ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
+            try:
+                if not unreplicated:
+                    return next(iter(ongoing)) if ongoing else None     # no list made
+                first = next(iter(unreplicated))
+                return min(next(iter(ongoing)), first) if ongoing else first
+            except (RuntimeError, StopIteration):   # changed (or emptied) under the iterator
+                continue
 
     def update_map_end_offset(self, offset: int) -> None:
         self.last_map_offset = offset
