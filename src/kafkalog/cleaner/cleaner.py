@@ -81,17 +81,17 @@ class LogToClean:
 def last_records_of_active_producers(log: Log, now: int) -> Dict[int, LastRecord]:
     """Producer id -> :class:`LastRecord` for the producers whose state must survive cleaning.
 
-    Uses the log's producer-state manager when it has one; otherwise scans the batch headers of
-    the whole log (producers whose last batch is older than ``producer.id.expiration.ms`` are
-    expired, as the producer-state manager would have expired them).
+    Uses the log's producer-state manager when it has one, read under the log's lock
+    (:meth:`Log.last_records_of_active_producers`: a loop here over the live map failed with
+    'dictionary changed size during iteration' while another thread appended). Otherwise scans
+    the batch headers of the whole log (producers whose last batch is older than
+    ``producer.id.expiration.ms`` are expired, as the producer-state manager would have expired
+    them).
     """
     psm = log.producer_state_manager
     if psm is not None:
-        out = {}
-        for pid, e in psm.producers.items():
-            ldo = e.last_data_offset
-            out[pid] = LastRecord(ldo if ldo >= 0 else None, e.producer_epoch)
-        return out
+        return {pid: LastRecord(ldo if ldo >= 0 else None, epoch)
+                for pid, (ldo, epoch) in log.last_records_of_active_producers().items()}
     expiration = int(BrokerConfig({}).producer_id_expiration_ms)   # (the broker's default)
     state: Dict[int, list] = {}
     for seg in log.segments:

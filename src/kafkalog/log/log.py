@@ -20,7 +20,7 @@ import struct
 import threading
 from bisect import bisect_right
 from time import perf_counter
-from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafkalog.errors import (
     KafkalogError,
@@ -1009,6 +1009,16 @@ class Log:
             return []
         with self._lock:
             return psm.remove_expired_producers(now_ms)
+
+    def last_records_of_active_producers(self) -> Dict[int, Tuple[int, int]]:
+        """Producer id -> (offset of its last data record or -1, its epoch), read under the
+        log's lock (Kafka's ``UnifiedLog.lastRecordsOfActiveProducers``, for the cleaner's
+        thread): an append in another thread adds producers to the map, expiry takes some out."""
+        psm = self.producer_state_manager
+        if psm is None:
+            return {}
+        with self._lock:
+            return {pid: (e.last_data_offset, e.producer_epoch) for pid, e in psm.producers.items()}
 
     # --- deletion (used by retention) ------------------------------------------------------------
 
