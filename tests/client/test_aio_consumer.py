@@ -102,3 +102,41 @@ def test_aio_stop_commits_only_what_was_handed_out(tmp_path):
 
         asyncio.run(main())
         assert dl.consumer("t", group_id="g").committed(TP) == 2
+
+
+def test_aio_seek_after_a_cancelled_wait(tmp_path):
+    """aiokafka's pattern: a ``getone`` cancelled (a timeout) while its poll waits in the worker,
+    records arrive and that poll reads them, then a seek. The records the poll read from the old
+    position are not handed out, its advance does not undo the seek: position and the records
+    follow the seek (the poll's records were handed out first, from offset 0)."""
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        dl.create_topic("t", 1)
+
+        async def main() -> None:
+            c = AIOKafkaConsumer(dl, auto_offset_reset="earliest", enable_auto_commit=False)
+            await c.start()
+            c.assign([TP])
+            waiter = asyncio.create_task(c.getone())
+            await asyncio.sleep(0.05)               # its poll waits in the worker: nothing yet
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            await asyncio.to_thread(dl.produce_many, "t", [b"v%d" % i for i in range(10)])
+            await asyncio.sleep(0.3)                # the poll still in flight reads 0..9
+            c.seek(TP, 5)
+            assert await c.position(TP) == 5
+            assert [(await c.getone()).offset for _ in range(5)] == [5, 6, 7, 8, 9]
+            c.seek(TP, 8)                           # no poll in flight: at once
+            assert (await c.getone()).offset == 8
+            assert (await c.getone()).offset == 9
+            waiter = asyncio.create_task(c.getmany(timeout_ms=2000))
+            await asyncio.sleep(0.05)
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            await c.seek_to_beginning(TP)            # a poll in flight again, then a reset
+            assert await c.position(TP) == 0
+            assert (await c.getone()).offset == 0
+            await c.stop()
+
+        asyncio.run(main())

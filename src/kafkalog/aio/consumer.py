@@ -30,6 +30,7 @@ from kafkalog.client.consumer import (
 )
 from kafkalog.client.datalog import DataLog
 from kafkalog.client.datalog import open as open_datalog
+from kafkalog.errors import InvalidConfigError
 
 __all__ = ["AIOKafkaConsumer"]
 
@@ -60,6 +61,9 @@ class AIOKafkaConsumer:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: dict[TopicPartition, list[ConsumerRecord]] = {}
         self._inflight: asyncio.Future[dict[TopicPartition, list[ConsumerRecord]]] | None = None
+        #: seeks made while a poll was in flight (it moves positions in the worker): made once it
+        #: has ended, its records of those partitions dropped (:meth:`_settle`)
+        self._seeks: dict[TopicPartition, int] = {}
         self._closed = False
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -83,10 +87,7 @@ class AIOKafkaConsumer:
             return
         self._closed = True
         consumer = self._consumer
-        if self._inflight is not None:                # a cancelled wait's poll: its records count too
-            for tp, recs in (await asyncio.shield(self._inflight)).items():
-                self._pending.setdefault(tp, []).extend(recs)
-            self._inflight = None
+        await self._settle()                          # a cancelled wait's poll: its records count too
         handed_out = {tp: recs[0].offset for tp, recs in self._pending.items() if recs}
         self._pending = {}
 
@@ -110,9 +111,36 @@ class AIOKafkaConsumer:
         await self.stop()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn`` in the worker, after a poll left in flight by a cancelled wait has ended and
+        the seeks made meanwhile are in place (:meth:`_settle`)."""
         if self._executor is None:
             raise IllegalStateError("AIOKafkaConsumer is not started: await start() first")
+        await self._settle()
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def _settle(self) -> int:
+        """Wait for the poll a cancelled wait left in flight, if any: its records go to those
+        fetched and not handed out (but those of partitions sought since it started), then the
+        seeks made meanwhile are made (the worker is idle: no position moves under them).
+        Returns how many records it kept."""
+        fut = self._inflight
+        if fut is None:
+            return 0
+        got = await asyncio.shield(fut)         # cancelled: the poll stays in flight for the next call
+        if self._inflight is not fut:           # (another task settled it meanwhile)
+            return 0
+        self._inflight = None
+        seeks, self._seeks = self._seeks, {}
+        kept = 0
+        for tp, recs in got.items():
+            if tp not in seeks:
+                self._pending.setdefault(tp, []).extend(recs)
+                kept += len(recs)
+        consumer = self._consumer
+        assert consumer is not None             # (a poll was started)
+        for tp, offset in seeks.items():
+            consumer.seek(tp, offset)
+        return kept
 
     @property
     def _c(self) -> Consumer:
@@ -151,16 +179,29 @@ class AIOKafkaConsumer:
         return self._c.paused()
 
     def seek(self, partition: TopicPartitionLike, offset: int) -> None:
-        self._c.seek(partition, offset)
-        self._pending.pop(TopicPartition(*partition), None)
+        """The next records of ``partition`` from ``offset``. While a poll a cancelled wait left
+        runs in the worker (it moves positions there), the seek is checked now and made when that
+        poll ends, its records of the partition dropped (:meth:`_settle`)."""
+        tp = TopicPartition(*partition)
+        if self._inflight is None:
+            self._c.seek(tp, offset)
+        else:
+            if not isinstance(offset, int) or offset < 0:
+                raise InvalidConfigError(f"seek offset must not be a negative number, got {offset!r}")
+            if tp not in self._c.assignment():
+                raise IllegalStateError(f"No current assignment for partition {tp}")
+            self._seeks[tp] = offset
+        self._pending.pop(tp, None)
 
     # --- file work in the worker --------------------------------------------------------------
 
     async def seek_to_beginning(self, *partitions: TopicPartitionLike) -> None:
+        await self._settle()
         self._drop_pending(partitions)
         await self._run(self._c.seek_to_beginning, *partitions)
 
     async def seek_to_end(self, *partitions: TopicPartitionLike) -> None:
+        await self._settle()
         self._drop_pending(partitions)
         await self._run(self._c.seek_to_end, *partitions)
 
@@ -172,6 +213,7 @@ class AIOKafkaConsumer:
 
     async def position(self, partition: TopicPartitionLike) -> int:
         tp = TopicPartition(*partition)
+        await self._settle()
         pending = self._pending.get(tp)
         if pending:
             return pending[0].offset
@@ -184,6 +226,7 @@ class AIOKafkaConsumer:
 
     async def commit(self, offsets: Mapping[TopicPartitionLike, Any] | None = None) -> None:
         """Commit ``offsets`` or, by default, the positions of what this consumer has returned."""
+        await self._settle()
         if offsets is None and self._pending:
             positions: dict[TopicPartitionLike, Any] = {
                 tp: recs[0].offset for tp, recs in self._pending.items() if recs}
@@ -213,21 +256,16 @@ class AIOKafkaConsumer:
 
     # --- fetching -----------------------------------------------------------------------------
 
-    async def _poll(self, timeout_ms: float, max_records: int | None
-                    ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """One poll in the worker. A caller cancelled while it runs leaves it in flight: the next call
-        takes its result, so no fetched record is dropped."""
-        if self._inflight is not None:          # a cancelled poll still running: take its result
-            fut = self._inflight
-        else:
-            loop = asyncio.get_running_loop()
+    async def _poll(self, timeout_ms: float, max_records: int | None) -> int:
+        """One poll in the worker, its records added to those fetched and not handed out; returns
+        how many. A caller cancelled while it runs leaves it in flight: the next call takes its
+        result (:meth:`_settle`), so no fetched record is dropped."""
+        if self._inflight is None:
             if self._executor is None:
                 raise IllegalStateError("AIOKafkaConsumer is not started: await start() first")
-            fut = loop.run_in_executor(self._executor, self._c.poll, timeout_ms, max_records)
-            self._inflight = fut
-        got = await asyncio.shield(fut)        # cancelled: the poll stays in flight for the next call
-        self._inflight = None
-        return got
+            self._inflight = asyncio.get_running_loop().run_in_executor(
+                self._executor, self._c.poll, timeout_ms, max_records)
+        return await self._settle()
 
     def _take(self, partitions: set[TopicPartition], max_records: int | None
               ) -> dict[TopicPartition, list[ConsumerRecord]]:
@@ -261,8 +299,6 @@ class AIOKafkaConsumer:
                 return got
             left_ms = max(0.0, (deadline - loop.time()) * 1000.0)
             polled = await self._poll(min(left_ms, _WAIT_SLICE_MS), max_records)
-            for tp, recs in polled.items():
-                self._pending.setdefault(tp, []).extend(recs)
             if not polled and loop.time() >= deadline:
                 return {}
 
@@ -273,9 +309,7 @@ class AIOKafkaConsumer:
             got = self._take(wanted, 1)
             if got:
                 return next(iter(got.values()))[0]
-            polled = await self._poll(_WAIT_SLICE_MS, None)
-            for tp, recs in polled.items():
-                self._pending.setdefault(tp, []).extend(recs)
+            await self._poll(_WAIT_SLICE_MS, None)
 
     def __aiter__(self) -> AIOKafkaConsumer:
         return self
