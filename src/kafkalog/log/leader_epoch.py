@@ -1,7 +1,10 @@
 """The leader-epoch cache of a partition (Kafka's ``LeaderEpochFileCache``, spec §3.4), persisted
 in ``leader-epoch-checkpoint`` through :class:`~kafkalog.log.checkpoint.LeaderEpochCheckpointFile`.
 
-Entries ``(epoch, start_offset)`` are kept with both columns strictly increasing.
+Entries ``(epoch, start_offset)`` are kept with both columns strictly increasing, as two lists
+published together in one tuple and never changed once published: a change (under the cache's
+lock) publishes new lists, so the readers, who take no lock (a fetch, Metadata, on threads other
+than a truncation's: retention moving the log start offset), read both columns of one state.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ class LeaderEpochFileCache:
         self.checkpoint = checkpoint
         self.topic_partition = topic_partition
         self._lock = threading.RLock()
-        self._epochs: List[int] = []
-        self._offsets: List[int] = []
+        #: (epochs, start offsets): replaced, never changed in place (see the module's docstring)
+        self._cols: Tuple[List[int], List[int]] = ([], [])
         #: the entries the file holds (as read or last written; None: no file) and whether they
         #: were synced: a write of the same entries is skipped (a restart's truncate-and-assign of
         #: the same epoch rewrote every partition's file)
@@ -75,9 +78,10 @@ class LeaderEpochFileCache:
     # --- mutation -------------------------------------------------------------------------------
 
     def _needs_update(self, epoch: int, start_offset: int) -> bool:
-        if not self._epochs:
+        epochs, offsets = self._cols
+        if not epochs:
             return True
-        return epoch != self._epochs[-1] or start_offset < self._offsets[-1]
+        return epoch != epochs[-1] or start_offset < offsets[-1]
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or start_offset < 0:
@@ -86,19 +90,19 @@ class LeaderEpochFileCache:
         if not self._needs_update(epoch, start_offset):
             return False
         # remove (from the end) entries with epoch >= new epoch or start offset >= new offset
-        epochs, offsets = self._epochs, self._offsets
-        while epochs and (epochs[-1] >= epoch or offsets[-1] >= start_offset):
-            epochs.pop()
-            offsets.pop()
-        epochs.append(epoch)
-        offsets.append(start_offset)
+        epochs, offsets = self._cols
+        n = len(epochs)
+        while n and (epochs[n - 1] >= epoch or offsets[n - 1] >= start_offset):
+            n -= 1
+        self._cols = (epochs[:n] + [epoch], offsets[:n] + [start_offset])
         return True
 
     def assign(self, epoch: int, start_offset: int, sync: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns whether the cache changed
         (then the checkpoint is written, fsynced unless ``sync`` is False: such a write is
         fsynced by :meth:`flush_if_unsynced`, which the log's flush calls)."""
-        if self._epochs and epoch == self._epochs[-1] and start_offset >= self._offsets[-1] \
+        epochs, offsets = self._cols
+        if epochs and epoch == epochs[-1] and start_offset >= offsets[-1] \
                 and epoch >= 0 and start_offset >= 0:
             return False  # hot path: same epoch again
         with self._lock:
@@ -112,11 +116,11 @@ class LeaderEpochFileCache:
     def truncate_from_end(self, end_offset: int) -> None:
         """Remove entries with ``start_offset >= end_offset``."""
         with self._lock:
-            if end_offset >= 0 and self._offsets and self._offsets[-1] >= end_offset:
+            epochs, offsets = self._cols
+            if end_offset >= 0 and offsets and offsets[-1] >= end_offset:
                 before = self.latest_epoch()
-                i = bisect_left(self._offsets, end_offset)
-                del self._epochs[i:]
-                del self._offsets[i:]
+                i = bisect_left(offsets, end_offset)
+                self._cols = (epochs[:i], offsets[:i])
                 self._latest_changed(before)
                 self._flush(sync=False)
 
@@ -124,22 +128,18 @@ class LeaderEpochFileCache:
         """Remove entries with ``start_offset <= start_offset`` and re-insert the last removed
         epoch at ``start_offset``."""
         with self._lock:
-            i = bisect_right(self._offsets, start_offset)
-            if i == 0 or (i == 1 and self._offsets[0] == start_offset):
+            epochs, offsets = self._cols
+            i = bisect_right(offsets, start_offset)
+            if i == 0 or (i == 1 and offsets[0] == start_offset):
                 return          # nothing before start_offset: the checkpoint stays as it is
-            last_epoch = self._epochs[i - 1]
-            del self._epochs[:i]
-            del self._offsets[:i]
-            self._epochs.insert(0, last_epoch)
-            self._offsets.insert(0, start_offset)
+            self._cols = ([epochs[i - 1]] + epochs[i:], [start_offset] + offsets[i:])
             self._flush(sync=False)
 
     def clear_and_flush(self) -> None:
         """Remove every entry and write the empty checkpoint (a v0/v1 batch was appended)."""
         with self._lock:
             before = self.latest_epoch()
-            self._epochs.clear()
-            self._offsets.clear()
+            self._cols = ([], [])
             self._latest_changed(before)
             self._flush(sync=True)
 
@@ -147,8 +147,7 @@ class LeaderEpochFileCache:
         """Remove every entry (in memory only)."""
         with self._lock:
             before = self.latest_epoch()
-            self._epochs.clear()
-            self._offsets.clear()
+            self._cols = ([], [])
             self._latest_changed(before)
 
     @contextmanager
@@ -206,62 +205,71 @@ class LeaderEpochFileCache:
     # --- queries --------------------------------------------------------------------------------
 
     def epoch_entries(self) -> List[EpochEntry]:
-        return [EpochEntry(e, o) for e, o in zip(self._epochs, self._offsets)]
+        epochs, offsets = self._cols
+        return [EpochEntry(e, o) for e, o in zip(epochs, offsets)]
 
     def non_empty(self) -> bool:
-        return bool(self._epochs)
+        return bool(self._cols[0])
 
     def __len__(self) -> int:
-        return len(self._epochs)
+        return len(self._cols[0])
 
     def latest_entry(self) -> Optional[EpochEntry]:
-        return EpochEntry(self._epochs[-1], self._offsets[-1]) if self._epochs else None
+        epochs, offsets = self._cols
+        return EpochEntry(epochs[-1], offsets[-1]) if epochs else None
 
     def latest_epoch(self) -> Optional[int]:
         """The latest epoch, or ``None``."""
-        return self._epochs[-1] if self._epochs else None
+        epochs = self._cols[0]
+        return epochs[-1] if epochs else None
 
     def earliest_entry(self) -> Optional[EpochEntry]:
-        return EpochEntry(self._epochs[0], self._offsets[0]) if self._epochs else None
+        epochs, offsets = self._cols
+        return EpochEntry(epochs[0], offsets[0]) if epochs else None
 
     def previous_epoch(self) -> Optional[int]:
         """The epoch before the latest one, or ``None``."""
-        return self._epochs[-2] if len(self._epochs) >= 2 else None
+        epochs = self._cols[0]
+        return epochs[-2] if len(epochs) >= 2 else None
 
     def previous_epoch_of(self, epoch: int) -> Optional[int]:
         """The largest epoch < ``epoch``."""
-        i = bisect_left(self._epochs, epoch)
-        return self._epochs[i - 1] if i > 0 else None
+        epochs = self._cols[0]
+        i = bisect_left(epochs, epoch)
+        return epochs[i - 1] if i > 0 else None
 
     def next_epoch(self, epoch: int) -> Optional[int]:
         """The smallest epoch > ``epoch``."""
-        i = bisect_right(self._epochs, epoch)
-        return self._epochs[i] if i < len(self._epochs) else None
+        epochs = self._cols[0]
+        i = bisect_right(epochs, epoch)
+        return epochs[i] if i < len(epochs) else None
 
     def epoch_entry(self, epoch: int) -> Optional[EpochEntry]:
-        i = bisect_left(self._epochs, epoch)
-        if i < len(self._epochs) and self._epochs[i] == epoch:
-            return EpochEntry(epoch, self._offsets[i])
+        epochs, offsets = self._cols
+        i = bisect_left(epochs, epoch)
+        if i < len(epochs) and epochs[i] == epoch:
+            return EpochEntry(epoch, offsets[i])
         return None
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> Tuple[int, int]:
         """Kafka's ``endOffsetFor``: ``(epoch, end_offset)`` for a follower's OffsetForLeaderEpoch."""
-        with self._lock:
-            if requested_epoch == UNDEFINED_EPOCH:
-                return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
-            if self._epochs and self._epochs[-1] == requested_epoch:
-                return (requested_epoch, log_end_offset)
-            hi = bisect_right(self._epochs, requested_epoch)
-            if hi >= len(self._epochs):
-                return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
-            if hi == 0:
-                return (requested_epoch, self._offsets[hi])
-            return (self._epochs[hi - 1], self._offsets[hi])
+        epochs, offsets = self._cols
+        if requested_epoch == UNDEFINED_EPOCH:
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if epochs and epochs[-1] == requested_epoch:
+            return (requested_epoch, log_end_offset)
+        hi = bisect_right(epochs, requested_epoch)
+        if hi >= len(epochs):
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if hi == 0:
+            return (requested_epoch, offsets[hi])
+        return (epochs[hi - 1], offsets[hi])
 
     def epoch_for_offset(self, offset: int) -> Optional[int]:
         """The epoch whose start offset == ``offset``, else the last epoch starting before it."""
-        i = bisect_right(self._offsets, offset)
-        return self._epochs[i - 1] if i > 0 else None
+        epochs, offsets = self._cols
+        i = bisect_right(offsets, offset)
+        return epochs[i - 1] if i > 0 else None
 
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({self.epoch_entries()!r})"
