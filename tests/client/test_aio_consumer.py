@@ -10,6 +10,7 @@ import pytest
 import kafkalog
 from kafkalog.aio import AIOKafkaConsumer
 from kafkalog.client import TopicPartition
+from kafkalog.errors import ConsumerOffsetOutOfRangeError
 
 TP = TopicPartition("t", 0)
 
@@ -137,6 +138,42 @@ def test_aio_seek_after_a_cancelled_wait(tmp_path):
             await c.seek_to_beginning(TP)            # a poll in flight again, then a reset
             assert await c.position(TP) == 0
             assert (await c.getone()).offset == 0
+            await c.stop()
+
+        asyncio.run(main())
+
+
+def test_aio_poll_failing_in_flight(tmp_path):
+    """A poll left in flight by a cancelled wait fails (its position past the log end once the
+    log was truncated, ``auto_offset_reset="none"``): its error is raised once, by the next
+    ``getone`` (as aiokafka raises a fetch's error), not by the calls between, nor forever."""
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        dl.create_topic("t", 1)
+        for i in range(10):
+            dl.produce("t", b"v%d" % i, partition=0)        # (a batch each: truncated at 5)
+
+        async def main() -> None:
+            c = AIOKafkaConsumer(dl, auto_offset_reset="none", enable_auto_commit=False)
+            await c.start()
+            c.assign([TP])
+            c.seek(TP, 10)
+            waiter = asyncio.create_task(c.getone())
+            await asyncio.sleep(0.05)               # its poll waits in the worker at the end
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+
+            def truncate_and_append() -> None:
+                dl.manager.get_log("t", 0).truncate_to(5)
+                dl.produce("t", b"wake", partition=0)   # (wakes the poll: 10 is past the end, 6)
+            await asyncio.to_thread(truncate_and_append)
+            await asyncio.sleep(0.3)
+            assert await c.end_offsets([TP]) == {TP: 6}          # settles the failed poll
+            with pytest.raises(ConsumerOffsetOutOfRangeError):
+                await c.getone()
+            c.seek(TP, 0)
+            assert [(await c.getone()).value for _ in range(6)] == [b"v0", b"v1", b"v2", b"v3",
+                                                                     b"v4", b"wake"]
             await c.stop()
 
         asyncio.run(main())

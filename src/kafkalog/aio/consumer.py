@@ -64,6 +64,8 @@ class AIOKafkaConsumer:
         #: seeks made while a poll was in flight (it moves positions in the worker): made once it
         #: has ended, its records of those partitions dropped (:meth:`_settle`)
         self._seeks: dict[TopicPartition, int] = {}
+        #: the error of such a poll, for the next getone / getmany
+        self._poll_error: BaseException | None = None
         self._closed = False
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -122,11 +124,18 @@ class AIOKafkaConsumer:
         """Wait for the poll a cancelled wait left in flight, if any: its records go to those
         fetched and not handed out (but those of partitions sought since it started), then the
         seeks made meanwhile are made (the worker is idle: no position moves under them).
-        Returns how many records it kept."""
+        Returns how many records it kept. A poll that failed leaves its error to the next
+        ``getone`` / ``getmany`` (as aiokafka raises a fetch's error), raised once."""
         fut = self._inflight
         if fut is None:
             return 0
-        got = await asyncio.shield(fut)         # cancelled: the poll stays in flight for the next call
+        try:
+            got = await asyncio.shield(fut)     # cancelled: the poll stays in flight for the next call
+        except BaseException as e:
+            if not fut.done() or self._inflight is not fut:
+                raise                           # (this caller was cancelled; or settled meanwhile)
+            self._poll_error = e
+            got = {}
         if self._inflight is not fut:           # (another task settled it meanwhile)
             return 0
         self._inflight = None
@@ -260,12 +269,20 @@ class AIOKafkaConsumer:
         """One poll in the worker, its records added to those fetched and not handed out; returns
         how many. A caller cancelled while it runs leaves it in flight: the next call takes its
         result (:meth:`_settle`), so no fetched record is dropped."""
+        self._raise_poll_error()
         if self._inflight is None:
             if self._executor is None:
                 raise IllegalStateError("AIOKafkaConsumer is not started: await start() first")
             self._inflight = asyncio.get_running_loop().run_in_executor(
                 self._executor, self._c.poll, timeout_ms, max_records)
-        return await self._settle()
+        kept = await self._settle()
+        self._raise_poll_error()
+        return kept
+
+    def _raise_poll_error(self) -> None:
+        error, self._poll_error = self._poll_error, None
+        if error is not None:
+            raise error
 
     def _take(self, partitions: set[TopicPartition], max_records: int | None
               ) -> dict[TopicPartition, list[ConsumerRecord]]:
