@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -54,6 +56,21 @@ def _share_bytecode(config: pytest.Config) -> None:
     sys.pycache_prefix = cache
     sys.dont_write_bytecode = False
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+    _interrupt_on_sigterm()
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (``timeout``, a CI job cancelled) stops the run as Ctrl-C does, so its cleanups
+    (the bytecode cache above, brokers' fixtures) run: by default it ended the process at once and
+    left the cache behind in the temporary directory."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, _frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)       # (a second SIGTERM ends it at once)
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _module_configs(request: pytest.FixtureRequest) -> dict[str, str]:
