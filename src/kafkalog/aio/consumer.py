@@ -147,8 +147,10 @@ class AIOKafkaConsumer:
                 kept += len(recs)
         consumer = self._consumer
         assert consumer is not None             # (a poll was started)
+        assigned = consumer.assignment() if seeks else set()
         for tp, offset in seeks.items():
-            consumer.seek(tp, offset)
+            if tp in assigned:                  # (one the poll's rebalance revoked is not sought)
+                consumer.seek(tp, offset)
         return kept
 
     @property
