@@ -1,7 +1,4 @@
 """Port of the intent of Kafka's LogCleanerTest (spec §5.15) on real files."""
-import sys
-import threading
-import time
 import types
 
 import pytest
@@ -9,6 +6,7 @@ import pytest
 from kafkalog.cleaner.cleaner import last_records_of_active_producers
 from kafkalog.cleaner.grouping import group_segments_by_size
 from kafkalog.record.constants import CompressionType
+from tests.racing import race
 
 from .helpers import NOW, append, append_marker, batches, clean, data_records, latest_per_key, open_log, records
 
@@ -173,47 +171,26 @@ def test_legacy_v1_batches_cleaned(tmp_path):
 
 def test_active_producers_read_while_another_thread_appends(tmp_path):
     """The cleaner thread reads a log's producers while appends in another thread add new ones and
-    expiry takes them out: with the interpreter switching threads every microsecond, the read never
-    fails on the map changing under it (it did: "dictionary changed size during iteration", in 3 of
-    3 runs of this loop on CPython 3.13 and on 3.11), and it sees what was appended."""
+    expiry takes them out: with the interpreter switching threads every microsecond
+    (:func:`tests.racing.race`), the read never fails on the map changing under it (it did:
+    "dictionary changed size during iteration", in 3 of 3 runs of this loop on CPython 3.13 and on
+    3.11), and it sees what was appended."""
     log = open_log(str(tmp_path / "t-0"))
-    errors: list = []
-    stop = time.monotonic() + 3.0
-    reads = appends = 0
-    seen = 0
+    appends = seen = 0
 
-    def writer() -> None:
+    def append_one() -> None:
         nonlocal appends
-        try:
-            while time.monotonic() < stop:
-                append(log, [(b"k", b"v")], producer_id=appends + 1, producer_epoch=0, base_sequence=0)
-                appends += 1
-                if appends % 64 == 0:               # the expiry task, ten days on: every one goes
-                    log.remove_expired_producers(NOW + 10 * 86_400_000)
-        except BaseException as e:                  # reported by the main thread
-            errors.append(e)
+        append(log, [(b"k", b"v")], producer_id=appends + 1, producer_epoch=0, base_sequence=0)
+        appends += 1
+        if appends % 64 == 0:               # the expiry task, ten days on: every one goes
+            log.remove_expired_producers(NOW + 10 * 86_400_000)
 
-    def reader() -> None:
-        nonlocal reads, seen
-        try:
-            while time.monotonic() < stop:
-                got = last_records_of_active_producers(log, NOW)
-                assert all(r.last_data_offset is not None and r.producer_epoch == 0 for r in got.values())
-                seen = max(seen, len(got))
-                reads += 1
-        except BaseException as e:
-            errors.append(e)
+    def read() -> None:
+        nonlocal seen
+        got = last_records_of_active_producers(log, NOW)
+        assert all(r.last_data_offset is not None and r.producer_epoch == 0 for r in got.values())
+        seen = max(seen, len(got))
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=f) for f in (writer, reader, reader)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
-    assert not errors, errors[0]
-    assert appends > 1000 and reads > 100 and seen > 1
+    _, *reads = race(append_one, read, read, seconds=3.0)
+    assert appends > 1000 and min(reads) > 100 and seen > 1
     log.close()

@@ -10,7 +10,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +20,7 @@ from kafkalog.log.file_handles import HANDLES
 from kafkalog.log.file_records import FileRecords
 from kafkalog.log.log import Log
 from tests.log.crash_writer_many import config
+from tests.racing import race
 
 HERE = os.path.dirname(__file__)
 CLIENT = os.path.join(HERE, "fd_limit_client.py")
@@ -233,36 +233,20 @@ def test_clean_descriptors_are_evicted_before_dirty_ones(tmp_path, small_bound):
 
 def test_touches_racing_evictions(tmp_path, small_bound):
     """Readers touch the LRU without its lock while their reopens evict: with the interpreter
-    switching threads every microsecond, the evictor never meets a touch half-way through its own
-    step (CI once failed on CPython 3.13 with "OrderedDict mutated during iteration", when the
-    evictor iterated the LRU for its oldest entry; this loop failed that way in 1 of 3 runs of
-    5 s)."""
+    switching threads every microsecond (:func:`tests.racing.race`), the evictor never meets a
+    touch half-way through its own step (CI once failed on CPython 3.13 with "OrderedDict mutated
+    during iteration", when the evictor iterated the LRU for its oldest entry; this loop failed
+    that way in 1 of 3 runs)."""
     files = _files(tmp_path, 64)
     for fr in files:
         fr.flush()                              # clean: each eviction closes, none parks
-    errors: list[BaseException] = []
-    stop = time.monotonic() + 4.0
     before = HANDLES.evictions
 
-    def toucher() -> None:
-        try:
-            while time.monotonic() < stop:
-                for i, fr in enumerate(files):
-                    assert fr.read_at(0, 1) == bytes([i % 251])
-        except BaseException as e:              # reported by the main thread
-            errors.append(e)
+    def read_all() -> None:
+        for i, fr in enumerate(files):
+            assert fr.read_at(0, 1) == bytes([i % 251])
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=toucher) for _ in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
-    assert not errors, errors[0]
+    race(read_all, read_all, read_all, seconds=4.0)
     assert HANDLES.evictions - before > 1000
     for fr in files:
         fr.close()

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import os
-import sys
-import threading
-import time
 
 import pytest
 
@@ -16,6 +13,7 @@ from kafkalog.log.log import Log
 from kafkalog.log.producer_state import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
 from kafkalog.record.builder import build_batch, build_end_txn_marker
 from kafkalog.record.constants import ControlRecordType
+from tests.racing import race
 
 NOW = 1_700_000_000_000
 
@@ -216,48 +214,26 @@ def test_transactions_v2_markers_carry_a_bumped_epoch(seg_dir):
 
 def test_last_stable_offset_read_while_another_thread_commits(seg_dir):
     """A reader's last stable offset is taken without the log's lock while another thread begins
-    and commits transactions: with the interpreter switching threads every microsecond, the
-    reader never fails on the producer state changing under it (it did: "dictionary changed size
-    during iteration" on CPython 3.13, in 3 of 3 runs of this loop), and what it reads is never
-    past the log end or behind the log start."""
+    and commits transactions: with the interpreter switching threads every microsecond
+    (:func:`tests.racing.race`), the reader never fails on the producer state changing under it
+    (it did: "dictionary changed size during iteration" on CPython 3.13, in 3 of 3 runs of this
+    loop), and what it reads is never past the log end or behind the log start."""
     log = open_log(seg_dir, **{"segment.bytes": 1 << 20})
-    errors: list[BaseException] = []
-    stop = time.monotonic() + 3.0
-    reads = 0
+    seq = 0
 
-    def writer() -> None:
-        seq = 0
-        try:
-            while time.monotonic() < stop:
-                for pid in range(1, 5):
-                    log.append(data(pid, 0, seq, txn=True))
-                for pid in range(1, 5):
-                    marker(log, pid, 0, commit=True)
-                seq += 1
-        except BaseException as e:              # reported by the main thread
-            errors.append(e)
+    def commit_four() -> None:
+        nonlocal seq
+        for pid in range(1, 5):
+            log.append(data(pid, 0, seq, txn=True))
+        for pid in range(1, 5):
+            marker(log, pid, 0, commit=True)
+        seq += 1
 
-    def reader() -> None:
-        nonlocal reads
-        try:
-            while time.monotonic() < stop:
-                start, hw, lso = log.fetch_offset_snapshot()
-                assert start <= lso <= hw
-                reads += 1
-        except BaseException as e:
-            errors.append(e)
+    def read() -> None:
+        start, hw, lso = log.fetch_offset_snapshot()
+        assert start <= lso <= hw
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=f) for f in (writer, reader, reader)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
-    assert not errors, errors[0]
-    assert reads > 1000
+    commits, *reads = race(commit_four, read, read, seconds=3.0)
+    assert commits > 10 and min(reads) > 1000
     assert log.fetch_offset_snapshot()[2] == log.log_end_offset     # every transaction committed
     log.close()
