@@ -84,14 +84,18 @@ _SYNC_THREADS = 16
 
 
 @contextlib.contextmanager
-def deferred_syncs() -> Iterator[None]:
+def deferred_syncs(whole_file_systems: bool = False) -> Iterator[None]:
     """Within the block, this thread's :func:`atomic_write`, :func:`atomic_rename`,
     :func:`fsync_file` and :func:`fsync_dir` note what they would fsync instead of waiting for it;
     at the end of the block every noted file, then every noted directory, is fsynced (each once,
     on a few threads) before the block returns. For work that is acknowledged only as a whole
     (a topic's thousands of new partitions): its fsyncs cost about one disk commit, not one each.
     A crash inside the block may leave a file renamed into place before its bytes were synced;
-    nothing the block's caller acknowledged depends on it yet."""
+    nothing the block's caller acknowledged depends on it yet.
+
+    ``whole_file_systems`` (a shutdown, which syncs every partition): when the block noted at
+    least :data:`SYNCFS_MIN_PATHS`, each file system holding them is synced whole instead
+    (:func:`syncfs_of`), where the kernel reports a write-back error to ``syncfs``."""
     if _deferred.paths is not None:
         yield                                       # nested: the outer block syncs
         return
@@ -105,7 +109,57 @@ def deferred_syncs() -> Iterator[None]:
             _sync_all(paths)
         raise
     _deferred.paths = None
-    _sync_all(paths)
+    if whole_file_systems and len(paths) >= SYNCFS_MIN_PATHS and syncfs_reports_errors():
+        syncfs_of(paths)
+    else:
+        _sync_all(paths)
+
+
+#: the noted paths from which a shutdown's :func:`deferred_syncs` syncs their file systems whole:
+#: at 100,000 partitions after a crash's recovery, 300,000 fsyncs (a partition's ``.log``, time
+#: index, snapshot and directory) took ~300 us a partition on 16 threads here, one ``syncfs`` of
+#: the same dirty files ~45 us a partition
+SYNCFS_MIN_PATHS = 1024
+
+
+def syncfs_reports_errors() -> bool:
+    """Whether this kernel has ``syncfs`` and reports write-back errors to it (Linux 5.8 and
+    later: before, ``syncfs`` returned 0 after a failed write-back, and only an fsync of the file
+    told)."""
+    if not hasattr(os, "uname") or os.uname().sysname != "Linux":
+        return False
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 8)
+
+
+def _syncfs(fd: int) -> None:
+    """``syncfs(2)`` of the file system holding the open ``fd`` (an ``OSError`` when it fails)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def syncfs_of(paths: dict[str, bool]) -> None:
+    """Sync whole each file system holding one of ``paths`` (files, or directories when True),
+    once, through a directory of it: what an fsync of each would make durable, and the rest of
+    the file system's dirty data with it."""
+    dirs = {p if is_dir else os.path.dirname(p) for p, is_dir in paths.items()}
+    by_device: dict[int, str] = {}
+    for d in dirs:
+        with wrap_os_errors(d, "syncfs"):
+            by_device.setdefault(os.stat(d).st_dev, d)
+    for d in by_device.values():
+        with wrap_os_errors(d, "syncfs the file system holding"):
+            fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                _syncfs(fd)
+            finally:
+                os.close(fd)
 
 
 def defer_fsync(path: os.PathLike[str] | str) -> bool:

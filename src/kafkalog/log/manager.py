@@ -1210,9 +1210,10 @@ class LogManager:
         """Close every log (``Log.close`` flushes it: data, indexes, producer snapshot) with its
         fsyncs deferred to the end and run together (:func:`fsutil.deferred_syncs`): the fsyncs of
         thousands of partitions overlap, as Kafka's shutdown closes a directory's logs on a pool,
-        instead of waiting one after the other. Everything is synced before the checkpoints and
+        instead of waiting one after the other; from :data:`fsutil.SYNCFS_MIN_PATHS` files noted,
+        the file system is synced whole instead. Everything is synced before the checkpoints and
         ``.kafka_cleanshutdown`` are written."""
-        with fsutil.deferred_syncs():
+        with fsutil.deferred_syncs(whole_file_systems=True):
             for _tp, log in self._snapshot():
                 log.close()
 

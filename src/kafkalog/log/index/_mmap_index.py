@@ -35,7 +35,7 @@ from kafkalog.errors import (
     KafkalogIOError,
     ReadOnlyIndexError,
 )
-from kafkalog.log.fsutil import io_error
+from kafkalog.log.fsutil import defer_fsync, io_error
 from kafkalog.log.index._index_file import IndexFile
 from kafkalog.record.constants import INT32_MAX
 
@@ -703,7 +703,11 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     def flush(self) -> None:
         """``mmap.flush()`` (Kafka's ``MappedByteBuffer.force``) of the pages entries were written
-        to since the file was mapped; no-op if never loaded or never written."""
+        to since the file was mapped; no-op if never loaded or never written. An entry written
+        without a mapping (``write_unmapped``) is forced with an ``fdatasync`` of the file, or, in
+        a :func:`~kafkalog.log.fsutil.deferred_syncs` block (a shutdown's close of every log),
+        with the block's fsyncs at its end: a shutdown after a crash's recovery, whose every
+        partition's last time-index entry was so written, waited for them one after the other."""
         if isinstance(self._mm, mmap.mmap) and self.writable and self._reserved:
             try:
                 # only the reserved pages can have been written (every store reserves first;
@@ -713,6 +717,9 @@ class AbstractIndex(IndexFile, Generic[E]):
                 raise io_error(err, self._path, "flush index") from err
             self._unforced = False
         elif self._unforced:
+            if defer_fsync(self._path):
+                self._unforced = False              # (synced by the block, or it raises)
+                return
             try:
                 fd = os.open(self._path, os.O_RDONLY)
                 try:
