@@ -10,7 +10,7 @@ import pytest
 import kafkalog
 from kafkalog.aio import AIOKafkaConsumer
 from kafkalog.client import TopicPartition
-from kafkalog.errors import ConsumerOffsetOutOfRangeError
+from kafkalog.errors import ConsumerOffsetOutOfRangeError, IllegalStateError, InvalidConfigError
 
 TP = TopicPartition("t", 0)
 
@@ -124,6 +124,10 @@ def test_aio_seek_after_a_cancelled_wait(tmp_path):
                 await waiter
             await asyncio.to_thread(dl.produce_many, "t", [b"v%d" % i for i in range(10)])
             await asyncio.sleep(0.3)                # the poll still in flight reads 0..9
+            with pytest.raises(InvalidConfigError):
+                c.seek(TP, -1)                      # refused at once, as without a poll
+            with pytest.raises(IllegalStateError):
+                c.seek(TopicPartition("t", 9), 0)
             c.seek(TP, 5)
             assert await c.position(TP) == 5
             assert [(await c.getone()).offset for _ in range(5)] == [5, 6, 7, 8, 9]

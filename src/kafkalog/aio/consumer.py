@@ -30,7 +30,6 @@ from kafkalog.client.consumer import (
 )
 from kafkalog.client.datalog import DataLog
 from kafkalog.client.datalog import open as open_datalog
-from kafkalog.errors import InvalidConfigError
 
 __all__ = ["AIOKafkaConsumer"]
 
@@ -197,10 +196,7 @@ class AIOKafkaConsumer:
         if self._inflight is None:
             self._c.seek(tp, offset)
         else:
-            if not isinstance(offset, int) or offset < 0:
-                raise InvalidConfigError(f"seek offset must not be a negative number, got {offset!r}")
-            if tp not in self._c.assignment():
-                raise IllegalStateError(f"No current assignment for partition {tp}")
+            self._c.check_seek(tp, offset)
             self._seeks[tp] = offset
         self._pending.pop(tp, None)
 

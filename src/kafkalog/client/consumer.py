@@ -378,13 +378,21 @@ class Consumer:
 
     def seek(self, partition: TopicPartitionLike, offset: int) -> None:
         """The next :meth:`poll` returns records from ``offset`` (out of range: ``auto.offset.reset``)."""
-        if not isinstance(offset, int) or offset < 0:
-            raise InvalidConfigError(f"seek offset must not be a negative number, got {offset!r}")
-        st = self._state(partition)
+        st = self._seek_state(partition, offset)
         st.position = offset
         st.drop_buffer()
         st.reset = None
         self._drop_iterated([st.tp])
+
+    def check_seek(self, partition: TopicPartitionLike, offset: int) -> None:
+        """What :meth:`seek` refuses, refused without seeking (``AIOKafkaConsumer`` checks a seek
+        it makes once a poll in flight has ended)."""
+        self._seek_state(partition, offset)
+
+    def _seek_state(self, partition: TopicPartitionLike, offset: int) -> _PartitionState:
+        if not isinstance(offset, int) or offset < 0:
+            raise InvalidConfigError(f"seek offset must not be a negative number, got {offset!r}")
+        return self._state(partition)
 
     def seek_to_beginning(self, *partitions: TopicPartitionLike) -> None:
         states = self._states_of(partitions)
