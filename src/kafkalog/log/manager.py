@@ -102,6 +102,7 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.protocols import Cleaner
 from kafkalog.log.retention import RetentionResult, delete_old_segments, time_breach_due
 from kafkalog.log.scheduler import Scheduler
+from kafkalog.log.segment import LogSegment
 from kafkalog.log.topic_creation import PendingTopic, TopicCreator, complete, write_record
 from kafkalog.record.constants import INT64_MAX
 
@@ -1015,54 +1016,63 @@ class LogManager:
         results: Dict[str, RetentionResult] = {}
         at_ms = self.clock() if now is None else now
         with self._moved_lock:
-            due = set(self._retention_due)
+            # the marks taken whole and a new set begun (a copy of 100,000 marks was a young
+            # container each of the collector's young walks went through: 15-20 ms a walk, the
+            # event loop waiting for the interpreter lock meanwhile); what this pass does not
+            # settle is marked again below
+            due, self._retention_due = self._retention_due, set()
             later, later_at = self._retention_later, self._retention_later_at
             while later and later[0][0] <= at_ms:
                 when, tp = heapq.heappop(later)
                 if later_at.get(tp) == when:
                     del later_at[tp]
                     due.add(tp)
+        again: List[TopicPartition] = []
         for tp in due:
             self.task_visits += 1
             log = self._logs.get(tp)
             if log is None:
-                with self._moved_lock:
-                    self._retention_due.discard(tp)
                 continue
             segs = log.segments
             empty = len(segs) == 1 and segs[0].size == 0
             if log.config.compact and not empty:
-                continue                    # (the cleaner's; an empty one is put off as any other)
+                again.append(tp)            # (the cleaner's; an empty one is put off as any other)
+                continue
             if not empty:
                 try:
                     r = delete_old_segments(log, now=now)
                 except KafkalogError as e:
-                    if self._closed or log.closed:
-                        continue
-                    logger.error("Retention failed for %s: %s", tp, e)
+                    if not (self._closed or log.closed):
+                        logger.error("Retention failed for %s: %s", tp, e)
+                        again.append(tp)
                     continue
                 results[str(tp)] = r
                 if r.deleted:
-                    continue                # (its offsets moved: visited again next pass)
-            self._visited(tp, log, results.get(str(tp)))
+                    again.append(tp)        # (its offsets moved: visited again next pass)
+                    continue
+            self._visited(tp, log, results.get(str(tp)), segs)
+        if again:
+            with self._moved_lock:
+                self._retention_due.update(tp for tp in again if tp in self._logs)
         self.last_retention = {k: r for k, r in results.items() if r.deleted or r.future_timestamp_segments}
         return results
 
-    def _visited(self, tp: TopicPartition, log: Log, result: Optional[RetentionResult]) -> None:
+    def _visited(self, tp: TopicPartition, log: Log, result: Optional[RetentionResult],
+                 seen: Tuple[LogSegment, ...]) -> None:
         """``tp`` is not visited again until it changes or its next time breach is due (a log of
-        one empty segment: until it changes). The change is seen by its mark: a change publishes
-        before it reports itself (``Log.offsets_changed`` after the new offsets, the configuration
-        swapped before :meth:`alter_topic_config` marks it), so a change the mark misses reports
-        itself after the discard below."""
+        one empty segment: until it changes); the visit saw the segments ``seen``. A change after
+        the pass took the marks marks it again (a change publishes before it reports itself:
+        ``Log.offsets_changed`` after the new offsets, the configuration swapped before
+        :meth:`alter_topic_config` marks it); one between the visit and this is marked here."""
         segs, end, start, cfg = log.segments, log.log_end_offset, log.log_start_offset, log.config
         when = INT64_MAX if result is None else time_breach_due(log, result)
-        if when is None:
-            return
         with self._moved_lock:
-            if not (log.segments is segs and log.log_end_offset == end and log.log_start_offset == start
+            if when is None or segs is not seen or not (
+                    log.segments is segs and log.log_end_offset == end and log.log_start_offset == start
                     and log.config is cfg and self._logs.get(tp) is log):
+                if self._logs.get(tp) is log:
+                    self._retention_due.add(tp)
                 return
-            self._retention_due.discard(tp)
             if when == INT64_MAX:
                 return
             self._retention_later_at[tp] = when
