@@ -116,3 +116,26 @@ def test_an_empty_compacted_partition_costs_no_visit(tmp_path: Path) -> None:
         m.get_log("c", 0).append(build_batch([(b"k", b"v", T)]))
         m.cleanup_logs()
         assert _visits(m) == (1, 0)
+
+
+def test_appends_racing_the_passes_leave_no_partition_unvisited(tmp_path: Path) -> None:
+    """A pass takes the marks whole; an append during it (before or after its visit of the
+    partition) marks the partition again, so once the appends stop, the scheduled passes leave
+    nothing that a visit of every partition would still delete (``retention.bytes``)."""
+    from kafkalog.log.retention import delete_old_segments
+    from tests.racing import race
+    clock = [T]
+    with _manager(tmp_path, clock) as m:
+        m.create_topic("r", 4, {"segment.bytes": 300, "retention.bytes": 600})
+        logs = [m.get_log("r", p) for p in range(4)]
+        n = [0]
+
+        def append() -> None:
+            logs[n[0] % 4].append(build_batch([(None, b"z" * 100, T)]))
+            n[0] += 1
+        appends, passes = race(append, m.cleanup_logs, seconds=2)
+        assert appends > 100 and passes > 10
+        for _ in range(3):                          # the passes that follow the last append
+            m.cleanup_logs()
+        assert [len(log.segments) > 1 for log in logs] == [True] * 4
+        assert [delete_old_segments(log).num_deleted for log in logs] == [0] * 4

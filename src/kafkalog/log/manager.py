@@ -1028,32 +1028,37 @@ class LogManager:
                     del later_at[tp]
                     due.add(tp)
         again: List[TopicPartition] = []
-        for tp in due:
-            self.task_visits += 1
-            log = self._logs.get(tp)
-            if log is None:
-                continue
-            segs = log.segments
-            empty = len(segs) == 1 and segs[0].size == 0
-            if log.config.compact and not empty:
-                again.append(tp)            # (the cleaner's; an empty one is put off as any other)
-                continue
-            if not empty:
-                try:
-                    r = delete_old_segments(log, now=now)
-                except KafkalogError as e:
-                    if not (self._closed or log.closed):
-                        logger.error("Retention failed for %s: %s", tp, e)
-                        again.append(tp)
+        try:
+            for tp in due:
+                self.task_visits += 1
+                log = self._logs.get(tp)
+                if log is None:
                     continue
-                results[str(tp)] = r
-                if r.deleted:
-                    again.append(tp)        # (its offsets moved: visited again next pass)
+                segs = log.segments
+                empty = len(segs) == 1 and segs[0].size == 0
+                if log.config.compact and not empty:
+                    again.append(tp)            # (the cleaner's; an empty one is put off as any other)
                     continue
-            self._visited(tp, log, results.get(str(tp)), segs)
-        if again:
-            with self._moved_lock:
-                self._retention_due.update(tp for tp in again if tp in self._logs)
+                if not empty:
+                    try:
+                        r = delete_old_segments(log, now=now)
+                    except KafkalogError as e:
+                        if not (self._closed or log.closed):
+                            logger.error("Retention failed for %s: %s", tp, e)
+                            again.append(tp)
+                        continue
+                    results[str(tp)] = r
+                    if r.deleted:
+                        again.append(tp)        # (its offsets moved: visited again next pass)
+                        continue
+                self._visited(tp, log, results.get(str(tp)), segs)
+        except BaseException:
+            again = list(due)                   # (an unexpected failure: the whole pass again)
+            raise
+        finally:
+            if again:
+                with self._moved_lock:
+                    self._retention_due.update(tp for tp in again if tp in self._logs)
         self.last_retention = {k: r for k, r in results.items() if r.deleted or r.future_timestamp_segments}
         return results
 
