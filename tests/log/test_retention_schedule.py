@@ -133,7 +133,9 @@ def test_appends_racing_the_passes_leave_no_partition_unvisited(tmp_path: Path) 
         def append() -> None:
             logs[n[0] % 4].append(build_batch([(None, b"z" * 100, T)]))
             n[0] += 1
-        appends, passes = race(append, m.cleanup_logs, seconds=2)
+        def a_pass() -> None:
+            m.cleanup_logs()
+        appends, passes = race(append, a_pass, seconds=2)
         assert appends > 100 and passes > 10
         for _ in range(3):                          # the passes that follow the last append
             m.cleanup_logs()
