@@ -68,17 +68,18 @@ def test_others_are_answered_while_an_append_of_a_large_produce_waits(broker: Lo
             b.sendall(_api_versions(2))
             versions: Any = response_of(recv_frame(b) or b"", 18, 3)
             assert versions.error_code == 0
-            # a small Produce (one slice: appended on the event loop) to another partition
-            b.sendall(_produce(3, range(1), b"small"))
-            small: Any = response_of(recv_frame(b) or b"", 0, 9)
-            assert [(p.index, p.error_code, p.base_offset) for t in small.responses
-                    for p in t.partition_responses] == [(0, 0, 1)]    # after the large one's
             # the large Produce's partitions before the held one are appended (the thread's work
             # goes on meanwhile), the held one and those after it are not, and it is not answered
             deadline = time.monotonic() + 30
             while _log(broker, HELD - 1).log_end_offset == 0 and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert [_log(broker, p).log_end_offset for p in (1, HELD - 1, HELD, HELD + 1)] == [1, 1, 0, 0]
+            # a small Produce (one slice: appended on the event loop) to a partition the large one
+            # has appended to: answered meanwhile, after the large one's record
+            b.sendall(_produce(3, range(1), b"small"))
+            small: Any = response_of(recv_frame(b) or b"", 0, 9)
+            assert [(p.index, p.error_code, p.base_offset) for t in small.responses
+                    for p in t.partition_responses] == [(0, 0, 1)]
             assert _nothing_arrived(a)
         finally:
             lock.release()
