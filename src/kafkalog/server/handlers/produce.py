@@ -361,7 +361,8 @@ def _appending_thread() -> ThreadPoolExecutor:
 def _append_all(broker: Broker, body: Any, by_id: bool, verified: dict[tuple[str, int], int] | int,
                 results: list[tuple[Any, list[PartitionResult]]]) -> Iterator[_Slice]:
     """Each partition's answer into ``results``: the refused ones at once, the appends of each
-    slice yielded (their answers' places hold None until :func:`_complete_all` fills them)."""
+    slice yielded (their answers' places hold :data:`_UNANSWERED` until :func:`_complete_all` fills
+    them)."""
     acks = body.acks
     auth = broker.authorizer
     count = SliceCounter()
