@@ -102,7 +102,6 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.protocols import Cleaner
 from kafkalog.log.retention import RetentionResult, delete_old_segments, time_breach_due
 from kafkalog.log.scheduler import Scheduler
-from kafkalog.log.segment import LogSegment
 from kafkalog.log.topic_creation import PendingTopic, TopicCreator, complete, write_record
 from kafkalog.record.constants import INT64_MAX
 
@@ -1051,7 +1050,7 @@ class LogManager:
                     if r.deleted:
                         again.append(tp)        # (its offsets moved: visited again next pass)
                         continue
-                self._visited(tp, log, results.get(str(tp)), segs)
+                self._visited(tp, log, results.get(str(tp)))
         except BaseException:
             again = list(due)                   # (an unexpected failure: the whole pass again)
             raise
@@ -1062,22 +1061,22 @@ class LogManager:
         self.last_retention = {k: r for k, r in results.items() if r.deleted or r.future_timestamp_segments}
         return results
 
-    def _visited(self, tp: TopicPartition, log: Log, result: Optional[RetentionResult],
-                 seen: Tuple[LogSegment, ...]) -> None:
+    def _visited(self, tp: TopicPartition, log: Log, result: Optional[RetentionResult]) -> None:
         """``tp`` is not visited again until it changes or its next time breach is due (a log of
-        one empty segment: until it changes); the visit saw the segments ``seen``. A change after
-        the pass took the marks marks it again (a change publishes before it reports itself:
-        ``Log.offsets_changed`` after the new offsets, the configuration swapped before
-        :meth:`alter_topic_config` marks it); one between the visit and this is marked here."""
+        one empty segment: until it changes). The pass took the marks whole, so a change since
+        (during the visit too) has marked it again and nothing here removes that mark: a change
+        publishes, then reports itself (``Log.offsets_changed`` after the new offsets, the
+        configuration swapped before :meth:`alter_topic_config` marks it). A log that must be
+        visited at every pass (a segment stamped in the future) is marked again here."""
         segs, end, start, cfg = log.segments, log.log_end_offset, log.log_start_offset, log.config
         when = INT64_MAX if result is None else time_breach_due(log, result)
         with self._moved_lock:
-            if when is None or segs is not seen or not (
-                    log.segments is segs and log.log_end_offset == end and log.log_start_offset == start
-                    and log.config is cfg and self._logs.get(tp) is log):
-                if self._logs.get(tp) is log:
-                    self._retention_due.add(tp)
+            if when is None:
+                self._retention_due.add(tp)
                 return
+            if not (log.segments is segs and log.log_end_offset == end and log.log_start_offset == start
+                    and log.config is cfg and self._logs.get(tp) is log):
+                return                      # (changed: its change marked it)
             if when == INT64_MAX:
                 return
             self._retention_later_at[tp] = when
