@@ -118,6 +118,34 @@ def test_an_empty_compacted_partition_costs_no_visit(tmp_path: Path) -> None:
         assert _visits(m) == (1, 0)
 
 
+def test_partitions_changed_during_a_pass_are_visited_by_the_next(tmp_path: Path) -> None:
+    """A pass takes the marks whole and begins new ones: the appends made while it runs (here
+    by a publish listener of the one partition it visits, as its deletion publishes) are marks
+    of the next pass, not lost with the ones the pass took."""
+    clock = [T]
+    with _manager(tmp_path, clock) as m:
+        m.create_topic("r", 4, {"segment.bytes": 300, "retention.bytes": 600})
+        logs = [m.get_log("r", p) for p in range(4)]
+        for log in logs[1:]:
+            log.append(build_batch([(None, b"x", T)]))
+        m.cleanup_logs()
+        assert _visits(m) == (0, 0)                 # every partition settled
+        for _ in range(10):
+            logs[0].append(build_batch([(None, b"z" * 100, T)]))
+        appended: list[int] = []
+
+        def append_to_the_others(_log: object) -> None:
+            if not appended:
+                for log in logs[1:]:
+                    appended.append(log.append(build_batch([(None, b"meanwhile", T)])).first_offset)
+        logs[0].add_publish_listener(append_to_the_others)
+        visits, deleted = _visits(m)
+        assert visits == 1 and deleted > 0 and appended == [1, 1, 1]
+        visits, _ = _visits(m)
+        assert visits == 4                          # the three appended to, and the one that deleted
+        assert _visits(m) == (0, 0)
+
+
 def test_appends_racing_the_passes_leave_no_partition_unvisited(tmp_path: Path) -> None:
     """A pass takes the marks whole; an append during it (before or after its visit of the
     partition) marks the partition again, so once the appends stop, the scheduled passes leave
