@@ -181,3 +181,129 @@ def test_aio_poll_failing_in_flight(tmp_path):
             await c.stop()
 
         asyncio.run(main())
+
+
+P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def _two_partitions(dl) -> None:
+    dl.create_topic("t", 2)
+    dl.produce_many("t", [b"a%d" % i for i in range(10)], partition=0)
+    dl.produce_many("t", [b"b%d" % i for i in range(10)], partition=1)
+
+
+def test_aio_assign_keeps_what_was_fetched_of_the_partitions_it_keeps(tmp_path):
+    """A poll fetches every record of both partitions and one is handed out; a new assignment
+    keeping one partition hands out the rest of that partition next, none skipped (the consumer's
+    position is already past what was fetched: dropping it lost those records)."""
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        _two_partitions(dl)
+
+        async def main() -> None:
+            c = AIOKafkaConsumer(dl, auto_offset_reset="earliest", enable_auto_commit=False)
+            await c.start()
+            c.assign([P0, P1])
+            first = await c.getone()
+            kept = TopicPartition(first.topic, first.partition)
+            other = P1 if kept == P0 else P0
+            c.assign([kept])
+            got = await c.getmany(timeout_ms=500)
+            assert set(got) == {kept}
+            assert [r.offset for r in got[kept]] == list(range(1, 10))
+            assert await c.position(kept) == 10
+            c.assign([kept, other])             # the dropped one starts again where it was
+            got = await c.getmany(timeout_ms=1000)
+            assert [r.offset for r in got[other]] == list(range(10))
+            await c.stop()
+
+        asyncio.run(main())
+
+
+def test_aio_assign_while_a_cancelled_waits_poll_runs(tmp_path):
+    """A poll left in flight by a cancelled wait reads records of a partition the application
+    then unassigns: they are not handed out, after ``assign`` nor after ``unsubscribe``."""
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        dl.create_topic("t", 2)
+
+        async def leave_a_poll_waiting(c: AIOKafkaConsumer) -> None:
+            waiter = asyncio.create_task(c.getone())
+            await asyncio.sleep(0.05)               # its poll waits in the worker: nothing yet
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+
+        async def main() -> None:
+            c = AIOKafkaConsumer(dl, auto_offset_reset="earliest", enable_auto_commit=False)
+            await c.start()
+            c.assign([P0])
+            await leave_a_poll_waiting(c)
+            await asyncio.to_thread(lambda: dl.produce_many("t", [b"a%d" % i for i in range(5)], partition=0))
+            await asyncio.sleep(0.3)                # the poll in flight reads P0's 0..4
+            c.assign([P1])
+            assert c.assignment() == {P1}
+            await asyncio.to_thread(lambda: dl.produce_many("t", [b"b%d" % i for i in range(3)], partition=1))
+            got = await c.getmany(timeout_ms=1000)
+            assert set(got) == {P1}
+            assert [r.value for r in got[P1]] == [b"b0", b"b1", b"b2"]
+            await leave_a_poll_waiting(c)
+            await asyncio.to_thread(lambda: dl.produce_many("t", [b"b%d" % i for i in range(3, 6)], partition=1))
+            await asyncio.sleep(0.3)                # the poll in flight reads P1's 3..5
+            c.unsubscribe()
+            c.assign([P0])                          # from P0's start again: nothing was consumed
+            got = await c.getmany(timeout_ms=1000)
+            assert set(got) == {P0}
+            assert [r.offset for r in got[P0]] == [0, 1, 2, 3, 4]
+            await c.stop()
+
+        asyncio.run(main())
+
+
+def test_aio_paused_partition_hands_out_nothing(tmp_path):
+    """Records fetched before a ``pause`` are not handed out until ``resume`` (aiokafka: getmany
+    returns no record of a paused partition), and none is lost."""
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        _two_partitions(dl)
+
+        async def main() -> None:
+            c = AIOKafkaConsumer(dl, auto_offset_reset="earliest", enable_auto_commit=False)
+            await c.start()
+            c.assign([P0, P1])
+            first = await c.getone()
+            paused = TopicPartition(first.topic, first.partition)
+            other = P1 if paused == P0 else P0
+            c.pause(paused)
+            got = await c.getmany(timeout_ms=300)
+            assert set(got) == {other}
+            assert await c.getmany(timeout_ms=300) == {}
+            c.resume(paused)
+            got = await c.getmany(timeout_ms=500)
+            assert [r.offset for r in got[paused]] == list(range(1, 10))
+            await c.stop()
+
+        asyncio.run(main())
+
+
+def test_aio_subscribe_elsewhere_hands_out_nothing_more_of_the_old_topics(tmp_path):
+    """What was fetched of a topic and not handed out is dropped when the subscription no longer
+    names it (by name or by pattern), as a rebalance revokes its partitions."""
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        _two_partitions(dl)
+        dl.create_topic("u", 1)
+        dl.produce_many("u", [b"u%d" % i for i in range(3)])
+
+        async def main() -> None:
+            c = AIOKafkaConsumer(dl, "t", group_id="g", auto_offset_reset="earliest",
+                                 enable_auto_commit=False)
+            await c.start()
+            assert (await c.getone()).topic == "t"
+            c.subscribe(["u"])
+            got = await c.getmany(timeout_ms=1000)
+            assert {tp.topic for tp in got} == {"u"}
+            assert [r.value for r in got[TopicPartition("u", 0)]] == [b"u0", b"u1", b"u2"]
+            c.subscribe(pattern="t|u")
+            got = await c.getmany(timeout_ms=1000)
+            assert {tp.topic for tp in got} == {"t"}        # from the start: nothing committed
+            assert sum(len(v) for v in got.values()) == 20
+            await c.stop()
+
+        asyncio.run(main())

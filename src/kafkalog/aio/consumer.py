@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
@@ -63,6 +64,9 @@ class AIOKafkaConsumer:
         #: seeks made while a poll was in flight (it moves positions in the worker): made once it
         #: has ended, its records of those partitions dropped (:meth:`_settle`)
         self._seeks: dict[TopicPartition, int] = {}
+        #: partitions that left the assignment while a poll was in flight: none of its records
+        #: of them is handed out (:meth:`_settle`)
+        self._revoked: set[TopicPartition] = set()
         #: the error of such a poll, for the next getone / getmany
         self._poll_error: BaseException | None = None
         self._closed = False
@@ -139,14 +143,15 @@ class AIOKafkaConsumer:
             return 0
         self._inflight = None
         seeks, self._seeks = self._seeks, {}
-        kept = 0
-        for tp, recs in got.items():
-            if tp not in seeks:
-                self._pending.setdefault(tp, []).extend(recs)
-                kept += len(recs)
+        revoked, self._revoked = self._revoked, set()
         consumer = self._consumer
         assert consumer is not None             # (a poll was started)
-        assigned = consumer.assignment() if seeks else set()
+        assigned = consumer.assignment()
+        kept = 0
+        for tp, recs in got.items():
+            if tp not in seeks and tp not in revoked and tp in assigned:
+                self._pending.setdefault(tp, []).extend(recs)
+                kept += len(recs)
         for tp, offset in seeks.items():
             if tp in assigned:                  # (one the poll's rebalance revoked is not sought)
                 consumer.seek(tp, offset)
@@ -163,15 +168,38 @@ class AIOKafkaConsumer:
     # --- assignment (no file work) ------------------------------------------------------------
 
     def subscribe(self, topics: Any = (), pattern: Any = None, listener: Any = None) -> None:
+        """As the sync consumer's; the partitions of the topics it no longer names leave at the
+        next poll, and what was fetched of them is not handed out."""
+        before = self._c.assignment()
         self._c.subscribe(topics, pattern=pattern, listener=listener)
+        if pattern is not None:
+            pat = re.compile(pattern) if isinstance(pattern, str) else pattern
+            self._unassigned({tp for tp in before if not pat.fullmatch(tp.topic)})
+        else:
+            names = {topics} if isinstance(topics, str) else set(topics)
+            self._unassigned({tp for tp in before if tp.topic not in names})
 
     def assign(self, partitions: Any) -> None:
+        """As the sync consumer's: what was fetched and not handed out of the partitions it keeps
+        comes next (their positions are past it), of the others it is dropped."""
+        before = self._c.assignment()
         self._c.assign(partitions)
-        self._pending = {}
+        self._unassigned(before - self._c.assignment())
 
     def unsubscribe(self) -> None:
+        before = self._c.assignment()
         self._c.unsubscribe()
-        self._pending = {}
+        self._unassigned(before)
+
+    def _unassigned(self, partitions: set[TopicPartition]) -> None:
+        """``partitions`` left the assignment: what was fetched of them is dropped, and so are
+        the records of them a poll in flight reads (its worker moved their old positions) and the
+        seeks made meanwhile."""
+        for tp in partitions:
+            self._pending.pop(tp, None)
+            self._seeks.pop(tp, None)
+        if self._inflight is not None:
+            self._revoked |= partitions
 
     def assignment(self) -> set[TopicPartition]:
         return self._c.assignment()
@@ -286,10 +314,15 @@ class AIOKafkaConsumer:
               ) -> dict[TopicPartition, list[ConsumerRecord]]:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         budget = max_records if max_records is not None else float("inf")
+        c = self._c
+        assigned, paused = (c.assignment(), c.paused()) if self._pending else (set(), set())
         for tp in list(self._pending):
             if budget <= 0:
                 break
-            if partitions and tp not in partitions:
+            if tp not in assigned:              # (a rebalance of the subscription revoked it)
+                del self._pending[tp]
+                continue
+            if (partitions and tp not in partitions) or tp in paused:
                 continue
             recs = self._pending[tp]
             n = int(min(budget, len(recs)))
