@@ -127,7 +127,9 @@ def test_pinned_descriptor_is_not_closed_by_eviction(tmp_path, small_bound):
     try:
         others = [FileRecords.open(str(tmp_path / f"o{i}.log"), file_already_exists=False)
                   for i in range(40)]
-        assert len(HANDLES) <= small_bound + 1
+        # this test's own descriptors: one another test left in this process may be pinned or
+        # parked meanwhile (3.12's unit-test step once counted 18 in all)
+        assert sum(f.fd >= 0 for f in [first, *others]) <= small_bound + 1
         assert first.fd == fd                              # still ours, still open
         assert os.fstat(fd).st_ino == os.stat(first.path).st_ino
         assert os.pread(fd, 5, 0) == bytes(5)
