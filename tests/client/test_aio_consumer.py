@@ -307,3 +307,62 @@ def test_aio_subscribe_elsewhere_hands_out_nothing_more_of_the_old_topics(tmp_pa
             await c.stop()
 
         asyncio.run(main())
+
+
+def test_aio_assign_made_across_the_polls_rebalance(tmp_path, monkeypatch):
+    """The poll in flight rebalances the old pattern subscription (a topic created meanwhile):
+    it has read that subscription when the application unsubscribes and assigns another
+    partition, and it sets its assignment after them. Once the poll ends the application's
+    assignment is made again: only the assigned partition's records are handed out (before, the
+    consumer went on fetching the old subscription's partitions)."""
+    import threading
+
+    from kafkalog.client.consumer import Consumer
+
+    entered, release = threading.Event(), threading.Event()
+    armed = [False]
+    original = Consumer._set_assignment
+
+    def held(self, tps):                    # the worker, between reading and setting
+        if armed[0] and threading.current_thread() is not threading.main_thread():
+            armed[0] = False
+            entered.set()
+            release.wait(10)
+        return original(self, tps)
+    monkeypatch.setattr(Consumer, "_set_assignment", held)
+    u0 = TopicPartition("u", 0)
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        dl.create_topic("t", 1)
+        dl.produce_many("t", [b"t0", b"t1"])
+        dl.create_topic("u", 1)
+        dl.produce_many("u", [b"u0", b"u1"])
+
+        async def main() -> None:
+            c = AIOKafkaConsumer(dl, group_id="g", auto_offset_reset="earliest",
+                                 enable_auto_commit=False)
+            await c.start()
+            c.subscribe(pattern="t.*")
+            got = await c.getmany(timeout_ms=1000)
+            assert [r.value for r in got[TP]] == [b"t0", b"t1"]
+            waiter = asyncio.create_task(c.getone())
+            await asyncio.sleep(0.05)               # its poll waits in the worker
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            armed[0] = True
+
+            def make_t2() -> None:
+                dl.create_topic("t2", 1)
+                dl.produce_many("t2", [b"x0", b"x1"])
+            await asyncio.to_thread(make_t2)
+            assert await asyncio.to_thread(entered.wait, 5)     # the poll's rebalance, held
+            c.unsubscribe()
+            c.assign([u0])
+            release.set()
+            got = await c.getmany(timeout_ms=1000)
+            assert c.assignment() == {u0}
+            assert {tp: [r.value for r in recs] for tp, recs in got.items()} == {u0: [b"u0", b"u1"]}
+            assert await c.getmany(timeout_ms=300) == {}
+            await c.stop()
+
+        asyncio.run(main())

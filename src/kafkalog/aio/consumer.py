@@ -67,6 +67,9 @@ class AIOKafkaConsumer:
         #: partitions that left the assignment while a poll was in flight: none of its records
         #: of them is handed out (:meth:`_settle`)
         self._revoked: set[TopicPartition] = set()
+        #: the assignment an ``assign`` or ``unsubscribe`` made while a poll was in flight: made
+        #: again once it ends if that poll's rebalance of the old subscription overwrote it
+        self._intended: set[TopicPartition] | None = None
         #: the error of such a poll, for the next getone / getmany
         self._poll_error: BaseException | None = None
         self._closed = False
@@ -146,6 +149,13 @@ class AIOKafkaConsumer:
         revoked, self._revoked = self._revoked, set()
         consumer = self._consumer
         assert consumer is not None             # (a poll was started)
+        intended, self._intended = self._intended, None
+        if intended is not None and consumer.assignment() != intended:
+            # (the poll's rebalance had read the old subscription before the change)
+            if intended:
+                consumer.assign(intended)
+            else:
+                consumer.unsubscribe()
         assigned = consumer.assignment()
         kept = 0
         for tp, recs in got.items():
@@ -178,18 +188,24 @@ class AIOKafkaConsumer:
         else:
             names = {topics} if isinstance(topics, str) else set(topics)
             self._unassigned({tp for tp in before if tp.topic not in names})
+        self._intended = None                   # (the next poll's rebalance makes it)
 
     def assign(self, partitions: Any) -> None:
         """As the sync consumer's: what was fetched and not handed out of the partitions it keeps
         comes next (their positions are past it), of the others it is dropped."""
         before = self._c.assignment()
         self._c.assign(partitions)
-        self._unassigned(before - self._c.assignment())
+        after = self._c.assignment()
+        self._unassigned(before - after)
+        if self._inflight is not None:
+            self._intended = after
 
     def unsubscribe(self) -> None:
         before = self._c.assignment()
         self._c.unsubscribe()
         self._unassigned(before)
+        if self._inflight is not None:
+            self._intended = set()
 
     def _unassigned(self, partitions: set[TopicPartition]) -> None:
         """``partitions`` left the assignment: what was fetched of them is dropped, and so are
