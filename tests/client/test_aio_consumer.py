@@ -366,3 +366,33 @@ def test_aio_assign_made_across_the_polls_rebalance(tmp_path, monkeypatch):
             await c.stop()
 
         asyncio.run(main())
+
+
+
+def test_aio_partition_assigned_away_and_back_while_a_poll_runs(tmp_path):
+    """While a poll a cancelled wait left is in flight, a partition is assigned away and back (a
+    new position of its own), then records arrive and that poll reads them from the new position:
+    they are not lost. Before, they were dropped as the old assignment's while the new position
+    stayed past them."""
+    with kafkalog.open(tmp_path / "d", background=False) as dl:
+        dl.create_topic("t", 2)
+
+        async def main() -> None:
+            c = AIOKafkaConsumer(dl, auto_offset_reset="earliest", enable_auto_commit=False)
+            await c.start()
+            c.assign([P0])
+            waiter = asyncio.create_task(c.getone())
+            await asyncio.sleep(0.05)               # its poll waits in the worker: nothing yet
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            c.assign([P1])
+            c.assign([P0])
+            await asyncio.to_thread(lambda: dl.produce_many("t", [b"a%d" % i for i in range(5)],
+                                                            partition=0))
+            await asyncio.sleep(0.3)                # the poll in flight reads them
+            got = await c.getmany(timeout_ms=1000)
+            assert {tp: [r.offset for r in recs] for tp, recs in got.items()} == {P0: [0, 1, 2, 3, 4]}
+            await c.stop()
+
+        asyncio.run(main())

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
@@ -157,6 +156,15 @@ class AIOKafkaConsumer:
             else:
                 consumer.unsubscribe()
         assigned = consumer.assignment()
+        again = revoked & assigned
+        if again and consumer.subscription() is None:
+            # assigned again meanwhile: their new positions may have moved in the poll, made anew
+            consumer.assign(assigned - again)
+            consumer.assign(assigned)
+        elif again:
+            # (subscribed again: the poll may have read them from their new positions; kept, so
+            # none is lost, at worst handed out twice)
+            revoked -= again
         kept = 0
         for tp, recs in got.items():
             if tp not in seeks and tp not in revoked and tp in assigned:
@@ -178,17 +186,12 @@ class AIOKafkaConsumer:
     # --- assignment (no file work) ------------------------------------------------------------
 
     def subscribe(self, topics: Any = (), pattern: Any = None, listener: Any = None) -> None:
-        """As the sync consumer's; the partitions of the topics it no longer names leave at the
-        next poll, and what was fetched of them is not handed out."""
+        """As the sync consumer's (its assignment follows at once): what was fetched of the
+        partitions it keeps comes next, of the others it is dropped."""
         before = self._c.assignment()
         self._c.subscribe(topics, pattern=pattern, listener=listener)
-        if pattern is not None:
-            pat = re.compile(pattern) if isinstance(pattern, str) else pattern
-            self._unassigned({tp for tp in before if not pat.fullmatch(tp.topic)})
-        else:
-            names = {topics} if isinstance(topics, str) else set(topics)
-            self._unassigned({tp for tp in before if tp.topic not in names})
-        self._intended = None                   # (the next poll's rebalance makes it)
+        self._unassigned(before - self._c.assignment())
+        self._intended = None                   # (a poll's rebalance across it is undone by the next)
 
     def assign(self, partitions: Any) -> None:
         """As the sync consumer's: what was fetched and not handed out of the partitions it keeps
