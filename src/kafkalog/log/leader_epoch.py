@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_left, bisect_right
-from contextlib import contextmanager
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, ContextManager, List, Optional, Tuple
 
 from kafkalog.errors import CorruptCheckpointError, InvalidEpochError
 from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochCheckpointFile
@@ -62,9 +61,16 @@ class LeaderEpochFileCache:
                 if e.epoch < 0 or e.start_offset < 0:
                     raise CorruptCheckpointError(
                         f"Negative epoch or offset in leader epoch checkpoint: {e}", file=checkpoint.path)
-                self._assign(e.epoch, e.start_offset)
-            if entries is not None:
-                self._on_disk = self.epoch_entries()
+            if entries and all(a.epoch < b.epoch and a.start_offset < b.start_offset
+                               for a, b in zip(entries, entries[1:])):
+                # (each assign of a file in order appends it: the columns as read)
+                self._cols = ([e.epoch for e in entries], [e.start_offset for e in entries])
+                self._on_disk = entries
+            else:
+                for e in entries or ():
+                    self._assign(e.epoch, e.start_offset)
+                if entries is not None:
+                    self._on_disk = self.epoch_entries()
 
     #: called after a change of :meth:`latest_epoch` (the partition's leader epoch as Metadata
     #: answers it): the log manager keeps each topic's metadata stamp with it
@@ -150,8 +156,7 @@ class LeaderEpochFileCache:
             self._cols = ([], [])
             self._latest_changed(before)
 
-    @contextmanager
-    def deferred_writes(self) -> Iterator[None]:
+    def deferred_writes(self) -> ContextManager[None]:
         """Hold the checkpoint's writes back while the log is loaded (Kafka's loader truncates
         the cache with an asynchronous flush): the load's truncations to the log's offsets (and a
         recovery's truncate-and-assign of the same epochs) change the memory only. At the end the
@@ -159,12 +164,11 @@ class LeaderEpochFileCache:
         entries now held are not the file's entries or the first of them, which every load cuts
         again to the same offsets. So a restart does not rewrite every partition's checkpoint
         twice (cut to the log end offset by the load, the same epoch assigned again once led)."""
-        with self._lock:
-            self._deferred = True
-            try:
-                yield
-            finally:
-                self._deferred = False
+        return _DeferredWrites(self)     # (a generator's context manager: twice the cost a load)
+
+    def _end_deferred(self, ok: bool) -> None:
+        self._deferred = False
+        if ok:
             entries = self.epoch_entries()
             disk = self._on_disk
             if disk is None or entries != disk[:len(entries)]:
@@ -273,3 +277,23 @@ class LeaderEpochFileCache:
 
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({self.epoch_entries()!r})"
+
+
+class _DeferredWrites:
+    """:meth:`LeaderEpochFileCache.deferred_writes`: the cache's lock held and its writes held
+    back inside; at the end the file written only when it would be wrong (not after an error)."""
+
+    __slots__ = ("_cache",)
+
+    def __init__(self, cache: LeaderEpochFileCache) -> None:
+        self._cache = cache
+
+    def __enter__(self) -> None:
+        self._cache._lock.acquire()
+        self._cache._deferred = True
+
+    def __exit__(self, exc_type: object, *_exc: object) -> None:
+        try:
+            self._cache._end_deferred(exc_type is None)
+        finally:
+            self._cache._lock.release()

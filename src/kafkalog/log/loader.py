@@ -634,11 +634,21 @@ def index_tails(size: int, offset_index_path: str, time_index_path: str
     ``size`` bytes): why they need a rebuild, or None; and what was read of each file present."""
     tails: List[Optional[IndexTail]] = []
     for path, esz in ((offset_index_path, 8), (time_index_path, 12)):
-        try:
-            length = os.path.getsize(path)
-        except OSError:
-            tails.append(None)
-            continue
+        if esz == 12 and size:
+            # a time index of a segment with records (its clean close wrote an entry, so it is
+            # rarely empty): open and read its head, its whole when under a block, no stat first
+            read = _read_tail(path, esz)
+            if read is None:
+                tails.append(None)
+                continue
+            length, tail = read
+        else:
+            try:
+                length = os.stat(path).st_size
+            except OSError:
+                tails.append(None)
+                continue
+            tail = b""
         if length % esz:
             return f"{os.path.basename(path)}: length {length} is not a multiple of {esz}", (None, None)
         if length == 0:
@@ -646,11 +656,14 @@ def index_tails(size: int, offset_index_path: str, time_index_path: str
             continue
         n = length // esz
         want = 2 * esz if n >= 2 else esz
-        fd = os.open(path, READ_FLAGS)     # (three system calls: a buffered open and seek take six)
-        try:
-            tail = os.pread(fd, want, length - want)
-        finally:
-            os.close(fd)
+        if not tail:
+            fd = os.open(path, READ_FLAGS)     # (three system calls: a buffered open and seek take six)
+            try:
+                tail = os.pread(fd, want, length - want)
+            finally:
+                os.close(fd)
+        else:
+            tail = tail[-want:]
         if len(tail) < want:                # shrunk since the stat: nothing to seed from
             tails.append(None)
             continue
@@ -673,6 +686,29 @@ def index_tails(size: int, offset_index_path: str, time_index_path: str
                     (None, None))
         tails.append((length, (last[0], last[1])))
     return None, (tails[0], tails[1])
+
+
+def _read_tail(path: str, esz: int) -> Optional[Tuple[int, bytes]]:
+    """The length of the index file ``path`` and its last two entries' bytes (or fewer), in an
+    open, one read and a close when it is under :data:`_HEAD_READ` bytes (a stat, an open, a read
+    and a close otherwise); None when it cannot be opened."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, _HEAD_READ, 0)
+        if len(head) < _HEAD_READ:
+            return len(head), head[-2 * esz:] if len(head) >= esz else b""
+        length = os.fstat(fd).st_size
+        want = min(2 * esz, length - length % esz) if length % esz == 0 else 0
+        return length, os.pread(fd, want, length - want) if want else b""
+    finally:
+        os.close(fd)
+
+
+#: how much of a time index :func:`_read_tail` reads from its start
+_HEAD_READ = 4096
 
 
 def _read_next_offset_by_scan(seg: LogSegment) -> int:

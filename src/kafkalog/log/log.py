@@ -28,17 +28,25 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
+from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.fetch_data_info import FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.file_records import TimestampAndOffset
 from kafkalog.log.fsutil import fsync_dir, io_error, wrap_os_errors
 from kafkalog.log.index.txn_index import AbortedTxn
+from kafkalog.log.leader_epoch import LeaderEpochFileCache
+from kafkalog.log.loader import load_log
 from kafkalog.log.log_append_info import AppendInfo
 from kafkalog.log.log_metrics import LOG_STATS
 from kafkalog.log.log_segments import LogSegments
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
 from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
-from kafkalog.log.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION, rebuild_producer_state
+from kafkalog.log.producer_state import (
+    ORIGIN_CLIENT,
+    ORIGIN_REPLICATION,
+    ProducerStateManager,
+    rebuild_producer_state,
+)
 from kafkalog.log.protocols import LeaderEpochCacheLike, ProducerStateLike
 from kafkalog.log.read.reader import PartitionReader
 from kafkalog.log.read.segments import LiveSegment
@@ -133,15 +141,11 @@ class Log:
         ``stray_snapshots_later``: the stray producer snapshots the load finds are deleted by
         :meth:`delete_stray_snapshots` (the log manager's background), not during the load.
         ``dir_exists``: the caller found the directory (a data directory's listing): no stat."""
-        from kafkalog.log.loader import load_log
         if not dir_exists and not os.path.isdir(dir_path):
             os.makedirs(os.fspath(dir_path), exist_ok=True)
         if producer_state_manager is None:
-            from kafkalog.log.producer_state import ProducerStateManager
             producer_state_manager = ProducerStateManager(dir_path)
         if leader_epoch_cache is None:
-            from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
-            from kafkalog.log.leader_epoch import LeaderEpochFileCache
             # (the file read, then made empty when it was missing: no stat before the read)
             leader_epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(
                 os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT_FILE), create=False))
@@ -170,8 +174,6 @@ class Log:
         a directory known to be empty (issue 35: a topic of thousands of partitions). The
         ``leader-epoch-checkpoint`` is written by the first epoch assigned, or made empty by
         :meth:`LeaderEpochFileCache.ensure_file` (as Kafka's checkpoint file makes itself)."""
-        from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
-        from kafkalog.log.leader_epoch import LeaderEpochFileCache
         path = os.fspath(dir_path)
         try:
             os.mkdir(path)
@@ -181,7 +183,6 @@ class Log:
             raise io_error(err, path, "create partition directory") from err
         config = as_log_config(config)
         if producer_state_manager is None:
-            from kafkalog.log.producer_state import ProducerStateManager
             producer_state_manager = ProducerStateManager(path, list_snapshots=False)
         cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(
             f"{path}/{LEADER_EPOCH_CHECKPOINT_FILE}", create=False), read=False)

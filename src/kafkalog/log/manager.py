@@ -442,8 +442,10 @@ class LogManager:
         to_load: List[Tuple[str, TopicPartition]] = []
         with os.scandir(self.data_dir) as listing:     # (directories known without a stat each)
             dir_names = sorted(e.name for e in listing if e.is_dir() and e.name not in IGNORED_DIRS)
+        d = self.data_dir
+        sep = "" if d.endswith("/") else "/"
         for name in dir_names:
-            path = os.path.join(self.data_dir, name)
+            path = f"{d}{sep}{name}"
             try:
                 parsed = parse_partition_dir_name(name)
             except KafkalogError as e:
@@ -478,16 +480,18 @@ class LogManager:
 
         threads = int(self.broker_config.num_recovery_threads_per_data_dir)
         strays = self._stray_snapshot_logs
+        loaded, reports = self.load_result.loaded, self.load_result.recovery_reports
         for i, ((path, tp), log) in enumerate(_opened_in_order(open_log, to_load, threads)):
             self._add_log(tp, log)
             psm = log.producer_state_manager
             if psm is not None and psm.stray_files:
                 strays.append(log)
-            self.load_result.loaded.append(os.path.basename(path))
+            name = path[len(d) + len(sep):]
+            loaded.append(name)
             if log.recovery_report is not None:
-                self.load_result.recovery_reports[os.path.basename(path)] = log.recovery_report
+                reports[name] = log.recovery_report
             if progress is not None:
-                progress(i + 1, total, os.path.basename(path))
+                progress(i + 1, total, name)
         if strays:
             self.scheduler.schedule_once("delete-stray-producer-snapshots", self._delete_stray_snapshots)
 
