@@ -164,7 +164,7 @@ class LeaderEpochFileCache:
         entries now held are not the file's entries or the first of them, which every load cuts
         again to the same offsets. So a restart does not rewrite every partition's checkpoint
         twice (cut to the log end offset by the load, the same epoch assigned again once led)."""
-        return _DeferredWrites(self)     # (a generator's context manager: twice the cost a load)
+        return _DeferredWrites(self)     # (an object, not a generator's: a load enters one a partition)
 
     def _end_deferred(self, ok: bool) -> None:
         self._deferred = False

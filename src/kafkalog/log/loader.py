@@ -701,8 +701,9 @@ def _read_tail(path: str, esz: int) -> Optional[Tuple[int, bytes]]:
         if len(head) < _HEAD_READ:
             return len(head), head[-2 * esz:] if len(head) >= esz else b""
         length = os.fstat(fd).st_size
-        want = min(2 * esz, length - length % esz) if length % esz == 0 else 0
-        return length, os.pread(fd, want, length - want) if want else b""
+        if length % esz:
+            return length, b""              # (refused by the caller for its length)
+        return length, os.pread(fd, 2 * esz, length - 2 * esz)
     finally:
         os.close(fd)
 
