@@ -344,18 +344,17 @@ def test_aio_assign_made_across_the_polls_rebalance(tmp_path, monkeypatch):
             c.subscribe(pattern="t.*")
             got = await c.getmany(timeout_ms=1000)
             assert [r.value for r in got[TP]] == [b"t0", b"t1"]
-            waiter = asyncio.create_task(c.getone())
-            await asyncio.sleep(0.05)               # its poll waits in the worker
-            waiter.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiter
             armed[0] = True
 
             def make_t2() -> None:
                 dl.create_topic("t2", 1)
                 dl.produce_many("t2", [b"x0", b"x1"])
             await asyncio.to_thread(make_t2)
-            assert await asyncio.to_thread(entered.wait, 5)     # the poll's rebalance, held
+            waiter = asyncio.create_task(c.getone())
+            assert await asyncio.to_thread(entered.wait, 10)    # its poll's rebalance, held
+            waiter.cancel()                         # (the poll stays in flight)
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
             c.unsubscribe()
             c.assign([u0])
             release.set()
