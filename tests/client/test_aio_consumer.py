@@ -4,6 +4,8 @@ consumer waits, and new data wakes ``async for``."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,16 @@ from kafkalog.client import TopicPartition
 from kafkalog.errors import ConsumerOffsetOutOfRangeError, IllegalStateError, InvalidConfigError
 
 TP = TopicPartition("t", 0)
+
+
+async def _leave_a_poll_in_flight(wait: Coroutine[Any, Any, Any]) -> None:
+    """aiokafka's timeout pattern: ``wait`` (a ``getone`` / ``getmany``) cancelled while its poll
+    waits in the worker, which keeps running it: the poll stays in flight for the next call."""
+    waiter = asyncio.create_task(wait)
+    await asyncio.sleep(0.05)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
 
 
 def test_aio_consumer_under_a_running_loop(tmp_path):
@@ -56,11 +68,7 @@ def test_aio_consumer_under_a_running_loop(tmp_path):
             tick.cancel()
             assert ticks > 0
             # a cancelled wait loses nothing: the record arriving meanwhile comes next
-            waiter = asyncio.create_task(c.getone())
-            await asyncio.sleep(0.05)
-            waiter.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiter
+            await _leave_a_poll_in_flight(c.getone())
             await asyncio.to_thread(dl.produce, "t", b"after-cancel", None, None, None, 0)
             nxt = await asyncio.wait_for(c.getone(), 60)
             assert nxt.value == b"after-cancel"
@@ -117,11 +125,7 @@ def test_aio_seek_after_a_cancelled_wait(tmp_path):
             c = AIOKafkaConsumer(dl, auto_offset_reset="earliest", enable_auto_commit=False)
             await c.start()
             c.assign([TP])
-            waiter = asyncio.create_task(c.getone())
-            await asyncio.sleep(0.05)               # its poll waits in the worker: nothing yet
-            waiter.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiter
+            await _leave_a_poll_in_flight(c.getone())  # its poll waits in the worker: nothing yet
             await asyncio.to_thread(dl.produce_many, "t", [b"v%d" % i for i in range(10)])
             await asyncio.sleep(0.3)                # the poll still in flight reads 0..9
             with pytest.raises(InvalidConfigError):
@@ -134,11 +138,7 @@ def test_aio_seek_after_a_cancelled_wait(tmp_path):
             c.seek(TP, 8)                           # no poll in flight: at once
             assert (await c.getone()).offset == 8
             assert (await c.getone()).offset == 9
-            waiter = asyncio.create_task(c.getmany(timeout_ms=2000))
-            await asyncio.sleep(0.05)
-            waiter.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiter
+            await _leave_a_poll_in_flight(c.getmany(timeout_ms=2000))
             await c.seek_to_beginning(TP)            # a poll in flight again, then a reset
             assert await c.position(TP) == 0
             assert (await c.getone()).offset == 0
@@ -161,11 +161,7 @@ def test_aio_poll_failing_in_flight(tmp_path):
             await c.start()
             c.assign([TP])
             c.seek(TP, 10)
-            waiter = asyncio.create_task(c.getone())
-            await asyncio.sleep(0.05)               # its poll waits in the worker at the end
-            waiter.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiter
+            await _leave_a_poll_in_flight(c.getone())  # its poll waits in the worker at the end
 
             def truncate_and_append() -> None:
                 dl.manager.get_log("t", 0).truncate_to(5)
@@ -225,18 +221,11 @@ def test_aio_assign_while_a_cancelled_waits_poll_runs(tmp_path):
     with kafkalog.open(tmp_path / "d", background=False) as dl:
         dl.create_topic("t", 2)
 
-        async def leave_a_poll_waiting(c: AIOKafkaConsumer) -> None:
-            waiter = asyncio.create_task(c.getone())
-            await asyncio.sleep(0.05)               # its poll waits in the worker: nothing yet
-            waiter.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiter
-
         async def main() -> None:
             c = AIOKafkaConsumer(dl, auto_offset_reset="earliest", enable_auto_commit=False)
             await c.start()
             c.assign([P0])
-            await leave_a_poll_waiting(c)
+            await _leave_a_poll_in_flight(c.getone())
             await asyncio.to_thread(lambda: dl.produce_many("t", [b"a%d" % i for i in range(5)], partition=0))
             await asyncio.sleep(0.3)                # the poll in flight reads P0's 0..4
             c.assign([P1])
@@ -245,7 +234,7 @@ def test_aio_assign_while_a_cancelled_waits_poll_runs(tmp_path):
             got = await c.getmany(timeout_ms=1000)
             assert set(got) == {P1}
             assert [r.value for r in got[P1]] == [b"b0", b"b1", b"b2"]
-            await leave_a_poll_waiting(c)
+            await _leave_a_poll_in_flight(c.getone())
             await asyncio.to_thread(lambda: dl.produce_many("t", [b"b%d" % i for i in range(3, 6)], partition=1))
             await asyncio.sleep(0.3)                # the poll in flight reads P1's 3..5
             c.unsubscribe()
@@ -380,11 +369,7 @@ def test_aio_partition_assigned_away_and_back_while_a_poll_runs(tmp_path):
             c = AIOKafkaConsumer(dl, auto_offset_reset="earliest", enable_auto_commit=False)
             await c.start()
             c.assign([P0])
-            waiter = asyncio.create_task(c.getone())
-            await asyncio.sleep(0.05)               # its poll waits in the worker: nothing yet
-            waiter.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiter
+            await _leave_a_poll_in_flight(c.getone())  # its poll waits in the worker: nothing yet
             c.assign([P1])
             c.assign([P0])
             await asyncio.to_thread(lambda: dl.produce_many("t", [b"a%d" % i for i in range(5)],
