@@ -155,10 +155,10 @@ class AIOKafkaConsumer:
                 consumer.assign(intended)
             else:
                 consumer.unsubscribe()
-        assigned = consumer.assignment()
-        again = revoked & assigned
+        again = {tp for tp in revoked if consumer.is_assigned(tp)}
         if again and consumer.subscription() is None:
             # assigned again meanwhile: their new positions may have moved in the poll, made anew
+            assigned = consumer.assignment()
             consumer.assign(assigned - again)
             consumer.assign(assigned)
         elif again:
@@ -167,11 +167,11 @@ class AIOKafkaConsumer:
             revoked -= again
         kept = 0
         for tp, recs in got.items():
-            if tp not in seeks and tp not in revoked and tp in assigned:
+            if tp not in seeks and tp not in revoked and consumer.is_assigned(tp):
                 self._pending.setdefault(tp, []).extend(recs)
                 kept += len(recs)
         for tp, offset in seeks.items():
-            if tp in assigned:                  # (one the poll's rebalance revoked is not sought)
+            if consumer.is_assigned(tp):        # (one the poll's rebalance revoked is not sought)
                 consumer.seek(tp, offset)
         return kept
 
@@ -334,14 +334,13 @@ class AIOKafkaConsumer:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         budget = max_records if max_records is not None else float("inf")
         c = self._c
-        assigned, paused = (c.assignment(), c.paused()) if self._pending else (set(), set())
         for tp in list(self._pending):
             if budget <= 0:
                 break
-            if tp not in assigned:              # (a rebalance of the subscription revoked it)
+            if not c.is_assigned(tp):           # (a rebalance of the subscription revoked it)
                 del self._pending[tp]
                 continue
-            if (partitions and tp not in partitions) or tp in paused:
+            if (partitions and tp not in partitions) or c.is_paused(tp):
                 continue
             recs = self._pending[tp]
             n = int(min(budget, len(recs)))

@@ -336,6 +336,16 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is assigned (Kafka's ``SubscriptionState.isAssigned``): a look-up, not a
+        copy of the assignment (``AIOKafkaConsumer`` asks it for each partition it holds records of)."""
+        return tp in self._states
+
+    def is_paused(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is assigned and paused (Kafka's ``SubscriptionState.isPaused``)."""
+        st = self._states.get(tp)
+        return st is not None and st.paused
+
     def topics(self) -> set[str]:
         return set(self._source.manager.topics())
 
