@@ -634,21 +634,13 @@ def index_tails(size: int, offset_index_path: str, time_index_path: str
     ``size`` bytes): why they need a rebuild, or None; and what was read of each file present."""
     tails: List[Optional[IndexTail]] = []
     for path, esz in ((offset_index_path, 8), (time_index_path, 12)):
-        if esz == 12 and size:
-            # a time index of a segment with records (its clean close wrote an entry, so it is
-            # rarely empty): open and read its head, its whole when under a block, no stat first
-            read = _read_tail(path, esz)
-            if read is None:
-                tails.append(None)
-                continue
-            length, tail = read
-        else:
-            try:
-                length = os.stat(path).st_size
-            except OSError:
-                tails.append(None)
-                continue
-            tail = b""
+        # a time index of a segment with records (its clean close wrote an entry, so it is rarely
+        # empty) is read from its start; an offset index (mostly empty) is stat'ed first
+        read = _length_and_tail(path, esz, head_first=esz == 12 and size > 0)
+        if read is None:
+            tails.append(None)
+            continue
+        length, tail = read
         if length % esz:
             return f"{os.path.basename(path)}: length {length} is not a multiple of {esz}", (None, None)
         if length == 0:
@@ -656,14 +648,7 @@ def index_tails(size: int, offset_index_path: str, time_index_path: str
             continue
         n = length // esz
         want = 2 * esz if n >= 2 else esz
-        if not tail:
-            fd = os.open(path, READ_FLAGS)     # (three system calls: a buffered open and seek take six)
-            try:
-                tail = os.pread(fd, want, length - want)
-            finally:
-                os.close(fd)
-        else:
-            tail = tail[-want:]
+        tail = tail[-want:]
         if len(tail) < want:                # shrunk since the stat: nothing to seed from
             tails.append(None)
             continue
@@ -688,27 +673,40 @@ def index_tails(size: int, offset_index_path: str, time_index_path: str
     return None, (tails[0], tails[1])
 
 
-def _read_tail(path: str, esz: int) -> Optional[Tuple[int, bytes]]:
-    """The length of the index file ``path`` and its last two entries' bytes (or fewer), in an
-    open, one read and a close when it is under :data:`_HEAD_READ` bytes (a stat, an open, a read
-    and a close otherwise); None when it cannot be opened."""
+def _length_and_tail(path: str, esz: int, head_first: bool) -> Optional[Tuple[int, bytes]]:
+    """The length of the index file ``path`` and the bytes of its last two entries (fewer when it
+    holds fewer; none when its length is not whole entries), or None when it cannot be found.
+    ``head_first``: an open and one read from its start, its whole when under :data:`_HEAD_READ`
+    bytes (no stat); otherwise a stat, and for a file of entries an open and a read of its tail.
+    Unbuffered: a buffered open and seek take twice the system calls."""
+    if head_first:
+        try:
+            fd = os.open(path, READ_FLAGS)
+        except OSError:
+            return None
+        try:
+            head = os.pread(fd, _HEAD_READ, 0)
+            if len(head) < _HEAD_READ:
+                return len(head), head[-2 * esz:]
+            length = os.fstat(fd).st_size
+            return length, b"" if length % esz else os.pread(fd, 2 * esz, length - 2 * esz)
+        finally:
+            os.close(fd)
     try:
-        fd = os.open(path, READ_FLAGS)
+        length = os.stat(path).st_size
     except OSError:
         return None
+    if length == 0 or length % esz:
+        return length, b""
+    want = min(2 * esz, length)
+    fd = os.open(path, READ_FLAGS)
     try:
-        head = os.pread(fd, _HEAD_READ, 0)
-        if len(head) < _HEAD_READ:
-            return len(head), head[-2 * esz:] if len(head) >= esz else b""
-        length = os.fstat(fd).st_size
-        if length % esz:
-            return length, b""              # (refused by the caller for its length)
-        return length, os.pread(fd, 2 * esz, length - 2 * esz)
+        return length, os.pread(fd, want, length - want)
     finally:
         os.close(fd)
 
 
-#: how much of a time index :func:`_read_tail` reads from its start
+#: how much of a time index :func:`_length_and_tail` reads from its start
 _HEAD_READ = 4096
 
 
