@@ -5,10 +5,17 @@ or started by the group's ``share.auto.offset.reset``, records read through the 
 (``Log.read``, bounded by the last stable offset with ``share.isolation.level=read_committed``,
 aborted transactions' batches archived), every change of delivery state written back before it is
 answered. The broker's ShareFetch/ShareAcknowledge and the embedded share consumer use it alike.
+
+Acquisition locks end on a timer (:meth:`SharePartitionManager.expire_locks`, the broker's group
+timer): a heap of the partitions whose first lock may end, one live entry a partition, pushed when
+records are acquired, so a tick looks at the partitions whose time came, not at every share
+partition of the node. A group's partitions are held by group, so what a member's leave or a
+group's deletion does costs what that group holds.
 """
 
 from __future__ import annotations
 
+import heapq
 import struct
 import threading
 import time
@@ -112,7 +119,12 @@ class SharePartitionManager:
         self._settings_of = settings_of
         self._clock = clock
         self._lock = threading.RLock()
-        self._partitions: dict[Key, SharePartition] = {}
+        #: group -> (topic, partition) -> its share partition, loaded
+        self._partitions: dict[str, dict[tuple[str, int], SharePartition]] = {}
+        #: (deadline, group, topic, partition): when a partition's first acquisition lock may end;
+        #: an entry is live while ``_lock_due`` holds its deadline (one live entry a partition)
+        self._lock_timers: list[tuple[int, str, str, int]] = []
+        self._lock_due: dict[Key, int] = {}
 
     # --- loading ----------------------------------------------------------------------------------
 
@@ -129,9 +141,8 @@ class SharePartitionManager:
 
     def get(self, group: str, topic: str, partition: int) -> SharePartition | None:
         """The share partition, loaded or started on first use (None: no such topic partition)."""
-        key = (group, topic, partition)
         with self._lock:
-            sp = self._partitions.get(key)
+            sp = self._partitions.get(group, {}).get((topic, partition))
             if sp is not None:
                 sp.config = self._settings_of(group).partition
                 return sp
@@ -149,19 +160,26 @@ class SharePartitionManager:
                                             max(stored.leader_epoch, 0))
             log_start = log.fetch_offset_snapshot()[0]
             sp.move_start(log_start)
-            self._partitions[key] = sp
+            self._partitions.setdefault(group, {})[(topic, partition)] = sp
             return sp
 
     def loaded(self, group: str) -> dict[tuple[str, int], SharePartition]:
         with self._lock:
-            return {(t, p): sp for (g, t, p), sp in self._partitions.items() if g == group}
+            return dict(self._partitions.get(group, {}))
 
     def forget(self, group: str, topics: Iterable[tuple[str, int]] | None = None) -> None:
         """Drop the in-memory share partitions of ``group`` (reloaded from the store on next use)."""
         with self._lock:
-            for key in [k for k in self._partitions if k[0] == group
-                        and (topics is None or (k[1], k[2]) in set(topics))]:
-                del self._partitions[key]
+            held = self._partitions.get(group)
+            if held is None:
+                return
+            if topics is None:
+                held.clear()
+            else:
+                for tp in set(topics):
+                    held.pop(tp, None)
+            if not held:
+                del self._partitions[group]
 
     # --- persistence ------------------------------------------------------------------------------
 
@@ -169,8 +187,9 @@ class SharePartitionManager:
         """Write the changed delivery states of ``group``'s partitions (Kafka's
         WriteShareGroupState), before the change is answered."""
         writes = []
+        held = self._partitions.get(group, {})
         for (topic, partition), offsets in changed.items():
-            sp = self._partitions.get((group, topic, partition))
+            sp = held.get((topic, partition))
             if sp is None:
                 continue
             stored = self.store.read(group, self._topic_id_of(topic), partition)
@@ -181,7 +200,7 @@ class SharePartitionManager:
         if writes:
             self.store.write(writes)
         for (topic, partition) in changed:
-            sp = self._partitions.get((group, topic, partition))
+            sp = held.get((topic, partition))
             if sp is not None:
                 sp.advance()
 
@@ -230,6 +249,7 @@ class SharePartitionManager:
                             o for a, b in excluded for o in range(a, b + 1))
                     if acquired:
                         result = ShareFetchResult(data, tuple(acquired))
+                        self._schedule_locks((group, topic, partition), now + sp.config.record_lock_duration_ms)
             if changed:
                 self._persist(group, changed)
             return result
@@ -250,29 +270,50 @@ class SharePartitionManager:
         """A member left (or its share session closed): its acquired records are released."""
         with self._lock:
             changed = {}
-            wanted = None if topics is None else set(topics)
-            for (g, t, p), sp in self._partitions.items():
-                if g != group or (wanted is not None and (t, p) not in wanted):
+            held = self._partitions.get(group, {})
+            for tp in list(held) if topics is None else set(topics):
+                sp = held.get(tp)
+                if sp is None:
                     continue
                 got = sp.release_member(member)
                 if got:
-                    changed[(t, p)] = got
+                    changed[tp] = got
             if changed:
                 self._persist(group, changed)
 
+    def _schedule_locks(self, key: Key, deadline: int) -> None:
+        """A lock of ``key``'s partition ends at ``deadline``: an entry unless an earlier one is
+        live (it looks again then, and schedules what is left). Renewed locks end later: the
+        entry stays."""
+        live = self._lock_due.get(key)
+        if live is not None and live <= deadline:
+            return
+        self._lock_due[key] = deadline
+        heapq.heappush(self._lock_timers, (deadline, *key))
+
     def expire_locks(self, now: int | None = None) -> bool:
-        """Expire every lock past its deadline (the broker's timer); True if any expired."""
+        """Expire the locks past their deadline (the broker's timer): the partitions whose entry
+        came due; True if any expired."""
         now = self._clock() if now is None else now
         any_expired = False
         with self._lock:
             by_group: dict[str, dict[tuple[str, int], list[int]]] = {}
-            for (g, t, p), sp in self._partitions.items():
-                deadline = sp.next_deadline()
-                if deadline is None or deadline > now:
-                    continue
+            timers = self._lock_timers
+            while timers and timers[0][0] <= now:
+                deadline, g, t, p = heapq.heappop(timers)
+                key = (g, t, p)
+                if self._lock_due.get(key) != deadline:
+                    continue                                  # an earlier entry replaced it
+                del self._lock_due[key]
+                sp = self._partitions.get(g, {}).get((t, p))
+                if sp is None:
+                    continue                                  # forgotten: reloaded without locks
                 got = sp.expire_locks(now)
                 if got:
                     by_group.setdefault(g, {})[(t, p)] = got
+                left = sp.next_deadline()
+                if left is not None:
+                    self._schedule_locks(key, left)
             for g, changed in by_group.items():
                 self._persist(g, changed)
                 any_expired = True

@@ -25,6 +25,7 @@ so no transition is ever pending between two requests.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -135,6 +136,11 @@ class TransactionCoordinator:
         self.level = transaction_version
         self._lock = threading.RLock()
         self._txns: dict[str, TransactionMetadata] = {}
+        #: (deadline, transactional id): when an open transaction times out (its start plus its
+        #: timeout); an entry is live while ``_timeouts_due`` holds its deadline for the id, so the
+        #: timer looks at the transactions whose time came, not at every transactional id
+        self._timeouts: list[tuple[int, str]] = []
+        self._timeouts_due: dict[str, int] = {}
         if manager.has_topic(TRANSACTION_STATE_TOPIC):
             self._partitions = len(manager.partitions_of(TRANSACTION_STATE_TOPIC))
             self._load()
@@ -156,6 +162,8 @@ class TransactionCoordinator:
         for m in list(self._txns.values()):          # a decision taken, markers maybe not all written
             if m.state in _PREPARED:
                 self._complete(m)
+            elif m.state == TransactionState.ONGOING:
+                self._schedule_timeout(m)
 
     def _write(self, m: TransactionMetadata) -> TransactionMetadata:
         """Write ``m`` (a transition of its transactional id) to its ``__transaction_state``
@@ -171,7 +179,16 @@ class TransactionCoordinator:
                                  m.txn_last_update_timestamp)]), leader_epoch=epoch)
         log.flush(include_active=True)
         self._txns[m.transactional_id] = m
+        if m.state == TransactionState.ONGOING:
+            self._schedule_timeout(m)
         return m
+
+    def _schedule_timeout(self, m: TransactionMetadata) -> None:
+        """``m``'s open transaction times out at its start plus its timeout: an entry, once."""
+        deadline = m.txn_start_timestamp + m.txn_timeout_ms
+        if self._timeouts_due.get(m.transactional_id) != deadline:
+            self._timeouts_due[m.transactional_id] = deadline
+            heapq.heappush(self._timeouts, (deadline, m.transactional_id))
 
     def _transit(self, m: TransactionMetadata, state: TransactionState, **changes: object) -> TransactionMetadata:
         """Kafka's ``prepareTransitionTo``: ``m`` in ``state`` with ``changes``; the previous producer
@@ -185,14 +202,6 @@ class TransactionCoordinator:
         """The current state of ``transactional_id`` (None when unknown)."""
         with self._lock:
             return self._txns.get(transactional_id)
-
-    def transaction_of_producer(self, producer_id: int) -> TransactionMetadata | None:
-        """The state of the transactional id whose producer id is ``producer_id`` (None if none)."""
-        with self._lock:
-            for m in self._txns.values():
-                if m.producer_id == producer_id:
-                    return m
-            return None
 
     def init_producer_id(self, transactional_id: str, txn_timeout_ms: int,
                          expected: tuple[int, int] | None = None) -> tuple[int, int]:
@@ -438,12 +447,20 @@ class TransactionCoordinator:
         return self._complete(self._write(prepared))
 
     def abort_timed_out_transactions(self, now: int | None = None) -> list[str]:
-        """Abort every transaction open for longer than its timeout; returns their ids."""
+        """Abort every transaction open for longer than its timeout (those whose timer entry came
+        due); returns their ids."""
         now = self._clock() if now is None else now
         out = []
         with self._lock:
-            for m in list(self._txns.values()):
-                if m.state == TransactionState.ONGOING and m.txn_start_timestamp + m.txn_timeout_ms < now:
+            timeouts = self._timeouts
+            while timeouts and timeouts[0][0] < now:
+                deadline, tid = heapq.heappop(timeouts)
+                if self._timeouts_due.get(tid) != deadline:
+                    continue                              # a later transaction of the id replaced it
+                del self._timeouts_due[tid]
+                m = self._txns.get(tid)
+                if m is not None and m.state == TransactionState.ONGOING \
+                        and m.txn_start_timestamp + m.txn_timeout_ms == deadline:
                     self._fence_and_abort(m)
-                    out.append(m.transactional_id)
+                    out.append(tid)
         return out

@@ -269,6 +269,8 @@ class LogManager:
         #: each topic's :meth:`metadata_stamp`, taken from one sequence (never reused)
         self._stamps: Dict[str, int] = {}
         self._stamp_seq = itertools.count(1)
+        #: the last stamp given or taken away (:meth:`topics_stamp`)
+        self._last_stamp = 0
         #: (due ms, seq, partition, log) of every log with a finite ``flush.ms``: the flusher pops
         #: what is due instead of visiting every log each second
         self._flush_due: List[Tuple[int, int, TopicPartition, Log]] = []
@@ -734,8 +736,14 @@ class LogManager:
         moves it after the change is seen."""
         return self._stamps.get(topic, 0)
 
+    def topics_stamp(self) -> int:
+        """A number that changes whenever any topic's :meth:`metadata_stamp` does or a topic goes:
+        what is derived from every topic (a broker's topic image for its consumer groups) is kept
+        while it stays. Read it before what it stands for, as a topic's stamp."""
+        return self._last_stamp
+
     def _topic_changed(self, topic: str) -> None:
-        self._stamps[topic] = next(self._stamp_seq)
+        self._stamps[topic] = self._last_stamp = next(self._stamp_seq)
 
     def _offsets_of_changed(self, tp: TopicPartition, _log: Optional[Log] = None) -> None:
         with self._moved_lock:
@@ -765,6 +773,7 @@ class LogManager:
             self._topic_changed(tp.topic)
         else:
             self._stamps.pop(tp.topic, None)
+            self._last_stamp = next(self._stamp_seq)
         return log
 
     def _schedule_flush(self, tp: TopicPartition, log: Log) -> None:

@@ -103,6 +103,8 @@ class Broker:
         self.topic_ids = TopicIds(manager)
         #: the topics of Metadata answers, kept encoded while each topic's metadata stays
         self.metadata_entries = MetadataEntries()
+        #: (the manager's topics stamp, the topic image made then): :meth:`topic_images`
+        self._topic_images: tuple[int, Mapping[str, TopicImage]] | None = None
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.producer_ids = adopt_legacy_reservation(manager.data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
@@ -309,12 +311,20 @@ class Broker:
             return None
         return TopicImage(self.topic_ids.of(topic), len(self.manager.partitions_of(topic)))
 
-    def topic_images(self) -> dict[str, TopicImage]:
+    def topic_images(self) -> Mapping[str, TopicImage]:
         """Every topic with its id and partition count (the consumer groups' view of the metadata):
         the internal topics too, as in Kafka's metadata image (a regex such as ``.*`` subscribes to
-        ``__consumer_offsets``)."""
-        return {t: TopicImage(self.topic_ids.of(t), len(self.manager.partitions_of(t)))
-                for t in self.manager.topics()}
+        ``__consumer_offsets``). The same mapping while no topic changed (the manager's
+        :meth:`~kafkalog.log.manager.LogManager.topics_stamp`): a heartbeat looks it up, not a
+        walk over every topic and partition; a changed image is a new mapping."""
+        stamp = self.manager.topics_stamp()
+        cached = self._topic_images
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        images = MappingProxyType({t: TopicImage(self.topic_ids.of(t), len(self.manager.partitions_of(t)))
+                                   for t in self.manager.topics()})
+        self._topic_images = (stamp, images)
+        return images
 
     # --- logs and topics ----------------------------------------------------------------------
 

@@ -4,8 +4,9 @@ No sockets here: the handlers (:mod:`kafkalog.server.handlers.groups`) call :met
 :meth:`~GroupCoordinator.sync`, :meth:`~GroupCoordinator.heartbeat` and
 :meth:`~GroupCoordinator.leave`; a JoinGroup or a follower's SyncGroup that must wait gets a future
 resolved when the rebalance completes. Time moves by :meth:`GroupCoordinator.tick` (the broker calls
-it periodically with the monotonic clock in ms): sessions expire, rebalances end at their timeout, the
-first rebalance of an empty group waits ``group.initial.rebalance.delay.ms``. Each completed
+it periodically; it looks at the groups whose next deadline passed or that a request was at, see
+:mod:`.group`): sessions expire, rebalances end at their timeout, the first rebalance of an empty
+group waits ``group.initial.rebalance.delay.ms``. Each completed
 rebalance (and each group that becomes empty) is handed to ``persist`` (``OffsetsStore
 .store_group_metadata``), and :meth:`GroupCoordinator.restore` loads it back after a restart.
 
@@ -94,7 +95,8 @@ class Group:
 
 class GroupCoordinator(GroupCoordinatorBase[Group]):
     """Every classic group of the node. Its timers are the classic protocol's own (pending member
-    ids, the initial delay, rebalances ended at their deadline): :meth:`tick` is its own."""
+    ids, the initial delay, rebalances ended at their deadline): :meth:`expire` and
+    :meth:`next_deadline` are its own."""
 
     kind = "classic group"
 
@@ -431,29 +433,37 @@ class GroupCoordinator(GroupCoordinatorBase[Group]):
 
     # --- time -----------------------------------------------------------------------------------
 
-    def tick(self) -> None:
-        """Expire sessions and pending member ids, end rebalances at their deadline."""
-        now = self._clock()
-        for g in list(self.groups.values()):
-            for mid, deadline in list(g.pending.items()):
-                if now >= deadline:
-                    del g.pending[mid]
-            expired = [m for m in g.members.values()
-                       if m.join_future is None and m.sync_future is None
-                       and now - m.last_heartbeat >= m.session_timeout_ms]
-            for m in expired:
-                self._remove(g, m)
-            if expired:
-                self._after_removal(g)
-            if g.state == PREPARING_REBALANCE and now >= g.rebalance_deadline:
-                if g.initial_delay:
-                    g.initial_delay = False
-                    # the initial delay is over: wait for the rest as any rebalance does
-                    if not all(m.join_future is not None for m in g.members.values()) or g.pending:
-                        g.rebalance_deadline = now + max(
-                            (m.rebalance_timeout_ms for m in g.members.values()), default=0)
-                        continue
-                self._maybe_complete_join(g, now, timed_out=True)
+    def expire(self, g: Group, now: int) -> None:
+        """Expire the group's sessions and pending member ids, end its rebalance at its deadline."""
+        for mid, deadline in list(g.pending.items()):
+            if now >= deadline:
+                del g.pending[mid]
+        expired = [m for m in g.members.values()
+                   if m.join_future is None and m.sync_future is None
+                   and now - m.last_heartbeat >= m.session_timeout_ms]
+        for m in expired:
+            self._remove(g, m)
+        if expired:
+            self._after_removal(g)
+        if g.state == PREPARING_REBALANCE and now >= g.rebalance_deadline:
+            if g.initial_delay:
+                g.initial_delay = False
+                # the initial delay is over: wait for the rest as any rebalance does
+                if not all(m.join_future is not None for m in g.members.values()) or g.pending:
+                    g.rebalance_deadline = now + max(
+                        (m.rebalance_timeout_ms for m in g.members.values()), default=0)
+                    return
+            self._maybe_complete_join(g, now, timed_out=True)
+
+    def next_deadline(self, g: Group, now: int) -> int | None:
+        """When the group's time comes next: a pending member id's, a session's (a member waiting
+        in JoinGroup or SyncGroup has none: its answer restarts it), its rebalance's end."""
+        later = [d for d in g.pending.values() if d > now]
+        later += [m.last_heartbeat + m.session_timeout_ms for m in g.members.values()
+                  if m.join_future is None and m.sync_future is None]
+        if g.state == PREPARING_REBALANCE:
+            later.append(g.rebalance_deadline)
+        return min(later, default=None)
 
     # --- admin ----------------------------------------------------------------------------------
 

@@ -427,7 +427,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         #: the topic set the regexes were last resolved against, and its version (bumped when it grows)
         self._known_topics: frozenset[str] = frozenset()
         self._topics_version = 0
-        self._last_image: dict[str, TopicImage] = {}
+        self._last_image: Mapping[str, TopicImage] = {}
         #: with an authorizer: the topics (of those given) the member being served may DESCRIBE; a
         #: regular expression resolves to those only (Kafka's ``filterTopicDescribeAuthorizedTopics``)
         self.describable: Callable[[Iterable[str]], Iterable[str]] | None = None
@@ -452,17 +452,20 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
     def _image(self) -> Mapping[str, TopicImage]:
         """The topics now; a topic created, deleted or grown since the last look expires the metadata
         of the groups subscribed to it (whichever request changed it)."""
-        image = dict(self._topics())
+        image = self._topics()
+        if image is self._last_image:           # the broker's image while no topic changed
+            return image
         if image != self._last_image:
-            changed = {n for n in set(image) | set(self._last_image) if image.get(n) != self._last_image.get(n)}
+            last = self._last_image
+            changed = {n for n in image.keys() | last.keys() if image.get(n) != last.get(n)}
             for g in self.groups.values():
                 if changed & self._subscribed_names(g):
                     g.metadata_expired = True
-            self._last_image = image
-        names = frozenset(image)
-        if names - self._known_topics:
-            self._topics_version += 1
-        self._known_topics = names
+            names = frozenset(image)
+            if names - self._known_topics:
+                self._topics_version += 1
+            self._known_topics = names
+        self._last_image = image
         return image
 
     def topics_changed(self, names: Iterable[str]) -> None:

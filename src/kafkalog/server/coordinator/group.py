@@ -12,10 +12,15 @@ What a coordinator gets:
   the coordinator's: records for the modern protocols, a ``GroupMetadataValue`` for the classic
   one; ``_write(group, records)`` persists a modern group's records and holds it), DeleteGroups
   (``delete``, with the coordinator's ``tombstones``), and :meth:`~GroupCoordinatorBase.tick`,
-  the session and rebalance timers: it asks
+  the session and rebalance timers: for each group whose time may have come it asks
   :meth:`~GroupCoordinatorBase.timed_out` which members ran out of time and why, then
   :meth:`~GroupCoordinatorBase.fence_member` each one still in its group (a failure is logged,
-  the others are fenced all the same). The broker calls ``tick`` every ``GROUP_TICK_S``.
+  the others are fenced all the same). The broker calls ``tick`` every ``GROUP_TICK_S``; a tick
+  looks only at the groups whose next deadline passed (a heap of them, one live entry a group:
+  Kafka's coordinator timer) and at those a request looked up since the last tick (:class:`Groups`
+  notes them: a request may have moved their deadlines), never at every group of the node. A
+  coordinator with timers of its own (the classic protocol's) overrides :meth:`~GroupCoordinatorBase.expire`
+  and :meth:`~GroupCoordinatorBase.next_deadline`.
 * :class:`ModernGroup` ``[M, T]``: the state every group of the modern protocols (KIP-848 and after)
   has: members by id, the target assignment with its epoch and time, the subscription's metadata
   hash (:meth:`~ModernGroup.compute_metadata_hash`, Kafka's ``computeMetadataHash``), the session and
@@ -33,13 +38,14 @@ set per protocol, in :mod:`kafkalog.coordinator`); a coordinator rebuilds a grou
 
 from __future__ import annotations
 
+import heapq
 import logging
 import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
 import xxhash
 
@@ -112,11 +118,51 @@ class ModernGroup(Generic[M, T]):
                 and mid not in expired]
         return [(mid, "its session expired") for mid in expired] + late
 
+    def next_deadline(self, now: int) -> int | None:
+        """The first session or rebalance deadline after ``now`` (those at or before it were
+        looked at: fenced, or moot), None if there is none."""
+        later = [d for d in self.session_deadline.values() if d > now]
+        later += [d for d, _epoch in self.rebalance_deadline.values() if d > now]
+        return min(later, default=None)
+
     @staticmethod
     def compute_metadata_hash(names: Iterable[str], image: Mapping[str, TopicImage | None]) -> int:
         """Kafka's ``ModernGroup.computeMetadataHash``: the metadata hash of a group subscribed to
         ``names``, the group hash of the topic hash of each of them that exists in ``image``."""
         return group_hash({n: topic_hash(n, i) for n in names if (i := image.get(n)) is not None})
+
+
+class Groups(dict[str, G]):
+    """A coordinator's groups by id. A group looked up (``[]``, ``get``) or stored here is *touched*:
+    a request is at it and may move its deadlines (a heartbeat, a join, a rebalance started), so
+    the next tick looks at it again (``touched``). Membership tests and iteration (a listing, a
+    metrics scrape, a topic change marking the groups subscribed to it) touch nothing; ``peek``
+    looks a group up without touching it (the timer's own look)."""
+
+    __slots__ = ("touched",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.touched: set[str] = set()
+
+    def __getitem__(self, group_id: str) -> G:
+        self.touched.add(group_id)
+        return super().__getitem__(group_id)
+
+    def get(self, group_id: str, default: Any = None) -> Any:
+        self.touched.add(group_id)
+        return super().get(group_id, default)
+
+    def __setitem__(self, group_id: str, group: G) -> None:
+        self.touched.add(group_id)
+        super().__setitem__(group_id, group)
+
+    def setdefault(self, group_id: str, default: Any = None) -> Any:
+        self.touched.add(group_id)
+        return super().setdefault(group_id, default)
+
+    def peek(self, group_id: str) -> G | None:
+        return super().get(group_id)
 
 
 class GroupCoordinatorBase(Generic[G]):
@@ -131,7 +177,11 @@ class GroupCoordinatorBase(Generic[G]):
         self._persist = persist
         self._clock = clock
         self._wall = wall_clock
-        self.groups: dict[str, G] = {}
+        self.groups: Groups[G] = Groups()
+        #: (deadline, group id): when a group's time may come; an entry is live while ``_due``
+        #: holds its deadline for the group (one live entry a group, the earliest known)
+        self._timers: list[tuple[int, str]] = []
+        self._due: dict[str, int] = {}
 
     def timed_out(self, group: G, now: int) -> list[tuple[str, str]]:
         """The members of ``group`` whose time ran out at ``now``: (member id, why), in the order
@@ -172,21 +222,60 @@ class GroupCoordinatorBase(Generic[G]):
         return ec.NONE
 
     def tick(self) -> None:
-        """Fence the members whose session or rebalance timed out."""
+        """Fence the members whose session or rebalance timed out: in the groups whose next
+        deadline passed and those touched since the last tick (:class:`Groups`), then schedule
+        each one's next deadline. Nothing here grows with the groups no one is at."""
         now = self._clock()
-        for g in list(self.groups.values()):
-            group_id = g.group_id
-            expired = self.timed_out(g, now)
-            for member_id, why in expired:
-                logger.info("%s %s: member %s fenced: %s", self.kind, group_id, member_id, why)
-            for member_id, _why in expired:
-                current = self.groups.get(group_id)
-                if current is None or member_id not in current.members:     # fenced meanwhile
-                    continue
-                try:
-                    self.fence_member(current, member_id)
-                except Exception:
-                    logger.exception("%s %s: fencing member %s failed", self.kind, group_id, member_id)
+        due = self.groups.touched
+        self.groups.touched = set()
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            deadline, group_id = heapq.heappop(timers)
+            if self._due.get(group_id) == deadline:
+                del self._due[group_id]
+                due.add(group_id)
+        for group_id in sorted(due):
+            g = self.groups.peek(group_id)
+            if g is None:
+                continue
+            self.expire(g, now)
+            g = self.groups.peek(group_id)                  # (a fence may remove or convert it)
+            if g is not None:
+                self._schedule(group_id, self.next_deadline(g, now))
+        # what the fences looked up of these groups is scheduled already
+        self.groups.touched.difference_update(due)
+
+    def _schedule(self, group_id: str, deadline: int | None) -> None:
+        """The group's time may come at ``deadline``: an entry unless an earlier one is live (it
+        looks again then, and schedules what is left)."""
+        if deadline is None:
+            return
+        live = self._due.get(group_id)
+        if live is not None and live <= deadline:
+            return
+        self._due[group_id] = deadline
+        heapq.heappush(self._timers, (deadline, group_id))
+
+    def expire(self, group: G, now: int) -> None:
+        """What ran out of time in ``group`` at ``now``: the members :meth:`timed_out` names,
+        fenced."""
+        group_id = group.group_id
+        expired = self.timed_out(group, now)
+        for member_id, why in expired:
+            logger.info("%s %s: member %s fenced: %s", self.kind, group_id, member_id, why)
+        for member_id, _why in expired:
+            current = self.groups.peek(group_id)
+            if current is None or member_id not in current.members:     # fenced meanwhile
+                continue
+            try:
+                self.fence_member(current, member_id)
+            except Exception:
+                logger.exception("%s %s: fencing member %s failed", self.kind, group_id, member_id)
+
+    def next_deadline(self, group: G, now: int) -> int | None:
+        """The group's first deadline after ``now``: a modern group's sessions and rebalances (the
+        classic coordinator overrides it)."""
+        return cast("ModernGroup[Any, Any]", group).next_deadline(now)
 
 
 # --- metadata hash (Kafka's Utils.computeTopicHash / computeGroupHash, XXH3-64) ---------------------

@@ -84,7 +84,7 @@ class Coordinators(Protocol):
     offsets: OffsetsStore
     topic_ids: TopicIds
 
-    def topic_images(self) -> dict[str, TopicImage]: ...
+    def topic_images(self) -> Mapping[str, TopicImage]: ...
 
 
 class GroupMigration:

@@ -211,7 +211,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
                                  f"({member_epoch}) than the one known by the group coordinator ({member.epoch}), "
                                  f"and it does not match the previous member epoch ({member.previous_epoch}). "
                                  f"The member must abandon all its partitions and rejoin.")
-        image = dict(self._topics())
+        image = self._topics()
         records: list[Record] = []
         updated = replace(member, rack_id=rack_id if rack_id is not None else member.rack_id,
                           subscribed=tuple(topics) if topics is not None else member.subscribed,
@@ -361,7 +361,7 @@ class ShareGroupCoordinator(GroupCoordinatorBase[ShareGroup]):
                    _record(TARGET_ASSIGNMENT_MEMBER, g.group_id, None, member_id),
                    _record(MEMBER_METADATA, g.group_id, None, member_id)]
         members_after = {m: v for m, v in g.members.items() if m != member_id}
-        image = dict(self._topics())
+        image = self._topics()
         names = g.subscribed_names(members_after)
         new_hash = ModernGroup.compute_metadata_hash(names, image)
         epoch = g.epoch + 1
