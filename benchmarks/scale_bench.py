@@ -192,7 +192,9 @@ def allocated_mib(path: str) -> float:
 class KafkalogPeer:
     name = "kafkalog"
 
-    def __init__(self, workdir: str, src: Optional[str] = None) -> None:
+    def __init__(self, workdir: str, src: Optional[str] = None, configs: Optional[Dict[str, str]] = None) -> None:
+        #: broker keys given to ``kafkalog serve`` (``--config``)
+        self.configs = dict(configs or {})
         #: another source tree's kafkalog (``kafkalog@<src>``: two versions in the same run)
         self.env = dict(os.environ)
         if src:
@@ -205,6 +207,7 @@ class KafkalogPeer:
 
     def start(self) -> None:
         cmd = [sys.executable, "-m", "kafkalog.cli.main", "serve", self.data_dir, "--port", str(self.port)]
+        cmd += [a for k, v in self.configs.items() for a in ("--config", f"{k}={v}")]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, env=self.env)
 
     @property
@@ -226,10 +229,10 @@ class KafkalogPeer:
 class KafkaPeer:
     name = "kafka"
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, configs: Optional[Dict[str, str]] = None) -> None:
         from tests.kafka44 import KafkaBroker
-        self.broker = KafkaBroker(workdir, {"num.recovery.threads.per.data.dir": "2"}, heap="2g",
-                                  fast_start=False)
+        self.broker = KafkaBroker(workdir, {"num.recovery.threads.per.data.dir": "2", **(configs or {})},
+                                  heap="2g", fast_start=False)
         self.broker.format()
         self.data_dir = str(self.broker.log_dir)
         self.port = self.broker.port

@@ -249,6 +249,40 @@ def test_a_consumer_group_heartbeat_does_not_walk_an_unchanged_topic_image() -> 
     assert image.walks == 0
 
 
+def test_a_grown_topic_reaches_the_groups_subscribed_to_it_at_their_next_heartbeat() -> None:
+    """Kafka's onMetadataUpdate: a topic grows and the groups subscribed to it bump their epoch
+    and assign the new partitions at their next heartbeat; a group subscribed to another topic
+    keeps its epoch; no walk over the groups when the image changes."""
+    clock = Clock()
+    images = {"t-0": TopicImage(uuid.uuid4(), 4), "t-1": TopicImage(uuid.uuid4(), 4)}
+    current: list[Mapping[str, TopicImage]] = [dict(images)]
+    config = ConsumerGroupConfig(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=1000)
+    coord = ConsumerGroupCoordinator(config, lambda _g, _r: None, lambda: current[0], clock=clock, wall_clock=clock)
+
+    def beat(group: str, topic: str, r: Any = None) -> Any:
+        if r is None:
+            return coord.heartbeat(group, str(uuid.uuid4()), 0, None, None, 30_000, [topic], None, None, [],
+                                   "c", "/127.0.0.1")
+        owned = [(t, sorted(ps)) for t, ps in (r.assignment or {}).items()]
+        return coord.heartbeat(group, r.member_id, r.member_epoch, None, None, 30_000, None, None, None,
+                               owned, "c", "/127.0.0.1")
+    a, b = beat("ga", "t-0"), beat("gb", "t-1")
+    a, b = beat("ga", "t-0", a), beat("gb", "t-1", b)
+    epochs = (coord.groups.peek("ga").group_epoch, coord.groups.peek("gb").group_epoch)
+    groups = coord.groups = WalkCountingGroups(coord.groups)
+    current[0] = {**images, "t-0": TopicImage(images["t-0"].topic_id, 8)}
+    coord.topics_changed(["t-0"])
+    assert groups.walks == 0
+    clock.now += 5000                               # past consumer.assignment.interval.ms
+    a2, b2 = beat("ga", "t-0", a), beat("gb", "t-1", b)
+    assert coord.groups.peek("ga").group_epoch == epochs[0] + 1
+    assert coord.groups.peek("gb").group_epoch == epochs[1]
+    assert a2.member_epoch == epochs[0] + 1 and a2.assignment is not None
+    assert sorted(a2.assignment[images["t-0"].topic_id]) == list(range(8))
+    assert b2.member_epoch == b.member_epoch
+    assert groups.walks == 0
+
+
 def test_the_brokers_topic_image_is_one_object_while_the_topics_stay(tmp_path: Path) -> None:
     from kafkalog.server.broker import Broker
     from kafkalog.server.config import ServerConfig

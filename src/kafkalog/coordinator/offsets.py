@@ -262,6 +262,17 @@ class OffsetsStore:
             return sorted(set(self._offsets) | set(self._groups) | set(self._consumer_groups)
                           | set(self._share_groups) | set(self._streams_groups))
 
+    def has_group(self, group: str) -> bool:
+        """Whether :meth:`groups` lists ``group``: a look-up (a request's check), not the listing."""
+        with self._lock:
+            return (group in self._offsets or group in self._groups or group in self._consumer_groups
+                    or group in self._share_groups or group in self._streams_groups)
+
+    def is_share_group(self, group: str) -> bool:
+        """Whether ``group`` has live share group records (:meth:`share_group_records` lists it)."""
+        with self._lock:
+            return bool(self._share_groups.get(group))
+
     def consumer_group(self, group: str) -> ConsumerGroupView | None:
         """A consumer group (KIP-848) as its records describe it; None for a classic group."""
         with self._lock:

@@ -251,7 +251,7 @@ class Broker:
         self.share_groups = ShareGroupCoordinator(
             share, self.group_configs, self.offsets.store_records, self.topic_images, initialize, member_left,
             other_group_exists=lambda g: g in self.consumer_groups.groups or g in self.groups.groups
-            or g in self.offsets.groups() and g not in self.offsets.share_group_records())
+            or self.offsets.has_group(g) and not self.offsets.is_share_group(g))
         for group, records in self.offsets.share_group_records().items():
             self.share_groups.restore(group, records)
 
@@ -259,7 +259,7 @@ class Broker:
         """A group of any kind has this id."""
         return (group in self.groups.groups or group in self.consumer_groups.groups
                 or group in self.share_groups.groups or group in self.streams_groups.groups
-                or group in self.offsets.groups())
+                or self.offsets.has_group(group))
 
     def delete_share_group(self, group: str) -> int:
         """DeleteGroups of a share group: its records and its share partitions' state."""

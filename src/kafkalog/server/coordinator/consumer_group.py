@@ -155,6 +155,9 @@ class ConsumerGroup(ModernGroup[Member, Assignment]):
     regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
     #: the metadata hash must be recomputed at the next heartbeat (a topic changed)
     metadata_expired: bool = True
+    #: the coordinator's topic image the group's subscribed topics were last checked against
+    #: (:meth:`ConsumerGroupCoordinator._check_topics`); None: never
+    image: Mapping[str, TopicImage] | None = field(default=None, compare=False, repr=False)
     #: a classic group's state written since the last restore (when converted from classic)
     had_partition_metadata: bool = False
 
@@ -450,23 +453,30 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
     # --- topics ---------------------------------------------------------------------------------
 
     def _image(self) -> Mapping[str, TopicImage]:
-        """The topics now; a topic created, deleted or grown since the last look expires the metadata
-        of the groups subscribed to it (whichever request changed it)."""
+        """The topics now (the broker's image, one mapping while no topic changed); a topic the
+        image did not have before moves the version the regular expressions were resolved at."""
         image = self._topics()
-        if image is self._last_image:           # the broker's image while no topic changed
+        if image is self._last_image:
             return image
         if image != self._last_image:
-            last = self._last_image
-            changed = {n for n in image.keys() | last.keys() if image.get(n) != last.get(n)}
-            for g in self.groups.values():
-                if changed & self._subscribed_names(g):
-                    g.metadata_expired = True
             names = frozenset(image)
             if names - self._known_topics:
                 self._topics_version += 1
             self._known_topics = names
         self._last_image = image
         return image
+
+    def _check_topics(self, g: ConsumerGroup, image: Mapping[str, TopicImage]) -> None:
+        """Kafka's ``onMetadataUpdate``, at the group's next request rather than over every group
+        at each topic change: a topic the group subscribes to created, deleted or grown since the
+        image it was last checked against expires its metadata hash (recomputed by this request).
+        A look-up while the image stays; its subscribed topics once after a change."""
+        seen = g.image
+        if seen is image:
+            return
+        if seen is None or any(seen.get(n) != image.get(n) for n in self._subscribed_names(g)):
+            g.metadata_expired = True
+        g.image = image
 
     def topics_changed(self, names: Iterable[str]) -> None:
         """Topics were created, deleted or grew: the groups subscribed to them recompute their
@@ -508,6 +518,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         image = self._image()
         joining = member_epoch == 0
         g = self._group_for_heartbeat(group_id, joining, records)
+        self._check_topics(g, image)
         self._check_full(g, member_id, instance_id)
         if not member_id:
             member_id = str(uuid.uuid4())
@@ -556,6 +567,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         assignment updated, the member reconciled against the partitions it says it owns."""
         now = self._clock()
         image = self._image()
+        self._check_topics(g, image)
         names_changed = False
         if updated != member:
             records.append(_member_record(g.group_id, updated))

@@ -95,7 +95,7 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
 
     groups = describe_groups(
         broker, request, coordinator.groups, "consumer",
-        lambda gid: broker.groups.groups.get(gid) is not None or gid in broker.offsets.groups(), describe)
+        lambda gid: gid in broker.groups.groups or broker.offsets.has_group(gid), describe)
     requested = bool(request.body.include_authorized_operations)
     for answer in groups:          # as Kafka: the group's operations (when asked) where no error
         if answer["error_code"] == 0:

@@ -138,7 +138,7 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
             err = e.code
     else:
         err = (broker.groups.check_commit(b.group_id, b.generation_id_or_member_epoch, b.member_id, instance,
-                                          has_offsets=b.group_id in broker.offsets.groups(),
+                                          has_offsets=broker.offsets.has_group(b.group_id),
                                           version=request.api_version)
                if b.group_id else ec.INVALID_GROUP_ID)
     topics, offsets = offsets_to_commit(broker, b.topics, err, request.api_version >= 6,
@@ -261,7 +261,7 @@ def handle_offset_delete(broker: Broker, request: Request) -> Any:
     if broker.authorizer is not None and not broker.authorize(DELETE, GROUP, b.group_id):
         return broker.response(request, {"error_code": ec.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0,
                                          "topics": []})
-    if g is None and b.group_id not in broker.offsets.groups():
+    if g is None and not broker.offsets.has_group(b.group_id):
         return broker.response(request, {"error_code": ec.GROUP_ID_NOT_FOUND, "throttle_time": 0,
                                           "topics": []})
     subscribed: set[str] = set()

@@ -174,7 +174,7 @@ def _txn_offset_error(broker: Broker, request: Request) -> int:
                 return e.code
             return ec.NONE
         return broker.groups.check_commit(b.group_id, b.generation_id, b.member_id,
-                                          b.group_instance_id, has_offsets=b.group_id in broker.offsets.groups(),
+                                          b.group_instance_id, has_offsets=broker.offsets.has_group(b.group_id),
                                           transactional=True)
     return ec.NONE
 
