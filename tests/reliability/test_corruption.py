@@ -16,10 +16,10 @@ def _assert_clean(t: Tally):
     assert not t.failures, "\n".join(t.failures[:20])
 
 
-def test_random_corruptions(tmp_path):
+def test_random_corruptions(ram_path):
     """400 random corruptions of every kind: verify and recovery detect every one that touches a
     record, recovery keeps exactly the valid prefix, readers never see a corrupt record."""
-    t = run_corruptions(str(tmp_path), 400, seed=3)
+    t = run_corruptions(str(ram_path), 400, seed=3)
     _assert_clean(t)
     assert t.injected == 400 and t.touching_data > 100
     assert t.detected == t.touching_data == t.verify_detected
@@ -27,12 +27,12 @@ def test_random_corruptions(tmp_path):
 
 
 @pytest.mark.parametrize("magic", [2, 1])
-def test_every_header_byte(tmp_path, magic):
+def test_every_header_byte(ram_path, magic):
     """One bit flipped in each header byte of a batch in the middle of the log and of the last
     batch of the log; every bit of the fields outside the CRC (baseOffset, length,
     partitionLeaderEpoch, magic). Each must be detected, except partitionLeaderEpoch (harmless:
     no record changes)."""
-    p = build_pristine(str(tmp_path / "pristine"), seed=5)
+    p = build_pristine(str(ram_path / "pristine"), seed=5)
     tally = Tally()
     rnd = random.Random(0)
     bs = [b for path in p.segments for b in p.batches[path] if (b.magic == 2) == (magic == 2)]
@@ -44,7 +44,7 @@ def test_every_header_byte(tmp_path, magic):
             fld = field_of(b, rel)
             bits = range(8) if fld in ("baseOffset", "length", "partitionLeaderEpoch", "magic") else [rnd.randrange(8)]
             for bit in bits:
-                work = str(tmp_path / "work")
+                work = str(ram_path / "work")
                 if os.path.exists(work):
                     shutil.rmtree(work)
                 shutil.copytree(p.dir, work)

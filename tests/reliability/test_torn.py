@@ -41,13 +41,13 @@ def _records(log):
     return [(r.offset, r.value) for r in log.records()]
 
 
-def test_log_cut_at_every_byte(tmp_path):
+def test_log_cut_at_every_byte(ram_path):
     """Every possible cut of a segment holding batches of every codec."""
-    pristine = tmp_path / "p-0"
+    pristine = ram_path / "p-0"
     records, bounds = _make(pristine)
     seg = "00000000000000000000.log"
     size = os.path.getsize(pristine / seg)
-    work = tmp_path / "w-0"
+    work = ram_path / "w-0"
     for cut in range(size + 1):
         if work.exists():
             shutil.rmtree(work)

@@ -31,7 +31,7 @@ from kafkalog.log.manager import LogManager
 from kafkalog.record.builder import build_batch
 from kafkalog.server.coordinator.classic_group import GroupCoordinator
 from kafkalog.server.coordinator.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator
-from kafkalog.server.coordinator.group import Groups, TopicImage
+from kafkalog.server.coordinator.group import Groups, TopicImage, topic_hash
 
 
 class Clock:
@@ -243,10 +243,16 @@ def test_a_consumer_group_heartbeat_does_not_walk_an_unchanged_topic_image() -> 
     coord = _consumer(clock, image)
     joined = [_join(coord, f"g-{i}") for i in range(20)]
     image.walks = 0
+    hashed, looked_up = topic_hash.cache_info().misses, topic_hash.cache_info().hits
     for i, r in enumerate(joined):
         coord.heartbeat(f"g-{i}", r.member_id, r.member_epoch, None, None, 30_000, None, None, None, None,
                         "c", "/127.0.0.1")
+        coord.groups["g-0"].metadata_expired = True      # as a topic change would: the hash again
+        coord.heartbeat("g-0", joined[0].member_id, joined[0].member_epoch, None, None, 30_000, None, None,
+                        None, None, "c", "/127.0.0.1")
     assert image.walks == 0
+    assert topic_hash.cache_info().misses == hashed      # t-0's hash kept, not packed again
+    assert topic_hash.cache_info().hits >= looked_up + 20
 
 
 def test_a_grown_topic_reaches_the_groups_subscribed_to_it_at_their_next_heartbeat() -> None:
@@ -387,5 +393,30 @@ def test_transaction_timeouts_look_at_the_transactions_due_only(tmp_path: Path) 
         assert sorted(aborted) == sorted(f"tx-{i}" for i in range(1, 300))
         assert coord.abort_timed_out_transactions() == []
         assert txns.walks == 0                      # never a walk over every transactional id
+    finally:
+        m.close()
+
+
+def test_a_groups_open_transactional_offsets_are_its_own_look_up(tmp_path: Path) -> None:
+    """OffsetFetch with require_stable asks which of a group's partitions have offsets of an open
+    transaction: the group's own producers are looked at, not every open transaction's."""
+    from kafkalog.coordinator.offsets import OffsetsStore
+    from kafkalog.log.naming import TopicPartition
+    m = LogManager(tmp_path / "data", {}, background=False)
+    try:
+        store = OffsetsStore(m, num_partitions=1)
+        for pid in range(40):
+            store.commit_transactional(f"other-{pid}", {TopicPartition("t", 0): 5}, pid, 0)
+        store.commit_transactional("g", {TopicPartition("t", 1): 7}, 500, 0)
+        store.commit_transactional("g", {TopicPartition("t", 2): 7}, 501, 0)
+        pending = store._pending = WalkCounting(store._pending)
+        assert store.pending_transactional("g") == {TopicPartition("t", 1), TopicPartition("t", 2)}
+        assert pending.walks == 0
+        store.complete_transaction(500, frozenset({("t", 1)}), True)
+        assert store.pending_transactional("g") == {TopicPartition("t", 2)}
+        store.complete_transaction(501, frozenset({("t", 2)}), False)
+        assert store.pending_transactional("g") == set()
+        assert store.pending_transactional("other-3") == {TopicPartition("t", 0)}
+        assert pending.walks == 0
     finally:
         m.close()

@@ -139,6 +139,9 @@ class OffsetsStore:
         self._streams_groups: dict[str, dict[bytes, tuple[Any, Any]]] = {}
         #: offsets written in open transactions: producer id -> group -> offsets (visible on commit)
         self._pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        #: group -> the producers with offsets of ``group`` in ``_pending`` (a group's look-up
+        #: costs its own open transactions, not every one of the node)
+        self._pending_producers: dict[str, set[int]] = {}
         self.load()
 
     # --- loading ----------------------------------------------------------------------------------
@@ -367,6 +370,7 @@ class OffsetsStore:
             records = self.offset_commit_records(group, offsets, any_offset=any_offset)
             self._write(group, records, producer=(producer_id, producer_epoch))
             got = self._pending.setdefault(producer_id, {}).setdefault(group, {})
+            self._pending_producers.setdefault(group, set()).add(producer_id)
             for tp, spec in offsets.items():
                 got[tp] = as_offset_and_metadata(spec, now, any_offset=any_offset)
 
@@ -374,7 +378,7 @@ class OffsetsStore:
         """The partitions of ``group`` with offsets of a transaction not ended yet (KIP-447: a
         ``require_stable`` OffsetFetch answers UNSTABLE_OFFSET_COMMIT for them)."""
         with self._lock:
-            return {tp for groups in self._pending.values() for tp in groups.get(group, {})}
+            return {tp for pid in self._pending_producers.get(group, ()) for tp in self._pending[pid][group]}
 
     def complete_transaction(self, producer_id: int, partitions: frozenset[tuple[str, int]],
                              committed: bool) -> None:
@@ -383,6 +387,11 @@ class OffsetsStore:
         the store is then replayed from the topic (the marker decides what counts)."""
         with self._lock:
             pending = self._pending.pop(producer_id, None)
+            for group in pending or ():
+                producers = self._pending_producers[group]
+                producers.discard(producer_id)
+                if not producers:
+                    del self._pending_producers[group]
             if pending is None:
                 if any(t == CONSUMER_OFFSETS_TOPIC for t, _p in partitions):
                     self.load()

@@ -38,6 +38,7 @@ set per protocol, in :mod:`kafkalog.coordinator`); a coordinator rebuilds a grou
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import struct
@@ -284,9 +285,12 @@ def _signed64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def topic_hash(name: str, image: TopicImage) -> int:
     """Kafka's topic hash: XXH3-64 of a magic byte 0, the topic id, its name (UTF-16 code units and
-    their count), its partition count and each partition index (no racks on this node)."""
+    their count), its partition count and each partition index (no racks on this node). Kept by
+    topic and image (Kafka's ``topicHashCache``): a heartbeat's metadata hash looks its topics'
+    up instead of packing every partition index of each again."""
     tid = image.topic_id.int
     data = bytearray(b"\x00")
     data += struct.pack("<qq", _signed64(tid >> 64), _signed64(tid & ((1 << 64) - 1)))
