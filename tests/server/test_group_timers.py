@@ -237,6 +237,37 @@ def test_a_consumer_group_tick_looks_at_the_groups_due_or_touched_only() -> None
     assert groups.walks == 0
 
 
+def test_a_fence_whose_write_fails_is_tried_again_after_a_backoff() -> None:
+    """A session expires while the group's write fails (the disk refuses): the failure is logged,
+    the member stays, and the group is looked at again TIMER_RETRY_MS later (Kafka's timer retries
+    a failed operation), not at every tick and not never."""
+    from kafkalog.server.coordinator.group import TIMER_RETRY_MS
+    clock = Clock()
+    failing = [False]
+
+    def persist(_g: str, _r: Any) -> None:
+        if failing[0]:
+            raise OSError("the disk refuses")
+    config = ConsumerGroupConfig(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=1000)
+    image = {"t-0": TopicImage(uuid.uuid4(), 4)}
+    coord = ConsumerGroupCoordinator(config, persist, lambda: image, clock=clock, wall_clock=clock)
+    _join(coord, "g")
+    coord.tick()
+    looked = counting(coord, "expire")
+    failing[0] = True
+    clock.now += SESSION_MS
+    coord.tick()
+    assert len(looked) == 1 and coord.groups.peek("g").members      # the fence failed: still there
+    failing[0] = False
+    for _ in range(TIMER_RETRY_MS // 100 - 1):
+        clock.now += 100
+        coord.tick()
+    assert len(looked) == 1
+    clock.now += 100
+    coord.tick()
+    assert len(looked) == 2 and not coord.groups.peek("g").members
+
+
 def test_a_consumer_group_heartbeat_does_not_walk_an_unchanged_topic_image() -> None:
     clock = Clock()
     image = CountedImage({f"t-{i}": TopicImage(uuid.uuid4(), 4) for i in range(2000)})

@@ -433,8 +433,9 @@ class GroupCoordinator(GroupCoordinatorBase[Group]):
 
     # --- time -----------------------------------------------------------------------------------
 
-    def expire(self, g: Group, now: int) -> None:
-        """Expire the group's sessions and pending member ids, end its rebalance at its deadline."""
+    def expire(self, g: Group, now: int) -> bool:
+        """Expire the group's sessions and pending member ids, end its rebalance at its deadline
+        (a write that raises is the tick's to log and retry)."""
         for mid, deadline in list(g.pending.items()):
             if now >= deadline:
                 del g.pending[mid]
@@ -452,8 +453,9 @@ class GroupCoordinator(GroupCoordinatorBase[Group]):
                 if not all(m.join_future is not None for m in g.members.values()) or g.pending:
                     g.rebalance_deadline = now + max(
                         (m.rebalance_timeout_ms for m in g.members.values()), default=0)
-                    return
+                    return True
             self._maybe_complete_join(g, now, timed_out=True)
+        return True
 
     def next_deadline(self, g: Group, now: int) -> int | None:
         """When the group's time comes next: a pending member id's, a session's (a member waiting

@@ -923,24 +923,26 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
             records += _remove_member_records(g.group_id, m.member_id)
         remaining = [m for m in g.members.values() if m.member_id not in gone]
         live = g.subscribed_regexes(remaining)
-        for r in list(g.regexes):
-            if r not in live and any(m.regex == r for m in members):
-                records.append(_regex_record(g.group_id, r, None))
-                del g.regexes[r]
+        dropped = [r for r in g.regexes if r not in live and any(m.regex == r for m in members)]
+        records += [_regex_record(g.group_id, r, None) for r in dropped]
         image = self._image()
-        new_hash = ModernGroup.compute_metadata_hash(self._subscribed_names(g, remaining), image)
-        g.group_epoch += 1
-        records.append(_epoch_record(g.group_id, g.group_epoch, new_hash))
-        g.metadata_hash = new_hash
+        regexes = {r: v for r, v in g.regexes.items() if r not in dropped}
+        new_hash = ModernGroup.compute_metadata_hash(self._subscribed_names(g, remaining, regexes), image)
+        epoch = g.group_epoch + 1
+        records.append(_epoch_record(g.group_id, epoch, new_hash))
         if not remaining:
-            records.append(_target_metadata_record(g.group_id, g.group_epoch, 0))
-            g.assignment_epoch, g.assignment_timestamp = g.group_epoch, 0
+            records.append(_target_metadata_record(g.group_id, epoch, 0))
+        self._write(g, records)             # written first: a write that fails changes nothing
+        for r in dropped:
+            del g.regexes[r]
+        g.group_epoch, g.metadata_hash = epoch, new_hash
+        if not remaining:
+            g.assignment_epoch, g.assignment_timestamp = epoch, 0
         for mid in gone:
             g.members.pop(mid, None)
             g.target.pop(mid, None)
             g.session_deadline.pop(mid, None)
             g.rebalance_deadline.pop(mid, None)
-        self._write(g, records)
 
     def downgrade_after_fence(self, g: ConsumerGroup, members: list[Member]) -> bool:
         """Set by the broker (:mod:`kafkalog.server.coordinator.group_migration`): convert ``g`` to a classic group

@@ -15,7 +15,8 @@ What a coordinator gets:
   the session and rebalance timers: for each group whose time may have come it asks
   :meth:`~GroupCoordinatorBase.timed_out` which members ran out of time and why, then
   :meth:`~GroupCoordinatorBase.fence_member` each one still in its group (a failure is logged,
-  the others are fenced all the same). The broker calls ``tick`` every ``GROUP_TICK_S``; a tick
+  the others are fenced all the same, and the group looked at again ``TIMER_RETRY_MS`` later).
+  The broker calls ``tick`` every ``GROUP_TICK_S``; a tick
   looks only at the groups whose next deadline passed (a heap of them, one live entry a group:
   Kafka's coordinator timer) and at those a request looked up since the last tick (:class:`Groups`
   notes them: a request may have moved their deadlines), never at every group of the node. A
@@ -63,6 +64,10 @@ Assignment = dict[uuid.UUID, frozenset[int]]
 Record = tuple[bytes, bytes | None]
 
 M = TypeVar("M")
+
+#: a group whose timers failed (a fence whose write raised) is looked at again this much later
+#: (Kafka's coordinator timer retries a failed operation after a backoff of 500 ms)
+TIMER_RETRY_MS = 500
 #: what a member's target assignment is: partitions by topic id, or a streams member's tasks
 T = TypeVar("T")
 
@@ -239,10 +244,16 @@ class GroupCoordinatorBase(Generic[G]):
             g = self.groups.peek(group_id)
             if g is None:
                 continue
-            self.expire(g, now)
+            try:
+                done = self.expire(g, now)
+            except Exception:
+                logger.exception("%s %s: its timers failed", self.kind, group_id)
+                done = False
             g = self.groups.peek(group_id)                  # (a fence may remove or convert it)
             if g is not None:
                 self._schedule(group_id, self.next_deadline(g, now))
+                if not done:                                # Kafka's timer retries after a backoff
+                    self._schedule(group_id, now + TIMER_RETRY_MS)
         # what the fences looked up of these groups is scheduled already
         self.groups.touched.difference_update(due)
 
@@ -257,13 +268,15 @@ class GroupCoordinatorBase(Generic[G]):
         self._due[group_id] = deadline
         heapq.heappush(self._timers, (deadline, group_id))
 
-    def expire(self, group: G, now: int) -> None:
+    def expire(self, group: G, now: int) -> bool:
         """What ran out of time in ``group`` at ``now``: the members :meth:`timed_out` names,
-        fenced."""
+        fenced. False when a fence failed (logged; the others are fenced all the same): the tick
+        looks at the group again ``TIMER_RETRY_MS`` later."""
         group_id = group.group_id
         expired = self.timed_out(group, now)
         for member_id, why in expired:
             logger.info("%s %s: member %s fenced: %s", self.kind, group_id, member_id, why)
+        done = True
         for member_id, _why in expired:
             current = self.groups.peek(group_id)
             if current is None or member_id not in current.members:     # fenced meanwhile
@@ -272,6 +285,8 @@ class GroupCoordinatorBase(Generic[G]):
                 self.fence_member(current, member_id)
             except Exception:
                 logger.exception("%s %s: fencing member %s failed", self.kind, group_id, member_id)
+                done = False
+        return done
 
     def next_deadline(self, group: G, now: int) -> int | None:
         """The group's first deadline after ``now``: a modern group's sessions and rebalances (the

@@ -208,9 +208,10 @@ def _target_record(group_id: str, member_id: str, t: tuple[Tasks, Tasks, Tasks])
         member_id)
 
 
-def _metadata_record(g: Group) -> Record:
+def _metadata_record(g: Group, epoch: int | None = None) -> Record:
+    """The group's metadata record (at ``epoch``, else its epoch)."""
     return _rec(sr.GROUP_METADATA, g.group_id, {
-        "epoch": g.group_epoch, "metadata_hash": g.metadata_hash,
+        "epoch": g.group_epoch if epoch is None else epoch, "metadata_hash": g.metadata_hash,
         "validated_topology_epoch": g.validated_topology_epoch,
         "last_assignment_configs": [{"key": k, "value": v} for k, v in sorted(g.assignment_configs.items())]})
 
@@ -598,9 +599,14 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
         return HeartbeatResult(replace(m, member_epoch=epoch), False, [], {}, None, g.endpoint_information_epoch)
 
     def fence(self, g: Group, members: list[Member]) -> None:
+        """Remove ``members`` (left, session or rebalance timeout): their records tombstoned, the
+        group epoch bumped; written first, so a write that fails changes nothing."""
         records: list[Record] = []
         for m in members:
             records += _remove_member_records(g.group_id, m.member_id)
+        records.append(_metadata_record(g, g.group_epoch + 1))
+        self._write(g, records)
+        for m in members:
             g.members.pop(m.member_id, None)
             g.target.pop(m.member_id, None)
             g.task_offsets.pop(m.member_id, None)
@@ -609,8 +615,6 @@ class StreamsGroupCoordinator(GroupCoordinatorBase[Group]):
             if g.shutdown_requested_by == m.member_id:
                 g.shutdown_requested_by = None
         g.group_epoch += 1
-        records.append(_metadata_record(g))
-        self._write(g, records)
 
     def timed_out(self, g: Group, now: int) -> list[tuple[str, str]]:
         """Sessions expired, then members that did not revoke their tasks within their rebalance
