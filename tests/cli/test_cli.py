@@ -243,6 +243,60 @@ def test_verify_caps_the_findings_of_a_file(tmp_path):
     assert len([x for x in _lines(res.stdout) if x["type"] == "finding"]) == 5
 
 
+def _lines_run(fn):
+    """The Python lines ``fn`` runs in kafkalog.cli.segment_check (generator steps included): an
+    operation count, not a time."""
+    import sys
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if frame.f_code.co_filename.endswith("segment_check.py"):
+            if event == "line":
+                count += 1
+            return tracer
+        return None
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_verify_looks_up_the_batch_of_each_index_entry(tmp_path):
+    """An index whose entries point at batches with offsets the log does not have: each entry
+    costs a look-up of the scanned batches, not a walk over all of them (a damaged index of a big
+    segment was quadratic: hours of `kafkalog verify`). Every entry is still counted."""
+    import struct
+
+    from kafkalog.cli.segment_check import check_offset_index, check_time_index, scan_log
+    d = tmp_path / "data"
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 1)
+        for _ in range(1000):
+            dl.produce("t", b"x", partition=0)
+    seg = d / "t-0" / "00000000000000000000"
+    scan = scan_log(f"{seg}.log")
+    assert len(scan.batches) == 1000
+    positions = [b.position for b in scan.batches]
+    entries = 2000
+    # each entry at a batch's position, with an offset past every batch's
+    (seg.parent / (seg.name + ".index")).write_bytes(
+        b"".join(struct.pack(">ii", 10_000 + k, positions[k % 1000]) for k in range(entries)))
+    (seg.parent / (seg.name + ".timeindex")).write_bytes(
+        b"".join(struct.pack(">qi", 1 + k, 10_000 + k) for k in range(entries)))
+    got = {}
+    lines = _lines_run(lambda: got.update(index=check_offset_index(f"{seg}.index", scan),
+                                          time=check_time_index(f"{seg}.timeindex", scan)))
+    assert len(got["index"].mismatches) == entries
+    # each entry's offset, and the one position that goes back (the 1,001st entry's)
+    assert len(got["index"].findings) + got["index"].findings.more_count == entries + 1
+    assert got["time"].not_found == [(10_000 + k, -1) for k in range(entries)]
+    assert len(got["time"].findings) + got["time"].findings.more_count == entries
+    assert lines < 60 * 2 * entries, lines      # a walk over the batches per entry: 2,000,000 more
+
+
 def test_describe_sorts_partitions_as_numbers(tmp_path):
     d = tmp_path / "data"
     with kafkalog.open(d, background=False) as dl:

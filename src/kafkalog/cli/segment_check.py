@@ -7,6 +7,7 @@ position and Kafka's words for what is wrong.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 from dataclasses import dataclass, field
@@ -65,6 +66,15 @@ class FindingList(List[Finding]):
             super().append(f)
         else:
             self.more[f.level] = self.more.get(f.level, 0) + 1
+
+    def counted(self, level: str) -> bool:
+        """True when the list is full, the finding of ``level`` then counted: the caller builds
+        one only when it is kept (a random index has millions of bad entries, each message
+        formatted for nothing before)."""
+        if self.cap is None or len(self) < self.cap:
+            return False
+        self.more[level] = self.more.get(level, 0) + 1
+        return True
 
     @property
     def more_count(self) -> int:
@@ -256,58 +266,65 @@ def check_offset_index(path: str, scan: Optional[LogScan],
     _check_index_size(res, path, data, 8, "Index file")
     prev_rel, prev_pos = -1, -1
     by_pos = scan.by_position if scan is not None else {}
-    lasts = sorted((b.position, b.last_offset) for b in scan.batches) if scan is not None else []
+    # a batch's last offset -> its position (offsets increase through the scanned log: a look-up
+    # per entry, not a walk over every batch, whatever a damaged index holds)
+    position_of_last = {b.last_offset: b.position for b in scan.batches} if scan is not None else {}
     for i in range(len(data) // 8):
         rel, position = offset_index.ENTRY.unpack_from(data, i * 8)
         if rel == 0 and position == 0 and not any(data[i * 8:]):
             # Kafka never writes an all-zero entry (the first append to a segment is never
             # indexed): zeros from here to the end, slot 0 included, are preallocation
             res.zero_tail_at = i * 8
-            res.findings.append(Finding("error", "zero-filled-tail", path, i * 8,
-                                        f"{len(data) // 8 - i} zero-filled entries at the end of the "
-                                        f"index (a preallocated index after a crash)"))
+            if not res.findings.counted("error"):
+                res.findings.append(Finding("error", "zero-filled-tail", path, i * 8,
+                                            f"{len(data) // 8 - i} zero-filled entries at the end of the "
+                                            f"index (a preallocated index after a crash)"))
             break
         if rel == 0 and i > 0:
             res.zero_tail_at = i * 8
-            res.findings.append(Finding("error", "index-entry", path, i * 8,
-                                        f"entry {i} has relative offset 0"))
+            if not res.findings.counted("error"):
+                res.findings.append(Finding("error", "index-entry", path, i * 8,
+                                            f"entry {i} has relative offset 0"))
             break
         off = base + rel
         res.entries.append((off, position))
-        if rel < 0 or rel <= prev_rel and i > 0:
+        if (rel < 0 or rel <= prev_rel and i > 0) and not res.findings.counted("error"):
             res.findings.append(Finding("error", "index-order", path, i * 8,
                                         f"offset {off} is not larger than the previous entry's "
                                         f"{base + prev_rel}"))
-        if position < prev_pos or position < 0:
+        if (position < prev_pos or position < 0) and not res.findings.counted("error"):
             res.findings.append(Finding("error", "index-order", path, i * 8,
                                         f"position {position} is before the previous entry's {prev_pos}"))
         prev_rel, prev_pos = rel, position
         if scan is None:
             continue
         if scan.valid_bytes <= position < scan.size:
-            res.findings.append(_past_tail(path, i * 8, off, scan))
+            if not res.findings.counted("error"):
+                res.findings.append(_past_tail(path, i * 8, off, scan))
             continue
         if position >= scan.size and not (position == 0 and scan.size == 0):
-            res.findings.append(Finding("error", "index-entry", path, i * 8,
-                                        f"position {position} is beyond the end of the log "
-                                        f"({scan.size} bytes)"))
+            if not res.findings.counted("error"):
+                res.findings.append(Finding("error", "index-entry", path, i * 8,
+                                            f"position {position} is beyond the end of the log "
+                                            f"({scan.size} bytes)"))
             res.mismatches.append((off, -1))
             continue
         b = by_pos.get(position)
         if b is None:
-            res.findings.append(Finding("error", "index-entry", path, i * 8,
-                                        f"position {position} of offset {off} is not the start of a batch"))
+            if not res.findings.counted("error"):
+                res.findings.append(Finding("error", "index-entry", path, i * 8,
+                                            f"position {position} of offset {off} is not the start of a batch"))
             res.mismatches.append((off, -1))
             continue
         if b.last_offset != off:
             # a multi-batch append indexes the chunk's last offset at the chunk's first position;
             # Kafka before 0.11 indexed an append by its first offset: a compressed v0/v1 wrapper's
             # first inner offset (Kafka 4.4 loads such entries; its DumpLogSegments lists them)
-            ok = (b.last_offset < off and any(p >= position and lo == off for p, lo in lasts)
+            ok = (b.last_offset < off and position_of_last.get(off, -1) >= position
                   or b.magic < 2 and off < b.last_offset
                   and _legacy_first_offset(scan.file, position, b.size) <= off)
             res.mismatches.append((off, b.last_offset))
-            if not ok:
+            if not ok and not res.findings.counted("error"):
                 res.findings.append(Finding("error", "index-entry", path, i * 8,
                                             f"Index offset: {off}, log offset: {b.last_offset}",
                                             {"indexOffset": off, "logOffset": b.last_offset}))
@@ -348,44 +365,55 @@ def check_time_index(path: str, scan: Optional[LogScan],
     res = IndexCheck(path, findings=FindingList(max_findings))
     _check_index_size(res, path, data, 12, "Time index file")
     by_last = {b.last_offset: b for b in scan.batches} if scan is not None else {}
+    lasts = [b.last_offset for b in scan.batches] if scan is not None else []
+    lasts_ordered = all(x < y for x, y in zip(lasts, lasts[1:]))
     prev_ts = None
     for i in range(len(data) // 12):
         ts, rel = time_index.ENTRY.unpack_from(data, i * 12)
         if rel == 0 and (i > 0 and ts == 0 or not any(data[i * 12:])):
             res.zero_tail_at = i * 12
-            res.findings.append(Finding("error", "zero-filled-tail", path, i * 12,
-                                        f"{len(data) // 12 - i} zero-filled entries at the end of the "
-                                        f"time index (KAFKA-10207)"))
+            if not res.findings.counted("error"):
+                res.findings.append(Finding("error", "zero-filled-tail", path, i * 12,
+                                            f"{len(data) // 12 - i} zero-filled entries at the end of the "
+                                            f"time index (KAFKA-10207)"))
             break
         off = base + rel
         res.entries.append((ts, off))
-        if rel < 0:
+        if rel < 0 and not res.findings.counted("error"):
             res.findings.append(Finding("error", "index-entry", path, i * 12,
                                         f"negative relative offset {rel}"))
         if prev_ts is not None and prev_ts >= ts:
             res.out_of_order.append((ts, prev_ts))
-            res.findings.append(Finding("error", "index-order", path, i * 12,
-                                        f"Index timestamp: {ts}, Previously indexed timestamp: {prev_ts}",
-                                        {"indexTimestamp": ts, "previousTimestamp": prev_ts}))
+            if not res.findings.counted("error"):
+                res.findings.append(Finding("error", "index-order", path, i * 12,
+                                            f"Index timestamp: {ts}, Previously indexed timestamp: {prev_ts}",
+                                            {"indexTimestamp": ts, "previousTimestamp": prev_ts}))
         prev_ts = ts
         if scan is None:
             continue
         b = by_last.get(off)
         if b is None and scan.valid_bytes < scan.size and off >= scan.next_offset:
-            res.findings.append(_past_tail(path, i * 12, off, scan))
+            if not res.findings.counted("error"):
+                res.findings.append(_past_tail(path, i * 12, off, scan))
             continue
         if b is None:
-            found = next((x.last_offset for x in scan.batches if x.last_offset >= off), -1)
+            if lasts_ordered:                   # a look-up, not a walk over every batch
+                k = bisect.bisect_left(lasts, off)
+                found = lasts[k] if k < len(lasts) else -1
+            else:
+                found = next((x.last_offset for x in scan.batches if x.last_offset >= off), -1)
             res.not_found.append((off, found))
-            res.findings.append(Finding("error", "index-entry", path, i * 12,
-                                        f"Indexed offset: {off}, found log offset: {found}",
-                                        {"indexOffset": off, "logOffset": found}))
+            if not res.findings.counted("error"):
+                res.findings.append(Finding("error", "index-entry", path, i * 12,
+                                            f"Indexed offset: {off}, found log offset: {found}",
+                                            {"indexOffset": off, "logOffset": found}))
             continue
         if b.max_timestamp != ts:
             res.mismatches.append((ts, b.max_timestamp))
-            res.findings.append(Finding("error", "index-entry", path, i * 12,
-                                        f"Index timestamp: {ts}, log timestamp: {b.max_timestamp}",
-                                        {"indexTimestamp": ts, "logTimestamp": b.max_timestamp}))
+            if not res.findings.counted("error"):
+                res.findings.append(Finding("error", "index-entry", path, i * 12,
+                                            f"Index timestamp: {ts}, log timestamp: {b.max_timestamp}",
+                                            {"indexTimestamp": ts, "logTimestamp": b.max_timestamp}))
     return res
 
 
