@@ -428,6 +428,34 @@ def test_transaction_timeouts_look_at_the_transactions_due_only(tmp_path: Path) 
         m.close()
 
 
+def test_a_timed_out_transaction_whose_abort_fails_is_tried_again(tmp_path: Path) -> None:
+    """The abort of a timed-out transaction raises (the broker logs it): the next pass tries that
+    transaction again, as the walk over every transactional id did."""
+    clock = Clock(start=1_700_000_000_000)
+    m = LogManager(tmp_path / "data", {}, background=False)
+    try:
+        coord = TransactionCoordinator(m, ProducerIdManager(m.data_dir), clock=clock, num_partitions=1)
+        m.create_topic("t", 1)
+        pid, epoch = coord.init_producer_id("tx", 10_000)
+        coord.add_partitions_to_txn("tx", pid, epoch, [("t", 0)])
+        abort = coord._fence_and_abort
+        calls = []
+
+        def failing_once(meta: Any) -> Any:
+            calls.append(meta.transactional_id)
+            if len(calls) == 1:
+                raise OSError("the disk refuses")
+            return abort(meta)
+        coord._fence_and_abort = failing_once  # type: ignore[method-assign]
+        clock.now += 10_001
+        with pytest.raises(OSError):
+            coord.abort_timed_out_transactions()
+        assert coord.abort_timed_out_transactions() == ["tx"]
+        assert calls == ["tx", "tx"] and coord.abort_timed_out_transactions() == []
+    finally:
+        m.close()
+
+
 def test_a_groups_open_transactional_offsets_are_its_own_look_up(tmp_path: Path) -> None:
     """OffsetFetch with require_stable asks which of a group's partitions have offsets of an open
     transaction: the group's own producers are looked at, not every open transaction's."""

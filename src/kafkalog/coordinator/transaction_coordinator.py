@@ -461,6 +461,10 @@ class TransactionCoordinator:
                 m = self._txns.get(tid)
                 if m is not None and m.state == TransactionState.ONGOING \
                         and m.txn_start_timestamp + m.txn_timeout_ms == deadline:
-                    self._fence_and_abort(m)
+                    try:
+                        self._fence_and_abort(m)
+                    except Exception:
+                        self._schedule_timeout(m)     # the next pass tries it again
+                        raise
                     out.append(tid)
         return out
