@@ -6,34 +6,24 @@ run."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests import kafka44
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "log_recovery_bench.py"
+from tests.bench_script import run_bench
 
 
 @pytest.mark.kafka
 def test_kafka44_recovers_the_segment_and_the_ratio_is_printed(tmp_path: Path) -> None:
     kafka44.require()
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--only", "idempotent", "--small-mb", "4", "--repeat", "1",
-         "--producers", "4", "--peer", "kafka44", "--peer", "python-crc-walk"],
-        capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "KAFKALOG_BENCH_DIR": str(tmp_path),
-             "PYTHONPATH": os.pathsep.join([str(BENCH.parents[1] / "src"), str(BENCH.parents[1])])})
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 1, done.stdout
+    rows, stderr = run_bench("log_recovery_bench.py", [
+        "--only", "idempotent", "--small-mb", "4", "--repeat", "1", "--producers", "4", "--peer", "kafka44",
+        "--peer", "python-crc-walk"], timeout=300, env={"KAFKALOG_BENCH_DIR": str(tmp_path)})
+    assert len(rows) == 1, rows
     row = rows[0]
     assert row["recordsPerBatch"] == 1 and row["batches"] > 5000, row
     assert row["peers"]["kafka44"]["seconds"] > 0 and row["peers"]["kafka44"]["ratio"] > 0, row
-    assert "goal >= Kafka 4.4's own recovery of the segment:" in done.stderr
+    assert "goal >= Kafka 4.4's own recovery of the segment:" in stderr
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(("recover-", "kafka44-recover-"))], \
         "the script removes its directories"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
+
+from tests.tmpfs import mounted_tmpfs
 
 
 def pytest_collection_modifyitems(config, items):
@@ -26,13 +27,5 @@ def ram_path(tmp_path):
     directory for each trial, hundreds a test: on this VM's disk the file-system calls took half
     of such a test's time (an unlink ~140 us, a rmdir ~280 us; ``test_every_header_byte[2]`` 30 s,
     14 s on a tmpfs). Their subject is the engine's recovery and readers, not the file system."""
-    mnt = tmp_path / "ram"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
+    with mounted_tmpfs(tmp_path / "ram", "512m", or_disk=True) as mnt:
         yield mnt
-        return
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

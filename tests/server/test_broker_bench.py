@@ -5,30 +5,20 @@ the peers reuse (the way the network layer calls the broker, say) shows here, no
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("confluent_kafka")
+from tests.bench_script import run_bench
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "broker_bench.py"
+pytest.importorskip("confluent_kafka")
 
 
 def test_the_broker_benchmark_runs_every_peer(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--measure", "produce,consume,fetch,metrics", "--records", "20000",
-         "--produce-records", "3000", "--runs", "1", "--clients", "confluent", "--fetch-mib", "8",
-         "--fetch-blocks", "2", "--latency-requests", "20", "--data-dir", str(tmp_path),
-         "--peers", "memory"],
-        capture_output=True, text=True, timeout=180, check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH.parents[1] / "src"),
-                                                          str(BENCH.parents[1])])})
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    rows, _ = run_bench("broker_bench.py", [
+        "--measure", "produce,consume,fetch,metrics", "--records", "20000", "--produce-records", "3000",
+        "--runs", "1", "--clients", "confluent", "--fetch-mib", "8", "--fetch-blocks", "2",
+        "--latency-requests", "20", "--data-dir", str(tmp_path), "--peers", "memory"], timeout=180)
     kinds = {(r["type"], r.get("broker")) for r in rows}
     assert {("produce", "memory"), ("produce", "kafkalog"), ("consume", "memory"),
             ("consume", "kafkalog"), ("fetch_1mib", "sendfile"), ("fetch_1mib", "kafkalog")} <= kinds
@@ -51,15 +41,11 @@ def test_the_broker_benchmark_runs_kafka_44_as_a_peer(tmp_path: Path) -> None:
     consume, 1 MiB fetch and start rows and the ``*_vs_kafka`` ratios."""
     from tests import kafka44
     kafka44.require()
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--measure", "produce,consume,fetch,start", "--records", "20000",
-         "--produce-records", "3000", "--runs", "1", "--clients", "confluent", "--fetch-mib", "8",
-         "--fetch-blocks", "3", "--latency-requests", "20", "--data-dir", str(tmp_path),
-         "--peers", "kafka", "--kafka-heap", "512m"],
-        capture_output=True, text=True, timeout=900, check=False,
-        env={**os.environ, "PYTHONPATH": str(BENCH.parents[1])})
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    rows, _ = run_bench("broker_bench.py", [
+        "--measure", "produce,consume,fetch,start", "--records", "20000", "--produce-records", "3000",
+        "--runs", "1", "--clients", "confluent", "--fetch-mib", "8", "--fetch-blocks", "3",
+        "--latency-requests", "20", "--data-dir", str(tmp_path), "--peers", "kafka", "--kafka-heap", "512m"],
+        timeout=900)
     kinds = {(r["type"], r.get("broker")) for r in rows}
     assert {("produce", "kafka"), ("consume", "kafka"), ("fetch_1mib", "kafka"), ("start", "kafka"),
             ("start", "kafkalog")} <= kinds

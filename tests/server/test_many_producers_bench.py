@@ -5,33 +5,23 @@ every field. No timing is asserted: the figures are the benchmark's, on a machin
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bench_script import run_bench
 from tests.server.node_client import unavailable
 
 pytest.importorskip("confluent_kafka")
-
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "benchmarks" / "many_producers_bench.py"
 
 
 def test_the_many_producers_benchmark_runs_and_reports_every_field(tmp_path: Path) -> None:
     if shutil.which("go") is None:
         unavailable("`go` is not on PATH (the benchmark's load generator is Go)")
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--producers", "50", "--warmup", "2", "--measure", "4", "--runs", "1",
-         "--peers", "kafkalog", "--workdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=900, check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])})
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    rows, _ = run_bench("many_producers_bench.py", [
+        "--producers", "50", "--warmup", "2", "--measure", "4", "--runs", "1", "--peers", "kafkalog",
+        "--workdir", str(tmp_path)], timeout=900)
     run, summary = rows
     assert run["type"] == "run" and run["peer"] == "kafkalog" and run["partitions"] == 100
     assert run["producers"] == 50 and run["target_rate"] == 2500

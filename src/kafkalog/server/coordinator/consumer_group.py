@@ -926,8 +926,7 @@ class ConsumerGroupCoordinator(GroupCoordinatorBase[ConsumerGroup]):
         dropped = [r for r in g.regexes if r not in live and any(m.regex == r for m in members)]
         records += [_regex_record(g.group_id, r, None) for r in dropped]
         image = self._image()
-        regexes = {r: v for r, v in g.regexes.items() if r not in dropped}
-        new_hash = ModernGroup.compute_metadata_hash(self._subscribed_names(g, remaining, regexes), image)
+        new_hash = ModernGroup.compute_metadata_hash(self._subscribed_names(g, remaining), image)
         epoch = g.group_epoch + 1
         records.append(_epoch_record(g.group_id, epoch, new_hash))
         if not remaining:
