@@ -11,6 +11,7 @@ Inside the server, the sub-packages are Kafka's rooms in an order (:data:`SERVER
 imports only modules of its own room or of rooms before it, so the broker's state never imports a
 handler or the dispatch table; the serving edge composes them."""
 import ast
+import functools
 import json
 import os
 import subprocess
@@ -68,7 +69,13 @@ def import_graph(type_checking: bool = True) -> dict:
     """``{module: {imported kafkalog module, ...}}`` of every module of the package, from their
     sources: every ``import kafkalog...`` / ``from kafkalog... import`` (a name imported from a
     package counts as its submodule when it is one), wherever it is; those under
-    ``if TYPE_CHECKING:`` too unless ``type_checking`` is False."""
+    ``if TYPE_CHECKING:`` too unless ``type_checking`` is False. The sources are parsed once per
+    flag for the whole run (~2 s each time); each call gets its own copy."""
+    return {name: set(found) for name, found in _import_graph(type_checking).items()}
+
+
+@functools.cache
+def _import_graph(type_checking: bool) -> dict:
     modules = {}
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")

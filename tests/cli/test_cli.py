@@ -221,21 +221,21 @@ def _run(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
 
 
 def test_verify_caps_the_findings_of_a_file(tmp_path):
-    """A random 8 MB .index has two million bad entries: verify printed a line for each."""
+    """A random 2 MB .index has half a million bad entries: verify printed a line for each."""
     import os
     d = tmp_path / "data"
     with kafkalog.open(d, background=False) as dl:
         dl.create_topic("t", 1)
         for _ in range(10):
             dl.produce("t", b"x", partition=0)
-    (d / "t-0" / "00000000000000000000.index").write_bytes(os.urandom(8 << 20))
+    (d / "t-0" / "00000000000000000000.index").write_bytes(os.urandom(2 << 20))
     res = _run("verify", str(d))
     assert res.returncode == 1
     lines = _lines(res.stdout)
     assert len(lines) < 150, len(lines)
     findings = [x for x in lines if x["type"] == "finding"]
     (more,) = [x for x in lines if x["type"] == "moreFindings"]
-    assert len(findings) == 100 and more["file"].endswith(".index") and more["count"] > 1_000_000
+    assert len(findings) == 100 and more["file"].endswith(".index") and more["count"] > 250_000
     assert lines[-1]["errors"] == len(findings) + more["errors"]          # every one counted
     res = _run("verify", str(d), "--format", "text")
     assert f"... and {more['count']:,} more findings in" in res.stdout
