@@ -4,7 +4,9 @@ Produce of one record to each (7.6 MB) in 54 ms, one step every other client wai
 sockets to a broker in this process: which thread parsed each frame (the real parser, recorded),
 the answers of large frames pipelined with small ones come back whole and in order, an ApiVersions
 of a version the broker lacks and a frame that breaks a bound are answered as when small, and the
-broker leaves no parsing thread behind."""
+broker leaves no parsing thread behind. The first frame of an API version after the start is parsed
+there too (its readers are made first: kio's classes of the version imported, 9-23 ms), the next
+ones of that version in the loop."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from kafkalog.record.builder import build_batch
 from kafkalog.server.network import socket_server
 from kafkalog.server.network.socket_server import LARGE_REQUEST_BYTES
+from kafkalog.server.requests import protocol
 from kafkalog.testing import LocalBroker
 from tests.server.raw import (
     answers_api_versions,
@@ -76,6 +79,8 @@ def test_large_frames_are_parsed_aside_and_answered_in_order(broker: LocalBroker
     small_fetch = _fetch(4, 1000)
     assert len(large_produce) - 4 >= LARGE_REQUEST_BYTES and len(large_fetch) - 4 >= LARGE_REQUEST_BYTES
     assert len(small_fetch) - 4 < LARGE_REQUEST_BYTES
+    for key, version in ((0, 9), (1, 12), (18, 0)):     # (their first frames are parsed aside too)
+        protocol._readers(key, version)
     with connect(broker.port) as s:
         # one send: the readable callback sees every frame at once, a large one among small ones
         s.sendall(large_produce + api_versions_v0(2) + large_fetch + small_fetch + api_versions_v0(5))
@@ -100,6 +105,29 @@ def test_large_frames_are_parsed_aside_and_answered_in_order(broker: LocalBroker
     assert all(bytes([p]) * 100 in small_parts[p][3] for p in range(PARTITIONS))
     aside = {corr: name.startswith(PARSING_THREAD) for corr, _size, name in parsed_on}
     assert aside == {1: True, 2: False, 3: True, 4: False, 5: False}
+
+
+def test_the_first_frame_of_an_api_version_is_parsed_aside(broker: LocalBroker,
+                                                          parsed_on: list[tuple[int, int, str]]) -> None:
+    """As after a start (no version's readers made yet): of three ApiVersions v0 and a Fetch v12
+    sent at once, the first of each version is parsed on the parsing thread, the others in the
+    loop; all answered in order. An ApiVersions of a version the broker lacks is refused at once,
+    in the loop (no readers to make)."""
+    protocol._readers.cache_clear()
+    protocol._READERS_MADE.clear()
+    with connect(broker.port) as s:
+        s.sendall(api_versions_v0(1) + api_versions_v0(2) + _fetch(3, 10) + api_versions_v0(4) + _fetch(5, 10))
+        frames = [recv_frame(s) for _ in range(5)]
+        body = struct.pack(">hhih", 18, 99, 6, 4) + b"test"
+        s.sendall(struct.pack(">i", len(body)) + body)
+        refused = recv_frame(s)
+    assert [struct.unpack_from(">i", f, 0)[0] for f in frames if f] == [1, 2, 3, 4, 5]
+    assert all(struct.unpack_from(">h", frames[i], 4)[0] == 0 for i in (0, 1, 3))   # type: ignore[arg-type]
+    fetched: Any = fetch_response(frames[4], 12)             # type: ignore[arg-type]
+    assert [p.error_code for t in fetched.responses for p in t.partitions][:PARTITIONS] == [0] * PARTITIONS
+    aside = {corr: name.startswith(PARSING_THREAD) for corr, _size, name in parsed_on}
+    assert aside == {1: True, 2: False, 3: True, 4: False, 5: False, 6: False}
+    assert refused is not None and struct.unpack_from(">ih", refused, 0) == (6, 35)
 
 
 def test_a_large_api_versions_of_an_unknown_version_is_answered_with_the_versions(
