@@ -88,7 +88,7 @@ def parses_at_once(data: bytes, supported: dict[int, tuple[int, int]]) -> bool:
     """Whether :func:`parse_request` of ``data`` has nothing to make first: its API version's
     readers are made, or it is refused before them (too short, a version outside ``supported``).
     The first request of an API version imports kio's classes of it and compiles its bounds
-    program (9-23 ms each here: Metadata v12 15 ms, Produce v12 23 ms), which a broker does off
+    program (9-23 ms each here: Metadata v12 15 ms, Fetch v12 23 ms), which a broker does off
     its event loop."""
     prefix = data[:4]
     if prefix in _READERS_MADE or len(prefix) < 4:
