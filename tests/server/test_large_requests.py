@@ -109,7 +109,7 @@ def test_large_frames_are_parsed_aside_and_answered_in_order(broker: LocalBroker
 
 def test_the_first_frame_of_an_api_version_is_parsed_aside(broker: LocalBroker,
                                                           parsed_on: list[tuple[int, int, str]]) -> None:
-    """As after a start (no version's readers made yet): of three ApiVersions v0 and a Fetch v12
+    """As after a start (no version's readers made yet): of three ApiVersions v0 and two Fetch v12
     sent at once, the first of each version is parsed on the parsing thread, the others in the
     loop; all answered in order. An ApiVersions of a version the broker lacks is refused at once,
     in the loop (no readers to make)."""
