@@ -36,6 +36,8 @@ from kafkalog.server.requests.message_schemas import request_schema
 from kafkalog.server.requests.request_bounds import violation, walk
 
 _HEADER_PREFIX = struct.Struct(">hhi")
+#: a frame's API key and version, its first four bytes
+_KEY_VERSION = struct.Struct(">hh")
 _INT32 = struct.Struct(">i")
 
 API_VERSIONS_KEY = 18
@@ -80,7 +82,7 @@ def _readers(key: int, version: int) -> tuple[Any, Any, bool, BoundsProgram]:
     flexible = bool(cls.__flexible__)
     readers = (entity_reader(RequestHeaderV2 if flexible else RequestHeaderV1), entity_reader(cls),
                flexible, bounds_program(key, version))
-    _READERS_MADE.add(_HEADER_PREFIX.pack(key, version, 0)[:4])
+    _READERS_MADE.add(_KEY_VERSION.pack(key, version))
     return readers
 
 
@@ -93,9 +95,13 @@ def parses_at_once(data: bytes, supported: dict[int, tuple[int, int]]) -> bool:
     prefix = data[:4]
     if prefix in _READERS_MADE or len(prefix) < 4:
         return True
-    key, version = struct.unpack(">hh", prefix)
+    return not _served(supported, *_KEY_VERSION.unpack(prefix))
+
+
+def _served(supported: dict[int, tuple[int, int]], key: int, version: int) -> bool:
+    """Whether ``supported`` (key -> (min, max)) holds API ``key`` at ``version``."""
     rng = supported.get(key)
-    return rng is None or not rng[0] <= version <= rng[1]
+    return rng is not None and rng[0] <= version <= rng[1]
 
 
 def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request:
@@ -105,8 +111,7 @@ def parse_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request
     if len(data) < _HEADER_PREFIX.size:
         peek_header(data)                       # raises: too short for a header
     key, version, corr = _HEADER_PREFIX.unpack_from(data, 0)
-    rng = supported.get(key)
-    if rng is None or not rng[0] <= version <= rng[1]:
+    if not _served(supported, key, version):
         raise UnsupportedVersionError(f"unsupported API key {key} version {version}", key, version, corr)
     read_header, read_body, flexible, program = _readers(key, version)
     bounds = walk(program.code, data)
