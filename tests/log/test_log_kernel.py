@@ -1,7 +1,8 @@
 """The log kernel (``kafkalog.log._kernel`` and its pure-Python twin ``_kernel_py``): the offset
 index's search and the fetch path's step to a batch give the same answers in both, and the answers
 the plain rules give: a binary search over big-endian entries, and the header walk
-(``FileRecords.iter_headers``) over the same bytes."""
+(``FileRecords.iter_headers``) over the same bytes; a load's read-ahead reads the same files in
+both, follows no link, waits on no FIFO, writes nothing and raises nothing."""
 
 from __future__ import annotations
 
@@ -125,3 +126,44 @@ def test_search_uses_either_kernel_the_same_way(k, monkeypatch, tmp_path):
                 assert fr.search_for_offset_with_size(target, start) == want, (start, target)
     finally:
         fr.close()
+
+
+def _dir_state(root: str) -> list[tuple[str, int, int]]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            st = os.lstat(os.path.join(dirpath, name))
+            out.append((os.path.join(dirpath, name), st.st_size, st.st_mtime_ns))
+    return sorted(out)
+
+
+@any_kernel
+def test_read_ahead_reads_the_regular_files_of_each_directory_and_writes_nothing(k, tmp_path) -> None:
+    a, b = tmp_path / "t-0", tmp_path / "t-1"
+    a.mkdir()
+    b.mkdir()
+    (a / "00000000000000000000.log").write_bytes(os.urandom(200_000))         # head and tail
+    (a / "00000000000000000000.index").write_bytes(b"")
+    (a / "00000000000000000000.timeindex").write_bytes(bytes(12))
+    (a / "00000000000000000042.snapshot").write_bytes(os.urandom(70_000))     # advised whole
+    (a / "leader-epoch-checkpoint").write_bytes(b"0\n0\n")
+    (b / "partition.metadata").write_bytes(b"version: 0\ntopic_id: x\n")
+    (b / "nested").mkdir()                                     # not a file of the partition
+    (b / "nested" / "inner.log").write_bytes(b"x")
+    os.symlink(a / "00000000000000000000.log", b / "linked.log")   # not followed
+    os.mkfifo(b / "fifo")                                      # not opened to wait for a writer
+    before = _dir_state(str(tmp_path))
+    dirs = [str(a), str(b), str(tmp_path / "missing"), str(a / "leader-epoch-checkpoint")]
+    assert k.read_ahead(dirs) == 6
+    assert k.read_ahead([]) == 0
+    assert _dir_state(str(tmp_path)) == before
+
+
+def test_read_ahead_counts_the_same_in_both_kernels(tmp_path) -> None:
+    for p in range(5):
+        d = tmp_path / f"t-{p}"
+        d.mkdir()
+        for i in range(p):
+            (d / f"{i:020d}.log").write_bytes(os.urandom(100 * 1000 * i))
+    dirs = [str(tmp_path / f"t-{p}") for p in range(5)]
+    assert {m.IMPLEMENTATION: m.read_ahead(dirs) for m in KERNELS} == {m.IMPLEMENTATION: 10 for m in KERNELS}

@@ -1,21 +1,37 @@
-"""``num.recovery.threads.per.data.dir`` (Kafka's key, issue 35): the partitions of a data directory
-are loaded by that many threads. kafkalog's default is 1, not Kafka 4's 2: with the GIL a second
-thread made a warm restart of 100,000 partitions slower (55.5 s against 30.8 s), a cold one a
-little faster (68.7 against 76.4 s; docs/kafka-compatibility.md). Whatever the count, a load
-hands out the same logs in the same order with the same recovery reports, and a partition that
-cannot be loaded fails the load with its typed error and leaves no descriptor open."""
+"""``num.recovery.threads.per.data.dir`` (Kafka's key and default 2, issue 35): that many threads
+work on a data directory's load, one opening the partitions one after the other, the others
+reading the next directories' files ahead of it (``kafkalog.log.read_ahead``: two threads opening
+partitions at once only took turns on the GIL, slower than one; docs/kafka-compatibility.md).
+Whatever the count, a load hands out the same logs in the same order with the same recovery
+reports, every partition opened on the loading thread; a partition that cannot be loaded fails
+the load with its typed error and leaves no descriptor open and no read-ahead thread running.
+The read-ahead's batch and window are made small here so that 30 partitions use them."""
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from kafkalog.errors import KafkalogError
+from kafkalog.log import log as log_module
+from kafkalog.log import read_ahead
 from kafkalog.log.manager import LogManager
+from kafkalog.log.read_ahead import ReadAhead
 
 PARTITIONS = 30
+
+
+@pytest.fixture(autouse=True)
+def _small_read_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(read_ahead, "BATCH", 4)
+    monkeypatch.setattr(read_ahead, "WINDOW", 8)
+
+
+def _read_ahead_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("kafkalog-log-read-ahead")]
 
 
 def _crashed(path: Path) -> str:
@@ -52,9 +68,61 @@ def test_the_threads_load_the_same_logs_in_the_same_order(tmp_path: Path) -> Non
     assert [i for i, _n, _name in one[1]] == list(range(1, PARTITIONS + 1))
     for threads in (2, 5):
         assert _loaded(data, threads) == one
+    assert _read_ahead_threads() == []
 
 
-@pytest.mark.parametrize("threads", [1, 3])
+def test_every_partition_is_opened_on_the_loading_thread(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _crashed(tmp_path)
+    opened_on: list[int] = []
+    real_open = log_module.Log.open.__func__          # type: ignore[attr-defined]
+
+    def counting_open(cls: type, *args: object, **kwargs: object) -> log_module.Log:
+        opened_on.append(threading.get_ident())
+        return real_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(log_module.Log, "open", classmethod(counting_open))
+    m = LogManager(data, {"num.recovery.threads.per.data.dir": 3}, background=False)
+    m.abandon()
+    assert opened_on == [threading.get_ident()] * PARTITIONS
+
+
+def test_the_read_ahead_reads_every_directory_within_its_window(tmp_path: Path) -> None:
+    data = _crashed(tmp_path)
+    dirs = sorted(str(p) for p in Path(data).iterdir() if p.is_dir())
+    assert len(dirs) == PARTITIONS
+    with ReadAhead(dirs, 2, batch=4, window=8) as ahead:
+        for i in range(len(dirs)):
+            ahead.reached(i)
+    # each partition holds a .log, two indexes, a leader-epoch-checkpoint, partition.metadata
+    assert ahead.files >= 5 * 8                      # (at least the window's before it could stop)
+    assert ahead.batches <= -(-PARTITIONS // 4)
+    assert _read_ahead_threads() == []
+
+
+def test_the_read_ahead_stops_at_its_window_and_skips_what_the_loader_passed(tmp_path: Path) -> None:
+    dirs = [str(tmp_path / f"t-{p}") for p in range(100)]      # (missing: nothing to read)
+    ahead = ReadAhead(dirs, 1, batch=4, window=8)
+    with ahead:
+        deadline = threading.Event()
+        for _ in range(200):                 # the window's two batches taken, then it waits
+            if ahead.batches == 2:
+                break
+            deadline.wait(0.01)
+        deadline.wait(0.1)
+        assert ahead.batches == 2
+        ahead.reached(80)                     # the loader jumped ahead: 8..79 never read
+        for _ in range(200):
+            if ahead.batches == 4:
+                break
+            deadline.wait(0.01)
+        deadline.wait(0.1)
+        assert ahead.batches == 4             # 80..83, 84..87: the window from 80, then it waits
+    assert ahead.files == 0
+    assert _read_ahead_threads() == []
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
 def test_a_partition_that_cannot_be_loaded_fails_the_load_and_leaves_nothing_open(
         tmp_path: Path, threads: int) -> None:
     data = _crashed(tmp_path)
@@ -65,6 +133,7 @@ def test_a_partition_that_cannot_be_loaded_fails_the_load_and_leaves_nothing_ope
         LogManager(data, {"num.recovery.threads.per.data.dir": threads}, background=False)
     assert str(bad) in str(e.value)
     assert _fds() == before
+    assert _read_ahead_threads() == []
     bad.write_bytes(b"0\n0\n")                    # repaired: the directory loads
     m = LogManager(data, {"num.recovery.threads.per.data.dir": threads}, background=False)
     try:

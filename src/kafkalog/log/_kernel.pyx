@@ -1,15 +1,20 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled log kernel: the offset index's search and the fetch path's step from an index entry to
-the batch holding an offset. Same API and results as the pure-Python twin
+"""Compiled log kernel: the offset index's search, the fetch path's step from an index entry to
+the batch holding an offset, recovery's producer rows, and a load's read-ahead of partition
+directories. Same API and results as the pure-Python twin
 ``kafkalog.log._kernel_py`` (API docs there); ``kafkalog.log.kernel`` selects one of the two (all or
 nothing with the other layers' kernels)."""
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_AS_STRING
+from libc.stdlib cimport malloc, free
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
+
+import os
 
 IMPLEMENTATION = "cython"
 
-__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot", "producer_rows"]
+__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot", "producer_rows", "read_ahead"]
 
 
 cdef inline int32_t _rel(const unsigned char* p) noexcept nogil:
@@ -135,3 +140,74 @@ def producer_rows(facts, Py_ssize_t first, Py_ssize_t end, Py_ssize_t retain, op
         return out
     finally:
         PyBuffer_Release(&view)
+
+
+# --- a load's read-ahead: the files of partition directories brought into the page cache -------
+cdef extern from *:
+    """
+    #include <dirent.h>
+    #include <fcntl.h>
+    #include <string.h>
+    #include <sys/stat.h>
+    #include <unistd.h>
+    /* see _kernel_py.read_ahead: every regular file of each directory, read whole up to
+       RA_WHOLE bytes, else its first RA_HEAD and last RA_TAIL bytes (a producer snapshot: its
+       whole advised); the count of files read. Errors skip the file or directory. */
+    #define RA_WHOLE 65536
+    #define RA_HEAD 4096
+    #define RA_TAIL 65536
+    static long ra_read_dirs(const char* const* dirs, Py_ssize_t n, char* buf) {
+        long files = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            DIR* d = opendir(dirs[i]);
+            if (d == NULL) continue;
+            int dfd = dirfd(d);
+            struct dirent* ent;
+            while ((ent = readdir(d)) != NULL) {
+                if (ent->d_type != DT_REG && ent->d_type != DT_UNKNOWN) continue;
+                int fd = openat(dfd, ent->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                if (fd < 0) continue;
+                struct stat st;
+                if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                    off_t size = st.st_size;
+                    if (size <= RA_WHOLE) {
+                        if (pread(fd, buf, (size_t)size, 0) >= 0) files++;
+                    } else {
+                        size_t len = strlen(ent->d_name);
+                        if (len > 9 && strcmp(ent->d_name + len - 9, ".snapshot") == 0)
+                            posix_fadvise(fd, 0, size, POSIX_FADV_WILLNEED);
+                        if (pread(fd, buf, RA_HEAD, 0) >= 0
+                                && pread(fd, buf, RA_TAIL, size - RA_TAIL) >= 0) files++;
+                    }
+                }
+                close(fd);
+            }
+            closedir(d);
+        }
+        return files;
+    }
+    """
+    long ra_read_dirs(const char* const* dirs, Py_ssize_t n, char* buf) nogil
+    enum: RA_WHOLE
+
+
+def read_ahead(dirs):
+    """See ``_kernel_py.read_ahead``: the batch's walk holds no interpreter lock."""
+    cdef list paths = [os.fsencode(d) for d in dirs]
+    cdef Py_ssize_t n = len(paths), i
+    cdef long files
+    cdef const char** c_paths = <const char**>malloc((n if n > 0 else 1) * sizeof(char*))
+    cdef char* buf = <char*>malloc(RA_WHOLE)
+    if c_paths == NULL or buf == NULL:
+        free(c_paths)
+        free(buf)
+        raise MemoryError()
+    try:
+        for i in range(n):
+            c_paths[i] = PyBytes_AS_STRING(paths[i])
+        with nogil:
+            files = ra_read_dirs(c_paths, n, buf)
+        return files
+    finally:
+        free(c_paths)
+        free(buf)

@@ -267,7 +267,7 @@ BROKER_ONLY_CONFIGS: Dict[str, ConfigDef] = {c.name: c for c in [
     _d("log.flush.offset.checkpoint.interval.ms", INT, 60000, at_least(0)),
     _d("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, at_least(0)),
     _d("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, at_least(0)),
-    _d("num.recovery.threads.per.data.dir", INT, 1, at_least(1)),    # (Kafka 4: 2; kafka-compatibility.md)
+    _d("num.recovery.threads.per.data.dir", INT, 2, at_least(1)),    # (log/read_ahead.py)
     _d("log.initial.task.delay.ms", LONG, 30000, at_least(0)),
     _d("log.cleaner.enable", BOOLEAN, True),
     _d("log.cleaner.threads", INT, 1, at_least(0)),

@@ -49,7 +49,6 @@ import threading
 import time
 import uuid
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -100,6 +99,7 @@ from kafkalog.log.naming import (
 )
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.protocols import Cleaner
+from kafkalog.log.read_ahead import ReadAhead
 from kafkalog.log.retention import RetentionResult, delete_old_segments, time_breach_due
 from kafkalog.log.scheduler import Scheduler
 from kafkalog.log.topic_creation import PendingTopic, TopicCreator, complete, write_record
@@ -480,20 +480,26 @@ class LogManager:
                             producer_state_manager=self._producer_state(path, list_snapshots=False),
                             stray_snapshots_later=True, dir_exists=True)
 
+        # the loads on this thread, the other threads reading the next directories ahead of it
+        # (kafkalog.log.read_ahead: two threads loading at once only take turns on the GIL)
         threads = int(self.broker_config.num_recovery_threads_per_data_dir)
         strays = self._stray_snapshot_logs
         loaded, reports = self.load_result.loaded, self.load_result.recovery_reports
-        for i, ((path, tp), log) in enumerate(_opened_in_order(open_log, to_load, threads)):
-            self._add_log(tp, log)
-            psm = log.producer_state_manager
-            if psm is not None and psm.stray_files:
-                strays.append(log)
-            name = path[len(d) + len(sep):]
-            loaded.append(name)
-            if log.recovery_report is not None:
-                reports[name] = log.recovery_report
-            if progress is not None:
-                progress(i + 1, total, name)
+        with ReadAhead([path for path, _tp in to_load], threads - 1) as ahead:
+            for i, item in enumerate(to_load):
+                ahead.reached(i)
+                log = open_log(item)
+                path, tp = item
+                self._add_log(tp, log)
+                psm = log.producer_state_manager
+                if psm is not None and psm.stray_files:
+                    strays.append(log)
+                name = path[len(d) + len(sep):]
+                loaded.append(name)
+                if log.recovery_report is not None:
+                    reports[name] = log.recovery_report
+                if progress is not None:
+                    progress(i + 1, total, name)
         if strays:
             self.scheduler.schedule_once("delete-stray-producer-snapshots", self._delete_stray_snapshots)
 
@@ -1268,43 +1274,6 @@ class LogManager:
 
     def __repr__(self) -> str:
         return f"LogManager({self.data_dir!r}, partitions={len(self._logs)})"
-
-
-def _opened_in_order(open_log: Callable[[Tuple[str, TopicPartition]], Log],
-                     items: Sequence[Tuple[str, TopicPartition]], threads: int
-                     ) -> Iterator[Tuple[Tuple[str, TopicPartition], Log]]:
-    """``(item, open_log(item))`` for each item, in order, opened by ``threads`` threads (Kafka's
-    ``num.recovery.threads.per.data.dir``, 2 since Kafka 4.0) with at most a few items ahead of
-    the one handed out. A partition's load is mostly system calls that release the GIL (listings,
-    stats, opens, reads, and the reads of a crash's recovery): while one thread waits on the disk
-    another runs. When one fails, the ones opened ahead are closed and the error raised (the
-    caller closes those it took)."""
-    if threads <= 1 or len(items) < 2:
-        for item in items:
-            yield item, open_log(item)
-        return
-    with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-log-recovery") as pool:
-        ahead: Deque[Tuple[Tuple[str, TopicPartition], Future[Log]]] = deque()
-        rest = iter(items)
-        try:
-            for item in itertools.islice(rest, 4 * threads):
-                ahead.append((item, pool.submit(open_log, item)))
-            while ahead:
-                item, fut = ahead.popleft()
-                log = fut.result()
-                nxt = next(rest, None)
-                if nxt is not None:
-                    ahead.append((nxt, pool.submit(open_log, nxt)))
-                yield item, log
-        finally:                                # a failure (or the caller stopped): none left open
-            for _item, fut in ahead:
-                fut.cancel()
-            for _item, fut in ahead:
-                if not fut.cancelled() and fut.exception() is None:
-                    try:
-                        fut.result().close()
-                    except Exception:
-                        pass
 
 
 def _properties_of(cfg: LogConfig) -> Dict[str, str]:
