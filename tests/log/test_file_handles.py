@@ -252,3 +252,34 @@ def test_touches_racing_evictions(tmp_path, small_bound):
     assert HANDLES.evictions - before > 1000
     for fr in files:
         fr.close()
+
+
+def test_a_log_file_a_read_ahead_read_is_opened_on_first_use_and_serves_its_end_until_changed(tmp_path):
+    """``FileRecords.open`` of a file a load's read-ahead read (``fsutil.preread``): no descriptor
+    until the first read outside the bytes read (as if evicted), reads inside them served from
+    them, and a truncation drops them: an append over the truncated bytes is read back, not the
+    bytes read before."""
+    from kafkalog.log import fsutil
+
+    path = str(tmp_path / "00000000000000000000.log")
+    data = os.urandom(1000)
+    with open(path, "wb") as f:
+        f.write(data)
+    os.unlink(path)                     # (gone from the disk: only the read-ahead's bytes answer)
+    with fsutil.preread(str(tmp_path), [os.path.basename(path)], {os.path.basename(path): (1000, data[500:])}):
+        records = FileRecords.open(path)
+    assert records.fd == -1 and records.size == 1000 and records not in HANDLES.lru
+    assert records.read_at(600, 100) == data[600:700]
+    assert records.read_at(500, 500) == data[500:]
+    with open(path, "wb") as f:         # (the disk again, for what the read-ahead did not read)
+        f.write(data)
+    assert records.read_at(0, 100) == data[:100]
+    assert records.fd >= 0 and records in HANDLES.lru
+    records.truncate_to(800)
+    records.append(b"N" * 50)
+    assert records.read_at(800, 50) == b"N" * 50
+    records.close()
+    with fsutil.preread(str(tmp_path), [], {}):
+        again = FileRecords.open(path)  # (not read ahead: opened now)
+    assert again.fd >= 0
+    again.close()

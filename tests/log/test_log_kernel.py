@@ -142,28 +142,45 @@ def test_read_ahead_reads_the_regular_files_of_each_directory_and_writes_nothing
     a, b = tmp_path / "t-0", tmp_path / "t-1"
     a.mkdir()
     b.mkdir()
-    (a / "00000000000000000000.log").write_bytes(os.urandom(200_000))         # head and tail
-    (a / "00000000000000000000.index").write_bytes(b"")
-    (a / "00000000000000000000.timeindex").write_bytes(bytes(12))
-    (a / "00000000000000000042.snapshot").write_bytes(os.urandom(70_000))     # advised whole
-    (a / "leader-epoch-checkpoint").write_bytes(b"0\n0\n")
+    big = os.urandom(200_000)
+    snapshot = os.urandom(70_000)
+    small = {"00000000000000000000.index": b"", "00000000000000000000.timeindex": bytes(12),
+             "leader-epoch-checkpoint": b"0\n0\n"}
+    (a / "00000000000000000000.log").write_bytes(big)                      # its end kept
+    (a / "00000000000000000042.snapshot").write_bytes(snapshot)             # advised whole
+    for name, data in small.items():
+        (a / name).write_bytes(data)
     (b / "partition.metadata").write_bytes(b"version: 0\ntopic_id: x\n")
-    (b / "nested").mkdir()                                     # not a file of the partition
+    (b / "nested").mkdir()                                     # named, not read
     (b / "nested" / "inner.log").write_bytes(b"x")
-    os.symlink(a / "00000000000000000000.log", b / "linked.log")   # not followed
-    os.mkfifo(b / "fifo")                                      # not opened to wait for a writer
+    os.symlink(a / "00000000000000000000.log", b / "linked.log")   # named, not followed
+    os.mkfifo(b / "fifo")                                      # named, not opened to wait
     before = _dir_state(str(tmp_path))
     dirs = [str(a), str(b), str(tmp_path / "missing"), str(a / "leader-epoch-checkpoint")]
-    assert k.read_ahead(dirs) == 6
-    assert k.read_ahead([]) == 0
+    got = k.read_ahead(dirs)
     assert _dir_state(str(tmp_path)) == before
+    assert got[2] is None and got[3] is None                  # not listed: the load reports it
+    names_a, files_a = got[0]
+    assert sorted(names_a) == sorted(os.listdir(a))
+    assert files_a == {"00000000000000000000.log": (200_000, big[-65536:]),
+                       "00000000000000000042.snapshot": (70_000, snapshot[-65536:]),
+                       **{name: (len(data), data) for name, data in small.items()}}
+    names_b, files_b = got[1]
+    assert sorted(names_b) == ["fifo", "linked.log", "nested", "partition.metadata"]
+    assert files_b == {"partition.metadata": (23, b"version: 0\ntopic_id: x\n")}
+    assert k.read_ahead([]) == []
 
 
-def test_read_ahead_counts_the_same_in_both_kernels(tmp_path) -> None:
+def test_read_ahead_finds_the_same_in_both_kernels(tmp_path) -> None:
     for p in range(5):
         d = tmp_path / f"t-{p}"
         d.mkdir()
         for i in range(p):
-            (d / f"{i:020d}.log").write_bytes(os.urandom(100 * 1000 * i))
+            (d / f"{i:020d}.log").write_bytes(os.urandom(40_000 * i))
+            (d / f"{i:020d}.non-ascii-\u00e9").write_bytes(b"x" * i)
     dirs = [str(tmp_path / f"t-{p}") for p in range(5)]
-    assert {m.IMPLEMENTATION: m.read_ahead(dirs) for m in KERNELS} == {m.IMPLEMENTATION: 10 for m in KERNELS}
+    found = [m.read_ahead(dirs) for m in KERNELS]
+    for got in found:
+        assert [sorted(g[0]) for g in got] == [sorted(os.listdir(d)) for d in dirs]
+        assert sum(len(g[1]) for g in got) == 20
+    assert all(f == found[0] for f in found)

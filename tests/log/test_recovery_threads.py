@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from kafkalog.errors import KafkalogError
+from kafkalog.log import kernel as log_kernel
 from kafkalog.log import log as log_module
 from kafkalog.log import read_ahead
 from kafkalog.log.manager import LogManager
@@ -87,6 +89,11 @@ def test_every_partition_is_opened_on_the_loading_thread(tmp_path: Path,
     assert opened_on == [threading.get_ident()] * PARTITIONS
 
 
+def test_a_load_reads_ahead_on_the_other_threads_with_the_compiled_kernel_only() -> None:
+    want = {1: 0, 2: 1, 5: 4} if log_kernel.IMPLEMENTATION != "python" else {1: 0, 2: 0, 5: 0}
+    assert {n: read_ahead.threads_for(n) for n in want} == want
+
+
 def test_the_read_ahead_reads_every_directory_within_its_window(tmp_path: Path) -> None:
     data = _crashed(tmp_path)
     dirs = sorted(str(p) for p in Path(data).iterdir() if p.is_dir())
@@ -94,6 +101,7 @@ def test_the_read_ahead_reads_every_directory_within_its_window(tmp_path: Path) 
     with ReadAhead(dirs, 2, batch=4, window=8) as ahead:
         for i in range(len(dirs)):
             ahead.reached(i)
+            time.sleep(0.002)                        # (a loader's pace: the threads keep ahead)
     # each partition holds a .log, two indexes, a leader-epoch-checkpoint, partition.metadata
     assert ahead.files >= 5 * 8                      # (at least the window's before it could stop)
     assert ahead.batches <= -(-PARTITIONS // 4)
@@ -140,3 +148,42 @@ def test_a_partition_that_cannot_be_loaded_fails_the_load_and_leaves_nothing_ope
         assert len(m.partitions()) == PARTITIONS
     finally:
         m.close()
+
+
+def test_a_directory_read_ahead_is_not_listed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each partition the read-ahead read before the loader came to it is not listed by the loader
+    (nor its small files read: ``tests/reliability/test_read_ahead_invisible.py`` checks that what
+    it is handed gives the same log); the others are."""
+    if log_kernel.IMPLEMENTATION == "python":
+        pytest.skip("the pure-Python kernels read nothing ahead of a load (read_ahead.threads_for)")
+    data = _crashed(tmp_path)
+    made: list[ReadAhead] = []
+
+    class Counted(ReadAhead):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    listed: list[str] = []
+    real_listdir = os.listdir
+    loading = threading.get_ident()
+
+    def counting_listdir(path: str = ".") -> list[str]:
+        if threading.get_ident() == loading and str(path).startswith(data + "/t-"):
+            listed.append(str(path))
+        return real_listdir(path)
+
+    real_open = log_module.Log.open.__func__          # type: ignore[attr-defined]
+
+    def unhurried_open(cls: type, *args: object, **kwargs: object) -> log_module.Log:
+        time.sleep(0.003)             # (a busy machine's loader: the read-ahead gets ahead of it)
+        return real_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(log_module.Log, "open", classmethod(unhurried_open))
+    monkeypatch.setattr("kafkalog.log.manager.ReadAhead", Counted)
+    monkeypatch.setattr(os, "listdir", counting_listdir)
+    m = LogManager(data, {"num.recovery.threads.per.data.dir": 2}, background=False)
+    m.abandon()
+    ahead, = made
+    assert ahead.taken > 0
+    assert len(listed) == PARTITIONS - ahead.taken

@@ -9,6 +9,8 @@ written once and closed cleanly. Each trial copies it, injects one corruption an
 1. **recovery detects it**: a full-scan open (``recovery_point=0``, unclean) returns a
    :class:`~kafkalog.log.loader.RecoveryReport` that is not clean -- for every corruption that
    changes a record (see :func:`classify` for the exact byte map);
+   (every other trial's load is handed what a read-ahead read of the directory first, as a data
+   directory's load is: ``kafkalog.log.read_ahead``; the others read it themselves);
 2. **recovery keeps exactly the valid prefix and says what it removed**: after that open the log
    holds exactly the original records below the first damaged batch (all of them when the damage
    is harmless), and the report names the damaged file and the byte position of that batch;
@@ -29,6 +31,7 @@ from click.testing import CliRunner
 
 from kafkalog.cli.main import main as _cli_main
 from kafkalog.errors import KafkalogError
+from kafkalog.log import fsutil, kernel
 from kafkalog.log.log import Log
 from kafkalog.record.builder import build_batch
 
@@ -262,6 +265,17 @@ class Tally:
         return self.undetected + self.wrong_prefix + self.reader_failures + self.untyped
 
 
+def _open(work: str, read_ahead_first: bool, **kwargs: object) -> Log:
+    """``Log.open`` of ``work``; with ``read_ahead_first``, handed what a read-ahead read of the
+    directory first, as a data directory's load is (:mod:`kafkalog.log.read_ahead`)."""
+    if not read_ahead_first:
+        return Log.open(work, CONFIG, **kwargs)  # type: ignore[arg-type]
+    found = kernel.read_ahead([work])[0]
+    assert found is not None, f"the read-ahead could not list {work}"
+    with fsutil.preread(work, *found):
+        return Log.open(work, CONFIG, **kwargs)  # type: ignore[arg-type]
+
+
 def check_trial(p: Pristine, work: str, trial: Trial, tally: Tally) -> None:
     tally.injected += 1
     tally.by_kind[trial.kind] = tally.by_kind.get(trial.kind, 0) + 1
@@ -280,9 +294,10 @@ def check_trial(p: Pristine, work: str, trial: Trial, tally: Tally) -> None:
     if os.path.exists(reader_dir):
         shutil.rmtree(reader_dir)
     shutil.copytree(work, reader_dir)
-    # 1 + 2: verify = full-scan recovery
+    # 1 + 2: verify = full-scan recovery; every other trial's load is handed what a read-ahead
+    # read of the directory first (as a data directory's load is), the others read it themselves
     try:
-        log = Log.open(work, CONFIG, recovery_point=0, had_clean_shutdown=False)
+        log = _open(work, tally.injected % 2 == 0, recovery_point=0, had_clean_shutdown=False)
     except KafkalogError as e:
         tally.untyped.append(f"{what}: the log does not open after recovery: {e!r}")
         return
@@ -320,14 +335,16 @@ def check_trial(p: Pristine, work: str, trial: Trial, tally: Tally) -> None:
                                               f"{rep.to_json()}")
     finally:
         log.close()
-    # 3: a reader trusting the damaged files
-    _check_reader(p, reader_dir, trial, what, tally)
+    # 3: a reader trusting the damaged files (its load handed a read-ahead's reads in the trials
+    # whose recovery was not)
+    _check_reader(p, reader_dir, trial, what, tally, read_ahead_first=tally.injected % 2 == 1)
     shutil.rmtree(reader_dir, ignore_errors=True)
 
 
-def _check_reader(p: Pristine, path: str, trial: Trial, what: str, tally: Tally) -> None:
+def _check_reader(p: Pristine, path: str, trial: Trial, what: str, tally: Tally,
+                  read_ahead_first: bool = False) -> None:
     try:
-        log = Log.open(path, CONFIG, recovery_point=p.leo, had_clean_shutdown=True)
+        log = _open(path, read_ahead_first, recovery_point=p.leo, had_clean_shutdown=True)
     except KafkalogError:
         return
     except Exception as e:

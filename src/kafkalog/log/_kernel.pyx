@@ -6,8 +6,9 @@ directories. Same API and results as the pure-Python twin
 nothing with the other layers' kernels)."""
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_AS_STRING
-from libc.stdlib cimport malloc, free
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 
 import os
@@ -142,72 +143,157 @@ def producer_rows(facts, Py_ssize_t first, Py_ssize_t end, Py_ssize_t retain, op
         PyBuffer_Release(&view)
 
 
-# --- a load's read-ahead: the files of partition directories brought into the page cache -------
+# --- a load's read-ahead: the files of partition directories read for the load -----------------
 cdef extern from *:
     """
     #include <dirent.h>
+    #include <errno.h>
     #include <fcntl.h>
+    #include <stdint.h>
+    #include <stdlib.h>
     #include <string.h>
     #include <sys/stat.h>
     #include <unistd.h>
-    /* see _kernel_py.read_ahead: every regular file of each directory, read whole up to
-       RA_WHOLE bytes, else its first RA_HEAD and last RA_TAIL bytes (a producer snapshot: its
-       whole advised); the count of files read. Errors skip the file or directory. */
+    /* see _kernel_py.read_ahead. One batch's findings, gathered without the interpreter lock:
+       per entry its directory, its name, and for a regular file its size and the bytes read (the
+       whole file up to RA_WHOLE bytes, else its last RA_TAIL), all in one growing arena. */
     #define RA_WHOLE 65536
     #define RA_HEAD 4096
     #define RA_TAIL 65536
-    static long ra_read_dirs(const char* const* dirs, Py_ssize_t n, char* buf) {
-        long files = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
+    typedef struct { Py_ssize_t dir; size_t name_off, name_len; int64_t size; size_t data_off; Py_ssize_t data_len; } ra_entry;
+    typedef struct {
+        char* arena; size_t used, cap;
+        ra_entry* entries; Py_ssize_t n, cap_entries;
+        char* dir_ok;      /* per directory: listed whole */
+        int failed;        /* out of memory */
+    } ra_batch;
+    static char* ra_room(ra_batch* b, size_t n) {
+        if (b->used + n > b->cap) {
+            size_t cap = b->cap ? b->cap : 1 << 16;
+            while (cap < b->used + n) cap *= 2;
+            char* a = (char*)realloc(b->arena, cap);
+            if (a == NULL) { b->failed = 1; return NULL; }
+            b->arena = a; b->cap = cap;
+        }
+        return b->arena + b->used;
+    }
+    static ra_entry* ra_entry_new(ra_batch* b) {
+        if (b->n == b->cap_entries) {
+            Py_ssize_t cap = b->cap_entries ? 2 * b->cap_entries : 256;
+            ra_entry* e = (ra_entry*)realloc(b->entries, (size_t)cap * sizeof(ra_entry));
+            if (e == NULL) { b->failed = 1; return NULL; }
+            b->entries = e; b->cap_entries = cap;
+        }
+        return &b->entries[b->n++];
+    }
+    static void ra_read_dirs(const char* const* dirs, Py_ssize_t n, ra_batch* b) {
+        for (Py_ssize_t i = 0; i < n && !b->failed; i++) {
             DIR* d = opendir(dirs[i]);
             if (d == NULL) continue;
             int dfd = dirfd(d);
             struct dirent* ent;
+            Py_ssize_t first = b->n;
+            size_t arena_mark = b->used;
+            errno = 0;
             while ((ent = readdir(d)) != NULL) {
+                const char* name = ent->d_name;
+                if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+                size_t len = strlen(name);
+                char* at = ra_room(b, len);
+                if (at == NULL) break;
+                memcpy(at, name, len);
+                ra_entry* e = ra_entry_new(b);
+                if (e == NULL) break;
+                e->dir = i; e->name_off = b->used; e->name_len = len; e->size = -1; e->data_off = 0; e->data_len = -1;
+                b->used += len;
                 if (ent->d_type != DT_REG && ent->d_type != DT_UNKNOWN) continue;
-                int fd = openat(dfd, ent->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
                 if (fd < 0) continue;
                 struct stat st;
                 if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
                     off_t size = st.st_size;
-                    if (size <= RA_WHOLE) {
-                        if (pread(fd, buf, (size_t)size, 0) >= 0) files++;
-                    } else {
-                        size_t len = strlen(ent->d_name);
-                        if (len > 9 && strcmp(ent->d_name + len - 9, ".snapshot") == 0)
+                    off_t from = size <= RA_WHOLE ? 0 : size - RA_TAIL;
+                    size_t want = (size_t)(size - from);
+                    if (size > RA_WHOLE) {
+                        char head[RA_HEAD];
+                        if (len > 9 && strcmp(name + len - 9, ".snapshot") == 0)
                             posix_fadvise(fd, 0, size, POSIX_FADV_WILLNEED);
-                        if (pread(fd, buf, RA_HEAD, 0) >= 0
-                                && pread(fd, buf, RA_TAIL, size - RA_TAIL) >= 0) files++;
+                        if (pread(fd, head, RA_HEAD, 0) < 0) { close(fd); continue; }
+                    }
+                    char* buf = ra_room(b, want);
+                    if (buf == NULL) { close(fd); break; }
+                    ssize_t got = pread(fd, buf, want, from);
+                    if (got == (ssize_t)want) {        /* (a file that changed meanwhile: no bytes kept) */
+                        e->size = size; e->data_off = b->used; e->data_len = got;
+                        b->used += (size_t)got;
                     }
                 }
                 close(fd);
             }
+            if (ent != NULL || errno != 0) {           /* not listed whole: nothing kept of it */
+                b->n = first; b->used = arena_mark;
+            } else {
+                b->dir_ok[i] = 1;
+            }
             closedir(d);
         }
-        return files;
     }
     """
-    long ra_read_dirs(const char* const* dirs, Py_ssize_t n, char* buf) nogil
-    enum: RA_WHOLE
+    ctypedef struct ra_entry:
+        Py_ssize_t dir
+        size_t name_off, name_len
+        int64_t size
+        size_t data_off
+        Py_ssize_t data_len
+    ctypedef struct ra_batch:
+        char* arena
+        size_t used, cap
+        ra_entry* entries
+        Py_ssize_t n, cap_entries
+        char* dir_ok
+        int failed
+    void ra_read_dirs(const char* const* dirs, Py_ssize_t n, ra_batch* b) nogil
+    object PyUnicode_DecodeFSDefaultAndSize(const char* s, Py_ssize_t size)
 
 
 def read_ahead(dirs):
-    """See ``_kernel_py.read_ahead``: the batch's walk holds no interpreter lock."""
-    cdef list paths = [os.fsencode(d) for d in dirs]
-    cdef Py_ssize_t n = len(paths), i
-    cdef long files
-    cdef const char** c_paths = <const char**>malloc((n if n > 0 else 1) * sizeof(char*))
-    cdef char* buf = <char*>malloc(RA_WHOLE)
-    if c_paths == NULL or buf == NULL:
-        free(c_paths)
-        free(buf)
-        raise MemoryError()
+    """See ``_kernel_py.read_ahead``: the batch's reads hold no interpreter lock."""
+    cdef const char** c_paths = NULL
+    cdef Py_ssize_t n, i
+    cdef ra_batch b
+    cdef ra_entry* e
+    cdef list paths, out
+    cdef object found
+    memset(&b, 0, sizeof(b))
     try:
+        paths = [os.fsencode(d) for d in dirs]
+        n = len(paths)
+        out = [None] * n
+        c_paths = <const char**>malloc((n if n > 0 else 1) * sizeof(char*))
+        b.dir_ok = <char*>calloc(n if n > 0 else 1, 1)
+        if c_paths == NULL or b.dir_ok == NULL:
+            raise MemoryError()
         for i in range(n):
             c_paths[i] = PyBytes_AS_STRING(paths[i])
         with nogil:
-            files = ra_read_dirs(c_paths, n, buf)
-        return files
+            ra_read_dirs(c_paths, n, &b)
+        if b.failed:
+            raise MemoryError()
+        for i in range(n):
+            if b.dir_ok[i]:
+                out[i] = ([], {})
+        for i in range(b.n):
+            e = &b.entries[i]
+            found = out[e.dir]
+            if found is None:
+                continue
+            name = PyUnicode_DecodeFSDefaultAndSize(b.arena + e.name_off, e.name_len)
+            found[0].append(name)
+            if e.data_len >= 0:
+                found[1][name] = (e.size, PyBytes_FromStringAndSize(b.arena + e.data_off, e.data_len))
+        return out
     finally:
         free(c_paths)
-        free(buf)
+        free(b.dir_ok)
+        free(b.arena)
+        free(b.entries)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
-from typing import Any, Iterable
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from kafkalog.record.constants import HEADER_SIZE_UP_TO_MAGIC, RECORD_BATCH_OVERHEAD
 
@@ -124,50 +124,65 @@ def producer_rows(facts: Any, first: int, end: int, retain: int,
 
 
 #: a file of at most this many bytes is read whole by :func:`read_ahead`; of a larger one its first
-#: :data:`_RA_HEAD` and last :data:`_RA_TAIL` bytes
+#: :data:`_RA_HEAD` bytes (not kept) and last :data:`_RA_TAIL`
 _RA_WHOLE = 65536
 _RA_HEAD = 4096
 _RA_TAIL = 65536
 _RA_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
 
+#: what :func:`read_ahead` found of one directory: its names, and of each regular file read its
+#: size and bytes (the whole file up to 64 KiB, else its last 64 KiB)
+DirRead = Tuple[List[str], Dict[str, Tuple[int, bytes]]]
 
-def read_ahead(dirs: Iterable[str]) -> int:
-    """Bring into the page cache what a clean load of each partition directory of ``dirs`` reads:
-    the directory's listing, and each regular file (neither followed through a link nor, being a
-    FIFO or device, opened to wait) read whole up to 64 KiB, else its first 4 KiB (a time index's
-    head, a log's first batch) and last 64 KiB (an index's last entries, a log's last batches),
-    and a larger producer snapshot advised whole. Reads only: nothing is written, no error raised
-    (a directory or file that cannot be read is skipped: the load that follows reports it).
-    Returns the count of files read."""
-    files = 0
+
+def read_ahead(dirs: Sequence[str]) -> List[Optional[DirRead]]:
+    """Read what a clean load of each partition directory of ``dirs`` reads: the directory's
+    names, and each regular file (neither followed through a link nor, being a FIFO or device,
+    opened to wait) read whole up to 64 KiB, else its first 4 KiB (a time index's head, a log's
+    first batch: read into the page cache, not kept) and last 64 KiB (an index's last entries, a
+    log's last batches), a larger producer snapshot advised whole. For each directory, None when
+    it could not be listed whole, else its names (every entry but ``.`` and ``..``, in the
+    directory's order) and the files read, by name (a file that could not be read whole or changed
+    size meanwhile is named only). Reads only: nothing is written, no ``OSError`` raised (the load
+    that follows meets and reports what could not be read)."""
+    out: List[Optional[DirRead]] = []
     for d in dirs:
+        names: List[str] = []
+        files: Dict[str, Tuple[int, bytes]] = {}
         try:
-            listing = os.scandir(d)
+            with os.scandir(d) as listing:
+                for entry in listing:
+                    names.append(entry.name)
+                    got = _read_one(entry)
+                    if got is not None:
+                        files[entry.name] = got
         except OSError:
+            out.append(None)
             continue
-        with listing:
-            for entry in listing:
-                try:
-                    if entry.is_dir(follow_symlinks=False) or entry.is_symlink():
-                        continue
-                    fd = os.open(entry.path, _RA_FLAGS)
-                except OSError:
-                    continue
-                try:
-                    st = os.fstat(fd)
-                    if not stat.S_ISREG(st.st_mode):
-                        continue
-                    size = st.st_size
-                    if size <= _RA_WHOLE:
-                        os.pread(fd, size, 0)
-                    else:
-                        if entry.name.endswith(".snapshot"):
-                            os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
-                        os.pread(fd, _RA_HEAD, 0)
-                        os.pread(fd, _RA_TAIL, size - _RA_TAIL)
-                    files += 1
-                except OSError:
-                    pass
-                finally:
-                    os.close(fd)
-    return files
+        out.append((names, files))
+    return out
+
+
+def _read_one(entry: os.DirEntry[str]) -> Optional[Tuple[int, bytes]]:
+    try:
+        if entry.is_dir(follow_symlinks=False) or entry.is_symlink():
+            return None
+        fd = os.open(entry.path, _RA_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        size = st.st_size
+        start = 0 if size <= _RA_WHOLE else size - _RA_TAIL
+        if size > _RA_WHOLE:
+            if entry.name.endswith(".snapshot"):
+                os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
+            os.pread(fd, _RA_HEAD, 0)
+        data = os.pread(fd, size - start, start)
+        return (size, data) if len(data) == size - start else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -16,11 +16,11 @@ import os
 import struct
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Protocol
+from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Protocol, Tuple
 
 from kafkalog.errors import CorruptRecordError, KafkalogIOError
 from kafkalog.log.file_handles import HANDLES
-from kafkalog.log.fsutil import defer_fsync
+from kafkalog.log.fsutil import defer_fsync, preread_file
 from kafkalog.log.kernel import find_v2_batch
 from kafkalog.record.batch import RecordBatch
 from kafkalog.record.constants import (
@@ -200,7 +200,15 @@ class FileRecords:
         self.closed = False
         #: an fsync that failed when the descriptor was evicted, raised by the next :meth:`flush`
         self.write_error: Optional[KafkalogIOError] = None
-        HANDLES.add(self)
+        if fd >= 0:                     # (-1: not opened yet, as if evicted: opened on first use)
+            HANDLES.add(self)
+
+    #: ``(position, bytes)``: the file's end as a load's read-ahead read it (``open``), which
+    #: :meth:`read_at` serves while the load lasts (``forget_tail``, and any truncation, drop it)
+    _tail: Optional[Tuple[int, bytes]] = None
+
+    def forget_tail(self) -> None:
+        self._tail = None
 
     # --- the descriptor --------------------------------------------------------------------------
 
@@ -240,6 +248,13 @@ class FileRecords:
         """Open (or create) ``path``. A new preallocated file gets length ``init_file_size`` and
         logical size 0. An existing preallocated file's logical size is found by walking its headers
         up to the first zero/partial entry (Kafka does the same via recovery)."""
+        if file_already_exists and not preallocate:
+            pre = preread_file(path)
+            if pre is not None:                  # a read-ahead found it: opened on first use
+                size, end = pre
+                records = cls(path, -1, size, False)
+                records._tail = (size - len(end), end)
+                return records
         try:
             fd = -1
             if file_already_exists:              # (no stat before: a missing file is made below)
@@ -383,6 +398,7 @@ class FileRecords:
             raise KafkalogIOError(f"attempt to truncate log segment to {target_size} bytes failed, "
                                   f"size of this log segment is {self.size} bytes", file=self.path)
         removed = self.size - target_size
+        self._tail = None
         fd = self.pin()
         try:
             if target_size < os.fstat(fd).st_size:
@@ -397,6 +413,9 @@ class FileRecords:
 
     def read_at(self, position: int, n: int) -> bytes:
         """``os.pread`` of ``n`` bytes at ``position`` (not limited to the logical size)."""
+        tail = self._tail
+        if tail is not None and position >= tail[0] and position + n <= tail[0] + len(tail[1]):
+            return tail[1][position - tail[0]:position - tail[0] + n]
         fd = self.pin()
         try:
             return os.pread(fd, n, position)

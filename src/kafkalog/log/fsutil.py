@@ -32,12 +32,66 @@ READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _FIRST_READ = 1 << 16
 
 
+class _PreRead(threading.local):
+    """What this thread's load of one directory was handed of it (:func:`preread`)."""
+    dir: Optional[str] = None
+    names: Optional[list[str]] = None
+    files: dict[str, Tuple[int, bytes]] = {}
+
+
+_PRE = _PreRead()
+
+
+@contextlib.contextmanager
+def preread(directory: str, names: list[str], files: dict[str, Tuple[int, bytes]]) -> Iterator[None]:
+    """On this thread, while the context lasts: the listing of ``directory`` is ``names`` and its
+    files' sizes and bytes (each file's whole, or its end) are ``files``, as a read-ahead found them
+    before this thread came to the directory (:mod:`kafkalog.log.read_ahead`). Each is handed out
+    once (:func:`preread_names`, :func:`preread_file`, and :func:`read_file` of a whole file);
+    the next asks the disk. A load that changes the directory (deletes, renames, recovers) calls
+    :func:`forget_preread` first."""
+    _PRE.dir, _PRE.names, _PRE.files = directory, names, files
+    try:
+        yield
+    finally:
+        forget_preread()
+
+
+def forget_preread() -> None:
+    """Nothing of this thread's :func:`preread` is handed out any more."""
+    _PRE.dir, _PRE.names, _PRE.files = None, None, {}
+
+
+def preread_names(directory: str) -> Optional[list[str]]:
+    """The listing of ``directory`` a read-ahead handed over, once; None: list it."""
+    if _PRE.dir != directory or _PRE.names is None:
+        return None
+    names, _PRE.names = _PRE.names, None
+    return names
+
+
+def preread_file(path: str) -> Optional[Tuple[int, bytes]]:
+    """``(size, bytes)`` of the file ``path`` as a read-ahead read it (the whole file when its
+    length is ``size``, else the file's last bytes), once; None: read it."""
+    if _PRE.dir is None:
+        return None
+    directory, _sep, name = path.rpartition("/")
+    if directory != _PRE.dir:
+        return None
+    return _PRE.files.pop(name, None)
+
+
 def read_file(path: str, limit: Optional[int] = None) -> bytes:
     """The whole of the file ``path`` (or its first ``limit`` bytes) in as few system calls as a
     file allows: an open, a read (and more when the first filled :data:`_FIRST_READ`), a close.
     ``open(path, "rb").read()`` takes eight (``fstat`` twice, ``ioctl``, ``lseek`` twice, a read
     to the end), and a restart reads two small files a partition (its leader-epoch checkpoint and
-    producer snapshot). An ``OSError`` is raised as is (a directory's ``EISDIR`` from the read)."""
+    producer snapshot): none when a read-ahead read the whole file (:func:`preread`). An
+    ``OSError`` is raised as is (a directory's ``EISDIR`` from the read)."""
+    if _PRE.dir is not None and limit is None:
+        got = preread_file(path)
+        if got is not None and len(got[1]) == got[0]:
+            return got[1]
     fd = os.open(path, READ_FLAGS)
     try:
         first = _FIRST_READ if limit is None else limit

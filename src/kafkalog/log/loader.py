@@ -31,7 +31,7 @@ from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional,
 from kafkalog.errors import KafkalogError, LogDirError
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.file_records import BatchHeader, segment_next_offset
-from kafkalog.log.fsutil import READ_FLAGS, fsync_dir
+from kafkalog.log.fsutil import READ_FLAGS, forget_preread, fsync_dir, preread_file, preread_names
 from kafkalog.log.naming import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -113,6 +113,7 @@ def _offset_of(name: str) -> Optional[int]:
 
 
 def _unlink(path: str, report: RecoveryReport) -> None:
+    forget_preread()
     try:
         os.unlink(path)
         report.deleted_files.append(path)
@@ -192,6 +193,9 @@ class LogLoader:
             for seg in self.opened:
                 seg.close_handlers()
             raise
+        finally:
+            for seg in self.opened:                 # a read-ahead's bytes: the load's only
+                seg.log.forget_tail()
 
     def _cache_writes_deferred(self) -> ContextManager[None]:
         """The leader-epoch cache's writes held back for the load (written once at its end when
@@ -203,10 +207,12 @@ class LogLoader:
     def remove_temp_files_and_collect_swap_files(self) -> List[str]:
         """``.deleted`` files removed, ``.cleaned`` files removed, ``.swap`` files at or above the
         smallest ``.cleaned`` offset discarded (an incomplete split); returns the other swaps."""
-        try:
-            names = os.listdir(self.dir)
-        except OSError as e:
-            raise LogDirError(f"cannot list partition directory: {e.strerror}", file=self.dir) from e
+        names = preread_names(self.dir)        # (a read-ahead's listing, when it made one)
+        if names is None:
+            try:
+                names = os.listdir(self.dir)
+            except OSError as e:
+                raise LogDirError(f"cannot list partition directory: {e.strerror}", file=self.dir) from e
         swap_files: List[str] = []
         cleaned_files: List[str] = []
         min_cleaned = None
@@ -241,6 +247,7 @@ class LogLoader:
         swap_logs = [p for p in swap_files if p.endswith(LOG + SWAP)]
         if not swap_logs:
             return
+        forget_preread()
         bases = [_offset_of(os.path.basename(p)) for p in swap_logs]
         min_base = min(b for b in bases if b is not None)
         max_next = max(self._swap_next_offset(b) for b in bases if b is not None)
@@ -402,6 +409,7 @@ class LogLoader:
         return seg
 
     def _delete_segment(self, seg: LogSegment, reason: str) -> None:
+        forget_preread()
         self.report.deleted_segments.append({"file": seg.log_path, "baseOffset": seg.base_offset,
                                              "sizeInBytes": seg.size, "reason": reason})
         seg.change_file_suffixes("", DELETED)
@@ -416,6 +424,7 @@ class LogLoader:
         """:func:`_recover_segment` of ``seg`` (the segments ``before`` it rebuild the producer
         state it starts from); its next offset as the recovery found it noted. Returns the bytes
         truncated."""
+        forget_preread()
         truncated, self._next_offsets[id(seg)] = _recover_segment(
             seg, self.report, why, self._recovery_psm(before, seg), self.cache, self.contiguous,
             active=active)
@@ -438,6 +447,7 @@ class LogLoader:
 
     def _split_overflowed(self, seg: LogSegment) -> None:
         """Legacy data whose offsets overflow the segment (KAFKA-6264): split, spec §4.12."""
+        forget_preread()
         parts = split_overflowed_segment(seg, self.config, self.clock)
         self.opened.extend(parts)
         self._delete_segment(seg, f"split into {len(parts)} segments (offset overflow)")
@@ -678,7 +688,12 @@ def _length_and_tail(path: str, esz: int, head_first: bool) -> Optional[Tuple[in
     holds fewer; none when its length is not whole entries), or None when it cannot be found.
     ``head_first``: an open and one read from its start, its whole when under :data:`_HEAD_READ`
     bytes (no stat); otherwise a stat, and for a file of entries an open and a read of its tail.
-    Unbuffered: a buffered open and seek take twice the system calls."""
+    Unbuffered: a buffered open and seek take twice the system calls. None of them when a
+    read-ahead read the file (:func:`kafkalog.log.fsutil.preread`: its bytes end at its end)."""
+    pre = preread_file(path)
+    if pre is not None:
+        length, end = pre
+        return length, b"" if length == 0 or length % esz else end[-2 * esz:]
     if head_first:
         try:
             fd = os.open(path, READ_FLAGS)

@@ -99,7 +99,7 @@ from kafkalog.log.naming import (
 )
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.protocols import Cleaner
-from kafkalog.log.read_ahead import ReadAhead
+from kafkalog.log.read_ahead import ReadAhead, threads_for
 from kafkalog.log.retention import RetentionResult, delete_old_segments, time_breach_due
 from kafkalog.log.scheduler import Scheduler
 from kafkalog.log.topic_creation import PendingTopic, TopicCreator, complete, write_record
@@ -485,11 +485,16 @@ class LogManager:
         threads = int(self.broker_config.num_recovery_threads_per_data_dir)
         strays = self._stray_snapshot_logs
         loaded, reports = self.load_result.loaded, self.load_result.recovery_reports
-        with ReadAhead([path for path, _tp in to_load], threads - 1) as ahead:
+        with ReadAhead([path for path, _tp in to_load], threads_for(threads)) as ahead:
             for i, item in enumerate(to_load):
                 ahead.reached(i)
-                log = open_log(item)
                 path, tp = item
+                pre = ahead.take(i)
+                if pre is None:
+                    log = open_log(item)
+                else:                       # its listing and small files read: none read again
+                    with fsutil.preread(path, *pre):
+                        log = open_log(item)
                 self._add_log(tp, log)
                 psm = log.producer_state_manager
                 if psm is not None and psm.stray_files:

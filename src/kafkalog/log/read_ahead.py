@@ -8,20 +8,33 @@ more than the load itself (10,000 partitions, page cache warm: 2.5-3.3 s on one 
 on two). What another thread can do while the loader runs is the disk's part: the directories'
 listings and their files' reads, each batch of :data:`BATCH` directories in one call of the log
 kernel (:func:`kafkalog.log.kernel.read_ahead`) that holds no interpreter lock, at most
-:data:`WINDOW` directories ahead of the loader."""
+:data:`WINDOW` directories ahead of the loader. What it read is handed to the loader
+(:meth:`ReadAhead.take`), which then lists and reads none of it again
+(:func:`kafkalog.log.fsutil.preread`): a directory's read is handed over only when it was whole
+before the loader came to the directory, so it is what the directory held when its load began."""
 
 from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import List, Optional, Sequence, Type
+from typing import Dict, List, Optional, Sequence, Type
 
 from kafkalog.log import kernel
+from kafkalog.log._kernel_py import DirRead
 
 #: directories read ahead in one call of the kernel
-BATCH = 64
-#: how far ahead of the loader the read-ahead may be, in directories
-WINDOW = 2048
+BATCH = 32
+#: how far ahead of the loader the read-ahead may be, in directories (what it read and the loader
+#: has not taken is held: up to ~130 KiB a directory of large segments, a few KiB of idle ones)
+WINDOW = 512
+
+
+def threads_for(recovery_threads: int) -> int:
+    """The read-ahead threads of a load by ``recovery_threads`` threads: the others than the
+    loader's, with the compiled kernel; none with its pure-Python twin, which holds the interpreter
+    lock between its system calls, so that a thread running it only takes turns with the loader
+    (10,000 partitions: 4.2-4.8 s with one, 3.4-4.0 s without)."""
+    return max(0, recovery_threads - 1) if kernel.IMPLEMENTATION != "python" else 0
 
 
 class ReadAhead:
@@ -39,9 +52,12 @@ class ReadAhead:
         self._next = 0            # the first directory no thread has taken
         self._reached = 0         # the loader's position, as last said
         self._stopped = False
-        #: files read ahead, and batches a thread took (what the tests count)
+        #: what was read of each directory the loader has not taken, by its index in ``dirs``
+        self._read: Dict[int, DirRead] = {}
+        #: files read ahead, batches a thread took, and reads the loader took (what tests count)
         self.files = 0
         self.batches = 0
+        self.taken = 0
         self._threads: List[threading.Thread] = [
             threading.Thread(target=self._run, name=f"kafkalog-log-read-ahead-{i}", daemon=True)
             for i in range(threads if len(dirs) > self._batch else 0)]
@@ -60,12 +76,22 @@ class ReadAhead:
             t.join()
 
     def reached(self, i: int) -> None:
-        """The loader is at directory ``i``: the read-ahead may go on to ``i + window`` (said at
-        batch boundaries only: a test of an integer for the other directories)."""
+        """The loader is at directory ``i``: the read-ahead may go on to ``i + window`` (the
+        threads woken at batch boundaries only)."""
         if i % self._batch == 0 and self._threads:
             with self._cv:
                 self._reached = i
                 self._cv.notify_all()
+        else:
+            self._reached = i
+
+    def take(self, i: int) -> Optional[DirRead]:
+        """What was read of directory ``i`` before the loader reached it, or None (not read yet,
+        or it could not be listed whole): the loader's own reads then."""
+        got = self._read.pop(i, None)
+        if got is not None:
+            self.taken += 1
+        return got
 
     def _take(self) -> Optional[range]:
         with self._cv:
@@ -87,8 +113,14 @@ class ReadAhead:
             if taken is None:
                 return
             try:
-                read = kernel.read_ahead(self._dirs[taken.start:taken.stop])
+                found = kernel.read_ahead(self._dirs[taken.start:taken.stop])
             except Exception:      # (a MemoryError making the batch): the loader reads it itself
-                read = 0
+                continue
+            files = 0
+            for i, got in zip(taken, found):
+                if got is not None:
+                    files += len(got[1])
+                    if i > self._reached:          # (one the loader is at or passed: never)
+                        self._read[i] = got
             with self._cv:
-                self.files += read
+                self.files += files
