@@ -480,8 +480,9 @@ class LogManager:
                             producer_state_manager=self._producer_state(path, list_snapshots=False),
                             stray_snapshots_later=True, dir_exists=True)
 
-        # the loads on this thread, the other threads reading the next directories ahead of it
-        # (kafkalog.log.read_ahead: two threads loading at once only take turns on the GIL)
+        # the loads on this thread, the others reading the next directories ahead of it and handing
+        # over what they read (kafkalog.log.read_ahead: two threads loading at once only take
+        # turns on the GIL)
         threads = int(self.broker_config.num_recovery_threads_per_data_dir)
         strays = self._stray_snapshot_logs
         loaded, reports = self.load_result.loaded, self.load_result.recovery_reports

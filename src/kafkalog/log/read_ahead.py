@@ -1,14 +1,16 @@
 """A load's read-ahead: while the log manager opens partition directories one after the other on
-its thread, other threads bring the next ones' files into the page cache.
+its thread, other threads read the next ones (their listings and files) and hand the loader what
+they read.
 
 Opening a partition is mostly interpreter work (a few hundred microseconds of Python between some
-twenty system calls), so two threads opening partitions at once run no faster than one: they
+sixteen system calls), so two threads opening partitions at once run no faster than one: they
 take turns on the interpreter lock, handing it over at each system call, and that hand-over cost
 more than the load itself (10,000 partitions, page cache warm: 2.5-3.3 s on one thread, 4.6-5.3 s
-on two). What another thread can do while the loader runs is the disk's part: the directories'
-listings and their files' reads, each batch of :data:`BATCH` directories in one call of the log
-kernel (:func:`kafkalog.log.kernel.read_ahead`) that holds no interpreter lock, at most
-:data:`WINDOW` directories ahead of the loader. What it read is handed to the loader
+on two). What another thread can do while the loader runs is the system calls: the directories'
+listings and their files' reads (a cold disk's waits among them), each batch of :data:`BATCH`
+directories in one call of the log kernel (:func:`kafkalog.log.kernel.read_ahead`) that holds no
+interpreter lock, at most :data:`WINDOW` directories ahead of the loader. What it read is handed to
+the loader
 (:meth:`ReadAhead.take`), which then lists and reads none of it again
 (:func:`kafkalog.log.fsutil.preread`): a directory's read is handed over only when it was whole
 before the loader came to the directory, so it is what the directory held when its load began."""
