@@ -479,6 +479,8 @@ def main() -> None:
     for n in names:
         if n.split("@", 1)[0] not in peers:
             raise SystemExit(f"unknown peer {n!r}: {', '.join(peers)} (kafkalog@<src dir>: another tree)")
+    if args.workdir is not None and not os.path.isdir(args.workdir):
+        raise SystemExit(f"--workdir {args.workdir}: not a directory (make it first)")
     for count in (int(x) for x in args.partitions.split(",")):
         runs: Dict[str, List[Dict[str, Any]]] = {n: [] for n in names}
         for r in range(args.runs):

@@ -194,8 +194,11 @@ cdef extern from *:
             struct dirent* ent;
             Py_ssize_t first = b->n;
             size_t arena_mark = b->used;
-            errno = 0;
-            while ((ent = readdir(d)) != NULL) {
+            int listed = 0;
+            for (;;) {
+                errno = 0;                     /* (readdir's own: an open below may set it) */
+                ent = readdir(d);
+                if (ent == NULL) { listed = errno == 0; break; }
                 const char* name = ent->d_name;
                 if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
                 size_t len = strlen(name);
@@ -230,7 +233,7 @@ cdef extern from *:
                 }
                 close(fd);
             }
-            if (ent != NULL || errno != 0) {           /* not listed whole: nothing kept of it */
+            if (!listed) {                             /* not listed whole: nothing kept of it */
                 b->n = first; b->used = arena_mark;
             } else {
                 b->dir_ok[i] = 1;
