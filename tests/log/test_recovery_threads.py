@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -187,3 +188,56 @@ def test_a_directory_read_ahead_is_not_listed_again(tmp_path: Path, monkeypatch:
     ahead, = made
     assert ahead.taken > 0
     assert len(listed) == PARTITIONS - ahead.taken
+
+
+def test_a_directory_read_ahead_is_not_touched_by_the_loader_after_a_clean_shutdown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a clean shutdown, a partition the read-ahead read is loaded from what it read: the
+    loading thread lists, stats and opens nothing in its directory (its ``.log`` is opened on first
+    use); every other partition's directory is read by the loader itself."""
+    if log_kernel.IMPLEMENTATION == "python":
+        pytest.skip("the pure-Python kernels read nothing ahead of a load (read_ahead.threads_for)")
+    data = str(tmp_path / "data")
+    m = LogManager(data, {}, background=False)
+    m.create_topic("t", PARTITIONS)
+    for p in range(PARTITIONS):
+        m.get_log("t", p).append_records([b"record %d" % p] * (p % 4 + 1))
+    m.close()
+    made: list[ReadAhead] = []
+
+    class Counted(ReadAhead):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    touched: set[str] = set()
+    loading = threading.get_ident()
+
+    def noting(real: Any) -> Any:
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
+            p = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else ""
+            if threading.get_ident() == loading and p.startswith(data + "/t-"):
+                touched.add(p[len(data) + 1:].split("/")[0])
+            return real(path, *args, **kwargs)
+        return call
+
+    real_open = log_module.Log.open.__func__          # type: ignore[attr-defined]
+
+    def unhurried_open(cls: type, *args: object, **kwargs: object) -> log_module.Log:
+        time.sleep(0.003)             # (a busy machine's loader: the read-ahead gets ahead of it)
+        return real_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(log_module.Log, "open", classmethod(unhurried_open))
+    monkeypatch.setattr("kafkalog.log.manager.ReadAhead", Counted)
+    for name in ("listdir", "stat", "open", "scandir"):
+        monkeypatch.setattr(os, name, noting(getattr(os, name)))
+    m = LogManager(data, {"num.recovery.threads.per.data.dir": 2}, background=False)
+    try:
+        assert m.had_clean_shutdown
+        ahead, = made
+        assert ahead.taken > PARTITIONS // 2
+        assert len(touched) == PARTITIONS - ahead.taken, sorted(touched)
+        assert [m.get_log("t", p).log_end_offset for p in range(PARTITIONS)] == \
+            [p % 4 + 1 for p in range(PARTITIONS)]
+    finally:
+        m.close()
