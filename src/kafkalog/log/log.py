@@ -262,6 +262,13 @@ class Log:
         return self._log_segments.segments[-1]
 
     @property
+    def active_descriptor_open(self) -> bool:
+        """Whether the active segment's ``.log`` descriptor is open now (an append opens no file;
+        evicted by the process's bound, or not opened since a load handed it over, it is opened
+        by the next use). Read without the lock: what it was a moment ago."""
+        return self._log_segments.segments[-1].log.fd >= 0
+
+    @property
     def log_end_offset(self) -> int:
         return self._log_segments.end.message_offset
 
