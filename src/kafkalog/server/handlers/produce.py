@@ -290,8 +290,8 @@ def handle_produce(broker: Broker, request: Request, waited: bool = False) -> Re
             if not all(job.log.active_descriptor_open for _parts, _i, job in jobs):
                 # a file to open first (its descriptor evicted, or not opened since the load),
                 # which may evict another's and wait for the disk's fsyncs: off the event loop,
-                # as a large Produce's appends (100,000 partitions: another client waited
-                # 112-146 ms behind such appends)
+                # as a large Produce's appends (a producer writing to 100,000 partitions made the
+                # loop open a file and hand another's fsync on for each of its appends)
                 return _append_in_slices(broker, request, _first_then(jobs, steps), results)
             _complete_all(broker, jobs, _run_jobs([job for _parts, _i, job in jobs]))
         return _answer(request, results)
