@@ -151,13 +151,10 @@ def test_a_partition_that_cannot_be_loaded_fails_the_load_and_leaves_nothing_ope
         m.close()
 
 
-def test_a_directory_read_ahead_is_not_listed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each partition the read-ahead read before the loader came to it is not listed by the loader
-    (nor its small files read: ``tests/reliability/test_read_ahead_invisible.py`` checks that what
-    it is handed gives the same log); the others are."""
-    if log_kernel.IMPLEMENTATION == "python":
-        pytest.skip("the pure-Python kernels read nothing ahead of a load (read_ahead.threads_for)")
-    data = _crashed(tmp_path)
+@pytest.fixture
+def unhurried_load(monkeypatch: pytest.MonkeyPatch) -> list[ReadAhead]:
+    """The read-ahead of each load from now on (appended as made), and a loader slowed by 3 ms a
+    partition, as a busy machine's: the read-ahead gets ahead of it."""
     made: list[ReadAhead] = []
 
     class Counted(ReadAhead):
@@ -165,6 +162,25 @@ def test_a_directory_read_ahead_is_not_listed_again(tmp_path: Path, monkeypatch:
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
+    real_open = log_module.Log.open.__func__          # type: ignore[attr-defined]
+
+    def unhurried_open(cls: type, *args: object, **kwargs: object) -> log_module.Log:
+        time.sleep(0.003)
+        return real_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(log_module.Log, "open", classmethod(unhurried_open))
+    monkeypatch.setattr("kafkalog.log.manager.ReadAhead", Counted)
+    return made
+
+
+def test_a_directory_read_ahead_is_not_listed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     unhurried_load: list[ReadAhead]) -> None:
+    """Each partition the read-ahead read before the loader came to it is not listed by the loader
+    (nor its small files read: ``tests/reliability/test_read_ahead_invisible.py`` checks that what
+    it is handed gives the same log); the others are."""
+    if log_kernel.IMPLEMENTATION == "python":
+        pytest.skip("the pure-Python kernels read nothing ahead of a load (read_ahead.threads_for)")
+    data = _crashed(tmp_path)
     listed: list[str] = []
     real_listdir = os.listdir
     loading = threading.get_ident()
@@ -174,24 +190,16 @@ def test_a_directory_read_ahead_is_not_listed_again(tmp_path: Path, monkeypatch:
             listed.append(str(path))
         return real_listdir(path)
 
-    real_open = log_module.Log.open.__func__          # type: ignore[attr-defined]
-
-    def unhurried_open(cls: type, *args: object, **kwargs: object) -> log_module.Log:
-        time.sleep(0.003)             # (a busy machine's loader: the read-ahead gets ahead of it)
-        return real_open(cls, *args, **kwargs)
-
-    monkeypatch.setattr(log_module.Log, "open", classmethod(unhurried_open))
-    monkeypatch.setattr("kafkalog.log.manager.ReadAhead", Counted)
     monkeypatch.setattr(os, "listdir", counting_listdir)
     m = LogManager(data, {"num.recovery.threads.per.data.dir": 2}, background=False)
     m.abandon()
-    ahead, = made
+    ahead = unhurried_load[-1]                      # (the load under test: the last made)
     assert ahead.taken > 0
     assert len(listed) == PARTITIONS - ahead.taken
 
 
 def test_a_directory_read_ahead_is_not_touched_by_the_loader_after_a_clean_shutdown(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unhurried_load: list[ReadAhead]) -> None:
     """After a clean shutdown, a partition the read-ahead read is loaded from what it read: the
     loading thread lists, stats and opens nothing in its directory (its ``.log`` is opened on first
     use); every other partition's directory is read by the loader itself."""
@@ -203,13 +211,6 @@ def test_a_directory_read_ahead_is_not_touched_by_the_loader_after_a_clean_shutd
     for p in range(PARTITIONS):
         m.get_log("t", p).append_records([b"record %d" % p] * (p % 4 + 1))
     m.close()
-    made: list[ReadAhead] = []
-
-    class Counted(ReadAhead):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-            made.append(self)
-
     touched: set[str] = set()
     loading = threading.get_ident()
 
@@ -221,20 +222,12 @@ def test_a_directory_read_ahead_is_not_touched_by_the_loader_after_a_clean_shutd
             return real(path, *args, **kwargs)
         return call
 
-    real_open = log_module.Log.open.__func__          # type: ignore[attr-defined]
-
-    def unhurried_open(cls: type, *args: object, **kwargs: object) -> log_module.Log:
-        time.sleep(0.003)             # (a busy machine's loader: the read-ahead gets ahead of it)
-        return real_open(cls, *args, **kwargs)
-
-    monkeypatch.setattr(log_module.Log, "open", classmethod(unhurried_open))
-    monkeypatch.setattr("kafkalog.log.manager.ReadAhead", Counted)
     for name in ("listdir", "stat", "open", "scandir"):
         monkeypatch.setattr(os, name, noting(getattr(os, name)))
     m = LogManager(data, {"num.recovery.threads.per.data.dir": 2}, background=False)
     try:
         assert m.had_clean_shutdown
-        ahead, = made
+        ahead = unhurried_load[-1]                      # (the load under test: the last made)
         assert ahead.taken > PARTITIONS // 2
         assert len(touched) == PARTITIONS - ahead.taken, sorted(touched)
         assert [m.get_log("t", p).log_end_offset for p in range(PARTITIONS)] == \
