@@ -144,7 +144,8 @@ async def _serve(manager: LogManager, cfg: ServerConfig, server_broker: Any, ser
     bound_host, bound_port = await server.start()
     manager.start_background()
     heap.enable()       # the loaded partitions' objects leave the collector's walks (issue 35)
-    collector = asyncio.get_running_loop().create_task(heap.full_collections())
+    loop = asyncio.get_running_loop()
+    collectors = [loop.create_task(heap.full_collections()), loop.create_task(heap.young_collections())]
     server_broker.set_endpoints({b.name: cfg.advertised(b.host, b.port, b.name) for b in server.bound})
     for b in server.bound:
         adv = cfg.advertised(b.host, b.port, b.name)
@@ -167,7 +168,8 @@ async def _serve(manager: LogManager, cfg: ServerConfig, server_broker: Any, ser
         emit(line)
     sys.stdout.flush()
     await stop.wait()
-    collector.cancel()
+    for task in collectors:
+        task.cancel()
     logger.info("shutting down: closing %d connection(s)", server.connection_count)
     await server.stop()
     return server_broker.log_dir_failure
