@@ -47,9 +47,9 @@ librdkafka's Metadata refresh (24 KB, 0.3 ms otherwise), one of 46-114 ms (72,00
 the timer a walk holds what was made in one interval (a collection of empty young generations:
 under a microsecond).
 
-Only ``kafkalog serve`` turns this on (:func:`enable`, :func:`loading`, :func:`full_collections`):
-in a process that embeds the broker (the tests' broker, an application) the collector is left as
-the application set it."""
+Only ``kafkalog serve`` turns this on (:func:`enable`, :func:`loading`, :func:`full_collections`,
+:func:`young_collections`): in a process that embeds the broker (the tests' broker, an application)
+the collector is left as the application set it."""
 
 from __future__ import annotations
 
