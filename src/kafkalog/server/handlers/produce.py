@@ -298,14 +298,13 @@ def handle_produce(broker: Broker, request: Request, waited: bool = False) -> Re
     return _append_in_slices(broker, request, steps, results)
 
 
-def _first_then(first: _Slice, rest: Iterator[_Slice]) -> Generator[_Slice, None, None]:
+def _first_then(first: _Slice, rest: Generator[_Slice, None, None]) -> Generator[_Slice, None, None]:
     """``first``, then ``rest``'s slices (``rest`` closed with this generator)."""
     try:
         yield first
         yield from rest
     finally:
-        if isinstance(rest, Generator):
-            rest.close()
+        rest.close()
 
 
 async def _when_made(broker: Broker, request: Request, needed: dict[str, int]) -> Response:
@@ -376,7 +375,7 @@ def _appending_thread() -> ThreadPoolExecutor:
 
 
 def _append_all(broker: Broker, body: Any, by_id: bool, verified: dict[tuple[str, int], int] | int,
-                results: list[tuple[Any, list[PartitionResult]]]) -> Iterator[_Slice]:
+                results: list[tuple[Any, list[PartitionResult]]]) -> Generator[_Slice, None, None]:
     """Each partition's answer into ``results``: the refused ones at once, the appends of each
     slice yielded (their answers' places hold :data:`_UNANSWERED` until :func:`_complete_all` fills
     them)."""
