@@ -277,7 +277,7 @@ def test_a_clean_load_leaves_the_stray_snapshots_to_the_background(tmp_path: Pat
     file: the producer state forgets the stray at once, and the manager's scheduler deletes it,
     a step of logs at a time, once started; each log's close deletes what is left (here: a step
     of 7 logs, so a close finds most of them left)."""
-    monkeypatch.setattr(manager_module, "STRAY_SNAPSHOT_LOGS_PER_STEP", 7)
+    monkeypatch.setattr(manager_module, "SNAPSHOT_FILE_LOGS_PER_STEP", 7)
     data = _made(tmp_path)
 
     def name(offset: int) -> str:
@@ -305,7 +305,7 @@ def test_a_clean_load_leaves_the_stray_snapshots_to_the_background(tmp_path: Pat
                     assert time.monotonic() < deadline, "stray snapshots not deleted in 60 s"
                     time.sleep(0.05)
             else:                                       # never started: the close deletes them
-                pending = len(m._stray_snapshot_logs)
+                pending = len(m._snapshot_file_logs)
                 m.close()
                 assert pending == PARTITIONS
             assert [_snapshots(data, p) for p in range(PARTITIONS)] == [[name(end)]] * PARTITIONS
@@ -314,7 +314,7 @@ def test_a_clean_load_leaves_the_stray_snapshots_to_the_background(tmp_path: Pat
     m = LogManager(data, {}, background=False)
     try:
         assert [m.get_log("t", p).log_end_offset for p in range(PARTITIONS)] == [3] * PARTITIONS
-        assert not m._stray_snapshot_logs
+        assert not m._snapshot_file_logs
     finally:
         m.close()
 
@@ -329,7 +329,7 @@ def test_a_crash_before_the_strays_are_deleted_loses_nothing(tmp_path: Path) -> 
         m.get_log("t", p).append_records([b"two"])
     m.close()
     m = LogManager(data, {}, background=False)
-    assert len(m._stray_snapshot_logs) == PARTITIONS
+    assert len(m._snapshot_file_logs) == PARTITIONS
     m.abandon()
     assert _snapshots(data, 0) == [f"{1:020d}.snapshot", f"{2:020d}.snapshot"]
     m = LogManager(data, {}, background=False)

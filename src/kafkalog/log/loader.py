@@ -127,17 +127,19 @@ def load_log(dir_path: str | os.PathLike[str], config: LogConfig | Mapping[str, 
              producer_state_manager: Optional[ProducerStateLike] = None,
              leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
              scheduler: Optional[Scheduler] = None,
-             stray_snapshots_later: bool = False) -> LoadedLog:
+             snapshot_files_later: bool = False) -> LoadedLog:
     """Load (and if needed recover) the partition directory ``dir_path`` (spec §4.8). Segments
     the load deletes are renamed ``.deleted`` and removed after ``file.delete.delay.ms`` through
     ``scheduler`` (``scheduler(delay_seconds, fn)``), or at once when there is none.
-    ``stray_snapshots_later``: stray producer snapshots are left in the producer state's
-    ``stray_files`` for the caller to delete (:meth:`ProducerStateManager.delete_stray_files`)."""
+    ``snapshot_files_later``: stray producer snapshots are left in the producer state's
+    ``stray_files`` for the caller to delete (:meth:`ProducerStateManager.delete_stray_files`),
+    and the snapshots the load takes (a recovery's, at each partition's log end after a crash) in
+    its ``unwritten`` for the caller to write (:meth:`ProducerStateManager.write_unwritten`)."""
     return LogLoader(dir_path, config, log_start_offset=log_start_offset,
                      recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
                      clock=clock, producer_state_manager=producer_state_manager,
                      leader_epoch_cache=leader_epoch_cache, scheduler=scheduler,
-                     stray_snapshots_later=stray_snapshots_later).load()
+                     snapshot_files_later=snapshot_files_later).load()
 
 
 class LogLoader:
@@ -151,7 +153,7 @@ class LogLoader:
                  had_clean_shutdown: bool = False, clock: Callable[[], int] = _now_ms,
                  producer_state_manager: Optional[ProducerStateLike] = None,
                  leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
-                 scheduler: Optional[Scheduler] = None, stray_snapshots_later: bool = False) -> None:
+                 scheduler: Optional[Scheduler] = None, snapshot_files_later: bool = False) -> None:
         self.dir = os.fspath(dir_path)
         self.config: LogConfig = as_log_config(config)
         self.log_start_offset = log_start_offset
@@ -161,7 +163,7 @@ class LogLoader:
         self.psm = producer_state_manager
         self.cache = leader_epoch_cache
         self.scheduler = scheduler
-        self.stray_snapshots_later = stray_snapshots_later
+        self.snapshot_files_later = snapshot_files_later
         self.report = RecoveryReport(self.dir, had_clean_shutdown)
         self.doomed: List[LogSegment] = []       # renamed .deleted, removed after the delay
         self.opened: List[LogSegment] = []       # every segment this load opens: released if it fails
@@ -184,6 +186,8 @@ class LogLoader:
         disk...) leaves no file open behind it, and writes nothing more while closing."""
         swap_files = self.remove_temp_files_and_collect_swap_files()
         self.complete_swap_operations(swap_files)
+        if self.psm is not None and self.snapshot_files_later:
+            self.psm.defer_writes = True
         try:
             with self._cache_writes_deferred():
                 self.load_segment_files()
@@ -194,6 +198,8 @@ class LogLoader:
                 seg.close_handlers()
             raise
         finally:
+            if self.psm is not None:
+                self.psm.defer_writes = False
             for seg in self.opened:                 # a read-ahead's bytes: the load's only
                 seg.log.forget_tail()
 
@@ -382,12 +388,18 @@ class LogLoader:
             self.cache.truncate_from_start(self.log_start_offset)
         new_log_start = max(self.log_start_offset, segments[0].base_offset)
         if self.psm is not None:
+            tmp = self._tmp_psm
+            if tmp is not None and tmp.unwritten:
+                if self._names_moved():             # (the directory is listed again: written now)
+                    tmp.write_unwritten()
+                else:                               # (the load's manager reads them from there)
+                    self.psm.unwritten.update(tmp.unwritten)
             # listed again when recovery may have written some
             self.psm.load_snapshots(self._snapshot_names())
-            if self._tmp_psm is not None and not self._names_moved():
-                self.psm.know_snapshot_bytes(self._tmp_psm.known_bytes)
+            if tmp is not None and not self._names_moved():
+                self.psm.know_snapshot_bytes(tmp.known_bytes)
             self.psm.remove_stray_snapshots([s.base_offset for s in segments],
-                                            later=self.stray_snapshots_later)
+                                            later=self.snapshot_files_later)
             rebuild_producer_state(self.psm, segments, new_log_start, next_offset, self.clock(),
                                    reload_from_clean_shutdown=self.had_clean_shutdown)
             self.psm.know_snapshot_bytes(None)
@@ -512,6 +524,7 @@ class LogLoader:
         if self._tmp_psm is None:
             self._tmp_psm = ProducerStateManager(self.dir, self.psm.producer_id_expiration_ms,
                                                  list_snapshots=False, keep_files=True)
+            self._tmp_psm.defer_writes = self.snapshot_files_later
             self._tmp_psm.load_snapshots(self._snapshot_names())
         psm = self._tmp_psm
         if psm.map_end_offset != seg.base_offset or not before:
@@ -605,7 +618,9 @@ def _recover_segment(seg: LogSegment, report: RecoveryReport, why: str,
         psm.update_map_end_offset(nxt)
         # not fsynced (nor its directory): the state is the log's, a lost or torn snapshot is
         # found by its CRC and rebuilt from the log, as the snapshots rebuild_producer_state takes;
-        # after a crash, two fsyncs per partition made the restart wait on the disk 10,000 times
+        # after a crash, two fsyncs per partition made the restart wait on the disk 10,000 times;
+        # in a load of many partitions not even written (``defer_writes``): the file made by the
+        # log manager's background once the broker answers (a create each: 36-700 us here)
         psm.take_snapshot(sync=False)
     info: dict[str, object] = r.to_json() if r is not None else {"file": seg.log_path}
     info["why"] = why

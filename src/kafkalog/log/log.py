@@ -135,11 +135,12 @@ class Log:
              scheduler: Optional[Scheduler] = None, clock: Callable[[], int] = _now_ms,
              producer_state_manager: Optional[ProducerStateLike] = None,
              leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
-             stray_snapshots_later: bool = False, dir_exists: bool = False) -> Log:
+             snapshot_files_later: bool = False, dir_exists: bool = False) -> Log:
         """Open (creating when missing) a partition directory and run the loader (spec §4.8). The
         loader's :class:`kafkalog.log.loader.RecoveryReport` is kept in :attr:`recovery_report`.
-        ``stray_snapshots_later``: the stray producer snapshots the load finds are deleted by
-        :meth:`delete_stray_snapshots` (the log manager's background), not during the load.
+        ``snapshot_files_later``: the stray producer snapshots the load finds are deleted, and
+        the snapshots it takes written, by :meth:`finish_snapshot_files` (the log manager's
+        background), not during the load.
         ``dir_exists``: the caller found the directory (a data directory's listing): no stat."""
         if not dir_exists and not os.path.isdir(dir_path):
             os.makedirs(os.fspath(dir_path), exist_ok=True)
@@ -155,7 +156,7 @@ class Log:
                           recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
                           clock=clock, producer_state_manager=producer_state_manager,
                           leader_epoch_cache=leader_epoch_cache, scheduler=scheduler,
-                          stray_snapshots_later=stray_snapshots_later)
+                          snapshot_files_later=snapshot_files_later)
         log = cls(dir_path, config, segments=loaded.segments,
                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
                   next_offset=loaded.next_offset, scheduler=scheduler, clock=clock,
@@ -1162,34 +1163,38 @@ class Log:
     # --- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Clean close: flush everything, producer snapshot at the log end offset, final time-index
-        entries and trims for every segment, the stray producer snapshots :meth:`open` left deleted.
-        Idempotent."""
+        """Clean close: flush everything, producer snapshot at the log end offset (and those
+        :meth:`open` left unwritten), final time-index entries and trims for every segment, the
+        stray producer snapshots :meth:`open` left deleted. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self.flush(include_active=True)
             self._take_producer_snapshot(self.log_end_offset)
+            psm = self.producer_state_manager
+            if psm is not None and psm.unwritten:     # (a load's, not yet written by the background)
+                psm.write_unwritten(sync=True)
             for s in self.segments:
                 s.close()
             self._closed = True
-            psm = self.producer_state_manager
             if psm is not None and psm.stray_files:
                 try:
                     psm.delete_stray_files()
                 except KafkalogError:
                     pass                # (still strays: the next load finds them again)
 
-    def delete_stray_snapshots(self) -> int:
-        """Delete the stray producer snapshots that :meth:`open` with ``stray_snapshots_later``
-        left (one taken again at the same offset since is kept; :meth:`close` deletes those left,
-        and a closed log deletes none: its directory may be another's by now); returns how many
-        it deleted."""
+    def finish_snapshot_files(self) -> int:
+        """Write the producer snapshots that :meth:`open` with ``snapshot_files_later`` took and
+        left unwritten, then delete the stray ones it found (one taken again at the same offset
+        since is kept; :meth:`close` does what is left, and a closed log nothing: its directory
+        may be another's by now); returns how many files it wrote or deleted."""
         psm = self.producer_state_manager
-        if psm is None or not psm.stray_files:
+        if psm is None or not (psm.unwritten or psm.stray_files):
             return 0
         with self._lock:           # (serialized with the snapshots' writes)
-            return 0 if self._closed else psm.delete_stray_files()
+            if self._closed:
+                return 0
+            return psm.write_unwritten() + psm.delete_stray_files()
 
     @property
     def closed(self) -> bool:

@@ -110,9 +110,9 @@ logger = logging.getLogger("kafkalog.manager")
 
 ProgressCallback = Callable[[int, int, str], None]
 
-#: logs one step of the background deletion of the load's stray producer snapshots visits (the
-#: scheduler's other tasks run between two steps)
-STRAY_SNAPSHOT_LOGS_PER_STEP = 1000
+#: logs one step of the background writes and deletions of the load's producer snapshots visits
+#: (the scheduler's other tasks run between two steps)
+SNAPSHOT_FILE_LOGS_PER_STEP = 1000
 
 # Directories locked by a LogManager of this process (POSIX locks do not conflict within a process,
 # and closing any fd of the file would drop them, so the process keeps its own registry).
@@ -292,9 +292,9 @@ class LogManager:
         self._retention_later: List[Tuple[int, TopicPartition]] = []
         self._retention_later_at: Dict[TopicPartition, int] = {}
         self._flush_seq_of: Dict[TopicPartition, int] = {}
-        #: the loaded logs whose stray producer snapshots are still to be deleted
-        #: (:meth:`_delete_stray_snapshots`)
-        self._stray_snapshot_logs: Deque[Log] = deque()
+        #: the loaded logs whose producer snapshots are still to be written (a recovery's) or
+        #: deleted (strays): :meth:`_finish_snapshot_files`
+        self._snapshot_file_logs: Deque[Log] = deque()
         #: operations of the periodic tasks (tests count them: none may grow with idle partitions)
         self.task_visits = 0
         self._topic_configs: Dict[str, LogConfig] = {}
@@ -478,13 +478,13 @@ class LogManager:
                             had_clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler,
                             clock=self.clock,
                             producer_state_manager=self._producer_state(path, list_snapshots=False),
-                            stray_snapshots_later=True, dir_exists=True)
+                            snapshot_files_later=True, dir_exists=True)
 
         # the loads on this thread, the others reading the next directories ahead of it and handing
         # over what they read (kafkalog.log.read_ahead: two threads loading at once only take
         # turns on the GIL)
         threads = int(self.broker_config.num_recovery_threads_per_data_dir)
-        strays = self._stray_snapshot_logs
+        unfinished = self._snapshot_file_logs
         loaded, reports = self.load_result.loaded, self.load_result.recovery_reports
         with ReadAhead([path for path, _tp in to_load], threads_for(threads)) as ahead:
             for i, item in enumerate(to_load):
@@ -498,36 +498,39 @@ class LogManager:
                         log = open_log(item)
                 self._add_log(tp, log)
                 psm = log.producer_state_manager
-                if psm is not None and psm.stray_files:
-                    strays.append(log)
+                if psm is not None and (psm.stray_files or psm.unwritten):
+                    unfinished.append(log)
                 name = path[len(d) + len(sep):]
                 loaded.append(name)
                 if log.recovery_report is not None:
                     reports[name] = log.recovery_report
                 if progress is not None:
                     progress(i + 1, total, name)
-        if strays:
-            self.scheduler.schedule_once("delete-stray-producer-snapshots", self._delete_stray_snapshots)
+        if unfinished:
+            self.scheduler.schedule_once("finish-producer-snapshot-files", self._finish_snapshot_files)
 
-    def _delete_stray_snapshots(self) -> None:
-        """Delete the stray producer snapshots the load left, :data:`STRAY_SNAPSHOT_LOGS_PER_STEP`
-        logs a step, the next step scheduled after the scheduler's other due tasks. After every
-        clean shutdown the load finds one at each partition that took data (the snapshot of the
-        shutdown before), and Kafka's ``LogLoader`` deletes it during the load: at 100,000
-        partitions, one unlink each, a quarter of the restart. A log's close deletes what is left.
+    def _finish_snapshot_files(self) -> None:
+        """Write the producer snapshots the load took and delete the stray ones it found,
+        :data:`SNAPSHOT_FILE_LOGS_PER_STEP` logs a step, the next step scheduled after the
+        scheduler's other due tasks. After every clean shutdown the load finds a stray at each
+        partition that took data (the snapshot of the shutdown before), and Kafka's ``LogLoader``
+        deletes it during the load: at 100,000 partitions, one unlink each, a quarter of the
+        restart. After a crash each recovered partition's snapshot at its log end is a new file,
+        which Kafka's load writes: one create each, 36-700 us on this machine's disk, up to a
+        third of the restart. A log's close does what is left.
         """
-        pending = self._stray_snapshot_logs
-        for _ in range(min(STRAY_SNAPSHOT_LOGS_PER_STEP, len(pending))):
-            self._delete_stray_snapshots_of(pending.popleft())
+        pending = self._snapshot_file_logs
+        for _ in range(min(SNAPSHOT_FILE_LOGS_PER_STEP, len(pending))):
+            self._finish_snapshot_files_of(pending.popleft())
         if pending and self.scheduler.is_started:
-            self.scheduler.schedule_once("delete-stray-producer-snapshots", self._delete_stray_snapshots)
+            self.scheduler.schedule_once("finish-producer-snapshot-files", self._finish_snapshot_files)
 
     @staticmethod
-    def _delete_stray_snapshots_of(log: Log) -> None:
+    def _finish_snapshot_files_of(log: Log) -> None:
         try:
-            log.delete_stray_snapshots()
+            log.finish_snapshot_files()
         except KafkalogError as e:        # (the next load finds them again)
-            logger.warning("Could not delete stray producer snapshots of %s: %s", log.dir, e.message)
+            logger.warning("Could not write or delete producer snapshots of %s: %s", log.dir, e.message)
 
     # --- background ---------------------------------------------------------------------------------
 

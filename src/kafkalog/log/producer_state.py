@@ -293,6 +293,14 @@ class ProducerStateManager:
         #: file (after a crash every partition's recovery checked the file at its log end offset,
         #: and the load's own manager read the same file again)
         self.known_bytes: Dict[str, bytes] = {}
+        #: while True, a snapshot taken without ``sync`` is not written: its bytes wait in
+        #: :attr:`unwritten` (a load of many partitions: after a crash each partition's recovery
+        #: takes one at its log end, a file made per partition before the broker could answer)
+        self.defer_writes = False
+        #: snapshots taken and not written yet (path -> bytes): read from here, written by
+        #: :meth:`write_unwritten` (a log's background step, or a snapshot taken again at the same
+        #: offset), forgotten when the snapshot is removed
+        self.unwritten: Dict[str, bytes] = {}
         if list_snapshots:      # (False: the loader lists them, from its listing of the directory)
             self.load_snapshots()
 
@@ -609,19 +617,45 @@ class ProducerStateManager:
     # --- snapshots ------------------------------------------------------------------------------
 
     def take_snapshot(self, sync: bool = True) -> Optional[str]:
-        """Write ``<last_map_offset>.snapshot`` unless the offset did not advance; returns its path."""
+        """Write ``<last_map_offset>.snapshot`` unless the offset did not advance (a snapshot at
+        that offset still unwritten is written now); returns its path. With :attr:`defer_writes`
+        and not ``sync``, the bytes wait in :attr:`unwritten` instead."""
         if self.last_map_offset == self.last_snap_offset:
+            if self.unwritten and not self.defer_writes:
+                self.write_unwritten(sync=sync)
             return None
         path = producer_snapshot_file(self.log_dir, self.last_map_offset)
         data = snapshot_bytes(self.producers.values())
-        if not (self.keep_files and _holds(path, data)):
-            atomic_write(path, data, sync=sync)
+        if self.defer_writes and not sync:
+            self.unwritten[path] = data
+        else:
+            self.unwritten.pop(path, None)
+            if not (self.keep_files and _holds(path, data)):
+                atomic_write(path, data, sync=sync)
         if self.keep_files:
             self.known_bytes[path] = data
         self.snapshots[self.last_map_offset] = path
         self.snapshots = dict(sorted(self.snapshots.items()))
         self.last_snap_offset = self.last_map_offset
         return path
+
+    def write_unwritten(self, sync: bool = False) -> int:
+        """Write the snapshots :attr:`unwritten` still lists (a file already holding a snapshot's
+        bytes is left as it is; the caller serializes this with the other snapshot writes: the
+        log's lock); returns how many files it wrote."""
+        pending, self.unwritten = self.unwritten, {}
+        written = 0
+        try:
+            while pending:
+                path, data = next(iter(pending.items()))
+                if not _holds(path, data):
+                    atomic_write(path, data, sync=sync)
+                    written += 1
+                del pending[path]
+        finally:
+            pending.update(self.unwritten)      # (what a failure left, and any taken since)
+            self.unwritten = pending
+        return written
 
     def know_snapshot_bytes(self, known: Optional[Dict[str, bytes]]) -> None:
         """The bytes of snapshot files another manager of the same directory just wrote or found
@@ -656,6 +690,8 @@ class ProducerStateManager:
             path = self.snapshots[latest]
             try:
                 known = self.known_bytes.pop(path, None)
+                if known is None:
+                    known = self.unwritten.get(path)
                 entries = read_snapshot(path) if known is None else parse_snapshot(known, path)
             except (CorruptSnapshotError, KafkalogError):
                 self.remove_and_delete_snapshot(latest)
@@ -709,6 +745,7 @@ class ProducerStateManager:
         path = self.snapshots.pop(offset, None)
         if path is None:
             return False
+        self.unwritten.pop(path, None)
         return True if self.keep_files else delete_if_exists(path)
 
     def delete_snapshots_before(self, offset: int) -> None:
@@ -719,6 +756,8 @@ class ProducerStateManager:
         """Rename ``<offset>.snapshot`` to ``.snapshot.deleted`` (deleted later); returns the new
         path or ``None`` when there is no such snapshot."""
         path = self.snapshots.pop(offset, None)
+        if path is not None:
+            self.unwritten.pop(path, None)
         if path is None or not os.path.exists(path):
             return None
         new = path + DELETED_FILE_SUFFIX
@@ -738,7 +777,8 @@ class ProducerStateManager:
             strays.pop()                  # (snapshots are in ascending order)
         for off in strays:
             if later:
-                self.stray_files[off] = self.snapshots.pop(off)
+                path = self.stray_files[off] = self.snapshots.pop(off)
+                self.unwritten.pop(path, None)
             else:
                 self.remove_and_delete_snapshot(off)
 
