@@ -646,8 +646,7 @@ class ProducerStateManager:
         pending, self.unwritten = self.unwritten, {}
         written = 0
         try:
-            while pending:
-                path, data = next(iter(pending.items()))
+            for path, data in list(pending.items()):
                 if not _holds(path, data):
                     atomic_write(path, data, sync=sync)
                     written += 1
@@ -742,11 +741,19 @@ class ProducerStateManager:
         self.last_snap_offset = self.last_map_offset = offset
 
     def remove_and_delete_snapshot(self, offset: int) -> bool:
-        path = self.snapshots.pop(offset, None)
+        path = self._forget_snapshot(offset)
         if path is None:
             return False
-        self.unwritten.pop(path, None)
         return True if self.keep_files else delete_if_exists(path)
+
+    def _forget_snapshot(self, offset: int) -> Optional[str]:
+        """Drop the snapshot at ``offset`` from :attr:`snapshots` (and its bytes from
+        :attr:`unwritten`: a dropped snapshot is never written); returns its path, None when
+        there is none. Its file is the caller's."""
+        path = self.snapshots.pop(offset, None)
+        if path is not None:
+            self.unwritten.pop(path, None)
+        return path
 
     def delete_snapshots_before(self, offset: int) -> None:
         for off in [o for o in self.snapshots if o < offset]:
@@ -755,9 +762,7 @@ class ProducerStateManager:
     def remove_and_mark_snapshot_for_deletion(self, offset: int) -> Optional[str]:
         """Rename ``<offset>.snapshot`` to ``.snapshot.deleted`` (deleted later); returns the new
         path or ``None`` when there is no such snapshot."""
-        path = self.snapshots.pop(offset, None)
-        if path is not None:
-            self.unwritten.pop(path, None)
+        path = self._forget_snapshot(offset)
         if path is None or not os.path.exists(path):
             return None
         new = path + DELETED_FILE_SUFFIX
@@ -777,8 +782,8 @@ class ProducerStateManager:
             strays.pop()                  # (snapshots are in ascending order)
         for off in strays:
             if later:
-                path = self.stray_files[off] = self.snapshots.pop(off)
-                self.unwritten.pop(path, None)
+                self.stray_files[off] = self.snapshots[off]
+                self._forget_snapshot(off)
             else:
                 self.remove_and_delete_snapshot(off)
 
