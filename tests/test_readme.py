@@ -25,6 +25,7 @@ import pytest
 
 import kafkalog
 from tests.kafka44 import free_port
+from tests.testing.plugin import basetemp_args
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -272,7 +273,8 @@ def test_the_test_broker_example_runs_as_printed(tmp_path: Path) -> None:
     """README's kafka_broker example, saved as a user's test file and run by pytest in a subprocess
     with nothing else: the plugin comes from kafkalog's pytest11 entry point."""
     (tmp_path / "test_example.py").write_text(snippet("A Kafka broker for your tests").code, encoding="utf-8")
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_example.py"],
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          *basetemp_args(tmp_path), "test_example.py"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "1 passed" in res.stdout, res.stdout[-3000:]

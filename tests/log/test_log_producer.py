@@ -233,7 +233,8 @@ def test_last_stable_offset_read_while_another_thread_commits(seg_dir):
         start, hw, lso = log.fetch_offset_snapshot()
         assert start <= lso <= hw
 
-    commits, *reads = race(commit_four, read, read, seconds=3.0)
+    commits, *reads = race(commit_four, read, read, seconds=3.0,
+                              at_least=(11, 1001, 1001))
     assert commits > 10 and min(reads) > 1000
     assert log.fetch_offset_snapshot()[2] == log.log_end_offset     # every transaction committed
     log.close()

@@ -163,7 +163,7 @@ def test_appends_racing_the_passes_leave_no_partition_unvisited(tmp_path: Path) 
             n[0] += 1
         def a_pass() -> None:
             m.cleanup_logs()
-        appends, passes = race(append, a_pass, seconds=2)
+        appends, passes = race(append, a_pass, seconds=2, at_least=(101, 11))
         assert appends > 100 and passes > 10
         for _ in range(3):                          # the passes that follow the last append
             m.cleanup_logs()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing.plugin import plugin_args
+from tests.testing.plugin import basetemp_args, plugin_args
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
@@ -89,8 +89,8 @@ def test_the_example_runs_as_printed(name: str, mode: str | None, tmp_path: Path
     env = _environment(name)
     options = [f"--kafka-broker-mode={mode}"] if mode else []
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                        *plugin_args(), *options, name], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=900)
+                        *plugin_args(), *basetemp_args(tmp_path), *options, name], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]
     assert " passed" in out and "skipped" not in out, out[-3000:]
@@ -103,5 +103,6 @@ def test_the_readme_example_runs_as_printed(tmp_path: Path) -> None:
     assert code is not None
     (tmp_path / "test_readme_example.py").write_text(code.group(1), encoding="utf-8")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(),
-                        "test_readme_example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                        *basetemp_args(tmp_path), "test_readme_example.py"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]

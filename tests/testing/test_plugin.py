@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing.plugin import installed, plugin_args
+from tests.testing.plugin import basetemp_args, installed, plugin_args
 
 #: each test of the project writes what its broker was: the mode, port, process, topic
 PROJECT_TEST = '''
@@ -49,7 +49,8 @@ def run_project(tmp_path: Path, files: dict[str, str],
         (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
     log = tmp_path / "brokers.jsonl"
     env = dict(os.environ, KAFKALOG_PLUGIN_LOG=str(log))
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), *args],
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(),
+                        *basetemp_args(tmp_path), *args],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return r, rows
@@ -220,7 +221,8 @@ def test_pip_install_is_the_whole_set_up(tmp_path: Path) -> None:
             assert kafka_broker.values(kafka_topic) == [b"order-1"]
         '''), encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(site))
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", "test_user.py"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
+               *basetemp_args(tmp_path), "test_user.py"]
     r = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
     r = subprocess.run([*command, "-p", "no:kafkalog"], cwd=project, env=env, capture_output=True,
@@ -247,7 +249,8 @@ def test_a_disk_that_cannot_be_mounted_skips_the_test_saying_why(tmp_path: Path)
     empty.mkdir()
     for name, text in project.items():
         (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *plugin_args()],
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *plugin_args(),
+                        *basetemp_args(tmp_path)],
                        cwd=tmp_path, env=dict(os.environ, PATH=str(empty)), capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "1 passed, 1 skipped" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
