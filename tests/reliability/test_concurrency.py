@@ -182,10 +182,13 @@ def run_soak(data_dir: str, seconds: float, readers: int = 4, procs: int = 2, se
         pids.append(pid)
     for th in threads:
         th.start()
-    # run for `seconds`, and on (bounded) until retention has deleted at least one segment
+    # run for `seconds`, and on (bounded) until retention has deleted at least one segment and
+    # each kind of work ran as often as _assert_ok asks (a loaded machine does less a second)
     t0 = time.time()
     while not stop.is_set() and time.time() - t0 < max(seconds, 120):
-        if time.time() - t0 >= seconds and logs["d"].log_start_offset > 0:
+        with lock:
+            enough = stats["appended"] > 200 and stats["read"] > 200 and stats["fetches"] > 20
+        if time.time() - t0 >= seconds and logs["d"].log_start_offset > 0 and enough:
             break
         time.sleep(0.1)
     stop.set()

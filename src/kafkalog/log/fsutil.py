@@ -81,6 +81,18 @@ def preread_file(path: str) -> Optional[Tuple[int, bytes]]:
     return _PRE.files.pop(name, None)
 
 
+def preread_length(path: str) -> Optional[int]:
+    """The length of the file ``path`` as a read-ahead found it (the directory as its load began),
+    without taking its bytes; None when unknown (nothing handed over, or already taken)."""
+    if _PRE.dir is None:
+        return None
+    directory, _sep, name = path.rpartition("/")
+    if directory != _PRE.dir:
+        return None
+    got = _PRE.files.get(name)
+    return got[0] if got is not None else None
+
+
 def read_file(path: str, limit: Optional[int] = None) -> bytes:
     """The whole of the file ``path`` (or its first ``limit`` bytes) in as few system calls as a
     file allows: an open, a read (and more when the first filled :data:`_FIRST_READ`), a close.

@@ -560,7 +560,8 @@ class LogSegment:
 
     def recover(self, producer_state_manager: Optional[ProducerStateLike] = None,
                 leader_epoch_cache: Optional[LeaderEpochCacheLike] = None,
-                contiguous: bool = False, active: bool = False) -> int:
+                contiguous: bool = False, active: bool = False,
+                index_lengths: Tuple[Optional[int], Optional[int]] = (None, None)) -> int:
         """Rebuild the indexes from the data, CRC-check every batch and truncate at the first bad
         or partial entry (spec §4.8). Returns the truncated bytes; details in ``last_recovery``.
 
@@ -572,7 +573,9 @@ class LogSegment:
         without a mapping when the index has none (:meth:`AbstractIndex.write_unmapped`), and a
         mapping it was written through is dropped all the same
         (:meth:`AbstractIndex.release_mapping`: one kept by each recovered partition reached the
-        kernel's 65,530 at 100,000 partitions).
+        kernel's 65,530 at 100,000 partitions). ``index_lengths``: the lengths of the offset and
+        time index files as the caller knows them (None: unknown), for
+        :meth:`AbstractIndex.reset`.
 
         Better than Kafka: the stop is classified (partial tail, zero-filled tail, or corruption)
         and, for corruption, the bytes after the bad entry are probed for further valid batches so
@@ -582,8 +585,8 @@ class LogSegment:
         entries, leader epochs, producer state), classify the stop (:func:`_classify_stop`),
         truncate, set the segment's timestamps (:meth:`_finish_recovery`).
         """
-        self.offset_index.reset()
-        self.time_index.reset()
+        self.offset_index.reset(index_lengths[0])
+        self.time_index.reset(index_lengths[1])
         self.txn_index.reset()
         size = self.log.size
         scan = _RecoveryScan(self.base_offset, leader_epoch_cache)
@@ -617,14 +620,15 @@ class LogSegment:
     def _recovery_view(self, size: int) -> bytes | mmap.mmap:
         """The first ``size`` bytes of the ``.log`` for a recovery's walk: read when they are few
         (:data:`_RECOVERY_READ_LIMIT`: one ``pread``, where a mapping took five system calls, a
-        partition's active segment after a crash), else mapped."""
+        partition's active segment after a crash; none, nor the file opened, when a load's
+        read-ahead read it whole: :meth:`FileRecords.read_at`), else mapped."""
+        if size <= _RECOVERY_READ_LIMIT:
+            try:
+                return self.log.read_at(0, size)
+            except OSError as err:
+                raise io_error(err, self.log.path, "read segment for recovery") from err
         fd = self.log.pin()
         try:
-            if size <= _RECOVERY_READ_LIMIT:
-                try:
-                    return os.pread(fd, size, 0)
-                except OSError as err:
-                    raise io_error(err, self.log.path, "read segment for recovery") from err
             return mmap.mmap(fd, size, access=mmap.ACCESS_READ)   # (keeps a descriptor of its own)
         finally:
             self.log.unpin()

@@ -647,13 +647,15 @@ class AbstractIndex(IndexFile, Generic[E]):
         """Remove all entries (the file keeps its length)."""
         self._truncate_to_entries(0)
 
-    def reset(self) -> None:
+    def reset(self, file_length: Optional[int] = None) -> None:
         """Truncate to 0 entries and unmap, then ``resize(max_index_size)`` (a segment's recovery,
         before its log is open to readers: a lookup takes no lock, and one that read the entry
         count before a truncation reads the mapping after it; a truncation while the log is open
-        keeps the mapping). An index not loaded yet is not read: its entries would be cut."""
+        keeps the mapping). An index not loaded yet is not read: its entries would be cut; its
+        file is not set to the length ``file_length`` says it has (the file's length as the
+        caller found it; None: unknown)."""
         if not self._loaded and self.writable and self.max_index_size >= self.entry_size:
-            self._load_empty()
+            self._load_empty(file_length)
             return
         self.truncate()
         if self.writable and self._loaded:
@@ -662,21 +664,23 @@ class AbstractIndex(IndexFile, Generic[E]):
         if self.max_index_size >= 0:
             self.resize(self.max_index_size)
 
-    def _load_empty(self) -> None:
+    def _load_empty(self, file_length: Optional[int] = None) -> None:
         """Load with no entry, the file at ``max_index_size`` (:meth:`reset` of an index not
         loaded: after a crash its file is at its preallocated length, and a load mapped all of it
         to cut it at once: a mapping and its page faults per index of every partition recovered)."""
         with self._file_lock:
-            self._load_empty_file()
+            self._load_empty_file(file_length)
 
-    def _load_empty_file(self) -> None:
+    def _load_empty_file(self, file_length: Optional[int] = None) -> None:
         rounded = self.max_index_size // self.entry_size * self.entry_size
         try:
             try:
                 # the file is there (a recovery's): its length set in one system call, where an
                 # open, a stat, an ftruncate and a close took four (sparse when it grows, as
-                # Kafka's setLength)
-                os.truncate(self._path, rounded)
+                # Kafka's setLength); none when it has that length (an active segment's index
+                # after a crash: it was grown to it)
+                if file_length != rounded:
+                    os.truncate(self._path, rounded)
             except FileNotFoundError:
                 self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
                 os.ftruncate(self._fd, rounded)
