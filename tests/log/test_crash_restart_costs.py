@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -90,9 +91,9 @@ def test_a_restart_after_a_crash_maps_no_index(tmp_path: Path, monkeypatch: pyte
     recovery of each partition opened both to read the segment's next offset and to cut them,
     mapping them whole: three mappings a partition (59 s for a restart of 100,000 partitions after
     SIGKILL, 44-45 s now). A segment of one record is walked from its start and an index not open
-    yet is reset without being read; the time index's last entry the recovery writes is written
-    with ``pwrite``, not through a mapping made for it: no mapping at all. The real
-    ``_map_shared``, counted; the records and the time index's entry are all there."""
+    yet is reset without being read; the time index's last entry is written by the close (with
+    ``pwrite``, not through a mapping made for it): no mapping at all. The real ``_map_shared``,
+    counted; the records and the time index's entry are all there."""
     from kafkalog.log.index import _mmap_index
     data = _crashed_dir(tmp_path, 10)
     assert all(os.path.getsize(p) == 10 * 1024 * 1024 // 8 * 8
@@ -110,15 +111,22 @@ def test_a_restart_after_a_crash_maps_no_index(tmp_path: Path, monkeypatch: pyte
         assert not m.had_clean_shutdown and len(m.load_result.recovery_reports) == 10
         assert maps == 0, maps
         assert [m.get_log("t", p).log_end_offset for p in range(10)] == [1] * 10
+        stamps = {}
         for p in range(10):
-            ti = m.get_log("t", p).active_segment.time_index
-            assert ti.entries == 1 and ti.entry(0).offset == 0 and ti.entry(0).timestamp > 0
-            with open(os.path.join(data, f"t-{p}", "00000000000000000000.timeindex"), "rb") as f:
-                assert f.read(12) == ti.entry(0).timestamp.to_bytes(8, "big") + bytes(4)
+            # the max timestamp in memory, its time-index entry written by the close (below)
+            seg = m.get_log("t", p).active_segment
+            assert seg.time_index.entries == 0 and seg.shallow_offset_of_max_timestamp_so_far == 0
+            stamps[p] = seg.max_timestamp_so_far
+            assert stamps[p] > 0
         m.get_log("t", 3).append_records([b"two"])                   # the indexes work after it
         assert m.get_log("t", 3).read(1, 1 << 20).records.size > 0
     finally:
         m.close()
+    for p in range(10):
+        with open(os.path.join(data, f"t-{p}", "00000000000000000000.timeindex"), "rb") as f:
+            entry = f.read()
+        assert entry[:8] >= stamps[p].to_bytes(8, "big") and len(entry) == 12, (p, entry)
+        assert p == 3 or entry == stamps[p].to_bytes(8, "big") + bytes(4)
 
 
 def test_a_recovery_keeps_the_producer_snapshot_it_would_write_again(
@@ -357,7 +365,7 @@ def test_a_recovery_sets_no_index_length_and_reads_no_log_a_read_ahead_read(
     and the load's read-ahead had read the ``.log`` whole. Handed the directory as the read-ahead
     reads it (:func:`kafkalog.log.kernel.read_ahead`, :func:`kafkalog.log.fsutil.preread`), the
     recovery sets no length and opens no ``.log``; without it, as before (the control). Either way
-    the records, the index files' lengths and the time index's entry are the same."""
+    the records, the index files' lengths and the segment's max timestamp are the same."""
     from kafkalog.log import fsutil, kernel
     from kafkalog.log.loader import load_log
     data = _crashed_dir(tmp_path, 1)
@@ -384,9 +392,9 @@ def test_a_recovery_sets_no_index_length_and_reads_no_log_a_read_ahead_read(
         seg = loaded.segments[-1]
         try:
             assert loaded.report.recovered_segments and loaded.next_offset == 1
-            ti = seg.time_index
             facts = (os.path.getsize(seg.offset_index_path), os.path.getsize(seg.time_index_path),
-                     ti.entries, ti.entry(0), seg.read(0, 1 << 20).records.read())
+                     seg.max_timestamp_so_far, seg.shallow_offset_of_max_timestamp_so_far,
+                     seg.read(0, 1 << 20).records.read())
         finally:
             seg.close_handlers()
         return made, facts
@@ -398,3 +406,73 @@ def test_a_recovery_sets_no_index_length_and_reads_no_log_a_read_ahead_read(
     after, facts = load(read_ahead=True)
     assert [c for c in after if c[0] == "truncate"] == [] and ("open", seg_log) not in after, after
     assert facts == control and facts[0] == 10 * 1024 * 1024 and b"one record" in facts[4]
+
+
+@pytest.mark.parametrize("shape", ["one small record", "records with index entries"])
+def test_a_recovery_keeps_the_index_lengths_it_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    shape: str) -> None:
+    """The common crash: a restart (its active segment's indexes as the clean close trimmed them,
+    not grown until an entry is written) appended records, then SIGKILL. The recovery resets each
+    index to no entry; it sets no length a file has (a ``truncate`` of each index of every
+    partition to ``segment.index.bytes``, ~1 s of a 20,000-partition load after a crash here)
+    when the read-ahead gave it the length: the growth waits for the first entry written through a
+    mapping, as after a clean load, and the old bytes past the entries are trimmed by the close.
+    The index files after the recovery and a clean close are byte for byte those of a recovery
+    that set the lengths (the control: no read-ahead), and a clean restart reads the same entries."""
+    from kafkalog.log import fsutil, kernel
+    from kafkalog.log.loader import load_log
+    big = shape != "one small record"
+
+    def crashed(name: str) -> str:
+        path = tmp_path / name
+        path.mkdir()
+        data = str(path / "data")
+        m = LogManager(data, {}, background=False)
+        m.create_topic("t", 1)
+        for _ in range(5 if big else 1):          # 5 KiB records: an index entry each after the first
+            m.get_log("t", 0).append_records([b"x" * 5000 if big else b"one record"])
+        m.close()
+        m = LogManager(data, {}, background=False)             # restarted, one more record,
+        m.get_log("t", 0).append_records([b"after the restart"])
+        m.abandon()                                             # then a crash
+        return os.path.join(data, "t-0")
+
+    def recover(d: str, read_ahead: bool) -> tuple[int, dict[str, bytes]]:
+        got = kernel.read_ahead([d])[0] if read_ahead else None
+        with monkeypatch.context() as mp:
+            calls = count_os_calls(mp, ("truncate", "ftruncate"))
+            if got is not None:
+                with fsutil.preread(d, *got):
+                    loaded = load_log(d, {}, had_clean_shutdown=False)
+            else:
+                loaded = load_log(d, {}, had_clean_shutdown=False)
+        assert loaded.report.recovered_segments and loaded.next_offset == (6 if big else 2)
+        for seg in loaded.segments:
+            seg.close()
+        files = {n: Path(d, n).read_bytes() for n in ("00000000000000000000.index",
+                                                      "00000000000000000000.timeindex")}
+        return calls["truncate"] + calls["ftruncate"], files
+
+    d = crashed("read-ahead")
+    control_d = str(tmp_path / "control")
+    shutil.copytree(os.path.dirname(d), control_d)
+    control_d = os.path.join(control_d, "t-0")
+    before = {n: os.path.getsize(os.path.join(d, n)) for n in os.listdir(d) if "index" in n}
+    # as the clean close trimmed it: the restart's load grows no index before an entry is written
+    assert before["00000000000000000000.index"] == (32 if big else 0), before
+    set_lengths, control = recover(control_d, read_ahead=False)
+    kept, files = recover(d, read_ahead=True)
+    # the control grows both (one system call each); kept: none without an entry to write, and
+    # with entries the growth the first of them makes anyway
+    assert (set_lengths, kept) == ((2, 2) if big else (2, 0))
+    assert files == control
+    assert len(files["00000000000000000000.index"]) == (40 if big else 0)      # + the new record's
+    assert big or len(files["00000000000000000000.timeindex"]) == 12
+    m = LogManager(os.path.dirname(d), {}, background=False)   # a restart reads them
+    try:
+        seg = m.get_log("t", 0).active_segment
+        assert seg.offset_index.entries == (5 if big else 0)
+        assert seg.shallow_offset_of_max_timestamp_so_far == (5 if big else 1)
+        assert b"after the restart" in m.get_log("t", 0).read(0, 1 << 20).records.read()
+    finally:
+        m.close()

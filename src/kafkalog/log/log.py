@@ -1163,12 +1163,14 @@ class Log:
     # --- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Clean close: flush everything, producer snapshot at the log end offset (and those
-        :meth:`open` left unwritten), final time-index entries and trims for every segment, the
-        stray producer snapshots :meth:`open` left deleted. Idempotent."""
+        """Clean close: the active segment's final time-index entry, flush everything, producer
+        snapshot at the log end offset (and those :meth:`open` left unwritten), final time-index
+        entries and trims for every segment, the stray producer snapshots :meth:`open` left
+        deleted. Idempotent."""
         with self._lock:
             if self._closed:
                 return
+            self.active_segment.append_final_time_index_entry()     # (forced by the flush)
             self.flush(include_active=True)
             self._take_producer_snapshot(self.log_end_offset)
             psm = self.producer_state_manager

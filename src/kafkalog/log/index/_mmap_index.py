@@ -619,8 +619,10 @@ class AbstractIndex(IndexFile, Generic[E]):
         partition nothing appends to after a restart then never grows them, nor trims them at its
         close, and one only read or appended to without a new entry loads them as they are
         (100,000 partitions: 400,000 opens and ftruncates a restart and a shutdown made for
-        nothing, and as many a first Fetch, or a first Produce, of every partition)."""
-        if self._loaded:                # (a recovery's rebuild: written, resized now)
+        nothing, and as many a first Fetch, or a first Produce, of every partition). An index
+        loaded and not mapped (its entries read, or written without a mapping: a recovery's of
+        a few batches) waits the same way; a mapped one (written through it) is resized now."""
+        if self._loaded and isinstance(self._mm, mmap.mmap):
             self.resize(new_size)
         else:
             self._pending_size = new_size
@@ -634,10 +636,10 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     @property
     def may_hold_writes(self) -> bool:
-        """Whether entries may have been written since the index was opened: it is loaded, and
-        not only to be read (a growth :meth:`resize_before_first_entry` asked for is still
-        pending)."""
-        return self._loaded and self._pending_size is None
+        """Whether entries may have been written since the index was opened: one was written
+        without a mapping and not forced yet, or it is loaded and not only to be read (a growth
+        :meth:`resize_before_first_entry` asked for is still pending)."""
+        return self._unforced or (self._loaded and self._pending_size is None)
 
     def trim_to_valid_size(self) -> bool:
         """``resize(entries * entry_size)`` (on roll, close, end of recovery)."""
@@ -673,26 +675,37 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     def _load_empty_file(self, file_length: Optional[int] = None) -> None:
         rounded = self.max_index_size // self.entry_size * self.entry_size
-        try:
-            try:
-                # the file is there (a recovery's): its length set in one system call, where an
-                # open, a stat, an ftruncate and a close took four (sparse when it grows, as
-                # Kafka's setLength); none when it has that length (an active segment's index
-                # after a crash: it was grown to it)
-                if file_length != rounded:
-                    os.truncate(self._path, rounded)
-            except FileNotFoundError:
-                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-                os.ftruncate(self._fd, rounded)
-            self._length = rounded
+        if file_length is not None and file_length % self.entry_size == 0 and file_length <= rounded:
+            # the file's length known and whole entries: kept, no system call, its growth to
+            # ``rounded`` waiting for the first entry written through a mapping
+            # (:meth:`resize_before_first_entry`). Its old bytes are not entries (none counted);
+            # a close trims the file to the entries (:meth:`close`), and a crash before that is
+            # recovered again. After a crash, a partition's active segment's offset index was
+            # mostly empty and its time index one entry: a truncate each grew them for nothing
+            self._length = file_length
             self._entries = 0
             self._mm = bytearray()
-            self._max_entries = rounded // self.entry_size
-        except OSError as err:
-            raise io_error(err, self._path, "reset index") from err
-        finally:
-            self._close_fd()
-        self._pending_size = None
+            self._max_entries = file_length // self.entry_size
+            self._pending_size = rounded if file_length != rounded else None
+        else:
+            try:
+                try:
+                    # the file is there (a recovery's): its length set in one system call, where
+                    # an open, a stat, an ftruncate and a close took four (sparse when it grows,
+                    # as Kafka's setLength)
+                    os.truncate(self._path, rounded)
+                except FileNotFoundError:
+                    self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+                    os.ftruncate(self._fd, rounded)
+                self._length = rounded
+                self._entries = 0
+                self._mm = bytearray()
+                self._max_entries = rounded // self.entry_size
+            except OSError as err:
+                raise io_error(err, self._path, "reset index") from err
+            finally:
+                self._close_fd()
+            self._pending_size = None
         self._reserved = 0
         self._refresh_last()
         self._loaded = True
