@@ -418,7 +418,8 @@ def test_a_recovery_keeps_the_index_lengths_it_finds(tmp_path: Path, monkeypatch
     when the read-ahead gave it the length: the growth waits for the first entry written through a
     mapping, as after a clean load, and the old bytes past the entries are trimmed by the close.
     The index files after the recovery and a clean close are byte for byte those of a recovery
-    that set the lengths (the control: no read-ahead), and a clean restart reads the same entries."""
+    that set the lengths (the control: no read-ahead), and a restart (no clean shutdown was
+    marked: it recovers again) finds the same entries and max timestamp."""
     from kafkalog.log import fsutil, kernel
     from kafkalog.log.loader import load_log
     big = shape != "one small record"

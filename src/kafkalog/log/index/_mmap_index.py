@@ -675,19 +675,9 @@ class AbstractIndex(IndexFile, Generic[E]):
 
     def _load_empty_file(self, file_length: Optional[int] = None) -> None:
         rounded = self.max_index_size // self.entry_size * self.entry_size
-        if file_length is not None and file_length % self.entry_size == 0 and file_length <= rounded:
-            # the file's length known and whole entries: kept, no system call, its growth to
-            # ``rounded`` waiting for the first entry written through a mapping
-            # (:meth:`resize_before_first_entry`). Its old bytes are not entries (none counted);
-            # a close trims the file to the entries (:meth:`close`), and a crash before that is
-            # recovered again. After a crash, a partition's active segment's offset index was
-            # mostly empty and its time index one entry: a truncate each grew them for nothing
-            self._length = file_length
-            self._entries = 0
-            self._mm = bytearray()
-            self._max_entries = file_length // self.entry_size
-            self._pending_size = rounded if file_length != rounded else None
-        else:
+        length = file_length
+        if length is None or length % self.entry_size or length > rounded:
+            length = rounded
             try:
                 try:
                     # the file is there (a recovery's): its length set in one system call, where
@@ -697,15 +687,21 @@ class AbstractIndex(IndexFile, Generic[E]):
                 except FileNotFoundError:
                     self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
                     os.ftruncate(self._fd, rounded)
-                self._length = rounded
-                self._entries = 0
-                self._mm = bytearray()
-                self._max_entries = rounded // self.entry_size
             except OSError as err:
                 raise io_error(err, self._path, "reset index") from err
             finally:
                 self._close_fd()
-            self._pending_size = None
+        # else the file's length is known and whole entries: kept, no system call, its growth to
+        # ``rounded`` waiting for the first entry written through a mapping
+        # (:meth:`resize_before_first_entry`). Its old bytes are not entries (none counted); a
+        # close trims the file to the entries (:meth:`close`), and a crash before that is
+        # recovered again. After a crash, a partition's active segment's offset index was mostly
+        # empty and its time index one entry: a truncate each grew them for nothing
+        self._length = length
+        self._entries = 0
+        self._mm = bytearray()
+        self._max_entries = length // self.entry_size
+        self._pending_size = rounded if length != rounded else None
         self._reserved = 0
         self._refresh_last()
         self._loaded = True
