@@ -31,26 +31,39 @@ def _files(d: Path) -> Dict[str, int]:
 
 
 def test_a_new_partition_is_what_opening_an_empty_directory_makes(tmp_path: Path) -> None:
-    """The same files, of the same lengths (the index files sparse at ``segment.index.bytes``),
-    and the same offsets, as the loader leaves an empty directory; the leader-epoch file is made
-    empty once nothing wrote it (Kafka's checkpoint file makes itself)."""
-    opened = Log.open(tmp_path / "opened", {"segment.index.bytes": 4096})
-    created = Log.create(tmp_path / "created", {"segment.index.bytes": 4096})
+    """The same files, of the same lengths, and the same offsets, as the loader leaves an empty
+    directory; the leader-epoch file is made empty once nothing wrote it (Kafka's checkpoint file
+    makes itself). The index files are made empty, as a clean shutdown leaves an index without
+    entries, and grow to ``segment.index.bytes`` (sparse, as Kafka's) at their first entry; a
+    partition closed with none keeps them empty (they were made at their full length and trimmed
+    again by the close)."""
+    cfg = {"segment.index.bytes": 4096, "index.interval.bytes": 100}
+    opened = Log.open(tmp_path / "opened", cfg)
+    created = Log.create(tmp_path / "created", cfg)
     try:
         assert created.leader_epoch_cache is not None
         assert "leader-epoch-checkpoint" not in os.listdir(tmp_path / "created")
         created.leader_epoch_cache.ensure_file()
         assert _files(tmp_path / "created") == _files(tmp_path / "opened")
-        assert _files(tmp_path / "created")["00000000000000000000.index"] == 4096
+        files = _files(tmp_path / "created")
+        assert files["00000000000000000000.index"] == files["00000000000000000000.timeindex"] == 0
         for log in (opened, created):
             assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (0, 0, 0)
-        created.append(build_batch([(b"k", b"v", 1_700_000_000_000)]))
-        assert created.log_end_offset == 1
+        for i in range(3):              # each batch over index.interval.bytes: entries from the second
+            created.append(build_batch([(b"k", b"v" * 200, 1_700_000_000_000 + i)]))
+        assert created.log_end_offset == 3
+        files = _files(tmp_path / "created")
+        assert files["00000000000000000000.index"] == 4096
+        assert files["00000000000000000000.timeindex"] == 4092
     finally:
         opened.close()
         created.close()
+    assert _files(tmp_path / "opened")["00000000000000000000.index"] == 0
+    files = _files(tmp_path / "created")
+    assert (files["00000000000000000000.index"], files["00000000000000000000.timeindex"]) == (16, 24)
     with Log.open(tmp_path / "created") as again:
-        assert again.log_end_offset == 1
+        assert again.log_end_offset == 3
+        assert again.read(1, 1 << 20).records.size > 0
 
 
 def test_log_create_refuses_a_directory_that_is_there(tmp_path: Path) -> None:
@@ -69,14 +82,17 @@ def test_log_create_refuses_a_directory_that_is_there(tmp_path: Path) -> None:
         assert log.log_end_offset == 1
 
 
-CALLS = ("listdir", "scandir", "stat", "open", "mkdir", "makedirs", "fsync", "replace", "unlink")
+CALLS = ("listdir", "scandir", "stat", "fstat", "open", "mkdir", "makedirs", "fsync", "replace", "unlink",
+         "ftruncate", "truncate")
 
 
 def test_system_calls_per_new_partition(tmp_path: Path, monkeypatch: Any) -> None:
     """A committed topic's new partition, on every thread: its directory, its five files (the
-    ``.log``, the two sparse indexes, ``partition.metadata`` written aside and renamed, the empty
-    ``leader-epoch-checkpoint``), two fsyncs (``partition.metadata``, the directory), and no
-    listing, no stat, no deletion. Before: the loader listed each directory and stat'ed ~6 paths."""
+    ``.log``, the two indexes made empty, ``partition.metadata`` written aside and renamed, the
+    empty ``leader-epoch-checkpoint``), two fsyncs (``partition.metadata``, the directory), and no
+    listing, no stat, no length set, no deletion. Before: the loader listed each directory and
+    stat'ed ~6 paths; then each index was set to ``segment.index.bytes`` (an ftruncate and an
+    fstat) when made, and trimmed again at the close of a partition nothing wrote to."""
     m = LogManager(tmp_path / "data", background=False)
     try:
         m.commit_topics([("warm", 300, None)])
@@ -92,11 +108,18 @@ def test_system_calls_per_new_partition(tmp_path: Path, monkeypatch: Any) -> Non
         # 256 partitions more, in 4 chunks more (each chunk fsyncs the data directory once)
         chunks = (384 - 128) // CHUNK
         per = {k: (many[k] - few[k] - (chunks if k in ("open", "fsync") else 0)) / 256 for k in CALLS}
-        assert per == {"listdir": 0, "scandir": 0, "stat": 0, "open": 7, "mkdir": 1, "makedirs": 0,
-                       "fsync": 2, "replace": 1, "unlink": 0}, (few, many)
+        assert per == {"listdir": 0, "scandir": 0, "stat": 0, "fstat": 1, "open": 7, "mkdir": 1, "makedirs": 0,
+                       "fsync": 2, "replace": 1, "unlink": 0, "ftruncate": 0, "truncate": 0}, (few, many)
         assert sorted(os.listdir(tmp_path / "data" / "many-383")) == [
             "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
             "leader-epoch-checkpoint", "partition.metadata"]
+        with monkeypatch.context() as mp:
+            closed = count_os_calls(mp, CALLS)
+            m.close()
+        # nothing written: no index loaded, grown or trimmed (the close's fsyncs and checkpoint
+        # files are the data directory's, not a partition's)
+        assert closed["ftruncate"] == closed["truncate"] == 0, closed
+        assert closed["open"] < 100, closed
     finally:
         m.close()
 

@@ -381,8 +381,8 @@ class LogLoader:
         recovery_point = next_offset if self.had_clean_shutdown else min(self.recovery_point, next_offset)
         if segments[-1].index_files_exist:        # grown before their first entry (idle: never)
             segments[-1].resize_indexes_before_first_entry(self.config.segment_index_bytes)
-        else:                                     # made here: its files made now, as Kafka's
-            segments[-1].resize_indexes(self.config.segment_index_bytes)
+        else:                                     # made here: its files made now, empty, as Kafka's
+            segments[-1].create_indexes_before_first_entry(self.config.segment_index_bytes)
         if self.cache is not None:
             self.cache.truncate_from_end(next_offset)
             self.cache.truncate_from_start(self.log_start_offset)

@@ -189,7 +189,7 @@ class Log:
             f"{path}/{LEADER_EPOCH_CHECKPOINT_FILE}", create=False), read=False)
         seg = LogSegment.open(path, 0, config, clock=clock)
         try:
-            seg.resize_indexes(config.segment_index_bytes)
+            seg.create_indexes_before_first_entry(config.segment_index_bytes)
         except BaseException:
             seg.close_handlers()
             raise

@@ -777,6 +777,18 @@ class LogSegment:
         self.offset_index.resize_before_first_entry(size)
         self.time_index.resize_before_first_entry(size)
 
+    def create_indexes_before_first_entry(self, size: int) -> None:
+        """Both index files of a new segment made empty, each grown to ``size`` before its first
+        entry is written (:meth:`AbstractIndex.create_empty`; a file already there is resized
+        now, as :meth:`resize_indexes` does): a new partition's, or the one a log's load makes in
+        an empty directory, whose indexes most often never get an entry."""
+        for index in (self.offset_index, self.time_index):
+            try:
+                index.create_empty(size)
+            except FileExistsError:
+                index.resize(size)
+        self._indexes_touched = self.index_files_exist = True
+
     def append_final_time_index_entry(self) -> None:
         """The time index's entry of the segment's max timestamp, if it was ever loaded and the
         index lacks it (Kafka's close appends it; :meth:`Log.close` before its last flush, so the
