@@ -191,9 +191,10 @@ def test_offset_commit_on_a_full_disk_is_not_acknowledged(small_tmpfs: Path) -> 
 
 def test_a_small_disk_takes_a_topic_at_the_default_index_size(tmp_path: Path) -> None:
     """Auto-creating a topic on a 2 MiB file system works, as on Kafka 4.4: its first segment's
-    .index and .timeindex are set to segment.index.bytes (10 MiB) sparse, holding no blocks while
-    they have no entries (they reserved 10 MiB each before and the directory went offline with
-    KAFKA_STORAGE_ERROR, issue 36 item 2)."""
+    .index and .timeindex are made empty and grow to segment.index.bytes (10 MiB) sparse at their
+    first entry, holding a page's blocks, not 10 MiB (they reserved 10 MiB each before and the
+    directory went offline with KAFKA_STORAGE_ERROR, issue 36 item 2; Kafka sets their length when
+    it makes them)."""
     with mounted_tmpfs(tmp_path / "mnt", "2m") as mnt:
         b = BrokerProcess(str(mnt / "data"))
         b.stderr_path = str(tmp_path / "broker.stderr")
@@ -204,9 +205,17 @@ def test_a_small_disk_takes_a_topic_at_the_default_index_size(tmp_path: Path) ->
             p.produce("new-topic", value=b"x", on_delivery=lambda err, msg: errors.append(err))  # type: ignore[arg-type]
             p.flush(30)
             assert errors == [None], (errors, b.stderr()[-3000:])
+            stem = mnt / "data" / "new-topic-0" / "00000000000000000000"
             for suffix in (".index", ".timeindex"):
-                st = os.stat(mnt / "data" / "new-topic-0" / f"00000000000000000000{suffix}")
-                assert st.st_size >= 10 * 1024 * 1024 - 12 and st.st_blocks == 0, (suffix, st)
+                st = os.stat(f"{stem}{suffix}")
+                assert st.st_size == 0 and st.st_blocks == 0, (suffix, st)
+            for i in range(12):             # a batch each, 1 KiB: index entries every 4 KiB
+                p.produce("new-topic", value=b"%04d" % i * 256, on_delivery=lambda err, msg: errors.append(err))  # type: ignore[arg-type]
+                p.flush(30)
+            assert errors == [None] * 13, (errors, b.stderr()[-3000:])
+            for suffix in (".index", ".timeindex"):
+                st = os.stat(f"{stem}{suffix}")
+                assert st.st_size >= 10 * 1024 * 1024 - 12 and 0 < st.st_blocks * 512 <= 64 * 1024, (suffix, st)
             assert "ERROR" not in b.stderr(), b.stderr()[-3000:]
             assert b.stop(timeout=120) == 0, b.stderr()[-3000:]
         finally:
