@@ -192,3 +192,23 @@ def test_the_sync_threads_are_made_again_in_a_forked_child(tmp_path: Path) -> No
     assert res.returncode == 0
     assert sorted(os.listdir(tmp_path / "child")) == ["0", "1", "2", "3"]
     assert fsutil._SYNC_THREADS > 1
+
+
+def test_a_new_segment_whose_index_files_are_there_sets_their_length(tmp_path: Path) -> None:
+    """The empty index files are made only where none is there: a file already there (left by
+    something else) is set to ``segment.index.bytes`` as before, and an index already read is
+    resized, not made again; a new one is made empty, its growth waiting for its first entry."""
+    from kafkalog.log.config import as_log_config
+    from kafkalog.log.segment import LogSegment
+    cfg = as_log_config({"segment.index.bytes": 4096})
+    (tmp_path / "00000000000000000000.index").write_bytes(b"")
+    seg = LogSegment.open(str(tmp_path), 0, cfg)
+    try:
+        assert not seg.offset_index.create_empty(4096)          # there: nothing done
+        seg.create_indexes_before_first_entry(4096)
+        assert _files(tmp_path)["00000000000000000000.index"] == 4096
+        assert _files(tmp_path)["00000000000000000000.timeindex"] == 0
+        assert not seg.time_index.create_empty(4096)            # already made: nothing done
+        assert seg.time_index.max_entries == 4096 // 12
+    finally:
+        seg.close()

@@ -780,12 +780,10 @@ class LogSegment:
     def create_indexes_before_first_entry(self, size: int) -> None:
         """Both index files of a new segment made empty, each grown to ``size`` before its first
         entry is written (:meth:`AbstractIndex.create_empty`; a file already there is resized
-        now, as :meth:`resize_indexes` does): a new partition's, or the one a log's load makes in
-        an empty directory, whose indexes most often never get an entry."""
+        now, as :meth:`resize_indexes` does, as is one already read): a new partition's, or the
+        one a log's load makes in an empty directory, whose indexes most often never get an entry."""
         for index in (self.offset_index, self.time_index):
-            try:
-                index.create_empty(size)
-            except FileExistsError:
+            if not index.create_empty(size):
                 index.resize(size)
         self._indexes_touched = self.index_files_exist = True
 
