@@ -184,3 +184,45 @@ def test_read_ahead_finds_the_same_in_both_kernels(tmp_path) -> None:
         assert [sorted(g[0]) for g in got] == [sorted(os.listdir(d)) for d in dirs]
         assert sum(len(g[1]) for g in got) == 20
     assert all(f == found[0] for f in found)
+
+
+@any_kernel
+def test_make_dirs_makes_each_directory_and_its_files(k, tmp_path) -> None:
+    """Each directory made, in it each file with its bytes (mode 0644 less the umask), nothing
+    else; the count of directories made whole and no failure."""
+    files = [("a.log", b""), ("cp", b"0\n1\n0 0\n"), ("big", bytes(range(256)) * 1000)]
+    dirs = [str(tmp_path / f"t-{i}") for i in range(5)]
+    assert k.make_dirs(dirs, files) == (5, None)
+    for d in dirs:
+        assert sorted(os.listdir(d)) == ["a.log", "big", "cp"]
+        for name, data in files:
+            with open(os.path.join(d, name), "rb") as f:
+                assert f.read() == data
+        assert os.stat(os.path.join(d, "cp")).st_mode & 0o777 == 0o644 & ~_umask()
+    assert k.make_dirs([], files) == (0, None)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@any_kernel
+def test_make_dirs_stops_at_the_first_failure_and_names_it(k, tmp_path) -> None:
+    """A directory that is there (EEXIST, name ""), a parent that is not (ENOENT), a name past
+    the system's limit: the count made before it, its errno and the file's name; nothing of the
+    directories after it made, nothing there before it touched."""
+    import errno as E
+    (tmp_path / "t-1").mkdir()
+    (tmp_path / "t-1" / "keep").write_bytes(b"x")
+    dirs = [str(tmp_path / f"t-{i}") for i in range(3)]
+    assert k.make_dirs(dirs, [("f", b"1")]) == (1, (E.EEXIST, ""))
+    assert os.listdir(tmp_path / "t-1") == ["keep"] and not (tmp_path / "t-2").exists()
+    assert (tmp_path / "t-0" / "f").read_bytes() == b"1"
+    assert k.make_dirs([str(tmp_path / "no" / "t-0")], [("f", b"")]) == (0, (E.ENOENT, ""))
+    long_name = "n" * 300                   # (NAME_MAX 255: the file, after its directory is made)
+    assert k.make_dirs([str(tmp_path / "t-9")], [("ok", b""), (long_name, b"")]) == \
+        (0, (E.ENAMETOOLONG, long_name))
+    assert os.listdir(tmp_path / "t-9") == ["ok"]
+    assert not (tmp_path / "no").exists()

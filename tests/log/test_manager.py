@@ -6,11 +6,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
 from kafkalog.errors import InvalidConfigError, InvalidTopicError, LogDirError
-from kafkalog.log.checkpoint import uuid_to_kafka_string
+from kafkalog.log.checkpoint import PartitionMetadataFile, uuid_to_kafka_string
 from kafkalog.log.manager import LogManager, read_offset_checkpoint
 from kafkalog.record.builder import build_batch
 
@@ -250,6 +251,34 @@ def test_committed_topics_are_completed_at_load(tmp_path):
     (d / "kafkalog-creating-bad.json").write_text('{"version": 0, "topic": "bad", "partitions": "x"}')
     with pytest.raises(InvalidConfigError, match="kafkalog-creating-bad.json"):
         LogManager(d, background=False)
+
+
+def test_files_a_crash_left_empty_in_a_committed_topic_are_written_again(tmp_path):
+    """A chunk's ``partition.metadata`` and ``leader-epoch-checkpoint`` are written in place and
+    fsynced with the chunk: a power cut before the fsyncs may leave them empty (ext4 without a
+    journal: zeros too). The topic's record is still there, so the next load names the topic's
+    ID again in each such file; an empty checkpoint is no epoch (a leader writes its own)."""
+    d = tmp_path / "data"
+    m = LogManager(d, background=False)
+    (tid,) = m.commit_topics([("t", 2000, None)], leader_epoch=0)
+    deadline = time.monotonic() + 60
+    while m.partition_pending("t", 2) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    m.abandon()
+    made = sorted(int(n[2:]) for n in os.listdir(d) if n.startswith("t-"))
+    assert 0 < len(made) < 2000 and (d / "kafkalog-creating-t.json").exists()
+    assert (d / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    (d / "t-0" / "partition.metadata").write_bytes(b"")
+    (d / "t-0" / "leader-epoch-checkpoint").write_bytes(b"")
+    (d / "t-1" / "partition.metadata").write_bytes(bytes(43))
+    with LogManager(d, background=False) as again:
+        assert again.load_result.completed_topics == ["t"]
+        assert again.topic_id("t") == tid and again.partitions_of("t") == list(range(2000))
+        for p in (0, 1, 2):
+            assert PartitionMetadataFile(d / f"t-{p}" / "partition.metadata").read().topic_id == tid
+        assert again.get_log("t", 0).leader_epoch_cache.latest_epoch() is None
+        _append(again.get_log("t", 0), 1)
+    assert not (d / "kafkalog-creating-t.json").exists()
 
 
 def test_clean_shutdown_finishes_committed_topics(tmp_path):

@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled log kernel: the offset index's search, the fetch path's step from an index entry to
-the batch holding an offset, recovery's producer rows, and a load's read-ahead of partition
-directories. Same API and results as the pure-Python twin
+the batch holding an offset, recovery's producer rows, a load's read-ahead of partition
+directories, and the making of new partition directories. Same API and results as the pure-Python twin
 ``kafkalog.log._kernel_py`` (API docs there); ``kafkalog.log.kernel`` selects one of the two (all or
 nothing with the other layers' kernels)."""
 
@@ -15,7 +15,7 @@ import os
 
 IMPLEMENTATION = "cython"
 
-__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot", "producer_rows", "read_ahead"]
+__all__ = ["IMPLEMENTATION", "find_v2_batch", "index_slot", "make_dirs", "producer_rows", "read_ahead"]
 
 
 cdef inline int32_t _rel(const unsigned char* p) noexcept nogil:
@@ -300,3 +300,94 @@ def read_ahead(dirs):
         free(b.dir_ok)
         free(b.arena)
         free(b.entries)
+
+
+# --- new partition directories, made without the interpreter lock -------------------------------
+cdef extern from *:
+    """
+    #include <errno.h>
+    #include <fcntl.h>
+    #include <limits.h>
+    #include <stdio.h>
+    #include <sys/stat.h>
+    #include <unistd.h>
+    /* see _kernel_py.make_dirs: directory i made, then its files, stopping at the first failure
+       (its errno; *failed_file the file's index, -1 for the directory) */
+    static int md_make_one(const char* dir, Py_ssize_t nfiles, const char* const* names,
+                           const char* const* datas, const Py_ssize_t* lens, Py_ssize_t* failed_file) {
+        char path[PATH_MAX];
+        *failed_file = -1;
+        if (mkdir(dir, 0777) != 0) return errno;
+        for (Py_ssize_t j = 0; j < nfiles; j++) {
+            *failed_file = j;
+            int n = snprintf(path, sizeof(path), "%s/%s", dir, names[j]);
+            if (n < 0 || (size_t)n >= sizeof(path)) return ENAMETOOLONG;
+            int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            if (fd < 0) return errno;
+            Py_ssize_t off = 0;
+            while (off < lens[j]) {
+                ssize_t w = write(fd, datas[j] + off, (size_t)(lens[j] - off));
+                if (w < 0) {
+                    if (errno == EINTR) continue;
+                    int e = errno;
+                    close(fd);
+                    return e;
+                }
+                off += w;
+            }
+            if (close(fd) != 0 && errno != EINTR) return errno;
+        }
+        return 0;
+    }
+    static Py_ssize_t md_make(const char* const* dirs, Py_ssize_t n, Py_ssize_t nfiles,
+                              const char* const* names, const char* const* datas,
+                              const Py_ssize_t* lens, int* err, Py_ssize_t* failed_file) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            *err = md_make_one(dirs[i], nfiles, names, datas, lens, failed_file);
+            if (*err != 0) return i;
+        }
+        return n;
+    }
+    """
+    Py_ssize_t md_make(const char* const* dirs, Py_ssize_t n, Py_ssize_t nfiles,
+                       const char* const* names, const char* const* datas, const Py_ssize_t* lens,
+                       int* err, Py_ssize_t* failed_file) nogil
+
+
+def make_dirs(dirs, files):
+    """See ``_kernel_py.make_dirs``: every directory's system calls hold no interpreter lock."""
+    cdef const char** c_dirs = NULL
+    cdef const char** c_names = NULL
+    cdef const char** c_datas = NULL
+    cdef Py_ssize_t* c_lens = NULL
+    cdef Py_ssize_t n, nfiles, i, made, failed_file = -1
+    cdef int err = 0
+    cdef list b_dirs, b_names, b_datas
+    b_dirs = [os.fsencode(d) for d in dirs]
+    b_names = [os.fsencode(name) for name, _ in files]
+    b_datas = [bytes(data) for _, data in files]
+    n = len(b_dirs)
+    nfiles = len(b_names)
+    try:
+        c_dirs = <const char**>malloc((n if n > 0 else 1) * sizeof(char*))
+        c_names = <const char**>malloc((nfiles if nfiles > 0 else 1) * sizeof(char*))
+        c_datas = <const char**>malloc((nfiles if nfiles > 0 else 1) * sizeof(char*))
+        c_lens = <Py_ssize_t*>malloc((nfiles if nfiles > 0 else 1) * sizeof(Py_ssize_t))
+        if c_dirs == NULL or c_names == NULL or c_datas == NULL or c_lens == NULL:
+            raise MemoryError()
+        for i in range(n):
+            c_dirs[i] = PyBytes_AS_STRING(b_dirs[i])
+        for i in range(nfiles):
+            c_names[i] = PyBytes_AS_STRING(b_names[i])
+            c_datas[i] = PyBytes_AS_STRING(b_datas[i])
+            c_lens[i] = len(b_datas[i])
+        with nogil:
+            made = md_make(c_dirs, n, nfiles, c_names, c_datas, c_lens, &err, &failed_file)
+        if made == n:
+            return made, None
+        return made, (err, files[failed_file][0] if failed_file >= 0 else "")
+    finally:
+        free(c_dirs)
+        free(c_names)
+        free(c_datas)
+        free(c_lens)

@@ -154,8 +154,15 @@ class CheckpointFile(Generic[T]):
 
     def write_lines(self, lines: List[str], sync: bool = True) -> None:
         """Write entries already formatted as lines (the version and count lines added)."""
+        atomic_write(self.path, self.encode_lines(lines), sync=sync)
+
+    def encode(self, entries: Iterable[T]) -> bytes:
+        """The file's bytes holding ``entries``."""
+        return self.encode_lines([self.formatter.to_line(e) for e in entries])
+
+    def encode_lines(self, lines: List[str]) -> bytes:
         head = f"{self.version}\n{len(lines)}\n"
-        atomic_write(self.path, (head + "".join(line + "\n" for line in lines)).encode("utf-8"), sync=sync)
+        return (head + "".join(line + "\n" for line in lines)).encode("utf-8")
 
     def create_if_missing(self) -> None:
         """Create the file, empty, unless it exists (Kafka's checkpoint file on construction)."""
@@ -433,6 +440,10 @@ class LeaderEpochCheckpointFile:
     def write(self, entries: Iterable[EpochEntry], sync: bool = True) -> None:
         self._file.write([EpochEntry(*e) for e in entries], sync)
 
+    def encode(self, entries: Iterable[EpochEntry]) -> bytes:
+        """The file's bytes holding ``entries`` (a new partition's, made with its directory)."""
+        return self._file.encode([EpochEntry(*e) for e in entries])
+
     def write_if_dir_exists(self, entries: Iterable[EpochEntry], sync: bool = True) -> bool:
         return self._file.write_if_dir_exists([EpochEntry(*e) for e in entries], sync)
 
@@ -490,11 +501,15 @@ class PartitionMetadataFile:
 
     def write(self, topic_id: _uuid.UUID | str, sync: bool = True) -> None:
         """Write atomically; ``topic_id`` is a :class:`uuid.UUID` or Kafka's string form."""
+        atomic_write(self.path, self.encode(topic_id, self.path), sync=sync)
+
+    @classmethod
+    def encode(cls, topic_id: _uuid.UUID | str, path: str = "") -> bytes:
+        """The file's bytes naming ``topic_id`` (the zero ID refused, naming ``path``)."""
         u = topic_id if isinstance(topic_id, _uuid.UUID) else uuid_from_kafka_string(topic_id)
         if u == ZERO_UUID:
-            raise CorruptCheckpointError("Cannot write the zero topic id", file=self.path)
-        text = f"version: {self.CURRENT_VERSION}\ntopic_id: {uuid_to_kafka_string(u)}"
-        atomic_write(self.path, text.encode("utf-8"), sync=sync)
+            raise CorruptCheckpointError("Cannot write the zero topic id", file=path or None)
+        return f"version: {cls.CURRENT_VERSION}\ntopic_id: {uuid_to_kafka_string(u)}".encode()
 
     def read(self) -> PartitionMetadata:
         """Parse the file; :class:`CorruptCheckpointError` when malformed."""

@@ -243,6 +243,12 @@ class FileRecords:
     # --- lifecycle -------------------------------------------------------------------------------
 
     @classmethod
+    def made_empty(cls, path: str) -> FileRecords:
+        """A file the caller has just made empty (a new partition's files made at once): opened
+        on first use, as one a read-ahead found."""
+        return cls(path, -1, 0, False)
+
+    @classmethod
     def open(cls, path: str, *, file_already_exists: bool = True, init_file_size: int = 0,
              preallocate: bool = False) -> FileRecords:
         """Open (or create) ``path``. A new preallocated file gets length ``init_file_size`` and

@@ -187,6 +187,15 @@ class LeaderEpochFileCache:
             self._on_disk = entries
             self._on_disk_synced = sync
 
+    def made_with(self, entries: List[EpochEntry]) -> None:
+        """The checkpoint file was just made holding ``entries`` (a new partition's files made at
+        once, :meth:`Log.create`): as after :meth:`assign` without fsync (fsynced by the log's
+        flush, :meth:`flush_if_unsynced`), or :meth:`ensure_file` when there are none."""
+        with self._lock:
+            self._cols = ([e.epoch for e in entries], [e.start_offset for e in entries])
+            self._on_disk = list(entries)
+            self._on_disk_synced = not entries
+
     def ensure_file(self) -> None:
         """Make the checkpoint file, empty, when nothing was written to it (a new partition no
         epoch was assigned to: Kafka's checkpoint file makes itself when it is constructed)."""

@@ -28,7 +28,7 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
-from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
+from kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochCheckpointFile
 from kafkalog.log.config import LogConfig, as_log_config
 from kafkalog.log.fetch_data_info import FetchDataInfo, LogOffsetMetadata
 from kafkalog.log.file_records import TimestampAndOffset
@@ -40,7 +40,15 @@ from kafkalog.log.log_append_info import AppendInfo
 from kafkalog.log.log_metrics import LOG_STATS
 from kafkalog.log.log_segments import LogSegments
 from kafkalog.log.log_validator import AppendRules, NeedsConversion, ValidatedAppend, validate_append
-from kafkalog.log.naming import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from kafkalog.log.naming import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    filename_prefix_from_offset,
+)
 from kafkalog.log.producer_state import (
     ORIGIN_CLIENT,
     ORIGIN_REPLICATION,
@@ -168,34 +176,57 @@ class Log:
     @classmethod
     def create(cls, dir_path: str | os.PathLike[str], config: ConfigArg = None, *,
                scheduler: Optional[Scheduler] = None, clock: Callable[[], int] = _now_ms,
-               producer_state_manager: Optional[ProducerStateLike] = None) -> Log:
+               producer_state_manager: Optional[ProducerStateLike] = None,
+               files_made: Optional[Sequence[EpochEntry]] = None) -> Log:
         """A new partition: its directory made here (it must not exist: ``FileExistsError``,
         the caller opens what is there instead) with an empty active segment at offset 0, as
         :meth:`open` leaves an empty directory, without the loader's listing, reads and checks of
         a directory known to be empty (issue 35: a topic of thousands of partitions). The
         ``leader-epoch-checkpoint`` is written by the first epoch assigned, or made empty by
-        :meth:`LeaderEpochFileCache.ensure_file` (as Kafka's checkpoint file makes itself)."""
+        :meth:`LeaderEpochFileCache.ensure_file` (as Kafka's checkpoint file makes itself).
+
+        ``files_made``: the caller has just made the directory and the files :meth:`new_files`
+        names, its ``leader-epoch-checkpoint`` holding these entries (a topic's partitions made a
+        chunk at a time without the interpreter lock, :func:`kafkalog.log.kernel.make_dirs`):
+        nothing is made or opened here (the ``.log`` is opened at its first use)."""
         path = os.fspath(dir_path)
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            raise
-        except OSError as err:
-            raise io_error(err, path, "create partition directory") from err
         config = as_log_config(config)
+        if files_made is None:
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                raise
+            except OSError as err:
+                raise io_error(err, path, "create partition directory") from err
         if producer_state_manager is None:
             producer_state_manager = ProducerStateManager(path, list_snapshots=False)
         cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(
             f"{path}/{LEADER_EPOCH_CHECKPOINT_FILE}", create=False), read=False)
-        seg = LogSegment.open(path, 0, config, clock=clock)
-        try:
-            seg.create_indexes_before_first_entry(config.segment_index_bytes)
-        except BaseException:
-            seg.close_handlers()
-            raise
+        if files_made is not None:
+            cache.made_with(list(files_made))
+            seg = LogSegment.open(path, 0, config, clock=clock, files_made=True)
+        else:
+            seg = LogSegment.open(path, 0, config, clock=clock)
+            try:
+                seg.create_indexes_before_first_entry(config.segment_index_bytes)
+            except BaseException:
+                seg.close_handlers()
+                raise
         return cls(path, config, segments=[seg], log_start_offset=0, recovery_point=0, next_offset=0,
                    scheduler=scheduler, clock=clock, producer_state_manager=producer_state_manager,
                    leader_epoch_cache=cache)
+
+    @staticmethod
+    def new_files(leader_epochs: Sequence[EpochEntry] = ()) -> List[Tuple[str, bytes]]:
+        """The files of a new partition's directory, ``(name, bytes)``, for a caller that makes
+        them itself before :meth:`create` with ``files_made``: the empty segment at offset 0 (not
+        preallocated) and the ``leader-epoch-checkpoint`` holding ``leader_epochs`` (empty when
+        there are none, as Kafka's checkpoint file makes itself)."""
+        stem = filename_prefix_from_offset(0)
+        lec = LeaderEpochCheckpointFile(LEADER_EPOCH_CHECKPOINT_FILE, create=False)
+        return [(stem + LOG_FILE_SUFFIX, b""), (stem + INDEX_FILE_SUFFIX, b""),
+                (stem + TIME_INDEX_FILE_SUFFIX, b""),
+                (LEADER_EPOCH_CHECKPOINT_FILE, lec.encode(leader_epochs) if leader_epochs else b"")]
 
     def _reload_config(self) -> None:
         c = self.config

@@ -60,10 +60,11 @@ from kafkalog.errors import (
     LogDirError,
     TopicExistsError,
 )
-from kafkalog.log import fsutil
+from kafkalog.log import fsutil, kernel
 from kafkalog.log.checkpoint import (
     PARTITION_METADATA_FILE,
     CleanShutdownFile,
+    EpochEntry,
     MetaProperties,
     OffsetCheckpointFile,
     OffsetCheckpointText,
@@ -624,14 +625,17 @@ class LogManager:
 
     def commit_topics(self, topics: Sequence[Tuple[str, int, Optional[Mapping[str, Any]]]], *,
                       prepare: Optional[Callable[[Log], None]] = None,
-                      done: Optional[Callable[[str, Optional[KafkalogError]], None]] = None
+                      done: Optional[Callable[[str, Optional[KafkalogError]], None]] = None,
+                      leader_epoch: Optional[int] = None
                       ) -> List[Union[uuid.UUID, KafkalogError]]:
         """Commit each ``(topic, partitions, config)`` (a CreateTopics request's topics) and return
         its ID or its error, as Kafka's controller does once its records are in the metadata log:
         each topic's record (:mod:`kafkalog.log.topic_creation`) and config overrides are on disk,
         every topic's fsyncs waited for once; the topic exists from then on. Its partitions are
         made afterwards on a thread (``prepare(log)`` run on each, ``done(topic, error)`` called
-        when the last one is made or the creation failed), each seen by :meth:`get_log` once made;
+        when the last one is made or the creation failed; each ``leader-epoch-checkpoint`` made
+        holding ``leader_epoch`` at offset 0 when given, the entry a leader's ``prepare`` writes,
+        :meth:`open_new_logs`), each seen by :meth:`get_log` once made;
         a restart completes what a crash interrupted. A failed fsync fails every topic of the call
         with the :class:`KafkalogIOError`."""
         out: List[Union[uuid.UUID, KafkalogError]] = []
@@ -670,7 +674,7 @@ class LogManager:
                     self._topic_configs[topic] = cfg
                 self._known_topic_id(topic, tid)
                 self._creator.submit(PendingTopic(topic, tid, partitions, cfg or self.topic_config(topic),
-                                                  prepare, done))
+                                                  prepare, done, leader_epoch))
                 self._topic_changed(topic)
         return out
 
@@ -726,6 +730,50 @@ class LogManager:
             log.close()
             raise
         return log
+
+    def open_new_logs(self, tps: Sequence[TopicPartition], cfg: LogConfig, topic_id: uuid.UUID,
+                      prepare: Optional[Callable[[Log], None]] = None,
+                      leader_epoch: Optional[int] = None) -> List[Log]:
+        """:meth:`_open_new_log` of each of ``tps`` (a chunk of a committed topic's partitions),
+        the directories and their files made by one call of :func:`kernel.make_dirs` (without the
+        interpreter lock: ~15 system calls a partition that otherwise each hand the lock back to
+        a busy event loop and wait for it again), ``partition.metadata`` written in place (a new
+        directory has none to replace; a crash before the chunk's fsyncs leaves the topic's
+        record, and the next load rewrites the file, :func:`topic_creation.complete`), the
+        ``leader-epoch-checkpoint`` holding ``leader_epoch`` at offset 0 when given (the entry a
+        broker's ``prepare`` would write). A directory that cannot be made so (there already,
+        or a failure) is left to :meth:`_open_new_log`, which opens it or names the error. Each
+        partition's ``partition.metadata`` and directory are noted for the caller's fsyncs
+        (:func:`fsutil.deferred_syncs`); a failure closes the logs made and raises."""
+        if cfg.preallocate:
+            return [self._open_new_log(tp, cfg, topic_id, prepare) for tp in tps]
+        epochs = [EpochEntry(leader_epoch, 0)] if leader_epoch is not None else []
+        files = Log.new_files(epochs) + [(PARTITION_METADATA_FILE, PartitionMetadataFile.encode(topic_id))]
+        dirs = [f"{self.data_dir}/{partition_dir_name(tp.topic, tp.partition)}" for tp in tps]
+        logs: List[Log] = []
+        try:
+            pos = 0
+            while pos < len(tps):
+                made, failed = kernel.make_dirs(dirs[pos:], files)
+                for path in dirs[pos:pos + made]:
+                    log = Log.create(path, cfg, scheduler=self.scheduler, clock=self.clock,
+                                     producer_state_manager=self._producer_state(path, list_snapshots=False),
+                                     files_made=epochs)
+                    logs.append(log)
+                    log.partition_metadata_listed = True
+                    fsutil.fsync_file(f"{path}/{PARTITION_METADATA_FILE}")
+                    fsutil.fsync_dir(path)
+                    if prepare is not None:
+                        prepare(log)
+                pos += made
+                if failed is not None:
+                    logs.append(self._open_new_log(tps[pos], cfg, topic_id, prepare))
+                    pos += 1
+        except BaseException:
+            for log in logs:
+                log.close()
+            raise
+        return logs
 
     def _add_log(self, tp: TopicPartition, log: Log) -> None:
         self._logs[tp] = log

@@ -129,7 +129,7 @@ class LogSegment:
                  max_index_size: int = 10 * 1024 * 1024, roll_jitter_ms: int = 0,
                  file_already_exists: bool = False, init_file_size: int = 0,
                  preallocate: bool = False, file_suffix: str = "",
-                 clock: Callable[[], int] = _now_ms) -> None:
+                 clock: Callable[[], int] = _now_ms, files_made: bool = False) -> None:
         self.dir = d = os.fspath(dir_path)
         self.base_offset = base_offset
         #: the files' path without their suffixes (a segment's directory and base never change)
@@ -139,8 +139,9 @@ class LogSegment:
         self.roll_jitter_ms = roll_jitter_ms
         self.clock = clock
         self.file_suffix = file_suffix
-        self.log = FileRecords.open(self._path(LOG_SUFFIX), file_already_exists=file_already_exists,
-                                    init_file_size=init_file_size, preallocate=preallocate)
+        self.log = FileRecords.made_empty(self._path(LOG_SUFFIX)) if files_made else \
+            FileRecords.open(self._path(LOG_SUFFIX), file_already_exists=file_already_exists,
+                             init_file_size=init_file_size, preallocate=preallocate)
         self._offset_index: Optional[OffsetIndex] = None
         self._time_index: Optional[TimeIndex] = None
         self._txn_index: Optional[TransactionIndex] = None
@@ -158,16 +159,24 @@ class LogSegment:
     @classmethod
     def open(cls, dir_path: str, base_offset: int, config: LogConfig, *,
              file_already_exists: bool = False, file_suffix: str = "",
-             preallocate: Optional[bool] = None, clock: Callable[[], int] = _now_ms) -> LogSegment:
+             preallocate: Optional[bool] = None, clock: Callable[[], int] = _now_ms,
+             files_made: bool = False) -> LogSegment:
         """Open or create a segment using a ``LogConfig`` (``index.interval.bytes``,
-        ``segment.index.bytes``, ``preallocate``, ``segment.bytes``, jitter)."""
+        ``segment.index.bytes``, ``preallocate``, ``segment.bytes``, jitter). ``files_made``: the
+        caller has just made its three files empty (not preallocated): nothing opened, each index
+        grown to ``segment.index.bytes`` at its first entry (:meth:`create_indexes_before_first_entry`)."""
         pre = config.preallocate if preallocate is None else preallocate
-        return cls(dir_path, base_offset, index_interval_bytes=config.index_interval_bytes,
-                   max_index_size=config.segment_index_bytes,
-                   roll_jitter_ms=config.random_segment_jitter(),
-                   file_already_exists=file_already_exists,
-                   init_file_size=config.segment_bytes if pre else 0, preallocate=bool(pre),
-                   file_suffix=file_suffix, clock=clock)
+        seg = cls(dir_path, base_offset, index_interval_bytes=config.index_interval_bytes,
+                  max_index_size=config.segment_index_bytes,
+                  roll_jitter_ms=config.random_segment_jitter(),
+                  file_already_exists=file_already_exists,
+                  init_file_size=config.segment_bytes if pre else 0, preallocate=bool(pre),
+                  file_suffix=file_suffix, clock=clock, files_made=files_made)
+        if files_made:
+            for index in (seg.offset_index, seg.time_index):
+                index.made_empty(config.segment_index_bytes)
+            seg._indexes_touched = seg.index_files_exist = True
+        return seg
 
     # --- files -----------------------------------------------------------------------------------
 

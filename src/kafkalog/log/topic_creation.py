@@ -34,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Protocol
 
-from kafkalog.errors import InvalidConfigError, KafkalogError
+from kafkalog.errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from kafkalog.log import fsutil
 from kafkalog.log.checkpoint import (
     PARTITION_METADATA_FILE,
@@ -66,6 +66,10 @@ class CreationHost(Protocol):
 
     def _open_new_log(self, tp: TopicPartition, cfg: LogConfig, topic_id: Optional[uuid.UUID] = None,
                       prepare: Optional[Callable[[Log], None]] = None) -> Log: ...
+
+    def open_new_logs(self, tps: List[TopicPartition], cfg: LogConfig, topic_id: uuid.UUID,
+                      prepare: Optional[Callable[[Log], None]] = None,
+                      leader_epoch: Optional[int] = None) -> List[Log]: ...
 
     def _add_log(self, tp: TopicPartition, log: Log) -> None: ...
 
@@ -137,7 +141,7 @@ def complete(manager: CreationHost) -> List[str]:
                     made += 1
                     continue
                 meta = PartitionMetadataFile(os.path.join(log.dir, PARTITION_METADATA_FILE))
-                if not meta.exists():
+                if not _readable(meta):
                     meta.write(topic_id)
             fsutil.fsync_dir(manager.data_dir)
         manager._known_topic_id(topic, topic_id)
@@ -146,6 +150,19 @@ def complete(manager: CreationHost) -> List[str]:
                     "at load", topic, made, partitions)
         done.append(topic)
     return done
+
+
+def _readable(meta: PartitionMetadataFile) -> bool:
+    """Whether a partition's ``partition.metadata`` is there and names a topic ID: a chunk's
+    files are written in place and fsynced together, so a crash before the fsyncs may leave one
+    empty or damaged (the topic's record is still there: the file is written again)."""
+    if not meta.exists():
+        return False
+    try:
+        meta.read()
+    except CorruptCheckpointError:
+        return False
+    return True
 
 
 @dataclass
@@ -158,6 +175,8 @@ class PendingTopic:
     config: LogConfig
     prepare: Optional[Callable[[Log], None]]
     done: Optional[Callable[[str, Optional[KafkalogError]], None]]
+    #: the epoch each partition's ``leader-epoch-checkpoint`` starts with at offset 0 (None: empty)
+    leader_epoch: Optional[int] = None
     #: partitions 0 .. made-1 are made and seen
     made: int = 0
     #: the failure that stopped the creation (the topic stays committed: a restart completes it)
@@ -230,9 +249,8 @@ class TopicCreator:
             error: Optional[KafkalogError] = None
             try:
                 with fsutil.deferred_syncs():
-                    for i in range(start, end):
-                        logs.append(m._open_new_log(TopicPartition(p.topic, i), p.config, p.topic_id,
-                                                    p.prepare))
+                    logs = m.open_new_logs([TopicPartition(p.topic, i) for i in range(start, end)],
+                                           p.config, p.topic_id, p.prepare, p.leader_epoch)
                     fsutil.fsync_dir(m.data_dir)
             except KafkalogError as e:
                 error = e

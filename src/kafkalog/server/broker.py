@@ -418,7 +418,8 @@ class Broker:
             else:
                 committed.append(i)
         ids = self.manager.commit_topics([(topics[i][0], topics[i][1], dict(topics[i][2]) or None)
-                                          for i in committed], prepare=self.lead, done=self._made)
+                                          for i in committed], prepare=self.lead, done=self._made,
+                                         leader_epoch=self.leader_epoch(None))
         for i, tid in zip(committed, ids):
             out[i] = tid
             if isinstance(tid, KafkalogIOError):

@@ -647,9 +647,14 @@ class AbstractIndex(IndexFile, Generic[E]):
                 return False
             except OSError as err:
                 raise io_error(err, self._path, "create index") from err
+        self.made_empty(new_size)
+        return True
+
+    def made_empty(self, new_size: int) -> None:
+        """The file was made empty by the caller (:meth:`Log.create` of files made at once, as
+        :meth:`create_empty` makes it): its growth to ``new_size`` waits for the first entry."""
         self.seed(0, None)
         self._pending_size = new_size
-        return True
 
     def _load_to_write(self) -> None:
         """Loaded, and resized as :meth:`resize_before_first_entry` asked."""
