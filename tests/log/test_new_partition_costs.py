@@ -224,3 +224,34 @@ def test_a_new_segment_whose_index_files_are_there_sets_their_length(tmp_path: P
         assert seg.time_index.max_entries == 4096 // 12
     finally:
         seg.close()
+
+
+def test_files_made_by_the_caller_are_adopted_as_log_create_makes_them(tmp_path: Path) -> None:
+    """``Log.create(files_made=...)`` over the files ``Log.new_files`` names (made here by the log
+    kernel's ``make_dirs``): the same directory as ``Log.create`` and a first epoch leaves, the
+    same appends and reads, nothing opened until the first append; refused with
+    ``preallocate=true`` (those files are made at their full length)."""
+    from kafkalog.log.checkpoint import EpochEntry
+    epochs = [EpochEntry(0, 0)]
+    assert kernel.make_dirs([str(tmp_path / "made")], Log.new_files(epochs)) == (1, None)
+    with pytest.raises(ValueError, match="preallocate"):
+        Log.create(tmp_path / "made", {"preallocate": "true"}, files_made=epochs)
+    made = Log.create(tmp_path / "made", files_made=epochs)
+    created = Log.create(tmp_path / "created")
+    try:
+        assert created.leader_epoch_cache is not None and made.leader_epoch_cache is not None
+        created.leader_epoch_cache.assign(0, 0, sync=False)
+        assert made.leader_epoch_cache.epoch_entries() == created.leader_epoch_cache.epoch_entries()
+        assert _files(tmp_path / "made") == _files(tmp_path / "created")
+        assert made.active_segment.log.fd == -1             # opened at its first use
+        for log in (made, created):
+            for i in range(3):
+                log.append(build_batch([(b"k", b"v" * 5000, 1_700_000_000_000 + i)]))
+        assert _files(tmp_path / "made") == _files(tmp_path / "created")
+        assert made.read(1, 1 << 20).records.size == created.read(1, 1 << 20).records.size > 0
+    finally:
+        made.close()
+        created.close()
+    assert _files(tmp_path / "made") == _files(tmp_path / "created")
+    with Log.open(tmp_path / "made") as again:
+        assert again.log_end_offset == 3

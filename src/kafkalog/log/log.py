@@ -203,6 +203,9 @@ class Log:
         cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(
             f"{path}/{LEADER_EPOCH_CHECKPOINT_FILE}", create=False), read=False)
         if files_made is not None:
+            if config.preallocate:
+                raise ValueError("files made by the caller are not preallocated: preallocate=true "
+                                 "needs Log.create to make them")
             cache.made_with(list(files_made))
             seg = LogSegment.open(path, 0, config, clock=clock, files_made=True)
         else:
