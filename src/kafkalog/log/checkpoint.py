@@ -130,6 +130,12 @@ class EntryFormatter(Generic[T]):
         return None
 
 
+def encode_checkpoint(version: int, lines: List[str]) -> bytes:
+    """A checkpoint file's bytes: its version and count lines, then its entries' lines."""
+    head = f"{version}\n{len(lines)}\n"
+    return (head + "".join(line + "\n" for line in lines)).encode("utf-8")
+
+
 class CheckpointFile(Generic[T]):
     """Kafka's generic checkpoint file.
 
@@ -154,15 +160,7 @@ class CheckpointFile(Generic[T]):
 
     def write_lines(self, lines: List[str], sync: bool = True) -> None:
         """Write entries already formatted as lines (the version and count lines added)."""
-        atomic_write(self.path, self.encode_lines(lines), sync=sync)
-
-    def encode(self, entries: Iterable[T]) -> bytes:
-        """The file's bytes holding ``entries``."""
-        return self.encode_lines([self.formatter.to_line(e) for e in entries])
-
-    def encode_lines(self, lines: List[str]) -> bytes:
-        head = f"{self.version}\n{len(lines)}\n"
-        return (head + "".join(line + "\n" for line in lines)).encode("utf-8")
+        atomic_write(self.path, encode_checkpoint(self.version, lines), sync=sync)
 
     def create_if_missing(self) -> None:
         """Create the file, empty, unless it exists (Kafka's checkpoint file on construction)."""
@@ -440,9 +438,10 @@ class LeaderEpochCheckpointFile:
     def write(self, entries: Iterable[EpochEntry], sync: bool = True) -> None:
         self._file.write([EpochEntry(*e) for e in entries], sync)
 
-    def encode(self, entries: Iterable[EpochEntry]) -> bytes:
+    @classmethod
+    def encode(cls, entries: Iterable[EpochEntry]) -> bytes:
         """The file's bytes holding ``entries`` (a new partition's, made with its directory)."""
-        return self._file.encode([EpochEntry(*e) for e in entries])
+        return encode_checkpoint(cls.VERSION, [_EpochFormatter().to_line(e) for e in entries])
 
     def write_if_dir_exists(self, entries: Iterable[EpochEntry], sync: bool = True) -> bool:
         return self._file.write_if_dir_exists([EpochEntry(*e) for e in entries], sync)

@@ -226,10 +226,10 @@ class Log:
         preallocated) and the ``leader-epoch-checkpoint`` holding ``leader_epochs`` (empty when
         there are none, as Kafka's checkpoint file makes itself)."""
         stem = filename_prefix_from_offset(0)
-        lec = LeaderEpochCheckpointFile(LEADER_EPOCH_CHECKPOINT_FILE, create=False)
         return [(stem + LOG_FILE_SUFFIX, b""), (stem + INDEX_FILE_SUFFIX, b""),
                 (stem + TIME_INDEX_FILE_SUFFIX, b""),
-                (LEADER_EPOCH_CHECKPOINT_FILE, lec.encode(leader_epochs) if leader_epochs else b"")]
+                (LEADER_EPOCH_CHECKPOINT_FILE,
+                 LeaderEpochCheckpointFile.encode(leader_epochs) if leader_epochs else b"")]
 
     def _reload_config(self) -> None:
         c = self.config

@@ -736,7 +736,7 @@ class LogManager:
                       leader_epoch: Optional[int] = None) -> List[Log]:
         """:meth:`_open_new_log` of each of ``tps`` (a chunk of a committed topic's partitions),
         the directories and their files made by one call of :func:`kernel.make_dirs` (without the
-        interpreter lock: ~15 system calls a partition that otherwise each hand the lock back to
+        interpreter lock: ~17 system calls a partition that otherwise each hand the lock back to
         a busy event loop and wait for it again), ``partition.metadata`` written in place (a new
         directory has none to replace; a crash before the chunk's fsyncs leaves the topic's
         record, and the next load rewrites the file, :func:`topic_creation.complete`), the
