@@ -281,6 +281,36 @@ def test_files_a_crash_left_empty_in_a_committed_topic_are_written_again(tmp_pat
     assert not (d / "kafkalog-creating-t.json").exists()
 
 
+def test_a_full_disk_while_a_committed_topic_is_made_names_the_file_and_loses_nothing(tmp_path):
+    """A chunk's directories and files made together (the log kernel's ``make_dirs``) on a
+    file system that fills up: the partition whose file could not be written goes the old way,
+    whose error names the file; the creation stops there (``wait_created`` raises it, nothing
+    half-made is seen) and, room given back, the next load completes the topic with its ID."""
+    from kafkalog.errors import KafkalogIOError
+    from tests.tmpfs import fill_tmpfs, mounted_tmpfs
+    with mounted_tmpfs(tmp_path / "mnt", "4m") as mnt:
+        d = mnt / "data"
+        m = LogManager(d, background=False)
+        filler = fill_tmpfs(mnt)
+        os.truncate(filler, os.path.getsize(filler) - 4096)          # a page: the topic's record
+        (tid,) = m.commit_topics([("t", 300, None)], leader_epoch=0)
+        assert not isinstance(tid, Exception), tid
+        with pytest.raises(KafkalogIOError) as err:
+            m.wait_created("t")
+        assert str(d / "t-0" / "partition.metadata") in str(err.value), err.value
+        assert "No space left" in str(err.value), err.value
+        assert m.partitions_of("t") == list(range(300))              # committed: it exists
+        assert not [p for p in range(300) if not m.partition_pending("t", p)]   # none seen half-made
+        m.abandon()
+        os.unlink(filler)
+        with LogManager(d, background=False) as again:
+            assert again.load_result.completed_topics == ["t"]
+            assert again.topic_id("t") == tid and again.partitions_of("t") == list(range(300))
+            for p in range(300):
+                assert PartitionMetadataFile(d / f"t-{p}" / "partition.metadata").read().topic_id == tid
+            _append(again.get_log("t", 299), 1)
+
+
 def test_clean_shutdown_finishes_committed_topics(tmp_path):
     d = tmp_path / "data"
     with LogManager(d, background=False) as m:
