@@ -68,7 +68,8 @@ def test_a_new_partition_is_what_opening_an_empty_directory_makes(tmp_path: Path
 
 def test_log_create_refuses_a_directory_that_is_there(tmp_path: Path) -> None:
     """:meth:`Log.create` makes the directory itself; one that is there is refused (nothing in it
-    touched), and the manager opens it as it is instead of making it anew."""
+    touched), and the manager opens it as it is instead of making it anew, in a committed
+    topic's chunk too (the chunk's other directories made by the log kernel's ``make_dirs``)."""
     (tmp_path / "t-0").mkdir()
     (tmp_path / "t-0" / "keep").write_bytes(b"x")
     with pytest.raises(FileExistsError):
@@ -80,6 +81,12 @@ def test_log_create_refuses_a_directory_that_is_there(tmp_path: Path) -> None:
             stray.append(build_batch([(b"k", b"there", 1_700_000_000_000)]))
         (log,) = m.create_topic("t", 1)
         assert log.log_end_offset == 1
+        with Log.open(data / "c-70") as stray:       # in a committed topic's second chunk
+            stray.append(build_batch([(b"k", b"there", 1_700_000_000_000)]))
+        m.commit_topics([("c", 130, None)], leader_epoch=0)
+        m.wait_created("c")
+        assert m.get_log("c", 70).log_end_offset == 1
+        assert [m.get_log("c", p).log_end_offset for p in (69, 71, 129)] == [0, 0, 0]
 
 
 CALLS = ("listdir", "scandir", "stat", "fstat", "open", "mkdir", "makedirs", "fsync", "replace", "unlink",
