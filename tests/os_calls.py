@@ -12,7 +12,12 @@ from typing import Any
 
 def count_os_calls(monkeypatch: Any, names: tuple[str, ...]) -> Counter[str]:
     """Replace each ``os.<name>`` (for the life of ``monkeypatch``, or of its ``context()``) by a
-    wrapper counting its calls into the returned counter, which starts at 0 for every name."""
+    wrapper counting its calls into the returned counter, which starts at 0 for every name.
+    Counting ``fsync`` pins the fsyncs of every :func:`fsutil.deferred_syncs` block but a
+    shutdown's to fsyncs (:func:`fsync_each`): whether a block syncs its file system whole
+    instead follows what the whole machine holds dirty, which a test does not control."""
+    if "fsync" in names:
+        fsync_each(monkeypatch)
     counts: Counter[str] = Counter(dict.fromkeys(names, 0))
     lock = threading.Lock()
 
@@ -27,3 +32,11 @@ def count_os_calls(monkeypatch: Any, names: tuple[str, ...]) -> Counter[str]:
     for name in names:
         monkeypatch.setattr(os, name, counting(name))
     return counts
+
+
+def fsync_each(monkeypatch: Any) -> None:
+    """Every :func:`fsutil.deferred_syncs` block (a shutdown's of at least
+    ``SYNCFS_MIN_PATHS`` aside) fsyncs each path it noted, however little the machine holds dirty
+    (:func:`fsutil.quiet_enough_for_syncfs` is never true)."""
+    from kafkalog.log import fsutil
+    monkeypatch.setattr(fsutil, "SYNCFS_MAX_DIRTY_BYTES", -1)
