@@ -37,6 +37,6 @@ def count_os_calls(monkeypatch: Any, names: tuple[str, ...]) -> Counter[str]:
 def fsync_each(monkeypatch: Any) -> None:
     """Every :func:`fsutil.deferred_syncs` block (a shutdown's of at least
     ``SYNCFS_MIN_PATHS`` aside) fsyncs each path it noted, however little the machine holds dirty
-    (:func:`fsutil.quiet_enough_for_syncfs` is never true)."""
+    (:func:`fsutil.syncfs_is_cheaper` is never true)."""
     from kafkalog.log import fsutil
-    monkeypatch.setattr(fsutil, "SYNCFS_MAX_DIRTY_BYTES", -1)
+    monkeypatch.setattr(fsutil, "SYNCFS_DIRTY_BYTES_PER_PATH", -1)

@@ -301,6 +301,7 @@ def test_a_full_disk_while_a_committed_topic_is_made_names_the_file_and_loses_no
         assert "No space left" in str(err.value), err.value
         assert m.partitions_of("t") == list(range(300))              # committed: it exists
         assert not [p for p in range(300) if not m.partition_pending("t", p)]   # none seen half-made
+        assert m._creator.to_make == 0      # (nothing more to come: no chunk's syncs count on it)
         m.abandon()
         os.unlink(filler)
         with LogManager(d, background=False) as again:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import pytest
 
@@ -118,7 +118,7 @@ def test_system_calls_per_new_partition(tmp_path: Path, monkeypatch: Any) -> Non
             return counts
         few, many = made("few", 128), made("many", 384)
         # 256 partitions more, in 4 chunks more (each chunk fsyncs the data directory once and
-        # reads the machine's dirty bytes, fsutil.quiet_enough_for_syncfs)
+        # reads the machine's dirty bytes, fsutil.syncfs_is_cheaper)
         chunks = (384 - 128) // CHUNK
         per_chunk = {"open": 2, "fsync": 1}
         per = {k: (many[k] - few[k] - chunks * per_chunk.get(k, 0)) / 256 for k in CALLS}
@@ -148,36 +148,52 @@ def test_system_calls_per_new_partition(tmp_path: Path, monkeypatch: Any) -> Non
 def test_a_chunk_made_on_a_quiet_machine_syncs_its_file_system_once(
         tmp_path: Path, monkeypatch: Any) -> None:
     """A chunk of a committed topic's partitions (129 paths to make durable: each partition's
-    ``partition.metadata`` and directory, and the data directory) made while the machine holds
-    at most ``SYNCFS_MAX_DIRTY_BYTES`` dirty is synced by one ``syncfs`` of its file system (a
-    disk commit, ~3 ms here, where its fsyncs took ~13 ms on 16 threads); a block of fewer than
-    ``QUIET_SYNCFS_MIN_PATHS`` (a topic of 10), or a machine holding more, fsyncs each path. The
-    bound is set here to every reading or none: what the machine holds is not the test's."""
+    ``partition.metadata`` and directory, and the data directory) is synced by one ``syncfs`` of
+    its file system (a disk commit, ~3 ms here, where its fsyncs took ~13 ms on 16 threads) when
+    the machine holds at most ``SYNCFS_DIRTY_BYTES_PER_PATH`` dirty for each path of the chunk
+    and of the topic's chunks to come (a syncfs writes what the machine held dirty once, the next
+    chunks only what was written since); a block of fewer than ``QUIET_SYNCFS_MIN_PATHS`` (a topic
+    of 10), or a machine holding more, fsyncs each path. The bound is set here to every reading
+    or none: what the machine holds dirty is not the test's."""
     if not fsutil.syncfs_reports_errors():
         pytest.skip("this kernel does not report write-back errors to syncfs (Linux < 5.8)")
     got = fsutil.dirty_bytes()
     assert isinstance(got, int) and got >= 0
     syncfs: list[int] = []
-    real = fsutil._syncfs
+    asked: list[int] = []
+    real, real_cheaper = fsutil._syncfs, fsutil.syncfs_is_cheaper
 
     def counted(fd: int) -> None:
         syncfs.append(fd)
         real(fd)
+
+    def cheaper(paths: int) -> bool:
+        asked.append(paths)
+        return real_cheaper(paths)
     monkeypatch.setattr(fsutil, "_syncfs", counted)
+    monkeypatch.setattr(fsutil, "syncfs_is_cheaper", cheaper)
     m = LogManager(tmp_path / "data", background=False)
     try:
-        def made(topic: str, n: int, bound: int) -> int:
+        def made(topic: str, n: int, per_path: int, *more: Tuple[str, int]) -> int:
             syncfs.clear()
+            asked.clear()
             with monkeypatch.context() as mp:
                 fsyncs = count_os_calls(mp, ("fsync",))
-                mp.setattr(fsutil, "SYNCFS_MAX_DIRTY_BYTES", bound)
-                m.commit_topics([(topic, n, None)], leader_epoch=0)
-                m.wait_created(topic)
+                mp.setattr(fsutil, "SYNCFS_DIRTY_BYTES_PER_PATH", per_path)
+                m.commit_topics([(t, k, None) for t, k in ((topic, n), *more)], leader_epoch=0)
+                m.wait_created()
             return fsyncs["fsync"]
-        fsyncs = made("quiet", 4 * CHUNK, 1 << 62)
+        fsyncs = made("quiet", 4 * CHUNK, 1 << 40)
         assert len(syncfs) == 4, syncfs                 # a syncfs a chunk
         assert fsyncs <= 3, fsyncs                      # the record's (its file and directory)
-        assert made("few", 10, 1 << 62) >= 2 * 10 and syncfs == []
+        # each chunk's 129 paths and the 2 a partition of the chunks after it
+        assert asked == [129 + 2 * 3 * CHUNK, 129 + 2 * 2 * CHUNK, 129 + 2 * CHUNK, 129]
+        assert m._creator.to_make == 0
+        # two topics committed together: the second's partitions are to come for the first's
+        made("first", CHUNK, 1 << 40, ("second", 40))
+        assert asked == [129 + 2 * 40, 2 * 40 + 1] and len(syncfs) == 2
+        assert m._creator.to_make == 0
+        assert made("few", 10, 1 << 40) >= 2 * 10 and syncfs == [] and asked == []
         assert made("busy", 2 * CHUNK, -1) >= 2 * 2 * CHUNK and syncfs == []
     finally:
         m.close()

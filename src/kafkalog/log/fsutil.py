@@ -150,7 +150,7 @@ _SYNC_THREADS = 16
 
 
 @contextlib.contextmanager
-def deferred_syncs(whole_file_systems: bool = False) -> Iterator[None]:
+def deferred_syncs(whole_file_systems: bool = False, paths_to_come: int = 0) -> Iterator[None]:
     """Within the block, this thread's :func:`atomic_write`, :func:`atomic_rename`,
     :func:`fsync_file` and :func:`fsync_dir` note what they would fsync instead of waiting for it;
     at the end of the block every noted file, then every noted directory, is fsynced (each once,
@@ -162,9 +162,10 @@ def deferred_syncs(whole_file_systems: bool = False) -> Iterator[None]:
     ``whole_file_systems`` (a shutdown, which syncs every partition): when the block noted at
     least :data:`SYNCFS_MIN_PATHS`, each file system holding them is synced whole instead
     (:func:`syncfs_of`), where the kernel reports a write-back error to ``syncfs``. Any block that
-    noted at least :data:`QUIET_SYNCFS_MIN_PATHS` is synced so too when the machine holds little
-    dirty data besides (:func:`quiet_enough_for_syncfs`): a chunk of a topic's new partitions, two
-    fsyncs each, costs then one disk commit of a few pages each."""
+    noted at least :data:`QUIET_SYNCFS_MIN_PATHS` is synced so too when the dirty data the
+    ``syncfs`` would write costs less than the fsyncs it replaces (:func:`syncfs_is_cheaper`):
+    those of the block and the ``paths_to_come`` of the same job's next blocks (the rest of a
+    topic's chunks), which then find only what was written since."""
     if _deferred.paths is not None:
         yield                                       # nested: the outer block syncs
         return
@@ -179,7 +180,7 @@ def deferred_syncs(whole_file_systems: bool = False) -> Iterator[None]:
         raise
     _deferred.paths = None
     whole = (whole_file_systems and len(paths) >= SYNCFS_MIN_PATHS) or \
-        (len(paths) >= QUIET_SYNCFS_MIN_PATHS and quiet_enough_for_syncfs())
+        (len(paths) >= QUIET_SYNCFS_MIN_PATHS and syncfs_is_cheaper(len(paths) + paths_to_come))
     if whole and syncfs_reports_errors():
         syncfs_of(paths)
     else:
@@ -194,16 +195,14 @@ SYNCFS_MIN_PATHS = 1024
 
 
 #: the noted paths from which any :func:`deferred_syncs` block may sync their file systems whole
-#: (:func:`quiet_enough_for_syncfs`): a chunk of a topic's new partitions notes 129 (each
-#: partition's ``partition.metadata`` and directory, and the data directory)
+#: (:func:`syncfs_is_cheaper`): a chunk of a topic's new partitions notes 129 (each partition's
+#: ``partition.metadata`` and directory, and the data directory)
 QUIET_SYNCFS_MIN_PATHS = 32
-#: the dirty and under-write-back bytes the machine may hold for a ``syncfs`` to replace a block's
-#: fsyncs: an fsync costs a disk commit (a chunk of 64 new partitions' 129 took ~13 ms here, on 16
-#: threads), a ``syncfs`` one commit and the write of every dirty page of the file system (32 MiB
-#: ~17 ms here; a chunk's own ~1 MiB, a new partition dirtying 7-15 KiB of inodes, directory
-#: blocks and files, ~3 ms). Without a bound a producer's unflushed appends, written back later
-#: anyway, would be waited for by each chunk
-SYNCFS_MAX_DIRTY_BYTES = 32 << 20
+#: the dirty bytes whose write costs about an fsync: an fsync is a disk commit (~0.1 ms here on
+#: 16 threads: a chunk of 64 new partitions' 129 fsyncs took ~13 ms), a ``syncfs`` one commit and
+#: the write of every dirty page of the file system (~0.5-2 GB/s here: 32 MiB ~17 ms; a chunk's
+#: own ~1 MiB, a new partition dirtying 7-15 KiB of inodes, directory blocks and files, ~3 ms)
+SYNCFS_DIRTY_BYTES_PER_PATH = 64 << 10
 _MEMINFO = "/proc/meminfo"
 
 
@@ -226,12 +225,15 @@ def dirty_bytes() -> Optional[int]:
     return total if seen == 2 else None
 
 
-def quiet_enough_for_syncfs() -> bool:
-    """Whether a ``syncfs`` would cost about one disk commit: the machine's dirty data (every
-    file system's: an upper bound of the one synced) is at most :data:`SYNCFS_MAX_DIRTY_BYTES`.
-    Once a block syncs so, the next finds only what was written since."""
+def syncfs_is_cheaper(paths: int) -> bool:
+    """Whether one ``syncfs`` costs less than the fsyncs of ``paths`` files and directories: the
+    machine's dirty data (every file system's: an upper bound of the one synced) is at most
+    :data:`SYNCFS_DIRTY_BYTES_PER_PATH` a path. A job of many blocks (a topic's 1,563 chunks of
+    64 partitions at 100,000) pays once for what the machine held dirty, its next blocks only for
+    what was written since; a producer's unflushed appends (written back later anyway), or another
+    process's writes, keep a small job's fsyncs the cheaper."""
     dirty = dirty_bytes()
-    return dirty is not None and dirty <= SYNCFS_MAX_DIRTY_BYTES
+    return dirty is not None and dirty <= paths * SYNCFS_DIRTY_BYTES_PER_PATH
 
 
 def syncfs_reports_errors() -> bool:
