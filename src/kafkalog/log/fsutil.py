@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import threading
@@ -249,11 +250,21 @@ def syncfs_reports_errors() -> bool:
     return (major, minor) >= (5, 8)
 
 
+@functools.cache
+def _libc_syncfs() -> Callable[[int], int]:
+    """libc's ``syncfs`` from the process's own symbols, looked up once (a topic's creation
+    calls it for each chunk)."""
+    import ctypes
+    fn = ctypes.CDLL(None, use_errno=True).syncfs
+    fn.argtypes = (ctypes.c_int,)
+    fn.restype = ctypes.c_int
+    return fn
+
+
 def _syncfs(fd: int) -> None:
     """``syncfs(2)`` of the file system holding the open ``fd`` (an ``OSError`` when it fails)."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syncfs(fd) != 0:
+    if _libc_syncfs()(fd) != 0:
+        import ctypes
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 
