@@ -111,11 +111,59 @@ def test_keep_dir_and_discard(damaged: Path, tmp_path: Path) -> None:
     kept = sorted(p.name for p in aside.iterdir())
     assert kept and all(n.startswith("orders-0.") and n.endswith(".truncated") for n in kept)
     assert not list((damaged / "orders-0").glob("*.truncated"))
+    kept_run = res
     res = cli("recover", str(copy), "--discard")
     assert res.returncode == 3 and "not kept (--discard)" in res.stderr
     assert not list(copy.rglob("*.truncated"))
+    # --discard plans no cuts (nothing is kept): what it reports is the recovery's, as with a plan
+    (a,) = [x for x in lines(kept_run.stdout) if x["type"] == "partition"]
+    (b,) = [x for x in lines(res.stdout) if x["type"] == "partition"]
+    same = ("logEndOffsetBefore", "logEndOffset", "droppedOffsets", "truncatedBytes", "deletedSegments")
+    assert a["logEndOffsetBefore"] == 3000 and a["droppedOffsets"] > 0
+    assert {k: a[k] for k in same} == {k: b[k] for k in same}
+    assert kept_run.stderr.split("; the cut bytes")[0] == res.stderr.split("; the cut bytes")[0].replace(
+        str(copy), str(damaged))                     # the same offsets, bytes, file, position and kind
     res = cli("recover", str(copy), "--discard", "--keep-dir", str(aside))
     assert res.returncode == 2 and "exclusive" in res.stderr
+
+
+COUNT_CRCS = """
+import atexit, sys
+import kafkalog.record.header_walk as h
+calls = [0]
+real = h.crc32c
+def counted(data, *a):
+    calls[0] += 1
+    return real(data, *a)
+h.crc32c = counted
+atexit.register(lambda: sys.stderr.write("CRCS %d\\n" % calls[0]))
+from kafkalog.cli.main import main
+sys.argv = ["kafkalog", *sys.argv[1:]]
+main()
+"""
+
+
+def test_discard_checks_each_batch_once(tmp_path: Path) -> None:
+    """Without bytes to keep aside, no plan walks the segments before the recovery: each batch's
+    CRC is computed once (batches above 16 KiB go through the crc32c package, counted here),
+    against twice when the cuts are planned first."""
+    d = tmp_path / "data"
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("big", 1, {"segment.bytes": 200_000})
+        for i in range(30):
+            dl.produce("big", b"%d" % i + b"x" * 20_000, partition=0)
+    batches = 30
+
+    def crcs(*args: str) -> int:
+        res = subprocess.run([sys.executable, "-c", COUNT_CRCS, "recover", str(d), *args, "--format", "json"],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        (summary,) = [x for x in lines(res.stdout) if x["type"] == "partition"]
+        assert summary["recoveredSegments"] >= 3 and summary["logEndOffset"] == batches
+        return int(res.stderr.split("CRCS ")[1].split()[0])
+
+    assert crcs("--discard") == batches
+    assert crcs() == 2 * batches
 
 
 def test_a_torn_last_write_is_recovered_quietly(tmp_path: Path) -> None:

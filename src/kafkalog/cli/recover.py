@@ -16,8 +16,9 @@ does on restart; so before anything is changed:
 * the bytes to be cut are kept aside: the tail of a truncated segment is copied to
   ``<segment>.log.<position>.truncated`` and a deleted segment's ``.log`` hard-linked there
   (``type`` = ``keptAside``), in the partition directory (Kafka's loader ignores such names) or in
-  ``--keep-dir DIR``; ``--discard`` keeps nothing, as Kafka's recovery. A zero-filled tail (an
-  index preallocation, nothing written) is not kept;
+  ``--keep-dir DIR``; ``--discard`` keeps nothing, as Kafka's recovery, and so plans nothing
+  (each batch's CRC is checked once, by the recovery; the cuts are read from its report). A
+  zero-filled tail (an index preallocation, nothing written) is not kept;
 * when complete batches are dropped (offsets below the old log end are gone: damage, not a torn
   last write), one line per partition on stderr says so, and the exit status is 3 (also with
   ``--dry-run``, when they would be). A torn or zero-filled tail, the normal result of a crash, is
@@ -70,6 +71,14 @@ class Target:
         from kafkalog.log.recovery_plan import plan_partition
         return plan_partition(self.path, compacted=self.compacted, recovery_point=self.recovery_point,
                               log_start_offset=self.log_start_offset)
+
+    def ends(self) -> PartitionPlan:
+        """The plan without its cuts, for a recovery that keeps nothing aside (``--discard``):
+        the log end offset before it, found without checking a CRC (the recovery checks each
+        once; the cuts it made are read from its report, :func:`_cuts_made`)."""
+        from kafkalog.log.recovery_plan import PartitionPlan, end_offset_before
+        before = end_offset_before(self.path, self.log_start_offset)
+        return PartitionPlan(self.path, before, before)
 
 
 # --- what to recover ------------------------------------------------------------------------------
@@ -230,6 +239,17 @@ def _actual_cuts(report: Any) -> List[tuple[str, int]]:
     return cuts
 
 
+def _cuts_made(report: Any) -> List[Cut]:
+    """The cuts a recovery made, from its report, in the plan's order and kinds (truncations that
+    removed bytes, then deleted segments)."""
+    from kafkalog.log.recovery_plan import Cut
+    cuts = [Cut(str(t["file"]), int(t["position"]), int(t["position"]) + int(t["bytes"]), str(t["kind"]),
+                str(t.get("reason") or "")) for t in report.truncations if t.get("bytes")]
+    cuts += [Cut(str(d["file"]), 0, int(d["sizeInBytes"]), "deleted", str(d.get("reason") or ""))
+             for d in report.deleted_segments]
+    return cuts
+
+
 def _unplanned(report: Any, kept: Dict[str, tuple[int, str]]) -> List[tuple[str, int]]:
     """Cuts recovery made that no kept file covers (the plan and the loader disagree)."""
     return [(f, p) for f, p in _actual_cuts(report) if f not in kept or kept[f][0] > p]
@@ -333,7 +353,8 @@ def recover(path: str, from_recovery_point: bool, dry_run: bool, keep_dir: Optio
     single = is_partition_dir(path)
     targets = [_partition_target(path)] if single else _data_dir_targets(path, from_recovery_point)
     _refuse_if_locked(os.path.dirname(os.path.abspath(path)) if single else path)
-    plans = {t.name: t.plan() for t in targets}
+    # --discard keeps nothing aside: the plan's CRC walk would check every batch a second time
+    plans = {t.name: t.ends() if discard and not dry_run else t.plan() for t in targets}
     if dry_run:
         _report_plan(targets, plans)
         return
@@ -342,6 +363,7 @@ def recover(path: str, from_recovery_point: bool, dry_run: bool, keep_dir: Optio
         reports = {targets[0].name: _recover_partition(targets[0])}
     else:
         reports = _recover_data_dir(path, from_recovery_point, no_progress)
+    from kafkalog.log.recovery_plan import PartitionPlan
     totals = {"partitions": 0, "truncatedBytes": 0, "deletedSegments": 0, "droppedOffsets": 0,
               "keptAside": sum(len(v) for v in kept.values()), "clean": True}
     dropped = False
@@ -350,6 +372,8 @@ def recover(path: str, from_recovery_point: bool, dry_run: bool, keep_dir: Optio
                                                 report.log_end_offset)
         s = _emit_report(name, report)
         plan.log_end_offset = report.log_end_offset          # what recovery did
+        if discard:
+            plan.cuts = _cuts_made(report)
         s["logEndOffsetBefore"] = plan.log_end_offset_before
         s["droppedOffsets"] = plan.dropped_offsets
         for f, p in _unplanned(report, kept.get(name, {})) if not discard else []:

@@ -22,7 +22,7 @@ from kafkalog.log.naming import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_F
 from kafkalog.log.segment import SegmentRecovery, scan_for_recovery
 from kafkalog.record.header_walk import F_LAST_OFFSET, F_POSITION, F_SIZE, walk
 
-__all__ = ["Cut", "PartitionPlan", "plan_partition", "complete_end_offset"]
+__all__ = ["Cut", "PartitionPlan", "plan_partition", "complete_end_offset", "end_offset_before"]
 
 
 @dataclass
@@ -104,6 +104,16 @@ def complete_end_offset(path: str, base: int) -> int:
                 if w.finding is not None:
                     break
     return nxt
+
+
+def end_offset_before(dir_path: str, log_start_offset: int = 0) -> int:
+    """A partition directory's log end offset as it is (:attr:`PartitionPlan.log_end_offset_before`):
+    the last segment's headers walked, no CRC checked (``kafkalog recover --discard``, which keeps
+    nothing aside, needs no more of the plan; the recovery checks every CRC once)."""
+    bases = _segments(dir_path)
+    if not bases:
+        return log_start_offset
+    return complete_end_offset(_log_path(dir_path, bases[-1]), bases[-1])
 
 
 def _index_needs_recovery(dir_path: str, base: int, size: int) -> bool:
