@@ -166,6 +166,47 @@ def test_discard_checks_each_batch_once(tmp_path: Path) -> None:
     assert crcs() == 2 * batches
 
 
+def _at_a_terminal(args: List[str]) -> tuple[int, str]:
+    """Run with stdout and stderr on one pseudo-terminal (a progress bar is drawn only there):
+    (exit, what the terminal received)."""
+    import pty
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([*CMD, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:             # EIO: the terminal's other side is closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        return p.wait(timeout=120), b"".join(chunks).decode("utf-8", "replace")
+    finally:
+        os.close(master)
+
+
+def test_a_data_directory_shows_its_planning_and_its_recovery_at_a_terminal(tmp_path: Path) -> None:
+    """Both long phases of a data directory's recovery draw a progress bar on a terminal (the
+    plan walks every segment's batches first): named, and never when the output is piped."""
+    d = tmp_path / "data"
+    with kafkalog.open(d, background=False) as dl:
+        dl.create_topic("t", 4)
+        for i in range(40):
+            dl.produce("t", b"v%d" % i, partition=i % 4)
+    code, screen = _at_a_terminal(["recover", str(d), "--format", "json"])
+    assert code == 0, screen
+    assert "planning" in screen and "recovering" in screen, screen
+    assert '"type":"summary"' in screen.replace(" ", "")
+    code, screen = _at_a_terminal(["recover", str(d), "--format", "json", "--no-progress"])
+    assert code == 0 and "planning" not in screen and "recovering" not in screen, screen
+    res = cli("recover", str(d), "--format", "json")
+    assert res.returncode == 0 and "\x1b[" not in res.stdout + res.stderr
+    assert "planning" not in res.stderr and lines(res.stdout)[-1]["type"] == "summary"
+
+
 def test_a_torn_last_write_is_recovered_quietly(tmp_path: Path) -> None:
     """The normal result of a crash (a batch cut at the end of the active segment): reported and
     kept, no records dropped (the torn batch was never whole), exit 0."""

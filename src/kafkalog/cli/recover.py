@@ -354,7 +354,12 @@ def recover(path: str, from_recovery_point: bool, dry_run: bool, keep_dir: Optio
     targets = [_partition_target(path)] if single else _data_dir_targets(path, from_recovery_point)
     _refuse_if_locked(os.path.dirname(os.path.abspath(path)) if single else path)
     # --discard keeps nothing aside: the plan's CRC walk would check every batch a second time
-    plans = {t.name: t.ends() if discard and not dry_run else t.plan() for t in targets}
+    light = discard and not dry_run
+    plans: Dict[str, PartitionPlan] = {}
+    with progress_bar(len(targets), "planning", enabled=progress_enabled(no_progress) and not light) as bar:
+        for t in targets:
+            plans[t.name] = t.ends() if light else t.plan()
+            bar.advance(1, f"planning {t.name}")
     if dry_run:
         _report_plan(targets, plans)
         return
