@@ -134,8 +134,8 @@ def _lock_dir(data_dir: str, exclusive: bool) -> int:
     holds, this one too (its LogManager, which a record lock does not exclude), is refused."""
     lock = os.path.join(data_dir, LOCK_FILE)
     in_use = LogDirError("the data directory is in use (its .lock is held)", file=lock)
-    from kafkalog.log.manager import locked_in_this_process
-    if locked_in_this_process(data_dir):
+    manager = sys.modules.get("kafkalog.log.manager")   # not imported: no LogManager holds one here
+    if manager is not None and manager.locked_in_this_process(data_dir):
         raise in_use
     if not os.path.exists(lock):
         return -1
