@@ -72,7 +72,7 @@ class Target:
         return plan_partition(self.path, compacted=self.compacted, recovery_point=self.recovery_point,
                               log_start_offset=self.log_start_offset)
 
-    def ends(self) -> PartitionPlan:
+    def plan_without_cuts(self) -> PartitionPlan:
         """The plan without its cuts, for a recovery that keeps nothing aside (``--discard``):
         the log end offset before it, found without checking a CRC (the recovery checks each
         once; the cuts it made are read from its report, :func:`_cuts_made`)."""
@@ -358,7 +358,7 @@ def recover(path: str, from_recovery_point: bool, dry_run: bool, keep_dir: Optio
     plans: Dict[str, PartitionPlan] = {}
     with progress_bar(len(targets), "planning", enabled=progress_enabled(no_progress) and not light) as bar:
         for t in targets:
-            plans[t.name] = t.ends() if light else t.plan()
+            plans[t.name] = t.plan_without_cuts() if light else t.plan()
             bar.advance(1, f"planning {t.name}")
     if dry_run:
         _report_plan(targets, plans)
