@@ -167,12 +167,13 @@ def test_discard_checks_each_batch_once(tmp_path: Path) -> None:
 
 
 def _at_a_terminal(args: List[str]) -> tuple[int, str]:
-    """Run with stdout and stderr on one pseudo-terminal (a progress bar is drawn only there):
-    (exit, what the terminal received)."""
+    """Run with stdout and stderr on one pseudo-terminal (a progress bar is drawn only there; a
+    terminal that can draw one: rich draws nothing on ``TERM=dumb``): (exit, what it received)."""
     import pty
     master, slave = pty.openpty()
     try:
-        p = subprocess.Popen([*CMD, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+        p = subprocess.Popen([*CMD, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                             env=dict(os.environ, TERM="xterm-256color"))
         os.close(slave)
         chunks = []
         while True:
