@@ -232,13 +232,6 @@ def _emit_report(name: str, report: Any) -> dict:
     return summary
 
 
-def _actual_cuts(report: Any) -> List[tuple[str, int]]:
-    """``(file, position)`` of every cut the recovery made (truncations with bytes, deletions)."""
-    cuts = [(str(t["file"]), int(t["position"])) for t in report.truncations if t.get("bytes")]
-    cuts += [(str(d["file"]), 0) for d in report.deleted_segments]
-    return cuts
-
-
 def _cuts_made(report: Any) -> List[Cut]:
     """The cuts a recovery made, from its report, in the plan's order and kinds (truncations that
     removed bytes, then deleted segments)."""
@@ -252,7 +245,7 @@ def _cuts_made(report: Any) -> List[Cut]:
 
 def _unplanned(report: Any, kept: Dict[str, tuple[int, str]]) -> List[tuple[str, int]]:
     """Cuts recovery made that no kept file covers (the plan and the loader disagree)."""
-    return [(f, p) for f, p in _actual_cuts(report) if f not in kept or kept[f][0] > p]
+    return [(c.file, c.position) for c in _cuts_made(report) if c.file not in kept or kept[c.file][0] > c.position]
 
 
 def _loud(partition: str, plan: PartitionPlan, kept: List[str], dry_run: bool) -> None:
