@@ -9,8 +9,6 @@ unless asked for JSON."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import kafkalog
+from tests.cli.terminal import at_a_terminal
 
 ERROR_NAMES = {"LogDirError", "KafkalogIOError", "InvalidConfigError", "InvalidTopicError"}
 
@@ -48,24 +47,7 @@ KAFKA_TEXT = {"dump", "offsets"}       # text wherever stdout goes, as kafka-dum
 
 def _at_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:
     """Run with stdin and stdout on a pseudo-terminal, stderr on a pipe: (exit, stdout, stderr)."""
-    master, slave = pty.openpty()
-    try:
-        p = subprocess.Popen([sys.executable, "-m", "kafkalog.cli.main", *args], stdin=slave, stdout=slave,
-                             stderr=subprocess.PIPE, cwd=cwd, text=True)
-        os.close(slave)
-        _out, err = p.communicate(timeout=120)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:             # EIO: the terminal's other side is closed
-                break
-            if not data:
-                break
-            chunks.append(data)
-        return p.returncode, b"".join(chunks).decode("utf-8", "replace"), err
-    finally:
-        os.close(master)
+    return at_a_terminal(args, cwd=cwd)
 
 
 def _piped(args: list[str], cwd: Path) -> tuple[int, str, str]:

@@ -20,6 +20,7 @@ import pytest
 import kafkalog
 from kafkalog.log.log import Log
 from kafkalog.log.recovery_plan import plan_partition
+from tests.cli.terminal import at_a_terminal
 
 EXE = shutil.which("kafkalog")
 CMD = [EXE] if EXE else [sys.executable, "-m", "kafkalog.cli.main"]
@@ -169,24 +170,8 @@ def test_discard_checks_each_batch_once(tmp_path: Path) -> None:
 def _at_a_terminal(args: List[str]) -> tuple[int, str]:
     """Run with stdout and stderr on one pseudo-terminal (a progress bar is drawn only there; a
     terminal that can draw one: rich draws nothing on ``TERM=dumb``): (exit, what it received)."""
-    import pty
-    master, slave = pty.openpty()
-    try:
-        p = subprocess.Popen([*CMD, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                             env=dict(os.environ, TERM="xterm-256color"))
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:             # EIO: the terminal's other side is closed
-                break
-            if not data:
-                break
-            chunks.append(data)
-        return p.wait(timeout=120), b"".join(chunks).decode("utf-8", "replace")
-    finally:
-        os.close(master)
+    code, screen, _err = at_a_terminal(args, stderr_too=True, env=dict(os.environ, TERM="xterm-256color"))
+    return code, screen
 
 
 def test_a_data_directory_shows_its_planning_and_its_recovery_at_a_terminal(tmp_path: Path) -> None:
